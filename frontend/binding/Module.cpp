@@ -1,0 +1,82 @@
+// The extension module kiln._C: types, op functions (one per Python name), runtime state.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/map.h>
+#include <nanobind/stl/string.h>
+
+#include <map>
+
+#include "frontend/binding/OpFunction.h"
+#include "frontend/binding/PythonConvert.h"
+#include "frontend/binding/TensorBinding.h"
+#include "runtime/Allocator.h"
+#include "runtime/Dispatcher.h"
+
+namespace nb = nanobind;
+using namespace kiln;
+using namespace kiln::python;
+
+namespace {
+
+// Every op the table exposes: functions into kiln._C._ops, methods onto TensorBase.
+void registerOps(nb::module_& m, TensorClass& tensorClass) {
+  const Dispatcher& d = Dispatcher::instance();
+  std::map<std::string, std::vector<OpId>> functions, methods;
+  for (size_t i = 0; i < d.numOps(); ++i) {
+    const OpSchema& s = d.schema(OpId(i));
+    if (s.pythonName.empty()) continue;
+    if (s.isFunction) functions[s.pythonName].push_back(OpId(i));
+    if (s.isMethod) methods[s.pythonName].push_back(OpId(i));
+  }
+  nb::module_ opsModule = m.def_submodule("_ops", "every op of the table, as a function");
+  for (auto& [name, ops] : functions) {
+    PyObject* f = makeOpFunction(std::make_unique<OverloadGroup>(name, ops, false));
+    opsModule.attr(name.c_str()) = nb::steal(f);
+  }
+  for (auto& [name, ops] : methods) {
+    PyObject* f = makeOpFunction(std::make_unique<OverloadGroup>(name, ops, true));
+    if (PyObject_SetAttrString(tensorClass.ptr(), name.c_str(), f) < 0) throw nb::python_error();
+    Py_DECREF(f);
+  }
+}
+
+} // namespace
+
+NB_MODULE(_C, m) {
+  nb::set_leak_warnings(false); // dtype singletons and op objects live as long as the process
+  nb::register_exception_translator([](const std::exception_ptr& p, void*) {
+    try {
+      std::rethrow_exception(p);
+    } catch (...) {
+      setPythonErrorFromException(nullptr);
+    }
+  });
+  registerDtypes(m);
+  registerDevice(m);
+  TensorClass tensorClass = registerTensor(m);
+  registerOpFunctionType(m.ptr());
+  registerOps(m, tensorClass);
+
+  m.def("memory_stats", [] {
+    MemoryStats s = CpuAllocator::instance().stats();
+    std::map<std::string, int64_t> out;
+    out["allocated_bytes.all.current"] = s.allocatedBytes;
+    out["allocated_bytes.all.peak"] = s.peakAllocatedBytes;
+    out["reserved_bytes.all.current"] = s.reservedBytes;
+    out["num_alloc_retries"] = 0;
+    out["allocation.all.allocated"] = s.allocations;
+    out["allocation.all.cache_hits"] = s.cacheHits;
+    return out;
+  });
+  m.def("reset_peak_memory_stats", [] { CpuAllocator::instance().resetPeak(); });
+  m.def("empty_cache", [] { CpuAllocator::instance().emptyCache(); });
+  m.def("is_grad_enabled", [] { return GradMode::isEnabled(); });
+  m.def("_set_grad_enabled", [](bool on) { GradMode::setEnabled(on); });
+  m.def("is_inference_mode_enabled", [] { return InferenceMode::isEnabled(); });
+  m.def("_set_inference_mode", [](bool on) { InferenceMode::setEnabled(on); });
+  m.def("_op_schemas", [] {
+    const Dispatcher& d = Dispatcher::instance();
+    nb::list out;
+    for (size_t i = 0; i < d.numOps(); ++i) out.append(d.schema(OpId(i)).text);
+    return out;
+  });
+}

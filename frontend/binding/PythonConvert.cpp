@@ -1,0 +1,168 @@
+// dtype and device objects, tensor wrapping, number conversion, exception mapping.
+#include "frontend/binding/PythonConvert.h"
+
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+
+#include <cstring>
+
+#include "runtime/Error.h"
+
+namespace kiln::python {
+
+namespace {
+
+struct DtypeBox {
+  ScalarType type;
+};
+
+PyObject* gDtypes[kNumScalarTypes] = {};
+PyObject* gTensorClass = nullptr; // kiln.Tensor (a Python subclass of TensorBase)
+
+} // namespace
+
+PyObject* dtypeObject(ScalarType t) { return gDtypes[int(t)]; }
+
+bool isDtypeObject(PyObject* o) { return nb::isinstance<DtypeBox>(nb::handle(o)); }
+
+ScalarType dtypeFromObject(PyObject* o) { return nb::cast<DtypeBox&>(nb::handle(o)).type; }
+
+void registerDtypes(nb::module_& m) {
+  nb::class_<DtypeBox>(m, "dtype")
+      .def_prop_ro("is_floating_point", [](DtypeBox& d) { return isFloatingType(d.type); })
+      .def_prop_ro("is_signed", [](DtypeBox& d) { return isSignedType(d.type); })
+      .def_prop_ro("is_complex", [](DtypeBox&) { return false; })
+      .def_prop_ro("itemsize", [](DtypeBox& d) { return elementSize(d.type); })
+      .def("__repr__", [](DtypeBox& d) { return std::string("kiln.") + scalarTypeName(d.type); })
+      .def("__reduce__", [](DtypeBox& d) { return std::string(scalarTypeName(d.type)); });
+  for (int i = 0; i < kNumScalarTypes; ++i) {
+    nb::object o = nb::cast(DtypeBox{ScalarType(i)});
+    gDtypes[i] = o.release().ptr();
+    m.attr(scalarTypeName(ScalarType(i))) = nb::handle(gDtypes[i]);
+  }
+}
+
+// kiln.device
+namespace {
+struct DeviceBox {
+  Device d;
+};
+} // namespace
+
+void registerDevice(nb::module_& m) {
+  nb::class_<DeviceBox>(m, "device")
+      .def("__init__",
+           [](DeviceBox* self, const std::string& spec, std::optional<int> index) {
+             Device d = Device::parse(spec);
+             if (index) {
+               KILN_CHECK(d.index < 0, "type (string) must not include an index because index was passed explicitly: ", spec);
+               d.index = int8_t(*index);
+             }
+             new (self) DeviceBox{d};
+           },
+           nb::arg("type"), nb::arg("index") = nb::none())
+      .def_prop_ro("type",
+                   [](DeviceBox& b) {
+                     return std::string(b.d.isCpu() ? "cpu" : b.d.isMeta() ? "meta" : "cuda");
+                   })
+      .def_prop_ro("index", [](DeviceBox& b) -> std::optional<int> {
+        if (b.d.index < 0) return std::nullopt;
+        return int(b.d.index);
+      })
+      .def("__str__", [](DeviceBox& b) { return b.d.str(); })
+      .def("__repr__", [](DeviceBox& b) {
+        std::string s = "device(type='" + Device(b.d.type).str() + "'";
+        if (b.d.index >= 0) s += ", index=" + std::to_string(b.d.index);
+        return s + ")";
+      })
+      .def("__eq__", [](DeviceBox& a, nb::handle other) {
+        Device d;
+        return toDevice(other.ptr(), d) && d == a.d;
+      })
+      .def("__hash__", [](DeviceBox& b) { return int(b.d.type) * 1000 + b.d.index; });
+}
+
+bool toDevice(PyObject* o, Device& out) {
+  if (PyUnicode_Check(o)) {
+    out = Device::parse(PyUnicode_AsUTF8(o));
+    return true;
+  }
+  if (nb::isinstance<DeviceBox>(nb::handle(o))) {
+    out = nb::cast<DeviceBox&>(nb::handle(o)).d;
+    return true;
+  }
+  if (isPyInt(o)) {
+    out = Device(DeviceType::CUDA, int8_t(PyLong_AsLong(o)));
+    return true;
+  }
+  return false;
+}
+
+PyObject* deviceObject(Device d) { return nb::cast(DeviceBox{d}).release().ptr(); }
+
+bool isTensor(PyObject* o) { return nb::isinstance<Tensor>(nb::handle(o)); }
+
+Tensor& unwrapTensor(PyObject* o) { return *nb::inst_ptr<Tensor>(nb::handle(o)); }
+
+void setTensorClass(PyObject* cls) {
+  Py_XINCREF(cls);
+  gTensorClass = cls;
+}
+
+PyObject* wrapTensor(Tensor t) {
+  if (!t.defined()) Py_RETURN_NONE;
+  nb::handle cls = gTensorClass ? nb::handle(gTensorClass) : nb::type<Tensor>();
+  nb::object inst = nb::inst_alloc(cls);
+  new (nb::inst_ptr<Tensor>(inst)) Tensor(std::move(t));
+  nb::inst_mark_ready(inst);
+  return inst.release().ptr();
+}
+
+bool isNumberLike(PyObject* o) {
+  if (PyFloat_Check(o) || PyLong_Check(o)) return true;
+  // numpy scalars (numpy.float32(1.5), numpy.int64(3)), but not arrays.
+  const char* name = Py_TYPE(o)->tp_name;
+  return std::strncmp(name, "numpy.", 6) == 0 && std::strcmp(name, "numpy.ndarray") != 0;
+}
+
+Scalar toScalarFromNumber(PyObject* o) {
+  if (PyBool_Check(o)) return Scalar(o == Py_True);
+  if (PyLong_Check(o)) {
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (overflow) throw Error("value cannot be converted to type int64 without overflow");
+    return Scalar(int64_t(v));
+  }
+  if (PyFloat_Check(o)) return Scalar(PyFloat_AsDouble(o));
+  // numpy scalar: go through .item()
+  nb::object item = nb::steal(PyObject_CallMethod(o, "item", nullptr));
+  if (!item.is_valid()) throw nb::python_error();
+  return toScalarFromNumber(item.ptr());
+}
+
+void setPythonErrorFromException(const char* opName) {
+  auto msg = [&](const std::exception& e) {
+    std::string m = e.what();
+    if (opName && m.rfind(opName, 0) != 0) m = std::string(opName) + "(): " + m;
+    return m;
+  };
+  try {
+    throw;
+  } catch (nb::python_error& e) {
+    e.restore();
+  } catch (const IndexError& e) {
+    PyErr_SetString(PyExc_IndexError, msg(e).c_str());
+  } catch (const TypeError& e) {
+    PyErr_SetString(PyExc_TypeError, msg(e).c_str());
+  } catch (const ValueError& e) {
+    PyErr_SetString(PyExc_ValueError, msg(e).c_str());
+  } catch (const NotImplementedError& e) {
+    PyErr_SetString(PyExc_NotImplementedError, msg(e).c_str());
+  } catch (const std::bad_alloc&) {
+    PyErr_SetString(PyExc_MemoryError, "kiln: out of memory");
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_RuntimeError, msg(e).c_str());
+  }
+}
+
+} // namespace kiln::python

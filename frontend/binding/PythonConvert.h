@@ -1,0 +1,38 @@
+// Conversions between Python objects and kiln values: dtypes, devices, tensors, scalars.
+#pragma once
+#include <Python.h>
+#include <nanobind/nanobind.h>
+
+#include "runtime/Value.h"
+
+namespace kiln::python {
+
+namespace nb = nanobind;
+
+// The singleton kiln.<dtype> objects (kiln.float32 is kiln.float32).
+PyObject* dtypeObject(ScalarType t);
+bool isDtypeObject(PyObject* o);
+ScalarType dtypeFromObject(PyObject* o);
+void registerDtypes(nb::module_& m);
+
+// kiln.device
+void registerDevice(nb::module_& m);
+bool toDevice(PyObject* o, Device& out); // str, kiln.device or int (cuda index)
+PyObject* deviceObject(Device d);
+
+// Tensor <-> Python
+bool isTensor(PyObject* o);
+Tensor& unwrapTensor(PyObject* o);
+PyObject* wrapTensor(Tensor t);
+// Sets the Python class that op results are instances of (kiln.Tensor).
+void setTensorClass(PyObject* cls);
+
+// Python number checks (bool is not an int here, as in PyTorch's parser).
+inline bool isPyInt(PyObject* o) { return PyLong_Check(o) && !PyBool_Check(o); }
+bool isNumberLike(PyObject* o); // bool, int, float, or a numpy scalar
+Scalar toScalarFromNumber(PyObject* o);
+
+// Sets the Python error for the C++ exception being handled (call inside catch (...)).
+void setPythonErrorFromException(const char* opName);
+
+} // namespace kiln::python

@@ -1,0 +1,14 @@
+"""kiln: a tensor runtime with a PyTorch-compatible API and a graph-capture compiler."""
+from . import _C
+from ._C import (  # noqa: F401
+    bfloat16, bool, device, dtype, float16, float32, float64, int8, int16, int32, int64, uint8,
+    memory_stats, reset_peak_memory_stats, empty_cache, is_grad_enabled,
+)
+from ._tensor import Tensor, Size  # noqa: F401
+from ._ops import _export_ops
+
+half, float, double = float16, float32, float64
+long, int, short = int64, int32, int16
+
+_export_ops(globals())
+del _export_ops

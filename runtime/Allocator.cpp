@@ -1,0 +1,98 @@
+// Size-binned free lists under one mutex. Sizes round up to a bin (powers of two split in
+// four) so a freed block serves any later request of its bin.
+#include "runtime/Allocator.h"
+
+#include <cstdlib>
+#include <mutex>
+#include <new>
+#include <unordered_map>
+#include <vector>
+
+namespace kiln {
+namespace {
+
+size_t binSize(size_t n) {
+  if (n <= 64) return 64;
+  size_t p = size_t(1) << (63 - __builtin_clzll(n)); // largest power of two <= n
+  if (n == p) return n;
+  size_t quarter = p / 4;
+  return (n + quarter - 1) / quarter * quarter;
+}
+
+struct State {
+  std::mutex mutex;
+  std::unordered_map<size_t, std::vector<void*>> cache;
+  MemoryStats stats;
+};
+
+State& state() {
+  static State* s = new State(); // never destroyed: tensors may outlive static destructors
+  return *s;
+}
+
+} // namespace
+
+CpuAllocator& CpuAllocator::instance() {
+  static CpuAllocator a;
+  return a;
+}
+
+void* CpuAllocator::allocate(size_t nbytes) {
+  size_t size = binSize(nbytes);
+  State& s = state();
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    s.stats.allocations++;
+    auto it = s.cache.find(size);
+    if (it != s.cache.end() && !it->second.empty()) {
+      void* p = it->second.back();
+      it->second.pop_back();
+      s.stats.cacheHits++;
+      s.stats.allocatedBytes += int64_t(size);
+      if (s.stats.allocatedBytes > s.stats.peakAllocatedBytes)
+        s.stats.peakAllocatedBytes = s.stats.allocatedBytes;
+      return p;
+    }
+  }
+  void* p = std::aligned_alloc(kAlignment, size);
+  if (!p) throw std::bad_alloc();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  s.stats.allocatedBytes += int64_t(size);
+  s.stats.reservedBytes += int64_t(size);
+  if (s.stats.allocatedBytes > s.stats.peakAllocatedBytes)
+    s.stats.peakAllocatedBytes = s.stats.allocatedBytes;
+  return p;
+}
+
+void CpuAllocator::free(void* ptr, size_t nbytes) {
+  if (!ptr) return;
+  size_t size = binSize(nbytes);
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  s.stats.allocatedBytes -= int64_t(size);
+  s.cache[size].push_back(ptr);
+}
+
+MemoryStats CpuAllocator::stats() const {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  return s.stats;
+}
+
+void CpuAllocator::resetPeak() {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  s.stats.peakAllocatedBytes = s.stats.allocatedBytes;
+}
+
+void CpuAllocator::emptyCache() {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  for (auto& [size, blocks] : s.cache) {
+    for (void* p : blocks) std::free(p);
+    s.stats.reservedBytes -= int64_t(size * blocks.size());
+    blocks.clear();
+  }
+}
+
+} // namespace kiln
