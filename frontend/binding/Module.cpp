@@ -5,6 +5,7 @@
 
 #include <map>
 
+#include "frontend/binding/Interop.h"
 #include "frontend/binding/OpFunction.h"
 #include "frontend/binding/PythonConvert.h"
 #include "frontend/binding/TensorBinding.h"
@@ -55,6 +56,7 @@ NB_MODULE(_C, m) {
   TensorClass tensorClass = registerTensor(m);
   registerOpFunctionType(m.ptr());
   registerOps(m, tensorClass);
+  registerInterop(m, tensorClass);
 
   m.def("memory_stats", [] {
     MemoryStats s = CpuAllocator::instance().stats();

@@ -2,7 +2,7 @@
 from . import _C
 from ._C import (  # noqa: F401
     bfloat16, bool, device, dtype, float16, float32, float64, int8, int16, int32, int64, uint8,
-    memory_stats, reset_peak_memory_stats, empty_cache, is_grad_enabled,
+    from_numpy, memory_stats, reset_peak_memory_stats, empty_cache, is_grad_enabled,
 )
 from ._tensor import Tensor, Size  # noqa: F401
 from ._ops import _export_ops
