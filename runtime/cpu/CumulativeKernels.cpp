@@ -2,6 +2,7 @@
 // the running value is kept in PyTorch's CPU accumulation type (double for float32 too).
 #include "generated/KernelDecls.h"
 #include "runtime/cpu/RowLoops.h"
+#include "runtime/cpu/VectorizableMath.h"
 
 namespace kiln::kernels {
 
@@ -17,11 +18,20 @@ template <typename T> using ScanAcc =
 template <typename T, bool kProd>
 void scanLanes(const T* x, T* y, int64_t n, int64_t stride, int64_t lanes) {
   using A = ScanAcc<T>;
+  if (stride == 1) { // one contiguous row
+    A acc = A(kProd ? 1 : 0);
+    for (int64_t j = 0; j < n; ++j) {
+      A v = A(cpu::toOpmath(x[j]));
+      acc = kProd ? A(acc * v) : A(acc + v);
+      y[j] = T(acc);
+    }
+    return;
+  }
   A acc[kLanes];
   for (int64_t l = 0; l < lanes; ++l) acc[l] = A(kProd ? 1 : 0);
   for (int64_t j = 0; j < n; ++j) {
     for (int64_t l = 0; l < lanes; ++l) {
-      A v = A(x[j * stride + l]);
+      A v = A(cpu::toOpmath(x[j * stride + l]));
       acc[l] = kProd ? A(acc[l] * v) : A(acc[l] + v);
       y[j * stride + l] = T(acc[l]);
     }

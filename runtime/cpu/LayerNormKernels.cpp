@@ -5,6 +5,7 @@
 
 #include "generated/KernelDecls.h"
 #include "runtime/cpu/RowLoops.h"
+#include "runtime/cpu/VectorizableMath.h"
 
 namespace kiln::kernels {
 
@@ -24,7 +25,7 @@ template <typename T, typename A> RowMoments<A> rowMoments(const T* x, int64_t n
   for (int64_t r = 0; r < rows; ++r) {
     const A inv = A(1) / A(r + 1);
     for (int k = 0; k < kLanes; ++k) {
-      A v = A(x[r * kLanes + k]);
+      A v = A(cpu::toOpmath(x[r * kLanes + k]));
       A delta = v - mean[k];
       mean[k] += delta * inv;
       m2[k] += delta * (v - mean[k]);
@@ -42,7 +43,7 @@ template <typename T, typename A> RowMoments<A> rowMoments(const T* x, int64_t n
   }
   RowMoments<A> m{mean[0], m2[0]};
   for (int64_t i = rows * kLanes; i < n; ++i) {
-    A v = A(x[i]);
+    A v = A(cpu::toOpmath(x[i]));
     count += 1;
     A delta = v - m.mean;
     m.mean += delta / count;
@@ -65,9 +66,9 @@ void layerNormRows(const Tensor& input, const P* weight, const P* bias, Tensor& 
     const T* row = x + base;
     T* dst = y + base;
     for (int64_t j = 0; j < n; ++j) {
-      A v = (A(row[j]) - m.mean) * rstd;
-      if (weight) v *= A(weight[j]);
-      if (bias) v += A(bias[j]);
+      A v = (A(cpu::toOpmath(row[j])) - m.mean) * rstd;
+      if (weight) v *= A(cpu::toOpmath(weight[j]));
+      if (bias) v += A(cpu::toOpmath(bias[j]));
       dst[j] = T(v);
     }
   });

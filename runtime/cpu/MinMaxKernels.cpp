@@ -36,10 +36,7 @@ template <bool kMax, typename M> constexpr M worst() {
 template <typename T, bool kMax> struct ExtremumOp {
   using acc_t = opmath_t<T>;
   acc_t identity() const { return worst<kMax, acc_t>(); }
-  acc_t step(acc_t a, T x, int64_t) const {
-    acc_t v = acc_t(x);
-    return beats<kMax>(v, a) ? v : a;
-  }
+  acc_t step(acc_t a, acc_t v, int64_t) const { return beats<kMax>(v, a) ? v : a; }
   acc_t combine(acc_t a, acc_t b) const { return beats<kMax>(b, a) ? b : a; }
   void write(char* const* out, acc_t a) const { *reinterpret_cast<T*>(out[0]) = T(a); }
 };
@@ -49,23 +46,25 @@ template <typename M> struct ValueIndex {
   int64_t index;
 };
 
-// max.dim / argmax: the extreme value and its position; the earlier position wins ties (and
-// among NaNs), so the result does not depend on the order partial results are combined in.
+// max.dim / argmax: the extreme value and its position (-1: none yet). Steps come in position
+// order, so a step only has to beat the value; combining partial results compares positions
+// too: the earlier one wins ties and among NaNs.
 template <typename T, bool kMax, bool kValues> struct ArgExtremumOp {
   using M = opmath_t<T>;
   using acc_t = ValueIndex<M>;
-  static bool better(const acc_t& a, const acc_t& b) {
-    if (isNan(a.value)) return !isNan(b.value) || a.index < b.index;
-    if (isNan(b.value)) return false;
-    if (kMax ? a.value > b.value : a.value < b.value) return true;
-    return a.value == b.value && a.index < b.index;
+  acc_t identity() const { return {worst<kMax, M>(), -1}; }
+  acc_t step(acc_t a, M x, int64_t i) const {
+    bool take = a.index < 0 || (kMax ? x > a.value : x < a.value) || (isNan(x) && !isNan(a.value));
+    return take ? acc_t{x, i} : a;
   }
-  acc_t identity() const { return {worst<kMax, M>(), std::numeric_limits<int64_t>::max()}; }
-  acc_t step(acc_t a, T x, int64_t i) const {
-    acc_t c{M(x), i};
-    return better(c, a) ? c : a;
+  acc_t combine(acc_t a, acc_t b) const {
+    if (a.index < 0) return b;
+    if (b.index < 0) return a;
+    bool bWins;
+    if (isNan(a.value) || isNan(b.value)) bWins = isNan(b.value) && (!isNan(a.value) || b.index < a.index);
+    else bWins = (kMax ? b.value > a.value : b.value < a.value) || (b.value == a.value && b.index < a.index);
+    return bWins ? b : a;
   }
-  acc_t combine(acc_t a, acc_t b) const { return better(b, a) ? b : a; }
   void write(char* const* out, acc_t a) const {
     if constexpr (kValues) {
       *reinterpret_cast<T*>(out[0]) = T(a.value);

@@ -27,7 +27,7 @@ template <typename Out> using AccumulatorOf =
 template <typename In, typename Out> struct SumOp {
   using acc_t = AccumulatorOf<Out>;
   acc_t identity() const { return acc_t(0); }
-  acc_t step(acc_t a, In x, int64_t) const {
+  acc_t step(acc_t a, opmath_t<In> x, int64_t) const {
     if constexpr (std::is_same_v<acc_t, bool>) return a | bool(x);
     else return a + acc_t(x);
   }
@@ -48,7 +48,7 @@ template <typename T> struct MeanOp : SumOp<T, T> {
 template <typename In, typename Out> struct ProdOp {
   using acc_t = AccumulatorOf<Out>;
   acc_t identity() const { return acc_t(1); }
-  acc_t step(acc_t a, In x, int64_t) const {
+  acc_t step(acc_t a, opmath_t<In> x, int64_t) const {
     if constexpr (std::is_same_v<acc_t, bool>) return a & bool(x);
     else return a * acc_t(x);
   }
@@ -63,8 +63,8 @@ template <typename In, typename Out> struct ProdOp {
 template <typename T, typename Out, bool kAll> struct LogicalOp {
   using acc_t = bool;
   acc_t identity() const { return kAll; }
-  acc_t step(acc_t a, T x, int64_t) const {
-    bool nonzero = opmath_t<T>(x) != opmath_t<T>(0);
+  acc_t step(acc_t a, opmath_t<T> x, int64_t) const {
+    bool nonzero = x != opmath_t<T>(0);
     return kAll ? (a & nonzero) : (a | nonzero);
   }
   acc_t combine(acc_t a, acc_t b) const { return kAll ? (a & b) : (a | b); }
@@ -80,11 +80,11 @@ template <typename T> struct LogSumExpOp {
     M sum;
   };
   acc_t identity() const { return {-std::numeric_limits<M>::infinity(), M(0)}; }
-  acc_t step(acc_t a, T x, int64_t) const { return combine(a, acc_t{M(x), M(1)}); }
+  acc_t step(acc_t a, M x, int64_t) const { return combine(a, acc_t{x, M(1)}); }
   acc_t combine(acc_t a, acc_t b) const {
     if (b.max > a.max) std::swap(a, b);
     if (b.max == a.max) return {a.max, a.sum + b.sum};
-    return {a.max, a.sum + b.sum * std::exp(b.max - a.max)};
+    return {a.max, a.sum + b.sum * cpu::expOpmath(b.max - a.max)};
   }
   void write(char* const* out, acc_t a) const {
     *reinterpret_cast<T*>(out[0]) = T(a.max + std::log(a.sum));
@@ -100,8 +100,7 @@ template <typename T, NormKind kKind> struct NormOp {
   acc_t identity() const {
     return kKind == NormKind::NegInf ? std::numeric_limits<acc_t>::infinity() : acc_t(0);
   }
-  acc_t step(acc_t a, T x, int64_t) const {
-    acc_t v = acc_t(x);
+  acc_t step(acc_t a, acc_t v, int64_t) const {
     if constexpr (kKind == NormKind::Zero) return a + acc_t(v != acc_t(0));
     else if constexpr (kKind == NormKind::One) return a + std::abs(v);
     else if constexpr (kKind == NormKind::Two) return a + v * v;
@@ -244,8 +243,11 @@ Tensor anyDims(const Tensor& self, std::optional<IntArrayRef> dim, bool keepdim)
 }
 
 Tensor logsumexp(const Tensor& self, IntArrayRef dim, bool keepdim) {
-  KILN_CHECK(!dim.empty(), "logsumexp(): expected a non-empty list of dims to reduce");
   DimMask mask = makeDimMask(dim, self.dim());
+  // PyTorch reduces every dim for an empty list, but without keepdim its result cannot take
+  // the kept-dim maximum it adds back: mirror that error.
+  KILN_CHECK(!dim.empty() || keepdim || self.dim() == 0, "logsumexp(): output with shape [] ",
+             "doesn't match the broadcast shape ", shapeString(DimVector(size_t(self.dim()), 1)));
   // Integers and bool give the default float dtype.
   Tensor in = isFloatingType(self.dtype()) ? self : ops::to(self, ScalarType::Float32);
   return runReduction<false>("logsumexp", in, mask, keepdim, in.dtype(),

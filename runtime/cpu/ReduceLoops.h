@@ -7,10 +7,12 @@
 // An Op provides:
 //   using acc_t;                                  the accumulator
 //   acc_t identity() const;
-//   acc_t step(acc_t a, scalar_t x, int64_t i) const;   i: x's position along the reduced dim
+//   acc_t step(acc_t a, opmath_t<scalar_t> x, int64_t i) const;
+//                                                 i: x's position along the reduced dim
 //   acc_t combine(acc_t a, acc_t b) const;        a and b from disjoint parts of the range
 //   void write(char* const* out, acc_t a) const;  out[k]: this element of output k
-// Positions are only meaningful for a single reduced dim (argmax and max.dim reduce one).
+// Positions are only meaningful for a single reduced dim (argmax and max.dim reduce one). Each
+// accumulator is stepped in increasing position order; partial results are then combined.
 #pragma once
 #include <omp.h>
 
@@ -19,6 +21,7 @@
 #include <memory>
 
 #include "runtime/Reduction.h"
+#include "runtime/cpu/VectorizableMath.h"
 
 namespace kiln::cpu {
 
@@ -82,11 +85,12 @@ void reduceLanes(const Op& op, const char* base, int64_t laneStride, int nLanes,
                  typename Op::acc_t* out) {
   using acc_t = typename Op::acc_t;
   const int n = kFull ? W : nLanes;
-  acc_t acc[kLevels][W];
-  for (auto& level : acc)
-    for (int k = 0; k < W; ++k) level[k] = op.identity();
   const int64_t power = std::max<int64_t>(4, (64 - std::countl_zero(uint64_t(numRows))) / kLevels);
   const int64_t levelStep = int64_t(1) << power, levelMask = levelStep - 1;
+  const int levels = numRows <= levelStep ? 1 : kLevels; // short reductions need no cascade
+  acc_t acc[kLevels][W];
+  for (int j = 0; j < levels; ++j)
+    for (int k = 0; k < W; ++k) acc[j][k] = op.identity();
   int64_t r = 0;
   while (r < numRows) {
     int64_t end = std::min(numRows, r + levelStep);
@@ -96,11 +100,11 @@ void reduceLanes(const Op& op, const char* base, int64_t laneStride, int nLanes,
       for (int k = 0; k < n; ++k) {
         const scalar_t* x = kContiguous ? reinterpret_cast<const scalar_t*>(row) + k
                                         : reinterpret_cast<const scalar_t*>(row + k * laneStride);
-        acc[0][k] = op.step(acc[0][k], *x, pos + k * lanePos);
+        acc[0][k] = op.step(acc[0][k], toOpmath(*x), pos + k * lanePos);
       }
       rows.next();
     }
-    for (int j = 1; j < kLevels; ++j) {
+    for (int j = 1; j < levels; ++j) {
       for (int k = 0; k < n; ++k) {
         acc[j][k] = op.combine(acc[j][k], acc[j - 1][k]);
         acc[j - 1][k] = op.identity();
@@ -109,8 +113,8 @@ void reduceLanes(const Op& op, const char* base, int64_t laneStride, int nLanes,
     }
   }
   for (int k = 0; k < n; ++k) {
-    acc_t total = acc[kLevels - 1][k];
-    for (int j = kLevels - 2; j >= 0; --j) total = op.combine(total, acc[j][k]);
+    acc_t total = acc[levels - 1][k];
+    for (int j = levels - 2; j >= 0; --j) total = op.combine(total, acc[j][k]);
     out[k] = op.combine(out[k], total);
   }
 }
@@ -135,7 +139,7 @@ typename Op::acc_t reduceRun(const Op& op, const char* p, int64_t stride, int64_
     acc = lanes[0];
   }
   for (int64_t i = rows * W; i < n; ++i)
-    acc = op.step(acc, *reinterpret_cast<const scalar_t*>(p + i * stride), pos0 + i);
+    acc = op.step(acc, toOpmath(*reinterpret_cast<const scalar_t*>(p + i * stride)), pos0 + i);
   return acc;
 }
 
@@ -204,15 +208,22 @@ public:
       const char* base = p_.input + outer.offset() + l0 * laneStride;
       acc_t lanes[W];
       for (int k = 0; k < W; ++k) lanes[k] = op_.identity();
-      IntArrayRef rowStrides = p_.reducedStrides;
-      Cursor rows(p_.reducedSizes, &rowStrides, 1);
-      rows.seek(rb);
-      if (nl == W && contiguous)
-        reduceLanes<W, true, true, scalar_t>(op_, base, laneStride, nl, rows, re - rb, rb, 0, 1, lanes);
-      else if (nl == W)
-        reduceLanes<W, false, true, scalar_t>(op_, base, laneStride, nl, rows, re - rb, rb, 0, 1, lanes);
-      else
-        reduceLanes<W, false, false, scalar_t>(op_, base, laneStride, nl, rows, re - rb, rb, 0, 1, lanes);
+      auto run = [&](auto rows) {
+        if (nl == W && contiguous)
+          reduceLanes<W, true, true, scalar_t>(op_, base, laneStride, nl, rows, re - rb, rb, 0, 1, lanes);
+        else if (nl == W)
+          reduceLanes<W, false, true, scalar_t>(op_, base, laneStride, nl, rows, re - rb, rb, 0, 1, lanes);
+        else
+          reduceLanes<W, false, false, scalar_t>(op_, base, laneStride, nl, rows, re - rb, rb, 0, 1, lanes);
+      };
+      if (p_.reducedSizes.size() == 1) {
+        run(UniformRows{rb * p_.reducedStrides[0], p_.reducedStrides[0]});
+      } else {
+        IntArrayRef rowStrides = p_.reducedStrides;
+        Cursor rows(p_.reducedSizes, &rowStrides, 1);
+        rows.seek(rb);
+        run(rows);
+      }
       for (int k = 0; k < nl; ++k) {
         for (int t = 0; t < p_.numOutputTensors; ++t)
           ptrs[t] = p_.outputs[t] + outer.offset(t + 1) + (l0 + k) * p_.keptOutputStrides[t][0];

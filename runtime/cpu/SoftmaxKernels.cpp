@@ -6,6 +6,7 @@
 
 #include "generated/KernelDecls.h"
 #include "runtime/cpu/RowLoops.h"
+#include "runtime/cpu/VectorizableMath.h"
 
 namespace kiln::kernels {
 
@@ -21,15 +22,15 @@ template <typename T, bool kLog> void softmaxRow(const T* x, T* y, int64_t n) {
   std::fill(lanes, lanes + kLanes, -std::numeric_limits<M>::infinity());
   int64_t body = n / kLanes * kLanes;
   for (int64_t i = 0; i < body; i += kLanes)
-    for (int k = 0; k < kLanes; ++k) lanes[k] = std::max(lanes[k], M(x[i + k]));
+    for (int k = 0; k < kLanes; ++k) lanes[k] = std::max(lanes[k], cpu::toOpmath(x[i + k]));
   M mx = -std::numeric_limits<M>::infinity();
   for (int k = 0; k < kLanes; ++k) mx = std::max(mx, lanes[k]);
-  for (int64_t i = body; i < n; ++i) mx = std::max(mx, M(x[i]));
+  for (int64_t i = body; i < n; ++i) mx = std::max(mx, cpu::toOpmath(x[i]));
 
   std::fill(lanes, lanes + kLanes, M(0));
   for (int64_t i = 0; i < body; i += kLanes) {
     for (int k = 0; k < kLanes; ++k) {
-      M e = std::exp(M(x[i + k]) - mx);
+      M e = cpu::expOpmath(cpu::toOpmath(x[i + k]) - mx);
       lanes[k] += e;
       if constexpr (!kLog && std::is_same_v<T, M>) y[i + k] = e;
     }
@@ -37,20 +38,21 @@ template <typename T, bool kLog> void softmaxRow(const T* x, T* y, int64_t n) {
   M sum = 0;
   for (int k = 0; k < kLanes; ++k) sum += lanes[k];
   for (int64_t i = body; i < n; ++i) {
-    M e = std::exp(M(x[i]) - mx);
+    M e = cpu::expOpmath(cpu::toOpmath(x[i]) - mx);
     sum += e;
     if constexpr (!kLog && std::is_same_v<T, M>) y[i] = e;
   }
 
   if constexpr (kLog) {
-    M shift = mx + std::log(sum);
-    for (int64_t i = 0; i < n; ++i) y[i] = T(M(x[i]) - shift);
+    // (x - max) - log(sum): adding log(sum) to max first would round at max's magnitude.
+    M logSum = std::log(sum);
+    for (int64_t i = 0; i < n; ++i) y[i] = T((cpu::toOpmath(x[i]) - mx) - logSum);
   } else if constexpr (std::is_same_v<T, M>) {
     M scale = M(1) / sum;
     for (int64_t i = 0; i < n; ++i) y[i] = y[i] * scale;
   } else {
     M scale = M(1) / sum;
-    for (int64_t i = 0; i < n; ++i) y[i] = T(std::exp(M(x[i]) - mx) * scale);
+    for (int64_t i = 0; i < n; ++i) y[i] = T(cpu::expOpmath(cpu::toOpmath(x[i]) - mx) * scale);
   }
 }
 
@@ -64,17 +66,14 @@ void softmaxLanes(const T* x, T* y, int64_t n, int64_t stride, int64_t lanes) {
     sum[l] = 0;
   }
   for (int64_t j = 0; j < n; ++j)
-    for (int64_t l = 0; l < lanes; ++l) mx[l] = std::max(mx[l], M(x[j * stride + l]));
+    for (int64_t l = 0; l < lanes; ++l) mx[l] = std::max(mx[l], cpu::toOpmath(x[j * stride + l]));
   for (int64_t j = 0; j < n; ++j)
-    for (int64_t l = 0; l < lanes; ++l) sum[l] += std::exp(M(x[j * stride + l]) - mx[l]);
-  for (int64_t l = 0; l < lanes; ++l) {
-    if constexpr (kLog) mx[l] += std::log(sum[l]);
-    else sum[l] = M(1) / sum[l];
-  }
+    for (int64_t l = 0; l < lanes; ++l) sum[l] += cpu::expOpmath(cpu::toOpmath(x[j * stride + l]) - mx[l]);
+  for (int64_t l = 0; l < lanes; ++l) sum[l] = kLog ? std::log(sum[l]) : M(1) / sum[l];
   for (int64_t j = 0; j < n; ++j) {
     for (int64_t l = 0; l < lanes; ++l) {
-      M v = M(x[j * stride + l]);
-      y[j * stride + l] = kLog ? T(v - mx[l]) : T(std::exp(v - mx[l]) * sum[l]);
+      M v = cpu::toOpmath(x[j * stride + l]) - mx[l];
+      y[j * stride + l] = kLog ? T(v - sum[l]) : T(cpu::expOpmath(v) * sum[l]);
     }
   }
 }

@@ -20,8 +20,8 @@ template <typename T, bool kStd, bool kWithMean> struct WelfordOp {
   using acc_t = Moments;
   double correction;
   acc_t identity() const { return {0, 0, 0}; }
-  acc_t step(acc_t a, T x, int64_t) const {
-    double v = double(opmath_t<T>(x));
+  acc_t step(acc_t a, opmath_t<T> x, int64_t) const {
+    double v = double(x);
     double n = a.n + 1;
     double delta = v - a.mean;
     double mean = a.mean + delta / n;
