@@ -65,6 +65,39 @@ template <typename T, bool kMax, bool kValues> struct ArgExtremumOp {
     else bWins = (kMax ? b.value > a.value : b.value < a.value) || (b.value == a.value && b.index < a.index);
     return bWins ? b : a;
   }
+  // A contiguous run block by block: the block's extreme value in vectorized lanes, then its
+  // first position only when it beats the result so far.
+  acc_t contiguousRun(const T* p, int64_t n, int64_t pos0) const {
+    constexpr int64_t kBlock = 512;
+    constexpr int kVec = 16;
+    acc_t best = identity();
+    for (int64_t b = 0; b < n && !isNan(best.value); b += kBlock) {
+      const int64_t len = std::min(kBlock, n - b);
+      M lanes[kVec];
+      for (int k = 0; k < kVec; ++k) lanes[k] = worst<kMax, M>();
+      const int64_t body = len / kVec * kVec;
+      for (int64_t i = 0; i < body; i += kVec)
+        for (int k = 0; k < kVec; ++k) {
+          M x = cpu::toOpmath(p[b + i + k]);
+          lanes[k] = beats<kMax>(x, lanes[k]) ? x : lanes[k];
+        }
+      M blockBest = lanes[0];
+      for (int k = 1; k < kVec; ++k) blockBest = beats<kMax>(lanes[k], blockBest) ? lanes[k] : blockBest;
+      for (int64_t i = body; i < len; ++i) {
+        M x = cpu::toOpmath(p[b + i]);
+        blockBest = beats<kMax>(x, blockBest) ? x : blockBest;
+      }
+      if (best.index >= 0 && !beats<kMax>(blockBest, best.value)) continue;
+      for (int64_t i = 0; i < len; ++i) {
+        M x = cpu::toOpmath(p[b + i]);
+        if (isNan(blockBest) ? isNan(x) : x == blockBest) {
+          best = {x, pos0 + b + i};
+          break;
+        }
+      }
+    }
+    return best;
+  }
   void write(char* const* out, acc_t a) const {
     if constexpr (kValues) {
       *reinterpret_cast<T*>(out[0]) = T(a.value);

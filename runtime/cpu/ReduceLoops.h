@@ -11,6 +11,8 @@
 //                                                 i: x's position along the reduced dim
 //   acc_t combine(acc_t a, acc_t b) const;        a and b from disjoint parts of the range
 //   void write(char* const* out, acc_t a) const;  out[k]: this element of output k
+// and optionally, for ops whose accumulator does not vectorize:
+//   acc_t contiguousRun(const scalar_t* p, int64_t n, int64_t pos0) const;
 // Positions are only meaningful for a single reduced dim (argmax and max.dim reduce one). Each
 // accumulator is stepped in increasing position order; partial results are then combined.
 #pragma once
@@ -87,7 +89,8 @@ void reduceLanes(const Op& op, const char* base, int64_t laneStride, int nLanes,
   const int n = kFull ? W : nLanes;
   const int64_t power = std::max<int64_t>(4, (64 - std::countl_zero(uint64_t(numRows))) / kLevels);
   const int64_t levelStep = int64_t(1) << power, levelMask = levelStep - 1;
-  const int levels = numRows <= levelStep ? 1 : kLevels; // short reductions need no cascade
+  // Up to kLevels * levelStep rows, one level adds no more terms in a row than the cascade would.
+  const int levels = numRows <= kLevels * levelStep ? 1 : kLevels;
   acc_t acc[kLevels][W];
   for (int j = 0; j < levels; ++j)
     for (int k = 0; k < W; ++k) acc[j][k] = op.identity();
@@ -123,6 +126,10 @@ void reduceLanes(const Op& op, const char* base, int64_t laneStride, int nLanes,
 template <typename scalar_t, typename Op>
 typename Op::acc_t reduceRun(const Op& op, const char* p, int64_t stride, int64_t n, int64_t pos0) {
   using acc_t = typename Op::acc_t;
+  if constexpr (requires(const scalar_t* x) { op.contiguousRun(x, n, pos0); }) {
+    if (stride == int64_t(sizeof(scalar_t)))
+      return op.contiguousRun(reinterpret_cast<const scalar_t*>(p), n, pos0);
+  }
   constexpr int W = lanesFor<acc_t>();
   int64_t rows = n / W;
   acc_t acc = op.identity();
