@@ -53,6 +53,7 @@ struct ReductionPlan {
 
 // Plans reducing `input` over `mask` into `outputs` (already allocated with the reduced shape,
 // keepdim or not). Data pointers are taken from the tensors; the plan does not own them.
-ReductionPlan planReduction(const Tensor& input, DimMask mask, std::initializer_list<Tensor> outputs);
+ReductionPlan planReduction(const Tensor& input, DimMask mask,
+                            std::initializer_list<Tensor> outputs);
 
 } // namespace kiln

@@ -39,7 +39,8 @@ void scanLanes(const T* x, T* y, int64_t n, int64_t stride, int64_t lanes) {
 }
 
 template <bool kProd>
-Tensor scan(const char* kernelName, const Tensor& self, int64_t dim, std::optional<ScalarType> dtype) {
+Tensor scan(const char* kernelName, const Tensor& self, int64_t dim,
+            std::optional<ScalarType> dtype) {
   int64_t d = wrapDim(dim, self.dim());
   ScalarType type = dtype ? *dtype
                     : isIntegralType(self.dtype(), true) ? ScalarType::Int64

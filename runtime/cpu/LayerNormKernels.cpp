@@ -92,7 +92,8 @@ void checkParameterDtypes(const Tensor& input, const std::optional<Tensor>& weig
   }
   for (const auto* p : {&weight, &bias}) {
     KILN_CHECK(!*p || (*p)->dtype() == input.dtype(), "expected scalar type ",
-               scalarTypeShortName(input.dtype()), " but found ", scalarTypeShortName((*p)->dtype()));
+               scalarTypeShortName(input.dtype()), " but found ",
+               scalarTypeShortName((*p)->dtype()));
   }
 }
 
@@ -135,8 +136,9 @@ Tensor layerNorm(const Tensor& input, IntArrayRef normalizedShape,
   ScalarType paramType = w.defined() ? w.dtype() : b.defined() ? b.dtype() : input.dtype();
   KILN_DISPATCH_FLOATING(input.dtype(), "LayerNormKernelImpl", [&]<typename T>() {
     auto run = [&]<typename P>() {
-      layerNormRows<T, P>(x, w.defined() ? w.data<P>() : nullptr, b.defined() ? b.data<P>() : nullptr,
-                          out, n, eps);
+      const P* wp = w.defined() ? w.data<P>() : nullptr;
+      const P* bp = b.defined() ? b.data<P>() : nullptr;
+      layerNormRows<T, P>(x, wp, bp, out, n, eps);
     };
     if constexpr (!std::is_same_v<T, float>) {
       if (paramType == ScalarType::Float32) return run.template operator()<float>();

@@ -60,10 +60,11 @@ template <typename T, bool kMax, bool kValues> struct ArgExtremumOp {
   acc_t combine(acc_t a, acc_t b) const {
     if (a.index < 0) return b;
     if (b.index < 0) return a;
-    bool bWins;
-    if (isNan(a.value) || isNan(b.value)) bWins = isNan(b.value) && (!isNan(a.value) || b.index < a.index);
-    else bWins = (kMax ? b.value > a.value : b.value < a.value) || (b.value == a.value && b.index < a.index);
-    return bWins ? b : a;
+    bool earlier = b.index < a.index;
+    if (isNan(a.value) || isNan(b.value))
+      return isNan(b.value) && (!isNan(a.value) || earlier) ? b : a;
+    bool beyond = kMax ? b.value > a.value : b.value < a.value;
+    return beyond || (b.value == a.value && earlier) ? b : a;
   }
   // A contiguous run block by block: the block's extreme value in vectorized lanes, then its
   // first position only when it beats the result so far.
@@ -82,7 +83,8 @@ template <typename T, bool kMax, bool kValues> struct ArgExtremumOp {
           lanes[k] = beats<kMax>(x, lanes[k]) ? x : lanes[k];
         }
       M blockBest = lanes[0];
-      for (int k = 1; k < kVec; ++k) blockBest = beats<kMax>(lanes[k], blockBest) ? lanes[k] : blockBest;
+      for (int k = 1; k < kVec; ++k)
+        blockBest = beats<kMax>(lanes[k], blockBest) ? lanes[k] : blockBest;
       for (int64_t i = body; i < len; ++i) {
         M x = cpu::toOpmath(p[b + i]);
         blockBest = beats<kMax>(x, blockBest) ? x : blockBest;
@@ -122,7 +124,8 @@ Tensor extremum(const char* op, const Tensor& self, std::optional<IntArrayRef> d
 }
 
 template <bool kMax>
-std::tuple<Tensor, Tensor> extremumDim(const char* op, const Tensor& self, int64_t dim, bool keepdim) {
+std::tuple<Tensor, Tensor> extremumDim(const char* op, const Tensor& self, int64_t dim,
+                                       bool keepdim) {
   int64_t d = wrapDim(dim, self.dim());
   DimMask mask = makeDimMask(IntArrayRef{d}, self.dim());
   checkReductionHasElements(op, self, mask, true, false);

@@ -120,8 +120,8 @@ template <typename T, NormKind kKind> struct NormOp {
   }
 };
 
-// Reduces `in` over `mask` into a new `outType` result with the op made by makeOp<scalar_t>().
-// kAllTypes: every dtype, else the floating ones.
+// A new `outType` result of reducing `in` over `mask`: makeOp<scalar_t>(plan) runs the kernel
+// for in's dtype (kAllTypes: any dtype, else the floating ones).
 template <bool kAllTypes, typename MakeOp>
 Tensor runReduction(const char* name, const Tensor& in, DimMask mask, bool keepdim,
                     ScalarType outType, const MakeOp& makeOp) {
@@ -147,7 +147,8 @@ Tensor sumLike(const char* name, const Tensor& self, std::optional<IntArrayRef> 
   Tensor in = castTo(self, dtype);
   ScalarType outType = sumResultType(self, dtype);
   bool widen = outType != in.dtype();
-  return runReduction<true>(name, in, mask, keepdim, outType, [&]<typename T>(const ReductionPlan& p) {
+  return runReduction<true>(name, in, mask, keepdim, outType,
+                            [&]<typename T>(const ReductionPlan& p) {
     if constexpr (std::is_integral_v<T>) {
       if (widen) return cpu::reduceKernel<T>(p, Op<T, int64_t>{});
     }
@@ -170,7 +171,8 @@ Tensor meanImpl(const Tensor& self, std::optional<IntArrayRef> dim, bool keepdim
   int64_t count = 1;
   for (int64_t d = 0; d < in.dim(); ++d)
     if (mask >> d & 1) count *= in.sizes()[size_t(d)];
-  return runReduction<false>("mean", in, mask, keepdim, in.dtype(), [&]<typename T>(const ReductionPlan& p) {
+  return runReduction<false>("mean", in, mask, keepdim, in.dtype(),
+                             [&]<typename T>(const ReductionPlan& p) {
     cpu::reduceKernel<T>(p, MeanOp<T>(count));
   });
 }
@@ -178,8 +180,10 @@ Tensor meanImpl(const Tensor& self, std::optional<IntArrayRef> dim, bool keepdim
 template <bool kAll>
 Tensor logicalReduction(const char* name, const Tensor& self, DimMask mask, bool keepdim) {
   ScalarType outType = self.dtype() == ScalarType::UInt8 ? ScalarType::UInt8 : ScalarType::Bool;
-  return runReduction<true>(name, self, mask, keepdim, outType, [&]<typename T>(const ReductionPlan& p) {
-    if constexpr (std::is_same_v<T, uint8_t>) cpu::reduceKernel<T>(p, LogicalOp<T, uint8_t, kAll>{});
+  return runReduction<true>(name, self, mask, keepdim, outType,
+                            [&]<typename T>(const ReductionPlan& p) {
+    if constexpr (std::is_same_v<T, uint8_t>)
+      cpu::reduceKernel<T>(p, LogicalOp<T, uint8_t, kAll>{});
     else cpu::reduceKernel<T>(p, LogicalOp<T, bool, kAll>{});
   });
 }
@@ -274,7 +278,8 @@ Tensor linalgVectorNorm(const Tensor& self, const Scalar& ord, std::optional<Int
                " norm on an empty tensor because the operation does not have an identity");
     for (int64_t d = 0; d < self.dim(); ++d) {
       KILN_CHECK(!(mask >> d & 1) || self.sizes()[size_t(d)] != 0,
-                 "linalg.vector_norm cannot compute the ", formatOrder(p), " norm on the dimension ",
+                 "linalg.vector_norm cannot compute the ", formatOrder(p),
+                 " norm on the dimension ",
                  d, " because this dimension is empty and the operation does not have an identity");
     }
   }

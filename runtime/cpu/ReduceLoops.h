@@ -216,12 +216,13 @@ public:
       acc_t lanes[W];
       for (int k = 0; k < W; ++k) lanes[k] = op_.identity();
       auto run = [&](auto rows) {
+        const int64_t n = re - rb;
         if (nl == W && contiguous)
-          reduceLanes<W, true, true, scalar_t>(op_, base, laneStride, nl, rows, re - rb, rb, 0, 1, lanes);
+          reduceLanes<W, true, true, scalar_t>(op_, base, laneStride, nl, rows, n, rb, 0, 1, lanes);
         else if (nl == W)
-          reduceLanes<W, false, true, scalar_t>(op_, base, laneStride, nl, rows, re - rb, rb, 0, 1, lanes);
+          reduceLanes<W, false, true, scalar_t>(op_, base, laneStride, nl, rows, n, rb, 0, 1, lanes);
         else
-          reduceLanes<W, false, false, scalar_t>(op_, base, laneStride, nl, rows, re - rb, rb, 0, 1, lanes);
+          reduceLanes<W, false, false, scalar_t>(op_, base, laneStride, nl, rows, n, rb, 0, 1, lanes);
       };
       if (p_.reducedSizes.size() == 1) {
         run(UniformRows{rb * p_.reducedStrides[0], p_.reducedStrides[0]});
@@ -265,7 +266,8 @@ private:
   // innermost reduced dim, the outer reduced dims walked by a cursor.
   acc_t inner(const char* base, int64_t rb, int64_t re) const {
     const int64_t n = p_.reducedSizes[0], stride = p_.reducedStrides[0];
-    if (p_.reducedSizes.size() == 1) return reduceRun<scalar_t>(op_, base + rb * stride, stride, re - rb, rb);
+    if (p_.reducedSizes.size() == 1)
+      return reduceRun<scalar_t>(op_, base + rb * stride, stride, re - rb, rb);
     IntArrayRef outerSizes(p_.reducedSizes.data() + 1, p_.reducedSizes.size() - 1);
     IntArrayRef outerStrides(p_.reducedStrides.data() + 1, p_.reducedStrides.size() - 1);
     Cursor runs(outerSizes, &outerStrides, 1);
@@ -287,7 +289,8 @@ private:
 } // namespace detail
 
 // Runs op over the plan, writing every output element.
-template <typename scalar_t, typename Op> void reduceKernel(const ReductionPlan& plan, const Op& op) {
+template <typename scalar_t, typename Op>
+void reduceKernel(const ReductionPlan& plan, const Op& op) {
   using acc_t = typename Op::acc_t;
   const int64_t numOutputs = plan.numOutputs, reduceSize = plan.reduceSize;
   if (numOutputs == 0) return;

@@ -68,7 +68,8 @@ void softmaxLanes(const T* x, T* y, int64_t n, int64_t stride, int64_t lanes) {
   for (int64_t j = 0; j < n; ++j)
     for (int64_t l = 0; l < lanes; ++l) mx[l] = std::max(mx[l], cpu::toOpmath(x[j * stride + l]));
   for (int64_t j = 0; j < n; ++j)
-    for (int64_t l = 0; l < lanes; ++l) sum[l] += cpu::expOpmath(cpu::toOpmath(x[j * stride + l]) - mx[l]);
+    for (int64_t l = 0; l < lanes; ++l)
+      sum[l] += cpu::expOpmath(cpu::toOpmath(x[j * stride + l]) - mx[l]);
   for (int64_t l = 0; l < lanes; ++l) sum[l] = kLog ? std::log(sum[l]) : M(1) / sum[l];
   for (int64_t j = 0; j < n; ++j) {
     for (int64_t l = 0; l < lanes; ++l) {

@@ -74,12 +74,14 @@ Tensor stdCorrection(const Tensor& self, std::optional<IntArrayRef> dim,
 }
 
 std::tuple<Tensor, Tensor> varMeanCorrection(const Tensor& self, std::optional<IntArrayRef> dim,
-                                             const std::optional<Scalar>& correction, bool keepdim) {
+                                             const std::optional<Scalar>& correction,
+                                             bool keepdim) {
   return moments<false, true>(self, dim, correction, keepdim);
 }
 
 std::tuple<Tensor, Tensor> stdMeanCorrection(const Tensor& self, std::optional<IntArrayRef> dim,
-                                             const std::optional<Scalar>& correction, bool keepdim) {
+                                             const std::optional<Scalar>& correction,
+                                             bool keepdim) {
   return moments<true, true>(self, dim, correction, keepdim);
 }
 

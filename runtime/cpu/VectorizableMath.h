@@ -17,7 +17,8 @@ template <typename T> inline opmath_t<T> toOpmath(T x) {
     // normal and subnormal halves alike; inf and NaN keep an all-ones exponent.
     uint32_t magnitude = x.bits & 0x7FFFu;
     float scaled = std::bit_cast<float>(magnitude << 13) * 0x1p112f;
-    uint32_t bits = magnitude >= 0x7C00u ? (magnitude << 13) | 0x7F800000u : std::bit_cast<uint32_t>(scaled);
+    uint32_t bits = magnitude >= 0x7C00u ? (magnitude << 13) | 0x7F800000u
+                                         : std::bit_cast<uint32_t>(scaled);
     return std::bit_cast<float>(bits | (uint32_t(x.bits & 0x8000u) << 16));
   } else if constexpr (std::is_same_v<T, BFloat16>) {
     return std::bit_cast<float>(uint32_t(x.bits) << 16);
