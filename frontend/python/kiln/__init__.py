@@ -12,3 +12,8 @@ long, int, short = int64, int32, int16
 
 _export_ops(globals())
 del _export_ops
+
+from .autograd import (  # noqa: E402,F401
+    enable_grad, inference_mode, is_inference_mode_enabled, no_grad, set_grad_enabled,
+)
+from . import autograd, nn  # noqa: E402,F401
