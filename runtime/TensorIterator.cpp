@@ -136,7 +136,15 @@ void TensorIterator::computeTypes(const TensorIteratorConfig& c) {
     for (size_t i = 0; i < c.inputs.size(); ++i) {
       bool keep = i < c.keepInputDtype.size() && c.keepInputDtype[i];
       Tensor& in = operands_[size_t(noutputs_) + i];
-      if (!keep && in.dtype() != common) in = ops::to(in, common);
+      if (keep || in.dtype() == common) continue;
+      // A 0-d CPU input (a Python number, mostly) is converted in place of a dispatched cast.
+      if (in.dim() == 0 && in.device().isCpu()) {
+        bool wrapped = in.isWrappedNumber();
+        in = Tensor::scalarTensor(in.item(), common);
+        in.impl()->isWrappedNumber = wrapped;
+      } else {
+        in = ops::to(in, common);
+      }
     }
   }
 }
@@ -192,6 +200,20 @@ void TensorIterator::allocateOutputs(const TensorIteratorConfig& c) {
 void TensorIterator::buildIteration() {
   size_t ndim = shape_.size();
   size_t nt = operands_.size();
+  // Fast path: every operand is contiguous with the full shape, or a single element
+  // (x + 1, x * y of equal shapes): one flat run, no sorting or coalescing.
+  bool flat = true;
+  for (size_t k = 0; k < nt && flat; ++k) {
+    const Tensor& t = operands_[k];
+    flat = t.numel() == 1 || (t.isContiguous() && t.numel() == numel_ && size_t(t.dim()) == ndim);
+  }
+  if (flat) {
+    iterShape_.assign(size_t(1), numel_);
+    iterStrides_.assign(nt, DimVector(1));
+    for (size_t k = 0; k < nt; ++k)
+      iterStrides_[k][0] = operands_[k].numel() == 1 && numel_ != 1 ? 0 : int64_t(elementSize(operands_[k].dtype()));
+    return;
+  }
   // Byte strides over the broadcast shape, outermost-first.
   std::vector<DimVector> strides(nt, DimVector(ndim));
   for (size_t k = 0; k < nt; ++k) {
@@ -243,6 +265,7 @@ void TensorIterator::buildIteration() {
 void TensorIterator::serialRange(const Loop& loop, int64_t begin, int64_t end) const {
   size_t nd = iterShape_.size();
   size_t nt = operands_.size();
+  KILN_CHECK(nt <= kMaxOperands, opName_, ": too many operands (", nt, ")");
   // Multi-index of `begin`, innermost-first.
   DimVector idx(nd);
   int64_t rem = begin;
@@ -250,8 +273,9 @@ void TensorIterator::serialRange(const Loop& loop, int64_t begin, int64_t end) c
     idx[d] = rem % iterShape_[d];
     rem /= iterShape_[d];
   }
-  std::vector<char*> base(nt), ptrs(nt);
-  std::vector<int64_t> inner(nt);
+  char* base[kMaxOperands];
+  char* ptrs[kMaxOperands];
+  int64_t inner[kMaxOperands];
   for (size_t k = 0; k < nt; ++k) {
     base[k] = operands_[k].rawData();
     inner[k] = iterStrides_[k][0];
@@ -264,7 +288,7 @@ void TensorIterator::serialRange(const Loop& loop, int64_t begin, int64_t end) c
       for (size_t d = 0; d < nd; ++d) p += idx[d] * iterStrides_[k][d];
       ptrs[k] = p;
     }
-    loop(ptrs.data(), inner.data(), n);
+    loop(ptrs, inner, n);
     pos += n;
     idx[0] += n;
     for (size_t d = 0; d + 1 < nd && idx[d] == iterShape_[d]; ++d) {

@@ -239,11 +239,12 @@ bool OverloadGroup::tryParse(OpId op, PyObject* self, PyObject* const* args, Py_
                              PyObject* kwnames, ParsedCall& out, std::string* why) const {
   const OpSchema& s = Dispatcher::instance().schema(op);
   size_t n = s.args.size();
+  if (n > kMaxOpArgs) return false;
   out.op = op;
   out.stack.assign(n, Value());
-  out.argObjects.assign(n, nullptr);
+  std::fill(out.argObjects, out.argObjects + n, nullptr);
   out.requiresGrad = false;
-  std::vector<bool> bound(n, false);
+  bool bound[kMaxOpArgs] = {};
   size_t start = 0;
   if (self) {
     if (n == 0 || s.args[0].type != ArgType::Tensor) return false;
@@ -252,17 +253,18 @@ bool OverloadGroup::tryParse(OpId op, PyObject* self, PyObject* const* args, Py_
     bound[0] = true;
     start = 1;
   }
-  std::vector<size_t> positional;
+  size_t positional[kMaxOpArgs];
+  size_t numPositional = 0;
   for (size_t i = start; i < n; ++i)
-    if (!s.args[i].kwargOnly) positional.push_back(i);
+    if (!s.args[i].kwargOnly) positional[numPositional++] = i;
 
   // x.view(2, 3) / kiln.zeros(2, 3): a leading int list takes all positional ints.
   bool varargs = false;
-  if (nargs >= 1 && !positional.empty() && s.args[positional[0]].type == ArgType::IntList) {
+  if (nargs >= 1 && numPositional > 0 && s.args[positional[0]].type == ArgType::IntList) {
     int64_t tmp;
     bool allInts = true;
     for (Py_ssize_t k = 0; k < nargs && allInts; ++k) allInts = asInt(args[k], tmp);
-    varargs = allInts && (nargs > 1 || true);
+    varargs = allInts;
   }
   if (varargs) {
     std::vector<int64_t> list(static_cast<size_t>(nargs));
@@ -272,8 +274,8 @@ bool OverloadGroup::tryParse(OpId op, PyObject* self, PyObject* const* args, Py_
     out.argObjects[p] = args[0];
     bound[p] = true;
   } else {
-    if (size_t(nargs) > positional.size()) {
-      if (why) *why = concat("takes ", positional.size(), " positional arguments but ", nargs, " were given");
+ if (size_t(nargs) > numPositional) {
+      if (why) *why = concat("takes ", numPositional, " positional arguments but ", nargs, " were given");
       return false;
     }
     for (Py_ssize_t k = 0; k < nargs; ++k) {

@@ -12,10 +12,12 @@
 
 namespace kiln::python {
 
+constexpr size_t kMaxOpArgs = 32;
+
 struct ParsedCall {
   OpId op;
   Stack stack;
-  std::vector<PyObject*> argObjects; // the Python object bound to each schema argument (borrowed)
+  PyObject* argObjects[kMaxOpArgs]; // the Python object bound to each schema argument (borrowed)
   bool requiresGrad = false;          // factory kwarg requires_grad=True
 };
 
