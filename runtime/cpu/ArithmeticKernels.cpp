@@ -79,7 +79,7 @@ Tensor div(const Tensor& self, const Tensor& other) {
 
 Tensor divMode(const Tensor& self, const Tensor& other, const std::optional<std::string>& mode) {
   if (!mode) return div(self, other);
-  KILN_CHECK_VALUE(*mode == "trunc" || *mode == "floor",
+  KILN_CHECK(*mode == "trunc" || *mode == "floor",
                    "div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '",
                    *mode, "'");
   bool floorMode = *mode == "floor";
