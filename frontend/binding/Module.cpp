@@ -9,6 +9,7 @@
 #include "frontend/binding/OpFunction.h"
 #include "frontend/binding/PythonConvert.h"
 #include "frontend/binding/TensorBinding.h"
+#include "frontend/binding/TensorData.h"
 #include "runtime/Allocator.h"
 #include "runtime/Dispatcher.h"
 
@@ -57,6 +58,7 @@ NB_MODULE(_C, m) {
   registerOpFunctionType(m.ptr());
   registerOps(m, tensorClass);
   registerInterop(m, tensorClass);
+  registerTensorData(m, tensorClass);
 
   m.def("memory_stats", [] {
     MemoryStats s = CpuAllocator::instance().stats();

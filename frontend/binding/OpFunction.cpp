@@ -37,8 +37,12 @@ PyObject* callOp(OpFunctionObject* self, PyObject* const* args, size_t nargsf, P
     ParsedCall call = g->parse(selfTensor, args, nargs, kwnames);
     Dispatcher::instance().call(call.op, call.stack);
     if (call.requiresGrad) {
-      for (Value& v : call.stack)
-        if (v.isTensor()) v.toTensor().impl()->requiresGrad = true;
+      for (Value& v : call.stack) {
+        if (!v.isTensor()) continue;
+        KILN_CHECK(isFloatingType(v.toTensor().dtype()),
+                   "Only Tensors of floating point and complex dtype can require gradients");
+        v.toTensor().impl()->requiresGrad = true;
+      }
     }
     return returnsToPython(call);
   } catch (...) {

@@ -5,6 +5,8 @@ from ._C import (  # noqa: F401
     from_numpy, memory_stats, reset_peak_memory_stats, empty_cache, is_grad_enabled,
 )
 from ._tensor import Tensor, Size  # noqa: F401
+from ._creation import tensor, as_tensor  # noqa: F401
+from ._tensor_str import set_printoptions, get_printoptions, printoptions  # noqa: F401
 from ._ops import _export_ops
 
 half, float, double = float16, float32, float64
