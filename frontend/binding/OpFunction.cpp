@@ -159,6 +159,14 @@ PyObject* returnsToPython(const ParsedCall& call) {
       Py_INCREF(o);
       return o;
     }
+    // An op that returns its input unchanged returns the same object (x.to(x.dtype) is x).
+    if (r.aliasOf >= 0 && stack[0].isTensor() && call.argObjects[size_t(r.aliasOf)]) {
+      PyObject* o = call.argObjects[size_t(r.aliasOf)];
+      if (isTensor(o) && unwrapTensor(o).isSame(stack[0].toTensor())) {
+        Py_INCREF(o);
+        return o;
+      }
+    }
     return valueToPython(stack[0]);
   }
   bool named = !s.returns[0].name.empty();

@@ -3,6 +3,8 @@
 // with a checked conversion) and Tensor.tolist.
 #include "frontend/binding/TensorData.h"
 
+#include <nanobind/stl/string.h>
+
 #include <cstring>
 
 #include "frontend/binding/Interop.h"
@@ -191,9 +193,8 @@ Tensor tensorFromData(PyObject* data, std::optional<ScalarType> dtype) {
   KILN_CHECK_TYPE(!isText(data), "new(): invalid data type '", Py_TYPE(data)->tp_name, "'");
   if (isNumpyArray(data)) {
     numpyDtypeOf(data); // the clear TypeError for unsupported dtypes
-    // A contiguous copy only where needed (negative strides), then kiln's own copy.
-    nb::object arr = nb::module_::import_("numpy").attr("ascontiguousarray")(nb::borrow(data));
-    Tensor view = tensorFromArray(nb::cast<nb::ndarray<nb::ro>>(arr), arr);
+    // A view first (negative strides raise there, as in PyTorch), then kiln's own copy.
+    Tensor view = tensorFromArray(nb::cast<nb::ndarray<nb::ro>>(nb::handle(data)), data);
     return ops::_to_copy(view, dtype.value_or(view.dtype()), std::nullopt);
   }
   ScalarType dt = dtype ? *dtype : inferDtype(data, 0);
@@ -209,7 +210,7 @@ Tensor tensorFromData(PyObject* data, std::optional<ScalarType> dtype) {
 void registerTensorData(nb::module_& m, TensorClass& cls) {
   m.def("_tensor_from_data", [](nb::handle data, nb::handle dtype) {
     return nb::steal(wrapTensor(tensorFromData(data.ptr(), dtypeArgument(dtype))));
-  }, nb::arg("data"), nb::arg("dtype") = nb::none());
+  }, nb::arg("data").none(), nb::arg("dtype").none() = nb::none());
   cls.def("tolist", [](const Tensor& t) {
     if (t.isMeta()) throw NotImplementedError("Cannot copy out of meta tensor; no data!");
     ElementToPython convert = KILN_DISPATCH_ALL(t.dtype(), "tolist", [&]<typename scalar_t>() {

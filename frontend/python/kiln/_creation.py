@@ -27,6 +27,6 @@ def as_tensor(data, dtype=None, device=None):
     dtype and device is shared, anything else is converted as kiln.tensor does."""
     if isinstance(data, _C.TensorBase):
         return data.to(dtype=dtype, device=device)
-    if _is_numpy_array(data) and all(s >= 0 for s in data.strides):
+    if _is_numpy_array(data):
         return _C.from_numpy(data).to(dtype=dtype, device=device)
     return tensor(data, dtype=dtype, device=device)
