@@ -43,6 +43,17 @@ class Tensor(_C.TensorBase):
     def __rmul__(self, other):
         return self.mul(other)
 
+    # `@` takes tensors only (a number is a TypeError, as in PyTorch, not a 0-d matmul).
+    def __matmul__(self, other):
+        if not isinstance(other, _C.TensorBase):
+            return NotImplemented
+        return self.matmul(other)
+
+    def __rmatmul__(self, other):
+        if not isinstance(other, _C.TensorBase):
+            return NotImplemented
+        return other.matmul(self)
+
     __hash__ = object.__hash__
 
     __repr__ = _str
