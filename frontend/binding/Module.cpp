@@ -5,6 +5,7 @@
 
 #include <map>
 
+#include "frontend/binding/GeneratorBinding.h"
 #include "frontend/binding/Interop.h"
 #include "frontend/binding/OpFunction.h"
 #include "frontend/binding/PythonConvert.h"
@@ -59,6 +60,7 @@ NB_MODULE(_C, m) {
   registerOps(m, tensorClass);
   registerInterop(m, tensorClass);
   registerTensorData(m, tensorClass);
+  registerGenerator(m);
 
   m.def("memory_stats", [] {
     MemoryStats s = CpuAllocator::instance().stats();

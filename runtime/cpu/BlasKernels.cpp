@@ -12,19 +12,12 @@
 
 #include "generated/KernelDecls.h"
 #include "generated/Ops.h"
+#include "runtime/CppTypeName.h"
 #include "runtime/TensorIterator.h"
 
 namespace kiln::kernels {
 
 namespace {
-
-// PyTorch's matmul messages print C++ type names ("float != double").
-const char* cppTypeName(ScalarType t) {
-  static constexpr const char* names[] = {"bool",      "unsigned char", "signed char", "short int",
-                                          "int",       "long int",      "c10::Half",   "c10::BFloat16",
-                                          "float",     "double"};
-  return names[int(t)];
-}
 
 void checkSameDevice(const Tensor& a, const Tensor& b) {
   KILN_CHECK(a.device().type == b.device().type,
