@@ -1,4 +1,5 @@
-// numpy interop: kiln.from_numpy and Tensor.numpy(), both sharing memory.
+// Zero-copy interop: kiln.from_numpy / Tensor.numpy and DLPack both ways (Tensor.__dlpack__,
+// __dlpack_device__, kiln._C._from_dlpack).
 #pragma once
 #include <nanobind/ndarray.h>
 

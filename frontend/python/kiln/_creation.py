@@ -1,4 +1,5 @@
-"""kiln.tensor and kiln.as_tensor: tensors from Python data (nested lists, numbers, numpy, tensors)."""
+"""kiln.tensor, kiln.as_tensor and kiln.from_dlpack: tensors from Python data (nested lists,
+numbers, numpy arrays, tensors) and from other libraries' arrays."""
 from . import _C
 
 _GRAD_DTYPES_ERROR = "Only Tensors of floating point and complex dtype can require gradients"
@@ -30,3 +31,21 @@ def as_tensor(data, dtype=None, device=None):
     if _is_numpy_array(data):
         return _C.from_numpy(data).to(dtype=dtype, device=device)
     return tensor(data, dtype=dtype, device=device)
+
+
+_DL_CPU = 1
+
+
+def from_dlpack(ext_tensor):
+    """A tensor sharing the memory of `ext_tensor`: any object with __dlpack__ (numpy arrays,
+    PyTorch tensors, ...) or a DLPack capsule. Only CPU memory can be imported."""
+    if not hasattr(ext_tensor, "__dlpack__"):
+        return _C._from_dlpack(ext_tensor)
+    device_type, _ = ext_tensor.__dlpack_device__()
+    if device_type != _DL_CPU:
+        raise RuntimeError(f"from_dlpack: only CPU arrays can be imported, got DLPack device type {int(device_type)}")
+    try:
+        capsule = ext_tensor.__dlpack__(max_version=(1, 0))
+    except TypeError:  # a producer older than DLPack 1.0 (no max_version)
+        capsule = ext_tensor.__dlpack__()
+    return _C._from_dlpack(capsule)
