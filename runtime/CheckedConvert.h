@@ -12,9 +12,12 @@ namespace kiln {
 namespace detail {
 // The largest finite value of T, as a double (Half/BFloat16 have no numeric_limits).
 template <typename T> constexpr double maxFinite() {
-  if constexpr (std::is_same_v<T, Half>) return 65504.0;
-  else if constexpr (std::is_same_v<T, BFloat16>) return 3.3895313892515355e38;
-  else return double(std::numeric_limits<T>::max());
+  if constexpr (std::is_same_v<T, Half>)
+    return 65504.0;
+  else if constexpr (std::is_same_v<T, BFloat16>)
+    return 3.3895313892515355e38;
+  else
+    return double(std::numeric_limits<T>::max());
 }
 } // namespace detail
 

@@ -6,8 +6,9 @@
 namespace kiln {
 
 inline const char* cppTypeName(ScalarType t) {
-  static constexpr const char* names[] = {"bool", "unsigned char", "signed char", "short int", "int",
-                                          "long int", "c10::Half", "c10::BFloat16", "float", "double"};
+  static constexpr const char* names[] = {"bool",  "unsigned char", "signed char", "short int",
+                                          "int",   "long int",      "c10::Half",   "c10::BFloat16",
+                                          "float", "double"};
   return names[int(t)];
 }
 

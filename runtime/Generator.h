@@ -10,7 +10,18 @@
 namespace kiln {
 
 // Philox4x32-10 of a 128-bit counter under a 64-bit key: four independent 32-bit words.
-std::array<uint32_t, 4> philox4x32(std::array<uint32_t, 4> counter, std::array<uint32_t, 2> key);
+// Inline so that fill loops vectorize it.
+inline std::array<uint32_t, 4> philox4x32(std::array<uint32_t, 4> c, std::array<uint32_t, 2> k) {
+  constexpr uint32_t kMul0 = 0xD2511F53u, kMul1 = 0xCD9E8D57u;
+  constexpr uint32_t kWeyl0 = 0x9E3779B9u, kWeyl1 = 0xBB67AE85u; // golden ratio, sqrt(3) - 1
+  for (int round = 0; round < 10; ++round) {
+    uint64_t p0 = uint64_t(kMul0) * c[0], p1 = uint64_t(kMul1) * c[2];
+    c = {uint32_t(p1 >> 32) ^ c[1] ^ k[0], uint32_t(p1), uint32_t(p0 >> 32) ^ c[3] ^ k[1],
+         uint32_t(p0)};
+    k = {k[0] + kWeyl0, k[1] + kWeyl1};
+  }
+  return c;
+}
 
 class Generator {
 public:

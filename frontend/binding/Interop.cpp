@@ -21,8 +21,10 @@ namespace {
 // kiln's dtype for a DLPack (code, bits) pair; nullopt when kiln has no such dtype.
 std::optional<ScalarType> dtypeFromDlpack(uint8_t code, uint8_t bits) {
   switch (code) {
-  case dlpack::kDLBool: return bits == 8 ? std::optional(ScalarType::Bool) : std::nullopt;
-  case dlpack::kDLUInt: return bits == 8 ? std::optional(ScalarType::UInt8) : std::nullopt;
+  case dlpack::kDLBool:
+    return bits == 8 ? std::optional(ScalarType::Bool) : std::nullopt;
+  case dlpack::kDLUInt:
+    return bits == 8 ? std::optional(ScalarType::UInt8) : std::nullopt;
   case dlpack::kDLInt:
     if (bits == 8) return ScalarType::Int8;
     if (bits == 16) return ScalarType::Int16;
@@ -34,16 +36,17 @@ std::optional<ScalarType> dtypeFromDlpack(uint8_t code, uint8_t bits) {
     if (bits == 32) return ScalarType::Float32;
     if (bits == 64) return ScalarType::Float64;
     return std::nullopt;
-  case dlpack::kDLBfloat: return bits == 16 ? std::optional(ScalarType::BFloat16) : std::nullopt;
-  default: return std::nullopt;
+  case dlpack::kDLBfloat:
+    return bits == 16 ? std::optional(ScalarType::BFloat16) : std::nullopt;
+  default:
+    return std::nullopt;
   }
 }
 
 dlpack::DataType dlpackType(ScalarType t) {
-  static constexpr uint8_t codes[] = {dlpack::kDLBool, dlpack::kDLUInt,  dlpack::kDLInt,
-                                      dlpack::kDLInt,  dlpack::kDLInt,   dlpack::kDLInt,
-                                      dlpack::kDLFloat, dlpack::kDLBfloat, dlpack::kDLFloat,
-                                      dlpack::kDLFloat};
+  static constexpr uint8_t codes[] = {
+      dlpack::kDLBool, dlpack::kDLUInt,  dlpack::kDLInt,    dlpack::kDLInt,   dlpack::kDLInt,
+      dlpack::kDLInt,  dlpack::kDLFloat, dlpack::kDLBfloat, dlpack::kDLFloat, dlpack::kDLFloat};
   return {codes[int(t)], uint8_t(elementSize(t) * 8), 1};
 }
 
@@ -65,7 +68,8 @@ Tensor wrapForeign(void* data, ScalarType dt, IntArrayRef sizes, IntArrayRef str
     nb::gil_scoped_acquire gil;
     release();
   });
-  return Tensor(makeIntrusive<TensorImpl>(std::move(storage), dt, DimVector(sizes), DimVector(strides), 0));
+  return Tensor(
+      makeIntrusive<TensorImpl>(std::move(storage), dt, DimVector(sizes), DimVector(strides), 0));
 }
 
 [[noreturn]] void throwBufferError(const std::string& message) {
@@ -82,8 +86,13 @@ struct ExportedTensor {
   dlpack::ManagedTensorVersioned versioned{};
 
   dlpack::Tensor describe() {
-    return {tensor.rawData(), {dlpack::kDLCPU, 0}, int32_t(tensor.dim()), dlpackType(tensor.dtype()),
-            shape.data(), strides.data(), 0};
+    return {tensor.rawData(),
+            {dlpack::kDLCPU, 0},
+            int32_t(tensor.dim()),
+            dlpackType(tensor.dtype()),
+            shape.data(),
+            strides.data(),
+            0};
   }
 };
 
@@ -102,7 +111,8 @@ void destroyCapsule(PyObject* capsule) {
 
 void destroyCapsuleVersioned(PyObject* capsule) {
   if (PyCapsule_IsValid(capsule, kCapsuleVersioned)) {
-    auto* m = static_cast<dlpack::ManagedTensorVersioned*>(PyCapsule_GetPointer(capsule, kCapsuleVersioned));
+    auto* m = static_cast<dlpack::ManagedTensorVersioned*>(
+        PyCapsule_GetPointer(capsule, kCapsuleVersioned));
     if (m->deleter) m->deleter(m);
   }
 }
@@ -111,9 +121,13 @@ nb::object exportDlpack(const Tensor& t, bool versioned, bool copied) {
   auto* e = new ExportedTensor{t, t.sizes().vec(), t.strides().vec()};
   PyObject* capsule;
   if (versioned) {
-    e->versioned = {{1, 0}, e, [](dlpack::ManagedTensorVersioned* self) {
+    e->versioned = {{1, 0},
+                    e,
+                    [](dlpack::ManagedTensorVersioned* self) {
                       delete static_cast<ExportedTensor*>(self->managerCtx);
-                    }, copied ? dlpack::kFlagIsCopied : 0, e->describe()};
+                    },
+                    copied ? dlpack::kFlagIsCopied : 0,
+                    e->describe()};
     capsule = PyCapsule_New(&e->versioned, kCapsuleVersioned, destroyCapsuleVersioned);
   } else {
     e->legacy = {e->describe(), e, [](dlpack::ManagedTensor* self) {
@@ -129,14 +143,17 @@ nb::object exportDlpack(const Tensor& t, bool versioned, bool copied) {
 }
 
 // Tensor.__dlpack__ (the array API's signature): a capsule viewing t, or a copy with copy=True.
-nb::object tensorDlpack(const Tensor& t, nb::handle stream, nb::handle maxVersion, nb::handle dlDevice,
-                        nb::handle copy) {
-  if (t.requiresGrad()) throwBufferError("Can't export tensors that require gradient, use tensor.detach()");
-  if (!t.device().isCpu()) throwBufferError(concat("Cannot export a ", t.device().str(), " tensor through DLPack"));
+nb::object tensorDlpack(const Tensor& t, nb::handle stream, nb::handle maxVersion,
+                        nb::handle dlDevice, nb::handle copy) {
+  if (t.requiresGrad())
+    throwBufferError("Can't export tensors that require gradient, use tensor.detach()");
+  if (!t.device().isCpu())
+    throwBufferError(concat("Cannot export a ", t.device().str(), " tensor through DLPack"));
   KILN_CHECK_VALUE(stream.is_none(), "stream should be None on cpu.");
   if (!dlDevice.is_none()) {
     auto dev = nb::cast<std::pair<int, int>>(dlDevice);
-    if (dev.first != dlpack::kDLCPU) throwBufferError("unsupported dl_device: kiln tensors here are on the CPU");
+    if (dev.first != dlpack::kDLCPU)
+      throwBufferError("unsupported dl_device: kiln tensors here are on the CPU");
   }
   bool versioned = !maxVersion.is_none() && nb::cast<std::pair<int, int>>(maxVersion).first >= 1;
   bool copied = !copy.is_none() && nb::cast<bool>(copy);
@@ -147,33 +164,46 @@ nb::object tensorDlpack(const Tensor& t, nb::handle stream, nb::handle maxVersio
 // deleter runs when the tensor's storage dies.
 Tensor importDlpack(nb::handle capsule) {
   PyObject* cap = capsule.ptr();
-  KILN_CHECK_TYPE(PyCapsule_CheckExact(cap), "from_dlpack: expected an object with __dlpack__ or a DLPack capsule, got ",
+  KILN_CHECK_TYPE(PyCapsule_CheckExact(cap),
+                  "from_dlpack: expected an object with __dlpack__ or a DLPack capsule, got ",
                   Py_TYPE(cap)->tp_name);
   bool versioned = PyCapsule_IsValid(cap, kCapsuleVersioned);
-  KILN_CHECK(versioned || PyCapsule_IsValid(cap, kCapsule),
-             "from_dlpack received an invalid capsule. Note that DLTensor capsules can be consumed only "
-             "once, so you might have already constructed a tensor from it once.");
+  KILN_CHECK(
+      versioned || PyCapsule_IsValid(cap, kCapsule),
+      "from_dlpack received an invalid capsule. Note that DLTensor capsules can be consumed only "
+      "once, so you might have already constructed a tensor from it once.");
   dlpack::Tensor* dl;
   std::function<void()> release;
   if (versioned) {
-    auto* m = static_cast<dlpack::ManagedTensorVersioned*>(PyCapsule_GetPointer(cap, kCapsuleVersioned));
+    auto* m =
+        static_cast<dlpack::ManagedTensorVersioned*>(PyCapsule_GetPointer(cap, kCapsuleVersioned));
     if (m->version.major != 1)
-      throwBufferError(concat("from_dlpack: unsupported DLPack version ", m->version.major, ".", m->version.minor));
+      throwBufferError(concat("from_dlpack: unsupported DLPack version ", m->version.major, ".",
+                              m->version.minor));
     dl = &m->dlTensor;
-    release = [m] { if (m->deleter) m->deleter(m); };
+    release = [m] {
+      if (m->deleter) m->deleter(m);
+    };
   } else {
     auto* m = static_cast<dlpack::ManagedTensor*>(PyCapsule_GetPointer(cap, kCapsule));
     dl = &m->dlTensor;
-    release = [m] { if (m->deleter) m->deleter(m); };
+    release = [m] {
+      if (m->deleter) m->deleter(m);
+    };
   }
-  KILN_CHECK(dl->device.deviceType == dlpack::kDLCPU || dl->device.deviceType == dlpack::kDLCUDAHost,
-             "from_dlpack: only CPU memory can be imported (DLPack device type ", dl->device.deviceType, ")");
-  std::optional<ScalarType> dt = dl->dtype.lanes == 1 ? dtypeFromDlpack(dl->dtype.code, dl->dtype.bits) : std::nullopt;
-  KILN_CHECK_TYPE(dt.has_value(), "from_dlpack: unsupported DLPack dtype (code ", int(dl->dtype.code), ", ",
-                  int(dl->dtype.bits), " bits, ", dl->dtype.lanes, " lanes)");
+  KILN_CHECK(dl->device.deviceType == dlpack::kDLCPU ||
+                 dl->device.deviceType == dlpack::kDLCUDAHost,
+             "from_dlpack: only CPU memory can be imported (DLPack device type ",
+             dl->device.deviceType, ")");
+  std::optional<ScalarType> dt =
+      dl->dtype.lanes == 1 ? dtypeFromDlpack(dl->dtype.code, dl->dtype.bits) : std::nullopt;
+  KILN_CHECK_TYPE(dt.has_value(), "from_dlpack: unsupported DLPack dtype (code ",
+                  int(dl->dtype.code), ", ", int(dl->dtype.bits), " bits, ", dl->dtype.lanes,
+                  " lanes)");
   KILN_CHECK(dl->ndim >= 0, "from_dlpack: negative ndim");
   IntArrayRef sizes(dl->shape, size_t(dl->ndim));
-  DimVector strides = dl->strides ? DimVector(IntArrayRef(dl->strides, size_t(dl->ndim))) : contiguousStrides(sizes);
+  DimVector strides = dl->strides ? DimVector(IntArrayRef(dl->strides, size_t(dl->ndim)))
+                                  : contiguousStrides(sizes);
   char* data = static_cast<char*>(dl->data) + dl->byteOffset;
   Tensor t = wrapForeign(data, *dt, sizes, strides, std::move(release));
   // From here the tensor owns the producer's memory: the capsule must not free it too.
@@ -190,8 +220,9 @@ nb::dlpack::dtype numpyType(ScalarType t) {
 
 Tensor tensorFromArray(nb::ndarray<nb::ro> a, nb::handle owner) {
   std::optional<ScalarType> dt = dtypeFromDlpack(a.dtype().code, a.dtype().bits);
-  KILN_CHECK_TYPE(dt && a.dtype().lanes == 1, "can't convert array of this dtype (code ", int(a.dtype().code),
-                  ", ", int(a.dtype().bits), " bits); the only supported types are: float64, float32, "
+  KILN_CHECK_TYPE(dt && a.dtype().lanes == 1, "can't convert array of this dtype (code ",
+                  int(a.dtype().code), ", ", int(a.dtype().bits),
+                  " bits); the only supported types are: float64, float32, "
                   "float16, int64, int32, int16, int8, uint8, and bool");
   DimVector sizes(a.ndim()), strides(a.ndim());
   for (size_t d = 0; d < a.ndim(); ++d) {
@@ -210,21 +241,25 @@ void registerInterop(nb::module_& m, TensorClass& cls) {
     auto a = nb::cast<nb::ndarray<nb::ro>>(obj);
     return nb::steal(wrapTensor(tensorFromArray(a, obj)));
   });
-  cls.def("numpy", [](const Tensor& t, bool force) {
-    KILN_CHECK(!t.requiresGrad() || force,
-               "Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.");
-    KILN_CHECK_TYPE(t.device().isCpu(), "can't convert ", t.device().str(),
-                    " device type tensor to numpy. Use Tensor.cpu() to copy the tensor to host memory first.");
-    KILN_CHECK_TYPE(t.dtype() != ScalarType::BFloat16, "Got unsupported ScalarType BFloat16");
-    std::vector<size_t> shape(t.sizes().begin(), t.sizes().end());
-    std::vector<int64_t> strides(t.strides().begin(), t.strides().end());
-    // The capsule owns a handle on the tensor: the array keeps the memory alive.
-    auto* keep = new Tensor(t);
-    nb::capsule owner(keep, [](void* p) noexcept { delete static_cast<Tensor*>(p); });
-    nb::ndarray<nb::numpy> arr(t.rawData(), t.dim(), shape.data(), owner, strides.data(),
-                               numpyType(t.dtype()));
-    return arr.cast();
-  }, nb::arg("force") = false);
+  cls.def(
+      "numpy",
+      [](const Tensor& t, bool force) {
+        KILN_CHECK(!t.requiresGrad() || force, "Can't call numpy() on Tensor that requires grad. "
+                                               "Use tensor.detach().numpy() instead.");
+        KILN_CHECK_TYPE(t.device().isCpu(), "can't convert ", t.device().str(),
+                        " device type tensor to numpy. Use Tensor.cpu() to copy the tensor to host "
+                        "memory first.");
+        KILN_CHECK_TYPE(t.dtype() != ScalarType::BFloat16, "Got unsupported ScalarType BFloat16");
+        std::vector<size_t> shape(t.sizes().begin(), t.sizes().end());
+        std::vector<int64_t> strides(t.strides().begin(), t.strides().end());
+        // The capsule owns a handle on the tensor: the array keeps the memory alive.
+        auto* keep = new Tensor(t);
+        nb::capsule owner(keep, [](void* p) noexcept { delete static_cast<Tensor*>(p); });
+        nb::ndarray<nb::numpy> arr(t.rawData(), t.dim(), shape.data(), owner, strides.data(),
+                                   numpyType(t.dtype()));
+        return arr.cast();
+      },
+      nb::arg("force") = false);
 
   cls.def("__dlpack__", &tensorDlpack, nb::kw_only(), nb::arg("stream").none() = nb::none(),
           nb::arg("max_version").none() = nb::none(), nb::arg("dl_device").none() = nb::none(),
@@ -233,7 +268,8 @@ void registerInterop(nb::module_& m, TensorClass& cls) {
     KILN_CHECK_VALUE(t.device().isCpu(), "Unknown device type ", t.device().str(), " for Dlpack");
     return std::make_pair(int(dlpack::kDLCPU), 0);
   });
-  m.def("_from_dlpack", [](nb::handle capsule) { return nb::steal(wrapTensor(importDlpack(capsule))); });
+  m.def("_from_dlpack",
+        [](nb::handle capsule) { return nb::steal(wrapTensor(importDlpack(capsule))); });
 }
 
 } // namespace kiln::python

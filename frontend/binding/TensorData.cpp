@@ -45,8 +45,10 @@ ScalarType inferDtype(PyObject* o, size_t depth) {
   if (PyBool_Check(o)) return ScalarType::Bool;
   if (PyLong_Check(o)) return ScalarType::Int64;
   if (PyFloat_Check(o)) return ScalarType::Float32;
-  KILN_CHECK_TYPE(!PyComplex_Check(o), "kiln has no complex dtypes: cannot make a tensor of complex numbers");
-  KILN_CHECK_VALUE(!isText(o) && depth < kMaxDims, "too many dimensions '", Py_TYPE(o)->tp_name, "'");
+  KILN_CHECK_TYPE(!PyComplex_Check(o),
+                  "kiln has no complex dtypes: cannot make a tensor of complex numbers");
+  KILN_CHECK_VALUE(!isText(o) && depth < kMaxDims, "too many dimensions '", Py_TYPE(o)->tp_name,
+                   "'");
   KILN_CHECK(PySequence_Check(o), "Could not infer dtype of ", Py_TYPE(o)->tp_name);
   nb::object seq = nb::steal(PySequence_Fast(o, "not a sequence"));
   if (!seq.is_valid()) throw nb::python_error();
@@ -68,7 +70,8 @@ DimVector computeSizes(PyObject* data) {
   nb::object holder = nb::borrow(data);
   PyObject* o = data;
   while (!isTensor(o) && PySequence_Check(o)) {
-    KILN_CHECK_VALUE(!isText(o) && sizes.size() < kMaxDims, "too many dimensions '", Py_TYPE(o)->tp_name, "'");
+    KILN_CHECK_VALUE(!isText(o) && sizes.size() < kMaxDims, "too many dimensions '",
+                     Py_TYPE(o)->tp_name, "'");
     Py_ssize_t n = PySequence_Size(o);
     if (n < 0) throw nb::python_error();
     sizes.push_back(int64_t(n));
@@ -98,8 +101,10 @@ template <typename T> void storeScalar(T* out, PyObject* o) {
   constexpr ScalarType kType = ScalarTypeOf<T>::value;
   if (isTensor(o)) {
     Scalar s = scalarOfTensor(unwrapTensor(o), kType);
-    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) *out = checkedConvert<T>(s);
-    else *out = s.to<T>();
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>)
+      *out = checkedConvert<T>(s);
+    else
+      *out = s.to<T>();
     return;
   }
   if constexpr (std::is_same_v<T, bool>) {
@@ -126,8 +131,10 @@ template <typename T> void storeScalar(T* out, PyObject* o) {
   } else {
     double d = PyFloat_CheckExact(o) ? PyFloat_AS_DOUBLE(o) : PyFloat_AsDouble(o);
     if (d == -1.0 && PyErr_Occurred()) throwPython();
-    if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) *out = T(float(d));
-    else *out = static_cast<T>(d);
+    if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>)
+      *out = T(float(d));
+    else
+      *out = static_cast<T>(d);
   }
 }
 
@@ -143,7 +150,8 @@ template <typename T> void storeRecursive(PyObject* o, IntArrayRef sizes, size_t
   KILN_CHECK_VALUE(n == sizes[dim], "expected sequence of length ", sizes[dim], " at dim ", dim,
                    " (got ", n, ")");
   PyObject** items = PySequence_Fast_ITEMS(seq.ptr());
-  for (Py_ssize_t i = 0; i < n; ++i) storeRecursive<T>(items[i], sizes, dim + 1, cursor);
+  for (Py_ssize_t i = 0; i < n; ++i)
+    storeRecursive<T>(items[i], sizes, dim + 1, cursor);
 }
 
 std::optional<ScalarType> dtypeArgument(nb::handle dtype) {
@@ -153,15 +161,19 @@ std::optional<ScalarType> dtypeArgument(nb::handle dtype) {
   if (o == reinterpret_cast<PyObject*>(&PyFloat_Type)) return ScalarType::Float64;
   if (o == reinterpret_cast<PyObject*>(&PyLong_Type)) return ScalarType::Int64;
   if (o == reinterpret_cast<PyObject*>(&PyBool_Type)) return ScalarType::Bool;
-  throw TypeError(concat("tensor(): argument 'dtype' must be kiln.dtype, not ", Py_TYPE(o)->tp_name));
+  throw TypeError(
+      concat("tensor(): argument 'dtype' must be kiln.dtype, not ", Py_TYPE(o)->tp_name));
 }
 
 // Python object for the element at p (bool, int or float, as Tensor.item gives them).
 template <typename T> PyObject* elementToPython(const char* p) {
   T v = *reinterpret_cast<const T*>(p);
-  if constexpr (std::is_same_v<T, bool>) return PyBool_FromLong(v);
-  else if constexpr (std::is_integral_v<T>) return PyLong_FromLongLong(static_cast<long long>(v));
-  else return PyFloat_FromDouble(static_cast<double>(static_cast<opmath_t<T>>(v)));
+  if constexpr (std::is_same_v<T, bool>)
+    return PyBool_FromLong(v);
+  else if constexpr (std::is_integral_v<T>)
+    return PyLong_FromLongLong(static_cast<long long>(v));
+  else
+    return PyFloat_FromDouble(static_cast<double>(static_cast<opmath_t<T>>(v)));
 }
 
 using ElementToPython = PyObject* (*)(const char*);
@@ -208,9 +220,12 @@ Tensor tensorFromData(PyObject* data, std::optional<ScalarType> dtype) {
 }
 
 void registerTensorData(nb::module_& m, TensorClass& cls) {
-  m.def("_tensor_from_data", [](nb::handle data, nb::handle dtype) {
-    return nb::steal(wrapTensor(tensorFromData(data.ptr(), dtypeArgument(dtype))));
-  }, nb::arg("data").none(), nb::arg("dtype").none() = nb::none());
+  m.def(
+      "_tensor_from_data",
+      [](nb::handle data, nb::handle dtype) {
+        return nb::steal(wrapTensor(tensorFromData(data.ptr(), dtypeArgument(dtype))));
+      },
+      nb::arg("data").none(), nb::arg("dtype").none() = nb::none());
   cls.def("tolist", [](const Tensor& t) {
     if (t.isMeta()) throw NotImplementedError("Cannot copy out of meta tensor; no data!");
     ElementToPython convert = KILN_DISPATCH_ALL(t.dtype(), "tolist", [&]<typename scalar_t>() {

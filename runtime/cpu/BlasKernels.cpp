@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstring>
 #include <vector>
 
 #include "generated/KernelDecls.h"
@@ -30,7 +31,8 @@ void checkExpandable(const Tensor& self, IntArrayRef target) {
   KILN_CHECK(size_t(self.dim()) <= target.size(), "expand(kiln.", scalarTypeShortName(self.dtype()),
              "Tensor{", self.shapeString(), "}, size=", shapeString(target),
              "): the number of sizes provided (", target.size(),
-             ") must be greater or equal to the number of dimensions in the tensor (", self.dim(), ")");
+             ") must be greater or equal to the number of dimensions in the tensor (", self.dim(),
+             ")");
   for (int64_t i = int64_t(target.size()) - 1, j = self.dim() - 1; j >= 0; --i, --j) {
     int64_t s = self.sizes()[size_t(j)], t = target[size_t(i)];
     KILN_CHECK(s == t || s == 1, "The expanded size of the tensor (", t,
@@ -94,9 +96,9 @@ struct GemmShape {
   int64_t m, n, k;
 };
 
-template <typename T> void blasGemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha,
-                                    const T* a, int64_t lda, const T* b, int64_t ldb, T beta, T* c,
-                                    int64_t ldc) {
+template <typename T>
+void blasGemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda,
+              const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
   auto flag = [](bool t) { return t ? CblasTrans : CblasNoTrans; };
   if constexpr (std::is_same_v<T, float>)
     cblas_sgemm(CblasRowMajor, flag(ta), flag(tb), int(m), int(n), int(k), alpha, a, int(lda), b,
@@ -107,8 +109,9 @@ template <typename T> void blasGemm(bool ta, bool tb, int64_t m, int64_t n, int6
 }
 
 // y[m] = alpha * A[m, k] x[k] + beta * y, A as a BLAS layout, x with stride incx, y contiguous.
-template <typename T> void blasGemv(const BlasLayout& la, int64_t m, int64_t k, T alpha, const T* a,
-                                    const T* x, int64_t incx, T beta, T* y) {
+template <typename T>
+void blasGemv(const BlasLayout& la, int64_t m, int64_t k, T alpha, const T* a, const T* x,
+              int64_t incx, T beta, T* y) {
   // CBLAS describes the stored matrix: m x k as is, or k x m when A is column-major.
   auto trans = la.transposed ? CblasTrans : CblasNoTrans;
   int rows = int(la.transposed ? k : m), cols = int(la.transposed ? m : k);
@@ -119,13 +122,16 @@ template <typename T> void blasGemv(const BlasLayout& la, int64_t m, int64_t k, 
 }
 
 template <typename T> T blasDot(int64_t k, const T* x, int64_t incx, const T* y, int64_t incy) {
-  if constexpr (std::is_same_v<T, float>) return cblas_sdot(int(k), x, int(incx), y, int(incy));
-  else return cblas_ddot(int(k), x, int(incx), y, int(incy));
+  if constexpr (std::is_same_v<T, float>)
+    return cblas_sdot(int(k), x, int(incx), y, int(incy));
+  else
+    return cblas_ddot(int(k), x, int(incx), y, int(incy));
 }
 
 // float32/float64 through BLAS; every operand already has a BLAS layout (see batchedGemm).
 template <typename T>
-void runBlas(const GemmShape& s, const Operand& A, const Operand& B, const Operand& C, T alpha, T beta) {
+void runBlas(const GemmShape& s, const Operand& A, const Operand& B, const Operand& C, T alpha,
+             T beta) {
   BlasLayout la = blasLayout(s.m, s.k, A.rowStride, A.colStride);
   BlasLayout lb = blasLayout(s.k, s.n, B.rowStride, B.colStride);
   int64_t count = computeNumel(s.batch);
@@ -141,7 +147,8 @@ void runBlas(const GemmShape& s, const Operand& A, const Operand& B, const Opera
     } else if (s.n == 1) {
       blasGemv<T>(la, s.m, s.k, alpha, a, b, incx, beta, c);
     } else {
-      blasGemm<T>(la.transposed, lb.transposed, s.m, s.n, s.k, alpha, a, la.ld, b, lb.ld, beta, c, C.rowStride);
+      blasGemm<T>(la.transposed, lb.transposed, s.m, s.n, s.k, alpha, a, la.ld, b, lb.ld, beta, c,
+                  C.rowStride);
     }
   }
 }
@@ -150,14 +157,22 @@ void runBlas(const GemmShape& s, const Operand& A, const Operand& B, const Opera
 template <typename T>
 void runLoop(const GemmShape& s, const Operand& A, const Operand& B, const Operand& C,
              const Scalar& alphaValue, const Scalar& betaValue) {
-  using Acc = std::conditional_t<std::is_integral_v<T>, uint64_t, opmath_t<T>>;
+  // Unsigned integer arithmetic wraps, and the low bits of a sum do not depend on the high ones:
+  // 32 bits suffice for the types up to int32 (and vectorize better than 64).
+  using Acc =
+      std::conditional_t<std::is_integral_v<T>,
+                         std::conditional_t<(sizeof(T) <= 4), uint32_t, uint64_t>, opmath_t<T>>;
   auto widen = [](T v) -> Acc {
-    if constexpr (std::is_integral_v<T>) return Acc(int64_t(v));
-    else return Acc(v);
+    if constexpr (std::is_integral_v<T>)
+      return Acc(int64_t(v));
+    else
+      return Acc(v);
   };
   auto narrow = [](Acc v) -> T {
-    if constexpr (std::is_integral_v<T>) return T(int64_t(v));
-    else return T(v);
+    if constexpr (std::is_integral_v<T>)
+      return T(int64_t(v));
+    else
+      return T(v);
   };
   Acc alpha = std::is_integral_v<T> ? Acc(alphaValue.toInt()) : Acc(alphaValue.toDouble());
   Acc beta = std::is_integral_v<T> ? Acc(betaValue.toInt()) : Acc(betaValue.toDouble());
@@ -169,16 +184,25 @@ void runLoop(const GemmShape& s, const Operand& A, const Operand& B, const Opera
   for (int64_t r = 0; r < rows; ++r) {
     Acc* acc = buffer.data() + size_t(omp_get_thread_num()) * size_t(n);
     int64_t bi = r / s.m, i = r % s.m;
-    const char* a = A.data + (batchOffset(A.batchStrides, s.batch, bi) + i * A.rowStride) * int64_t(sizeof(T));
+    const char* a =
+        A.data + (batchOffset(A.batchStrides, s.batch, bi) + i * A.rowStride) * int64_t(sizeof(T));
     const char* b = B.data + batchOffset(B.batchStrides, s.batch, bi) * int64_t(sizeof(T));
-    T* c = reinterpret_cast<T*>(C.data) + batchOffset(C.batchStrides, s.batch, bi) + i * C.rowStride;
+    T* c =
+        reinterpret_cast<T*>(C.data) + batchOffset(C.batchStrides, s.batch, bi) + i * C.rowStride;
     std::fill(acc, acc + n, Acc(0));
     for (int64_t p = 0; p < k; ++p) {
       Acc av = widen(*reinterpret_cast<const T*>(a + p * A.colStride * int64_t(sizeof(T))));
       const T* brow = reinterpret_cast<const T*>(b) + p * B.rowStride;
-      for (int64_t j = 0; j < n; ++j) acc[j] += av * widen(brow[j * B.colStride]);
+      if (B.colStride == 1) { // the common row-major case, as a loop the compiler vectorizes
+        for (int64_t j = 0; j < n; ++j)
+          acc[j] += av * widen(brow[j]);
+      } else {
+        for (int64_t j = 0; j < n; ++j)
+          acc[j] += av * widen(brow[j * B.colStride]);
+      }
     }
-    for (int64_t j = 0; j < n; ++j) c[j] = narrow(alpha * acc[j] + (useC ? beta * widen(c[j]) : Acc(0)));
+    for (int64_t j = 0; j < n; ++j)
+      c[j] = narrow(alpha * acc[j] + (useC ? beta * widen(c[j]) : Acc(0)));
   }
 }
 
@@ -188,8 +212,19 @@ void runLoop(const GemmShape& s, const Operand& A, const Operand& B, const Opera
 void batchedGemm(const char* op, Tensor a, Tensor b, const Tensor& c, IntArrayRef batch,
                  const Scalar& alpha, const Scalar& beta) {
   if (c.isMeta() || c.numel() == 0) return;
-  GemmShape s{DimVector(batch), a.size(-2), b.size(-1), a.size(-1)};
   ScalarType dt = c.dtype();
+  if (dt == ScalarType::Float16 || dt == ScalarType::BFloat16) {
+    // Widened to float32 for BLAS: accumulating in float and rounding once is what PyTorch's
+    // CPU kernels do for the 16-bit floats too.
+    auto widen = [](const Tensor& t) {
+      return ops::_to_copy(t, ScalarType::Float32, std::nullopt);
+    };
+    Tensor wide = beta.toDouble() != 0.0 ? widen(c) : Tensor::empty(c.sizes(), ScalarType::Float32);
+    batchedGemm(op, widen(a), widen(b), wide, batch, alpha, beta);
+    ops::copy_(c, wide, false);
+    return;
+  }
+  GemmShape s{DimVector(batch), a.size(-2), b.size(-1), a.size(-1)};
   bool blas = (dt == ScalarType::Float32 || dt == ScalarType::Float64) && s.k > 0 &&
               std::max({s.m, s.n, s.k}) < INT_MAX / 2;
   if (blas) {
@@ -199,7 +234,8 @@ void batchedGemm(const char* op, Tensor a, Tensor b, const Tensor& c, IntArrayRe
   Operand A = operandOf(a, batch), B = operandOf(b, batch), C = operandOf(c, batch);
   // A batch that shares one B (matmul of [..., m, k] by [k, n]) is one tall GEMM when A's batch
   // dims step through memory like extra rows.
-  bool sharedB = std::all_of(B.batchStrides.begin(), B.batchStrides.end(), [](int64_t v) { return v == 0; });
+  bool sharedB =
+      std::all_of(B.batchStrides.begin(), B.batchStrides.end(), [](int64_t v) { return v == 0; });
   if (sharedB && !batch.empty()) {
     int64_t expected = A.rowStride * s.m;
     bool foldable = true;
@@ -216,6 +252,9 @@ void batchedGemm(const char* op, Tensor a, Tensor b, const Tensor& c, IntArrayRe
       C.batchStrides.clear();
     }
   }
+  // BLAS may scale c by beta = 0 (0 * nan is nan): give it zeros, not uninitialized memory.
+  if (blas && beta.toDouble() == 0.0)
+    std::memset(c.rawData(), 0, size_t(c.numel()) * elementSize(dt));
   KILN_DISPATCH_NUMERIC(dt, op, [&]<typename scalar_t>() {
     if constexpr (std::is_same_v<scalar_t, float> || std::is_same_v<scalar_t, double>) {
       if (blas) {
@@ -255,13 +294,14 @@ void checkBatches(const Tensor& a, const Tensor& b) {
 // The mv family's checks; `self` is addmv's input (mv passes none).
 void checkMatrixVector(const Tensor* self, const Tensor& mat, const Tensor& vec) {
   int64_t selfDim = self ? self->dim() : 1;
-  KILN_CHECK(mat.dim() == 2 && vec.dim() == 1 && selfDim <= 1, "vector + matrix @ vector expected, got ",
-             selfDim, ", ", mat.dim(), ", ", vec.dim());
+  KILN_CHECK(mat.dim() == 2 && vec.dim() == 1 && selfDim <= 1,
+             "vector + matrix @ vector expected, got ", selfDim, ", ", mat.dim(), ", ", vec.dim());
   checkSameDevice(mat, vec);
   ScalarType selfType = self ? self->dtype() : vec.dtype();
   KILN_CHECK(mat.dtype() == vec.dtype() && selfType == vec.dtype(),
-             "addmv input tensors must have the same dtype, but got ", scalarTypeShortName(selfType),
-             ", ", scalarTypeShortName(mat.dtype()), ", and ", scalarTypeShortName(vec.dtype()));
+             "addmv input tensors must have the same dtype, but got ",
+             scalarTypeShortName(selfType), ", ", scalarTypeShortName(mat.dtype()), ", and ",
+             scalarTypeShortName(vec.dtype()));
   // addmv's input broadcasts only from one element; mv's "input" is its own result.
   int64_t inputSize = self && self->dim() == 1 && self->size(0) != 1 ? self->size(0) : mat.size(0);
   KILN_CHECK(mat.size(1) == vec.size(0) && inputSize == mat.size(0), "size mismatch, got input (",
@@ -269,7 +309,8 @@ void checkMatrixVector(const Tensor* self, const Tensor& mat, const Tensor& vec)
 }
 
 // The first term of addmm-like ops: self broadcast into a fresh result, unless beta is 0.
-Tensor resultWithInput(const Tensor& self, IntArrayRef sizes, ScalarType dtype, const Scalar& beta) {
+Tensor resultWithInput(const Tensor& self, IntArrayRef sizes, ScalarType dtype,
+                       const Scalar& beta) {
   Tensor out = Tensor::empty(sizes, dtype, self.device());
   if (beta.toDouble() != 0.0 && !out.isMeta()) ops::copy_(out, self, false);
   return out;
@@ -283,8 +324,9 @@ Tensor columnOf(const Tensor& v) { return viewOf(v, {v.size(0), 1}, {v.stride(0)
 
 Tensor mm(const Tensor& self, const Tensor& mat2) {
   checkMatrices("self", self, mat2, false);
-  KILN_CHECK(self.dtype() == mat2.dtype(), "expected m1 and m2 to have the same dtype, but got: ",
-             cppTypeName(self.dtype()), " != ", cppTypeName(mat2.dtype()));
+  KILN_CHECK(self.dtype() == mat2.dtype(),
+             "expected m1 and m2 to have the same dtype, but got: ", cppTypeName(self.dtype()),
+             " != ", cppTypeName(mat2.dtype()));
   if (self.dtype() == ScalarType::Bool) throwUnsupportedDtype("addmm_impl_cpu_", ScalarType::Bool);
   Tensor out = Tensor::empty({self.size(0), mat2.size(1)}, self.dtype(), self.device());
   batchedGemm("mm", self, mat2, out, {}, Scalar(int64_t(1)), Scalar(int64_t(0)));
@@ -312,7 +354,8 @@ Tensor bmm(const Tensor& self, const Tensor& mat2) {
   if (self.dtype() == ScalarType::Bool) throwUnsupportedDtype("bmm", ScalarType::Bool);
   int64_t batch = self.size(0);
   Tensor out = Tensor::empty({batch, self.size(1), mat2.size(2)}, self.dtype(), self.device());
-  batchedGemm("bmm", self, mat2, out, IntArrayRef(&batch, 1), Scalar(int64_t(1)), Scalar(int64_t(0)));
+  batchedGemm("bmm", self, mat2, out, IntArrayRef(&batch, 1), Scalar(int64_t(1)),
+              Scalar(int64_t(0)));
   return out;
 }
 
@@ -322,8 +365,8 @@ Tensor baddbmm(const Tensor& self, const Tensor& batch1, const Tensor& batch2, c
   KILN_CHECK(batch2.dim() == 3, "batch2 must be a 3D tensor");
   checkSameDevice(self, batch1);
   KILN_CHECK(self.dtype() == batch1.dtype(), "Input dtypes must be the same, got: input ",
-             cppTypeName(self.dtype()), ", batch1: ", cppTypeName(batch1.dtype()), ", batch2: ",
-             cppTypeName(batch2.dtype()));
+             cppTypeName(self.dtype()), ", batch1: ", cppTypeName(batch1.dtype()),
+             ", batch2: ", cppTypeName(batch2.dtype()));
   checkBatches(batch1, batch2);
   if (self.dtype() == ScalarType::Bool) throwUnsupportedDtype("baddbmm", ScalarType::Bool);
   int64_t batch = batch1.size(0);
@@ -357,15 +400,17 @@ Tensor dot(const Tensor& self, const Tensor& tensor) {
   KILN_CHECK(self.dim() == 1 && tensor.dim() == 1, "1D tensors expected, but got ", self.dim(),
              "D and ", tensor.dim(), "D tensors");
   checkSameDevice(self, tensor);
-  KILN_CHECK(self.dtype() == tensor.dtype(), "dot : expected both vectors to have same dtype, but found ",
+  KILN_CHECK(self.dtype() == tensor.dtype(),
+             "dot : expected both vectors to have same dtype, but found ",
              scalarTypeShortName(self.dtype()), " and ", scalarTypeShortName(tensor.dtype()));
-  KILN_CHECK(self.numel() == tensor.numel(), "inconsistent tensor size, expected tensor [", self.numel(),
-             "] and src [", tensor.numel(), "] to have the same number of elements, but got ",
-             self.numel(), " and ", tensor.numel(), " elements respectively");
+  KILN_CHECK(self.numel() == tensor.numel(), "inconsistent tensor size, expected tensor [",
+             self.numel(), "] and src [", tensor.numel(),
+             "] to have the same number of elements, but got ", self.numel(), " and ",
+             tensor.numel(), " elements respectively");
   if (self.dtype() == ScalarType::Bool) throwUnsupportedDtype("dot", ScalarType::Bool);
   Tensor out = Tensor::empty({}, self.dtype(), self.device());
-  batchedGemm("dot", rowOf(self), columnOf(tensor), viewOf(out, {1, 1}, {1, 1}), {}, Scalar(int64_t(1)),
-              Scalar(int64_t(0)));
+  batchedGemm("dot", rowOf(self), columnOf(tensor), viewOf(out, {1, 1}, {1, 1}), {},
+              Scalar(int64_t(1)), Scalar(int64_t(0)));
   return out;
 }
 
@@ -397,11 +442,11 @@ Tensor matmul(const Tensor& self, const Tensor& other) {
   IntArrayRef batch2(other.sizes().begin(), size_t(std::max<int64_t>(d2 - 2, 0)));
   DimVector batch = broadcastShapes("matmul", batch1, batch2);
   checkSameDevice(self, other);
-  KILN_CHECK(self.dtype() == other.dtype(), "expected scalar type ", scalarTypeShortName(self.dtype()),
-             " but found ", scalarTypeShortName(other.dtype()));
+  KILN_CHECK(self.dtype() == other.dtype(), "expected scalar type ",
+             scalarTypeShortName(self.dtype()), " but found ", scalarTypeShortName(other.dtype()));
   int64_t count = computeNumel(batch);
-  KILN_CHECK(k1 == k2, "Expected size for first two dimensions of batch2 tensor to be: [", count, ", ",
-             k1, "] but got: [", count, ", ", k2, "].");
+  KILN_CHECK(k1 == k2, "Expected size for first two dimensions of batch2 tensor to be: [", count,
+             ", ", k1, "] but got: [", count, ", ", k2, "].");
   if (self.dtype() == ScalarType::Bool) throwUnsupportedDtype("bmm", ScalarType::Bool);
   DimVector outSizes = batch;
   outSizes.push_back(n);

@@ -14,7 +14,8 @@ namespace {
 
 void fillWith(const Tensor& t, const Scalar& value) {
   // The value is checked even when nothing is written: full((0,), 300, dtype=uint8) raises too.
-  KILN_DISPATCH_ALL(t.dtype(), "fill_", [&]<typename scalar_t>() { checkedConvert<scalar_t>(value); });
+  KILN_DISPATCH_ALL(t.dtype(), "fill_",
+                    [&]<typename scalar_t>() { checkedConvert<scalar_t>(value); });
   if (t.isMeta() || t.numel() == 0) return;
   TensorIteratorConfig c;
   c.opName = "fill_";
@@ -30,9 +31,11 @@ void fillWith(const Tensor& t, const Scalar& value) {
     iter.forEach([v](char** data, const int64_t* strides, int64_t n) {
       if (strides[0] == int64_t(sizeof(scalar_t))) {
         auto* out = reinterpret_cast<scalar_t*>(data[0]);
-        for (int64_t i = 0; i < n; ++i) out[i] = v;
+        for (int64_t i = 0; i < n; ++i)
+          out[i] = v;
       } else {
-        for (int64_t i = 0; i < n; ++i) *reinterpret_cast<scalar_t*>(data[0] + i * strides[0]) = v;
+        for (int64_t i = 0; i < n; ++i)
+          *reinterpret_cast<scalar_t*>(data[0] + i * strides[0]) = v;
       }
     });
   });
@@ -68,7 +71,8 @@ bool isNonOverlappingAndDense(IntArrayRef sizes, IntArrayRef strides) {
 
 // empty_like's layout rule (memory_format=preserve): a dense input's strides are kept, anything
 // else (overlapping, gappy) gets contiguous strides.
-Tensor emptyLikeImpl(const Tensor& self, std::optional<ScalarType> dtype, std::optional<Device> device) {
+Tensor emptyLikeImpl(const Tensor& self, std::optional<ScalarType> dtype,
+                     std::optional<Device> device) {
   ScalarType dt = dtype.value_or(self.dtype());
   Device dev = device.value_or(self.device());
   if (isNonOverlappingAndDense(self.sizes(), self.strides()))
@@ -82,15 +86,16 @@ template <typename T, typename F> void fillIndexed(const Tensor& out, const F& b
   T* data = out.data<T>();
   int64_t n = out.numel();
 #pragma omp parallel for if (n > 65536)
-  for (int64_t i = 0; i < n; ++i) data[i] = body(i);
+  for (int64_t i = 0; i < n; ++i)
+    data[i] = body(i);
 }
 
 // PyTorch's compute_arange_size: exact integer arithmetic for int64, double otherwise.
 int64_t arangeLength(ScalarType dtype, const Scalar& start, const Scalar& end, const Scalar& step) {
   double dstart = start.toDouble(), dend = end.toDouble(), dstep = step.toDouble();
   KILN_CHECK(dstep > 0 || dstep < 0, "step must be nonzero");
-  KILN_CHECK(std::isfinite(dstart) && std::isfinite(dend), "unsupported range: ", Scalar(dstart).toString(),
-             " -> ", Scalar(dend).toString());
+  KILN_CHECK(std::isfinite(dstart) && std::isfinite(dend),
+             "unsupported range: ", Scalar(dstart).toString(), " -> ", Scalar(dend).toString());
   KILN_CHECK((dstep > 0 && dend >= dstart) || (dstep < 0 && dend <= dstart),
              "upper bound and lower bound inconsistent with step sign");
   double size;
@@ -106,15 +111,18 @@ int64_t arangeLength(ScalarType dtype, const Scalar& start, const Scalar& end, c
   return int64_t(size);
 }
 
-Tensor eyeImpl(int64_t n, int64_t m, std::optional<ScalarType> dtype, std::optional<Device> device) {
+Tensor eyeImpl(int64_t n, int64_t m, std::optional<ScalarType> dtype,
+               std::optional<Device> device) {
   KILN_CHECK(n >= 0, "n must be greater or equal to 0, got ", n);
   KILN_CHECK(m >= 0, "m must be greater or equal to 0, got ", m);
-  Tensor out = Tensor::empty({n, m}, dtype.value_or(ScalarType::Float32), device.value_or(Device()));
+  Tensor out =
+      Tensor::empty({n, m}, dtype.value_or(ScalarType::Float32), device.value_or(Device()));
   fillWith(out, Scalar(int64_t(0)));
   if (out.isMeta()) return out;
   KILN_DISPATCH_ALL(out.dtype(), "eye", [&]<typename scalar_t>() {
     scalar_t* data = out.data<scalar_t>();
-    for (int64_t i = 0; i < std::min(n, m); ++i) data[i * m + i] = scalar_t(1);
+    for (int64_t i = 0; i < std::min(n, m); ++i)
+      data[i * m + i] = scalar_t(1);
   });
   return out;
 }
@@ -128,8 +136,12 @@ Tensor empty(IntArrayRef size, std::optional<ScalarType> dtype, std::optional<De
 Tensor emptyStrided(IntArrayRef size, IntArrayRef stride, std::optional<ScalarType> dtype,
                     std::optional<Device> device) {
   KILN_CHECK(size.size() == stride.size(), "mismatch in length of strides and shape");
-  for (int64_t s : stride) KILN_CHECK(s >= 0, "as_strided: Negative strides are not supported at the moment, got strides: ", shapeString(stride));
-  return Tensor::emptyStrided(size, stride, dtype.value_or(ScalarType::Float32), device.value_or(Device()));
+  for (int64_t s : stride)
+    KILN_CHECK(s >= 0,
+               "as_strided: Negative strides are not supported at the moment, got strides: ",
+               shapeString(stride));
+  return Tensor::emptyStrided(size, stride, dtype.value_or(ScalarType::Float32),
+                              device.value_or(Device()));
 }
 
 Tensor zeros(IntArrayRef size, std::optional<ScalarType> dtype, std::optional<Device> device) {
@@ -151,18 +163,21 @@ Tensor full(IntArrayRef size, const Scalar& fillValue, std::optional<ScalarType>
   return t;
 }
 
-Tensor scalarTensor(const Scalar& s, std::optional<ScalarType> dtype, std::optional<Device> device) {
+Tensor scalarTensor(const Scalar& s, std::optional<ScalarType> dtype,
+                    std::optional<Device> device) {
   // Unlike full, the default is float32 whatever the value's kind (torch.scalar_tensor(1) is 1.).
   Tensor t = empty({}, dtype.value_or(ScalarType::Float32), device);
   fillWith(t, s);
   return t;
 }
 
-Tensor emptyLike(const Tensor& self, std::optional<ScalarType> dtype, std::optional<Device> device) {
+Tensor emptyLike(const Tensor& self, std::optional<ScalarType> dtype,
+                 std::optional<Device> device) {
   return emptyLikeImpl(self, dtype, device);
 }
 
-Tensor zerosLike(const Tensor& self, std::optional<ScalarType> dtype, std::optional<Device> device) {
+Tensor zerosLike(const Tensor& self, std::optional<ScalarType> dtype,
+                 std::optional<Device> device) {
   Tensor t = emptyLikeImpl(self, dtype, device);
   fillWith(t, Scalar(int64_t(0)));
   return t;
@@ -225,7 +240,8 @@ Tensor arangeStartStep(const Scalar& start, const Scalar& end, const Scalar& ste
     Acc a = start.to<Acc>(), s = step.to<Acc>();
     if constexpr (std::is_integral_v<scalar_t>)
       // Wraps for narrow types, like PyTorch (arange(0, 300, 100, dtype=int8) ends in -56).
-      fillIndexed<scalar_t>(out, [a, s](int64_t i) { return scalar_t(uint64_t(a) + uint64_t(s) * uint64_t(i)); });
+      fillIndexed<scalar_t>(
+          out, [a, s](int64_t i) { return scalar_t(uint64_t(a) + uint64_t(s) * uint64_t(i)); });
     else
       fillIndexed<scalar_t>(out, [a, s](int64_t i) { return scalar_t(a + s * Acc(i)); });
   });
@@ -241,8 +257,8 @@ Tensor arangeStart(const Scalar& start, const Scalar& end, std::optional<ScalarT
   return arangeStartStep(start, end, Scalar(int64_t(1)), dtype, device);
 }
 
-Tensor linspace(const Scalar& start, const Scalar& end, int64_t steps, std::optional<ScalarType> dtype,
-                std::optional<Device> device) {
+Tensor linspace(const Scalar& start, const Scalar& end, int64_t steps,
+                std::optional<ScalarType> dtype, std::optional<Device> device) {
   KILN_CHECK(steps >= 0, "number of steps must be non-negative");
   ScalarType dt = dtype.value_or(ScalarType::Float32);
   if (dt == ScalarType::Bool) throwUnsupportedDtype("linspace_cpu", dt);
