@@ -142,6 +142,14 @@ def test_addmm_beta_zero_ignores_nan():
     check(kiln.addmm(nan_k, kiln.ones(2, 3), kiln.ones(3, 5), beta=0), torch.addmm(nan_t, torch.ones(2, 3), torch.ones(3, 5), beta=0))
     check(kiln.addmm(nan_k.half(), kiln.ones(2, 3).half(), kiln.ones(3, 5).half(), beta=0),
           torch.addmm(nan_t.half(), torch.ones(2, 3).half(), torch.ones(3, 5).half(), beta=0))
+    for dtype in ("float32", "float64", "int64"):
+        fill = 7 if dtype == "int64" else float("nan")
+        kd, td = getattr(kiln, dtype), getattr(torch, dtype)
+        check(kiln.addmv(kiln.full((2,), fill, dtype=kd), kiln.ones(2, 3, dtype=kd), kiln.ones(3, dtype=kd), beta=0),
+              torch.addmv(torch.full((2,), fill, dtype=td), torch.ones(2, 3, dtype=td), torch.ones(3, dtype=td), beta=0))
+        check(kiln.baddbmm(kiln.full((2, 1, 1), fill, dtype=kd), kiln.ones(2, 2, 3, dtype=kd), kiln.ones(2, 3, 1, dtype=kd), beta=0),
+              torch.baddbmm(torch.full((2, 1, 1), fill, dtype=td), torch.ones(2, 2, 3, dtype=td), torch.ones(2, 3, 1, dtype=td),
+                            beta=0))
 
 
 def test_addmm_inplace():
