@@ -5,10 +5,12 @@
 
 #include <map>
 
+#include "frontend/binding/GeneratorBinding.h"
 #include "frontend/binding/Interop.h"
 #include "frontend/binding/OpFunction.h"
 #include "frontend/binding/PythonConvert.h"
 #include "frontend/binding/TensorBinding.h"
+#include "frontend/binding/TensorData.h"
 #include "runtime/Allocator.h"
 #include "runtime/Dispatcher.h"
 
@@ -57,6 +59,8 @@ NB_MODULE(_C, m) {
   registerOpFunctionType(m.ptr());
   registerOps(m, tensorClass);
   registerInterop(m, tensorClass);
+  registerTensorData(m, tensorClass);
+  registerGenerator(m);
 
   m.def("memory_stats", [] {
     MemoryStats s = CpuAllocator::instance().stats();

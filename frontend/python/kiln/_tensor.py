@@ -1,5 +1,15 @@
 """kiln.Tensor and kiln.Size: the Python side of the tensor type."""
 from . import _C
+from ._creation import tensor as _tensor_from_data
+from ._tensor_str import _str
+
+# Tensor.type() names, as torch.FloatTensor and the like are called.
+_TYPE_NAMES = {
+    _C.float32: "FloatTensor", _C.float64: "DoubleTensor", _C.float16: "HalfTensor",
+    _C.bfloat16: "BFloat16Tensor", _C.uint8: "ByteTensor", _C.int8: "CharTensor",
+    _C.int16: "ShortTensor", _C.int32: "IntTensor", _C.int64: "LongTensor", _C.bool: "BoolTensor",
+}
+_TYPES_BY_NAME = {name: dtype for dtype, name in _TYPE_NAMES.items()}
 
 
 class Size(tuple):
@@ -33,7 +43,119 @@ class Tensor(_C.TensorBase):
     def __rmul__(self, other):
         return self.mul(other)
 
+    # `@` takes tensors only (a number is a TypeError, as in PyTorch, not a 0-d matmul).
+    def __matmul__(self, other):
+        if not isinstance(other, _C.TensorBase):
+            return NotImplemented
+        return self.matmul(other)
+
+    def __rmatmul__(self, other):
+        if not isinstance(other, _C.TensorBase):
+            return NotImplemented
+        return other.matmul(self)
+
     __hash__ = object.__hash__
+
+    __repr__ = _str
+
+    def __format__(self, format_spec):
+        if self.dim() == 0 and not self.is_meta and type(self) is Tensor:
+            return self.item().__format__(format_spec)
+        return object.__format__(self, format_spec)
+
+    # dtype and device conversions: each returns self when nothing changes.
+    def float(self):
+        return self.to(_C.float32)
+
+    def double(self):
+        return self.to(_C.float64)
+
+    def half(self):
+        return self.to(_C.float16)
+
+    def bfloat16(self):
+        return self.to(_C.bfloat16)
+
+    def long(self):
+        return self.to(_C.int64)
+
+    def int(self):
+        return self.to(_C.int32)
+
+    def short(self):
+        return self.to(_C.int16)
+
+    def char(self):
+        return self.to(_C.int8)
+
+    def byte(self):
+        return self.to(_C.uint8)
+
+    def bool(self):
+        return self.to(_C.bool)
+
+    def cpu(self):
+        return self.to("cpu")
+
+    def cuda(self, device=None, non_blocking=False):
+        if isinstance(device, int):
+            device = f"cuda:{device}"
+        return self.to(device if device is not None else "cuda", non_blocking=non_blocking)
+
+    def type(self, dtype=None, non_blocking=False):
+        """Without dtype: the type name ('kiln.FloatTensor'); with one: the tensor converted to it."""
+        if dtype is None:
+            where = "" if self.device.type == "cpu" else self.device.type + "."
+            return f"kiln.{where}{_TYPE_NAMES[self.dtype]}"
+        if isinstance(dtype, str):
+            name = dtype.removeprefix("kiln.")
+            on_cuda = name.startswith("cuda.")
+            name = name.removeprefix("cuda.")
+            if name not in _TYPES_BY_NAME:
+                raise ValueError(f"invalid type: '{dtype}'")
+            return self.to(device="cuda" if on_cuda else "cpu", dtype=_TYPES_BY_NAME[name])
+        return self.to(dtype, non_blocking=non_blocking)
+
+    def type_as(self, other):
+        return self.to(dtype=other.dtype, device=other.device)
+
+    def new_tensor(self, data, dtype=None, device=None, requires_grad=False):
+        return _tensor_from_data(data, dtype=dtype if dtype is not None else self.dtype,
+                                 device=device if device is not None else self.device,
+                                 requires_grad=requires_grad)
+
+    # Python number protocols: one-element tensors only, with PyTorch's errors.
+    def _one_value(self):
+        if self.numel() != 1:
+            raise ValueError("only one element tensors can be converted to Python scalars")
+        return self.item()
+
+    def __float__(self):
+        return float(self._one_value())
+
+    def __int__(self):
+        return int(self._one_value())
+
+    def __complex__(self):
+        return complex(self._one_value())
+
+    def __bool__(self):
+        if self.numel() == 0:
+            raise RuntimeError("Boolean value of Tensor with no values is ambiguous")
+        if self.numel() > 1:
+            raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
+        return bool(self.item())
+
+    def __index__(self):
+        if self.numel() != 1 or self.dtype.is_floating_point:
+            raise TypeError("only integer tensors of a single element can be converted to an index")
+        return int(self.item())
+
+    def __array__(self, dtype=None, copy=None):
+        a = self.numpy()
+        if dtype is not None:
+            a = a.astype(dtype, copy=False)
+        return a.copy() if copy else a
 
 
 _C._set_tensor_class(Tensor)
