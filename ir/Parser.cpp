@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <unordered_set>
+#include <utility>
 
 #include "ir/Lexer.h"
 #include "ir/OpTarget.h"
@@ -12,8 +13,10 @@ namespace kiln {
 
 namespace {
 
-// Deeper nesting than this is rejected rather than risking the stack.
+// Deeper nesting than this is rejected rather than risking the stack; so are size expressions
+// with more operators (their trees are recursed over when printed, compared and destroyed).
 constexpr int kMaxDepth = 200;
+constexpr int kMaxSizeOperators = 200;
 
 using K = Token::Kind;
 
@@ -96,11 +99,11 @@ private:
       parseStatement();
     }
     advance();
-    if (pendingUse_) {
-      if (Node* later = g.findNode(pendingUse_->name))
-        fail(pendingUse_->pos, "use of %" + pendingUse_->name + " before its definition (line " +
-                                   std::to_string(later->parsedAt.line) + ")");
-      fail(pendingUse_->pos, "use of undefined value %" + pendingUse_->name);
+    if (std::optional<PendingUse> use = std::exchange(pendingUse_, std::nullopt)) {
+      if (Node* later = g.findNode(use->name))
+        fail(use->pos, "use of %" + use->name + " before its definition (line " +
+                           std::to_string(later->parsedAt.line) + ")");
+      fail(use->pos, "use of undefined value %" + use->name);
     }
     graph_ = nullptr;
     return g;
@@ -144,8 +147,11 @@ private:
                          "'; expected get_attr, call_function, call_method or call_module");
     if (*opcode == Opcode::Placeholder)
       fail(tok_.pos, "placeholders are declared in the graph's parameter list, not in its body");
+    TextPos afterOpcode{tok_.pos.line, tok_.pos.col + int(tok_.text.size())};
     Token target = lex_.nextPath();
     tok_ = target;
+    if (target.pos.line != afterOpcode.line)
+      fail(afterOpcode, std::string("expected the target of ") + opcodeName(*opcode) + " on the same line");
     if (!is(K::Path) && !is(K::String))
       fail(tok_.pos, std::string("expected the target of ") + opcodeName(*opcode) + ", found " +
                          describe(tok_));
@@ -374,6 +380,7 @@ private:
   std::vector<SymInt> parseDims() {
     std::vector<SymInt> dims;
     while (!is(K::RBracket)) {
+      sizeOperators_ = 0;
       dims.push_back(parseSymExpr());
       if (!is(K::RBracket)) expect(K::Comma, "',' or ']' in the sizes");
     }
@@ -420,6 +427,7 @@ private:
     SymInt v = parseSymProduct();
     while (is(K::Plus) || is(K::Minus)) {
       bool plus = is(K::Plus);
+      countSizeOperator();
       advance();
       SymInt r = parseSymProduct();
       v = plus ? v + r : v - r;
@@ -430,10 +438,16 @@ private:
   SymInt parseSymProduct() {
     SymInt v = parseSymUnary();
     while (is(K::Star)) {
+      countSizeOperator();
       advance();
       v = v * parseSymUnary();
     }
     return v;
+  }
+
+  void countSizeOperator() {
+    if (++sizeOperators_ > kMaxSizeOperators)
+      fail(tok_.pos, "size expression with more than " + std::to_string(kMaxSizeOperators) + " operators");
   }
 
   SymInt parseSymUnary() {
@@ -447,6 +461,7 @@ private:
     }
     SymInt inner = parseSymUnary();
     if (auto c = inner.constant(); c && *c != INT64_MIN) return SymInt(-*c);
+    countSizeOperator();
     return SymInt(-1) * inner;
   }
 
@@ -465,6 +480,7 @@ private:
     if (t.kind != K::Identifier) fail(t.pos, "expected a size (an integer or a symbol such as s0), found " + describe(t));
     advance();
     if ((t.text == "floordiv" || t.text == "mod") && is(K::LParen)) {
+      countSizeOperator();
       advance();
       SymInt a = parseSymExpr();
       expect(K::Comma, "',' in " + t.text + "(a, b)");
@@ -498,6 +514,7 @@ private:
   Token tok_;
   Graph* graph_ = nullptr;
   int depth_ = 0;
+  int sizeOperators_ = 0;
   std::optional<PendingUse> pendingUse_;
 };
 

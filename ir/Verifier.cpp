@@ -26,7 +26,8 @@ public:
 
 private:
   void report(const Node& n, const std::string& msg) {
-    diags_.push_back({n.parsedAt, "%" + n.name() + ": " + msg});
+    std::string who = n.opcode() == Opcode::Output ? "output" : "%" + n.name();
+    diags_.push_back({n.parsedAt, who + ": " + msg});
   }
 
   void checkLayout() {
@@ -99,13 +100,10 @@ private:
     if (!n.meta.type) return;
     size_t returns = s.returns.size();
     const Type& t = *n.meta.type;
-    if (returns == 1 && t.isTuple())
-      report(n, concat(n.target(), " returns one value, but the node is annotated with the tuple type ",
-                       t.str()));
     if (returns != 1 && (!t.isTuple() || t.elements().size() != returns))
       report(n, concat(n.target(), " returns ", returns, " values, but the node is annotated with ",
                        t.str()));
-    if (returns == 1 && s.returns[0].type == ArgType::Tensor && !t.isTensor())
+    else if (returns == 1 && s.returns[0].type == ArgType::Tensor && !t.isTensor())
       report(n, concat(n.target(), " returns a Tensor, but the node is annotated with ", t.str()));
   }
 

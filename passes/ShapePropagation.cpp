@@ -239,7 +239,9 @@ private:
     try {
       d.call(op, stack);
     } catch (const std::exception& e) {
-      fail(n, opTarget(op) + ": " + e.what());
+      // Kernel messages usually start with the op's name already ("add: The size of ...").
+      std::string what = e.what();
+      fail(n, what.starts_with(s.name + ":") ? "aten." + what : opTarget(op) + ": " + what);
     }
     Device device = resultDevice.value_or(Device());
     auto single = [&](Value v) {
