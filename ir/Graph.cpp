@@ -266,4 +266,47 @@ Graph Graph::clone() const {
   return copy;
 }
 
+namespace {
+
+bool sameArgument(const Argument& a, const Argument& b) {
+  if (a.kind() != b.kind()) return false;
+  switch (a.kind()) {
+  case Argument::Kind::Node:
+    return a.toNode()->name() == b.toNode()->name();
+  case Argument::Kind::Slice:
+  case Argument::Kind::List:
+  case Argument::Kind::Tuple:
+  case Argument::Kind::Dict:
+    if (a.keys() != b.keys() || a.items().size() != b.items().size()) return false;
+    for (size_t i = 0; i < a.items().size(); ++i)
+      if (!sameArgument(a.items()[i], b.items()[i])) return false;
+    return true;
+  default:
+    return a == b;
+  }
+}
+
+bool sameNode(const Node& a, const Node& b) {
+  if (a.name() != b.name() || a.opcode() != b.opcode() || a.target() != b.target() ||
+      a.op() != b.op() || !(a.meta == b.meta) || a.args().size() != b.args().size() ||
+      a.kwargs().size() != b.kwargs().size())
+    return false;
+  for (size_t i = 0; i < a.args().size(); ++i)
+    if (!sameArgument(a.args()[i], b.args()[i])) return false;
+  for (size_t i = 0; i < a.kwargs().size(); ++i)
+    if (a.kwargs()[i].first != b.kwargs()[i].first ||
+        !sameArgument(a.kwargs()[i].second, b.kwargs()[i].second))
+      return false;
+  return true;
+}
+
+} // namespace
+
+bool structurallyEqual(const Graph& a, const Graph& b) {
+  if (a.name() != b.name() || a.size() != b.size()) return false;
+  for (Node *x = a.first(), *y = b.first(); x && y; x = x->next(), y = y->next())
+    if (!sameNode(*x, *y)) return false;
+  return true;
+}
+
 } // namespace kiln

@@ -85,6 +85,11 @@ private:
   std::unordered_map<std::string, int> nameCounters_;
 };
 
+// Same name, and node for node the same names, opcodes, targets, args, kwargs (references
+// compared by node name) and meta; what parse(print(g)) must preserve. Text positions are not
+// compared.
+bool structurallyEqual(const Graph& a, const Graph& b);
+
 class Graph::Iterator {
 public:
   Iterator(Node* n, const Node* end) : n_(n), next_(n == end ? nullptr : n->next_), end_(end) {}
