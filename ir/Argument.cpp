@@ -20,7 +20,9 @@ Argument Argument::slice(Argument start, Argument stop, Argument step) {
   return Argument(Kind::Slice, {std::move(start), std::move(stop), std::move(step)});
 }
 
-Argument Argument::list(std::vector<Argument> items) { return Argument(Kind::List, std::move(items)); }
+Argument Argument::list(std::vector<Argument> items) {
+  return Argument(Kind::List, std::move(items));
+}
 
 Argument Argument::tuple(std::vector<Argument> items) {
   return Argument(Kind::Tuple, std::move(items));
@@ -82,8 +84,10 @@ size_t Argument::hash() const {
   case Kind::List:
   case Kind::Tuple:
   case Kind::Dict:
-    for (const std::string& k : keys_) mix(std::hash<std::string>()(k));
-    for (const Argument& a : items()) mix(a.hash());
+    for (const std::string& k : keys_)
+      mix(std::hash<std::string>()(k));
+    for (const Argument& a : items())
+      mix(a.hash());
     break;
   }
   return h;
@@ -92,7 +96,8 @@ size_t Argument::hash() const {
 void Argument::forEachNode(const std::function<void(kiln::Node*)>& f) const {
   if (kind_ == Kind::Node) f(toNode());
   if (auto* v = std::get_if<std::vector<Argument>>(&v_))
-    for (const Argument& a : *v) a.forEachNode(f);
+    for (const Argument& a : *v)
+      a.forEachNode(f);
 }
 
 Argument Argument::mapNodes(const std::function<Argument(kiln::Node*)>& f) const {
@@ -102,7 +107,8 @@ Argument Argument::mapNodes(const std::function<Argument(kiln::Node*)>& f) const
   Argument out = *this;
   std::vector<Argument> mapped;
   mapped.reserve(v->size());
-  for (const Argument& a : *v) mapped.push_back(a.mapNodes(f));
+  for (const Argument& a : *v)
+    mapped.push_back(a.mapNodes(f));
   out.v_ = std::move(mapped);
   return out;
 }

@@ -18,7 +18,19 @@ class Node;
 class Argument {
 public:
   enum class Kind : uint8_t {
-    None, Bool, Int, Float, String, Dtype, Device, Ellipsis, Slice, Node, List, Tuple, Dict,
+    None,
+    Bool,
+    Int,
+    Float,
+    String,
+    Dtype,
+    Device,
+    Ellipsis,
+    Slice,
+    Node,
+    List,
+    Tuple,
+    Dict,
   };
 
   Argument() = default; // None
@@ -43,7 +55,9 @@ public:
   bool isNone() const { return kind_ == Kind::None; }
   bool isNode() const { return kind_ == Kind::Node; }
   // A Python number: bool, int or float.
-  bool isNumber() const { return kind_ == Kind::Bool || kind_ == Kind::Int || kind_ == Kind::Float; }
+  bool isNumber() const {
+    return kind_ == Kind::Bool || kind_ == Kind::Int || kind_ == Kind::Float;
+  }
   bool isSequence() const { return kind_ == Kind::List || kind_ == Kind::Tuple; }
 
   bool toBool() const { return std::get<bool>(v_); }

@@ -3,11 +3,12 @@
 
 namespace kiln {
 
-std::string formatDiagnostic(const Diagnostic& d, std::string_view fileName, std::string_view source) {
+std::string formatDiagnostic(const Diagnostic& d, std::string_view fileName,
+                             std::string_view source) {
   std::string out(fileName);
   if (!d.pos.known()) return out + ": error: " + d.message + "\n";
-  out += ":" + std::to_string(d.pos.line) + ":" + std::to_string(d.pos.col) + ": error: " + d.message +
-         "\n";
+  out += ":" + std::to_string(d.pos.line) + ":" + std::to_string(d.pos.col) +
+         ": error: " + d.message + "\n";
   size_t start = 0;
   for (int line = 1; line < d.pos.line && start != std::string_view::npos; ++line) {
     start = source.find('\n', start);

@@ -34,6 +34,7 @@ private:
 
 // "file:line:col: error: message\n<line>\n<caret>\n", or "file: error: message\n" when the
 // position is unknown. `source` is the whole text the line numbers refer to.
-std::string formatDiagnostic(const Diagnostic& d, std::string_view fileName, std::string_view source);
+std::string formatDiagnostic(const Diagnostic& d, std::string_view fileName,
+                             std::string_view source);
 
 } // namespace kiln

@@ -14,8 +14,9 @@ namespace kiln {
 namespace {
 
 constexpr std::array<std::string_view, 23> kPureOperators = {
-    "add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "neg", "pos", "abs", "invert", "not_",
-    "eq", "ne", "lt", "le", "gt", "ge", "and_", "or_", "xor", "matmul", "getitem"};
+    "add", "sub", "mul",    "truediv", "floordiv", "mod",    "pow",    "neg",
+    "pos", "abs", "invert", "not_",    "eq",       "ne",     "lt",     "le",
+    "gt",  "ge",  "and_",   "or_",     "xor",      "matmul", "getitem"};
 // Tensor methods outside the op table that only read metadata.
 constexpr std::array<std::string_view, 4> kPureMethods = {"size", "dim", "numel", "stride"};
 
@@ -60,7 +61,8 @@ bool hasSideEffects(const Node& n) {
   case Opcode::GetAttr:
     return false;
   case Opcode::CallMethod: {
-    bool known = std::find(kPureMethods.begin(), kPureMethods.end(), n.target()) != kPureMethods.end();
+    bool known =
+        std::find(kPureMethods.begin(), kPureMethods.end(), n.target()) != kPureMethods.end();
     return nameHasSideEffects(n.target(), true, !known);
   }
   case Opcode::CallFunction:
@@ -78,7 +80,7 @@ bool isDeterministic(const Node& n) {
   };
   if (n.isOp()) return deterministic(n.op());
   bool method = n.opcode() == Opcode::CallMethod;
-  std::string name = method ? n.target()
+  std::string name = method                               ? n.target()
                      : n.opcode() == Opcode::CallFunction ? torchFunctionName(n.target())
                                                           : "";
   if (name.empty()) return n.opcode() != Opcode::CallModule;

@@ -54,7 +54,8 @@ Graph& Graph::operator=(Graph&& other) noexcept {
   std::swap(nameCounters_, other.nameCounters_);
   for (Graph* g : {this, &other}) {
     g->root_->graph_ = g;
-    for (Node* n : g->nodes()) n->graph_ = g;
+    for (Node* n : g->nodes())
+      n->graph_ = g;
   }
   return *this;
 }
@@ -86,7 +87,8 @@ Node* Graph::outputNode() const {
 
 std::string Graph::uniqueName(std::string_view hint) {
   std::string base;
-  for (char c : hint) base += isNameChar(c) ? c : '_';
+  for (char c : hint)
+    base += isNameChar(c) ? c : '_';
   if (base.empty()) base = "_";
   if (!byName_.count(base) && !nameCounters_.count(base)) {
     nameCounters_[base] = 0;
@@ -107,8 +109,10 @@ void Graph::checkReferences(const std::vector<Argument>& args, const Kwargs& kwa
       throw IRError(n->parsedAt, concat("%", n->name(), " belongs to graph @", n->graph_->name(),
                                         ", not to @", name_));
   };
-  for (const Argument& a : args) a.forEachNode(check);
-  for (const auto& kv : kwargs) kv.second.forEachNode(check);
+  for (const Argument& a : args)
+    a.forEachNode(check);
+  for (const auto& kv : kwargs)
+    kv.second.forEachNode(check);
 }
 
 Node* Graph::create(Opcode opcode, std::string target, std::vector<Argument> args, Kwargs kwargs,
@@ -169,7 +173,9 @@ Node* Graph::callModule(std::string path, std::vector<Argument> args, Kwargs kwa
   return create(Opcode::CallModule, std::move(path), std::move(args), std::move(kwargs));
 }
 
-Node* Graph::output(Argument result) { return create(Opcode::Output, "output", {std::move(result)}); }
+Node* Graph::output(Argument result) {
+  return create(Opcode::Output, "output", {std::move(result)});
+}
 
 static void checkMember(const Graph& g, const Node* n, const char* what) {
   if (!n || n->graph() != &g)
@@ -224,7 +230,8 @@ void Graph::erase(Node* n) {
   checkMember(*this, n, "erase");
   if (!n->users_.empty()) {
     std::string users;
-    for (Node* u : n->users_) users += (users.empty() ? "%" : ", %") + u->name();
+    for (Node* u : n->users_)
+      users += (users.empty() ? "%" : ", %") + u->name();
     throw IRError(n->parsedAt, concat("cannot erase %", n->name(), ": it still has ",
                                       n->users_.size(), " user(s): ", users));
   }
@@ -238,7 +245,8 @@ void Graph::replaceAllUsesWith(Node* from, const Argument& to) {
   checkMember(*this, from, "replaceAllUsesWith");
   if (to.isNode() && to.toNode() == from) return;
   std::vector<Node*> users = from->users_;
-  for (Node* u : users) u->replaceInput(from, to);
+  for (Node* u : users)
+    u->replaceInput(from, to);
 }
 
 Graph Graph::clone() const {
@@ -254,9 +262,11 @@ Graph Graph::clone() const {
   };
   for (Node* n : nodes()) {
     std::vector<Argument> args;
-    for (const Argument& a : n->args_) args.push_back(a.mapNodes(remap));
+    for (const Argument& a : n->args_)
+      args.push_back(a.mapNodes(remap));
     Kwargs kwargs;
-    for (const auto& [k, v] : n->kwargs_) kwargs.emplace_back(k, v.mapNodes(remap));
+    for (const auto& [k, v] : n->kwargs_)
+      kwargs.emplace_back(k, v.mapNodes(remap));
     Node* c = copy.create(n->opcode_, n->target_, std::move(args), std::move(kwargs), n->name_);
     c->meta = n->meta;
     c->parsedAt = n->parsedAt;

@@ -19,29 +19,18 @@ int hexValue(char c) {
 
 std::string describe(const Token& t) {
   switch (t.kind) {
-  case Token::Kind::End: return "end of input";
-  case Token::Kind::Identifier: return "'" + t.text + "'";
+  case Token::Kind::End:
+    return "end of input";
   case Token::Kind::Integer:
-  case Token::Kind::Float: return "number " + t.text;
-  case Token::Kind::String: return "a string";
-  case Token::Kind::Value: return "%" + t.text;
-  case Token::Kind::Path: return "'" + t.text + "'";
-  case Token::Kind::LParen: return "'('";
-  case Token::Kind::RParen: return "')'";
-  case Token::Kind::LBracket: return "'['";
-  case Token::Kind::RBracket: return "']'";
-  case Token::Kind::LBrace: return "'{'";
-  case Token::Kind::RBrace: return "'}'";
-  case Token::Kind::Comma: return "','";
-  case Token::Kind::Colon: return "':'";
-  case Token::Kind::Equal: return "'='";
-  case Token::Kind::Star: return "'*'";
-  case Token::Kind::Plus: return "'+'";
-  case Token::Kind::Minus: return "'-'";
-  case Token::Kind::At: return "'@'";
-  case Token::Kind::Ellipsis: return "'...'";
+  case Token::Kind::Float:
+    return "number " + t.text;
+  case Token::Kind::String:
+    return "a string";
+  case Token::Kind::Value:
+    return "%" + t.text;
+  default: // identifiers, paths and punctuation hold their own text
+    return "'" + t.text + "'";
   }
-  return "a token";
 }
 
 char Lexer::advance() {
@@ -61,7 +50,8 @@ void Lexer::skipSpaceAndComments() {
     if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
       advance();
     } else if (c == '/' && peek(1) == '/') {
-      while (pos_ < text_.size() && peek() != '\n') advance();
+      while (pos_ < text_.size() && peek() != '\n')
+        advance();
     } else {
       return;
     }
@@ -71,18 +61,21 @@ void Lexer::skipSpaceAndComments() {
 Token Lexer::lexNumber(TextPos start) {
   std::string s;
   bool isFloat = false;
-  while (isDigit(peek())) s += advance();
+  while (isDigit(peek()))
+    s += advance();
   if (peek() == '.' && isDigit(peek(1))) {
     isFloat = true;
     s += advance();
-    while (isDigit(peek())) s += advance();
+    while (isDigit(peek()))
+      s += advance();
   }
   if ((peek() == 'e' || peek() == 'E') &&
       (isDigit(peek(1)) || ((peek(1) == '+' || peek(1) == '-') && isDigit(peek(2))))) {
     isFloat = true;
     s += advance();
     if (peek() == '+' || peek() == '-') s += advance();
-    while (isDigit(peek())) s += advance();
+    while (isDigit(peek()))
+      s += advance();
   }
   if (isLetter(peek()))
     throw IRError(here(), "invalid number: '" + s + peek() + "...' (a letter right after digits)");
@@ -104,11 +97,21 @@ Token Lexer::lexString(TextPos start) {
     TextPos escPos{line_, col_ - 1};
     char e = pos_ < text_.size() ? advance() : '\0';
     switch (e) {
-    case '\\': s += '\\'; break;
-    case '"': s += '"'; break;
-    case 'n': s += '\n'; break;
-    case 't': s += '\t'; break;
-    case 'r': s += '\r'; break;
+    case '\\':
+      s += '\\';
+      break;
+    case '"':
+      s += '"';
+      break;
+    case 'n':
+      s += '\n';
+      break;
+    case 't':
+      s += '\t';
+      break;
+    case 'r':
+      s += '\r';
+      break;
     case 'x': {
       int hi = hexValue(peek()), lo = hexValue(peek(1));
       if (hi < 0 || lo < 0) throw IRError(escPos, "\\x escape needs two hex digits");
@@ -118,7 +121,8 @@ Token Lexer::lexString(TextPos start) {
       break;
     }
     default:
-      throw IRError(escPos, std::string("unknown escape sequence '\\") + (e ? std::string(1, e) : "") +
+      throw IRError(escPos, std::string("unknown escape sequence '\\") +
+                                (e ? std::string(1, e) : "") +
                                 "' (use \\\\, \\\", \\n, \\t, \\r or \\xNN)");
     }
   }
@@ -131,7 +135,8 @@ Token Lexer::next() {
   char c = peek();
   if (isLetter(c)) {
     std::string s;
-    while (isNameChar(peek())) s += advance();
+    while (isNameChar(peek()))
+      s += advance();
     return {Token::Kind::Identifier, s, start};
   }
   if (isDigit(c)) return lexNumber(start);
@@ -139,7 +144,8 @@ Token Lexer::next() {
   if (c == '%') {
     advance();
     std::string s;
-    while (isNameChar(peek())) s += advance();
+    while (isNameChar(peek()))
+      s += advance();
     if (s.empty()) throw IRError(start, "expected a value name after '%'");
     return {Token::Kind::Value, s, start};
   }
@@ -150,10 +156,10 @@ Token Lexer::next() {
     return {Token::Kind::Ellipsis, "...", start};
   }
   static constexpr std::pair<char, Token::Kind> punct[] = {
-      {'(', Token::Kind::LParen}, {')', Token::Kind::RParen},   {'[', Token::Kind::LBracket},
+      {'(', Token::Kind::LParen},   {')', Token::Kind::RParen}, {'[', Token::Kind::LBracket},
       {']', Token::Kind::RBracket}, {'{', Token::Kind::LBrace}, {'}', Token::Kind::RBrace},
-      {',', Token::Kind::Comma},  {':', Token::Kind::Colon},    {'=', Token::Kind::Equal},
-      {'*', Token::Kind::Star},   {'+', Token::Kind::Plus},     {'-', Token::Kind::Minus},
+      {',', Token::Kind::Comma},    {':', Token::Kind::Colon},  {'=', Token::Kind::Equal},
+      {'*', Token::Kind::Star},     {'+', Token::Kind::Plus},   {'-', Token::Kind::Minus},
       {'@', Token::Kind::At}};
   for (auto [ch, kind] : punct) {
     if (c == ch) {
@@ -174,7 +180,8 @@ Token Lexer::nextPath() {
   std::string s;
   while (true) {
     size_t segStart = s.size();
-    while (isNameChar(peek())) s += advance();
+    while (isNameChar(peek()))
+      s += advance();
     if (s.size() == segStart) {
       if (s.empty()) return next(); // not a path: let the caller report what is there
       throw IRError(here(), "expected a name after '.' in '" + s + "'");

@@ -10,9 +10,26 @@ namespace kiln {
 
 struct Token {
   enum class Kind : uint8_t {
-    End, Identifier, Integer, Float, String, Value, // Value: %name (text holds the name)
-    LParen, RParen, LBracket, RBracket, LBrace, RBrace,
-    Comma, Colon, Equal, Star, Plus, Minus, At, Ellipsis,
+    End,
+    Identifier,
+    Integer,
+    Float,
+    String,
+    Value, // Value: %name (text holds the name)
+    LParen,
+    RParen,
+    LBracket,
+    RBracket,
+    LBrace,
+    RBrace,
+    Comma,
+    Colon,
+    Equal,
+    Star,
+    Plus,
+    Minus,
+    At,
+    Ellipsis,
     Path, // a dotted path, only from Lexer::nextPath
   };
   Kind kind = Kind::End;
@@ -35,7 +52,9 @@ public:
 
 private:
   void skipSpaceAndComments();
-  char peek(size_t ahead = 0) const { return pos_ + ahead < text_.size() ? text_[pos_ + ahead] : '\0'; }
+  char peek(size_t ahead = 0) const {
+    return pos_ + ahead < text_.size() ? text_[pos_ + ahead] : '\0';
+  }
   char advance();
   TextPos here() const { return {line_, col_}; }
   Token lexNumber(TextPos start);

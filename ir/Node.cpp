@@ -34,13 +34,16 @@ std::vector<Node*> Node::inputs() const {
   auto add = [&](Node* n) {
     if (std::find(out.begin(), out.end(), n) == out.end()) out.push_back(n);
   };
-  for (const Argument& a : args_) a.forEachNode(add);
-  for (const auto& kv : kwargs_) kv.second.forEachNode(add);
+  for (const Argument& a : args_)
+    a.forEachNode(add);
+  for (const auto& kv : kwargs_)
+    kv.second.forEachNode(add);
   return out;
 }
 
 void Node::detachInputs() {
-  for (Node* in : inputs()) std::erase(in->users_, this);
+  for (Node* in : inputs())
+    std::erase(in->users_, this);
 }
 
 void Node::attachInputs() {
@@ -62,7 +65,8 @@ void Node::setKwargs(Kwargs kwargs) { reset(args_, std::move(kwargs)); }
 
 void Node::setArg(size_t index, Argument value) {
   if (index >= args_.size())
-    throw IRError(parsedAt, concat("%", name_, " has ", args_.size(), " args; cannot set arg ", index));
+    throw IRError(parsedAt,
+                  concat("%", name_, " has ", args_.size(), " args; cannot set arg ", index));
   std::vector<Argument> args = args_;
   args[index] = std::move(value);
   reset(std::move(args), kwargs_);
@@ -71,9 +75,11 @@ void Node::setArg(size_t index, Argument value) {
 void Node::replaceInput(Node* from, const Argument& to) {
   auto swap = [&](Node* n) { return n == from ? to : Argument(n); };
   std::vector<Argument> args;
-  for (const Argument& a : args_) args.push_back(a.mapNodes(swap));
+  for (const Argument& a : args_)
+    args.push_back(a.mapNodes(swap));
   Kwargs kwargs;
-  for (const auto& [k, v] : kwargs_) kwargs.emplace_back(k, v.mapNodes(swap));
+  for (const auto& [k, v] : kwargs_)
+    kwargs.emplace_back(k, v.mapNodes(swap));
   reset(std::move(args), std::move(kwargs));
 }
 

@@ -73,7 +73,8 @@ private:
     return t;
   }
   void expectKeyword(const char* word) {
-    if (!isKeyword(word)) fail(tok_.pos, std::string("expected '") + word + "', found " + describe(tok_));
+    if (!isKeyword(word))
+      fail(tok_.pos, std::string("expected '") + word + "', found " + describe(tok_));
     advance();
   }
 
@@ -95,7 +96,8 @@ private:
     advance();
     expect(K::LBrace, "'{' starting the graph body");
     while (!is(K::RBrace)) {
-      if (is(K::End)) fail(tok_.pos, "unexpected end of input: graph @" + g.name() + " has no closing '}'");
+      if (is(K::End))
+        fail(tok_.pos, "unexpected end of input: graph @" + g.name() + " has no closing '}'");
       parseStatement();
     }
     advance();
@@ -151,7 +153,8 @@ private:
     Token target = lex_.nextPath();
     tok_ = target;
     if (target.pos.line != afterOpcode.line)
-      fail(afterOpcode, std::string("expected the target of ") + opcodeName(*opcode) + " on the same line");
+      fail(afterOpcode,
+           std::string("expected the target of ") + opcodeName(*opcode) + " on the same line");
     if (!is(K::Path) && !is(K::String))
       fail(tok_.pos, std::string("expected the target of ") + opcodeName(*opcode) + ", found " +
                          describe(tok_));
@@ -334,8 +337,8 @@ private:
       fail(t.pos, "unknown device '" + s + "' (expected cpu, meta, cuda or cuda:N)");
     if (colon == std::string::npos) return Device::parse(s);
     std::string index = s.substr(colon + 1);
-    if (index.empty() || index.size() > 3 || index.find_first_not_of("0123456789") != std::string::npos ||
-        std::stoi(index) > 127)
+    if (index.empty() || index.size() > 3 ||
+        index.find_first_not_of("0123456789") != std::string::npos || std::stoi(index) > 127)
       fail(t.pos, "bad device index in '" + s + "' (expected 0 to 127)");
     return Device::parse(s);
   }
@@ -399,8 +402,9 @@ private:
         expect(K::LBracket, "'[' starting the strides");
         tt.strides = parseDims();
         if (tt.strides->size() != tt.sizes.size())
-          fail(key.pos, "strides have " + std::to_string(tt.strides->size()) + " entries but the type has " +
-                            std::to_string(tt.sizes.size()) + " dims");
+          fail(key.pos, "strides have " + std::to_string(tt.strides->size()) +
+                            " entries but the type has " + std::to_string(tt.sizes.size()) +
+                            " dims");
       } else if (key.text == "device" && !sawDevice) {
         sawDevice = true;
         Token kind = expect(K::Identifier, "a device (cpu, meta, cuda, cuda:N)");
@@ -411,9 +415,10 @@ private:
         }
         tt.device = parseDevice(Token{K::String, text, kind.pos});
       } else {
-        fail(key.pos, (sawStrides && key.text == "strides") || (sawDevice && key.text == "device")
-                          ? "duplicate tensor attribute '" + key.text + "'"
-                          : "unknown tensor attribute '" + key.text + "' (expected strides or device)");
+        fail(key.pos,
+             (sawStrides && key.text == "strides") || (sawDevice && key.text == "device")
+                 ? "duplicate tensor attribute '" + key.text + "'"
+                 : "unknown tensor attribute '" + key.text + "' (expected strides or device)");
       }
       if (!is(K::RBrace)) expect(K::Comma, "',' or '}' in the tensor attributes");
     }
@@ -447,7 +452,8 @@ private:
 
   void countSizeOperator() {
     if (++sizeOperators_ > kMaxSizeOperators)
-      fail(tok_.pos, "size expression with more than " + std::to_string(kMaxSizeOperators) + " operators");
+      fail(tok_.pos,
+           "size expression with more than " + std::to_string(kMaxSizeOperators) + " operators");
   }
 
   SymInt parseSymUnary() {
@@ -477,7 +483,8 @@ private:
       expect(K::RParen, "')'");
       return v;
     }
-    if (t.kind != K::Identifier) fail(t.pos, "expected a size (an integer or a symbol such as s0), found " + describe(t));
+    if (t.kind != K::Identifier)
+      fail(t.pos, "expected a size (an integer or a symbol such as s0), found " + describe(t));
     advance();
     if ((t.text == "floordiv" || t.text == "mod") && is(K::LParen)) {
       countSizeOperator();
@@ -538,7 +545,8 @@ Graph parseGraph(std::string_view text) {
   ParseResult r = parseGraphs(text);
   if (r.error) throw IRError(*r.error);
   if (r.graphs.size() != 1)
-    throw IRError(TextPos{1, 1}, "expected exactly one graph, found " + std::to_string(r.graphs.size()));
+    throw IRError(TextPos{1, 1},
+                  "expected exactly one graph, found " + std::to_string(r.graphs.size()));
   return std::move(r.graphs.front());
 }
 

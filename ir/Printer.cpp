@@ -36,7 +36,8 @@ std::string pathOrString(const std::string& s) { return isDottedPath(s) ? s : qu
 
 std::string sequence(const std::vector<Argument>& items, const char* open, const char* close) {
   std::string s = open;
-  for (size_t i = 0; i < items.size(); ++i) s += (i ? ", " : "") + printArgument(items[i]);
+  for (size_t i = 0; i < items.size(); ++i)
+    s += (i ? ", " : "") + printArgument(items[i]);
   return s + close;
 }
 
@@ -103,11 +104,21 @@ std::string quoteString(const std::string& s) {
   std::string out = "\"";
   for (unsigned char c : s) {
     switch (c) {
-    case '\\': out += "\\\\"; break;
-    case '"': out += "\\\""; break;
-    case '\n': out += "\\n"; break;
-    case '\t': out += "\\t"; break;
-    case '\r': out += "\\r"; break;
+    case '\\':
+      out += "\\\\";
+      break;
+    case '"':
+      out += "\\\"";
+      break;
+    case '\n':
+      out += "\\n";
+      break;
+    case '\t':
+      out += "\\t";
+      break;
+    case '\r':
+      out += "\\r";
+      break;
     default:
       if (c < 0x20 || c == 0x7f) {
         char buf[8];
@@ -123,17 +134,28 @@ std::string quoteString(const std::string& s) {
 
 std::string printArgument(const Argument& a) {
   switch (a.kind()) {
-  case Argument::Kind::None: return "None";
-  case Argument::Kind::Bool: return a.toBool() ? "True" : "False";
-  case Argument::Kind::Int: return std::to_string(a.toInt());
-  case Argument::Kind::Float: return printFloat(a.toFloat());
-  case Argument::Kind::String: return quoteString(a.toString());
-  case Argument::Kind::Dtype: return dtypeShortName(a.toDtype());
-  case Argument::Kind::Device: return "device(" + quoteString(a.toDevice().str()) + ")";
-  case Argument::Kind::Ellipsis: return "...";
-  case Argument::Kind::Slice: return sequence(a.items(), "slice(", ")");
-  case Argument::Kind::Node: return "%" + a.toNode()->name();
-  case Argument::Kind::List: return sequence(a.items(), "[", "]");
+  case Argument::Kind::None:
+    return "None";
+  case Argument::Kind::Bool:
+    return a.toBool() ? "True" : "False";
+  case Argument::Kind::Int:
+    return std::to_string(a.toInt());
+  case Argument::Kind::Float:
+    return printFloat(a.toFloat());
+  case Argument::Kind::String:
+    return quoteString(a.toString());
+  case Argument::Kind::Dtype:
+    return dtypeShortName(a.toDtype());
+  case Argument::Kind::Device:
+    return "device(" + quoteString(a.toDevice().str()) + ")";
+  case Argument::Kind::Ellipsis:
+    return "...";
+  case Argument::Kind::Slice:
+    return sequence(a.items(), "slice(", ")");
+  case Argument::Kind::Node:
+    return "%" + a.toNode()->name();
+  case Argument::Kind::List:
+    return sequence(a.items(), "[", "]");
   case Argument::Kind::Tuple:
     return sequence(a.items(), "(", a.items().size() == 1 ? ",)" : ")");
   case Argument::Kind::Dict: {
@@ -176,7 +198,8 @@ std::string printGraph(const Graph& g) {
 
 std::string printGraphs(const std::vector<Graph>& graphs) {
   std::string s;
-  for (size_t i = 0; i < graphs.size(); ++i) s += (i ? "\n" : "") + printGraph(graphs[i]);
+  for (size_t i = 0; i < graphs.size(); ++i)
+    s += (i ? "\n" : "") + printGraph(graphs[i]);
   return s;
 }
 

@@ -18,19 +18,32 @@ std::string paramList(const OpSchema& s, bool positionalOnly) {
 
 const char* kindName(const Argument& a) {
   switch (a.kind()) {
-  case Argument::Kind::None: return "None";
-  case Argument::Kind::Bool: return "bool";
-  case Argument::Kind::Int: return "int";
-  case Argument::Kind::Float: return "float";
-  case Argument::Kind::String: return "string";
-  case Argument::Kind::Dtype: return "dtype";
-  case Argument::Kind::Device: return "device";
-  case Argument::Kind::Ellipsis: return "Ellipsis";
-  case Argument::Kind::Slice: return "slice";
-  case Argument::Kind::Node: return "value";
-  case Argument::Kind::List: return "list";
-  case Argument::Kind::Tuple: return "tuple";
-  case Argument::Kind::Dict: return "dict";
+  case Argument::Kind::None:
+    return "None";
+  case Argument::Kind::Bool:
+    return "bool";
+  case Argument::Kind::Int:
+    return "int";
+  case Argument::Kind::Float:
+    return "float";
+  case Argument::Kind::String:
+    return "string";
+  case Argument::Kind::Dtype:
+    return "dtype";
+  case Argument::Kind::Device:
+    return "device";
+  case Argument::Kind::Ellipsis:
+    return "Ellipsis";
+  case Argument::Kind::Slice:
+    return "slice";
+  case Argument::Kind::Node:
+    return "value";
+  case Argument::Kind::List:
+    return "list";
+  case Argument::Kind::Tuple:
+    return "tuple";
+  case Argument::Kind::Dict:
+    return "dict";
   }
   return "argument";
 }
@@ -105,25 +118,30 @@ bool fits(const ArgSpec& spec, size_t argIndex, const Argument& a) {
 
 } // namespace
 
-std::optional<BoundArguments> bindArguments(const OpSchema& schema, const std::vector<Argument>& args,
-                                            const Kwargs& kwargs, std::string* error) {
+std::optional<BoundArguments> bindArguments(const OpSchema& schema,
+                                            const std::vector<Argument>& args, const Kwargs& kwargs,
+                                            std::string* error) {
   auto failWith = [&](std::string msg) -> std::optional<BoundArguments> {
     if (error) *error = std::move(msg);
     return std::nullopt;
   };
   size_t positional = 0;
-  while (positional < schema.args.size() && !schema.args[positional].kwargOnly) ++positional;
+  while (positional < schema.args.size() && !schema.args[positional].kwargOnly)
+    ++positional;
   if (args.size() > positional)
     return failWith(concat("expects at most ", positional, " positional argument",
                            positional == 1 ? "" : "s", " (", paramList(schema, true), "), got ",
                            args.size()));
   BoundArguments bound(schema.args.size(), nullptr);
-  for (size_t i = 0; i < args.size(); ++i) bound[i] = &args[i];
+  for (size_t i = 0; i < args.size(); ++i)
+    bound[i] = &args[i];
   for (const auto& [key, value] : kwargs) {
     size_t i = 0;
-    while (i < schema.args.size() && schema.args[i].name != key) ++i;
+    while (i < schema.args.size() && schema.args[i].name != key)
+      ++i;
     if (i == schema.args.size())
-      return failWith(concat("has no argument named '", key, "' (arguments: ", paramList(schema, false), ")"));
+      return failWith(
+          concat("has no argument named '", key, "' (arguments: ", paramList(schema, false), ")"));
     if (bound[i])
       return failWith(concat("got argument '", key, "' both positionally and as a keyword"));
     bound[i] = &value;
@@ -138,13 +156,15 @@ std::string checkArgumentType(const ArgSpec& spec, size_t argIndex, const Argume
   if (fits(spec, argIndex, a)) return "";
   std::string expected = argTypeName(spec.type);
   if (spec.optional) expected += "?";
-  std::string got = a.isNode() ? "%" + a.toNode()->name() +
-                                     (a.toNode()->meta.type ? " of type " + a.toNode()->meta.type->str() : "")
-                               : std::string(kindName(a)) + " " + printArgument(a);
+  std::string got =
+      a.isNode() ? "%" + a.toNode()->name() +
+                       (a.toNode()->meta.type ? " of type " + a.toNode()->meta.type->str() : "")
+                 : std::string(kindName(a)) + " " + printArgument(a);
   return concat("argument '", spec.name, "' expects ", expected, ", got ", got);
 }
 
-std::string checkCall(const OpSchema& schema, const std::vector<Argument>& args, const Kwargs& kwargs) {
+std::string checkCall(const OpSchema& schema, const std::vector<Argument>& args,
+                      const Kwargs& kwargs) {
   std::string error;
   auto bound = bindArguments(schema, args, kwargs, &error);
   if (!bound) return error;
@@ -167,13 +187,14 @@ std::string torchFunctionName(const std::string& target) {
 OpId resolveCall(const Node& n) {
   if (n.isOp()) return n.op();
   bool method = n.opcode() == Opcode::CallMethod;
-  std::string name = method ? n.target()
+  std::string name = method                               ? n.target()
                      : n.opcode() == Opcode::CallFunction ? torchFunctionName(n.target())
                                                           : "";
   if (name.empty()) return OpId::NumOps;
   for (OpId op : Dispatcher::instance().overloadsOf(name)) {
     const OpSchema& s = opSchema(op);
-    if ((method ? s.isMethod : s.isFunction) && checkCall(s, n.args(), n.kwargs()).empty()) return op;
+    if ((method ? s.isMethod : s.isFunction) && checkCall(s, n.args(), n.kwargs()).empty())
+      return op;
   }
   return OpId::NumOps;
 }

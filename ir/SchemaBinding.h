@@ -17,8 +17,9 @@ using BoundArguments = std::vector<const Argument*>;
 // Binds args/kwargs to the schema's parameters. On failure returns nullopt and, when `error`
 // is given, an actionable message ("expects at most 2 positional arguments (self, other), got 3",
 // "has no argument named 'beta'", "missing required argument 'other'").
-std::optional<BoundArguments> bindArguments(const OpSchema& schema, const std::vector<Argument>& args,
-                                            const Kwargs& kwargs, std::string* error = nullptr);
+std::optional<BoundArguments> bindArguments(const OpSchema& schema,
+                                            const std::vector<Argument>& args, const Kwargs& kwargs,
+                                            std::string* error = nullptr);
 
 // Whether `a` can be passed for parameter `spec` (index `argIndex` in the schema): constants of
 // the right kind, node references whose type (when known) fits. Empty when it fits, else a
@@ -26,7 +27,8 @@ std::optional<BoundArguments> bindArguments(const OpSchema& schema, const std::v
 std::string checkArgumentType(const ArgSpec& spec, size_t argIndex, const Argument& a);
 
 // Binding and every argument type check together; empty on success.
-std::string checkCall(const OpSchema& schema, const std::vector<Argument>& args, const Kwargs& kwargs);
+std::string checkCall(const OpSchema& schema, const std::vector<Argument>& args,
+                      const Kwargs& kwargs);
 
 // The op a node calls: its aten op, or for call_method "X" / call_function "kiln.X" or
 // "torch.X" the first overload of X (method or function variant) whose schema accepts the

@@ -101,9 +101,15 @@ SymInt SymInt::binary(Kind k, const SymInt& a, const SymInt& b) {
   return SymInt(std::make_shared<const Expr>(Expr{k, {}, a, b}));
 }
 
-SymInt operator+(const SymInt& a, const SymInt& b) { return SymInt::binary(SymInt::Kind::Add, a, b); }
-SymInt operator-(const SymInt& a, const SymInt& b) { return SymInt::binary(SymInt::Kind::Sub, a, b); }
-SymInt operator*(const SymInt& a, const SymInt& b) { return SymInt::binary(SymInt::Kind::Mul, a, b); }
+SymInt operator+(const SymInt& a, const SymInt& b) {
+  return SymInt::binary(SymInt::Kind::Add, a, b);
+}
+SymInt operator-(const SymInt& a, const SymInt& b) {
+  return SymInt::binary(SymInt::Kind::Sub, a, b);
+}
+SymInt operator*(const SymInt& a, const SymInt& b) {
+  return SymInt::binary(SymInt::Kind::Mul, a, b);
+}
 SymInt floorDiv(const SymInt& a, const SymInt& b) {
   return SymInt::binary(SymInt::Kind::FloorDiv, a, b);
 }

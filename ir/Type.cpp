@@ -9,7 +9,8 @@ constexpr const char* kShortNames[kNumScalarTypes] = {"b8",  "u8",  "i8",   "i16
 
 std::string symList(const std::vector<SymInt>& v) {
   std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + v[i].str();
+  for (size_t i = 0; i < v.size(); ++i)
+    s += (i ? ", " : "") + v[i].str();
   return s + "]";
 }
 } // namespace
@@ -60,7 +61,8 @@ std::string Type::str() const {
     return tensor_.str();
   case Kind::Tuple: {
     std::string s = "(";
-    for (size_t i = 0; i < elements_.size(); ++i) s += (i ? ", " : "") + elements_[i].str();
+    for (size_t i = 0; i < elements_.size(); ++i)
+      s += (i ? ", " : "") + elements_[i].str();
     return s + (elements_.size() == 1 ? ",)" : ")");
   }
   case Kind::Int:

@@ -18,9 +18,11 @@ public:
 
   std::vector<Diagnostic> run() {
     size_t index = 0;
-    for (Node* n : g_.nodes()) order_[n] = index++;
+    for (Node* n : g_.nodes())
+      order_[n] = index++;
     checkLayout();
-    for (Node* n : g_.nodes()) checkNode(*n);
+    for (Node* n : g_.nodes())
+      checkNode(*n);
     return std::move(diags_);
   }
 
@@ -80,8 +82,7 @@ private:
         report(n, "refers to a node that is not in graph @" + g_.name() + " (dangling reference)");
         continue;
       }
-      if (it->second >= order_.at(&n))
-        report(n, "uses %" + in->name() + " before its definition");
+      if (it->second >= order_.at(&n)) report(n, "uses %" + in->name() + " before its definition");
       const auto& users = in->users();
       if (std::find(users.begin(), users.end(), &n) == users.end())
         report(n, "is missing from the users of %" + in->name());
@@ -109,7 +110,8 @@ private:
 
   void checkType(const Node& n, const Type& t) {
     if (t.isTuple()) {
-      for (const Type& e : t.elements()) checkType(n, e);
+      for (const Type& e : t.elements())
+        checkType(n, e);
       return;
     }
     if (!t.isTensor()) return;

@@ -22,8 +22,10 @@ struct CallKey {
 struct CallKeyHash {
   size_t operator()(const CallKey& k) const {
     size_t h = std::hash<std::string>()(k.target) ^ size_t(k.opcode);
-    for (const Argument& a : k.args) h = h * 31 + a.hash();
-    for (const auto& [name, v] : k.kwargs) h = h * 31 + (std::hash<std::string>()(name) ^ v.hash());
+    for (const Argument& a : k.args)
+      h = h * 31 + a.hash();
+    for (const auto& [name, v] : k.kwargs)
+      h = h * 31 + (std::hash<std::string>()(name) ^ v.hash());
     return h;
   }
 };

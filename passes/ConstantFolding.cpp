@@ -23,10 +23,14 @@ struct Number {
 
 std::optional<Number> number(const Argument& a) {
   switch (a.kind()) {
-  case Argument::Kind::Bool: return Number{false, a.toBool() ? 1 : 0, 0};
-  case Argument::Kind::Int: return Number{false, a.toInt(), 0};
-  case Argument::Kind::Float: return Number{true, 0, a.toFloat()};
-  default: return std::nullopt;
+  case Argument::Kind::Bool:
+    return Number{false, a.toBool() ? 1 : 0, 0};
+  case Argument::Kind::Int:
+    return Number{false, a.toInt(), 0};
+  case Argument::Kind::Float:
+    return Number{true, 0, a.toFloat()};
+  default:
+    return std::nullopt;
   }
 }
 
@@ -69,7 +73,8 @@ std::optional<Argument> compare(std::string_view op, Number a, Number b) {
   if (!a.isFloat && !b.isFloat) {
     order = a.i < b.i ? -1 : a.i > b.i ? 1 : 0;
   } else {
-    if ((!a.isFloat && !exactInDouble(a.i)) || (!b.isFloat && !exactInDouble(b.i))) return std::nullopt;
+    if ((!a.isFloat && !exactInDouble(a.i)) || (!b.isFloat && !exactInDouble(b.i)))
+      return std::nullopt;
     double x = a.toDouble(), y = b.toDouble();
     order = x < y ? -1 : x > y ? 1 : x == y ? 0 : 2;
   }
@@ -88,12 +93,14 @@ std::optional<Argument> binary(std::string_view op, Number a, Number b) {
   bool isFloat = a.isFloat || b.isFloat;
   if (op == "truediv") {
     if (b.toDouble() == 0) return std::nullopt;
-    if ((!a.isFloat && !exactInDouble(a.i)) || (!b.isFloat && !exactInDouble(b.i))) return std::nullopt;
+    if ((!a.isFloat && !exactInDouble(a.i)) || (!b.isFloat && !exactInDouble(b.i)))
+      return std::nullopt;
     return Argument(a.toDouble() / b.toDouble());
   }
   if (op == "floordiv" || op == "mod") {
     bool wantMod = op == "mod";
-    return isFloat ? floatFloorDiv(a.toDouble(), b.toDouble(), wantMod) : intFloorDiv(a.i, b.i, wantMod);
+    return isFloat ? floatFloorDiv(a.toDouble(), b.toDouble(), wantMod)
+                   : intFloorDiv(a.i, b.i, wantMod);
   }
   if (isFloat) {
     double x = a.toDouble(), y = b.toDouble();
@@ -104,10 +111,14 @@ std::optional<Argument> binary(std::string_view op, Number a, Number b) {
   }
   int64_t r;
   bool overflow;
-  if (op == "add") overflow = __builtin_add_overflow(a.i, b.i, &r);
-  else if (op == "sub") overflow = __builtin_sub_overflow(a.i, b.i, &r);
-  else if (op == "mul") overflow = __builtin_mul_overflow(a.i, b.i, &r);
-  else return std::nullopt;
+  if (op == "add")
+    overflow = __builtin_add_overflow(a.i, b.i, &r);
+  else if (op == "sub")
+    overflow = __builtin_sub_overflow(a.i, b.i, &r);
+  else if (op == "mul")
+    overflow = __builtin_mul_overflow(a.i, b.i, &r);
+  else
+    return std::nullopt;
   if (overflow) return std::nullopt;
   return Argument(r);
 }

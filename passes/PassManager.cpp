@@ -30,14 +30,18 @@ PassManager PassManager::parse(std::string_view pipeline) {
   size_t start = 0;
   while (start <= pipeline.size()) {
     size_t comma = pipeline.find(',', start);
-    std::string_view item = pipeline.substr(start, comma == std::string_view::npos ? comma : comma - start);
-    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
-    while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+    std::string_view item =
+        pipeline.substr(start, comma == std::string_view::npos ? comma : comma - start);
+    while (!item.empty() && item.front() == ' ')
+      item.remove_prefix(1);
+    while (!item.empty() && item.back() == ' ')
+      item.remove_suffix(1);
     if (!item.empty()) {
       const PassInfo* p = findPass(item);
       if (!p) {
         std::string names;
-        for (const PassInfo& info : registeredPasses()) names += (names.empty() ? "" : ", ") + std::string(info.name);
+        for (const PassInfo& info : registeredPasses())
+          names += (names.empty() ? "" : ", ") + std::string(info.name);
         throw IRError(TextPos{}, concat("unknown pass '", item, "' (available: ", names, ")"));
       }
       pm.passes_.push_back(p);
@@ -59,7 +63,8 @@ void PassManager::run(Graph& g, const PipelineOptions& options) const {
       d.message = concat("in pass '", p->name, "': ", d.message);
       throw IRError(d);
     } catch (const Error& e) {
-      throw IRError(g.parsedAt, concat("in pass '", p->name, "' on graph @", g.name(), ": ", e.what()));
+      throw IRError(g.parsedAt,
+                    concat("in pass '", p->name, "' on graph @", g.name(), ": ", e.what()));
     }
     std::vector<Diagnostic> problems = verify(g);
     if (!problems.empty()) {

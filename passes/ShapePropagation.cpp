@@ -63,7 +63,8 @@ private:
     Abstract a;
     if (t.isTuple()) {
       a.isTuple = true;
-      for (const Type& e : t.elements()) a.elements.push_back(fromType(n, e));
+      for (const Type& e : t.elements())
+        a.elements.push_back(fromType(n, e));
       return a;
     }
     if (!t.isTensor()) {
@@ -74,10 +75,12 @@ private:
     if (!tt.isStatic())
       fail(n, "type " + tt.str() + " has symbolic sizes; shape-prop handles static sizes only");
     std::vector<int64_t> sizes, strides;
-    for (const SymInt& s : tt.sizes) sizes.push_back(*s.constant());
+    for (const SymInt& s : tt.sizes)
+      sizes.push_back(*s.constant());
     Device meta(DeviceType::Meta);
     if (tt.strides) {
-      for (const SymInt& s : *tt.strides) strides.push_back(*s.constant());
+      for (const SymInt& s : *tt.strides)
+        strides.push_back(*s.constant());
       a.value = Tensor::emptyStrided(sizes, strides, tt.dtype, meta);
     } else {
       a.value = Tensor::empty(sizes, tt.dtype, meta);
@@ -89,7 +92,8 @@ private:
   Type typeOf(const Node& n, const Abstract& a) const {
     if (a.isTuple) {
       std::vector<Type> elems;
-      for (const Abstract& e : a.elements) elems.push_back(typeOf(n, e));
+      for (const Abstract& e : a.elements)
+        elems.push_back(typeOf(n, e));
       return Type::tuple(std::move(elems));
     }
     if (!a.known) return *n.meta.type;
@@ -98,10 +102,12 @@ private:
       const Tensor& t = v.toTensor();
       TensorType tt;
       tt.dtype = t.dtype();
-      for (int64_t s : t.sizes()) tt.sizes.emplace_back(s);
+      for (int64_t s : t.sizes())
+        tt.sizes.emplace_back(s);
       if (!t.isContiguous()) {
         tt.strides.emplace();
-        for (int64_t s : t.strides()) tt.strides->emplace_back(s);
+        for (int64_t s : t.strides())
+          tt.strides->emplace_back(s);
       }
       tt.device = a.device;
       return Type(std::move(tt));
@@ -131,10 +137,10 @@ private:
 
   Tensor tensorArg(const Node& n, const Argument& a) const {
     if (a.isNumber()) return Tensor::wrapScalar(scalarOf(a));
-    if (!a.isNode()) fail(n, "expected a tensor argument, got " + std::string(a.isNone() ? "None" : "a constant"));
+    if (!a.isNode())
+      fail(n, "expected a tensor argument, got " + std::string(a.isNone() ? "None" : "a constant"));
     const Abstract& in = input(n, a);
-    if (in.isTuple || !in.value.isTensor())
-      fail(n, "%" + a.toNode()->name() + " is not a tensor");
+    if (in.isTuple || !in.value.isTensor()) fail(n, "%" + a.toNode()->name() + " is not a tensor");
     return in.value.toTensor();
   }
 
@@ -145,9 +151,10 @@ private:
   }
 
   Value numberArg(const Node& n, const Argument& a) const {
-    if (!a.isNode()) return a.kind() == Argument::Kind::Float ? Value(a.toFloat())
-                           : a.kind() == Argument::Kind::Bool ? Value(a.toBool())
-                                                              : Value(a.toInt());
+    if (!a.isNode())
+      return a.kind() == Argument::Kind::Float  ? Value(a.toFloat())
+             : a.kind() == Argument::Kind::Bool ? Value(a.toBool())
+                                                : Value(a.toInt());
     const Abstract& in = input(n, a);
     if (in.isTuple || in.value.isTensor()) fail(n, "%" + a.toNode()->name() + " is not a number");
     return in.value;
@@ -188,14 +195,16 @@ private:
       if (!a.isSequence())
         return std::vector<int64_t>(size_t(std::max(spec.fixedLength, 1)), numberArg(n, a).toInt());
       std::vector<int64_t> list;
-      for (const Argument& item : a.items()) list.push_back(numberArg(n, item).toInt());
+      for (const Argument& item : a.items())
+        list.push_back(numberArg(n, item).toInt());
       return list;
     }
     case ArgType::Float:
       return Value(numberArg(n, a).toDouble());
     case ArgType::FloatList: {
       std::vector<double> list;
-      for (const Argument& item : a.items()) list.push_back(numberArg(n, item).toDouble());
+      for (const Argument& item : a.items())
+        list.push_back(numberArg(n, item).toDouble());
       return list;
     }
     case ArgType::Bool:
@@ -248,7 +257,8 @@ private:
       Abstract r;
       if (v.isTensorList()) {
         r.isTuple = true;
-        for (const Tensor& t : v.toTensorList()) r.elements.push_back(Abstract{t, device, {}, false, true});
+        for (const Tensor& t : v.toTensorList())
+          r.elements.push_back(Abstract{t, device, {}, false, true});
         return r;
       }
       r.value = std::move(v);
@@ -258,7 +268,8 @@ private:
     if (s.returns.size() == 1 && !stack.empty()) return single(std::move(stack[0]));
     Abstract tuple;
     tuple.isTuple = true;
-    for (Value& v : stack) tuple.elements.push_back(single(std::move(v)));
+    for (Value& v : stack)
+      tuple.elements.push_back(single(std::move(v)));
     return tuple;
   }
 

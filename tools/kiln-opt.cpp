@@ -43,12 +43,14 @@ std::vector<Chunk> splitInput(const std::string& s, bool split) {
 void usage(std::ostream& out) {
   out << "usage: kiln-opt [file|-] [--pipeline=p1,p2] [--print-after-all] [--split-input-file]\n"
          "passes:\n";
-  for (const PassInfo& p : registeredPasses()) out << "  " << p.name << "  " << p.description << "\n";
+  for (const PassInfo& p : registeredPasses())
+    out << "  " << p.name << "  " << p.description << "\n";
 }
 
 // Parses, verifies and transforms one chunk of the input; prints the result or the errors.
 bool processChunk(std::string_view chunk, int firstLine, const PassManager& pm,
-                  const PipelineOptions& options, const std::string& file, std::string_view source) {
+                  const PipelineOptions& options, const std::string& file,
+                  std::string_view source) {
   ParseResult parsed = parseGraphs(chunk, firstLine);
   if (parsed.error) {
     std::cerr << formatDiagnostic(*parsed.error, file, source);
@@ -56,7 +58,8 @@ bool processChunk(std::string_view chunk, int firstLine, const PassManager& pm,
   }
   for (Graph& g : parsed.graphs) {
     std::vector<Diagnostic> problems = verify(g);
-    for (const Diagnostic& d : problems) std::cerr << formatDiagnostic(d, file, source);
+    for (const Diagnostic& d : problems)
+      std::cerr << formatDiagnostic(d, file, source);
     if (!problems.empty()) return false;
     try {
       pm.run(g, options);
@@ -78,12 +81,18 @@ int main(int argc, char** argv) {
   options.log = &std::cerr;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
-    if (arg.starts_with("--pipeline=")) pipeline = arg.substr(11);
-    else if (arg == "--print-after-all") options.printAfterAll = true;
-    else if (arg == "--split-input-file") split = true;
-    else if (arg == "--help" || arg == "-h") return usage(std::cout), 0;
-    else if (arg.starts_with("-") && arg != "-") return usage(std::cerr), 1;
-    else file = arg;
+    if (arg.starts_with("--pipeline="))
+      pipeline = arg.substr(11);
+    else if (arg == "--print-after-all")
+      options.printAfterAll = true;
+    else if (arg == "--split-input-file")
+      split = true;
+    else if (arg == "--help" || arg == "-h")
+      return usage(std::cout), 0;
+    else if (arg.starts_with("-") && arg != "-")
+      return usage(std::cerr), 1;
+    else
+      file = arg;
   }
   std::stringstream buffer;
   if (file == "-") {
@@ -100,7 +109,8 @@ int main(int argc, char** argv) {
     std::vector<Chunk> chunks = splitInput(source, split);
     for (size_t i = 0; i < chunks.size(); ++i) {
       if (i) std::cout << kSplitMarker << "\n";
-      std::string_view text = std::string_view(source).substr(chunks[i].begin, chunks[i].end - chunks[i].begin);
+      std::string_view text =
+          std::string_view(source).substr(chunks[i].begin, chunks[i].end - chunks[i].begin);
       ok &= processChunk(text, chunks[i].firstLine, pm, options, name, source);
     }
     return ok ? 0 : 1;

@@ -21,7 +21,8 @@ TensorType f32(std::vector<SymInt> sizes) {
 
 std::vector<std::string> names(const Graph& g) {
   std::vector<std::string> out;
-  for (Node* n : g.nodes()) out.push_back(n->name());
+  for (Node* n : g.nodes())
+    out.push_back(n->name());
   return out;
 }
 
@@ -138,7 +139,8 @@ TEST(Graph, MovesKeepTheListConsistent) {
   g.moveAfter(x, b);
   diags = verify(g);
   ASSERT_FALSE(diags.empty());
-  EXPECT_NE(diags[0].message.find("placeholders must come before every other node"), std::string::npos);
+  EXPECT_NE(diags[0].message.find("placeholders must come before every other node"),
+            std::string::npos);
 }
 
 TEST(Graph, EraseRequiresNoUsers) {
@@ -183,7 +185,8 @@ TEST(Graph, ReplaceAllUsesWithAConstant) {
 TEST(Graph, ErasingDuringIterationIsSafe) {
   Graph g;
   Node* x = g.placeholder("x");
-  for (int i = 0; i < 5; ++i) g.callFunction("kiln.f", {x, i});
+  for (int i = 0; i < 5; ++i)
+    g.callFunction("kiln.f", {x, i});
   g.output(x);
   for (Node* n : g.nodes())
     if (n->opcode() == Opcode::CallFunction) g.erase(n);
@@ -220,7 +223,8 @@ TEST(Graph, MovedGraphsKeepTheirNodes) {
     graphs.push_back(std::move(g)); // vector growth moves graphs around
   }
   for (Graph& g : graphs) {
-    for (Node* n : g.nodes()) EXPECT_EQ(n->graph(), &g);
+    for (Node* n : g.nodes())
+      EXPECT_EQ(n->graph(), &g);
     EXPECT_TRUE(verify(g).empty());
     g.callFunction("kiln.h", {g.first()});
   }
@@ -252,13 +256,15 @@ TEST(Graph, ParsePrintRoundTripIsStructural) {
 }
 
 TEST(Verifier, RequireTypes) {
-  Graph g = parseGraph("graph @f(%x: f32[2]) {\n  %a = call_function aten.clone(%x)\n  output %a\n}\n");
+  Graph g =
+      parseGraph("graph @f(%x: f32[2]) {\n  %a = call_function aten.clone(%x)\n  output %a\n}\n");
   EXPECT_TRUE(verify(g).empty());
   VerifyOptions options;
   options.requireTypes = true;
   auto diags = verify(g, options);
   ASSERT_EQ(diags.size(), 1u);
-  EXPECT_EQ(diags[0].message, "%a: missing type annotation (every value needs a type at this stage)");
+  EXPECT_EQ(diags[0].message,
+            "%a: missing type annotation (every value needs a type at this stage)");
   EXPECT_EQ(diags[0].pos.line, 2);
   EXPECT_EQ(diags[0].pos.col, 3);
   EXPECT_THROW(verifyOrThrow(g, options), IRError);

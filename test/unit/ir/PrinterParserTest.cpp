@@ -14,7 +14,8 @@ using namespace kiln;
 
 namespace {
 
-const char* kSample = R"(graph @fn(%x: f32[8, 16], %w: f32[s0, 2*s0]{strides=[1, s0], device=cuda:0}) {
+const char* kSample =
+    R"(graph @fn(%x: f32[8, 16], %w: f32[s0, 2*s0]{strides=[1, s0], device=cuda:0}) {
   %mm = call_function aten.mul.Tensor(%x, %x) : f32[8, 16]
   %s = call_method sum(%mm, dim=[1], keepdim=True) : f32[8, 1] loc("m.py":3:fwd)
   %p = get_attr layers.0.weight : (f32[32, 16], int)
@@ -60,7 +61,8 @@ TEST(Printer, FloatsReadBackBitForBit) {
 }
 
 TEST(Printer, StringsEscape) {
-  EXPECT_EQ(quoteString("a\"b\\c\n\t\r\x01\x7f\xc3\xa9"), "\"a\\\"b\\\\c\\n\\t\\r\\x01\\x7f\xc3\xa9\"");
+  EXPECT_EQ(quoteString("a\"b\\c\n\t\r\x01\x7f\xc3\xa9"),
+            "\"a\\\"b\\\\c\\n\\t\\r\\x01\\x7f\xc3\xa9\"");
   Graph g("s");
   g.output(Argument(std::string("a\"b\\c\n\t\r\x01\x7f\xc3\xa9", 13)));
   Graph back = parseGraph(printGraph(g));
@@ -73,7 +75,8 @@ TEST(Parser, SampleRoundTrips) {
 }
 
 TEST(Parser, PositionsStartAtTheGivenLine) {
-  ParseResult r = parseGraphs("graph @f() {\n  %a = call_function aten.nope()\n  output None\n}\n", 40);
+  ParseResult r =
+      parseGraphs("graph @f() {\n  %a = call_function aten.nope()\n  output None\n}\n", 40);
   ASSERT_TRUE(r.error);
   EXPECT_EQ(r.error->pos.line, 41);
   EXPECT_EQ(r.error->pos.col, 22);
