@@ -81,25 +81,31 @@ int main(int argc, char** argv) {
   options.log = &std::cerr;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
-    if (arg.starts_with("--pipeline="))
+    if (arg.starts_with("--pipeline=")) {
       pipeline = arg.substr(11);
-    else if (arg == "--print-after-all")
+    } else if (arg == "--print-after-all") {
       options.printAfterAll = true;
-    else if (arg == "--split-input-file")
+    } else if (arg == "--split-input-file") {
       split = true;
-    else if (arg == "--help" || arg == "-h")
-      return usage(std::cout), 0;
-    else if (arg.starts_with("-") && arg != "-")
-      return usage(std::cerr), 1;
-    else
+    } else if (arg == "--help" || arg == "-h") {
+      usage(std::cout);
+      return 0;
+    } else if (arg.starts_with("-") && arg != "-") {
+      usage(std::cerr);
+      return 1;
+    } else {
       file = arg;
+    }
   }
   std::stringstream buffer;
   if (file == "-") {
     buffer << std::cin.rdbuf();
   } else {
     std::ifstream in(file, std::ios::binary);
-    if (!in) return std::cerr << "kiln-opt: cannot open " << file << "\n", 1;
+    if (!in) {
+      std::cerr << "kiln-opt: cannot open " << file << "\n";
+      return 1;
+    }
     buffer << in.rdbuf();
   }
   std::string source = buffer.str(), name = file == "-" ? "<stdin>" : file;
