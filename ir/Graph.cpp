@@ -3,15 +3,12 @@
 
 #include <algorithm>
 
+#include "ir/Identifier.h"
 #include "ir/OpTarget.h"
 
 namespace kiln {
 
 namespace {
-
-bool isNameChar(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
-}
 
 // The part of a target a fresh node name is derived from: "aten.add.Tensor" -> "add",
 // "operator.getitem" -> "getitem", "layers.0.weight" -> "layers_0_weight".

@@ -1,13 +1,14 @@
 // Tokenizing graph text: positions, numbers, escaped strings, value names and dotted paths.
 #include "ir/Lexer.h"
 
+#include "ir/Identifier.h"
+
 namespace kiln {
 
 namespace {
 
 bool isLetter(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
 bool isDigit(char c) { return c >= '0' && c <= '9'; }
-bool isNameChar(char c) { return isLetter(c) || isDigit(c); }
 int hexValue(char c) {
   if (isDigit(c)) return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;

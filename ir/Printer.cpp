@@ -5,17 +5,11 @@
 #include <cmath>
 #include <cstdio>
 
+#include "ir/Identifier.h"
+
 namespace kiln {
 
 namespace {
-
-bool isIdentifier(const std::string& s) {
-  if (s.empty() || (s[0] >= '0' && s[0] <= '9')) return false;
-  for (char c : s)
-    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_'))
-      return false;
-  return true;
-}
 
 // Dotted paths whose segments are identifiers or integers print bare ("layers.0.weight");
 // anything else as a string.

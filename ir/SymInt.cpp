@@ -3,6 +3,9 @@
 
 #include <functional>
 
+#include "ir/Identifier.h"
+#include "runtime/Error.h"
+
 namespace kiln {
 
 struct SymInt::Expr {
@@ -14,6 +17,9 @@ struct SymInt::Expr {
 SymInt::SymInt(int64_t value) : value_(value) {}
 
 SymInt SymInt::symbol(std::string name) {
+  // Symbols print bare inside sizes, so they must read back as identifiers.
+  if (!isIdentifier(name))
+    throw Error("invalid symbol name '" + name + "': use letters, digits and _");
   return SymInt(std::make_shared<const Expr>(Expr{Kind::Symbol, std::move(name), {}, {}}));
 }
 

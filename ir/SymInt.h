@@ -14,6 +14,7 @@ public:
 
   SymInt() : SymInt(int64_t(0)) {}
   SymInt(int64_t value);
+  // A named symbol; the name must be an identifier (throws kiln::Error otherwise).
   static SymInt symbol(std::string name);
 
   Kind kind() const;

@@ -5,6 +5,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "ir/Identifier.h"
 #include "ir/OpTarget.h"
 #include "ir/SchemaBinding.h"
 
@@ -69,6 +70,12 @@ private:
       break;
     }
     if (n.target().empty()) report(n, "empty target");
+    for (size_t i = 0; i < n.kwargs().size(); ++i) {
+      const std::string& key = n.kwargs()[i].first;
+      if (!isIdentifier(key)) report(n, "keyword argument name '" + key + "' is not an identifier");
+      for (size_t j = 0; j < i; ++j)
+        if (n.kwargs()[j].first == key) report(n, "duplicate keyword argument '" + key + "'");
+    }
     if (n.isOp()) checkSchema(n);
     if (n.meta.type) checkType(n, *n.meta.type);
     if (options_.requireTypes && !n.meta.type && n.opcode() != Opcode::Output)

@@ -7,6 +7,7 @@
 //  - "aten.*" calls bind to their schema (positional count, keyword names, required
 //    arguments) and each argument's kind fits its parameter type; an annotated type agrees with
 //    the number of values the op returns
+//  - keyword argument names are identifiers, none given twice
 //  - tensor types have no negative constant sizes
 //  - with requireTypes: every node but the output carries a type annotation
 //

@@ -269,3 +269,13 @@ TEST(Verifier, RequireTypes) {
   EXPECT_EQ(diags[0].pos.col, 3);
   EXPECT_THROW(verifyOrThrow(g, options), IRError);
 }
+
+TEST(Verifier, KeywordNamesMustPrintAsKeywords) {
+  Graph g;
+  Node* x = g.placeholder("x");
+  g.output(g.callFunction("kiln.f", {x}, {{"k", 1}, {"bad key", 2}, {"k", 3}}));
+  auto diags = verify(g);
+  ASSERT_EQ(diags.size(), 2u);
+  EXPECT_EQ(diags[0].message, "%f: keyword argument name 'bad key' is not an identifier");
+  EXPECT_EQ(diags[1].message, "%f: duplicate keyword argument 'k'");
+}

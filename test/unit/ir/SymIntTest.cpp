@@ -76,6 +76,13 @@ TEST(SymInt, Printing) {
   EXPECT_EQ(floorDiv(SymInt(1), SymInt(0)).str(), "floordiv(1, 0)");
 }
 
+TEST(SymInt, SymbolNamesAreIdentifiers) {
+  EXPECT_NO_THROW(SymInt::symbol("u_0"));
+  EXPECT_THROW(SymInt::symbol(""), Error);
+  EXPECT_THROW(SymInt::symbol("0s"), Error);
+  EXPECT_THROW(SymInt::symbol("s 0"), Error);
+}
+
 TEST(SymInt, PrintedFormParsesToTheSameTree) {
   const std::vector<SymInt> cases = {
       SymInt(0),
