@@ -19,6 +19,7 @@ struct Abstract {
   std::vector<Abstract> elements;
   bool isTuple = false;
   bool known = true;
+  Type::Kind numberKind = Type::Kind::Int; // the type of an unknown number
 };
 
 class ShapePropagation {
@@ -69,14 +70,19 @@ private:
     }
     if (!t.isTensor()) {
       a.known = false;
+      a.numberKind = t.kind();
       return a;
     }
     const TensorType& tt = t.tensor();
     if (!tt.isStatic())
       fail(n, "type " + tt.str() + " has symbolic sizes; shape-prop handles static sizes only");
     std::vector<int64_t> sizes, strides;
-    for (const SymInt& s : tt.sizes)
+    int64_t numel = 1;
+    for (const SymInt& s : tt.sizes) {
       sizes.push_back(*s.constant());
+      if (__builtin_mul_overflow(numel, sizes.back(), &numel))
+        fail(n, "type " + tt.str() + " has more elements than int64 can count");
+    }
     Device meta(DeviceType::Meta);
     if (tt.strides) {
       for (const SymInt& s : *tt.strides)
@@ -96,7 +102,7 @@ private:
         elems.push_back(typeOf(n, e));
       return Type::tuple(std::move(elems));
     }
-    if (!a.known) return *n.meta.type;
+    if (!a.known) return Type::number(a.numberKind);
     const Value& v = a.value;
     if (v.isTensor()) {
       const Tensor& t = v.toTensor();
