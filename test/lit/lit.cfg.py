@@ -17,7 +17,13 @@ filecheck = shutil.which("FileCheck") or next(
 if filecheck is None:
     lit_config.fatal("FileCheck not found: apt-get install llvm-14-tools")
 
+# kiln-opt is a C++ tool built by the CMake build (make build) into build/tools/.
+kiln_opt = os.path.join(repo, "build", "tools", "kiln-opt")
+if not os.path.exists(kiln_opt):
+    lit_config.warning(f"{kiln_opt} not found: run `make build` first")
+
 config.substitutions.append(("%python", python))
 config.substitutions.append(("%kiln-ops", f"{python} {repo}/tools/kiln_ops.py"))
+config.substitutions.append(("%kiln-opt", kiln_opt))
 config.substitutions.append(("FileCheck", filecheck))
 config.environment["PYTHONPATH"] = os.environ.get("PYTHONPATH", "")
