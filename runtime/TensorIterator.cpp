@@ -136,7 +136,12 @@ void TensorIterator::computeTypes(const TensorIteratorConfig& c) {
     for (size_t i = 0; i < c.inputs.size(); ++i) {
       bool keep = i < c.keepInputDtype.size() && c.keepInputDtype[i];
       Tensor& in = operands_[size_t(noutputs_) + i];
-      if (!keep && in.dtype() != common) in = ops::to(in, common);
+      if (!keep && in.dtype() != common) {
+        bool wrapped = in.isWrappedNumber();
+        in = ops::to(in, common);
+        // Still a Python number after the cast: it must not decide the output's device.
+        in.impl()->isWrappedNumber = wrapped;
+      }
     }
   }
 }

@@ -238,6 +238,9 @@ Tensor divScalarMode(const Tensor& self, const Scalar& other, const std::optiona
 Tensor divScalarTensor(const Scalar& self, const Tensor& other, const std::optional<std::string>& mode) {
   return divMode(Tensor::wrapScalar(self), other, mode);
 }
+Tensor trueDivideScalarTensor(const Scalar& self, const Tensor& other) {
+  return div(Tensor::wrapScalar(self), other);
+}
 Tensor div_(const Tensor& self, const Tensor& other) {
   return divModeInplace("div_", self, other, std::nullopt);
 }

@@ -275,7 +275,8 @@ Tensor powTensorScalar(const Tensor& self, const Scalar& exponent) {
 }
 Tensor powScalarTensor(const Scalar& self, const Tensor& exponent) {
   Tensor base = Tensor::wrapScalar(self);
-  if (self.toDouble() == 1.0) {
+  // PyTorch's Scalar::equal(1.0) is false for a bool: pow(True, x) goes through the bool kernel.
+  if (!self.isBool() && self.toDouble() == 1.0) {
     ScalarType result = pointwiseResultType({base, exponent}, PromotionKind::Default);
     auto iter = cpu::unaryAs("pow", exponent, result, {});
     KILN_DISPATCH_ALL(result, "pow", [&]<typename T>() { cpu::cpuKernel(iter, [](T) -> T { return T(1); }); });

@@ -16,8 +16,23 @@ ScalarType pointwiseResultType(const std::vector<Tensor>& inputs, PromotionKind 
 namespace {
 
 bool sameView(const Tensor& a, const Tensor& b) {
-  return a.storageOffset() == b.storageOffset() && a.sizes() == b.sizes() &&
-         a.strides() == b.strides() && a.dtype() == b.dtype();
+  return a.rawData() == b.rawData() && a.sizes() == b.sizes() && a.strides() == b.strides() &&
+         a.dtype() == b.dtype();
+}
+
+// Whether the memory spans of two tensors intersect (views of one buffer may come through
+// different storages, e.g. two from_numpy calls on views of one array).
+bool spansOverlap(const Tensor& a, const Tensor& b) {
+  if (a.numel() == 0 || b.numel() == 0 || a.isMeta() || b.isMeta()) return false;
+  auto span = [](const Tensor& t) {
+    int64_t extent = 1;
+    for (int64_t d = 0; d < t.dim(); ++d) extent += (t.sizes()[size_t(d)] - 1) * t.strides()[size_t(d)];
+    const char* begin = t.rawData();
+    return std::pair<const char*, const char*>(begin, begin + extent * int64_t(elementSize(t.dtype())));
+  };
+  auto [aBegin, aEnd] = span(a);
+  auto [bBegin, bEnd] = span(b);
+  return aBegin < bEnd && bBegin < aEnd;
 }
 
 // More than one element of `t` at one address (an expanded tensor): writing it is ambiguous.
@@ -40,8 +55,7 @@ Tensor runInplace(const char* op, const Tensor& self, ScalarType resultType,
              "single memory location. Please clone() the tensor before performing the operation.");
   bool direct = resultType == self.dtype();
   for (const Tensor& o : others) {
-    if (direct && o.defined() && o.storage().get() == self.storage().get() && !sameView(o, self))
-      direct = false;
+    if (direct && o.defined() && spansOverlap(o, self) && !sameView(o, self)) direct = false;
   }
   if (direct) {
     compute(self);

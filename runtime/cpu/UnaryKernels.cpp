@@ -82,9 +82,11 @@ constexpr auto reciprocalOp = [](auto x) { return decltype(x)(1) / x; };
 constexpr auto siluOp = [](auto x) { return x / (decltype(x)(1) + std::exp(-x)); };
 
 // PyTorch's gelu: exact (erf) or the tanh approximation, in opmath.
+// The order of the products is PyTorch's vectorized one (x * (1 + erf) first), which decides
+// where huge inputs overflow.
 constexpr auto geluOp = [](auto x) {
   using M = decltype(x);
-  return x * M(0.5) * (M(1) + std::erf(x * M(M_SQRT1_2)));
+  return (M(1) + std::erf(x * M(M_SQRT1_2))) * x * M(0.5);
 };
 constexpr auto geluTanhOp = [](auto x) {
   using M = decltype(x);
@@ -172,8 +174,8 @@ Tensor geluInto(const char* name, const Tensor& self, const std::string& approxi
   return tanhApprox ? floatUnary(name, self, out, geluTanhOp) : floatUnary(name, self, out, geluOp);
 }
 
-// round(x, decimals): scale, round half to even, unscale. Each step rounds to the tensor's
-// dtype, as PyTorch's scalar_t arithmetic does for 16-bit floats.
+// round(x, decimals): scale by 10^|decimals|, round half to even, unscale, in opmath (so a
+// 16-bit float does not overflow in the scaled intermediate).
 Tensor roundDecimalsInto(const char* name, const Tensor& self, int64_t decimals, const Tensor& out) {
   rejectNonFloat("round_cpu", self);
   auto iter = TensorIterator::unary(name, self, PromotionKind::Default, out);
@@ -181,12 +183,9 @@ Tensor roundDecimalsInto(const char* name, const Tensor& self, int64_t decimals,
   double scale = std::pow(10.0, double(negative ? -decimals : decimals));
   KILN_DISPATCH_FLOATING(iter.computeDtype(), name, [&]<typename T>() {
     using M = opmath_t<T>;
-    M ten = M(T(scale));
-    if (negative) {
-      cpu::cpuKernel(iter, [ten](T x) -> T { return T(std::nearbyint(M(T(M(x) / ten))) * ten); });
-    } else {
-      cpu::cpuKernel(iter, [ten](T x) -> T { return T(std::nearbyint(M(T(M(x) * ten))) / ten); });
-    }
+    M ten = M(scale);
+    if (negative) cpu::cpuKernel(iter, [ten](T x) -> T { return T(std::nearbyint(M(x) / ten) * ten); });
+    else cpu::cpuKernel(iter, [ten](T x) -> T { return T(std::nearbyint(M(x) * ten) / ten); });
   });
   return iter.output();
 }
@@ -197,10 +196,10 @@ Tensor nanToNumInto(const char* name, const Tensor& self, std::optional<double> 
   auto iter = TensorIterator::unary(name, self, PromotionKind::Default, out);
   KILN_DISPATCH_FLOATING(iter.computeDtype(), name, [&]<typename T>() {
     using M = opmath_t<T>;
-    using L = std::numeric_limits<std::conditional_t<std::is_same_v<T, Half>, float, M>>;
-    M maxValue = std::is_same_v<T, Half> ? M(65504.0f) : M(float(T(L::max())));
-    if constexpr (std::is_same_v<T, double>) maxValue = L::max();
-    if constexpr (std::is_same_v<T, float>) maxValue = L::max();
+    M maxValue;
+    if constexpr (std::is_same_v<T, Half>) maxValue = 65504.0f;
+    else if constexpr (std::is_same_v<T, BFloat16>) maxValue = 3.3895313892515355e38f;
+    else maxValue = std::numeric_limits<T>::max();
     M nanValue = M(T(M(nan.value_or(0.0))));
     M posValue = posinf ? M(T(M(*posinf))) : maxValue;
     M negValue = neginf ? M(T(M(*neginf))) : -maxValue;
