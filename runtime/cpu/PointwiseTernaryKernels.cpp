@@ -112,6 +112,9 @@ Tensor clampScalarInplace(const char* name, const Tensor& self, const std::optio
 Tensor clampTensorInto(const char* name, const Tensor& self, const std::optional<Tensor>& min,
                        const std::optional<Tensor>& max, const Tensor& out) {
   KILN_CHECK(min || max, "torch.clamp: At least one of 'min' or 'max' must not be None");
+  // Numbers reach this overload only mixed with a tensor bound, which PyTorch's parser rejects.
+  KILN_CHECK_TYPE(!(min && min->isWrappedNumber()) && !(max && max->isWrappedNumber()), name,
+                  "() received an invalid combination of arguments: a number and a tensor bound");
   TensorIteratorConfig c;
   c.opName = name;
   c.outputs = {out};
