@@ -7,6 +7,7 @@
 #include "generated/KernelDecls.h"
 #include "runtime/cpu/Loops.h"
 #include "runtime/cpu/PointwiseOps.h"
+#include "runtime/cpu/PointwiseVecMath.h"
 
 namespace kiln::kernels {
 
@@ -57,8 +58,23 @@ template <typename F> Tensor predicate(const char* name, const Tensor& self, con
   return iter.output();
 }
 
+// exp, tanh and gelu's erf in float go through the vectorizable versions of PointwiseVecMath.h;
+// double uses libm.
+template <typename M> inline M fastExp(M x) {
+  if constexpr (std::is_same_v<M, float>) return cpu::vec::exp(x);
+  else return std::exp(x);
+}
+template <typename M> inline M fastTanh(M x) {
+  if constexpr (std::is_same_v<M, float>) return cpu::vec::tanh(x);
+  else return std::tanh(x);
+}
+template <typename M> inline M geluErf(M x) {
+  if constexpr (std::is_same_v<M, float>) return cpu::vec::erfGelu(x);
+  else return std::erf(x);
+}
+
 // The float ops. Each takes and returns the opmath type.
-constexpr auto expOp = [](auto x) { return std::exp(x); };
+constexpr auto expOp = [](auto x) { return fastExp(x); };
 constexpr auto exp2Op = [](auto x) { return std::exp2(x); };
 constexpr auto expm1Op = [](auto x) { return std::expm1(x); };
 constexpr auto logOp = [](auto x) { return std::log(x); };
@@ -75,25 +91,24 @@ constexpr auto acosOp = [](auto x) { return std::acos(x); };
 constexpr auto atanOp = [](auto x) { return std::atan(x); };
 constexpr auto sinhOp = [](auto x) { return std::sinh(x); };
 constexpr auto coshOp = [](auto x) { return std::cosh(x); };
-constexpr auto tanhOp = [](auto x) { return std::tanh(x); };
-constexpr auto sigmoidOp = [](auto x) { return decltype(x)(1) / (decltype(x)(1) + std::exp(-x)); };
+constexpr auto tanhOp = [](auto x) { return fastTanh(x); };
+constexpr auto sigmoidOp = [](auto x) { return decltype(x)(1) / (decltype(x)(1) + fastExp(-x)); };
 constexpr auto erfOp = [](auto x) { return std::erf(x); };
 constexpr auto reciprocalOp = [](auto x) { return decltype(x)(1) / x; };
-constexpr auto siluOp = [](auto x) { return x / (decltype(x)(1) + std::exp(-x)); };
+constexpr auto siluOp = [](auto x) { return x / (decltype(x)(1) + fastExp(-x)); };
 
-// PyTorch's gelu: exact (erf) or the tanh approximation, in opmath.
-// The order of the products is PyTorch's vectorized one (x * (1 + erf) first), which decides
-// where huge inputs overflow.
+// PyTorch's gelu: exact (erf) or the tanh approximation, in opmath. The order of the products
+// is PyTorch's vectorized one (x * (1 + erf) first), which decides where huge inputs overflow.
 constexpr auto geluOp = [](auto x) {
   using M = decltype(x);
-  return (M(1) + std::erf(x * M(M_SQRT1_2))) * x * M(0.5);
+  return (M(1) + geluErf(x * M(M_SQRT1_2))) * x * M(0.5);
 };
 constexpr auto geluTanhOp = [](auto x) {
   using M = decltype(x);
   const M beta = M(M_SQRT2 * M_2_SQRTPI * 0.5);
   const M kappa = M(0.044715);
   M inner = beta * (x + kappa * x * x * x);
-  return M(0.5) * x * (M(1) + std::tanh(inner));
+  return M(0.5) * x * (M(1) + fastTanh(inner));
 };
 
 // The dtype-keeping ops.
