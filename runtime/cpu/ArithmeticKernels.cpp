@@ -35,6 +35,7 @@ Tensor addInto(const char* name, const Tensor& self, const Tensor& other, const 
   if (subtract) checkSub(self, other);
   auto iter = TensorIterator::binary(name, self, other, PromotionKind::Default, out);
   checkAlpha(iter.computeDtype(), alpha);
+  if (iter.isMeta()) return iter.output(); // shapes and dtypes only: no dtype dispatch
   KILN_DISPATCH_ALL(iter.computeDtype(), name, [&]<typename T>() {
     using M = opmath_t<T>;
     if constexpr (std::is_same_v<T, bool>) {
@@ -69,12 +70,14 @@ Tensor mulInto(const char* name, const Tensor& self, const Tensor& other, const 
   if (cpu::isReducedFloatScalarCase(self, other, result)) {
     float b = other.item().to<float>();
     auto iter = cpu::unaryAs(name, self, result, out);
+    if (iter.isMeta()) return iter.output();
     KILN_DISPATCH_FLOATING(result, name, [&]<typename T>() {
       cpu::cpuKernel(iter, [b](T x) -> T { return T(float(x) * b); });
     });
     return iter.output();
   }
   auto iter = TensorIterator::binary(name, self, other, PromotionKind::Default, out);
+  if (iter.isMeta()) return iter.output();
   KILN_DISPATCH_ALL(iter.computeDtype(), name, [&]<typename T>() {
     using M = opmath_t<T>;
     if constexpr (std::is_same_v<T, bool>) {
@@ -91,12 +94,14 @@ Tensor divInto(const char* name, const Tensor& self, const Tensor& other, const 
   if (cpu::isReducedFloatScalarCase(self, other, result)) {
     float b = other.item().to<float>();
     auto iter = cpu::unaryAs(name, self, result, out);
+    if (iter.isMeta()) return iter.output();
     KILN_DISPATCH_FLOATING(result, name, [&]<typename T>() {
       cpu::cpuKernel(iter, [b](T x) -> T { return T(float(x) / b); });
     });
     return iter.output();
   }
   auto iter = TensorIterator::binary(name, self, other, PromotionKind::IntToFloat, out);
+  if (iter.isMeta()) return iter.output();
   KILN_DISPATCH_FLOATING(iter.computeDtype(), name, [&]<typename T>() {
     using M = opmath_t<T>;
     cpu::cpuKernel(iter, [](T x, T y) -> T { return T(M(x) / M(y)); });
@@ -137,6 +142,7 @@ Rounding parseRoundingMode(const std::string& mode) {
 Tensor divRoundInto(const char* name, const Tensor& self, const Tensor& other, Rounding rounding,
                     const Tensor& out) {
   auto iter = TensorIterator::binary(name, self, other, PromotionKind::Default, out);
+  if (iter.isMeta()) return iter.output();
   if (iter.computeDtype() == ScalarType::Bool)
     cpu::throwNotImplemented(rounding == Rounding::Floor ? "div_floor_cpu" : "div_trunc_cpu",
                              ScalarType::Bool);

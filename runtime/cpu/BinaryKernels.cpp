@@ -91,6 +91,7 @@ Tensor powScalarInto(const char* name, const Tensor& self, const Scalar& exp, co
              "Integers to negative integer powers are not allowed.");
   ScalarType result = pointwiseResultType({self, Tensor::wrapScalar(exp)}, PromotionKind::Default);
   auto iter = cpu::unaryAs(name, self, result, out);
+  if (iter.isMeta()) return iter.output();
   double e = exp.toDouble();
   if (e == 0.0) {
     KILN_DISPATCH_ALL(result, name, [&]<typename T>() { cpu::cpuKernel(iter, [](T) -> T { return T(1); }); });
@@ -279,6 +280,7 @@ Tensor powScalarTensor(const Scalar& self, const Tensor& exponent) {
   if (!self.isBool() && self.toDouble() == 1.0) {
     ScalarType result = pointwiseResultType({base, exponent}, PromotionKind::Default);
     auto iter = cpu::unaryAs("pow", exponent, result, {});
+    if (iter.isMeta()) return iter.output();
     KILN_DISPATCH_ALL(result, "pow", [&]<typename T>() { cpu::cpuKernel(iter, [](T) -> T { return T(1); }); });
     return iter.output();
   }

@@ -49,6 +49,7 @@ Tensor iscloseInto(const char* name, const Tensor& self, const Tensor& other, do
   KILN_CHECK(atol >= 0, "atol must be greater than or equal to zero, but got ", atol);
   bool exactOnly = rtol == 0 && atol == 0;
   auto iter = TensorIterator::binary(name, self, other, PromotionKind::AlwaysBool);
+  if (iter.isMeta()) return iter.output();
   KILN_DISPATCH_ALL(iter.computeDtype(), name, [&]<typename T>() {
     using M = std::conditional_t<std::is_same_v<T, double>, double, float>;
     constexpr bool floating = !std::is_integral_v<T>;

@@ -34,7 +34,7 @@ template <typename Loop>
 Tensor binaryInto(const char* name, const Tensor& self, const Tensor& other, PromotionKind kind,
                   const Tensor& out, const Loop& loop) {
   auto iter = TensorIterator::binary(name, self, other, kind, out);
-  loop(iter);
+  if (!iter.isMeta()) loop(iter); // meta: shapes and dtypes only, no dtype dispatch
   return iter.output();
 }
 

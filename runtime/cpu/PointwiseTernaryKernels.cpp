@@ -45,6 +45,7 @@ Tensor whereInto(const Tensor& condition, const Tensor& self, const Tensor& othe
   checkWhereNumber(self, result);
   checkWhereNumber(other, result);
   TensorIterator iter(std::move(c));
+  if (iter.isMeta()) return iter.output();
   KILN_DISPATCH_ALL(iter.computeDtype(), "where", [&]<typename T>() {
     if (condition.dtype() == ScalarType::Bool)
       cpu::cpuKernel(iter, [](bool c, T a, T b) -> T { return c ? a : b; });
@@ -62,13 +63,14 @@ Tensor clampScalarInto(const char* name, const Tensor& self, const std::optional
   if (min) parts.push_back(Tensor::wrapScalar(*min));
   if (max) parts.push_back(Tensor::wrapScalar(*max));
   ScalarType result = cpu::pointwiseResultType(parts, PromotionKind::Default);
+  auto iter = cpu::unaryAs(name, self, result, out);
+  if (iter.isMeta()) return iter.output();
   if (result == ScalarType::Bool) {
     cpu::throwNotImplemented(min && max ? "clamp_scalar_cpu"
                              : min      ? "clamp_min_scalar_cpu"
                                         : "clamp_max_scalar_cpu",
                              result);
   }
-  auto iter = cpu::unaryAs(name, self, result, out);
   KILN_DISPATCH_NUMERIC(result, name, [&]<typename T>() {
     using M = opmath_t<T>;
     M lo = min ? M(cpu::checkedScalarTo<T>(*min)) : M(0);
@@ -122,6 +124,7 @@ Tensor clampTensorInto(const char* name, const Tensor& self, const std::optional
   if (min) c.inputs.push_back(*min);
   if (max) c.inputs.push_back(*max);
   TensorIterator iter(std::move(c));
+  if (iter.isMeta()) return iter.output();
   ScalarType t = iter.computeDtype();
   if (min && max) {
     if (t == ScalarType::Bool) cpu::throwNotImplemented("clamp_cpu", t);
@@ -189,8 +192,9 @@ Tensor lerpScalarInto(const char* name, const Tensor& self, const Tensor& end, c
                       const Tensor& out) {
   cpu::checkNotNumber(name, end, "end", 2);
   checkLerpDtype(self, end, "end");
-  if (!isFloatingType(self.dtype())) cpu::throwNotImplemented("lerp_kernel_scalar", self.dtype());
   auto iter = TensorIterator::binary(name, self, end, PromotionKind::None, out);
+  if (iter.isMeta()) return iter.output();
+  if (!isFloatingType(self.dtype())) cpu::throwNotImplemented("lerp_kernel_scalar", self.dtype());
   KILN_DISPATCH_FLOATING(iter.computeDtype(), name, [&]<typename T>() {
     using M = opmath_t<T>;
     M w = cpu::checkedScalarTo<M>(weight);
@@ -204,13 +208,14 @@ Tensor lerpTensorInto(const char* name, const Tensor& self, const Tensor& end, c
   cpu::checkNotNumber(name, end, "end", 2);
   checkLerpDtype(self, end, "end");
   checkLerpDtype(self, weight, "weight");
-  if (!isFloatingType(self.dtype())) cpu::throwNotImplemented("lerp_kernel_tensor", self.dtype());
   TensorIteratorConfig c;
   c.opName = name;
   c.outputs = {out};
   c.inputs = {self, end, weight};
   c.promotion = PromotionKind::None;
   TensorIterator iter(std::move(c));
+  if (iter.isMeta()) return iter.output();
+  if (!isFloatingType(self.dtype())) cpu::throwNotImplemented("lerp_kernel_tensor", self.dtype());
   KILN_DISPATCH_FLOATING(iter.computeDtype(), name, [&]<typename T>() {
     using M = opmath_t<T>;
     cpu::cpuKernel(iter, [](T a, T b, T w) -> T { return T(lerpValue(M(a), M(b), M(w))); });

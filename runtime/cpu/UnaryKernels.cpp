@@ -15,10 +15,14 @@ namespace {
 
 template <typename T> constexpr bool isReducedFloat = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
 
-// out = f(x) computed in opmath (float for 16-bit floats); integer inputs become float32.
+// out = f(x) computed in opmath (float for 16-bit floats); integer inputs become float32 (the
+// activations reject them instead and keep the dtype, which shows on meta tensors).
 // `out` undefined: a new tensor; otherwise the op writes into it (the in-place path).
-template <typename F> Tensor floatUnary(const char* name, const Tensor& self, const Tensor& out, F f) {
-  auto iter = TensorIterator::unary(name, self, PromotionKind::IntToFloat, out);
+template <typename F>
+Tensor floatUnary(const char* name, const Tensor& self, const Tensor& out, F f,
+                  PromotionKind kind = PromotionKind::IntToFloat) {
+  auto iter = TensorIterator::unary(name, self, kind, out);
+  if (iter.isMeta()) return iter.output(); // shapes and dtypes only: no dtype dispatch
   KILN_DISPATCH_FLOATING(iter.computeDtype(), name, [&]<typename T>() {
     using M = opmath_t<T>;
     cpu::cpuKernel(iter, [f](T x) -> T { return T(f(M(x))); });
@@ -36,6 +40,7 @@ template <typename F> Tensor floatUnaryInplace(const char* name, const Tensor& s
 // compile for every dtype; callers reject the dtypes PyTorch rejects first.
 template <typename F> Tensor sameTypeUnary(const char* name, const Tensor& self, const Tensor& out, F f) {
   auto iter = TensorIterator::unary(name, self, PromotionKind::Default, out);
+  if (iter.isMeta()) return iter.output();
   KILN_DISPATCH_ALL(iter.computeDtype(), name, [&]<typename T>() {
     if constexpr (isReducedFloat<T>) cpu::cpuKernel(iter, [f](T x) -> T { return T(f(float(x))); });
     else cpu::cpuKernel(iter, [f](T x) -> T { return T(f(x)); });
@@ -51,6 +56,7 @@ template <typename F> Tensor sameTypeUnaryInplace(const char* name, const Tensor
 // A bool result from any input dtype, computed in the input's dtype.
 template <typename F> Tensor predicate(const char* name, const Tensor& self, const Tensor& out, F f) {
   auto iter = TensorIterator::unary(name, self, PromotionKind::AlwaysBool, out);
+  if (iter.isMeta()) return iter.output();
   KILN_DISPATCH_ALL(iter.computeDtype(), name, [&]<typename T>() {
     if constexpr (isReducedFloat<T>) cpu::cpuKernel(iter, [f](T x) -> bool { return f(float(x)); });
     else cpu::cpuKernel(iter, [f](T x) -> bool { return f(x); });
@@ -160,10 +166,10 @@ constexpr auto bitwiseNotOp = [](auto x) {
 };
 
 void rejectBool(const char* kernel, const Tensor& self) {
-  if (self.dtype() == ScalarType::Bool) cpu::throwNotImplemented(kernel, ScalarType::Bool);
+  if (self.dtype() == ScalarType::Bool && !self.isMeta()) cpu::throwNotImplemented(kernel, ScalarType::Bool);
 }
 void rejectNonFloat(const char* kernel, const Tensor& self) {
-  if (!isFloatingType(self.dtype())) cpu::throwNotImplemented(kernel, self.dtype());
+  if (!isFloatingType(self.dtype()) && !self.isMeta()) cpu::throwNotImplemented(kernel, self.dtype());
 }
 void checkNegBool(const Tensor& self) {
   KILN_CHECK(self.dtype() != ScalarType::Bool,
@@ -174,7 +180,7 @@ void checkReluBool(const Tensor& self) {
   KILN_CHECK(self.dtype() != ScalarType::Bool, "Boolean inputs not supported for relu");
 }
 void rejectFloatBitwise(const Tensor& self) {
-  if (isFloatingType(self.dtype())) cpu::throwNotImplemented("bitwise_not_cpu", self.dtype());
+  if (isFloatingType(self.dtype()) && !self.isMeta()) cpu::throwNotImplemented("bitwise_not_cpu", self.dtype());
 }
 
 bool isTanhApproximation(const std::string& approximate) {
@@ -186,7 +192,8 @@ bool isTanhApproximation(const std::string& approximate) {
 Tensor geluInto(const char* name, const Tensor& self, const std::string& approximate, const Tensor& out) {
   bool tanhApprox = isTanhApproximation(approximate);
   rejectNonFloat("GeluKernelImpl", self);
-  return tanhApprox ? floatUnary(name, self, out, geluTanhOp) : floatUnary(name, self, out, geluOp);
+  return tanhApprox ? floatUnary(name, self, out, geluTanhOp, PromotionKind::Default)
+                    : floatUnary(name, self, out, geluOp, PromotionKind::Default);
 }
 
 // round(x, decimals): scale by 10^|decimals|, round half to even, unscale, in opmath (so a
@@ -194,6 +201,7 @@ Tensor geluInto(const char* name, const Tensor& self, const std::string& approxi
 Tensor roundDecimalsInto(const char* name, const Tensor& self, int64_t decimals, const Tensor& out) {
   rejectNonFloat("round_cpu", self);
   auto iter = TensorIterator::unary(name, self, PromotionKind::Default, out);
+  if (iter.isMeta()) return iter.output();
   bool negative = decimals < 0;
   double scale = std::pow(10.0, double(negative ? -decimals : decimals));
   KILN_DISPATCH_FLOATING(iter.computeDtype(), name, [&]<typename T>() {
@@ -209,6 +217,7 @@ Tensor nanToNumInto(const char* name, const Tensor& self, std::optional<double> 
                     std::optional<double> posinf, std::optional<double> neginf, const Tensor& out) {
   if (!isFloatingType(self.dtype())) return sameTypeUnary(name, self, out, identityOp);
   auto iter = TensorIterator::unary(name, self, PromotionKind::Default, out);
+  if (iter.isMeta()) return iter.output();
   KILN_DISPATCH_FLOATING(iter.computeDtype(), name, [&]<typename T>() {
     using M = opmath_t<T>;
     M maxValue;
@@ -296,11 +305,13 @@ Tensor gelu_(const Tensor& self, const std::string& approximate) {
 }
 Tensor silu(const Tensor& self) {
   rejectNonFloat("silu", self);
-  return floatUnary("silu", self, {}, siluOp);
+  return floatUnary("silu", self, {}, siluOp, PromotionKind::Default);
 }
 Tensor silu_(const Tensor& self) {
   rejectNonFloat("silu", self);
-  return floatUnaryInplace("silu_", self, siluOp);
+  return cpu::runInplace("silu_", self, self.dtype(), {}, [&](const Tensor& out) {
+    return floatUnary("silu_", self, out, siluOp, PromotionKind::Default);
+  });
 }
 
 // Dtype-keeping ops.

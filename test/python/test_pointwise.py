@@ -589,6 +589,47 @@ def test_isclose_allclose_equal():
         same(lambda T, x, y: x.equal(y), x, y)
 
 
+def meta_compare(fn, *specs):
+    """fn on meta tensors of the given (shape, dtype) specs: same shape, dtype, device or error type."""
+    def run(T):
+        return fn(T, *[T.empty(list(shape), dtype=getattr(T, d), device="meta") for shape, d in specs])
+
+    t_res, t_err = outcome(lambda: run(torch))
+    k_res, k_err = outcome(lambda: run(kiln))
+    if t_err is not None:
+        assert k_err is not None and type(k_err) is type(t_err), f"torch {t_err!r}, kiln {k_err!r} / {k_res}"
+        return
+    assert k_err is None, f"kiln raised {k_err!r}"
+    if not hasattr(t_res, "dtype"):
+        return
+    assert k_res.is_meta, "kiln result is not on the meta device"
+    assert (tuple(k_res.shape), str(k_res.dtype).split(".")[-1]) == (tuple(t_res.shape), str(t_res.dtype).split(".")[-1])
+
+
+# PyTorch's meta kernels skip some of its CPU checks (relu and sub with a bool input) and get
+# pow(bool, bool) as int64 and raise for floor division of bools: kiln's meta follows its CPU
+# kernels there.
+META_DIFFERENT = {("relu", "bool"), ("sub", "bool"), ("sub_alpha", "bool"), ("rsub", "bool"),
+                  ("pow", "bool"), ("div_floor", "bool"), ("floor_divide", "bool")}
+
+
+@pytest.mark.parametrize("dtype", ["bool", "int32", "float16", "float32"])
+def test_meta_matches_torch(dtype):
+    """Meta results have PyTorch's shapes and dtypes; dtype-dispatch errors are CPU-only."""
+    cases = [(f"unary {op}", lambda op=op: meta_compare(UNARY[op], ((2, 3), dtype)))
+             for op in UNARY if (op, dtype) not in META_DIFFERENT]
+    for op in BINARY:
+        if op == "isclose":
+            continue
+        for other in ("int64", "float64", "bool"):
+            if (op, dtype) in META_DIFFERENT or (op, other) in META_DIFFERENT:
+                continue
+            cases.append((f"{op} {other}", lambda op=op, other=other:
+                          meta_compare(BINARY[op], ((2, 3), dtype), ((3,), other))))
+    bad = failures(cases)
+    assert not bad, bad
+
+
 def test_meta_tensors():
     m = kiln.empty([2, 3], dtype=kiln.float16, device="meta")
     i = kiln.empty([3], dtype=kiln.int32, device="meta")
