@@ -21,12 +21,14 @@ void checkAlpha(ScalarType dtype, const Scalar& alpha) {
 }
 
 void checkSub(const Tensor& self, const Tensor& other) {
-  KILN_CHECK(self.dtype() != ScalarType::Bool || other.dtype() != ScalarType::Bool,
-             "Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` or "
-             "`logical_xor()` operator instead.");
-  KILN_CHECK(self.dtype() != ScalarType::Bool && other.dtype() != ScalarType::Bool,
-             "Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying "
-             "to invert a mask, use the `~` or `logical_not()` operator instead.");
+  KILN_CHECK(
+      self.dtype() != ScalarType::Bool || other.dtype() != ScalarType::Bool,
+      "Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` or "
+      "`logical_xor()` operator instead.");
+  KILN_CHECK(
+      self.dtype() != ScalarType::Bool && other.dtype() != ScalarType::Bool,
+      "Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying "
+      "to invert a mask, use the `~` or `logical_not()` operator instead.");
 }
 
 // self + sign * alpha * other; sign is -1 for sub.
@@ -61,8 +63,9 @@ Tensor addInto(const char* name, const Tensor& self, const Tensor& other, const 
 Tensor addInplace(const char* name, const Tensor& self, const Tensor& other, const Scalar& alpha,
                   bool subtract) {
   if (subtract) checkSub(self, other);
-  return runInplace(name, self, pointwiseResultType({self, other}, PromotionKind::Default), {other},
-                    [&](const Tensor& out) { return addInto(name, self, other, alpha, subtract, out); });
+  return runInplace(
+      name, self, pointwiseResultType({self, other}, PromotionKind::Default), {other},
+      [&](const Tensor& out) { return addInto(name, self, other, alpha, subtract, out); });
 }
 
 Tensor mulInto(const char* name, const Tensor& self, const Tensor& other, const Tensor& out) {
@@ -150,8 +153,10 @@ Tensor divRoundInto(const char* name, const Tensor& self, const Tensor& other, R
   KILN_DISPATCH_NUMERIC(iter.computeDtype(), name, [&]<typename T>() {
     using M = opmath_t<T>;
     if constexpr (std::is_integral_v<T>) {
-      if (rounding == Rounding::Floor) cpu::cpuKernel(iter, [](T x, T y) -> T { return floorDivInteger(x, y); });
-      else cpu::cpuKernel(iter, [](T x, T y) -> T { return cpu::truncDiv(x, y); });
+      if (rounding == Rounding::Floor)
+        cpu::cpuKernel(iter, [](T x, T y) -> T { return floorDivInteger(x, y); });
+      else
+        cpu::cpuKernel(iter, [](T x, T y) -> T { return cpu::truncDiv(x, y); });
     } else if (rounding == Rounding::Floor) {
       cpu::cpuKernel(iter, [](T x, T y) -> T { return T(floorDivFloating(M(x), M(y))); });
     } else {
@@ -170,8 +175,8 @@ Tensor divModeInto(const char* name, const Tensor& self, const Tensor& other,
 Tensor divModeInplace(const char* name, const Tensor& self, const Tensor& other,
                       const std::optional<std::string>& mode) {
   if (mode) parseRoundingMode(*mode);
-  ScalarType result = pointwiseResultType(
-      {self, other}, mode ? PromotionKind::Default : PromotionKind::IntToFloat);
+  ScalarType result =
+      pointwiseResultType({self, other}, mode ? PromotionKind::Default : PromotionKind::IntToFloat);
   return runInplace(name, self, result, {other},
                     [&](const Tensor& out) { return divModeInto(name, self, other, mode, out); });
 }
@@ -224,8 +229,8 @@ Tensor mulScalarTensor(const Scalar& self, const Tensor& other) {
   return mul(Tensor::wrapScalar(self), other);
 }
 Tensor mul_(const Tensor& self, const Tensor& other) {
-  return runInplace("mul_", self, pointwiseResultType({self, other}, PromotionKind::Default), {other},
-                    [&](const Tensor& out) { return mulInto("mul_", self, other, out); });
+  return runInplace("mul_", self, pointwiseResultType({self, other}, PromotionKind::Default),
+                    {other}, [&](const Tensor& out) { return mulInto("mul_", self, other, out); });
 }
 Tensor mulScalar_(const Tensor& self, const Scalar& other) {
   return mul_(self, Tensor::wrapScalar(other));
@@ -238,10 +243,12 @@ Tensor divScalar(const Tensor& self, const Scalar& other) {
 Tensor divMode(const Tensor& self, const Tensor& other, const std::optional<std::string>& mode) {
   return divModeInto("div", self, other, mode, {});
 }
-Tensor divScalarMode(const Tensor& self, const Scalar& other, const std::optional<std::string>& mode) {
+Tensor divScalarMode(const Tensor& self, const Scalar& other,
+                     const std::optional<std::string>& mode) {
   return divMode(self, Tensor::wrapScalar(other), mode);
 }
-Tensor divScalarTensor(const Scalar& self, const Tensor& other, const std::optional<std::string>& mode) {
+Tensor divScalarTensor(const Scalar& self, const Tensor& other,
+                       const std::optional<std::string>& mode) {
   return divMode(Tensor::wrapScalar(self), other, mode);
 }
 Tensor trueDivideScalarTensor(const Scalar& self, const Tensor& other) {
@@ -256,7 +263,8 @@ Tensor divScalar_(const Tensor& self, const Scalar& other) {
 Tensor divMode_(const Tensor& self, const Tensor& other, const std::optional<std::string>& mode) {
   return divModeInplace("div_", self, other, mode);
 }
-Tensor divScalarMode_(const Tensor& self, const Scalar& other, const std::optional<std::string>& mode) {
+Tensor divScalarMode_(const Tensor& self, const Scalar& other,
+                      const std::optional<std::string>& mode) {
   return divMode_(self, Tensor::wrapScalar(other), mode);
 }
 

@@ -17,11 +17,10 @@ using cpu::binaryInto;
 using cpu::pointwiseResultType;
 using cpu::runInplace;
 
-template <typename T> constexpr bool isReducedFloat = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
-
 // remainder: the result takes the divisor's sign (Python's %).
 void remainderLoop(const TensorIterator& iter) {
-  if (iter.computeDtype() == ScalarType::Bool) cpu::throwNotImplemented("remainder_cpu", ScalarType::Bool);
+  if (iter.computeDtype() == ScalarType::Bool)
+    cpu::throwNotImplemented("remainder_cpu", ScalarType::Bool);
   cpu::checkNoIntegerZero(iter, 1);
   KILN_DISPATCH_NUMERIC(iter.computeDtype(), "remainder", [&]<typename T>() {
     using M = opmath_t<T>;
@@ -46,12 +45,15 @@ void remainderLoop(const TensorIterator& iter) {
 
 // fmod: the result takes the dividend's sign (C's fmod).
 void fmodLoop(const TensorIterator& iter) {
-  if (iter.computeDtype() == ScalarType::Bool) cpu::throwNotImplemented("fmod_cpu", ScalarType::Bool);
+  if (iter.computeDtype() == ScalarType::Bool)
+    cpu::throwNotImplemented("fmod_cpu", ScalarType::Bool);
   cpu::checkNoIntegerZero(iter, 1);
   KILN_DISPATCH_NUMERIC(iter.computeDtype(), "fmod", [&]<typename T>() {
     using M = opmath_t<T>;
-    if constexpr (std::is_integral_v<T>) cpu::cpuKernel(iter, [](T a, T b) -> T { return cpu::truncMod(a, b); });
-    else cpu::cpuKernel(iter, [](T a, T b) -> T { return T(std::fmod(M(a), M(b))); });
+    if constexpr (std::is_integral_v<T>)
+      cpu::cpuKernel(iter, [](T a, T b) -> T { return cpu::truncMod(a, b); });
+    else
+      cpu::cpuKernel(iter, [](T a, T b) -> T { return T(std::fmod(M(a), M(b))); });
   });
 }
 
@@ -77,8 +79,10 @@ void powLoop(const TensorIterator& iter) {
   if (iter.computeDtype() == ScalarType::Bool) cpu::throwNotImplemented("pow", ScalarType::Bool);
   KILN_DISPATCH_NUMERIC(iter.computeDtype(), "pow", [&]<typename T>() {
     using M = opmath_t<T>;
-    if constexpr (std::is_integral_v<T>) cpu::cpuKernel(iter, [](T a, T b) -> T { return powInteger(a, b); });
-    else cpu::cpuKernel(iter, [](T a, T b) -> T { return T(std::pow(M(a), M(b))); });
+    if constexpr (std::is_integral_v<T>)
+      cpu::cpuKernel(iter, [](T a, T b) -> T { return powInteger(a, b); });
+    else
+      cpu::cpuKernel(iter, [](T a, T b) -> T { return T(std::pow(M(a), M(b))); });
   });
 }
 
@@ -94,11 +98,13 @@ Tensor powScalarInto(const char* name, const Tensor& self, const Scalar& exp, co
   if (iter.isMeta()) return iter.output();
   double e = exp.toDouble();
   if (e == 0.0) {
-    KILN_DISPATCH_ALL(result, name, [&]<typename T>() { cpu::cpuKernel(iter, [](T) -> T { return T(1); }); });
+    KILN_DISPATCH_ALL(result, name,
+                      [&]<typename T>() { cpu::cpuKernel(iter, [](T) -> T { return T(1); }); });
     return iter.output();
   }
   if (e == 1.0) {
-    KILN_DISPATCH_ALL(result, name, [&]<typename T>() { cpu::cpuKernel(iter, [](T x) -> T { return x; }); });
+    KILN_DISPATCH_ALL(result, name,
+                      [&]<typename T>() { cpu::cpuKernel(iter, [](T x) -> T { return x; }); });
     return iter.output();
   }
   KILN_DISPATCH_NUMERIC(result, name, [&]<typename T>() {
@@ -110,12 +116,18 @@ Tensor powScalarInto(const char* name, const Tensor& self, const Scalar& exp, co
       M ex = M(cpu::checkedScalarTo<T>(exp));
       cpu::cpuKernel(iter, [ex](T x) -> T { return T(std::pow(M(x), ex)); });
     } else {
-      if (e == 0.5) cpu::cpuKernel(iter, [](T x) -> T { return T(std::sqrt(M(x))); });
-      else if (e == -0.5) cpu::cpuKernel(iter, [](T x) -> T { return T(M(1) / std::sqrt(M(x))); });
-      else if (e == -1.0) cpu::cpuKernel(iter, [](T x) -> T { return T(M(1) / M(x)); });
-      else if (e == 2.0) cpu::cpuKernel(iter, [](T x) -> T { return T(M(x) * M(x)); });
-      else if (e == 3.0) cpu::cpuKernel(iter, [](T x) -> T { return T(M(T(M(x) * M(x))) * M(x)); });
-      else if (e == -2.0) cpu::cpuKernel(iter, [](T x) -> T { return T(M(1) / M(T(M(x) * M(x)))); });
+      if (e == 0.5)
+        cpu::cpuKernel(iter, [](T x) -> T { return T(std::sqrt(M(x))); });
+      else if (e == -0.5)
+        cpu::cpuKernel(iter, [](T x) -> T { return T(M(1) / std::sqrt(M(x))); });
+      else if (e == -1.0)
+        cpu::cpuKernel(iter, [](T x) -> T { return T(M(1) / M(x)); });
+      else if (e == 2.0)
+        cpu::cpuKernel(iter, [](T x) -> T { return T(M(x) * M(x)); });
+      else if (e == 3.0)
+        cpu::cpuKernel(iter, [](T x) -> T { return T(M(T(M(x) * M(x))) * M(x)); });
+      else if (e == -2.0)
+        cpu::cpuKernel(iter, [](T x) -> T { return T(M(1) / M(T(M(x) * M(x)))); });
       else if constexpr (std::is_same_v<T, BFloat16>) {
         M ex = M(cpu::checkedScalarTo<T>(exp));
         cpu::cpuKernel(iter, [ex](T x) -> T { return T(std::pow(M(x), ex)); });
@@ -179,12 +191,15 @@ enum class Logical { And, Or, Xor };
 
 template <Logical op> void logicalLoop(const TensorIterator& iter) {
   KILN_DISPATCH_ALL(iter.computeDtype(), "logical", [&]<typename T>() {
-    using M = std::conditional_t<isReducedFloat<T>, float, T>;
+    using M = std::conditional_t<cpu::isReducedFloat<T>, float, T>;
     cpu::cpuKernel(iter, [](T a, T b) -> bool {
       bool x = M(a) != M(0), y = M(b) != M(0);
-      if constexpr (op == Logical::And) return x && y;
-      else if constexpr (op == Logical::Or) return x || y;
-      else return x != y;
+      if constexpr (op == Logical::And)
+        return x && y;
+      else if constexpr (op == Logical::Or)
+        return x || y;
+      else
+        return x != y;
     });
   });
 }
@@ -201,13 +216,19 @@ template <Logical op> void bitwiseLoop(const TensorIterator& iter) {
     if constexpr (std::is_integral_v<T>) {
       cpu::cpuKernel(iter, [](T a, T b) -> T {
         if constexpr (std::is_same_v<T, bool>) {
-          if constexpr (op == Logical::And) return a && b;
-          else if constexpr (op == Logical::Or) return a || b;
-          else return a != b;
+          if constexpr (op == Logical::And)
+            return a && b;
+          else if constexpr (op == Logical::Or)
+            return a || b;
+          else
+            return a != b;
         } else {
-          if constexpr (op == Logical::And) return T(a & b);
-          else if constexpr (op == Logical::Or) return T(a | b);
-          else return T(a ^ b);
+          if constexpr (op == Logical::And)
+            return T(a & b);
+          else if constexpr (op == Logical::Or)
+            return T(a | b);
+          else
+            return T(a ^ b);
         }
       });
     }
@@ -270,7 +291,9 @@ Tensor fmodScalar_(const Tensor& self, const Scalar& other) {
   return fmod_(self, Tensor::wrapScalar(other));
 }
 
-Tensor pow(const Tensor& self, const Tensor& exponent) { return powInto("pow", self, exponent, {}); }
+Tensor pow(const Tensor& self, const Tensor& exponent) {
+  return powInto("pow", self, exponent, {});
+}
 Tensor powTensorScalar(const Tensor& self, const Scalar& exponent) {
   return powScalarInto("pow", self, exponent, {});
 }
@@ -281,14 +304,16 @@ Tensor powScalarTensor(const Scalar& self, const Tensor& exponent) {
     ScalarType result = pointwiseResultType({base, exponent}, PromotionKind::Default);
     auto iter = cpu::unaryAs("pow", exponent, result, {});
     if (iter.isMeta()) return iter.output();
-    KILN_DISPATCH_ALL(result, "pow", [&]<typename T>() { cpu::cpuKernel(iter, [](T) -> T { return T(1); }); });
+    KILN_DISPATCH_ALL(result, "pow",
+                      [&]<typename T>() { cpu::cpuKernel(iter, [](T) -> T { return T(1); }); });
     return iter.output();
   }
   return binaryInto("pow", base, exponent, PromotionKind::Default, {}, powLoop);
 }
 Tensor pow_(const Tensor& self, const Tensor& exponent) {
   return runInplace("pow_", self, pointwiseResultType({self, exponent}, PromotionKind::Default),
-                    {exponent}, [&](const Tensor& out) { return powInto("pow_", self, exponent, out); });
+                    {exponent},
+                    [&](const Tensor& out) { return powInto("pow_", self, exponent, out); });
 }
 Tensor powTensorScalar_(const Tensor& self, const Scalar& exponent) {
   return pow_(self, Tensor::wrapScalar(exponent));
@@ -314,31 +339,38 @@ Tensor atan2_(const Tensor& self, const Tensor& other) {
 
 Tensor logicalAnd(const Tensor& self, const Tensor& other) {
   cpu::checkNotNumber("logical_and", other, "other", 2);
-  return binaryInto("logical_and", self, other, PromotionKind::AlwaysBool, {}, logicalLoop<Logical::And>);
+  return binaryInto("logical_and", self, other, PromotionKind::AlwaysBool, {},
+                    logicalLoop<Logical::And>);
 }
 Tensor logicalAnd_(const Tensor& self, const Tensor& other) {
   cpu::checkNotNumber("logical_and_", other, "other", 1);
-  return binaryInplace("logical_and_", self, other, PromotionKind::AlwaysBool, logicalLoop<Logical::And>);
+  return binaryInplace("logical_and_", self, other, PromotionKind::AlwaysBool,
+                       logicalLoop<Logical::And>);
 }
 Tensor logicalOr(const Tensor& self, const Tensor& other) {
   cpu::checkNotNumber("logical_or", other, "other", 2);
-  return binaryInto("logical_or", self, other, PromotionKind::AlwaysBool, {}, logicalLoop<Logical::Or>);
+  return binaryInto("logical_or", self, other, PromotionKind::AlwaysBool, {},
+                    logicalLoop<Logical::Or>);
 }
 Tensor logicalOr_(const Tensor& self, const Tensor& other) {
   cpu::checkNotNumber("logical_or_", other, "other", 1);
-  return binaryInplace("logical_or_", self, other, PromotionKind::AlwaysBool, logicalLoop<Logical::Or>);
+  return binaryInplace("logical_or_", self, other, PromotionKind::AlwaysBool,
+                       logicalLoop<Logical::Or>);
 }
 Tensor logicalXor(const Tensor& self, const Tensor& other) {
   cpu::checkNotNumber("logical_xor", other, "other", 2);
-  return binaryInto("logical_xor", self, other, PromotionKind::AlwaysBool, {}, logicalLoop<Logical::Xor>);
+  return binaryInto("logical_xor", self, other, PromotionKind::AlwaysBool, {},
+                    logicalLoop<Logical::Xor>);
 }
 Tensor logicalXor_(const Tensor& self, const Tensor& other) {
   cpu::checkNotNumber("logical_xor_", other, "other", 1);
-  return binaryInplace("logical_xor_", self, other, PromotionKind::AlwaysBool, logicalLoop<Logical::Xor>);
+  return binaryInplace("logical_xor_", self, other, PromotionKind::AlwaysBool,
+                       logicalLoop<Logical::Xor>);
 }
 
 Tensor bitwiseAnd(const Tensor& self, const Tensor& other) {
-  return binaryInto("bitwise_and", self, other, PromotionKind::Default, {}, bitwiseLoop<Logical::And>);
+  return binaryInto("bitwise_and", self, other, PromotionKind::Default, {},
+                    bitwiseLoop<Logical::And>);
 }
 Tensor bitwiseAndScalar(const Tensor& self, const Scalar& other) {
   return bitwiseAnd(self, Tensor::wrapScalar(other));
@@ -347,13 +379,15 @@ Tensor bitwiseAndScalarTensor(const Scalar& self, const Tensor& other) {
   return bitwiseAnd(Tensor::wrapScalar(self), other);
 }
 Tensor bitwiseAnd_(const Tensor& self, const Tensor& other) {
-  return binaryInplace("bitwise_and_", self, other, PromotionKind::Default, bitwiseLoop<Logical::And>);
+  return binaryInplace("bitwise_and_", self, other, PromotionKind::Default,
+                       bitwiseLoop<Logical::And>);
 }
 Tensor bitwiseAndScalar_(const Tensor& self, const Scalar& other) {
   return bitwiseAnd_(self, Tensor::wrapScalar(other));
 }
 Tensor bitwiseOr(const Tensor& self, const Tensor& other) {
-  return binaryInto("bitwise_or", self, other, PromotionKind::Default, {}, bitwiseLoop<Logical::Or>);
+  return binaryInto("bitwise_or", self, other, PromotionKind::Default, {},
+                    bitwiseLoop<Logical::Or>);
 }
 Tensor bitwiseOrScalar(const Tensor& self, const Scalar& other) {
   return bitwiseOr(self, Tensor::wrapScalar(other));
@@ -362,13 +396,15 @@ Tensor bitwiseOrScalarTensor(const Scalar& self, const Tensor& other) {
   return bitwiseOr(Tensor::wrapScalar(self), other);
 }
 Tensor bitwiseOr_(const Tensor& self, const Tensor& other) {
-  return binaryInplace("bitwise_or_", self, other, PromotionKind::Default, bitwiseLoop<Logical::Or>);
+  return binaryInplace("bitwise_or_", self, other, PromotionKind::Default,
+                       bitwiseLoop<Logical::Or>);
 }
 Tensor bitwiseOrScalar_(const Tensor& self, const Scalar& other) {
   return bitwiseOr_(self, Tensor::wrapScalar(other));
 }
 Tensor bitwiseXor(const Tensor& self, const Tensor& other) {
-  return binaryInto("bitwise_xor", self, other, PromotionKind::Default, {}, bitwiseLoop<Logical::Xor>);
+  return binaryInto("bitwise_xor", self, other, PromotionKind::Default, {},
+                    bitwiseLoop<Logical::Xor>);
 }
 Tensor bitwiseXorScalar(const Tensor& self, const Scalar& other) {
   return bitwiseXor(self, Tensor::wrapScalar(other));
@@ -377,7 +413,8 @@ Tensor bitwiseXorScalarTensor(const Scalar& self, const Tensor& other) {
   return bitwiseXor(Tensor::wrapScalar(self), other);
 }
 Tensor bitwiseXor_(const Tensor& self, const Tensor& other) {
-  return binaryInplace("bitwise_xor_", self, other, PromotionKind::Default, bitwiseLoop<Logical::Xor>);
+  return binaryInplace("bitwise_xor_", self, other, PromotionKind::Default,
+                       bitwiseLoop<Logical::Xor>);
 }
 Tensor bitwiseXorScalar_(const Tensor& self, const Scalar& other) {
   return bitwiseXor_(self, Tensor::wrapScalar(other));

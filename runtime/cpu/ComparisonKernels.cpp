@@ -20,12 +20,18 @@ template <Cmp op> void compareLoop(const TensorIterator& iter) {
     using M = std::conditional_t<std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>, float, T>;
     cpu::cpuKernel(iter, [](T a, T b) -> bool {
       M x = M(a), y = M(b);
-      if constexpr (op == Cmp::Eq) return x == y;
-      else if constexpr (op == Cmp::Ne) return x != y;
-      else if constexpr (op == Cmp::Lt) return x < y;
-      else if constexpr (op == Cmp::Le) return x <= y;
-      else if constexpr (op == Cmp::Gt) return x > y;
-      else return x >= y;
+      if constexpr (op == Cmp::Eq)
+        return x == y;
+      else if constexpr (op == Cmp::Ne)
+        return x != y;
+      else if constexpr (op == Cmp::Lt)
+        return x < y;
+      else if constexpr (op == Cmp::Le)
+        return x <= y;
+      else if constexpr (op == Cmp::Gt)
+        return x > y;
+      else
+        return x >= y;
     });
   });
 }
@@ -41,8 +47,8 @@ template <Cmp op> Tensor compareInplace(const char* name, const Tensor& self, co
 // |a - b| <= atol + rtol * |b| (finite), or a == b, or both NaN with equal_nan. Floating inputs
 // compute in their dtype, rounding each step to it as PyTorch's tensor arithmetic does; other
 // dtypes compute the tolerance test in float32 (PyTorch's default dtype) but compare exactly.
-Tensor iscloseInto(const char* name, const Tensor& self, const Tensor& other, double rtol, double atol,
-                   bool equalNan) {
+Tensor iscloseInto(const char* name, const Tensor& self, const Tensor& other, double rtol,
+                   double atol, bool equalNan) {
   KILN_CHECK(self.dtype() == other.dtype(), scalarTypeShortName(self.dtype()), " did not match ",
              scalarTypeShortName(other.dtype()));
   KILN_CHECK(rtol >= 0, "rtol must be greater than or equal to zero, but got ", rtol);
@@ -58,8 +64,10 @@ Tensor iscloseInto(const char* name, const Tensor& self, const Tensor& other, do
     cpu::cpuKernel(iter, [=](T a, T b) -> bool {
       M x = M(a), y = M(b);
       if (x == y) {
-        if constexpr (floating) return true;
-        else return a == b || !exactOnly;
+        if constexpr (floating)
+          return true;
+        else
+          return a == b || !exactOnly;
       }
       if constexpr (floating) {
         if (nanEqual && x != x && y != y) return true;
@@ -88,26 +96,62 @@ Tensor le(const Tensor& self, const Tensor& other) { return compare<Cmp::Le>("le
 Tensor gt(const Tensor& self, const Tensor& other) { return compare<Cmp::Gt>("gt", self, other); }
 Tensor ge(const Tensor& self, const Tensor& other) { return compare<Cmp::Ge>("ge", self, other); }
 
-Tensor eqScalar(const Tensor& self, const Scalar& other) { return eq(self, Tensor::wrapScalar(other)); }
-Tensor neScalar(const Tensor& self, const Scalar& other) { return ne(self, Tensor::wrapScalar(other)); }
-Tensor ltScalar(const Tensor& self, const Scalar& other) { return lt(self, Tensor::wrapScalar(other)); }
-Tensor leScalar(const Tensor& self, const Scalar& other) { return le(self, Tensor::wrapScalar(other)); }
-Tensor gtScalar(const Tensor& self, const Scalar& other) { return gt(self, Tensor::wrapScalar(other)); }
-Tensor geScalar(const Tensor& self, const Scalar& other) { return ge(self, Tensor::wrapScalar(other)); }
+Tensor eqScalar(const Tensor& self, const Scalar& other) {
+  return eq(self, Tensor::wrapScalar(other));
+}
+Tensor neScalar(const Tensor& self, const Scalar& other) {
+  return ne(self, Tensor::wrapScalar(other));
+}
+Tensor ltScalar(const Tensor& self, const Scalar& other) {
+  return lt(self, Tensor::wrapScalar(other));
+}
+Tensor leScalar(const Tensor& self, const Scalar& other) {
+  return le(self, Tensor::wrapScalar(other));
+}
+Tensor gtScalar(const Tensor& self, const Scalar& other) {
+  return gt(self, Tensor::wrapScalar(other));
+}
+Tensor geScalar(const Tensor& self, const Scalar& other) {
+  return ge(self, Tensor::wrapScalar(other));
+}
 
-Tensor eq_(const Tensor& self, const Tensor& other) { return compareInplace<Cmp::Eq>("eq_", self, other); }
-Tensor ne_(const Tensor& self, const Tensor& other) { return compareInplace<Cmp::Ne>("ne_", self, other); }
-Tensor lt_(const Tensor& self, const Tensor& other) { return compareInplace<Cmp::Lt>("lt_", self, other); }
-Tensor le_(const Tensor& self, const Tensor& other) { return compareInplace<Cmp::Le>("le_", self, other); }
-Tensor gt_(const Tensor& self, const Tensor& other) { return compareInplace<Cmp::Gt>("gt_", self, other); }
-Tensor ge_(const Tensor& self, const Tensor& other) { return compareInplace<Cmp::Ge>("ge_", self, other); }
+Tensor eq_(const Tensor& self, const Tensor& other) {
+  return compareInplace<Cmp::Eq>("eq_", self, other);
+}
+Tensor ne_(const Tensor& self, const Tensor& other) {
+  return compareInplace<Cmp::Ne>("ne_", self, other);
+}
+Tensor lt_(const Tensor& self, const Tensor& other) {
+  return compareInplace<Cmp::Lt>("lt_", self, other);
+}
+Tensor le_(const Tensor& self, const Tensor& other) {
+  return compareInplace<Cmp::Le>("le_", self, other);
+}
+Tensor gt_(const Tensor& self, const Tensor& other) {
+  return compareInplace<Cmp::Gt>("gt_", self, other);
+}
+Tensor ge_(const Tensor& self, const Tensor& other) {
+  return compareInplace<Cmp::Ge>("ge_", self, other);
+}
 
-Tensor eqScalar_(const Tensor& self, const Scalar& other) { return eq_(self, Tensor::wrapScalar(other)); }
-Tensor neScalar_(const Tensor& self, const Scalar& other) { return ne_(self, Tensor::wrapScalar(other)); }
-Tensor ltScalar_(const Tensor& self, const Scalar& other) { return lt_(self, Tensor::wrapScalar(other)); }
-Tensor leScalar_(const Tensor& self, const Scalar& other) { return le_(self, Tensor::wrapScalar(other)); }
-Tensor gtScalar_(const Tensor& self, const Scalar& other) { return gt_(self, Tensor::wrapScalar(other)); }
-Tensor geScalar_(const Tensor& self, const Scalar& other) { return ge_(self, Tensor::wrapScalar(other)); }
+Tensor eqScalar_(const Tensor& self, const Scalar& other) {
+  return eq_(self, Tensor::wrapScalar(other));
+}
+Tensor neScalar_(const Tensor& self, const Scalar& other) {
+  return ne_(self, Tensor::wrapScalar(other));
+}
+Tensor ltScalar_(const Tensor& self, const Scalar& other) {
+  return lt_(self, Tensor::wrapScalar(other));
+}
+Tensor leScalar_(const Tensor& self, const Scalar& other) {
+  return le_(self, Tensor::wrapScalar(other));
+}
+Tensor gtScalar_(const Tensor& self, const Scalar& other) {
+  return gt_(self, Tensor::wrapScalar(other));
+}
+Tensor geScalar_(const Tensor& self, const Scalar& other) {
+  return ge_(self, Tensor::wrapScalar(other));
+}
 
 Tensor isclose(const Tensor& self, const Tensor& other, double rtol, double atol, bool equalNan) {
   cpu::checkNotNumber("isclose", other, "other", 2);

@@ -26,9 +26,11 @@ bool spansOverlap(const Tensor& a, const Tensor& b) {
   if (a.numel() == 0 || b.numel() == 0 || a.isMeta() || b.isMeta()) return false;
   auto span = [](const Tensor& t) {
     int64_t extent = 1;
-    for (int64_t d = 0; d < t.dim(); ++d) extent += (t.sizes()[size_t(d)] - 1) * t.strides()[size_t(d)];
+    for (int64_t d = 0; d < t.dim(); ++d)
+      extent += (t.sizes()[size_t(d)] - 1) * t.strides()[size_t(d)];
     const char* begin = t.rawData();
-    return std::pair<const char*, const char*>(begin, begin + extent * int64_t(elementSize(t.dtype())));
+    return std::pair<const char*, const char*>(begin,
+                                               begin + extent * int64_t(elementSize(t.dtype())));
   };
   auto [aBegin, aEnd] = span(a);
   auto [bBegin, bEnd] = span(b);
@@ -85,15 +87,15 @@ bool isReducedFloatScalarCase(const Tensor& self, const Tensor& other, ScalarTyp
 }
 
 void throwNotImplemented(const char* kernel, ScalarType t) {
-  throw NotImplementedError(concat("\"", kernel, "\" not implemented for '",
-                                   scalarTypeShortName(t), "'"));
+  throw NotImplementedError(
+      concat("\"", kernel, "\" not implemented for '", scalarTypeShortName(t), "'"));
 }
 
 void checkNotNumber(const char* op, const Tensor& t, const char* argName, int position) {
   if (!t.isWrappedNumber()) return;
-  const char* kind = t.dtype() == ScalarType::Bool    ? "bool"
-                     : isFloatingType(t.dtype()) ? "float"
-                                                 : "int";
+  const char* kind = t.dtype() == ScalarType::Bool ? "bool"
+                     : isFloatingType(t.dtype())   ? "float"
+                                                   : "int";
   throw TypeError(concat(op, "(): argument '", argName, "' (position ", position,
                          ") must be Tensor, not ", kind));
 }
@@ -135,9 +137,9 @@ bool allTrue(const Tensor& t) {
 }
 
 const char* c10TypeName(ScalarType t) {
-  static constexpr const char* names[] = {"bool",      "uint8_t",        "int8_t",  "int16_t",
-                                          "int",       "int64_t",        "c10::Half",
-                                          "c10::BFloat16", "float",      "double"};
+  static constexpr const char* names[] = {"bool",  "uint8_t", "int8_t",    "int16_t",
+                                          "int",   "int64_t", "c10::Half", "c10::BFloat16",
+                                          "float", "double"};
   return names[int(t)];
 }
 

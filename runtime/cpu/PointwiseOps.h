@@ -11,6 +11,9 @@
 
 namespace kiln::cpu {
 
+template <typename T>
+constexpr bool isReducedFloat = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
+
 // PyTorch's elementwise result dtype of `inputs` under a promotion kind.
 ScalarType pointwiseResultType(const std::vector<Tensor>& inputs, PromotionKind kind);
 
@@ -42,8 +45,9 @@ Tensor binaryInto(const char* name, const Tensor& self, const Tensor& other, Pro
 template <typename Loop>
 Tensor binaryInplace(const char* name, const Tensor& self, const Tensor& other, PromotionKind kind,
                      const Loop& loop) {
-  return runInplace(name, self, pointwiseResultType({self, other}, kind), {other},
-                    [&](const Tensor& out) { return binaryInto(name, self, other, kind, out, loop); });
+  return runInplace(
+      name, self, pointwiseResultType({self, other}, kind), {other},
+      [&](const Tensor& out) { return binaryInto(name, self, other, kind, out, loop); });
 }
 
 // NotImplementedError("\"kernel\" not implemented for 'Bool'"), as PyTorch's dtype dispatch.
@@ -67,20 +71,29 @@ const char* c10TypeName(ScalarType t);
 template <typename T> T checkedScalarTo(const Scalar& s) {
   constexpr bool integral = std::is_integral_v<T>;
   double maxValue, lowest;
-  if constexpr (std::is_same_v<T, Half>) maxValue = 65504.0;
-  else if constexpr (std::is_same_v<T, BFloat16>) maxValue = 3.3895313892515355e38;
-  else maxValue = double(std::numeric_limits<T>::max());
-  if constexpr (integral) lowest = double(std::numeric_limits<T>::lowest());
-  else lowest = -maxValue;
+  if constexpr (std::is_same_v<T, Half>)
+    maxValue = 65504.0;
+  else if constexpr (std::is_same_v<T, BFloat16>)
+    maxValue = 3.3895313892515355e38;
+  else
+    maxValue = double(std::numeric_limits<T>::max());
+  if constexpr (integral)
+    lowest = double(std::numeric_limits<T>::lowest());
+  else
+    lowest = -maxValue;
   bool overflow = false;
   if (s.isFloating()) {
     double v = s.toDouble();
-    if constexpr (integral) overflow = std::isnan(v) || v < lowest || v > maxValue;
-    else overflow = std::isfinite(v) && (v < lowest || v > maxValue);
+    if constexpr (integral)
+      overflow = std::isnan(v) || v < lowest || v > maxValue;
+    else
+      overflow = std::isfinite(v) && (v < lowest || v > maxValue);
   } else if (s.isIntegral()) {
     double v = double(s.toInt());
-    if constexpr (integral && !std::is_signed_v<T>) overflow = v > maxValue || -v > maxValue;
-    else overflow = v < lowest || v > maxValue;
+    if constexpr (integral && !std::is_signed_v<T>)
+      overflow = v > maxValue || -v > maxValue;
+    else
+      overflow = v < lowest || v > maxValue;
   }
   KILN_CHECK(!overflow, "value cannot be converted to type ", c10TypeName(ScalarTypeOf<T>::value),
              " without overflow");
@@ -89,23 +102,31 @@ template <typename T> T checkedScalarTo(const Scalar& s) {
 
 // Two's-complement negation without signed-overflow UB (-INT_MIN wraps to INT_MIN).
 template <typename T> inline T wrappingNeg(T x) {
-  if constexpr (std::is_integral_v<T>) return T(std::make_unsigned_t<T>(0) - std::make_unsigned_t<T>(x));
-  else return -x;
+  if constexpr (std::is_integral_v<T>)
+    return T(std::make_unsigned_t<T>(0) - std::make_unsigned_t<T>(x));
+  else
+    return -x;
 }
 
 // Integer +, -, * that wrap on overflow instead of being undefined (int32/int64 compute in the
 // unsigned type; narrower types are promoted to int by C++ and cannot overflow it).
 template <typename T> inline T wrappingAdd(T x, T y) {
-  if constexpr (std::is_integral_v<T> && sizeof(T) >= 4) return T(std::make_unsigned_t<T>(x) + std::make_unsigned_t<T>(y));
-  else return T(x + y);
+  if constexpr (std::is_integral_v<T> && sizeof(T) >= 4)
+    return T(std::make_unsigned_t<T>(x) + std::make_unsigned_t<T>(y));
+  else
+    return T(x + y);
 }
 template <typename T> inline T wrappingSub(T x, T y) {
-  if constexpr (std::is_integral_v<T> && sizeof(T) >= 4) return T(std::make_unsigned_t<T>(x) - std::make_unsigned_t<T>(y));
-  else return T(x - y);
+  if constexpr (std::is_integral_v<T> && sizeof(T) >= 4)
+    return T(std::make_unsigned_t<T>(x) - std::make_unsigned_t<T>(y));
+  else
+    return T(x - y);
 }
 template <typename T> inline T wrappingMul(T x, T y) {
-  if constexpr (std::is_integral_v<T> && sizeof(T) >= 4) return T(std::make_unsigned_t<T>(x) * std::make_unsigned_t<T>(y));
-  else return T(x * y);
+  if constexpr (std::is_integral_v<T> && sizeof(T) >= 4)
+    return T(std::make_unsigned_t<T>(x) * std::make_unsigned_t<T>(y));
+  else
+    return T(x * y);
 }
 
 // Integer division and modulo that are defined for every input with a nonzero divisor:

@@ -12,14 +12,11 @@ namespace {
 
 using cpu::runInplace;
 
-template <typename T> constexpr bool isReducedFloat = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
-
 // The dtype names PyTorch prints for a tensor's dtype (caffe2's TypeMeta names).
 const char* typeMetaName(ScalarType t) {
-  static constexpr const char* names[] = {"bool",      "unsigned char", "signed char",
-                                          "short int", "int",           "long int",
-                                          "c10::Half", "c10::BFloat16", "float",
-                                          "double"};
+  static constexpr const char* names[] = {"bool",  "unsigned char", "signed char", "short int",
+                                          "int",   "long int",      "c10::Half",   "c10::BFloat16",
+                                          "float", "double"};
   return names[int(t)];
 }
 
@@ -49,7 +46,8 @@ Tensor whereInto(const Tensor& condition, const Tensor& self, const Tensor& othe
   KILN_DISPATCH_ALL(iter.computeDtype(), "where", [&]<typename T>() {
     if (condition.dtype() == ScalarType::Bool)
       cpu::cpuKernel(iter, [](bool c, T a, T b) -> T { return c ? a : b; });
-    else cpu::cpuKernel(iter, [](uint8_t c, T a, T b) -> T { return c ? a : b; });
+    else
+      cpu::cpuKernel(iter, [](uint8_t c, T a, T b) -> T { return c ? a : b; });
   });
   return iter.output();
 }
@@ -82,13 +80,16 @@ Tensor clampScalarInto(const char* name, const Tensor& self, const std::optional
       }
     }
     // `x < lo ? lo : x` keeps a NaN x (the comparison is false).
-    if (min && max) cpu::cpuKernel(iter, [lo, hi](T a) -> T {
-      M x = M(a);
-      x = x < lo ? lo : x;
-      return T(hi < x ? hi : x);
-    });
-    else if (min) cpu::cpuKernel(iter, [lo](T a) -> T { return M(a) < lo ? T(lo) : a; });
-    else cpu::cpuKernel(iter, [hi](T a) -> T { return hi < M(a) ? T(hi) : a; });
+    if (min && max)
+      cpu::cpuKernel(iter, [lo, hi](T a) -> T {
+        M x = M(a);
+        x = x < lo ? lo : x;
+        return T(hi < x ? hi : x);
+      });
+    else if (min)
+      cpu::cpuKernel(iter, [lo](T a) -> T { return M(a) < lo ? T(lo) : a; });
+    else
+      cpu::cpuKernel(iter, [hi](T a) -> T { return hi < M(a) ? T(hi) : a; });
   });
   return iter.output();
 }
@@ -104,9 +105,8 @@ ScalarType clampScalarResultType(const Tensor& self, const std::optional<Scalar>
 Tensor clampScalarInplace(const char* name, const Tensor& self, const std::optional<Scalar>& min,
                           const std::optional<Scalar>& max) {
   KILN_CHECK(min || max, "torch.clamp: At least one of 'min' or 'max' must not be None");
-  return runInplace(name, self, clampScalarResultType(self, min, max), {}, [&](const Tensor& out) {
-    return clampScalarInto(name, self, min, max, out);
-  });
+  return runInplace(name, self, clampScalarResultType(self, min, max), {},
+                    [&](const Tensor& out) { return clampScalarInto(name, self, min, max, out); });
 }
 
 // clamp with tensor bounds. Both bounds: PyTorch's clamp_cpu (a NaN bound gives NaN, no bool);
@@ -141,10 +141,12 @@ Tensor clampTensorInto(const char* name, const Tensor& self, const std::optional
   }
   bool isMin = bool(min);
   KILN_DISPATCH_ALL(t, name, [&]<typename T>() {
-    using M = std::conditional_t<isReducedFloat<T>, float, T>;
+    using M = std::conditional_t<cpu::isReducedFloat<T>, float, T>;
     if constexpr (std::is_same_v<T, bool>) {
-      if (isMin) cpu::cpuKernel(iter, [](bool a, bool b) -> bool { return a || b; });
-      else cpu::cpuKernel(iter, [](bool a, bool b) -> bool { return a && b; });
+      if (isMin)
+        cpu::cpuKernel(iter, [](bool a, bool b) -> bool { return a || b; });
+      else
+        cpu::cpuKernel(iter, [](bool a, bool b) -> bool { return a && b; });
     } else {
       cpu::cpuKernel(iter, [isMin](T a, T b) -> T {
         M x = M(a), bound = M(b);
@@ -229,10 +231,12 @@ Tensor where(const Tensor& condition, const Tensor& self, const Tensor& other) {
   return whereInto(condition, self, other);
 }
 
-Tensor clamp(const Tensor& self, const std::optional<Scalar>& min, const std::optional<Scalar>& max) {
+Tensor clamp(const Tensor& self, const std::optional<Scalar>& min,
+             const std::optional<Scalar>& max) {
   return clampScalarInto("clamp", self, min, max, {});
 }
-Tensor clamp_(const Tensor& self, const std::optional<Scalar>& min, const std::optional<Scalar>& max) {
+Tensor clamp_(const Tensor& self, const std::optional<Scalar>& min,
+              const std::optional<Scalar>& max) {
   return clampScalarInplace("clamp_", self, min, max);
 }
 Tensor clampTensor(const Tensor& self, const std::optional<Tensor>& min,

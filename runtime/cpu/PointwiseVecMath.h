@@ -16,14 +16,12 @@ inline float roundSmall(float x) {
 }
 
 // 2^n for integral n in [-126, 127], built from the exponent bits.
-inline float pow2(float n) {
-  return std::bit_cast<float>((static_cast<int32_t>(n) + 127) << 23);
-}
+inline float pow2(float n) { return std::bit_cast<float>((static_cast<int32_t>(n) + 127) << 23); }
 
 // e^x: x = n ln2 + r with |r| <= ln2/2 (Cody-Waite), e^r by Cephes' polynomial, times 2^n in
 // two factors so that results down to the smallest subnormal round once.
 inline float exp(float x) {
-  constexpr float maxArg = 88.72283935546875f;  // above: inf
+  constexpr float maxArg = 88.72283935546875f;   // above: inf
   constexpr float minArg = -103.97208404541016f; // below: 0
   float xc = x < minArg ? minArg : (x > maxArg ? maxArg : x);
   float n = roundSmall(xc * 1.44269504088896341f);

@@ -13,8 +13,6 @@ namespace kiln::kernels {
 
 namespace {
 
-template <typename T> constexpr bool isReducedFloat = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
-
 // out = f(x) computed in opmath (float for 16-bit floats); integer inputs become float32 (the
 // activations reject them instead and keep the dtype, which shows on meta tensors).
 // `out` undefined: a new tensor; otherwise the op writes into it (the in-place path).
@@ -38,12 +36,15 @@ template <typename F> Tensor floatUnaryInplace(const char* name, const Tensor& s
 
 // out = f(x) in x's own dtype (opmath for 16-bit floats). `f` is a generic lambda and must
 // compile for every dtype; callers reject the dtypes PyTorch rejects first.
-template <typename F> Tensor sameTypeUnary(const char* name, const Tensor& self, const Tensor& out, F f) {
+template <typename F>
+Tensor sameTypeUnary(const char* name, const Tensor& self, const Tensor& out, F f) {
   auto iter = TensorIterator::unary(name, self, PromotionKind::Default, out);
   if (iter.isMeta()) return iter.output();
   KILN_DISPATCH_ALL(iter.computeDtype(), name, [&]<typename T>() {
-    if constexpr (isReducedFloat<T>) cpu::cpuKernel(iter, [f](T x) -> T { return T(f(float(x))); });
-    else cpu::cpuKernel(iter, [f](T x) -> T { return T(f(x)); });
+    if constexpr (cpu::isReducedFloat<T>)
+      cpu::cpuKernel(iter, [f](T x) -> T { return T(f(float(x))); });
+    else
+      cpu::cpuKernel(iter, [f](T x) -> T { return T(f(x)); });
   });
   return iter.output();
 }
@@ -54,12 +55,15 @@ template <typename F> Tensor sameTypeUnaryInplace(const char* name, const Tensor
 }
 
 // A bool result from any input dtype, computed in the input's dtype.
-template <typename F> Tensor predicate(const char* name, const Tensor& self, const Tensor& out, F f) {
+template <typename F>
+Tensor predicate(const char* name, const Tensor& self, const Tensor& out, F f) {
   auto iter = TensorIterator::unary(name, self, PromotionKind::AlwaysBool, out);
   if (iter.isMeta()) return iter.output();
   KILN_DISPATCH_ALL(iter.computeDtype(), name, [&]<typename T>() {
-    if constexpr (isReducedFloat<T>) cpu::cpuKernel(iter, [f](T x) -> bool { return f(float(x)); });
-    else cpu::cpuKernel(iter, [f](T x) -> bool { return f(x); });
+    if constexpr (cpu::isReducedFloat<T>)
+      cpu::cpuKernel(iter, [f](T x) -> bool { return f(float(x)); });
+    else
+      cpu::cpuKernel(iter, [f](T x) -> bool { return f(x); });
   });
   return iter.output();
 }
@@ -67,16 +71,22 @@ template <typename F> Tensor predicate(const char* name, const Tensor& self, con
 // exp, tanh and gelu's erf in float go through the vectorizable versions of PointwiseVecMath.h;
 // double uses libm.
 template <typename M> inline M fastExp(M x) {
-  if constexpr (std::is_same_v<M, float>) return cpu::vec::exp(x);
-  else return std::exp(x);
+  if constexpr (std::is_same_v<M, float>)
+    return cpu::vec::exp(x);
+  else
+    return std::exp(x);
 }
 template <typename M> inline M fastTanh(M x) {
-  if constexpr (std::is_same_v<M, float>) return cpu::vec::tanh(x);
-  else return std::tanh(x);
+  if constexpr (std::is_same_v<M, float>)
+    return cpu::vec::tanh(x);
+  else
+    return std::tanh(x);
 }
 template <typename M> inline M geluErf(M x) {
-  if constexpr (std::is_same_v<M, float>) return cpu::vec::erfGelu(x);
-  else return std::erf(x);
+  if constexpr (std::is_same_v<M, float>)
+    return cpu::vec::erfGelu(x);
+  else
+    return std::erf(x);
 }
 
 // The float ops. Each takes and returns the opmath type.
@@ -120,56 +130,78 @@ constexpr auto geluTanhOp = [](auto x) {
 // The dtype-keeping ops.
 constexpr auto absOp = [](auto x) {
   using X = decltype(x);
-  if constexpr (std::is_same_v<X, bool> || std::is_unsigned_v<X>) return x;
-  else if constexpr (std::is_integral_v<X>) return x < 0 ? cpu::wrappingNeg(x) : x;
-  else return std::abs(x);
+  if constexpr (std::is_same_v<X, bool> || std::is_unsigned_v<X>)
+    return x;
+  else if constexpr (std::is_integral_v<X>)
+    return x < 0 ? cpu::wrappingNeg(x) : x;
+  else
+    return std::abs(x);
 };
 constexpr auto negOp = [](auto x) {
   using X = decltype(x);
-  if constexpr (std::is_same_v<X, bool>) return x; // rejected before dispatch
-  else return cpu::wrappingNeg(x);
+  if constexpr (std::is_same_v<X, bool>)
+    return x; // rejected before dispatch
+  else
+    return cpu::wrappingNeg(x);
 };
 constexpr auto signOp = [](auto x) {
   using X = decltype(x);
-  if constexpr (std::is_same_v<X, bool> || std::is_unsigned_v<X>) return X(x > X(0));
-  else return X(int(X(0) < x) - int(x < X(0)));
+  if constexpr (std::is_same_v<X, bool> || std::is_unsigned_v<X>)
+    return X(x > X(0));
+  else
+    return X(int(X(0) < x) - int(x < X(0)));
 };
 constexpr auto identityOp = [](auto x) { return x; };
 constexpr auto floorOp = [](auto x) {
-  if constexpr (std::is_integral_v<decltype(x)>) return x;
-  else return std::floor(x);
+  if constexpr (std::is_integral_v<decltype(x)>)
+    return x;
+  else
+    return std::floor(x);
 };
 constexpr auto ceilOp = [](auto x) {
-  if constexpr (std::is_integral_v<decltype(x)>) return x;
-  else return std::ceil(x);
+  if constexpr (std::is_integral_v<decltype(x)>)
+    return x;
+  else
+    return std::ceil(x);
 };
 constexpr auto truncOp = [](auto x) {
-  if constexpr (std::is_integral_v<decltype(x)>) return x;
-  else return std::trunc(x);
+  if constexpr (std::is_integral_v<decltype(x)>)
+    return x;
+  else
+    return std::trunc(x);
 };
 // Half to even, as PyTorch (std::nearbyint under the default rounding mode).
 constexpr auto roundOp = [](auto x) {
-  if constexpr (std::is_integral_v<decltype(x)>) return x;
-  else return std::nearbyint(x);
+  if constexpr (std::is_integral_v<decltype(x)>)
+    return x;
+  else
+    return std::nearbyint(x);
 };
 // relu keeps NaN (PyTorch's relu is clamp_min(x, 0)).
 constexpr auto reluOp = [](auto x) {
   using X = decltype(x);
-  if constexpr (std::is_same_v<X, bool>) return x; // rejected before dispatch
-  else return !(x <= X(0)) ? x : X(0);
+  if constexpr (std::is_same_v<X, bool>)
+    return x; // rejected before dispatch
+  else
+    return !(x <= X(0)) ? x : X(0);
 };
 constexpr auto bitwiseNotOp = [](auto x) {
   using X = decltype(x);
-  if constexpr (std::is_same_v<X, bool>) return !x;
-  else if constexpr (std::is_integral_v<X>) return X(~x);
-  else return x; // rejected before dispatch
+  if constexpr (std::is_same_v<X, bool>)
+    return !x;
+  else if constexpr (std::is_integral_v<X>)
+    return X(~x);
+  else
+    return x; // rejected before dispatch
 };
 
 void rejectBool(const char* kernel, const Tensor& self) {
-  if (self.dtype() == ScalarType::Bool && !self.isMeta()) cpu::throwNotImplemented(kernel, ScalarType::Bool);
+  if (self.dtype() == ScalarType::Bool && !self.isMeta())
+    cpu::throwNotImplemented(kernel, ScalarType::Bool);
 }
 void rejectNonFloat(const char* kernel, const Tensor& self) {
-  if (!isFloatingType(self.dtype()) && !self.isMeta()) cpu::throwNotImplemented(kernel, self.dtype());
+  if (!isFloatingType(self.dtype()) && !self.isMeta())
+    cpu::throwNotImplemented(kernel, self.dtype());
 }
 void checkNegBool(const Tensor& self) {
   KILN_CHECK(self.dtype() != ScalarType::Bool,
@@ -180,7 +212,8 @@ void checkReluBool(const Tensor& self) {
   KILN_CHECK(self.dtype() != ScalarType::Bool, "Boolean inputs not supported for relu");
 }
 void rejectFloatBitwise(const Tensor& self) {
-  if (isFloatingType(self.dtype()) && !self.isMeta()) cpu::throwNotImplemented("bitwise_not_cpu", self.dtype());
+  if (isFloatingType(self.dtype()) && !self.isMeta())
+    cpu::throwNotImplemented("bitwise_not_cpu", self.dtype());
 }
 
 bool isTanhApproximation(const std::string& approximate) {
@@ -189,7 +222,8 @@ bool isTanhApproximation(const std::string& approximate) {
   return approximate == "tanh";
 }
 
-Tensor geluInto(const char* name, const Tensor& self, const std::string& approximate, const Tensor& out) {
+Tensor geluInto(const char* name, const Tensor& self, const std::string& approximate,
+                const Tensor& out) {
   bool tanhApprox = isTanhApproximation(approximate);
   rejectNonFloat("GeluKernelImpl", self);
   return tanhApprox ? floatUnary(name, self, out, geluTanhOp, PromotionKind::Default)
@@ -198,7 +232,8 @@ Tensor geluInto(const char* name, const Tensor& self, const std::string& approxi
 
 // round(x, decimals): scale by 10^|decimals|, round half to even, unscale, in opmath (so a
 // 16-bit float does not overflow in the scaled intermediate).
-Tensor roundDecimalsInto(const char* name, const Tensor& self, int64_t decimals, const Tensor& out) {
+Tensor roundDecimalsInto(const char* name, const Tensor& self, int64_t decimals,
+                         const Tensor& out) {
   rejectNonFloat("round_cpu", self);
   auto iter = TensorIterator::unary(name, self, PromotionKind::Default, out);
   if (iter.isMeta()) return iter.output();
@@ -207,8 +242,10 @@ Tensor roundDecimalsInto(const char* name, const Tensor& self, int64_t decimals,
   KILN_DISPATCH_FLOATING(iter.computeDtype(), name, [&]<typename T>() {
     using M = opmath_t<T>;
     M ten = M(scale);
-    if (negative) cpu::cpuKernel(iter, [ten](T x) -> T { return T(std::nearbyint(M(x) / ten) * ten); });
-    else cpu::cpuKernel(iter, [ten](T x) -> T { return T(std::nearbyint(M(x) * ten) / ten); });
+    if (negative)
+      cpu::cpuKernel(iter, [ten](T x) -> T { return T(std::nearbyint(M(x) / ten) * ten); });
+    else
+      cpu::cpuKernel(iter, [ten](T x) -> T { return T(std::nearbyint(M(x) * ten) / ten); });
   });
   return iter.output();
 }
@@ -221,9 +258,12 @@ Tensor nanToNumInto(const char* name, const Tensor& self, std::optional<double> 
   KILN_DISPATCH_FLOATING(iter.computeDtype(), name, [&]<typename T>() {
     using M = opmath_t<T>;
     M maxValue;
-    if constexpr (std::is_same_v<T, Half>) maxValue = 65504.0f;
-    else if constexpr (std::is_same_v<T, BFloat16>) maxValue = 3.3895313892515355e38f;
-    else maxValue = std::numeric_limits<T>::max();
+    if constexpr (std::is_same_v<T, Half>)
+      maxValue = 65504.0f;
+    else if constexpr (std::is_same_v<T, BFloat16>)
+      maxValue = 3.3895313892515355e38f;
+    else
+      maxValue = std::numeric_limits<T>::max();
     M nanValue = M(T(M(nan.value_or(0.0))));
     M posValue = posinf ? M(T(M(*posinf))) : maxValue;
     M negValue = neginf ? M(T(M(*neginf))) : -maxValue;
@@ -282,7 +322,9 @@ Tensor sigmoid_(const Tensor& self) { return floatUnaryInplace("sigmoid_", self,
 Tensor erf(const Tensor& self) { return floatUnary("erf", self, {}, erfOp); }
 Tensor erf_(const Tensor& self) { return floatUnaryInplace("erf_", self, erfOp); }
 Tensor reciprocal(const Tensor& self) { return floatUnary("reciprocal", self, {}, reciprocalOp); }
-Tensor reciprocal_(const Tensor& self) { return floatUnaryInplace("reciprocal_", self, reciprocalOp); }
+Tensor reciprocal_(const Tensor& self) {
+  return floatUnaryInplace("reciprocal_", self, reciprocalOp);
+}
 
 // Activations (floating dtypes only, except relu).
 Tensor relu(const Tensor& self) {
@@ -398,14 +440,18 @@ Tensor isnan(const Tensor& self) {
 }
 Tensor isinf(const Tensor& self) {
   return predicate("isinf", self, {}, [](auto x) {
-    if constexpr (std::is_integral_v<decltype(x)>) return false;
-    else return std::isinf(x);
+    if constexpr (std::is_integral_v<decltype(x)>)
+      return false;
+    else
+      return std::isinf(x);
   });
 }
 Tensor isfinite(const Tensor& self) {
   return predicate("isfinite", self, {}, [](auto x) {
-    if constexpr (std::is_integral_v<decltype(x)>) return true;
-    else return std::isfinite(x);
+    if constexpr (std::is_integral_v<decltype(x)>)
+      return true;
+    else
+      return std::isfinite(x);
   });
 }
 Tensor logicalNot(const Tensor& self) {
