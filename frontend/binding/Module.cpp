@@ -5,6 +5,7 @@
 
 #include <map>
 
+#include "frontend/binding/Indexing.h"
 #include "frontend/binding/Interop.h"
 #include "frontend/binding/OpFunction.h"
 #include "frontend/binding/PythonConvert.h"
@@ -57,6 +58,7 @@ NB_MODULE(_C, m) {
   registerOpFunctionType(m.ptr());
   registerOps(m, tensorClass);
   registerInterop(m, tensorClass);
+  registerIndexing(tensorClass);
 
   m.def("memory_stats", [] {
     MemoryStats s = CpuAllocator::instance().stats();
