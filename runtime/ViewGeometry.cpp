@@ -120,8 +120,28 @@ bool isExpandableTo(IntArrayRef shape, IntArrayRef target) {
   return true;
 }
 
+bool isNonOverlappingAndDense(IntArrayRef sizes, IntArrayRef strides) {
+  std::vector<size_t> perm(sizes.size());
+  std::iota(perm.begin(), perm.end(), 0);
+  // Size-1 (and empty) dims last: their strides do not matter.
+  std::sort(perm.begin(), perm.end(), [&](size_t a, size_t b) {
+    if (sizes[a] < 2) return false;
+    if (sizes[b] < 2) return true;
+    return strides[a] < strides[b];
+  });
+  int64_t required = 1;
+  for (size_t d : perm) {
+    if (sizes[d] < 2) return true;
+    if (strides[d] != required) return false;
+    required *= sizes[d];
+  }
+  return true;
+}
+
 Tensor emptyLikePreserve(const Tensor& self, ScalarType dtype) {
-  if (self.isContiguous()) return Tensor::empty(self.sizes(), dtype, self.device());
+  if (self.isContiguous() || isNonOverlappingAndDense(self.sizes(), self.strides()))
+    return Tensor::emptyStrided(self.sizes(), self.strides(), dtype, self.device());
+  // Otherwise dense strides in the order of self's.
   size_t ndim = size_t(self.dim());
   std::vector<size_t> perm(ndim);
   std::iota(perm.begin(), perm.end(), 0);

@@ -24,8 +24,10 @@ Geometry inferExpandGeometry(IntArrayRef tensorSizes, IntArrayRef tensorStrides,
 // Can a tensor of `shape` be broadcast to `target` (without changing target)?
 bool isExpandableTo(IntArrayRef shape, IntArrayRef target);
 
-// A new tensor shaped like `self` whose dims are laid out in the same order as self's (dense,
-// like PyTorch's empty_like with preserve_format).
+// Does (sizes, strides) cover a block of memory exactly once (in some dim order)?
+bool isNonOverlappingAndDense(IntArrayRef sizes, IntArrayRef strides);
+// A new tensor shaped like `self` (PyTorch's empty_like with preserve_format): self's strides
+// when self is dense, else dense strides in the order of self's.
 Tensor emptyLikePreserve(const Tensor& self, ScalarType dtype);
 
 } // namespace kiln

@@ -423,7 +423,7 @@ void registerIndexing(TensorClass& cls) {
                      const char* warning = nullptr;
                      if (t.dim() == 0)
                        warning = "Tensor.T is deprecated on 0-D tensors. This function is the identity in these cases.";
-                     else if (t.dim() > 2)
+                     else if (t.dim() != 2)
                        warning = "The use of `x.T` on tensors of dimension other than 2 to reverse their shape is "
                                  "deprecated and it will throw an error in a future release. Consider `x.mT` to "
                                  "transpose batches of matrices or `x.permute(*range(x.ndim - 1, -1, -1))` to reverse "

@@ -398,7 +398,8 @@ Tensor indexSelect(const Tensor& self, int64_t dim, const Tensor& index) {
 
 Tensor gather(const Tensor& self, int64_t dim, const Tensor& index, bool sparseGrad) {
   dim = wrapDim(dim, self.dim());
-  KILN_CHECK(index.dtype() == ScalarType::Int64, "gather(): Expected dtype int64 for index");
+  KILN_CHECK(index.dtype() == ScalarType::Int64 || index.dtype() == ScalarType::Int32,
+             "gather(): Expected dtype int32/int64 for index");
   auto sizeOr1 = [](const Tensor& t, int64_t d) { return t.dim() == 0 ? 1 : t.sizes()[size_t(d)]; };
   KILN_CHECK(std::max<int64_t>(self.dim(), 1) == std::max<int64_t>(index.dim(), 1),
              "Index tensor must have the same number of dimensions as input tensor");
@@ -410,7 +411,7 @@ Tensor gather(const Tensor& self, int64_t dim, const Tensor& index, bool sparseG
   Tensor out = Tensor::empty(index.sizes(), self.dtype(), self.device());
   if (out.isMeta() || out.numel() == 0) return out;
   int64_t size = sizeOr1(self, dim);
-  Tensor values = ops::contiguous(index);
+  Tensor values = toInt64(index);
   const int64_t* p = values.data<int64_t>();
   for (int64_t i = 0; i < values.numel(); ++i)
     KILN_CHECK(p[i] >= 0 && p[i] < size, "index ", p[i], " is out of bounds for dimension ", dim, " with size ", size);

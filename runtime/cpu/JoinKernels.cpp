@@ -11,7 +11,7 @@ bool skippedInCat(const Tensor& t) { return t.dim() == 1 && t.numel() == 0; }
 } // namespace
 
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
-  KILN_CHECK(!tensors.empty(), "torch.cat(): expected a non-empty list of Tensors");
+  KILN_CHECK_VALUE(!tensors.empty(), "cat(): expected a non-empty list of Tensors");
   for (size_t i = 0; i < tensors.size(); ++i) {
     KILN_CHECK(tensors[i].dim() > 0, "zero-dimensional tensor (at position ", i, ") cannot be concatenated");
     KILN_CHECK(tensors[i].device() == tensors[0].device(),

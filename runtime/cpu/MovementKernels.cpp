@@ -32,7 +32,7 @@ Tensor repeat(const Tensor& self, IntArrayRef repeats) {
 }
 
 Tensor flip(const Tensor& self, IntArrayRef dims) {
-  DimVector flipped(size_t(self.dim()), 0);
+  std::vector<bool> flipped(size_t(std::max<int64_t>(self.dim(), 1)), false); // a 0-d tensor has dim 0 too
   for (int64_t d : dims) {
     int64_t w = wrapDim(d, self.dim());
     KILN_CHECK(!flipped[size_t(w)], "dim ", w, " appears multiple times in the list of dims");
@@ -44,7 +44,7 @@ Tensor flip(const Tensor& self, IntArrayRef dims) {
   // view lives only for this copy.
   DimVector strides(self.strides());
   int64_t offset = self.storageOffset();
-  for (size_t d = 0; d < flipped.size(); ++d) {
+  for (size_t d = 0; d < size_t(self.dim()); ++d) {
     if (!flipped[d]) continue;
     offset += (self.sizes()[d] - 1) * strides[d];
     strides[d] = -strides[d];
@@ -55,12 +55,14 @@ Tensor flip(const Tensor& self, IntArrayRef dims) {
 
 namespace {
 
-// Rolls `src` along one dim into a new contiguous tensor.
+// Rolls `src` along one dim into a new contiguous tensor (PyTorch: a cat of two narrows; an
+// empty input is cloned with its layout).
 Tensor rollDim(const Tensor& src, int64_t shift, int64_t dim) {
   dim = wrapDim(dim, src.dim());
   KILN_CHECK_INDEX(src.dim() > 0, "Dimension specified as ", dim, " but tensor has no dimensions");
+  if (src.numel() == 0) return emptyLikePreserve(src, src.dtype());
   Tensor out = Tensor::empty(src.sizes(), src.dtype(), src.device());
-  if (out.isMeta() || out.numel() == 0) return out;
+  if (out.isMeta()) return out;
   int64_t size = src.sizes()[size_t(dim)];
   int64_t s = ((shift % size) + size) % size;
   ops::copy_(ops::slice(out, dim, s, size, 1), ops::slice(src, dim, 0, size - s, 1), false);
