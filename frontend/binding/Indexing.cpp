@@ -393,13 +393,20 @@ nb::object wrap(Tensor t) { return nb::steal(wrapTensor(std::move(t))); }
 } // namespace
 
 void registerIndexing(TensorClass& cls) {
-  cls.def("__getitem__", [](nb::handle self, nb::handle index) { return wrap(getItem(unwrapTensor(self.ptr()), index.ptr())); })
-      .def("__setitem__",
-           [](nb::handle self, nb::handle index, nb::handle value) {
-             setItem(unwrapTensor(self.ptr()), index.ptr(), value.ptr());
-           })
-      .def("__delitem__",
-           [](nb::handle, nb::handle) -> void { throw TypeError("Tensor does not support deleting items"); })
+  // nb::arg(...).none(): None is a valid index (and a value to reject with PyTorch's error).
+  cls.def(
+         "__getitem__",
+         [](nb::handle self, nb::handle index) { return wrap(getItem(unwrapTensor(self.ptr()), index.ptr())); },
+         nb::arg("index").none())
+      .def(
+          "__setitem__",
+          [](nb::handle self, nb::handle index, nb::handle value) {
+            setItem(unwrapTensor(self.ptr()), index.ptr(), value.ptr());
+          },
+          nb::arg("index").none(), nb::arg("value").none())
+      .def(
+          "__delitem__", [](nb::handle, nb::handle) -> void { throw TypeError("Tensor does not support deleting items"); },
+          nb::arg("index").none())
       .def("__len__",
            [](const Tensor& t) {
              KILN_CHECK_TYPE(t.dim() > 0, "len() of a 0-d tensor");

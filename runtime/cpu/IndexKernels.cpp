@@ -333,7 +333,7 @@ Tensor indexPut_(const Tensor& self, const std::vector<std::optional<Tensor>>& i
                          " does not match the shape of the indexed tensor ", self.shapeString(), " at index ", at);
       }
       covered += ix->dim();
-      mask = ix->dtype() == ScalarType::Bool ? *ix : ops::_to_copy(*ix, ScalarType::Bool, std::nullopt);
+      mask = *ix; // a uint8 mask reaches masked_fill_ and is rejected there, as in PyTorch
     }
     if (onlyMask && mask) {
       Tensor m = *mask;
