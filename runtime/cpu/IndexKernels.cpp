@@ -172,6 +172,8 @@ std::optional<AdvancedIndex> makeAdvancedIndex(const Tensor& self, const std::ve
     }
     for (Tensor& c : maskCoordinates(*ix)) indices.push_back(std::move(c));
   }
+  KILN_CHECK_INDEX(indices.size() <= size_t(self.dim()), "too many indices for tensor of dimension ", self.dim(),
+                   " (got ", indices.size(), ")");
   DimVector shape;
   bool any = false;
   try {

@@ -333,3 +333,12 @@ def test_meta_indexing():
     for idx in [lambda T: (slice(None), arr(T, [0, 2])), lambda T: (arr(T, [0, 1]), slice(None), arr(T, [1, 2]))]:
         rk, rt = k[idx(kiln)], t[idx(torch)]
         assert rk.is_meta and tuple(rk.shape) == tuple(rt.shape)
+
+
+def test_index_put_with_more_indices_than_dims_after_mask_expansion():
+    # Regression: a 2-D mask plus another index used to read past self's dims.
+    xs = {kiln: make(A[0])[0], torch: make(A[0])[1]}
+    mask = np.ones((3, 4), np.bool_)
+    same_error(lambda T: T.index_put_(xs[T], (arr(T, mask, np.bool_), arr(T, [0])), T.zeros(1)))
+    same_error(lambda T: T.index_put(xs[T], (arr(T, [0]),) * 3, T.zeros(1)))
+    same_error(lambda T: xs[T][arr(T, mask, np.bool_), arr(T, [0])])
