@@ -6,6 +6,7 @@
 #include <map>
 
 #include "frontend/binding/GeneratorBinding.h"
+#include "frontend/binding/Indexing.h"
 #include "frontend/binding/Interop.h"
 #include "frontend/binding/OpFunction.h"
 #include "frontend/binding/PythonConvert.h"
@@ -61,6 +62,7 @@ NB_MODULE(_C, m) {
   registerInterop(m, tensorClass);
   registerTensorData(m, tensorClass);
   registerGenerator(m);
+  registerIndexing(tensorClass);
 
   m.def("memory_stats", [] {
     MemoryStats s = CpuAllocator::instance().stats();
