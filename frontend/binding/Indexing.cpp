@@ -294,14 +294,14 @@ Tensor applySlicing(const Tensor& self, const nb::tuple& index, IndexList& indic
       if (isTensor(o)) {
         t = unwrapTensor(o);
       } else if (PyUnicode_Check(o) || PyBytes_Check(o)) {
-        throw TypeError(concat("new(): invalid data type '", Py_TYPE(o)->tp_name, "'"));
+        throw TypeError(strCat("new(): invalid data type '", Py_TYPE(o)->tp_name, "'"));
       } else if (PySequence_Check(o)) {
         t = sequenceOrArrayToIndexTensor(o);
       } else {
         nb::object asIndex = nb::steal(PyNumber_Index(o));
         if (!asIndex.is_valid()) {
           PyErr_Clear();
-          throw IndexError(concat("only integers, slices (`:`), ellipsis (`...`), None and long or byte Variables "
+          throw IndexError(strCat("only integers, slices (`:`), ellipsis (`...`), None and long or byte Variables "
                                   "are valid indices (got ", Py_TYPE(o)->tp_name, ")"));
         }
         result = applySelect(result, dim, unpackInt(asIndex.ptr()), realDim);

@@ -47,7 +47,7 @@ Tensor unflatten(const Tensor& self, int64_t dim, IntArrayRef sizes) {
   try {
     inferred = inferSize(sizes, extent);
   } catch (const Error&) {
-    throw Error(kiln::concat("unflatten: Provided sizes ", shapeString(sizes), " don't multiply up to the size of dim ",
+    throw Error(kiln::strCat("unflatten: Provided sizes ", shapeString(sizes), " don't multiply up to the size of dim ",
                        dim, " (", extent, ") in the input tensor"));
   }
   DimVector shape;
