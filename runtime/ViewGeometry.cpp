@@ -138,21 +138,43 @@ bool isNonOverlappingAndDense(IntArrayRef sizes, IntArrayRef strides) {
   return true;
 }
 
-Tensor emptyLikePreserve(const Tensor& self, ScalarType dtype) {
-  if (self.isContiguous() || isNonOverlappingAndDense(self.sizes(), self.strides()))
-    return Tensor::emptyStrided(self.sizes(), self.strides(), dtype, self.device());
-  // Otherwise dense strides in the order of self's.
-  size_t ndim = size_t(self.dim());
+DimVector inferDenseStrides(IntArrayRef sizes, IntArrayRef strides) {
+  size_t ndim = sizes.size();
+  // perm[0] is the innermost dim. Insertion sort from the reversed identity, as TensorIterator
+  // orders dims: smaller stride inside, equal strides put the smaller size inside, and a 0
+  // stride makes the comparison ambiguous (the dim stays where it is).
   std::vector<size_t> perm(ndim);
-  std::iota(perm.begin(), perm.end(), 0);
-  IntArrayRef st = self.strides();
-  std::stable_sort(perm.begin(), perm.end(), [&](size_t a, size_t b) { return st[a] > st[b]; });
-  DimVector strides(ndim);
-  int64_t acc = 1;
-  for (size_t j = ndim; j-- > 0;) {
-    strides[perm[j]] = acc;
-    acc *= std::max<int64_t>(self.sizes()[perm[j]], 1);
+  for (size_t i = 0; i < ndim; ++i) perm[i] = ndim - 1 - i;
+  auto shouldSwap = [&](size_t a, size_t b) {
+    if (strides[a] == 0 || strides[b] == 0) return 0;
+    if (strides[a] != strides[b]) return strides[a] < strides[b] ? -1 : 1;
+    return sizes[a] > sizes[b] ? 1 : 0;
+  };
+  for (size_t i = 1; i < ndim; ++i) {
+    size_t dim1 = i;
+    for (size_t j = 1; j <= i; ++j) {
+      size_t dim0 = i - j;
+      int c = shouldSwap(perm[dim0], perm[dim1]);
+      if (c > 0) {
+        std::swap(perm[dim0], perm[dim1]);
+        dim1 = dim0;
+      } else if (c < 0) {
+        break;
+      }
+    }
   }
+  DimVector out(ndim);
+  int64_t stride = 1;
+  for (size_t d : perm) {
+    out[d] = stride;
+    if (sizes[d] > 1) stride *= sizes[d];
+  }
+  return out;
+}
+
+Tensor emptyLikePreserve(const Tensor& self, ScalarType dtype) {
+  bool dense = self.isContiguous() || isNonOverlappingAndDense(self.sizes(), self.strides());
+  DimVector strides = dense ? DimVector(self.strides()) : inferDenseStrides(self.sizes(), self.strides());
   return Tensor::emptyStrided(self.sizes(), strides, dtype, self.device());
 }
 

@@ -40,7 +40,8 @@ Tensor flatten(const Tensor& self, int64_t startDim, int64_t endDim) {
 
 Tensor unflatten(const Tensor& self, int64_t dim, IntArrayRef sizes) {
   dim = wrapDim(dim, self.dim());
-  KILN_CHECK_INDEX(self.dim() > 0, "Dimension specified as ", dim, " but tensor has no dimensions");
+  KILN_CHECK(self.dim() > 0, "unflatten got an unexpected error:\nDimension specified as ", dim,
+             " but tensor has no dimensions");
   KILN_CHECK(!sizes.empty(), "unflatten: sizes must be non-empty");
   int64_t extent = self.sizes()[size_t(dim)];
   DimVector inferred;

@@ -240,7 +240,8 @@ std::optional<AdvancedIndex> makeAdvancedIndex(const Tensor& self, const std::ve
   for (size_t j = 0; j < indexedDims.size(); ++j) {
     size_t d = indexedDims[j];
     Tensor values = toInt64(ops::expand(indices[d], shape, false));
-    checkIndexBounds(values, src.sizes()[d], int64_t(j));
+    // Like PyTorch, indices are only checked when they address something.
+    if (computeNumel(resultSizes) > 0) checkIndexBounds(values, src.sizes()[d], int64_t(j));
     info.indices.push_back({ops::view(values, indexerShape), src.sizes()[d], src.strides()[d]});
   }
   return info;

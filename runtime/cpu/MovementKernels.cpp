@@ -74,6 +74,8 @@ Tensor rollDim(const Tensor& src, int64_t shift, int64_t dim) {
 
 Tensor roll(const Tensor& self, IntArrayRef shifts, IntArrayRef dims) {
   KILN_CHECK(!shifts.empty(), "`shifts` required");
+  // An empty tensor is cloned before its dim is even looked at (PyTorch's roll_cpu).
+  if (dims.size() == 1 && shifts.size() == 1 && self.numel() == 0) return emptyLikePreserve(self, self.dtype());
   if (dims.empty() && shifts.size() == 1) {
     Tensor flat = ops::reshape(self, {self.numel()});
     return ops::view(rollDim(flat, shifts[0], 0), self.sizes());
