@@ -342,3 +342,12 @@ def test_index_put_with_more_indices_than_dims_after_mask_expansion():
     same_error(lambda T: T.index_put_(xs[T], (arr(T, mask, np.bool_), arr(T, [0])), T.zeros(1)))
     same_error(lambda T: T.index_put(xs[T], (arr(T, [0]),) * 3, T.zeros(1)))
     same_error(lambda T: xs[T][arr(T, mask, np.bool_), arr(T, [0])])
+
+
+def test_out_of_range_indices_are_not_checked_when_nothing_is_addressed():
+    # Regression (found by fuzzing): PyTorch only bounds-checks indices when the result has elements.
+    k, t = make(np.zeros((1, 0), np.float32))
+    check(k[arr(kiln, [-3, 1])], t[arr(torch, [-3, 1])])
+    k[arr(kiln, [5])] = 1.0
+    t[arr(torch, [5])] = 1.0
+    check(k, t)

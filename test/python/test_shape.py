@@ -596,3 +596,14 @@ def test_varargs_int_lists_follow_pytorch():
     run(lambda T, t: t.repeat(1, 2, 1), x)
     run(lambda T, t: t.flip(0, 1), x)
     same_error(lambda T, t: T.flip(t, 0, 1), x)
+
+
+def test_regressions_found_by_fuzzing():
+    # Layout of flip's output for a non-dense input with size-1 dims (PyTorch's infer_dense_strides).
+    base = make(np.arange(40, dtype=np.float32))
+    run(lambda T, t: t.as_strided((1, 3, 4), (12, 1, 6), 1).flip(-1), base)
+    run(lambda T, t: t.as_strided((2, 1, 3), (1, 5, 4), 0).flip(0), base)
+    # roll of an empty tensor clones it before looking at the dim.
+    run(lambda T, t: t.roll(1, 5), make(np.zeros((0, 3), np.float32)))
+    # unflatten of a 0-d tensor is a RuntimeError in PyTorch.
+    same_error(lambda T, t: t.unflatten(0, (1,)), make(np.array(1.0, np.float32)))
