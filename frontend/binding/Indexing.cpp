@@ -8,6 +8,7 @@
 
 #include "frontend/binding/PythonConvert.h"
 #include "generated/Ops.h"
+#include "runtime/CheckedConvert.h"
 
 namespace kiln::python {
 
@@ -352,7 +353,15 @@ Tensor valueToTensor(const Tensor& self, PyObject* value) {
   if (isTensor(value)) return unwrapTensor(value);
   KILN_CHECK_TYPE(isNumberLike(value) || PyBool_Check(value), "can't assign a ", Py_TYPE(value)->tp_name,
                   " to a kiln.", scalarTypeShortName(self.dtype()), "Tensor");
-  return Tensor::scalarTensor(toScalarFromNumber(value), self.dtype());
+  if (PyLong_Check(value)) {
+    int overflow = 0;
+    PyLong_AsLongLongAndOverflow(value, &overflow);
+    KILN_CHECK_VALUE(!overflow, "Overflow when unpacking long long");
+  }
+  Scalar s = toScalarFromNumber(value);
+  // PyTorch range-checks assigned numbers, except for the 16-bit floats (they round to inf).
+  if (self.dtype() != ScalarType::Float16 && self.dtype() != ScalarType::BFloat16) checkScalarFits(s, self.dtype());
+  return Tensor::scalarTensor(s, self.dtype());
 }
 
 // The value without its leading size-1 dims (NumPy lets x[0] = ones(1, 1, 3) fill a row).

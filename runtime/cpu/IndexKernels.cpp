@@ -5,6 +5,7 @@
 
 #include "generated/KernelDecls.h"
 #include "generated/Ops.h"
+#include "runtime/CheckedConvert.h"
 #include "runtime/TensorIterator.h"
 #include "runtime/ViewGeometry.h"
 
@@ -266,6 +267,7 @@ Scalar valueOfZeroDim(const Tensor& value, const Tensor& self) {
 
 Tensor maskedFill_(const Tensor& self, const Tensor& mask, const Scalar& value) {
   checkMask(mask);
+  checkScalarFits(value, self.dtype());
   TensorIteratorConfig c;
   c.opName = "masked_fill_";
   c.outputs = {self};
@@ -379,11 +381,18 @@ Tensor indexSelect(const Tensor& self, int64_t dim, const Tensor& index) {
   Tensor out = Tensor::empty(shape, self.dtype(), self.device());
   if (count == 0) return out;
   int64_t size = self.dim() > 0 ? self.sizes()[size_t(dim)] : 1;
-  KILN_CHECK(size > 0 || self.dim() <= 1, "index_select(): self indexing axis dim should be positive");
+  KILN_CHECK(size > 0 || self.dim() <= 1 || self.numel() > 0, "index_select(): self indexing axis dim should be positive");
   Tensor values = toInt64(index);
   if (!values.isMeta()) {
+    // PyTorch's CPU paths word (and type) the error differently: a RuntimeError from its dim-1
+    // and empty-input paths, an IndexError otherwise.
+    bool runtimeError = self.dim() > 1 && (dim == 1 || self.numel() == 0);
     const int64_t* p = values.data<int64_t>();
-    for (int64_t i = 0; i < count; ++i) KILN_CHECK_INDEX(p[i] >= 0 && p[i] < size, "index out of range in self");
+    for (int64_t i = 0; i < count; ++i) {
+      if (p[i] >= 0 && p[i] < size) continue;
+      if (runtimeError) throw Error(kiln::concat("INDICES element is out of DATA bounds, id=", p[i], " axis_dim=", size));
+      throw IndexError("index out of range in self");
+    }
   }
   if (out.numel() == 0) return out;
   DimVector srcStrides(self.strides()), indexStrides(shape.size(), 0);
@@ -401,6 +410,8 @@ Tensor indexSelect(const Tensor& self, int64_t dim, const Tensor& index) {
 
 Tensor gather(const Tensor& self, int64_t dim, const Tensor& index, bool sparseGrad) {
   dim = wrapDim(dim, self.dim());
+  // An empty index gathers nothing and is not checked further (as in PyTorch).
+  if (index.numel() == 0) return Tensor::empty(index.sizes(), self.dtype(), self.device());
   KILN_CHECK(index.dtype() == ScalarType::Int64 || index.dtype() == ScalarType::Int32,
              "gather(): Expected dtype int32/int64 for index");
   auto sizeOr1 = [](const Tensor& t, int64_t d) { return t.dim() == 0 ? 1 : t.sizes()[size_t(d)]; };
@@ -412,7 +423,7 @@ Tensor gather(const Tensor& self, int64_t dim, const Tensor& index, bool sparseG
                index.shapeString(), " to be no larger than self ", self.shapeString(), " apart from dimension ", dim);
   }
   Tensor out = Tensor::empty(index.sizes(), self.dtype(), self.device());
-  if (out.isMeta() || out.numel() == 0) return out;
+  if (out.isMeta()) return out;
   int64_t size = sizeOr1(self, dim);
   Tensor values = toInt64(index);
   const int64_t* p = values.data<int64_t>();

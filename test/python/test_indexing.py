@@ -351,3 +351,17 @@ def test_out_of_range_indices_are_not_checked_when_nothing_is_addressed():
     k[arr(kiln, [5])] = 1.0
     t[arr(torch, [5])] = 1.0
     check(k, t)
+
+
+@pytest.mark.parametrize("dtype,value", [("uint8", 300), ("uint8", -1), ("uint8", -1.0), ("int8", 1e10), ("float16", 1e5),
+                                         ("bool", 7), ("float32", 10**30), ("float32", 1e300), ("int64", 2**70),
+                                         ("int32", float("nan")), ("int32", 2.5)])
+def test_setitem_scalar_range_like_pytorch(dtype, value):
+    xs = {kiln: make(np.zeros(3, dtype))[0], torch: make(np.zeros(3, dtype))[1]}
+    try:
+        xs[torch][0] = value
+    except Exception:
+        same_error(lambda T: xs[T].__setitem__(0, value))
+        return
+    xs[kiln][0] = value
+    check(xs[kiln], xs[torch])

@@ -607,3 +607,31 @@ def test_regressions_found_by_fuzzing():
     run(lambda T, t: t.roll(1, 5), make(np.zeros((0, 3), np.float32)))
     # unflatten of a 0-d tensor is a RuntimeError in PyTorch.
     same_error(lambda T, t: t.unflatten(0, (1,)), make(np.array(1.0, np.float32)))
+
+
+@pytest.mark.parametrize("dtype,value", [("uint8", 300), ("uint8", -1), ("uint8", -256), ("uint8", -1.0), ("int8", 128),
+                                         ("int8", 127.9), ("int8", float("nan")), ("int32", float("inf")),
+                                         ("float16", 70000), ("float16", float("inf")), ("float32", 1e300),
+                                         ("bfloat16", 1e39), ("bool", 5), ("int64", 1e19), ("float64", -1e308)])
+def test_masked_fill_value_range_like_pytorch(dtype, value):
+    x = make(np.zeros(3, np.float32), dtype if dtype == "bfloat16" else None)
+    if dtype != "bfloat16":
+        x = make(np.zeros(3, dtype))
+    m = make(np.array([True, False, True]))
+    try:
+        expected = x[1].masked_fill(m[1], value)
+    except RuntimeError:
+        same_error(lambda T, t, mm: t.masked_fill(mm, value), x, m)
+        return
+    check(x[0].masked_fill(m[0], value), expected)
+
+
+def test_index_select_and_gather_edge_errors():
+    idx = lambda T, v: T.from_numpy(np.array(v, np.int64))  # noqa: E731
+    for shape, dim in [((2, 3), 1), ((2, 3, 4), 1), ((2, 0), 0), ((0, 3), 0), ((2, 3, 4), 2), ((3,), 0)]:
+        x = make(np.zeros(shape, np.float32))
+        same_error(lambda T, t: t.index_select(dim, idx(T, [7])), x)
+        same_error(lambda T, t: t.index_select(dim, idx(T, [-1])), x)
+    # An empty gather index is not checked against self.
+    run(lambda T, t: t.gather(1, idx(T, np.zeros((3, 0, 5), np.int64))), make(A234))
+    run(lambda T, t: t.gather(0, T.from_numpy(np.zeros((0, 9), np.float32))), make(A234[0]))
