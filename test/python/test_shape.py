@@ -614,9 +614,7 @@ def test_regressions_found_by_fuzzing():
                                          ("float16", 70000), ("float16", float("inf")), ("float32", 1e300),
                                          ("bfloat16", 1e39), ("bool", 5), ("int64", 1e19), ("float64", -1e308)])
 def test_masked_fill_value_range_like_pytorch(dtype, value):
-    x = make(np.zeros(3, np.float32), dtype if dtype == "bfloat16" else None)
-    if dtype != "bfloat16":
-        x = make(np.zeros(3, dtype))
+    x = make(np.zeros(3, np.float32 if dtype == "bfloat16" else dtype), dtype)
     m = make(np.array([True, False, True]))
     try:
         expected = x[1].masked_fill(m[1], value)
