@@ -42,7 +42,8 @@ std::optional<DimVector> computeViewStrides(IntArrayRef oldSizes, IntArrayRef ol
   if (numel == 0) {
     for (int64_t d = nNew - 1; d >= 0; --d) {
       newStrides[size_t(d)] =
-          d == nNew - 1 ? 1 : std::max<int64_t>(newSizes[size_t(d + 1)], 1) * newStrides[size_t(d + 1)];
+          d == nNew - 1 ? 1
+                        : std::max<int64_t>(newSizes[size_t(d + 1)], 1) * newStrides[size_t(d + 1)];
     }
     return newStrides;
   }
@@ -72,11 +73,13 @@ std::optional<DimVector> computeViewStrides(IntArrayRef oldSizes, IntArrayRef ol
   return newStrides;
 }
 
-Geometry inferExpandGeometry(IntArrayRef tensorSizes, IntArrayRef tensorStrides, IntArrayRef sizes) {
+Geometry inferExpandGeometry(IntArrayRef tensorSizes, IntArrayRef tensorStrides,
+                             IntArrayRef sizes) {
   int64_t ndim = int64_t(sizes.size());
   int64_t tensorDim = int64_t(tensorSizes.size());
   KILN_CHECK(ndim >= tensorDim, "expand: the number of sizes provided (", ndim,
-             ") must be greater or equal to the number of dimensions in the tensor (", tensorDim, ")");
+             ") must be greater or equal to the number of dimensions in the tensor (", tensorDim,
+             ")");
   Geometry g{DimVector(size_t(ndim)), DimVector(size_t(ndim))};
   if (tensorDim == 0) { // a 0-d tensor broadcasts everywhere: every stride is 0
     for (int64_t i = 0; i < ndim; ++i) {
@@ -89,12 +92,14 @@ Geometry inferExpandGeometry(IntArrayRef tensorSizes, IntArrayRef tensorStrides,
   for (int64_t i = ndim - 1; i >= 0; --i) {
     int64_t dim = tensorDim - 1 - (ndim - 1 - i);
     int64_t size = dim >= 0 ? tensorSizes[size_t(dim)] : 1;
-    int64_t stride = dim >= 0 ? tensorStrides[size_t(dim)]
-                              : g.sizes[size_t(i + 1)] * g.strides[size_t(i + 1)];
+    int64_t stride =
+        dim >= 0 ? tensorStrides[size_t(dim)] : g.sizes[size_t(i + 1)] * g.strides[size_t(i + 1)];
     int64_t target = sizes[size_t(i)];
     if (target == -1) {
-      KILN_CHECK(dim >= 0, "The expanded size of the tensor (-1) isn't allowed in a leading, "
-                           "non-existing dimension ", i);
+      KILN_CHECK(dim >= 0,
+                 "The expanded size of the tensor (-1) isn't allowed in a leading, "
+                 "non-existing dimension ",
+                 i);
       target = size;
     }
     KILN_CHECK(target >= 0, "Trying to create tensor with negative dimension ", target, ": ",
@@ -102,7 +107,8 @@ Geometry inferExpandGeometry(IntArrayRef tensorSizes, IntArrayRef tensorStrides,
     if (size != target) {
       KILN_CHECK(size == 1, "The expanded size of the tensor (", target,
                  ") must match the existing size (", size, ") at non-singleton dimension ", i,
-                 ".  Target sizes: ", shapeString(sizes), ".  Tensor sizes: ", shapeString(tensorSizes));
+                 ".  Target sizes: ", shapeString(sizes),
+                 ".  Tensor sizes: ", shapeString(tensorSizes));
       size = target;
       stride = 0;
     }
@@ -144,7 +150,8 @@ DimVector inferDenseStrides(IntArrayRef sizes, IntArrayRef strides) {
   // orders dims: smaller stride inside, equal strides put the smaller size inside, and a 0
   // stride makes the comparison ambiguous (the dim stays where it is).
   std::vector<size_t> perm(ndim);
-  for (size_t i = 0; i < ndim; ++i) perm[i] = ndim - 1 - i;
+  for (size_t i = 0; i < ndim; ++i)
+    perm[i] = ndim - 1 - i;
   auto shouldSwap = [&](size_t a, size_t b) {
     if (strides[a] == 0 || strides[b] == 0) return 0;
     if (strides[a] != strides[b]) return strides[a] < strides[b] ? -1 : 1;
@@ -174,7 +181,8 @@ DimVector inferDenseStrides(IntArrayRef sizes, IntArrayRef strides) {
 
 Tensor emptyLikePreserve(const Tensor& self, ScalarType dtype) {
   bool dense = self.isContiguous() || isNonOverlappingAndDense(self.sizes(), self.strides());
-  DimVector strides = dense ? DimVector(self.strides()) : inferDenseStrides(self.sizes(), self.strides());
+  DimVector strides =
+      dense ? DimVector(self.strides()) : inferDenseStrides(self.sizes(), self.strides());
   return Tensor::emptyStrided(self.sizes(), strides, dtype, self.device());
 }
 
