@@ -378,7 +378,7 @@ Tensor valueToTensor(const Tensor& self, PyObject* value) {
   Scalar s = toScalarFromNumber(value);
   // PyTorch range-checks assigned numbers, except for the 16-bit floats (they round to inf).
   if (self.dtype() != ScalarType::Float16 && self.dtype() != ScalarType::BFloat16)
-    checkScalarFits(s, self.dtype());
+    KILN_DISPATCH_ALL(self.dtype(), "__setitem__", [&]<typename T>() { checkedConvert<T>(s); });
   return Tensor::scalarTensor(s, self.dtype());
 }
 

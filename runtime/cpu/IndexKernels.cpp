@@ -301,7 +301,6 @@ Scalar valueOfZeroDim(const Tensor& value, const Tensor& self) {
 
 Tensor maskedFill_(const Tensor& self, const Tensor& mask, const Scalar& value) {
   checkMask(mask);
-  checkScalarFits(value, self.dtype());
   TensorIteratorConfig c;
   c.opName = "masked_fill_";
   c.outputs = {self};
@@ -313,7 +312,7 @@ Tensor maskedFill_(const Tensor& self, const Tensor& mask, const Scalar& value) 
   c.outputDtype = self.dtype();
   TensorIterator iter(std::move(c));
   KILN_DISPATCH_ALL(self.dtype(), "masked_fill_", [&]<typename T>() {
-    T v = value.to<T>();
+    T v = checkedConvert<T>(value);
     iter.forEach([v](char** data, const int64_t* st, int64_t n) {
       for (int64_t i = 0; i < n; ++i)
         if (*reinterpret_cast<const bool*>(data[1] + i * st[1]))
