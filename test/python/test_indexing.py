@@ -463,7 +463,7 @@ def test_list_index_warns_like_pytorch():
 
 def test_meta_indexing():
     k = kiln.empty([2, 3, 4], device="meta")
-    t = torch.empty(2, 3, 4, device="meta")
+    t = torch.zeros(2, 3, 4)  # PyTorch's CPU result as the reference (its meta kernels load slowly)
     for idx in BASIC[:25]:
         rk, rt = k[idx(kiln)], t[idx(torch)]
         assert rk.is_meta and tuple(rk.shape) == tuple(rt.shape) and tuple(rk.stride()) == tuple(rt.stride())
