@@ -4,7 +4,7 @@
 
 namespace kiln::kernels {
 
-Tensor concat(const std::vector<Tensor>& tensors, int64_t dim) { return ops::cat(tensors, dim); }
+Tensor concatTensors(const std::vector<Tensor>& tensors, int64_t dim) { return ops::cat(tensors, dim); }
 
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
   KILN_CHECK(!tensors.empty(), "stack expects a non-empty TensorList");
