@@ -51,7 +51,7 @@ bool canCast(ScalarType from, ScalarType to) {
 }
 
 void throwUnsupportedDtype(const char* op, ScalarType t) {
-  throw Error(std::string("\"") + op + "\" not implemented for '" + scalarTypeShortName(t) + "'");
+  throw NotImplementedError(std::string("\"") + op + "\" not implemented for '" + scalarTypeShortName(t) + "'");
 }
 
 } // namespace kiln

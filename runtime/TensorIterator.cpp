@@ -52,7 +52,7 @@ DimVector broadcastShapes(const char* op, IntArrayRef a, IntArrayRef b) {
     int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
     int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
     if (da != db && da != 1 && db != 1) {
-      throw Error(concat(op, ": The size of tensor a (", da, ") must match the size of tensor b (",
+      throw Error(strCat(op, ": The size of tensor a (", da, ") must match the size of tensor b (",
                          db, ") at non-singleton dimension ", i, " (shapes ", shapeString(a),
                          " and ", shapeString(b), ")"));
     }
@@ -136,7 +136,15 @@ void TensorIterator::computeTypes(const TensorIteratorConfig& c) {
     for (size_t i = 0; i < c.inputs.size(); ++i) {
       bool keep = i < c.keepInputDtype.size() && c.keepInputDtype[i];
       Tensor& in = operands_[size_t(noutputs_) + i];
-      if (!keep && in.dtype() != common) in = ops::to(in, common);
+      if (keep || in.dtype() == common) continue;
+      // A 0-d CPU input (a Python number, mostly) is converted in place of a dispatched cast.
+      if (in.dim() == 0 && in.device().isCpu()) {
+        bool wrapped = in.isWrappedNumber();
+        in = Tensor::scalarTensor(in.item(), common);
+        in.impl()->isWrappedNumber = wrapped;
+      } else {
+        in = ops::to(in, common);
+      }
     }
   }
 }
@@ -161,22 +169,39 @@ void TensorIterator::computeShape() {
 
 void TensorIterator::allocateOutputs(const TensorIteratorConfig& c) {
   size_t ndim = shape_.size();
-  // Follow the layout of the first full-size input that is not contiguous (PyTorch keeps
-  // e.g. a transposed input's layout); otherwise allocate contiguous.
-  std::vector<int64_t> perm(ndim);
-  std::iota(perm.begin(), perm.end(), 0);
+  // Output layout as PyTorch picks it: for two dims, the first input whose strides differ on
+  // them (ignoring broadcast and size-1 dims) decides which is outer; ties keep the order.
+  auto strideOf = [&](const Tensor& t, size_t d) -> int64_t {
+    size_t offset = ndim - size_t(t.dim());
+    if (d < offset || t.sizes()[d - offset] == 1) return 0;
+    return t.strides()[d - offset];
+  };
+  auto outer = [&](size_t a, size_t b) { // should dim a be outside dim b?
+    for (int k = noutputs_; k < ntensors(); ++k) {
+      const Tensor& t = operands_[size_t(k)];
+      int64_t sa = strideOf(t, a), sb = strideOf(t, b);
+      if (sa == 0 || sb == 0 || sa == sb) continue;
+      return sa > sb;
+    }
+    return a < b;
+  };
+  bool allContiguous = true;
+  for (int k = noutputs_; k < ntensors(); ++k) allContiguous = allContiguous && operands_[size_t(k)].isContiguous();
+  DimVector perm(ndim); // outermost first
+  for (size_t d = 0; d < ndim; ++d) perm[d] = int64_t(d);
+  if (!allContiguous) {
+    for (size_t i = 1; i < ndim; ++i) // insertion sort: safe with a comparator that is not a strict order
+      for (size_t j = i; j > 0 && outer(size_t(perm[j]), size_t(perm[j - 1])); --j) std::swap(perm[j], perm[j - 1]);
+  }
+  // The device of the first input that is not a CPU scalar (CPU scalars mix with any device).
+  Device device = noutputs_ < ntensors() ? operands_[size_t(noutputs_)].device() : Device();
   for (int k = noutputs_; k < ntensors(); ++k) {
     const Tensor& t = operands_[size_t(k)];
-    if (size_t(t.dim()) != ndim || DimVector(t.sizes()) != shape_ || t.isContiguous()) continue;
-    IntArrayRef st = t.strides();
-    std::stable_sort(perm.begin(), perm.end(), [&](int64_t a, int64_t b) {
-      return st[size_t(a)] > st[size_t(b)];
-    });
-    break;
+    if (!(t.dim() == 0 && t.device().isCpu())) {
+      device = t.device();
+      break;
+    }
   }
-  Device device;
-  for (int k = noutputs_; k < ntensors(); ++k)
-    if (!operands_[size_t(k)].isWrappedNumber()) device = operands_[size_t(k)].device();
   for (int i = 0; i < noutputs_; ++i) {
     if (operands_[size_t(i)].defined()) continue;
     DimVector strides(ndim);
@@ -192,6 +217,20 @@ void TensorIterator::allocateOutputs(const TensorIteratorConfig& c) {
 void TensorIterator::buildIteration() {
   size_t ndim = shape_.size();
   size_t nt = operands_.size();
+  // Fast path: every operand is contiguous with the full shape, or a single element
+  // (x + 1, x * y of equal shapes): one flat run, no sorting or coalescing.
+  bool flat = true;
+  for (size_t k = 0; k < nt && flat; ++k) {
+    const Tensor& t = operands_[k];
+    flat = t.numel() == 1 || (t.isContiguous() && t.numel() == numel_ && size_t(t.dim()) == ndim);
+  }
+  if (flat) {
+    iterShape_.assign(size_t(1), numel_);
+    iterStrides_.assign(nt, DimVector(1));
+    for (size_t k = 0; k < nt; ++k)
+      iterStrides_[k][0] = operands_[k].numel() == 1 && numel_ != 1 ? 0 : int64_t(elementSize(operands_[k].dtype()));
+    return;
+  }
   // Byte strides over the broadcast shape, outermost-first.
   std::vector<DimVector> strides(nt, DimVector(ndim));
   for (size_t k = 0; k < nt; ++k) {
@@ -243,6 +282,7 @@ void TensorIterator::buildIteration() {
 void TensorIterator::serialRange(const Loop& loop, int64_t begin, int64_t end) const {
   size_t nd = iterShape_.size();
   size_t nt = operands_.size();
+  KILN_CHECK(nt <= kMaxOperands, opName_, ": too many operands (", nt, ")");
   // Multi-index of `begin`, innermost-first.
   DimVector idx(nd);
   int64_t rem = begin;
@@ -250,8 +290,9 @@ void TensorIterator::serialRange(const Loop& loop, int64_t begin, int64_t end) c
     idx[d] = rem % iterShape_[d];
     rem /= iterShape_[d];
   }
-  std::vector<char*> base(nt), ptrs(nt);
-  std::vector<int64_t> inner(nt);
+  char* base[kMaxOperands];
+  char* ptrs[kMaxOperands];
+  int64_t inner[kMaxOperands];
   for (size_t k = 0; k < nt; ++k) {
     base[k] = operands_[k].rawData();
     inner[k] = iterStrides_[k][0];
@@ -264,7 +305,7 @@ void TensorIterator::serialRange(const Loop& loop, int64_t begin, int64_t end) c
       for (size_t d = 0; d < nd; ++d) p += idx[d] * iterStrides_[k][d];
       ptrs[k] = p;
     }
-    loop(ptrs.data(), inner.data(), n);
+    loop(ptrs, inner, n);
     pos += n;
     idx[0] += n;
     for (size_t d = 0; d + 1 < nd && idx[d] == iterShape_[d]; ++d) {

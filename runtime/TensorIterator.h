@@ -32,6 +32,7 @@ struct TensorIteratorConfig {
 
 class TensorIterator {
 public:
+  static constexpr size_t kMaxOperands = 16;
   explicit TensorIterator(TensorIteratorConfig config);
 
   static TensorIterator unary(const char* op, const Tensor& a,

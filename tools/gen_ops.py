@@ -99,9 +99,16 @@ class Arg:
             return f"Value({self.name} ? Value(std::vector<int64_t>({self.name}->begin(), {self.name}->end())) : Value())"
         return f"Value({self.name})"
 
+    def cpp_string_default(self):
+        """The default with a single-quoted string ('none', as PyTorch writes it) double-quoted for C++."""
+        d = self.default
+        if d is not None and len(d) >= 2 and d[0] == d[-1] == "'":
+            return '"' + d[1:-1] + '"'
+        return d
+
     def default_value(self):
         """The default as a C++ Value expression."""
-        d = self.default
+        d = self.cpp_string_default()
         if d is None:
             return "Value()"
         if d == "None":
@@ -133,7 +140,7 @@ class Arg:
 
     def cpp_default(self):
         """The default as a C++ default-argument expression, or None when not expressible."""
-        d = self.default
+        d = self.cpp_string_default()
         if d is None:
             return None
         if d == "None":
@@ -318,11 +325,12 @@ def gen_ops_cpp(ops):
              "namespace kiln::ops {", ""]
     for op in ops:
         lines.append(f"{op.cpp_return_type()} {op.cpp_name}({op.cpp_params(False)}) {{")
-        lines.append("  Stack s;")
-        lines.append(f"  s.reserve({max(len(op.args), len(op.returns))});")
+        # The local is not called `s`: a schema may name an argument so (scalar_tensor's Scalar s).
+        lines.append("  Stack stack;")
+        lines.append(f"  stack.reserve({max(len(op.args), len(op.returns))});")
         for a in op.args:
-            lines.append(f"  s.emplace_back({a.box()});")
-        lines.append(f"  Dispatcher::instance().call(OpId::{op.id}, s);")
+            lines.append(f"  stack.emplace_back({a.box()});")
+        lines.append(f"  Dispatcher::instance().call(OpId::{op.id}, stack);")
         lines.extend(unbox_returns(op, "  "))
         lines.append("}")
         lines.append("")
@@ -336,8 +344,8 @@ def unbox_returns(op, ind):
     getters = {"Tensor": "toTensor()", "TensorList": "toTensorList()", "Bool": "toBool()",
                "Int": "toInt()", "Float": "toDouble()", "Scalar": "toScalar()"}
     if len(op.returns) == 1:
-        return [f"{ind}return std::move(s[0].{getters[op.returns[0][1]]});"]
-    parts = ", ".join(f"std::move(s[{i}].{getters[r[1]]})" for i, r in enumerate(op.returns))
+        return [f"{ind}return std::move(stack[0].{getters[op.returns[0][1]]});"]
+    parts = ", ".join(f"std::move(stack[{i}].{getters[r[1]]})" for i, r in enumerate(op.returns))
     return [f"{ind}return {{{parts}}};"]
 
 

@@ -5,10 +5,13 @@
 
 #include <map>
 
+#include "frontend/binding/GeneratorBinding.h"
+#include "frontend/binding/Indexing.h"
 #include "frontend/binding/Interop.h"
 #include "frontend/binding/OpFunction.h"
 #include "frontend/binding/PythonConvert.h"
 #include "frontend/binding/TensorBinding.h"
+#include "frontend/binding/TensorData.h"
 #include "runtime/Allocator.h"
 #include "runtime/Dispatcher.h"
 
@@ -57,6 +60,9 @@ NB_MODULE(_C, m) {
   registerOpFunctionType(m.ptr());
   registerOps(m, tensorClass);
   registerInterop(m, tensorClass);
+  registerTensorData(m, tensorClass);
+  registerGenerator(m);
+  registerIndexing(tensorClass);
 
   m.def("memory_stats", [] {
     MemoryStats s = CpuAllocator::instance().stats();
@@ -75,10 +81,33 @@ NB_MODULE(_C, m) {
   m.def("_set_grad_enabled", [](bool on) { GradMode::setEnabled(on); });
   m.def("is_inference_mode_enabled", [] { return InferenceMode::isEnabled(); });
   m.def("_set_inference_mode", [](bool on) { InferenceMode::setEnabled(on); });
-  m.def("_op_schemas", [] {
+  m.def("_op_table", [] {
+    // One dict per op overload: what the table declares and which kernels are registered.
     const Dispatcher& d = Dispatcher::instance();
+    static const std::pair<OpTag, const char*> tagNames[] = {
+        {kTagCore, "core"}, {kTagPrims, "prims"}, {kTagPointwise, "pointwise"},
+        {kTagReduction, "reduction"}, {kTagView, "view"}, {kTagInplace, "inplace"},
+        {kTagRandom, "random"}, {kTagNondeterministic, "nondeterministic"}, {kTagCreation, "creation"}};
+    static const char* promotions[] = {"none", "default", "int_to_float", "always_bool", "no_opmath"};
     nb::list out;
-    for (size_t i = 0; i < d.numOps(); ++i) out.append(d.schema(OpId(i)).text);
+    for (size_t i = 0; i < d.numOps(); ++i) {
+      const OpSchema& s = d.schema(OpId(i));
+      nb::dict e;
+      e["schema"] = s.text;
+      e["name"] = s.qualifiedName();
+      nb::list tags, kernels;
+      for (auto& [tag, name] : tagNames)
+        if (s.hasTag(tag)) tags.append(name);
+      for (int k = 0; k < kNumDispatchKeys; ++k)
+        if (d.hasKernel(OpId(i), DispatchKey(k))) kernels.append(dispatchKeyName(DispatchKey(k)));
+      e["tags"] = tags;
+      e["kernels"] = kernels;
+      e["promotion"] = promotions[int(s.promotion)];
+      e["python"] = s.pythonName;
+      e["function"] = s.isFunction;
+      e["method"] = s.isMethod;
+      out.append(e);
+    }
     return out;
   });
 }

@@ -37,8 +37,12 @@ PyObject* callOp(OpFunctionObject* self, PyObject* const* args, size_t nargsf, P
     ParsedCall call = g->parse(selfTensor, args, nargs, kwnames);
     Dispatcher::instance().call(call.op, call.stack);
     if (call.requiresGrad) {
-      for (Value& v : call.stack)
-        if (v.isTensor()) v.toTensor().impl()->requiresGrad = true;
+      for (Value& v : call.stack) {
+        if (!v.isTensor()) continue;
+        KILN_CHECK(isFloatingType(v.toTensor().dtype()),
+                   "Only Tensors of floating point and complex dtype can require gradients");
+        v.toTensor().impl()->requiresGrad = true;
+      }
     }
     return returnsToPython(call);
   } catch (...) {
@@ -154,6 +158,14 @@ PyObject* returnsToPython(const ParsedCall& call) {
       PyObject* o = call.argObjects[size_t(r.aliasOf)];
       Py_INCREF(o);
       return o;
+    }
+    // An op that returns its input unchanged returns the same object (x.to(x.dtype) is x).
+    if (r.aliasOf >= 0 && stack[0].isTensor() && call.argObjects[size_t(r.aliasOf)]) {
+      PyObject* o = call.argObjects[size_t(r.aliasOf)];
+      if (isTensor(o) && unwrapTensor(o).isSame(stack[0].toTensor())) {
+        Py_INCREF(o);
+        return o;
+      }
     }
     return valueToPython(stack[0]);
   }

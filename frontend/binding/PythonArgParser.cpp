@@ -71,7 +71,10 @@ bool asTensor(PyObject* o, bool allowNumber, Value& out) {
   return false;
 }
 
-bool convert(PyObject* o, const ArgSpec& spec, bool firstArg, bool allowSingleInt, Value& out) {
+// tensorAsScalar: may a 0-d tensor bind to a Scalar parameter? Resolution tries without it
+// first, so an overload taking the tensor as a Tensor wins (as PyTorch orders overloads).
+bool convert(PyObject* o, const ArgSpec& spec, bool firstArg, bool allowSingleInt, bool tensorAsScalar,
+             Value& out) {
   if (o == Py_None && (spec.optional || spec.type == ArgType::Generator)) {
     out = Value();
     return true;
@@ -152,7 +155,7 @@ bool convert(PyObject* o, const ArgSpec& spec, bool firstArg, bool allowSingleIn
       out = Value(toScalarFromNumber(o));
       return true;
     }
-    if (isTensor(o) && unwrapTensor(o).dim() == 0 && !unwrapTensor(o).isMeta()) {
+    if (tensorAsScalar && isTensor(o) && unwrapTensor(o).dim() == 0 && !unwrapTensor(o).isMeta()) {
       out = Value(unwrapTensor(o).item());
       return true;
     }
@@ -236,14 +239,16 @@ std::string OverloadGroup::signatures() const {
 }
 
 bool OverloadGroup::tryParse(OpId op, PyObject* self, PyObject* const* args, Py_ssize_t nargs,
-                             PyObject* kwnames, ParsedCall& out, std::string* why) const {
+                             PyObject* kwnames, bool tensorAsScalar, ParsedCall& out,
+                             std::string* why) const {
   const OpSchema& s = Dispatcher::instance().schema(op);
   size_t n = s.args.size();
+  if (n > kMaxOpArgs) return false;
   out.op = op;
   out.stack.assign(n, Value());
-  out.argObjects.assign(n, nullptr);
+  std::fill(out.argObjects, out.argObjects + n, nullptr);
   out.requiresGrad = false;
-  std::vector<bool> bound(n, false);
+  bool bound[kMaxOpArgs] = {};
   size_t start = 0;
   if (self) {
     if (n == 0 || s.args[0].type != ArgType::Tensor) return false;
@@ -252,17 +257,19 @@ bool OverloadGroup::tryParse(OpId op, PyObject* self, PyObject* const* args, Py_
     bound[0] = true;
     start = 1;
   }
-  std::vector<size_t> positional;
+  size_t positional[kMaxOpArgs];
+  size_t numPositional = 0;
   for (size_t i = start; i < n; ++i)
-    if (!s.args[i].kwargOnly) positional.push_back(i);
+    if (!s.args[i].kwargOnly) positional[numPositional++] = i;
 
-  // x.view(2, 3) / kiln.zeros(2, 3): a leading int list takes all positional ints.
+  // x.view(2, 3) / kiln.zeros(2, 3): an int list that is the only positional parameter takes
+  // all positional ints (as in PyTorch: x.roll(1, 0) is shifts=1, dims=0, not shifts=[1, 0]).
   bool varargs = false;
-  if (nargs >= 1 && !positional.empty() && s.args[positional[0]].type == ArgType::IntList) {
+  if (nargs >= 1 && numPositional == 1 && s.args[positional[0]].type == ArgType::IntList) {
     int64_t tmp;
     bool allInts = true;
     for (Py_ssize_t k = 0; k < nargs && allInts; ++k) allInts = asInt(args[k], tmp);
-    varargs = allInts && (nargs > 1 || true);
+    varargs = allInts;
   }
   if (varargs) {
     std::vector<int64_t> list(static_cast<size_t>(nargs));
@@ -272,15 +279,15 @@ bool OverloadGroup::tryParse(OpId op, PyObject* self, PyObject* const* args, Py_
     out.argObjects[p] = args[0];
     bound[p] = true;
   } else {
-    if (size_t(nargs) > positional.size()) {
-      if (why) *why = concat("takes ", positional.size(), " positional arguments but ", nargs, " were given");
+ if (size_t(nargs) > numPositional) {
+      if (why) *why = strCat("takes ", numPositional, " positional arguments but ", nargs, " were given");
       return false;
     }
     for (Py_ssize_t k = 0; k < nargs; ++k) {
       size_t p = positional[size_t(k)];
-      if (!convert(args[k], s.args[p], !self && p == 0, k == 0, out.stack[p])) {
+      if (!convert(args[k], s.args[p], !self && p == 0, k == 0, tensorAsScalar, out.stack[p])) {
         if (why)
-          *why = concat("argument '", p == 0 && !self ? "input" : s.args[p].name, "' (position ", k + 1,
+          *why = strCat("argument '", p == 0 && !self ? "input" : s.args[p].name, "' (position ", k + 1,
                         ") must be ", typeText(s.args[p]), ", not ", pyTypeName(args[k]));
         return false;
       }
@@ -302,16 +309,16 @@ bool OverloadGroup::tryParse(OpId op, PyObject* self, PyObject* const* args, Py_
         out.requiresGrad = val == Py_True;
         continue;
       }
-      if (why) *why = concat("got an unexpected keyword argument '", key, "'");
+      if (why) *why = strCat("got an unexpected keyword argument '", key, "'");
       return false;
     }
     if (bound[p]) {
-      if (why) *why = concat("got multiple values for argument '", key, "'");
+      if (why) *why = strCat("got multiple values for argument '", key, "'");
       return false;
     }
-    if (!convert(val, s.args[p], false, false, out.stack[p])) {
+    if (!convert(val, s.args[p], false, false, tensorAsScalar, out.stack[p])) {
       if (why)
-        *why = concat("argument '", key, "' must be ", typeText(s.args[p]), ", not ", pyTypeName(val));
+        *why = strCat("argument '", key, "' must be ", typeText(s.args[p]), ", not ", pyTypeName(val));
       return false;
     }
     out.argObjects[p] = val;
@@ -321,7 +328,7 @@ bool OverloadGroup::tryParse(OpId op, PyObject* self, PyObject* const* args, Py_
     if (bound[i]) continue;
     if (s.args[i].hasDefault) out.stack[i] = s.args[i].defaultValue;
     else if (!s.args[i].optional) {
-      if (why) *why = concat("missing required argument '", i == 0 ? "input" : s.args[i].name, "'");
+      if (why) *why = strCat("missing required argument '", i == 0 ? "input" : s.args[i].name, "'");
       return false;
     }
   }
@@ -331,8 +338,9 @@ bool OverloadGroup::tryParse(OpId op, PyObject* self, PyObject* const* args, Py_
 ParsedCall OverloadGroup::parse(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
                                 PyObject* kwnames) const {
   ParsedCall call;
-  for (OpId op : ops_)
-    if (tryParse(op, self, args, nargs, kwnames, call, nullptr)) return call;
+  for (bool tensorAsScalar : {false, true})
+    for (OpId op : ops_)
+      if (tryParse(op, self, args, nargs, kwnames, tensorAsScalar, call, nullptr)) return call;
   // No overload matched: explain, the way PyTorch does.
   std::string got;
   for (Py_ssize_t k = 0; k < nargs; ++k) got += std::string(k ? ", " : "") + pyTypeName(args[k]);
@@ -342,10 +350,10 @@ ParsedCall OverloadGroup::parse(PyObject* self, PyObject* const* args, Py_ssize_
            "=" + pyTypeName(args[nargs + k]);
   if (ops_.size() == 1) {
     std::string why;
-    tryParse(ops_[0], self, args, nargs, kwnames, call, &why);
-    throw TypeError(concat(name_, "(): ", why, "\nexpected: ", signatures()));
+    tryParse(ops_[0], self, args, nargs, kwnames, true, call, &why);
+    throw TypeError(strCat(name_, "(): ", why, "\nexpected: ", signatures()));
   }
-  throw TypeError(concat(name_, "() received an invalid combination of arguments - got (", got,
+  throw TypeError(strCat(name_, "() received an invalid combination of arguments - got (", got,
                          "), but expected one of:\n", signatures()));
 }
 

@@ -12,10 +12,12 @@
 
 namespace kiln::python {
 
+constexpr size_t kMaxOpArgs = 32;
+
 struct ParsedCall {
   OpId op;
   Stack stack;
-  std::vector<PyObject*> argObjects; // the Python object bound to each schema argument (borrowed)
+  PyObject* argObjects[kMaxOpArgs]; // the Python object bound to each schema argument (borrowed)
   bool requiresGrad = false;          // factory kwarg requires_grad=True
 };
 
@@ -32,7 +34,7 @@ public:
 
 private:
   bool tryParse(OpId op, PyObject* self, PyObject* const* args, Py_ssize_t nargs,
-                PyObject* kwnames, ParsedCall& out, std::string* why) const;
+                PyObject* kwnames, bool tensorAsScalar, ParsedCall& out, std::string* why) const;
 
   std::string name_;
   std::vector<OpId> ops_;

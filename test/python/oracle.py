@@ -35,8 +35,9 @@ def both(a, dtype=None):
     """The same data as (kiln tensor, torch tensor); dtype names the tensor dtype."""
     torch = need_torch()
     dtype = dtype or str(a.dtype)
-    k = kiln.from_numpy(np.ascontiguousarray(a).copy())
-    t = torch.from_numpy(np.ascontiguousarray(a).copy())
+    # np.array(copy) keeps 0-d arrays 0-d (np.ascontiguousarray would make them 1-d).
+    k = kiln.from_numpy(np.array(a, copy=True, order="C"))
+    t = torch.from_numpy(np.array(a, copy=True, order="C"))
     if dtype == "bfloat16":
         k = k.to(kiln.bfloat16)
         t = t.to(torch.bfloat16)

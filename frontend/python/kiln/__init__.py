@@ -3,8 +3,11 @@ from . import _C
 from ._C import (  # noqa: F401
     bfloat16, bool, device, dtype, float16, float32, float64, int8, int16, int32, int64, uint8,
     from_numpy, memory_stats, reset_peak_memory_stats, empty_cache, is_grad_enabled,
+    Generator, default_generator, manual_seed, seed, initial_seed, get_rng_state, set_rng_state,
 )
 from ._tensor import Tensor, Size  # noqa: F401
+from ._creation import tensor, as_tensor, from_dlpack  # noqa: F401
+from ._tensor_str import set_printoptions, get_printoptions, printoptions  # noqa: F401
 from ._ops import _export_ops
 
 half, float, double = float16, float32, float64
@@ -12,3 +15,8 @@ long, int, short = int64, int32, int16
 
 _export_ops(globals())
 del _export_ops
+
+from .autograd import (  # noqa: E402,F401
+    enable_grad, inference_mode, is_inference_mode_enabled, no_grad, set_grad_enabled,
+)
+from . import autograd, nn  # noqa: E402,F401

@@ -1,5 +1,15 @@
 """kiln.Tensor and kiln.Size: the Python side of the tensor type."""
 from . import _C
+from ._creation import tensor as _tensor_from_data
+from ._tensor_str import _str
+
+# Tensor.type() names, as torch.FloatTensor and the like are called.
+_TYPE_NAMES = {
+    _C.float32: "FloatTensor", _C.float64: "DoubleTensor", _C.float16: "HalfTensor",
+    _C.bfloat16: "BFloat16Tensor", _C.uint8: "ByteTensor", _C.int8: "CharTensor",
+    _C.int16: "ShortTensor", _C.int32: "IntTensor", _C.int64: "LongTensor", _C.bool: "BoolTensor",
+}
+_TYPES_BY_NAME = {name: dtype for dtype, name in _TYPE_NAMES.items()}
 
 
 class Size(tuple):
@@ -18,22 +28,193 @@ class Size(tuple):
 class Tensor(_C.TensorBase):
     """A strided n-dimensional array on a device, with PyTorch's API."""
 
-    __add__ = _C.TensorBase.add
+    # Operators map straight to the op objects: no Python frame on the hot path.
+    __add__ = __radd__ = _C.TensorBase.add
     __sub__ = _C.TensorBase.sub
-    __mul__ = _C.TensorBase.mul
+    __mul__ = __rmul__ = _C.TensorBase.mul
     __truediv__ = _C.TensorBase.div
+    __floordiv__ = _C.TensorBase.floor_divide
+    __mod__ = _C.TensorBase.remainder
+    __pow__ = _C.TensorBase.pow
+    __and__ = __rand__ = _C.TensorBase.bitwise_and
+    __or__ = __ror__ = _C.TensorBase.bitwise_or
+    __xor__ = __rxor__ = _C.TensorBase.bitwise_xor
+    __lshift__ = _C.TensorBase.bitwise_left_shift
+    __rshift__ = _C.TensorBase.bitwise_right_shift
+    __lt__ = _C.TensorBase.lt
+    __le__ = _C.TensorBase.le
+    __gt__ = _C.TensorBase.gt
+    __ge__ = _C.TensorBase.ge
+    __neg__ = _C.TensorBase.neg
+    __pos__ = _C.TensorBase.positive
+    __abs__ = _C.TensorBase.abs
     __iadd__ = _C.TensorBase.add_
     __isub__ = _C.TensorBase.sub_
     __imul__ = _C.TensorBase.mul_
     __itruediv__ = _C.TensorBase.div_
+    __ifloordiv__ = _C.TensorBase.floor_divide_
+    __imod__ = _C.TensorBase.remainder_
+    __ipow__ = _C.TensorBase.pow_
+    __iand__ = _C.TensorBase.bitwise_and_
+    __ior__ = _C.TensorBase.bitwise_or_
+    __ixor__ = _C.TensorBase.bitwise_xor_
+    __ilshift__ = _C.TensorBase.bitwise_left_shift_
+    __irshift__ = _C.TensorBase.bitwise_right_shift_
 
-    def __radd__(self, other):
-        return self.add(other)
+    # == and != with an operand that is neither a tensor nor a number fall back to Python's
+    # identity comparison (x == None is False), as PyTorch's do.
+    def __eq__(self, other):
+        try:
+            return _C.TensorBase.eq(self, other)
+        except TypeError:
+            return NotImplemented
 
-    def __rmul__(self, other):
-        return self.mul(other)
+    def __ne__(self, other):
+        try:
+            return _C.TensorBase.ne(self, other)
+        except TypeError:
+            return NotImplemented
+
+    # Reflected forms of the non-commutative operators, as PyTorch writes them.
+    def __rsub__(self, other):
+        return _C._ops.rsub(self, other)
+
+    def __rtruediv__(self, other):
+        return self.reciprocal() * other
+
+    def __rfloordiv__(self, other):
+        return _C._ops.floor_divide(other, self)
+
+    def __rmod__(self, other):
+        return _C._ops.remainder(other, self)
+
+    def __rpow__(self, other):
+        return _C._ops.pow(other, self)
+
+    def __rlshift__(self, other):
+        return _C._ops.bitwise_left_shift(other, self)
+
+    def __rrshift__(self, other):
+        return _C._ops.bitwise_right_shift(other, self)
+
+    def __invert__(self):
+        if self.dtype.is_floating_point:
+            raise TypeError("~ (operator.invert) is only implemented on integer and Boolean-type tensors")
+        return _C.TensorBase.bitwise_not(self)
+
+    # `@` takes tensors only (a number is a TypeError, as in PyTorch, not a 0-d matmul).
+    def __matmul__(self, other):
+        if not isinstance(other, _C.TensorBase):
+            return NotImplemented
+        return self.matmul(other)
+
+    def __rmatmul__(self, other):
+        if not isinstance(other, _C.TensorBase):
+            return NotImplemented
+        return other.matmul(self)
 
     __hash__ = object.__hash__
+
+    __repr__ = _str
+
+    def __format__(self, format_spec):
+        if self.dim() == 0 and not self.is_meta and type(self) is Tensor:
+            return self.item().__format__(format_spec)
+        return object.__format__(self, format_spec)
+
+    # dtype and device conversions: each returns self when nothing changes.
+    def float(self):
+        return self.to(_C.float32)
+
+    def double(self):
+        return self.to(_C.float64)
+
+    def half(self):
+        return self.to(_C.float16)
+
+    def bfloat16(self):
+        return self.to(_C.bfloat16)
+
+    def long(self):
+        return self.to(_C.int64)
+
+    def int(self):
+        return self.to(_C.int32)
+
+    def short(self):
+        return self.to(_C.int16)
+
+    def char(self):
+        return self.to(_C.int8)
+
+    def byte(self):
+        return self.to(_C.uint8)
+
+    def bool(self):
+        return self.to(_C.bool)
+
+    def cpu(self):
+        return self.to("cpu")
+
+    def cuda(self, device=None, non_blocking=False):
+        if isinstance(device, int):
+            device = f"cuda:{device}"
+        return self.to(device if device is not None else "cuda", non_blocking=non_blocking)
+
+    def type(self, dtype=None, non_blocking=False):
+        """Without dtype: the type name ('kiln.FloatTensor'); with one: the tensor converted to it."""
+        if dtype is None:
+            where = "" if self.device.type == "cpu" else self.device.type + "."
+            return f"kiln.{where}{_TYPE_NAMES[self.dtype]}"
+        if isinstance(dtype, str):
+            name = dtype.removeprefix("kiln.")
+            on_cuda = name.startswith("cuda.")
+            name = name.removeprefix("cuda.")
+            if name not in _TYPES_BY_NAME:
+                raise ValueError(f"invalid type: '{dtype}'")
+            return self.to(device="cuda" if on_cuda else "cpu", dtype=_TYPES_BY_NAME[name])
+        return self.to(dtype, non_blocking=non_blocking)
+
+    def type_as(self, other):
+        return self.to(dtype=other.dtype, device=other.device)
+
+    def new_tensor(self, data, dtype=None, device=None, requires_grad=False):
+        return _tensor_from_data(data, dtype=dtype if dtype is not None else self.dtype,
+                                 device=device if device is not None else self.device,
+                                 requires_grad=requires_grad)
+
+    # Python number protocols: one-element tensors only, with PyTorch's errors.
+    def _one_value(self):
+        if self.numel() != 1:
+            raise ValueError("only one element tensors can be converted to Python scalars")
+        return self.item()
+
+    def __float__(self):
+        return float(self._one_value())
+
+    def __int__(self):
+        return int(self._one_value())
+
+    def __complex__(self):
+        return complex(self._one_value())
+
+    def __bool__(self):
+        if self.numel() == 0:
+            raise RuntimeError("Boolean value of Tensor with no values is ambiguous")
+        if self.numel() > 1:
+            raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
+        return bool(self.item())
+
+    def __index__(self):
+        if self.numel() != 1 or self.dtype.is_floating_point:
+            raise TypeError("only integer tensors of a single element can be converted to an index")
+        return int(self.item())
+
+    def __array__(self, dtype=None, copy=None):
+        a = self.numpy()
+        if dtype is not None:
+            a = a.astype(dtype, copy=False)
+        return a.copy() if copy else a
 
 
 _C._set_tensor_class(Tensor)

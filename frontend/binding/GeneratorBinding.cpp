@@ -1,0 +1,90 @@
+// The default generator's Python face. Its state travels as a uint8 tensor of 16 bytes (seed,
+// then the next counter, little-endian), like torch.get_rng_state's ByteTensor.
+#include "frontend/binding/GeneratorBinding.h"
+
+#include <cstring>
+
+#include "frontend/binding/PythonConvert.h"
+#include "generated/Ops.h"
+#include "runtime/Generator.h"
+
+namespace kiln::python {
+
+namespace {
+
+// A handle on a generator owned by the runtime (only the default one exists).
+struct GeneratorHandle {
+  Generator* generator;
+};
+
+// Any Python integer in [-2^63, 2^64): negative seeds wrap, as in PyTorch.
+uint64_t seedFromPython(nb::handle seed) {
+  nb::object index = nb::steal(PyNumber_Index(seed.ptr()));
+  if (!index.is_valid()) {
+    PyErr_Clear();
+    // PyTorch's manual_seed takes int(seed): floats and 0-d tensors are accepted too.
+    index = nb::steal(PyNumber_Long(seed.ptr()));
+    if (!index.is_valid()) throw nb::python_error();
+  }
+  unsigned long long u = PyLong_AsUnsignedLongLong(index.ptr());
+  if (!PyErr_Occurred()) return u;
+  PyErr_Clear();
+  long long s = PyLong_AsLongLong(index.ptr());
+  if (PyErr_Occurred()) {
+    PyErr_Clear();
+    throw ValueError("Overflow when unpacking long long");
+  }
+  return uint64_t(s);
+}
+
+nb::object stateTensor(const Generator& g) {
+  Generator::State s = g.state();
+  Tensor t = Tensor::empty({16}, ScalarType::UInt8);
+  std::memcpy(t.rawData(), &s.seed, 8);
+  std::memcpy(t.rawData() + 8, &s.offset, 8);
+  return nb::steal(wrapTensor(t));
+}
+
+void setStateFrom(Generator& g, nb::handle state) {
+  KILN_CHECK_TYPE(isTensor(state.ptr()) && unwrapTensor(state.ptr()).dtype() == ScalarType::UInt8 &&
+                      unwrapTensor(state.ptr()).device().isCpu(),
+                  "RNG state must be a kiln.ByteTensor");
+  Tensor t = ops::contiguous(unwrapTensor(state.ptr()));
+  KILN_CHECK(t.numel() == 16, "RNG state is wrong size: expected 16 bytes, got ", t.numel());
+  Generator::State s;
+  std::memcpy(&s.seed, t.rawData(), 8);
+  std::memcpy(&s.offset, t.rawData() + 8, 8);
+  g.setState(s);
+}
+
+} // namespace
+
+void registerGenerator(nb::module_& m) {
+  nb::class_<GeneratorHandle>(m, "Generator")
+      .def("manual_seed",
+           [](nb::handle self, nb::handle seed) {
+             nb::cast<GeneratorHandle&>(self).generator->manualSeed(seedFromPython(seed));
+             return nb::borrow(self);
+           })
+      .def("seed", [](GeneratorHandle& h) { return h.generator->seedNondeterministic(); })
+      .def("initial_seed", [](GeneratorHandle& h) { return h.generator->initialSeed(); })
+      .def("get_state", [](GeneratorHandle& h) { return stateTensor(*h.generator); })
+      .def("set_state",
+           [](nb::handle self, nb::handle state) {
+             setStateFrom(*nb::cast<GeneratorHandle&>(self).generator, state);
+             return nb::borrow(self);
+           })
+      .def_prop_ro("device", [](GeneratorHandle&) { return nb::steal(deviceObject(Device())); });
+  nb::object defaultHandle = nb::cast(GeneratorHandle{&defaultGenerator()});
+  m.attr("default_generator") = defaultHandle;
+  m.def("manual_seed", [defaultHandle](nb::handle seed) {
+    defaultGenerator().manualSeed(seedFromPython(seed));
+    return defaultHandle;
+  });
+  m.def("seed", [] { return defaultGenerator().seedNondeterministic(); });
+  m.def("initial_seed", [] { return defaultGenerator().initialSeed(); });
+  m.def("get_rng_state", [] { return stateTensor(defaultGenerator()); });
+  m.def("set_rng_state", [](nb::handle state) { setStateFrom(defaultGenerator(), state); });
+}
+
+} // namespace kiln::python

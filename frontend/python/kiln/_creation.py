@@ -1,0 +1,51 @@
+"""kiln.tensor, kiln.as_tensor and kiln.from_dlpack: tensors from Python data (nested lists,
+numbers, numpy arrays, tensors) and from other libraries' arrays."""
+from . import _C
+
+_GRAD_DTYPES_ERROR = "Only Tensors of floating point and complex dtype can require gradients"
+
+
+def _is_numpy_array(data):
+    cls = type(data)
+    return cls.__name__ == "ndarray" and cls.__module__ == "numpy"
+
+
+def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=False):
+    """A new tensor holding a copy of `data`, with torch.tensor's dtype inference: bools give
+    bool, ints int64, floats float32, numpy arrays and tensors keep their dtype, mixtures promote."""
+    t = _C._tensor_from_data(data, dtype)
+    if device is not None:
+        t = t.to(device=device)
+    if requires_grad:
+        if not t.dtype.is_floating_point:
+            raise RuntimeError(_GRAD_DTYPES_ERROR)
+        t.requires_grad = True
+    return t
+
+
+def as_tensor(data, dtype=None, device=None):
+    """`data` as a tensor without copying where possible: a tensor or numpy array of the right
+    dtype and device is shared, anything else is converted as kiln.tensor does."""
+    if isinstance(data, _C.TensorBase):
+        return data.to(dtype=dtype, device=device)
+    if _is_numpy_array(data):
+        return _C.from_numpy(data).to(dtype=dtype, device=device)
+    return tensor(data, dtype=dtype, device=device)
+
+
+_DL_CPU = 1
+
+
+def from_dlpack(ext_tensor):
+    """A tensor sharing the memory of `ext_tensor`: any object with __dlpack__ (numpy arrays,
+    PyTorch tensors, ...) or a DLPack capsule. Only CPU memory can be imported."""
+    if not hasattr(ext_tensor, "__dlpack__"):
+        return _C._from_dlpack(ext_tensor)
+    device_type, _ = ext_tensor.__dlpack_device__()
+    if device_type != _DL_CPU:
+        raise RuntimeError(f"from_dlpack: only CPU arrays can be imported, got DLPack device type {int(device_type)}")
+    try:
+        capsule = ext_tensor.__dlpack__(max_version=(1, 0))
+    except TypeError:  # a producer older than DLPack 1.0 (no max_version)
+        capsule = ext_tensor.__dlpack__()
+    return _C._from_dlpack(capsule)

@@ -1,0 +1,409 @@
+"""nn.Module: the container of parameters, buffers and submodules, with torch's API."""
+from collections import OrderedDict, namedtuple
+
+from ..._tensor import Tensor
+from ..parameter import Buffer, Parameter
+
+_IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
+
+
+class _RemovableHandle:
+    """Returned by hook registration; .remove() unregisters the hook."""
+
+    _next_id = 0
+
+    def __init__(self, hooks):
+        self.hooks = hooks
+        self.id = _RemovableHandle._next_id
+        _RemovableHandle._next_id += 1
+
+    def remove(self):
+        self.hooks.pop(self.id, None)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+
+
+class Module:
+    """Base class of every layer and model: subclasses define forward()."""
+
+    training: bool
+    call_super_init = False
+
+    def __init__(self, *args, **kwargs):
+        if args or kwargs:
+            raise TypeError(f"{type(self).__name__}.__init__() got unexpected arguments")
+        object.__setattr__(self, "training", True)
+        object.__setattr__(self, "_parameters", OrderedDict())
+        object.__setattr__(self, "_buffers", OrderedDict())
+        object.__setattr__(self, "_non_persistent_buffers_set", set())
+        object.__setattr__(self, "_modules", OrderedDict())
+        object.__setattr__(self, "_forward_hooks", OrderedDict())
+        object.__setattr__(self, "_forward_pre_hooks", OrderedDict())
+
+    # -- forward ------------------------------------------------------------------------
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required "forward" function')
+
+    def __call__(self, *args, **kwargs):
+        if not self._forward_pre_hooks and not self._forward_hooks:
+            return self.forward(*args, **kwargs)
+        for hook in list(self._forward_pre_hooks.values()):
+            result = hook(self, args)
+            if result is not None:
+                args = result if isinstance(result, tuple) else (result,)
+        out = self.forward(*args, **kwargs)
+        for hook in list(self._forward_hooks.values()):
+            result = hook(self, args, out)
+            if result is not None:
+                out = result
+        return out
+
+    def register_forward_hook(self, hook):
+        handle = _RemovableHandle(self._forward_hooks)
+        self._forward_hooks[handle.id] = hook
+        return handle
+
+    def register_forward_pre_hook(self, hook):
+        handle = _RemovableHandle(self._forward_pre_hooks)
+        self._forward_pre_hooks[handle.id] = hook
+        return handle
+
+    # -- registration -------------------------------------------------------------------
+    def register_parameter(self, name, param):
+        if "_parameters" not in self.__dict__:
+            raise AttributeError("cannot assign parameter before Module.__init__() call")
+        self._check_name(name, "parameter")
+        if param is not None and not isinstance(param, Parameter):
+            raise TypeError(
+                f"cannot assign '{type(param).__name__}' object to parameter '{name}' (kiln.nn.Parameter or None required)")
+        self._parameters[name] = param
+
+    def register_buffer(self, name, tensor, persistent=True):
+        if "_buffers" not in self.__dict__:
+            raise AttributeError("cannot assign buffer before Module.__init__() call")
+        self._check_name(name, "buffer")
+        if tensor is not None and not isinstance(tensor, Tensor):
+            raise TypeError(f"cannot assign '{type(tensor).__name__}' object to buffer '{name}' (kiln Tensor or None required)")
+        self._buffers[name] = tensor
+        if persistent:
+            self._non_persistent_buffers_set.discard(name)
+        else:
+            self._non_persistent_buffers_set.add(name)
+
+    def add_module(self, name, module):
+        if module is not None and not isinstance(module, Module):
+            raise TypeError(f"{type(module).__name__} is not a Module subclass")
+        if not isinstance(name, str):
+            raise TypeError(f"module name should be a string. Got {type(name).__name__}")
+        if "." in name or name == "":
+            raise KeyError(f'module name can\'t contain ".", got: {name}' if name else 'module name can\'t be empty string ""')
+        self._modules[name] = module
+
+    register_module = add_module
+
+    def _check_name(self, name, kind):
+        if not isinstance(name, str):
+            raise TypeError(f"{kind} name should be a string. Got {type(name).__name__}")
+        if "." in name:
+            raise KeyError(f'{kind} name can\'t contain "."')
+        if name == "":
+            raise KeyError(f'{kind} name can\'t be empty string ""')
+        if hasattr(self, name) and name not in self._parameters and name not in self._buffers:
+            if name not in self._modules:
+                raise KeyError(f"attribute '{name}' already exists")
+
+    def __setattr__(self, name, value):
+        d = self.__dict__
+        params = d.get("_parameters")
+        if isinstance(value, Parameter):
+            if params is None:
+                raise AttributeError("cannot assign parameters before Module.__init__() call")
+            self._remove_from(name, d.get("_buffers"), d.get("_modules"), d)
+            self.register_parameter(name, value)
+        elif params is not None and name in params:
+            if value is not None:
+                raise TypeError(f"cannot assign '{type(value).__name__}' as parameter '{name}' (kiln.nn.Parameter or None expected)")
+            self.register_parameter(name, value)
+        elif isinstance(value, Module):
+            modules = d.get("_modules")
+            if modules is None:
+                raise AttributeError("cannot assign module before Module.__init__() call")
+            self._remove_from(name, params, d.get("_buffers"), d)
+            modules[name] = value
+        elif d.get("_modules") is not None and name in d["_modules"]:
+            if value is not None:
+                raise TypeError(f"cannot assign '{type(value).__name__}' as child module '{name}' (kiln.nn.Module or None expected)")
+            d["_modules"][name] = value
+        elif isinstance(value, Buffer) or (d.get("_buffers") is not None and name in d["_buffers"]):
+            if value is not None and not isinstance(value, Tensor):
+                raise TypeError(f"cannot assign '{type(value).__name__}' as buffer '{name}' (kiln.Tensor or None expected)")
+            persistent = getattr(value, "persistent", name not in self._non_persistent_buffers_set)
+            self._remove_from(name, params, d.get("_modules"), d)
+            self.register_buffer(name, value, persistent)
+        else:
+            object.__setattr__(self, name, value)
+
+    @staticmethod
+    def _remove_from(name, *dicts):
+        for dd in dicts:
+            if dd is not None and name in dd:
+                del dd[name]
+
+    def __getattr__(self, name):
+        d = self.__dict__
+        for key in ("_parameters", "_buffers", "_modules"):
+            store = d.get(key)
+            if store is not None and name in store:
+                return store[name]
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
+    def __delattr__(self, name):
+        for key in ("_parameters", "_buffers", "_modules"):
+            store = self.__dict__.get(key)
+            if store is not None and name in store:
+                del store[name]
+                self._non_persistent_buffers_set.discard(name)
+                return
+        object.__delattr__(self, name)
+
+    def __dir__(self):
+        keys = list(super().__dir__()) + list(self._parameters) + list(self._buffers) + list(self._modules)
+        return sorted(k for k in set(keys) if not k[0].isdigit())
+
+    def __getstate__(self):
+        return self.__dict__.copy()
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+
+    # -- traversal ----------------------------------------------------------------------
+    def named_modules(self, memo=None, prefix="", remove_duplicate=True):
+        if memo is None:
+            memo = set()
+        if remove_duplicate:
+            if id(self) in memo:
+                return
+            memo.add(id(self))
+        yield prefix, self
+        for name, module in self._modules.items():
+            if module is None:
+                continue
+            yield from module.named_modules(memo, prefix + ("." if prefix else "") + name, remove_duplicate)
+
+    def modules(self):
+        for _, m in self.named_modules():
+            yield m
+
+    def named_children(self):
+        seen = set()
+        for name, module in self._modules.items():
+            if module is not None and id(module) not in seen:
+                seen.add(id(module))
+                yield name, module
+
+    def children(self):
+        for _, m in self.named_children():
+            yield m
+
+    def _named_members(self, get_members, prefix="", recurse=True, remove_duplicate=True):
+        seen = set()
+        modules = self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate) if recurse else [(prefix, self)]
+        for module_prefix, module in modules:
+            for name, value in get_members(module):
+                if value is None:
+                    continue
+                if remove_duplicate:
+                    if id(value) in seen:
+                        continue
+                    seen.add(id(value))
+                yield (module_prefix + ("." if module_prefix else "") + name), value
+
+    def named_parameters(self, prefix="", recurse=True, remove_duplicate=True):
+        yield from self._named_members(lambda m: m._parameters.items(), prefix, recurse, remove_duplicate)
+
+    def parameters(self, recurse=True):
+        for _, p in self.named_parameters(recurse=recurse):
+            yield p
+
+    def named_buffers(self, prefix="", recurse=True, remove_duplicate=True):
+        yield from self._named_members(lambda m: m._buffers.items(), prefix, recurse, remove_duplicate)
+
+    def buffers(self, recurse=True):
+        for _, b in self.named_buffers(recurse=recurse):
+            yield b
+
+    def get_submodule(self, target):
+        mod = self
+        if target == "":
+            return mod
+        for item in target.split("."):
+            if item not in mod._modules:
+                raise AttributeError(f"{type(mod).__name__} has no attribute `{item}`")
+            mod = mod._modules[item]
+        return mod
+
+    def get_parameter(self, target):
+        module_path, _, name = target.rpartition(".")
+        mod = self.get_submodule(module_path)
+        if name not in mod._parameters:
+            raise AttributeError(f"`{name}` is not an nn.Parameter")
+        return mod._parameters[name]
+
+    # -- state ----------------------------------------------------------------------------
+    def state_dict(self, destination=None, prefix="", keep_vars=False):
+        if destination is None:
+            destination = OrderedDict()
+        for name, p in self._parameters.items():
+            if p is not None:
+                destination[prefix + name] = p if keep_vars else p.detach()
+        for name, b in self._buffers.items():
+            if b is not None and name not in self._non_persistent_buffers_set:
+                destination[prefix + name] = b if keep_vars else b.detach()
+        for name, module in self._modules.items():
+            if module is not None:
+                module.state_dict(destination, prefix + name + ".", keep_vars)
+        return destination
+
+    def load_state_dict(self, state_dict, strict=True, assign=False):
+        from ...autograd.grad_mode import no_grad
+
+        missing, unexpected, errors = [], [], []
+        expected = self.state_dict(keep_vars=True)
+        for key in state_dict:
+            if key not in expected:
+                unexpected.append(key)
+        with no_grad():
+            for key, target in expected.items():
+                if key not in state_dict:
+                    missing.append(key)
+                    continue
+                value = state_dict[key]
+                if not isinstance(value, Tensor):
+                    errors.append(f'While copying the parameter named "{key}", expected kiln.Tensor, got {type(value).__name__}.')
+                    continue
+                if tuple(value.shape) != tuple(target.shape):
+                    errors.append(
+                        f"size mismatch for {key}: copying a param with shape {value.shape} from checkpoint, "
+                        f"the shape in current model is {target.shape}.")
+                    continue
+                if assign:
+                    module_path, _, name = key.rpartition(".")
+                    owner = self.get_submodule(module_path)
+                    if name in owner._parameters:
+                        owner._parameters[name] = Parameter(value, requires_grad=target.requires_grad)
+                    else:
+                        owner._buffers[name] = value
+                else:
+                    target.copy_(value)
+        if strict:
+            if unexpected:
+                errors.insert(0, "Unexpected key(s) in state_dict: " + ", ".join(f'"{k}"' for k in unexpected) + ". ")
+            if missing:
+                errors.insert(0, "Missing key(s) in state_dict: " + ", ".join(f'"{k}"' for k in missing) + ". ")
+        if errors:
+            raise RuntimeError(f"Error(s) in loading state_dict for {type(self).__name__}:\n\t" + "\n\t".join(errors))
+        return _IncompatibleKeys(missing, unexpected)
+
+    # -- modes and conversion -------------------------------------------------------------
+    def train(self, mode=True):
+        if not isinstance(mode, bool):
+            raise ValueError("training mode is expected to be boolean")
+        self.training = mode
+        for module in self.children():
+            module.train(mode)
+        return self
+
+    def eval(self):
+        return self.train(False)
+
+    def requires_grad_(self, requires_grad=True):
+        for p in self.parameters():
+            p.requires_grad_(requires_grad)
+        return self
+
+    def zero_grad(self, set_to_none=True):
+        for p in self.parameters():
+            if getattr(p, "grad", None) is not None:
+                if set_to_none:
+                    p.grad = None
+                else:
+                    p.grad.zero_()
+
+    def apply(self, fn):
+        for module in self.children():
+            module.apply(fn)
+        fn(self)
+        return self
+
+    def _apply(self, fn):
+        """Replaces every parameter's and buffer's data by fn(tensor) (to, float, double...)."""
+        for module in self.children():
+            module._apply(fn)
+        for name, p in self._parameters.items():
+            if p is not None:
+                self._parameters[name] = Parameter(fn(p.detach()), requires_grad=p.requires_grad)
+        for name, b in self._buffers.items():
+            if b is not None:
+                self._buffers[name] = fn(b)
+        return self
+
+    def to(self, *args, **kwargs):
+        return self._apply(lambda t: t.to(*args, **kwargs) if t.is_floating_point() or not _has_dtype(args, kwargs) else t)
+
+    def float(self):
+        return self._apply(lambda t: t.float() if t.is_floating_point() else t)
+
+    def double(self):
+        return self._apply(lambda t: t.double() if t.is_floating_point() else t)
+
+    def half(self):
+        return self._apply(lambda t: t.half() if t.is_floating_point() else t)
+
+    def bfloat16(self):
+        return self._apply(lambda t: t.bfloat16() if t.is_floating_point() else t)
+
+    def cpu(self):
+        return self
+
+    def type(self, dst_type):
+        return self._apply(lambda t: t.type(dst_type))
+
+    # -- printing -------------------------------------------------------------------------
+    def extra_repr(self):
+        return ""
+
+    def _get_name(self):
+        return type(self).__name__
+
+    def __repr__(self):
+        lines = []
+        extra = self.extra_repr()
+        if extra:
+            lines = extra.split("\n")
+        child_lines = []
+        for key, module in self._modules.items():
+            mod_str = _add_indent(repr(module), 2)
+            child_lines.append("(" + key + "): " + mod_str)
+        main = self._get_name() + "("
+        if lines and len(lines) == 1 and not child_lines:
+            main += lines[0]
+        elif lines or child_lines:
+            main += "\n  " + "\n  ".join(lines + child_lines) + "\n"
+        return main + ")"
+
+
+def _has_dtype(args, kwargs):
+    from ... import _C
+
+    return "dtype" in kwargs or any(isinstance(a, _C.dtype) for a in args)
+
+
+def _add_indent(text, spaces):
+    lines = text.split("\n")
+    if len(lines) == 1:
+        return text
+    return lines[0] + "\n" + "\n".join(" " * spaces + line for line in lines[1:])

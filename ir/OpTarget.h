@@ -1,0 +1,22 @@
+// call_function targets that name an op of the table: "aten.<name>.<overload>" <-> OpId.
+#pragma once
+#include <string>
+#include <string_view>
+
+#include "generated/OpId.h"
+#include "runtime/OpSchema.h"
+
+namespace kiln {
+
+// True for "aten.*" targets (which must name an op of the table).
+bool isOpTarget(std::string_view target);
+// "aten.add.Tensor" -> OpId::add_Tensor; "aten.clone" and "aten.clone.default" -> OpId::clone;
+// OpId::NumOps when the table has no such op.
+OpId resolveOpTarget(std::string_view target);
+// The canonical target text of an op: "aten.add.Tensor", "aten.clone".
+std::string opTarget(OpId op);
+const OpSchema& opSchema(OpId op);
+// "unknown op 'aten.add'; overloads of add: aten.add.Tensor" (or just "unknown op '...'").
+std::string unknownOpMessage(std::string_view target);
+
+} // namespace kiln

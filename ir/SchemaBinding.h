@@ -1,0 +1,40 @@
+// Matching a node's args and kwargs against an op schema, by Python's calling rules: which
+// parameter each argument binds to, whether its kind fits the parameter's type, and which
+// overload a torch-level call (call_method "add", call_function "kiln.add") resolves to.
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ir/Node.h"
+#include "runtime/OpSchema.h"
+
+namespace kiln {
+
+// One entry per schema argument: the Argument given for it, or null (the default applies).
+using BoundArguments = std::vector<const Argument*>;
+
+// Binds args/kwargs to the schema's parameters. On failure returns nullopt and, when `error`
+// is given, an actionable message ("expects at most 2 positional arguments (self, other), got 3",
+// "has no argument named 'beta'", "missing required argument 'other'").
+std::optional<BoundArguments> bindArguments(const OpSchema& schema,
+                                            const std::vector<Argument>& args, const Kwargs& kwargs,
+                                            std::string* error = nullptr);
+
+// Whether `a` can be passed for parameter `spec` (index `argIndex` in the schema): constants of
+// the right kind, node references whose type (when known) fits. Empty when it fits, else a
+// message such as "argument 'alpha' expects Scalar, got string \"x\"".
+std::string checkArgumentType(const ArgSpec& spec, size_t argIndex, const Argument& a);
+
+// Binding and every argument type check together; empty on success.
+std::string checkCall(const OpSchema& schema, const std::vector<Argument>& args,
+                      const Kwargs& kwargs);
+
+// The op a node calls: its aten op, or for call_method "X" / call_function "kiln.X" or
+// "torch.X" the first overload of X (method or function variant) whose schema accepts the
+// node's arguments. OpId::NumOps when there is none.
+OpId resolveCall(const Node& n);
+// "X" for call_function targets "kiln.X" / "torch.X", empty otherwise.
+std::string torchFunctionName(const std::string& target);
+
+} // namespace kiln

@@ -1,0 +1,290 @@
+// Shape propagation: an abstract interpretation of the graph on meta tensors.
+#include "passes/ShapePropagation.h"
+
+#include <unordered_map>
+
+#include "ir/OpTarget.h"
+#include "ir/SchemaBinding.h"
+#include "runtime/Dispatcher.h"
+
+namespace kiln {
+
+namespace {
+
+// What a node evaluates to: a meta tensor (with the device the program would use), a number,
+// a tuple of those, or a value only its type is known of (an int parameter).
+struct Abstract {
+  Value value;
+  Device device;
+  std::vector<Abstract> elements;
+  bool isTuple = false;
+  bool known = true;
+  Type::Kind numberKind = Type::Kind::Int; // the type of an unknown number
+};
+
+class ShapePropagation {
+public:
+  explicit ShapePropagation(Graph& g) : g_(g) {}
+
+  void run() {
+    for (Node* n : g_.nodes()) {
+      if (n->opcode() == Opcode::Output) continue;
+      Abstract result = evaluate(*n);
+      n->meta.type = typeOf(*n, result);
+      env_[n] = std::move(result);
+    }
+  }
+
+private:
+  [[noreturn]] void fail(const Node& n, const std::string& msg) const {
+    throw IRError(n.parsedAt, "%" + n.name() + ": " + msg);
+  }
+
+  Abstract evaluate(const Node& n) {
+    if (n.opcode() == Opcode::Placeholder || n.opcode() == Opcode::GetAttr) {
+      if (!n.meta.type)
+        fail(n, std::string(opcodeName(n.opcode())) + " has no type annotation; shape-prop needs "
+                                                      "the type of every input and attribute");
+      return fromType(n, *n.meta.type);
+    }
+    OpId op = resolveCall(n);
+    if (op != OpId::NumOps) return runOp(n, op);
+    if (n.target() == "operator.getitem" && n.args().size() == 2 && n.args()[0].isNode() &&
+        n.args()[1].kind() == Argument::Kind::Int) {
+      const Abstract& seq = computed(n, n.args()[0].toNode());
+      int64_t i = n.args()[1].toInt(), size = int64_t(seq.elements.size());
+      if (seq.isTuple && i >= -size && i < size) return seq.elements[size_t(i < 0 ? i + size : i)];
+    }
+    if (n.meta.type) return fromType(n, *n.meta.type);
+    fail(n, std::string("cannot compute the type of ") + opcodeName(n.opcode()) + " " + n.target() +
+                " (not an op of the table); annotate its type");
+  }
+
+  Abstract fromType(const Node& n, const Type& t) {
+    Abstract a;
+    if (t.isTuple()) {
+      a.isTuple = true;
+      for (const Type& e : t.elements())
+        a.elements.push_back(fromType(n, e));
+      return a;
+    }
+    if (!t.isTensor()) {
+      a.known = false;
+      a.numberKind = t.kind();
+      return a;
+    }
+    const TensorType& tt = t.tensor();
+    if (!tt.isStatic())
+      fail(n, "type " + tt.str() + " has symbolic sizes; shape-prop handles static sizes only");
+    std::vector<int64_t> sizes, strides;
+    int64_t numel = 1;
+    for (const SymInt& s : tt.sizes) {
+      sizes.push_back(*s.constant());
+      if (__builtin_mul_overflow(numel, sizes.back(), &numel))
+        fail(n, "type " + tt.str() + " has more elements than int64 can count");
+    }
+    Device meta(DeviceType::Meta);
+    if (tt.strides) {
+      for (const SymInt& s : *tt.strides)
+        strides.push_back(*s.constant());
+      a.value = Tensor::emptyStrided(sizes, strides, tt.dtype, meta);
+    } else {
+      a.value = Tensor::empty(sizes, tt.dtype, meta);
+    }
+    a.device = tt.device;
+    return a;
+  }
+
+  Type typeOf(const Node& n, const Abstract& a) const {
+    if (a.isTuple) {
+      std::vector<Type> elems;
+      for (const Abstract& e : a.elements)
+        elems.push_back(typeOf(n, e));
+      return Type::tuple(std::move(elems));
+    }
+    if (!a.known) return Type::number(a.numberKind);
+    const Value& v = a.value;
+    if (v.isTensor()) {
+      const Tensor& t = v.toTensor();
+      TensorType tt;
+      tt.dtype = t.dtype();
+      for (int64_t s : t.sizes())
+        tt.sizes.emplace_back(s);
+      if (!t.isContiguous()) {
+        tt.strides.emplace();
+        for (int64_t s : t.strides())
+          tt.strides->emplace_back(s);
+      }
+      tt.device = a.device;
+      return Type(std::move(tt));
+    }
+    if (v.isBool()) return Type::number(Type::Kind::Bool);
+    if (v.isInt()) return Type::number(Type::Kind::Int);
+    if (v.isDouble()) return Type::number(Type::Kind::Float);
+    if (v.isScalar())
+      return Type::number(v.toScalar().isBool()       ? Type::Kind::Bool
+                          : v.toScalar().isIntegral() ? Type::Kind::Int
+                                                      : Type::Kind::Float);
+    fail(n, "the op returned a value shape-prop cannot describe: " + v.repr());
+  }
+
+  const Abstract& computed(const Node& n, const Node* in) const {
+    auto it = env_.find(in);
+    if (it == env_.end()) fail(n, "uses %" + in->name() + ", which has no value before this node");
+    return it->second;
+  }
+
+  const Abstract& input(const Node& n, const Argument& a) const {
+    const Abstract& in = computed(n, a.toNode());
+    if (!in.known)
+      fail(n, "needs the value of %" + a.toNode()->name() + ", which is not known before running");
+    return in;
+  }
+
+  Tensor tensorArg(const Node& n, const Argument& a) const {
+    if (a.isNumber()) return Tensor::wrapScalar(scalarOf(a));
+    if (!a.isNode())
+      fail(n, "expected a tensor argument, got " + std::string(a.isNone() ? "None" : "a constant"));
+    const Abstract& in = input(n, a);
+    if (in.isTuple || !in.value.isTensor()) fail(n, "%" + a.toNode()->name() + " is not a tensor");
+    return in.value.toTensor();
+  }
+
+  static Scalar scalarOf(const Argument& a) {
+    if (a.kind() == Argument::Kind::Bool) return Scalar(a.toBool());
+    if (a.kind() == Argument::Kind::Int) return Scalar(a.toInt());
+    return Scalar(a.toFloat());
+  }
+
+  Value numberArg(const Node& n, const Argument& a) const {
+    if (!a.isNode())
+      return a.kind() == Argument::Kind::Float  ? Value(a.toFloat())
+             : a.kind() == Argument::Kind::Bool ? Value(a.toBool())
+                                                : Value(a.toInt());
+    const Abstract& in = input(n, a);
+    if (in.isTuple || in.value.isTensor()) fail(n, "%" + a.toNode()->name() + " is not a number");
+    return in.value;
+  }
+
+  // The stack value for parameter `spec` from argument `a` (already checked by the verifier).
+  Value toValue(const Node& n, const ArgSpec& spec, const Argument& a) const {
+    if (a.isNone()) return Value();
+    switch (spec.type) {
+    case ArgType::Tensor:
+      return tensorArg(n, a);
+    case ArgType::TensorList:
+    case ArgType::OptionalTensorList: {
+      std::vector<std::optional<Tensor>> list;
+      if (a.isNode()) { // a tuple-valued node, such as the result of a multi-output op
+        const Abstract& in = input(n, a);
+        if (!in.isTuple) fail(n, "%" + a.toNode()->name() + " is not a tuple of tensors");
+        for (const Abstract& e : in.elements) {
+          if (e.isTuple || !e.value.isTensor())
+            fail(n, "%" + a.toNode()->name() + " is not a tuple of tensors");
+          list.push_back(e.value.toTensor());
+        }
+      } else {
+        for (const Argument& item : a.items())
+          list.push_back(item.isNone() ? std::nullopt : std::optional<Tensor>(tensorArg(n, item)));
+      }
+      if (spec.type == ArgType::OptionalTensorList) return list;
+      std::vector<Tensor> tensors;
+      for (auto& t : list) {
+        if (!t) fail(n, "argument '" + spec.name + "' does not accept None elements");
+        tensors.push_back(std::move(*t));
+      }
+      return tensors;
+    }
+    case ArgType::Int:
+      return Value(numberArg(n, a).toInt());
+    case ArgType::IntList: {
+      if (!a.isSequence())
+        return std::vector<int64_t>(size_t(std::max(spec.fixedLength, 1)), numberArg(n, a).toInt());
+      std::vector<int64_t> list;
+      for (const Argument& item : a.items())
+        list.push_back(numberArg(n, item).toInt());
+      return list;
+    }
+    case ArgType::Float:
+      return Value(numberArg(n, a).toDouble());
+    case ArgType::FloatList: {
+      std::vector<double> list;
+      for (const Argument& item : a.items())
+        list.push_back(numberArg(n, item).toDouble());
+      return list;
+    }
+    case ArgType::Bool:
+      return Value(numberArg(n, a).toBool());
+    case ArgType::Scalar:
+      return a.isNode() ? Value(numberArg(n, a).toScalar()) : Value(scalarOf(a));
+    case ArgType::ScalarType:
+      return Value(a.toDtype());
+    case ArgType::Device:
+      return Value(a.toDevice());
+    case ArgType::String:
+      return Value(a.toString());
+    default:
+      return Value();
+    }
+  }
+
+  Abstract runOp(const Node& n, OpId op) {
+    const OpSchema& s = opSchema(op);
+    Dispatcher& d = Dispatcher::instance();
+    if (!d.hasKernel(op, DispatchKey::Meta) && !d.hasKernel(op, DispatchKey::CompositeImplicit))
+      fail(n, opTarget(op) + " has no meta kernel, so shape-prop cannot run it");
+    std::string error;
+    auto bound = bindArguments(s, n.args(), n.kwargs(), &error);
+    if (!bound) fail(n, opTarget(op) + " " + error);
+    Stack stack;
+    std::optional<Device> resultDevice;
+    for (size_t i = 0; i < s.args.size(); ++i) {
+      const ArgSpec& spec = s.args[i];
+      const Argument* a = (*bound)[i];
+      Value v = a ? toValue(n, spec, *a) : spec.hasDefault ? spec.defaultValue : Value();
+      if (spec.type == ArgType::Device) {
+        // Compute on meta whatever device the program names; the type records the real one.
+        if (!v.isNone()) resultDevice = v.toDevice();
+        v = Value(Device(DeviceType::Meta));
+      }
+      if (!resultDevice && a && a->isNode() && spec.type == ArgType::Tensor)
+        resultDevice = computed(n, a->toNode()).device;
+      stack.push_back(std::move(v));
+    }
+    try {
+      d.call(op, stack);
+    } catch (const std::exception& e) {
+      // Kernel messages usually start with the op's name already ("add: The size of ...").
+      std::string what = e.what();
+      fail(n, what.starts_with(s.name + ":") ? "aten." + what : opTarget(op) + ": " + what);
+    }
+    Device device = resultDevice.value_or(Device());
+    auto single = [&](Value v) {
+      Abstract r;
+      if (v.isTensorList()) {
+        r.isTuple = true;
+        for (const Tensor& t : v.toTensorList())
+          r.elements.push_back(Abstract{t, device, {}, false, true});
+        return r;
+      }
+      r.value = std::move(v);
+      r.device = device;
+      return r;
+    };
+    if (s.returns.size() == 1 && !stack.empty()) return single(std::move(stack[0]));
+    Abstract tuple;
+    tuple.isTuple = true;
+    for (Value& v : stack)
+      tuple.elements.push_back(single(std::move(v)));
+    return tuple;
+  }
+
+  Graph& g_;
+  std::unordered_map<const Node*, Abstract> env_;
+};
+
+} // namespace
+
+void propagateShapes(Graph& g) { ShapePropagation(g).run(); }
+
+} // namespace kiln
