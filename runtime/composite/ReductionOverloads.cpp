@@ -1,5 +1,6 @@
-// Reduction overloads written in terms of the general ones: var/std with `unbiased` (a
-// correction of 1 or 0), and norm (torch.norm's p='fro' or a number) via linalg_vector_norm.
+// Reduction overloads written in terms of other ops: var/std with `unbiased` (a correction of
+// 1 or 0), norm (torch.norm's p='fro' or a number) via linalg_vector_norm, and the binary
+// max/min (maximum/minimum).
 #include <string>
 
 #include "generated/KernelDecls.h"
@@ -46,6 +47,10 @@ std::tuple<Tensor, Tensor> stdMeanDim(const Tensor& self, std::optional<IntArray
                                       bool unbiased, bool keepdim) {
   return ops::stdMeanCorrection(self, dim, correctionOf(unbiased), keepdim);
 }
+
+Tensor maxOther(const Tensor& self, const Tensor& other) { return ops::maximum(self, other); }
+
+Tensor minOther(const Tensor& self, const Tensor& other) { return ops::minimum(self, other); }
 
 Tensor norm(const Tensor& self, const std::optional<Scalar>& p, std::optional<IntArrayRef> dim,
             bool keepdim, std::optional<ScalarType> dtype) {

@@ -258,6 +258,17 @@ def test_max_min_with_indices(dtype):
     check(lambda T, a: a.min(), x)
 
 
+def test_binary_max_min_overloads():
+    x = both(np.array([[1.0, np.nan, -2.0], [4.0, 0.5, 3.0]], dtype=np.float32))
+    y = both(np.array([2.0, 2.0, np.nan], dtype=np.float32))
+    i = make((2, 3), "int32", seed=3)
+    for op in ("max", "min"):
+        check(lambda T, a, b: getattr(T, op)(a, b), x, y)  # broadcasting, NaN propagates
+        check(lambda T, a, b: getattr(a, op)(other=b), x, i)  # promotion to float
+        check(lambda T, a: getattr(T, op)(a, 1), x)  # a number names a dim
+        check(lambda T, a: getattr(a, op)(-1, True), i)
+
+
 @pytest.mark.parametrize("n", [7, 100, 70000])
 def test_nan_and_ties(n):
     a = np.zeros(n, dtype=np.float32)
@@ -538,6 +549,20 @@ def test_large_non_contiguous():
         check(lambda T, a: T.argmax(a, 0), x)
         check(lambda T, a: T.softmax(a, 0), x)
         check(lambda T, a: T.cumsum(a, 1), x, rtol=1e-4, atol=1e-3)
+
+
+def test_expanded_and_view_inputs():
+    # Zero strides (expand) and views made by kiln itself rather than numpy.
+    x = make((4, 1), "float32")
+    for fn in (lambda T, a: a.expand(4, 50000).sum(1), lambda T, a: a.expand(4, 3000).sum(),
+               lambda T, a: a.expand(4, 3000).argmax(), lambda T, a: T.max(a.expand(4, 9), 1),
+               lambda T, a: a.expand(4, 9).t().softmax(0), lambda T, a: a.expand(4, 9).var(0)):
+        check(fn, x)
+    y = make((6, 8, 5), "float32", seed=2)
+    for fn in (lambda T, a: a.transpose(0, 2)[1:, ::2].sum((0, 2)),
+               lambda T, a: a[::2, 1].amax(-1, True), lambda T, a: a.reshape(48, 5).t().logsumexp(1),
+               lambda T, a: T.layer_norm(a.transpose(1, 2), [8]), lambda T, a: a[:, ::3].cumsum(1)):
+        check(fn, y)
 
 
 def test_sum_dim_keyword_forms():
