@@ -5,6 +5,7 @@
 
 #include <map>
 
+#include "frontend/binding/FxBinding.h"
 #include "frontend/binding/GeneratorBinding.h"
 #include "frontend/binding/Interop.h"
 #include "frontend/binding/OpFunction.h"
@@ -61,6 +62,7 @@ NB_MODULE(_C, m) {
   registerInterop(m, tensorClass);
   registerTensorData(m, tensorClass);
   registerGenerator(m);
+  registerFx(m);
 
   m.def("memory_stats", [] {
     MemoryStats s = CpuAllocator::instance().stats();
