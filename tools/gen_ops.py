@@ -99,9 +99,16 @@ class Arg:
             return f"Value({self.name} ? Value(std::vector<int64_t>({self.name}->begin(), {self.name}->end())) : Value())"
         return f"Value({self.name})"
 
+    def cpp_string_default(self):
+        """The default with a single-quoted string ('none', as PyTorch writes it) double-quoted for C++."""
+        d = self.default
+        if d is not None and len(d) >= 2 and d[0] == d[-1] == "'":
+            return '"' + d[1:-1] + '"'
+        return d
+
     def default_value(self):
         """The default as a C++ Value expression."""
-        d = self.default
+        d = self.cpp_string_default()
         if d is None:
             return "Value()"
         if d == "None":
@@ -133,7 +140,7 @@ class Arg:
 
     def cpp_default(self):
         """The default as a C++ default-argument expression, or None when not expressible."""
-        d = self.default
+        d = self.cpp_string_default()
         if d is None:
             return None
         if d == "None":

@@ -7,6 +7,7 @@
 
 #include "frontend/binding/FxBinding.h"
 #include "frontend/binding/GeneratorBinding.h"
+#include "frontend/binding/Indexing.h"
 #include "frontend/binding/Interop.h"
 #include "frontend/binding/OpFunction.h"
 #include "frontend/binding/PythonConvert.h"
@@ -62,6 +63,7 @@ NB_MODULE(_C, m) {
   registerInterop(m, tensorClass);
   registerTensorData(m, tensorClass);
   registerGenerator(m);
+  registerIndexing(tensorClass);
   registerFx(m);
 
   m.def("memory_stats", [] {

@@ -258,9 +258,10 @@ bool OverloadGroup::tryParse(OpId op, PyObject* self, PyObject* const* args, Py_
   for (size_t i = start; i < n; ++i)
     if (!s.args[i].kwargOnly) positional[numPositional++] = i;
 
-  // x.view(2, 3) / kiln.zeros(2, 3): a leading int list takes all positional ints.
+  // x.view(2, 3) / kiln.zeros(2, 3): an int list that is the only positional parameter takes
+  // all positional ints (as in PyTorch: x.roll(1, 0) is shifts=1, dims=0, not shifts=[1, 0]).
   bool varargs = false;
-  if (nargs >= 1 && numPositional > 0 && s.args[positional[0]].type == ArgType::IntList) {
+  if (nargs >= 1 && numPositional == 1 && s.args[positional[0]].type == ArgType::IntList) {
     int64_t tmp;
     bool allInts = true;
     for (Py_ssize_t k = 0; k < nargs && allInts; ++k) allInts = asInt(args[k], tmp);
