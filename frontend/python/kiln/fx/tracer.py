@@ -6,9 +6,9 @@ Tracer temporarily replaces them by proxy-aware wrappers (torch.fx gets the same
 
 - the attributes `kiln.<name>` (op functions and kiln's Python functions) and
   `kiln.nn.functional.<name>`;
-- in the globals of the traced function and of every forward it traces into, names bound to
-  those functions (`from kiln import add`), to functions of `autowrap_modules` (default: math)
-  and to `autowrap_functions`;
+- in the globals and closure variables of the traced function and of every forward it traces
+  into, names bound to those functions (`from kiln import add`), to functions of
+  `autowrap_modules` (default: math) and to `autowrap_functions`;
 - `Module.__call__` (leaf modules become call_module nodes, others are traced into) and
   `Module.__getattr__` (parameters and buffers of the root become get_attr nodes);
 - kiln.Tensor's binary operators, which give way to the Proxy's reflected operator when the
@@ -56,7 +56,7 @@ class _Patcher:
             return
         self._patched.add(key)
         own = obj.__dict__.get(name, _MISSING) if isinstance(obj, type) else getattr(obj, name, _MISSING)
-        self._undo.append((obj, name, own, False))
+        self._undo.append((obj, name, own, "attr"))
         setattr(obj, name, value)
 
     def set_item(self, d, name, value):
@@ -64,17 +64,27 @@ class _Patcher:
         if key in self._patched:
             return
         self._patched.add(key)
-        self._undo.append((d, name, d[name], True))
+        self._undo.append((d, name, d[name], "item"))
         d[name] = value
+
+    def set_cell(self, cell, value):
+        key = (id(cell), None)
+        if key in self._patched:
+            return
+        self._patched.add(key)
+        self._undo.append((cell, None, cell.cell_contents, "cell"))
+        cell.cell_contents = value
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc):
         while self._undo:
-            obj, name, original, is_item = self._undo.pop()
-            if is_item:
+            obj, name, original, kind = self._undo.pop()
+            if kind == "item":
                 obj[name] = original
+            elif kind == "cell":
+                obj.cell_contents = original
             elif original is _MISSING:
                 delattr(obj, name)
             else:
@@ -193,7 +203,7 @@ class Tracer:
             if path is None and self.is_leaf_module(m, ""):
                 raise TraceError(f"{type(m).__name__} is called in the traced code but is not a submodule of "
                                  "the traced root; register it on the module so the graph can refer to it")
-            self._autowrap_globals(getattr(type(m).forward, "__globals__", {}))
+            self._autowrap(type(m).forward)
             return original_call(m, *args, **kwargs)
         return self.create_proxy("call_module", path, args, kwargs)
 
@@ -204,13 +214,23 @@ class Tracer:
                 return self._get_attr_proxy(path)
         return value
 
-    def _autowrap_globals(self, fn_globals):
+    def _autowrap(self, fn):
+        """Points fn's globals and closure variables bound to wrapped functions at the wrappers."""
+        fn_globals = getattr(fn, "__globals__", {})
         for name, value in list(fn_globals.items()):
             wrapper = self._wrappers.get(id(value))
             if wrapper is not None and wrapper.__wrapped__ is value:
                 self._patcher.set_item(fn_globals, name, wrapper)
+        for cell in getattr(fn, "__closure__", None) or ():
+            try:
+                value = cell.cell_contents
+            except ValueError:  # an empty cell
+                continue
+            wrapper = self._wrappers.get(id(value))
+            if wrapper is not None and wrapper.__wrapped__ is value:
+                self._patcher.set_cell(cell, wrapper)
 
-    def _install_patches(self, fn_globals):
+    def _install_patches(self, fn):
         import kiln
         import kiln.nn.functional as F
 
@@ -260,7 +280,7 @@ class Tracer:
                 patcher.set_attr(Tensor, name, _tensor_operator(original))
         if hasattr(Tensor, "__getitem__"):
             patcher.set_attr(Tensor, "__getitem__", _tensor_getitem(Tensor.__getitem__))
-        self._autowrap_globals(fn_globals)
+        self._autowrap(fn)
 
     # -- the trace ---------------------------------------------------------------------------
     def trace(self, root, concrete_args=None):
@@ -294,7 +314,7 @@ class Tracer:
             raise TraceError(f"concrete_args names {sorted(unknown)}, which {name} does not take")
         with _trace_lock, _Patcher() as patcher:
             self._patcher = patcher
-            self._install_patches(getattr(fn, "__globals__", {}))
+            self._install_patches(fn)
             args, kwargs = [], {}
             for p in params:
                 if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
