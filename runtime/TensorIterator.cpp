@@ -169,22 +169,39 @@ void TensorIterator::computeShape() {
 
 void TensorIterator::allocateOutputs(const TensorIteratorConfig& c) {
   size_t ndim = shape_.size();
-  // Follow the layout of the first full-size input that is not contiguous (PyTorch keeps
-  // e.g. a transposed input's layout); otherwise allocate contiguous.
-  std::vector<int64_t> perm(ndim);
-  std::iota(perm.begin(), perm.end(), 0);
+  // Output layout as PyTorch picks it: for two dims, the first input whose strides differ on
+  // them (ignoring broadcast and size-1 dims) decides which is outer; ties keep the order.
+  auto strideOf = [&](const Tensor& t, size_t d) -> int64_t {
+    size_t offset = ndim - size_t(t.dim());
+    if (d < offset || t.sizes()[d - offset] == 1) return 0;
+    return t.strides()[d - offset];
+  };
+  auto outer = [&](size_t a, size_t b) { // should dim a be outside dim b?
+    for (int k = noutputs_; k < ntensors(); ++k) {
+      const Tensor& t = operands_[size_t(k)];
+      int64_t sa = strideOf(t, a), sb = strideOf(t, b);
+      if (sa == 0 || sb == 0 || sa == sb) continue;
+      return sa > sb;
+    }
+    return a < b;
+  };
+  bool allContiguous = true;
+  for (int k = noutputs_; k < ntensors(); ++k) allContiguous = allContiguous && operands_[size_t(k)].isContiguous();
+  DimVector perm(ndim); // outermost first
+  for (size_t d = 0; d < ndim; ++d) perm[d] = int64_t(d);
+  if (!allContiguous) {
+    for (size_t i = 1; i < ndim; ++i) // insertion sort: safe with a comparator that is not a strict order
+      for (size_t j = i; j > 0 && outer(size_t(perm[j]), size_t(perm[j - 1])); --j) std::swap(perm[j], perm[j - 1]);
+  }
+  // The device of the first input that is not a CPU scalar (CPU scalars mix with any device).
+  Device device = noutputs_ < ntensors() ? operands_[size_t(noutputs_)].device() : Device();
   for (int k = noutputs_; k < ntensors(); ++k) {
     const Tensor& t = operands_[size_t(k)];
-    if (size_t(t.dim()) != ndim || DimVector(t.sizes()) != shape_ || t.isContiguous()) continue;
-    IntArrayRef st = t.strides();
-    std::stable_sort(perm.begin(), perm.end(), [&](int64_t a, int64_t b) {
-      return st[size_t(a)] > st[size_t(b)];
-    });
-    break;
+    if (!(t.dim() == 0 && t.device().isCpu())) {
+      device = t.device();
+      break;
+    }
   }
-  Device device;
-  for (int k = noutputs_; k < ntensors(); ++k)
-    if (!operands_[size_t(k)].isWrappedNumber()) device = operands_[size_t(k)].device();
   for (int i = 0; i < noutputs_; ++i) {
     if (operands_[size_t(i)].defined()) continue;
     DimVector strides(ndim);

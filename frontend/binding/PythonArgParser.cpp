@@ -71,7 +71,10 @@ bool asTensor(PyObject* o, bool allowNumber, Value& out) {
   return false;
 }
 
-bool convert(PyObject* o, const ArgSpec& spec, bool firstArg, bool allowSingleInt, Value& out) {
+// tensorAsScalar: may a 0-d tensor bind to a Scalar parameter? Resolution tries without it
+// first, so an overload taking the tensor as a Tensor wins (as PyTorch orders overloads).
+bool convert(PyObject* o, const ArgSpec& spec, bool firstArg, bool allowSingleInt, bool tensorAsScalar,
+             Value& out) {
   if (o == Py_None && (spec.optional || spec.type == ArgType::Generator)) {
     out = Value();
     return true;
@@ -152,7 +155,7 @@ bool convert(PyObject* o, const ArgSpec& spec, bool firstArg, bool allowSingleIn
       out = Value(toScalarFromNumber(o));
       return true;
     }
-    if (isTensor(o) && unwrapTensor(o).dim() == 0 && !unwrapTensor(o).isMeta()) {
+    if (tensorAsScalar && isTensor(o) && unwrapTensor(o).dim() == 0 && !unwrapTensor(o).isMeta()) {
       out = Value(unwrapTensor(o).item());
       return true;
     }
@@ -236,7 +239,8 @@ std::string OverloadGroup::signatures() const {
 }
 
 bool OverloadGroup::tryParse(OpId op, PyObject* self, PyObject* const* args, Py_ssize_t nargs,
-                             PyObject* kwnames, ParsedCall& out, std::string* why) const {
+                             PyObject* kwnames, bool tensorAsScalar, ParsedCall& out,
+                             std::string* why) const {
   const OpSchema& s = Dispatcher::instance().schema(op);
   size_t n = s.args.size();
   if (n > kMaxOpArgs) return false;
@@ -281,7 +285,7 @@ bool OverloadGroup::tryParse(OpId op, PyObject* self, PyObject* const* args, Py_
     }
     for (Py_ssize_t k = 0; k < nargs; ++k) {
       size_t p = positional[size_t(k)];
-      if (!convert(args[k], s.args[p], !self && p == 0, k == 0, out.stack[p])) {
+      if (!convert(args[k], s.args[p], !self && p == 0, k == 0, tensorAsScalar, out.stack[p])) {
         if (why)
           *why = concat("argument '", p == 0 && !self ? "input" : s.args[p].name, "' (position ", k + 1,
                         ") must be ", typeText(s.args[p]), ", not ", pyTypeName(args[k]));
@@ -312,7 +316,7 @@ bool OverloadGroup::tryParse(OpId op, PyObject* self, PyObject* const* args, Py_
       if (why) *why = concat("got multiple values for argument '", key, "'");
       return false;
     }
-    if (!convert(val, s.args[p], false, false, out.stack[p])) {
+    if (!convert(val, s.args[p], false, false, tensorAsScalar, out.stack[p])) {
       if (why)
         *why = concat("argument '", key, "' must be ", typeText(s.args[p]), ", not ", pyTypeName(val));
       return false;
@@ -334,8 +338,9 @@ bool OverloadGroup::tryParse(OpId op, PyObject* self, PyObject* const* args, Py_
 ParsedCall OverloadGroup::parse(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
                                 PyObject* kwnames) const {
   ParsedCall call;
-  for (OpId op : ops_)
-    if (tryParse(op, self, args, nargs, kwnames, call, nullptr)) return call;
+  for (bool tensorAsScalar : {false, true})
+    for (OpId op : ops_)
+      if (tryParse(op, self, args, nargs, kwnames, tensorAsScalar, call, nullptr)) return call;
   // No overload matched: explain, the way PyTorch does.
   std::string got;
   for (Py_ssize_t k = 0; k < nargs; ++k) got += std::string(k ? ", " : "") + pyTypeName(args[k]);
@@ -345,7 +350,7 @@ ParsedCall OverloadGroup::parse(PyObject* self, PyObject* const* args, Py_ssize_
            "=" + pyTypeName(args[nargs + k]);
   if (ops_.size() == 1) {
     std::string why;
-    tryParse(ops_[0], self, args, nargs, kwnames, call, &why);
+    tryParse(ops_[0], self, args, nargs, kwnames, true, call, &why);
     throw TypeError(concat(name_, "(): ", why, "\nexpected: ", signatures()));
   }
   throw TypeError(concat(name_, "() received an invalid combination of arguments - got (", got,

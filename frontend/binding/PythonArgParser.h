@@ -34,7 +34,7 @@ public:
 
 private:
   bool tryParse(OpId op, PyObject* self, PyObject* const* args, Py_ssize_t nargs,
-                PyObject* kwnames, ParsedCall& out, std::string* why) const;
+                PyObject* kwnames, bool tensorAsScalar, ParsedCall& out, std::string* why) const;
 
   std::string name_;
   std::vector<OpId> ops_;

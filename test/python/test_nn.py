@@ -144,6 +144,6 @@ def test_dropout_training_scales_kept_values():
 def test_linear_init_bounds():
     kiln.manual_seed(0)
     m = nn.Linear(100, 50)
-    w = m.weight.numpy()
+    w = m.weight.detach().numpy()
     assert w.shape == (50, 100) and np.abs(w).max() <= 1 / np.sqrt(100) + 1e-6
     assert w.std() > 0.03
