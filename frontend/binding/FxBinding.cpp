@@ -71,12 +71,14 @@ NodeHandle::~NodeHandle() {
   if (it != g.handles.end() && it->second == self) g.handles.erase(it);
 }
 
-bool isAlive(const NodeHandle& h) { return graphOf(h.graphObject).graph.findNode(h.name) == h.node; }
+bool isAlive(const NodeHandle& h) {
+  return graphOf(h.graphObject).graph.findNode(h.name) == h.node;
+}
 
 Node* liveNode(const NodeHandle& h) {
   if (!isAlive(h))
-    throw Error(concat("node %", h.name, " is no longer in graph @", graphOf(h.graphObject).graph.name(),
-                       " (it was erased)"));
+    throw Error(concat("node %", h.name, " is no longer in graph @",
+                       graphOf(h.graphObject).graph.name(), " (it was erased)"));
   return h.node;
 }
 
@@ -172,8 +174,8 @@ Argument toArgument(nb::handle graphObject, nb::handle o, int depth) {
     Py_ssize_t pos = 0;
     while (PyDict_Next(p, &pos, &key, &value)) {
       if (!PyUnicode_Check(key))
-        throw TypeError(concat("dict keys of graph arguments must be strings, not ",
-                               Py_TYPE(key)->tp_name));
+        throw TypeError(
+            concat("dict keys of graph arguments must be strings, not ", Py_TYPE(key)->tp_name));
       entries.emplace_back(utf8Of(key), toArgument(graphObject, value, depth + 1));
     }
     return Argument::dict(std::move(entries));
@@ -210,8 +212,10 @@ nb::object toPython(nb::handle graphObject, const Argument& a) {
   auto items = [&](PyObject* container, bool isList) {
     for (size_t i = 0; i < a.items().size(); ++i) {
       PyObject* item = toPython(graphObject, a.items()[i]).release().ptr();
-      if (isList) PyList_SET_ITEM(container, Py_ssize_t(i), item);
-      else PyTuple_SET_ITEM(container, Py_ssize_t(i), item);
+      if (isList)
+        PyList_SET_ITEM(container, Py_ssize_t(i), item);
+      else
+        PyTuple_SET_ITEM(container, Py_ssize_t(i), item);
     }
     return nb::steal(container);
   };
@@ -280,7 +284,8 @@ nb::tuple symIntsToPython(const std::vector<SymInt>& v) {
 }
 
 const TensorType& tensorOf(const Type& t, const char* what) {
-  if (!t.isTensor()) throw TypeError(concat("type ", t.str(), " is not a tensor type; it has no ", what));
+  if (!t.isTensor())
+    throw TypeError(concat("type ", t.str(), " is not a tensor type; it has no ", what));
   return t.tensor();
 }
 
@@ -309,12 +314,17 @@ const char* typeKindName(Type::Kind k) {
 }
 
 void registerType(nb::module_& fx) {
-  nb::class_<Type>(fx, "Type", "A node's value type in the text form's notation: f32[8, s0], "
-                               "(f32[2], i64[2]), int, float, bool.")
-      .def("__init__", [](Type* self, std::string_view text) { new (self) Type(typeFromText(text)); })
+  nb::class_<Type>(fx, "Type",
+                   "A node's value type in the text form's notation: f32[8, s0], "
+                   "(f32[2], i64[2]), int, float, bool.")
+      .def("__init__",
+           [](Type* self, std::string_view text) { new (self) Type(typeFromText(text)); })
       .def_prop_ro("kind", [](const Type& t) { return typeKindName(t.kind()); })
-      .def_prop_ro("dtype", [](const Type& t) { return nb::borrow(dtypeObject(tensorOf(t, "dtype").dtype)); })
-      .def_prop_ro("shape", [](const Type& t) { return symIntsToPython(tensorOf(t, "shape").sizes); })
+      .def_prop_ro(
+          "dtype",
+          [](const Type& t) { return nb::borrow(dtypeObject(tensorOf(t, "dtype").dtype)); })
+      .def_prop_ro("shape",
+                   [](const Type& t) { return symIntsToPython(tensorOf(t, "shape").sizes); })
       .def_prop_ro("stride",
                    [](const Type& t) -> nb::object {
                      const TensorType& tt = tensorOf(t, "stride");
@@ -328,8 +338,11 @@ void registerType(nb::module_& fx) {
                      }
                      return symIntsToPython(strides);
                    })
-      .def_prop_ro("has_explicit_stride", [](const Type& t) { return t.isTensor() && t.tensor().strides.has_value(); })
-      .def_prop_ro("device", [](const Type& t) { return nb::steal(deviceObject(tensorOf(t, "device").device)); })
+      .def_prop_ro("has_explicit_stride",
+                   [](const Type& t) { return t.isTensor() && t.tensor().strides.has_value(); })
+      .def_prop_ro(
+          "device",
+          [](const Type& t) { return nb::steal(deviceObject(tensorOf(t, "device").device)); })
       .def_prop_ro("is_static", [](const Type& t) { return tensorOf(t, "sizes").isStatic(); })
       .def_prop_ro("elements",
                    [](const Type& t) {
@@ -340,9 +353,10 @@ void registerType(nb::module_& fx) {
                    })
       .def("__str__", &Type::str)
       .def("__repr__", [](const Type& t) { return "kiln.fx.Type(\"" + t.str() + "\")"; })
-      .def("__eq__", [](const Type& a, nb::handle b) {
-        return nb::isinstance<Type>(b) && a == nb::cast<const Type&>(b);
-      })
+      .def("__eq__",
+           [](const Type& a, nb::handle b) {
+             return nb::isinstance<Type>(b) && a == nb::cast<const Type&>(b);
+           })
       .def("__hash__", [](const Type& t) { return std::hash<std::string>()(t.str()); });
 }
 
@@ -381,7 +395,9 @@ std::string formatNode(const Node& n) {
   if (n.meta.type) s += " : " + n.meta.type->str();
   if (n.meta.loc)
     s += " loc(" + quoteString(n.meta.loc->file) + ":" + std::to_string(n.meta.loc->line) + ":" +
-         (isIdentifier(n.meta.loc->function) ? n.meta.loc->function : quoteString(n.meta.loc->function)) + ")";
+         (isIdentifier(n.meta.loc->function) ? n.meta.loc->function
+                                             : quoteString(n.meta.loc->function)) +
+         ")";
   return s;
 }
 
@@ -393,8 +409,8 @@ Node* nodeArg(nb::handle graphObject, nb::handle o, const char* what) {
   NodeHandle& h = handleOf(o);
   Node* n = liveNode(h);
   if (!h.graphObject.is(graphObject))
-    throw Error(concat(what, " %", n->name(), " belongs to graph @", n->graph()->name(), ", not to @",
-                       graphOf(graphObject).graph.name()));
+    throw Error(concat(what, " %", n->name(), " belongs to graph @", n->graph()->name(),
+                       ", not to @", graphOf(graphObject).graph.name()));
   return n;
 }
 
@@ -408,9 +424,12 @@ void registerNode(nb::module_& fx) {
       .def_prop_ro("_handle_name", [](NodeHandle& h) { return h.name; })
       .def_prop_rw(
           "args", [](NodeHandle& h) { return argsToPython(h.graphObject, liveNode(h)->args()); },
-          [](NodeHandle& h, nb::handle args) { liveNode(h)->setArgs(toArgList(h.graphObject, args)); })
+          [](NodeHandle& h, nb::handle args) {
+            liveNode(h)->setArgs(toArgList(h.graphObject, args));
+          })
       .def_prop_rw(
-          "kwargs", [](NodeHandle& h) { return kwargsToPython(h.graphObject, liveNode(h)->kwargs()); },
+          "kwargs",
+          [](NodeHandle& h) { return kwargsToPython(h.graphObject, liveNode(h)->kwargs()); },
           [](NodeHandle& h, nb::handle kwargs) {
             liveNode(h)->setKwargs(toKwargs(h.graphObject, kwargs));
           })
@@ -432,8 +451,10 @@ void registerNode(nb::module_& fx) {
                        out.append(wrapNode(h.graphObject, n));
                      return out;
                    })
-      .def_prop_ro("prev", [](NodeHandle& h) { return wrapNode(h.graphObject, liveNode(h)->prev()); })
-      .def_prop_ro("next", [](NodeHandle& h) { return wrapNode(h.graphObject, liveNode(h)->next()); })
+      .def_prop_ro("prev",
+                   [](NodeHandle& h) { return wrapNode(h.graphObject, liveNode(h)->prev()); })
+      .def_prop_ro("next",
+                   [](NodeHandle& h) { return wrapNode(h.graphObject, liveNode(h)->next()); })
       .def(
           "replace_all_uses_with",
           [](NodeHandle& h, nb::handle replacement) {
@@ -475,11 +496,15 @@ void registerNode(nb::module_& fx) {
           },
           [](NodeHandle& h, nb::handle t) {
             Node* n = liveNode(h);
-            if (t.is_none()) n->meta.type.reset();
-            else if (PyUnicode_Check(t.ptr())) n->meta.type = typeFromText(utf8Of(t.ptr()));
-            else if (nb::isinstance<Type>(t)) n->meta.type = nb::cast<const Type&>(t);
-            else throw TypeError(concat("a node's type must be a kiln.fx.Type, its text or None, not ",
-                                        Py_TYPE(t.ptr())->tp_name));
+            if (t.is_none())
+              n->meta.type.reset();
+            else if (PyUnicode_Check(t.ptr()))
+              n->meta.type = typeFromText(utf8Of(t.ptr()));
+            else if (nb::isinstance<Type>(t))
+              n->meta.type = nb::cast<const Type&>(t);
+            else
+              throw TypeError(concat("a node's type must be a kiln.fx.Type, its text or None, not ",
+                                     Py_TYPE(t.ptr())->tp_name));
           },
           nb::arg("value").none())
       .def_prop_rw(
@@ -535,7 +560,10 @@ std::string problemsMessage(const Graph& g, const std::vector<Diagnostic>& probl
 void registerGraph(nb::module_& fx) {
   nb::class_<GraphHandle>(fx, "Graph", "A kiln.fx graph: nodes in topological order.")
       .def(
-          "__init__", [](GraphHandle* self, std::string name) { new (self) GraphHandle(Graph(std::move(name))); },
+          "__init__",
+          [](GraphHandle* self, std::string name) {
+            new (self) GraphHandle(Graph(std::move(name)));
+          },
           nb::arg("name") = "graph")
       .def_prop_rw(
           "name", [](nb::handle self) { return graphOf(self).graph.name(); },
@@ -551,10 +579,12 @@ void registerGraph(nb::module_& fx) {
                      return out;
                    })
       .def("__len__", [](nb::handle self) { return graphOf(self).graph.size(); })
-      .def("find_node", [](nb::handle self, std::string_view name) {
-        return wrapNode(self, graphOf(self).graph.findNode(name));
-      })
-      .def_prop_ro("output_node", [](nb::handle self) { return wrapNode(self, graphOf(self).graph.outputNode()); })
+      .def("find_node",
+           [](nb::handle self, std::string_view name) {
+             return wrapNode(self, graphOf(self).graph.findNode(name));
+           })
+      .def_prop_ro("output_node",
+                   [](nb::handle self) { return wrapNode(self, graphOf(self).graph.outputNode()); })
       .def(
           "_create",
           [](nb::handle self, std::string_view opcode, std::string target, nb::handle args,
@@ -565,8 +595,10 @@ void registerGraph(nb::module_& fx) {
             Kwargs kw = toKwargs(self, kwargs);
             applyInsertionPoint(g);
             std::string nodeName = name.value_or("");
-            if (op == Opcode::Placeholder && nodeName.empty()) nodeName = g.graph.uniqueName(target);
-            Node* n = g.graph.create(op, std::move(target), std::move(argList), std::move(kw), nodeName);
+            if (op == Opcode::Placeholder && nodeName.empty())
+              nodeName = g.graph.uniqueName(target);
+            Node* n =
+                g.graph.create(op, std::move(target), std::move(argList), std::move(kw), nodeName);
             return wrapNode(self, n);
           },
           nb::arg("op"), nb::arg("target"), nb::arg("args"), nb::arg("kwargs").none(),
@@ -574,7 +606,8 @@ void registerGraph(nb::module_& fx) {
       .def("_insertion_point",
            [](nb::handle self) -> nb::object {
              GraphHandle& g = graphOf(self);
-             if (!g.insertBefore || g.graph.findNode(g.insertBeforeName) != g.insertBefore) return nb::none();
+             if (!g.insertBefore || g.graph.findNode(g.insertBeforeName) != g.insertBefore)
+               return nb::none();
              return wrapNode(self, g.insertBefore);
            })
       .def(
@@ -707,7 +740,8 @@ void registerFx(nb::module_& m) {
         OpId op = opArg(target);
         auto it = cache.find(int(op));
         if (it == cache.end()) {
-          PyObject* f = makeOpFunction(std::make_unique<OverloadGroup>(opTarget(op), std::vector<OpId>{op}, false));
+          PyObject* f = makeOpFunction(
+              std::make_unique<OverloadGroup>(opTarget(op), std::vector<OpId>{op}, false));
           if (!f) throw nb::python_error();
           it = cache.emplace(int(op), f).first;
         }

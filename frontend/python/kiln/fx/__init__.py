@@ -15,8 +15,18 @@ See docs/fx.md.
 from . import passes, targets  # noqa: F401
 from .codegen import PythonCode  # noqa: F401
 from .graph import (  # noqa: F401
-    Graph, Node, NodeMeta, SourceLoc, TensorMetadata, Type, map_aggregate, map_arg, parse, parse_all,
-    tensor_type, type_of,
+    Graph,
+    Node,
+    NodeMeta,
+    SourceLoc,
+    TensorMetadata,
+    Type,
+    map_aggregate,
+    map_arg,
+    parse,
+    parse_all,
+    tensor_type,
+    type_of,
 )
 from .graph_module import GraphModule  # noqa: F401
 from .interpreter import Interpreter  # noqa: F401

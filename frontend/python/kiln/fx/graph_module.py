@@ -2,9 +2,9 @@
 import itertools
 import linecache
 
+from .._tensor import Tensor
 from ..nn.modules.module import Module
 from ..nn.parameter import Parameter
-from .._tensor import Tensor
 from .graph import Graph
 
 _code_ids = itertools.count()
@@ -56,12 +56,9 @@ class GraphModule(Module):
 
     def __new__(cls, *args, **kwargs):
         # Each instance gets its own class so that forward can be a class attribute per instance.
-        for base in cls.__mro__:
-            if base.__qualname__.split(".")[-1] != "GraphModuleImpl":
-                cls = base
-                break
+        base = next(b for b in cls.__mro__ if b.__qualname__.split(".")[-1] != "GraphModuleImpl")
 
-        class GraphModuleImpl(cls):
+        class GraphModuleImpl(base):
             pass
 
         return super().__new__(GraphModuleImpl)

@@ -4,11 +4,11 @@ kiln's functions are C++ op objects that know nothing of Proxies, so while a tra
 Tracer temporarily replaces them by proxy-aware wrappers (torch.fx gets the same effect for
 `torch.*` through __torch_function__):
 
-- the attributes `kiln.<name>` (op functions and kiln's Python functions) and
-  `kiln.nn.functional.<name>`;
+- the attributes `kiln.<name>` (op functions and kiln's Python functions),
+  `kiln.nn.functional.<name>` and the functions of `autowrap_modules` (default: math);
 - in the globals and closure variables of the traced function and of every forward it traces
-  into, names bound to those functions (`from kiln import add`), to functions of
-  `autowrap_modules` (default: math) and to `autowrap_functions`;
+  into, names bound to those functions (`from kiln import add`, `from math import sqrt`) and
+  to `autowrap_functions`;
 - `Module.__call__` (leaf modules become call_module nodes, others are traced into) and
   `Module.__getattr__` (parameters and buffers of the root become get_attr nodes);
 - kiln.Tensor's binary operators, which give way to the Proxy's reflected operator when the
@@ -254,13 +254,15 @@ class Tracer:
         for module in self.autowrap_modules:
             for name in dir(module):
                 original = getattr(module, name)
-                if not name.startswith("_") and callable(original) and not isinstance(original, type):
-                    try:
-                        wrap(original, targets.qualified_name(original))
-                    except ValueError:
-                        continue
-        for fn in self.autowrap_functions:
-            wrap(fn, targets.qualified_name(fn))
+                if name.startswith("_") or not callable(original) or isinstance(original, type):
+                    continue
+                try:
+                    target = targets.qualified_name(original)
+                except ValueError:
+                    continue
+                patcher.set_attr(module, name, wrap(original, target))
+        for function in self.autowrap_functions:
+            wrap(function, targets.qualified_name(function))
 
         tracer = self
         original_call = Module.__call__
