@@ -135,7 +135,7 @@ class Arg:
                 return f"Value(Scalar(int64_t({d})))"
             return f"Value(Scalar(double({d})))"
         if t == "String":
-            return f"Value(std::string({d}))"
+            return f"Value(std::string({cpp_string(unquote(d))}))"
         raise ValueError(f"unsupported default {d} for {self.name}")
 
     def cpp_default(self):
@@ -153,8 +153,20 @@ class Arg:
         if t == "Bool" or (t == "Scalar" and d in ("True", "False")):
             return "true" if d == "True" else "false"
         if t == "String":
-            return d
+            return cpp_string(unquote(d))
         return d
+
+
+def cpp_string(text):
+    """text as a C++ string literal."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def unquote(default):
+    """A schema string default ('none' or "fro", as native_functions.yaml writes them) unquoted."""
+    if len(default) >= 2 and default[0] == default[-1] and default[0] in "'\"":
+        return default[1:-1]
+    return default
 
 
 class Op:
@@ -388,7 +400,7 @@ def gen_registration(ops):
         lines.append("    OpSchema o;")
         lines.append(f'    o.name = "{op.name}";')
         lines.append(f'    o.overload = "{op.overload}";')
-        lines.append(f'    o.text = "{op.text}";')
+        lines.append(f'    o.text = {cpp_string(op.text)};')
         lines.append(f'    o.pythonName = "{op.python}";')
         lines.append(f"    o.isFunction = {'true' if 'function' in op.variants else 'false'};")
         lines.append(f"    o.isMethod = {'true' if 'method' in op.variants else 'false'};")
