@@ -195,7 +195,7 @@ def random_graph(r, index):
                               (r.choice(everything), [r.choice(everything)]), {"scale": rand_float(r)})
         else:
             n = g.get_attr(r.choice(["weight", "layers.0.bias", "a b.c", "buffers.7"]))
-        if r.random() < 0.3 and n not in tensors:
+        if r.random() < 0.3 and not n.target.startswith("aten."):  # ops keep types fitting their returns
             n.meta["type"] = rand_type(r)
             if n.meta["type"].kind == "int":
                 numbers.append(n)
@@ -513,7 +513,7 @@ def test_interpreter_matches_direct_calls():
                 return kiln.nn.functional.relu(*args)
             return super().call_module(target, args, kwargs)
 
-    reference = nn.Sequential(km[0], km[1], nn.ReLU(), km[3], km[4])
+    reference = nn.Sequential(km[0], km[1], nn.ReLU(), km[3])
     np.testing.assert_array_equal(SwapGelu(gm).run(x).numpy(), reference(x).numpy())
     interp = fx.Interpreter(gm, garbage_collect_values=False)
     interp.run(x)
@@ -685,6 +685,12 @@ def test_shape_prop_pass_errors_and_python_shape_prop():
     assert [str(n.meta["type"]) for n in gm.graph.nodes if n.op != "output"] == ["f32[5, 4]", "f32[5, 8]", "f32[5, 8]",
                                                                                 "f32[5, 8]", "f32[5, 3]"]
     assert "# f32[5, 8]" in gm.print_readable(print_output=False)
-    gm2 = fx.symbolic_trace(lambda x: x + x + 0 * x)
+
+    def with_dead_code(x):
+        unused = x * 2  # noqa: F841
+        return x + 1
+
+    gm2 = fx.symbolic_trace(with_dead_code)
     fx.passes.run(gm2, "dce")
-    assert len(gm2.graph) == 6
+    assert [n.target for n in gm2.graph.nodes] == ["x", "operator.add", "output"] and "*" not in gm2.code
+    np.testing.assert_array_equal(gm2(kiln.ones(2)).numpy(), [2.0, 2.0])
