@@ -43,7 +43,7 @@ test-lit:
 	$(VENV)/bin/lit -sv test/lit
 
 test-pytest:
-	$(PY) -m pytest test/python -q -p no:cacheprovider
+	$(PY) -m pytest test/python -q
 
 conformance: build
 	$(PY) ../shared/conformance/run.py --mode eager -x tier2

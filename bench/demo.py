@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """`make run`: kiln's eager runtime on a real workload, checked and timed against numpy/PyTorch.
 
-It builds a small transformer-style MLP block (LayerNorm -> Linear -> GELU -> Linear, with a
+It builds a small transformer-style MLP block (LayerNorm -> Linear -> GELU(tanh) -> Linear, with a
 residual connection) with kiln.nn, runs it on a batch of data, checks the result against a
 numpy implementation of the same math, and times kiln eager, numpy, and PyTorch eager (when
 installed) on the same inputs.
@@ -21,7 +21,7 @@ class MLPBlock(nn.Module):
         super().__init__()
         self.norm = nn.LayerNorm(dim)
         self.up = nn.Linear(dim, hidden)
-        self.act = nn.GELU()
+        self.act = nn.GELU(approximate="tanh")
         self.down = nn.Linear(hidden, dim)
 
     def forward(self, x):
@@ -33,7 +33,7 @@ def numpy_block(x, p):
     var = x.var(-1, keepdims=True)
     h = (x - mu) / np.sqrt(var + 1e-5) * p["norm.weight"] + p["norm.bias"]
     h = h @ p["up.weight"].T + p["up.bias"]
-    h = 0.5 * h * (1.0 + np.vectorize(math.erf, otypes=[np.float32])(h / math.sqrt(2.0)))
+    h = 0.5 * h * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (h + 0.044715 * h**3)))
     return x + h @ p["down.weight"].T + p["down.bias"]
 
 
@@ -82,18 +82,16 @@ def main():
     try:
         import torch
 
-        tblock = torch.nn.Sequential()
         tnorm, tup, tdown = torch.nn.LayerNorm(dim), torch.nn.Linear(dim, hidden), torch.nn.Linear(hidden, dim)
         with torch.no_grad():
             for mod, prefix in ((tnorm, "norm"), (tup, "up"), (tdown, "down")):
                 mod.weight.copy_(torch.from_numpy(params[prefix + ".weight"]))
                 mod.bias.copy_(torch.from_numpy(params[prefix + ".bias"]))
-        del tblock
         tx = torch.from_numpy(x_np)
 
         def torch_block():
             with torch.no_grad():
-                return tx + tdown(torch.nn.functional.gelu(tup(tnorm(tx))))
+                return tx + tdown(torch.nn.functional.gelu(tup(tnorm(tx)), approximate="tanh"))
 
         terr = float(np.abs(torch_block().numpy() - y.numpy()).max())
         t_torch = median_ms(torch_block)

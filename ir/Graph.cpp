@@ -103,7 +103,7 @@ void Graph::checkReferences(const std::vector<Argument>& args, const Kwargs& kwa
   auto check = [&](Node* n) {
     if (!n) throw IRError(TextPos{}, "null node reference in the arguments of a node");
     if (n->graph_ != this)
-      throw IRError(n->parsedAt, concat("%", n->name(), " belongs to graph @", n->graph_->name(),
+      throw IRError(n->parsedAt, strCat("%", n->name(), " belongs to graph @", n->graph_->name(),
                                         ", not to @", name_));
   };
   for (const Argument& a : args)
@@ -127,15 +127,15 @@ Node* Graph::create(Opcode opcode, std::string target, std::vector<Argument> arg
     target = name;
   }
   if (target.empty())
-    throw IRError(TextPos{}, concat(opcodeName(opcode), " node needs a non-empty target"));
+    throw IRError(TextPos{}, strCat(opcodeName(opcode), " node needs a non-empty target"));
   checkReferences(args, kwargs);
   if (name.empty()) {
     name = uniqueName(opcode == Opcode::Output ? "output" : nameHint(opcode, target, op));
   } else {
     if (!std::all_of(name.begin(), name.end(), isNameChar))
-      throw IRError(TextPos{}, concat("invalid node name '", name, "': use letters, digits and _"));
+      throw IRError(TextPos{}, strCat("invalid node name '", name, "': use letters, digits and _"));
     if (byName_.count(name))
-      throw IRError(TextPos{}, concat("a node named %", name, " already exists in @", name_));
+      throw IRError(TextPos{}, strCat("a node named %", name, " already exists in @", name_));
   }
   Node* n = new Node(this, opcode, std::move(target), op, std::move(name));
   n->args_ = std::move(args);
@@ -176,7 +176,7 @@ Node* Graph::output(Argument result) {
 
 static void checkMember(const Graph& g, const Node* n, const char* what) {
   if (!n || n->graph() != &g)
-    throw IRError(TextPos{}, concat(what, ": the node is not in graph @", g.name()));
+    throw IRError(TextPos{}, strCat(what, ": the node is not in graph @", g.name()));
 }
 
 void Graph::setInsertionPointBefore(Node* n) {
@@ -229,7 +229,7 @@ void Graph::erase(Node* n) {
     std::string users;
     for (Node* u : n->users_)
       users += (users.empty() ? "%" : ", %") + u->name();
-    throw IRError(n->parsedAt, concat("cannot erase %", n->name(), ": it still has ",
+    throw IRError(n->parsedAt, strCat("cannot erase %", n->name(), ": it still has ",
                                       n->users_.size(), " user(s): ", users));
   }
   n->detachInputs();
@@ -253,7 +253,7 @@ Graph Graph::clone() const {
   auto remap = [&](Node* n) {
     auto it = mapping.find(n);
     if (it == mapping.end())
-      throw IRError(n->parsedAt, concat("cannot copy @", name_, ": %", n->name(),
+      throw IRError(n->parsedAt, strCat("cannot copy @", name_, ": %", n->name(),
                                         " is used before its definition"));
     return Argument(it->second);
   };

@@ -66,7 +66,7 @@ void Node::setKwargs(Kwargs kwargs) { reset(args_, std::move(kwargs)); }
 void Node::setArg(size_t index, Argument value) {
   if (index >= args_.size())
     throw IRError(parsedAt,
-                  concat("%", name_, " has ", args_.size(), " args; cannot set arg ", index));
+                  strCat("%", name_, " has ", args_.size(), " args; cannot set arg ", index));
   std::vector<Argument> args = args_;
   args[index] = std::move(value);
   reset(std::move(args), kwargs_);

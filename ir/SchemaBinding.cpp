@@ -129,7 +129,7 @@ std::optional<BoundArguments> bindArguments(const OpSchema& schema,
   while (positional < schema.args.size() && !schema.args[positional].kwargOnly)
     ++positional;
   if (args.size() > positional)
-    return failWith(concat("expects at most ", positional, " positional argument",
+    return failWith(strCat("expects at most ", positional, " positional argument",
                            positional == 1 ? "" : "s", " (", paramList(schema, true), "), got ",
                            args.size()));
   BoundArguments bound(schema.args.size(), nullptr);
@@ -141,14 +141,14 @@ std::optional<BoundArguments> bindArguments(const OpSchema& schema,
       ++i;
     if (i == schema.args.size())
       return failWith(
-          concat("has no argument named '", key, "' (arguments: ", paramList(schema, false), ")"));
+          strCat("has no argument named '", key, "' (arguments: ", paramList(schema, false), ")"));
     if (bound[i])
-      return failWith(concat("got argument '", key, "' both positionally and as a keyword"));
+      return failWith(strCat("got argument '", key, "' both positionally and as a keyword"));
     bound[i] = &value;
   }
   for (size_t i = 0; i < schema.args.size(); ++i)
     if (!bound[i] && !schema.args[i].hasDefault && !schema.args[i].optional)
-      return failWith(concat("missing required argument '", schema.args[i].name, "'"));
+      return failWith(strCat("missing required argument '", schema.args[i].name, "'"));
   return bound;
 }
 
@@ -160,7 +160,7 @@ std::string checkArgumentType(const ArgSpec& spec, size_t argIndex, const Argume
       a.isNode() ? "%" + a.toNode()->name() +
                        (a.toNode()->meta.type ? " of type " + a.toNode()->meta.type->str() : "")
                  : std::string(kindName(a)) + " " + printArgument(a);
-  return concat("argument '", spec.name, "' expects ", expected, ", got ", got);
+  return strCat("argument '", spec.name, "' expects ", expected, ", got ", got);
 }
 
 std::string checkCall(const OpSchema& schema, const std::vector<Argument>& args,

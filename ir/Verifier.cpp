@@ -109,10 +109,10 @@ private:
     size_t returns = s.returns.size();
     const Type& t = *n.meta.type;
     if (returns != 1 && (!t.isTuple() || t.elements().size() != returns))
-      report(n, concat(n.target(), " returns ", returns, " values, but the node is annotated with ",
+      report(n, strCat(n.target(), " returns ", returns, " values, but the node is annotated with ",
                        t.str()));
     else if (returns == 1 && s.returns[0].type == ArgType::Tensor && !t.isTensor())
-      report(n, concat(n.target(), " returns a Tensor, but the node is annotated with ", t.str()));
+      report(n, strCat(n.target(), " returns a Tensor, but the node is annotated with ", t.str()));
   }
 
   void checkType(const Node& n, const Type& t) {

@@ -42,11 +42,11 @@ PassManager PassManager::parse(std::string_view pipeline) {
         std::string names;
         for (const PassInfo& info : registeredPasses())
           names += (names.empty() ? "" : ", ") + std::string(info.name);
-        throw IRError(TextPos{}, concat("unknown pass '", item, "' (available: ", names, ")"));
+        throw IRError(TextPos{}, strCat("unknown pass '", item, "' (available: ", names, ")"));
       }
       pm.passes_.push_back(p);
     } else if (comma != std::string_view::npos) {
-      throw IRError(TextPos{}, concat("empty pass name in pipeline '", pipeline, "'"));
+      throw IRError(TextPos{}, strCat("empty pass name in pipeline '", pipeline, "'"));
     }
     if (comma == std::string_view::npos) break;
     start = comma + 1;
@@ -60,16 +60,16 @@ void PassManager::run(Graph& g, const PipelineOptions& options) const {
       p->run(g);
     } catch (const IRError& e) {
       Diagnostic d = e.diagnostic();
-      d.message = concat("in pass '", p->name, "': ", d.message);
+      d.message = strCat("in pass '", p->name, "': ", d.message);
       throw IRError(d);
     } catch (const Error& e) {
       throw IRError(g.parsedAt,
-                    concat("in pass '", p->name, "' on graph @", g.name(), ": ", e.what()));
+                    strCat("in pass '", p->name, "' on graph @", g.name(), ": ", e.what()));
     }
     std::vector<Diagnostic> problems = verify(g);
     if (!problems.empty()) {
       Diagnostic d = problems.front();
-      d.message = concat("pass '", p->name, "' left an invalid graph: ", d.message);
+      d.message = strCat("pass '", p->name, "' left an invalid graph: ", d.message);
       throw IRError(d);
     }
     if (options.printAfterAll && options.log)

@@ -96,7 +96,7 @@ void Dispatcher::redispatch(OpId op, DispatchKeySet keys, Stack& stack) const {
     if (isBackendKey(k)) {
       if (BoxedKernel kern = e.kernels[int(k)]) return kern(stack);
       if (BoxedKernel kern = e.kernels[int(DispatchKey::CompositeImplicit)]) return kern(stack);
-      throw NotImplementedError(concat("Could not run '", e.schema.qualifiedName(),
+      throw NotImplementedError(strCat("Could not run '", e.schema.qualifiedName(),
                                        "' with arguments from the '", dispatchKeyName(k),
                                        "' backend"));
     }
@@ -107,7 +107,7 @@ void Dispatcher::redispatch(OpId op, DispatchKeySet keys, Stack& stack) const {
     if (BoxedFallback fb = fallbacks_[int(k)]) return fb(op, keys.below(k), stack);
     keys = keys.below(k); // fallthrough: this key has nothing to do for this op
   }
-  throw Error(concat("no kernel for '", e.schema.qualifiedName(), "'"));
+  throw Error(strCat("no kernel for '", e.schema.qualifiedName(), "'"));
 }
 
 } // namespace kiln

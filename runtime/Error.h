@@ -22,15 +22,15 @@ struct NotImplementedError : Error {
   using Error::Error;
 };
 
-// Builds a message from streamable parts: KILN_CHECK(cond, "size ", n, " is bad").
-template <typename... Parts> std::string concat(const Parts&... parts);
+// Builds a message from streamable parts: strCat("size ", n, " is bad").
+template <typename... Parts> std::string strCat(const Parts&... parts);
 
 } // namespace kiln
 
 #include <sstream>
 
 namespace kiln {
-template <typename... Parts> std::string concat(const Parts&... parts) {
+template <typename... Parts> std::string strCat(const Parts&... parts) {
   std::ostringstream out;
   ((out << parts), ...);
   return out.str();
@@ -40,20 +40,20 @@ template <typename... Parts> std::string concat(const Parts&... parts) {
 #define KILN_CHECK(cond, ...)                                                                      \
   do {                                                                                             \
     if (!(cond)) [[unlikely]]                                                                      \
-      throw ::kiln::Error(::kiln::concat(__VA_ARGS__));                                            \
+      throw ::kiln::Error(::kiln::strCat(__VA_ARGS__));                                            \
   } while (0)
 #define KILN_CHECK_INDEX(cond, ...)                                                                \
   do {                                                                                             \
     if (!(cond)) [[unlikely]]                                                                      \
-      throw ::kiln::IndexError(::kiln::concat(__VA_ARGS__));                                       \
+      throw ::kiln::IndexError(::kiln::strCat(__VA_ARGS__));                                       \
   } while (0)
 #define KILN_CHECK_TYPE(cond, ...)                                                                 \
   do {                                                                                             \
     if (!(cond)) [[unlikely]]                                                                      \
-      throw ::kiln::TypeError(::kiln::concat(__VA_ARGS__));                                        \
+      throw ::kiln::TypeError(::kiln::strCat(__VA_ARGS__));                                        \
   } while (0)
 #define KILN_CHECK_VALUE(cond, ...)                                                                \
   do {                                                                                             \
     if (!(cond)) [[unlikely]]                                                                      \
-      throw ::kiln::ValueError(::kiln::concat(__VA_ARGS__));                                       \
+      throw ::kiln::ValueError(::kiln::strCat(__VA_ARGS__));                                       \
   } while (0)

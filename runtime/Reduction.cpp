@@ -37,8 +37,8 @@ void checkReductionHasElements(const char* op, const Tensor& self, DimMask mask,
   if (!dimGiven) {
     if (self.numel() != 0) return;
     if (indexOp)
-      throw IndexError(concat(op, "(): Expected reduction dim to be specified for input.numel() == 0."));
-    throw Error(concat(op, "(): Expected reduction dim to be specified for input.numel() == 0. ",
+      throw IndexError(strCat(op, "(): Expected reduction dim to be specified for input.numel() == 0."));
+    throw Error(strCat(op, "(): Expected reduction dim to be specified for input.numel() == 0. ",
                        "Specify the reduction dim with the 'dim' argument."));
   }
   for (int64_t d = 0; d < self.dim(); ++d) {

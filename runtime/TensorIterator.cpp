@@ -52,7 +52,7 @@ DimVector broadcastShapes(const char* op, IntArrayRef a, IntArrayRef b) {
     int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
     int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
     if (da != db && da != 1 && db != 1) {
-      throw Error(concat(op, ": The size of tensor a (", da, ") must match the size of tensor b (",
+      throw Error(strCat(op, ": The size of tensor a (", da, ") must match the size of tensor b (",
                          db, ") at non-singleton dimension ", i, " (shapes ", shapeString(a),
                          " and ", shapeString(b), ")"));
     }

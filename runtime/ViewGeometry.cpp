@@ -42,7 +42,8 @@ std::optional<DimVector> computeViewStrides(IntArrayRef oldSizes, IntArrayRef ol
   if (numel == 0) {
     for (int64_t d = nNew - 1; d >= 0; --d) {
       newStrides[size_t(d)] =
-          d == nNew - 1 ? 1 : std::max<int64_t>(newSizes[size_t(d + 1)], 1) * newStrides[size_t(d + 1)];
+          d == nNew - 1 ? 1
+                        : std::max<int64_t>(newSizes[size_t(d + 1)], 1) * newStrides[size_t(d + 1)];
     }
     return newStrides;
   }
@@ -72,11 +73,13 @@ std::optional<DimVector> computeViewStrides(IntArrayRef oldSizes, IntArrayRef ol
   return newStrides;
 }
 
-Geometry inferExpandGeometry(IntArrayRef tensorSizes, IntArrayRef tensorStrides, IntArrayRef sizes) {
+Geometry inferExpandGeometry(IntArrayRef tensorSizes, IntArrayRef tensorStrides,
+                             IntArrayRef sizes) {
   int64_t ndim = int64_t(sizes.size());
   int64_t tensorDim = int64_t(tensorSizes.size());
   KILN_CHECK(ndim >= tensorDim, "expand: the number of sizes provided (", ndim,
-             ") must be greater or equal to the number of dimensions in the tensor (", tensorDim, ")");
+             ") must be greater or equal to the number of dimensions in the tensor (", tensorDim,
+             ")");
   Geometry g{DimVector(size_t(ndim)), DimVector(size_t(ndim))};
   if (tensorDim == 0) { // a 0-d tensor broadcasts everywhere: every stride is 0
     for (int64_t i = 0; i < ndim; ++i) {
@@ -89,12 +92,14 @@ Geometry inferExpandGeometry(IntArrayRef tensorSizes, IntArrayRef tensorStrides,
   for (int64_t i = ndim - 1; i >= 0; --i) {
     int64_t dim = tensorDim - 1 - (ndim - 1 - i);
     int64_t size = dim >= 0 ? tensorSizes[size_t(dim)] : 1;
-    int64_t stride = dim >= 0 ? tensorStrides[size_t(dim)]
-                              : g.sizes[size_t(i + 1)] * g.strides[size_t(i + 1)];
+    int64_t stride =
+        dim >= 0 ? tensorStrides[size_t(dim)] : g.sizes[size_t(i + 1)] * g.strides[size_t(i + 1)];
     int64_t target = sizes[size_t(i)];
     if (target == -1) {
-      KILN_CHECK(dim >= 0, "The expanded size of the tensor (-1) isn't allowed in a leading, "
-                           "non-existing dimension ", i);
+      KILN_CHECK(dim >= 0,
+                 "The expanded size of the tensor (-1) isn't allowed in a leading, "
+                 "non-existing dimension ",
+                 i);
       target = size;
     }
     KILN_CHECK(target >= 0, "Trying to create tensor with negative dimension ", target, ": ",
@@ -102,7 +107,8 @@ Geometry inferExpandGeometry(IntArrayRef tensorSizes, IntArrayRef tensorStrides,
     if (size != target) {
       KILN_CHECK(size == 1, "The expanded size of the tensor (", target,
                  ") must match the existing size (", size, ") at non-singleton dimension ", i,
-                 ".  Target sizes: ", shapeString(sizes), ".  Tensor sizes: ", shapeString(tensorSizes));
+                 ".  Target sizes: ", shapeString(sizes),
+                 ".  Tensor sizes: ", shapeString(tensorSizes));
       size = target;
       stride = 0;
     }
@@ -138,21 +144,45 @@ bool isNonOverlappingAndDense(IntArrayRef sizes, IntArrayRef strides) {
   return true;
 }
 
-Tensor emptyLikePreserve(const Tensor& self, ScalarType dtype) {
-  if (self.isContiguous() || isNonOverlappingAndDense(self.sizes(), self.strides()))
-    return Tensor::emptyStrided(self.sizes(), self.strides(), dtype, self.device());
-  // Otherwise dense strides in the order of self's.
-  size_t ndim = size_t(self.dim());
+DimVector inferDenseStrides(IntArrayRef sizes, IntArrayRef strides) {
+  size_t ndim = sizes.size();
+  // perm[0] is the innermost dim. Insertion sort from the reversed identity, as TensorIterator
+  // orders dims: smaller stride inside, equal strides put the smaller size inside, and a 0
+  // stride makes the comparison ambiguous (the dim stays where it is).
   std::vector<size_t> perm(ndim);
-  std::iota(perm.begin(), perm.end(), 0);
-  IntArrayRef st = self.strides();
-  std::stable_sort(perm.begin(), perm.end(), [&](size_t a, size_t b) { return st[a] > st[b]; });
-  DimVector strides(ndim);
-  int64_t acc = 1;
-  for (size_t j = ndim; j-- > 0;) {
-    strides[perm[j]] = acc;
-    acc *= std::max<int64_t>(self.sizes()[perm[j]], 1);
+  for (size_t i = 0; i < ndim; ++i)
+    perm[i] = ndim - 1 - i;
+  auto shouldSwap = [&](size_t a, size_t b) {
+    if (strides[a] == 0 || strides[b] == 0) return 0;
+    if (strides[a] != strides[b]) return strides[a] < strides[b] ? -1 : 1;
+    return sizes[a] > sizes[b] ? 1 : 0;
+  };
+  for (size_t i = 1; i < ndim; ++i) {
+    size_t dim1 = i;
+    for (size_t j = 1; j <= i; ++j) {
+      size_t dim0 = i - j;
+      int c = shouldSwap(perm[dim0], perm[dim1]);
+      if (c > 0) {
+        std::swap(perm[dim0], perm[dim1]);
+        dim1 = dim0;
+      } else if (c < 0) {
+        break;
+      }
+    }
   }
+  DimVector out(ndim);
+  int64_t stride = 1;
+  for (size_t d : perm) {
+    out[d] = stride;
+    if (sizes[d] > 1) stride *= sizes[d];
+  }
+  return out;
+}
+
+Tensor emptyLikePreserve(const Tensor& self, ScalarType dtype) {
+  bool dense = self.isContiguous() || isNonOverlappingAndDense(self.sizes(), self.strides());
+  DimVector strides =
+      dense ? DimVector(self.strides()) : inferDenseStrides(self.sizes(), self.strides());
   return Tensor::emptyStrided(self.sizes(), strides, dtype, self.device());
 }
 

@@ -26,6 +26,8 @@ bool isExpandableTo(IntArrayRef shape, IntArrayRef target);
 
 // Does (sizes, strides) cover a block of memory exactly once (in some dim order)?
 bool isNonOverlappingAndDense(IntArrayRef sizes, IntArrayRef strides);
+// Dense strides that keep the dim order of `strides` (PyTorch's infer_dense_strides).
+DimVector inferDenseStrides(IntArrayRef sizes, IntArrayRef strides);
 // A new tensor shaped like `self` (PyTorch's empty_like with preserve_format): self's strides
 // when self is dense, else dense strides in the order of self's.
 Tensor emptyLikePreserve(const Tensor& self, ScalarType dtype);

@@ -8,6 +8,7 @@
 
 #include "frontend/binding/PythonConvert.h"
 #include "generated/Ops.h"
+#include "runtime/CheckedConvert.h"
 
 namespace kiln::python {
 
@@ -23,7 +24,8 @@ struct SliceBounds {
 
 bool isNumpyInstance(PyObject* o, const char* prefix) {
   const char* name = Py_TYPE(o)->tp_name;
-  return std::strncmp(name, "numpy.", 6) == 0 && std::strncmp(name + 6, prefix, std::strlen(prefix)) == 0;
+  return std::strncmp(name, "numpy.", 6) == 0 &&
+         std::strncmp(name + 6, prefix, std::strlen(prefix)) == 0;
 }
 
 bool isNumpyInteger(PyObject* o) {
@@ -91,10 +93,12 @@ void collectScalar(PyObject* o, NestedValues& nv) {
   }
   if (isTensor(o)) {
     const Tensor& t = unwrapTensor(o);
-    KILN_CHECK_VALUE(t.numel() == 1 && !t.isMeta(), "only one element tensors can be converted to Python scalars");
+    KILN_CHECK_VALUE(t.numel() == 1 && !t.isMeta(),
+                     "only one element tensors can be converted to Python scalars");
     Scalar s = t.item();
     nv.allBool &= s.isBool();
-    KILN_CHECK_VALUE(!s.isFloating() || std::isfinite(s.toDouble()), "cannot convert a non-finite float to an index");
+    KILN_CHECK_VALUE(!s.isFloating() || std::isfinite(s.toDouble()),
+                     "cannot convert a non-finite float to an index");
     nv.values.push_back(s.toInt());
     return;
   }
@@ -106,26 +110,28 @@ void collectScalar(PyObject* o, NestedValues& nv) {
     nv.values.push_back(int64_t(d)); // PyTorch converts float index lists to int64 by truncation
     return;
   }
-  KILN_CHECK_TYPE(isIntIndex(o) || PyIndex_Check(o), "new(): invalid data type '", Py_TYPE(o)->tp_name, "'");
+  KILN_CHECK_TYPE(isIntIndex(o) || PyIndex_Check(o), "new(): invalid data type '",
+                  Py_TYPE(o)->tp_name, "'");
   nv.values.push_back(unpackInt(o));
 }
 
 void collectNested(PyObject* o, size_t depth, NestedValues& nv) {
   if (depth == nv.sizes.size()) {
-    KILN_CHECK_VALUE(!isNestedSequence(o), "expected a number at dim ", depth, " of the index (got ",
-                     Py_TYPE(o)->tp_name, ")");
+    KILN_CHECK_VALUE(!isNestedSequence(o), "expected a number at dim ", depth,
+                     " of the index (got ", Py_TYPE(o)->tp_name, ")");
     collectScalar(o, nv);
     return;
   }
-  KILN_CHECK_VALUE(isNestedSequence(o), "expected sequence of length ", nv.sizes[depth], " at dim ", depth, " (got ",
-                   Py_TYPE(o)->tp_name, ")");
+  KILN_CHECK_VALUE(isNestedSequence(o), "expected sequence of length ", nv.sizes[depth], " at dim ",
+                   depth, " (got ", Py_TYPE(o)->tp_name, ")");
   nb::object seq = nb::steal(PySequence_Fast(o, "an index list must be a sequence"));
   if (!seq.is_valid()) throwPythonError();
   Py_ssize_t n = PySequence_Fast_GET_SIZE(seq.ptr());
-  KILN_CHECK_VALUE(n == nv.sizes[depth], "expected sequence of length ", nv.sizes[depth], " at dim ", depth, " (got ",
-                   n, ")");
+  KILN_CHECK_VALUE(n == nv.sizes[depth], "expected sequence of length ", nv.sizes[depth],
+                   " at dim ", depth, " (got ", n, ")");
   PyObject** items = PySequence_Fast_ITEMS(seq.ptr());
-  for (Py_ssize_t i = 0; i < n; ++i) collectNested(items[i], depth + 1, nv);
+  for (Py_ssize_t i = 0; i < n; ++i)
+    collectNested(items[i], depth + 1, nv);
 }
 
 // A (nested) Python sequence as an index tensor: bool when every element is a bool, int64
@@ -146,7 +152,8 @@ Tensor sequenceToIndexTensor(PyObject* o) {
   Tensor t = Tensor::empty(nv.sizes, isBool ? ScalarType::Bool : ScalarType::Int64);
   if (isBool) {
     bool* p = t.data<bool>();
-    for (size_t i = 0; i < nv.values.size(); ++i) p[i] = nv.values[i] != 0;
+    for (size_t i = 0; i < nv.values.size(); ++i)
+      p[i] = nv.values[i] != 0;
   } else {
     std::copy(nv.values.begin(), nv.values.end(), t.data<int64_t>());
   }
@@ -175,11 +182,13 @@ Tensor sequenceOrArrayToIndexTensor(PyObject* o) {
 // --- basic indexing ----------------------------------------------------------------------------
 
 Tensor applySelect(const Tensor& self, int64_t dim, int64_t index, int64_t realDim) {
-  KILN_CHECK_INDEX(!(index == 0 && dim == 0 && self.dim() == 0), "invalid index of a 0-dim tensor. ",
-                   "Use `tensor.item()` in Python or `tensor.item<T>()` in C++ to convert a 0-dim tensor to a number");
+  KILN_CHECK_INDEX(!(index == 0 && dim == 0 && self.dim() == 0),
+                   "invalid index of a 0-dim tensor. ",
+                   "Use `tensor.item()` in Python or `tensor.item<T>()` in C++ to convert a 0-dim "
+                   "tensor to a number");
   int64_t size = dim < self.dim() ? self.sizes()[size_t(dim)] : 0;
-  KILN_CHECK_INDEX(size > -1 - index && size > index, "index ", index, " is out of bounds for dimension ", realDim,
-                   " with size ", size);
+  KILN_CHECK_INDEX(size > -1 - index && size > index, "index ", index,
+                   " is out of bounds for dimension ", realDim, " with size ", size);
   return ops::select(self, dim, index);
 }
 
@@ -187,7 +196,8 @@ Tensor applySelect(const Tensor& self, int64_t dim, int64_t index, int64_t realD
 // lone slice so that x[:] is never x itself).
 Tensor applySlice(const Tensor& self, int64_t dim, const SliceBounds& b, bool keepWhole) {
   KILN_CHECK_VALUE(b.step > 0, "step must be greater than zero");
-  if (!keepWhole && self.dim() > 0 && b.start == 0 && b.step == 1 && b.stop >= self.sizes()[size_t(dim)])
+  if (!keepWhole && self.dim() > 0 && b.start == 0 && b.step == 1 &&
+      b.stop >= self.sizes()[size_t(dim)])
     return self;
   return ops::slice(self, dim, b.start, b.stop, b.step);
 }
@@ -227,7 +237,8 @@ bool treatSequenceAsTuple(PyObject* o) {
       return false;
     }
     PyObject* p = item.ptr();
-    if (isTensor(p) || PySequence_Check(p) || PySlice_Check(p) || p == Py_Ellipsis || p == Py_None) return true;
+    if (isTensor(p) || PySequence_Check(p) || PySlice_Check(p) || p == Py_Ellipsis || p == Py_None)
+      return true;
   }
   return false;
 }
@@ -235,11 +246,12 @@ bool treatSequenceAsTuple(PyObject* o) {
 nb::tuple wrapTuple(PyObject* index) {
   if (!treatSequenceAsTuple(index)) return nb::make_tuple(nb::handle(index));
   if (!PyTuple_Check(index)) {
-    int rc = PyErr_WarnEx(PyExc_UserWarning,
-                          "Using a non-tuple sequence for multidimensional indexing is deprecated; use "
-                          "x[tuple(seq)] instead of x[seq]. A future version will read it as a tensor index, "
-                          "x[kiln.tensor(seq)].",
-                          1);
+    int rc = PyErr_WarnEx(
+        PyExc_UserWarning,
+        "Using a non-tuple sequence for multidimensional indexing is deprecated; use "
+        "x[tuple(seq)] instead of x[seq]. A future version will read it as a tensor index, "
+        "x[kiln.tensor(seq)].",
+        1);
     if (rc < 0) throwPythonError();
   }
   nb::object t = nb::steal(PySequence_Tuple(index));
@@ -266,7 +278,8 @@ int64_t countSpecifiedDims(const nb::tuple& index) {
 // the dims of the result (PyTorch's applySlicing).
 Tensor applySlicing(const Tensor& self, const nb::tuple& index, IndexList& indices) {
   int64_t specified = countSpecifiedDims(index);
-  KILN_CHECK_INDEX(specified <= self.dim(), "too many indices for tensor of dimension ", self.dim());
+  KILN_CHECK_INDEX(specified <= self.dim(), "too many indices for tensor of dimension ",
+                   self.dim());
   Tensor result = self;
   int64_t dim = 0;
   int64_t realDim = 0;
@@ -294,14 +307,14 @@ Tensor applySlicing(const Tensor& self, const nb::tuple& index, IndexList& indic
       if (isTensor(o)) {
         t = unwrapTensor(o);
       } else if (PyUnicode_Check(o) || PyBytes_Check(o)) {
-        throw TypeError(concat("new(): invalid data type '", Py_TYPE(o)->tp_name, "'"));
+        throw TypeError(strCat("new(): invalid data type '", Py_TYPE(o)->tp_name, "'"));
       } else if (PySequence_Check(o)) {
         t = sequenceOrArrayToIndexTensor(o);
       } else {
         nb::object asIndex = nb::steal(PyNumber_Index(o));
         if (!asIndex.is_valid()) {
           PyErr_Clear();
-          throw IndexError(concat("only integers, slices (`:`), ellipsis (`...`), None and long or byte Variables "
+          throw IndexError(strCat("only integers, slices (`:`), ellipsis (`...`), None and long or byte Variables "
                                   "are valid indices (got ", Py_TYPE(o)->tp_name, ")"));
         }
         result = applySelect(result, dim, unpackInt(asIndex.ptr()), realDim);
@@ -326,7 +339,8 @@ Tensor applySlicing(const Tensor& self, const nb::tuple& index, IndexList& indic
 }
 
 void trimTrailingNones(IndexList& indices) {
-  while (!indices.empty() && !indices.back()) indices.pop_back();
+  while (!indices.empty() && !indices.back())
+    indices.pop_back();
 }
 
 Tensor getItem(const Tensor& self, PyObject* index) {
@@ -340,7 +354,8 @@ Tensor getItem(const Tensor& self, PyObject* index) {
   }
   IndexList indices;
   Tensor sliced = applySlicing(self, wrapTuple(index), indices);
-  if (indices.empty()) return sliced.isSame(self) ? ops::alias(sliced) : sliced; // x[...] is a new tensor
+  if (indices.empty())
+    return sliced.isSame(self) ? ops::alias(sliced) : sliced; // x[...] is a new tensor
   trimTrailingNones(indices);
   return ops::index(sliced, indices);
 }
@@ -350,16 +365,27 @@ Tensor getItem(const Tensor& self, PyObject* index) {
 // The assigned value as a tensor: tensors as they are, Python numbers in self's dtype.
 Tensor valueToTensor(const Tensor& self, PyObject* value) {
   if (isTensor(value)) return unwrapTensor(value);
-  KILN_CHECK_TYPE(isNumberLike(value) || PyBool_Check(value), "can't assign a ", Py_TYPE(value)->tp_name,
-                  " to a kiln.", scalarTypeShortName(self.dtype()), "Tensor");
-  return Tensor::scalarTensor(toScalarFromNumber(value), self.dtype());
+  KILN_CHECK_TYPE(isNumberLike(value) || PyBool_Check(value), "can't assign a ",
+                  Py_TYPE(value)->tp_name, " to a kiln.", scalarTypeShortName(self.dtype()),
+                  "Tensor");
+  if (PyLong_Check(value)) {
+    int overflow = 0;
+    PyLong_AsLongLongAndOverflow(value, &overflow);
+    KILN_CHECK_VALUE(!overflow, "Overflow when unpacking long long");
+  }
+  Scalar s = toScalarFromNumber(value);
+  // PyTorch range-checks assigned numbers, except for the 16-bit floats (they round to inf).
+  if (self.dtype() != ScalarType::Float16 && self.dtype() != ScalarType::BFloat16)
+    KILN_DISPATCH_ALL(self.dtype(), "__setitem__", [&]<typename T>() { checkedConvert<T>(s); });
+  return Tensor::scalarTensor(s, self.dtype());
 }
 
 // The value without its leading size-1 dims (NumPy lets x[0] = ones(1, 1, 3) fill a row).
 Tensor stripLeadingOnes(const Tensor& value) {
   IntArrayRef sizes = value.sizes();
   size_t first = 0;
-  while (first < sizes.size() && sizes[first] == 1) ++first;
+  while (first < sizes.size() && sizes[first] == 1)
+    ++first;
   if (first == 0) return value;
   return ops::view(value, IntArrayRef(sizes.data() + first, sizes.size() - first));
 }
@@ -396,7 +422,9 @@ void registerIndexing(TensorClass& cls) {
   // nb::arg(...).none(): None is a valid index (and a value to reject with PyTorch's error).
   cls.def(
          "__getitem__",
-         [](nb::handle self, nb::handle index) { return wrap(getItem(unwrapTensor(self.ptr()), index.ptr())); },
+         [](nb::handle self, nb::handle index) {
+           return wrap(getItem(unwrapTensor(self.ptr()), index.ptr()));
+         },
          nb::arg("index").none())
       .def(
           "__setitem__",
@@ -405,7 +433,10 @@ void registerIndexing(TensorClass& cls) {
           },
           nb::arg("index").none(), nb::arg("value").none())
       .def(
-          "__delitem__", [](nb::handle, nb::handle) -> void { throw TypeError("Tensor does not support deleting items"); },
+          "__delitem__",
+          [](nb::handle, nb::handle) -> void {
+            throw TypeError("Tensor does not support deleting items");
+          },
           nb::arg("index").none())
       .def("__len__",
            [](const Tensor& t) {
@@ -416,44 +447,57 @@ void registerIndexing(TensorClass& cls) {
            [](const Tensor& t) {
              KILN_CHECK_TYPE(t.dim() > 0, "iteration over a 0-d tensor");
              nb::list rows;
-             for (Tensor& row : ops::unbind(t, 0)) rows.append(wrap(std::move(row)));
+             for (Tensor& row : ops::unbind(t, 0))
+               rows.append(wrap(std::move(row)));
              return nb::iter(rows);
            })
       .def("__index__",
            [](const Tensor& t) {
-             KILN_CHECK_TYPE(t.numel() == 1 && isIntegralType(t.dtype(), true) && !t.isMeta(),
-                             "only integer tensors of a single element can be converted to an index");
+             KILN_CHECK_TYPE(
+                 t.numel() == 1 && isIntegralType(t.dtype(), true) && !t.isMeta(),
+                 "only integer tensors of a single element can be converted to an index");
              return t.item().toInt();
            })
-      .def_prop_ro("T",
-                   [](const Tensor& t) {
-                     const char* warning = nullptr;
-                     if (t.dim() == 0)
-                       warning = "Tensor.T is deprecated on 0-D tensors. This function is the identity in these cases.";
-                     else if (t.dim() != 2)
-                       warning = "The use of `x.T` on tensors of dimension other than 2 to reverse their shape is "
-                                 "deprecated and it will throw an error in a future release. Consider `x.mT` to "
-                                 "transpose batches of matrices or `x.permute(*range(x.ndim - 1, -1, -1))` to reverse "
-                                 "the dimensions of a tensor.";
-                     if (warning && PyErr_WarnEx(PyExc_UserWarning, warning, 1) < 0) throwPythonError();
-                     std::vector<int64_t> dims(size_t(t.dim()));
-                     for (size_t i = 0; i < dims.size(); ++i) dims[i] = t.dim() - 1 - int64_t(i);
-                     return wrap(ops::permute(t, dims));
-                   })
+      .def_prop_ro(
+          "T",
+          [](const Tensor& t) {
+            const char* warning = nullptr;
+            if (t.dim() == 0)
+              warning = "Tensor.T is deprecated on 0-D tensors. This function is the identity in "
+                        "these cases.";
+            else if (t.dim() != 2)
+              warning =
+                  "The use of `x.T` on tensors of dimension other than 2 to reverse their shape is "
+                  "deprecated and it will throw an error in a future release. Consider `x.mT` to "
+                  "transpose batches of matrices or `x.permute(*range(x.ndim - 1, -1, -1))` to "
+                  "reverse "
+                  "the dimensions of a tensor.";
+            if (warning && PyErr_WarnEx(PyExc_UserWarning, warning, 1) < 0) throwPythonError();
+            std::vector<int64_t> dims(size_t(t.dim()));
+            for (size_t i = 0; i < dims.size(); ++i)
+              dims[i] = t.dim() - 1 - int64_t(i);
+            return wrap(ops::permute(t, dims));
+          })
       .def_prop_ro("H",
                    [](const Tensor& t) {
-                     KILN_CHECK(t.dim() == 0 || t.dim() == 2, "tensor.H is only supported on matrices (2-D tensors). Got ",
-                                t.dim(), "-D tensor.", t.dim() > 2 ? " For batches of matrices, consider using tensor.mH" : "");
+                     KILN_CHECK(t.dim() == 0 || t.dim() == 2,
+                                "tensor.H is only supported on matrices (2-D tensors). Got ",
+                                t.dim(), "-D tensor.",
+                                t.dim() > 2 ? " For batches of matrices, consider using tensor.mH"
+                                            : "");
                      return wrap(t.dim() == 0 ? ops::alias(t) : ops::transpose(t, 0, 1));
                    })
       .def_prop_ro("mT",
                    [](const Tensor& t) {
-                     KILN_CHECK(t.dim() >= 2, "tensor.mT is only supported on matrices or batches of matrices. Got ",
-                                t.dim(), "-D tensor.");
+                     KILN_CHECK(
+                         t.dim() >= 2,
+                         "tensor.mT is only supported on matrices or batches of matrices. Got ",
+                         t.dim(), "-D tensor.");
                      return wrap(ops::transpose(t, -2, -1));
                    })
       .def_prop_ro("mH", [](const Tensor& t) {
-        KILN_CHECK(t.dim() >= 2, "tensor.mH is only supported on matrices or batches of matrices. Got ", t.dim(),
+        KILN_CHECK(t.dim() >= 2,
+                   "tensor.mH is only supported on matrices or batches of matrices. Got ", t.dim(),
                    "-D tensor.");
         return wrap(ops::transpose(t, -2, -1));
       });

@@ -148,7 +148,7 @@ nb::object tensorDlpack(const Tensor& t, nb::handle stream, nb::handle maxVersio
   if (t.requiresGrad())
     throwBufferError("Can't export tensors that require gradient, use tensor.detach()");
   if (!t.device().isCpu())
-    throwBufferError(concat("Cannot export a ", t.device().str(), " tensor through DLPack"));
+    throwBufferError(strCat("Cannot export a ", t.device().str(), " tensor through DLPack"));
   KILN_CHECK_VALUE(stream.is_none(), "stream should be None on cpu.");
   if (!dlDevice.is_none()) {
     auto dev = nb::cast<std::pair<int, int>>(dlDevice);
@@ -178,7 +178,7 @@ Tensor importDlpack(nb::handle capsule) {
     auto* m =
         static_cast<dlpack::ManagedTensorVersioned*>(PyCapsule_GetPointer(cap, kCapsuleVersioned));
     if (m->version.major != 1)
-      throwBufferError(concat("from_dlpack: unsupported DLPack version ", m->version.major, ".",
+      throwBufferError(strCat("from_dlpack: unsupported DLPack version ", m->version.major, ".",
                               m->version.minor));
     dl = &m->dlTensor;
     release = [m] {

@@ -280,14 +280,14 @@ bool OverloadGroup::tryParse(OpId op, PyObject* self, PyObject* const* args, Py_
     bound[p] = true;
   } else {
  if (size_t(nargs) > numPositional) {
-      if (why) *why = concat("takes ", numPositional, " positional arguments but ", nargs, " were given");
+      if (why) *why = strCat("takes ", numPositional, " positional arguments but ", nargs, " were given");
       return false;
     }
     for (Py_ssize_t k = 0; k < nargs; ++k) {
       size_t p = positional[size_t(k)];
       if (!convert(args[k], s.args[p], !self && p == 0, k == 0, tensorAsScalar, out.stack[p])) {
         if (why)
-          *why = concat("argument '", p == 0 && !self ? "input" : s.args[p].name, "' (position ", k + 1,
+          *why = strCat("argument '", p == 0 && !self ? "input" : s.args[p].name, "' (position ", k + 1,
                         ") must be ", typeText(s.args[p]), ", not ", pyTypeName(args[k]));
         return false;
       }
@@ -309,16 +309,16 @@ bool OverloadGroup::tryParse(OpId op, PyObject* self, PyObject* const* args, Py_
         out.requiresGrad = val == Py_True;
         continue;
       }
-      if (why) *why = concat("got an unexpected keyword argument '", key, "'");
+      if (why) *why = strCat("got an unexpected keyword argument '", key, "'");
       return false;
     }
     if (bound[p]) {
-      if (why) *why = concat("got multiple values for argument '", key, "'");
+      if (why) *why = strCat("got multiple values for argument '", key, "'");
       return false;
     }
     if (!convert(val, s.args[p], false, false, tensorAsScalar, out.stack[p])) {
       if (why)
-        *why = concat("argument '", key, "' must be ", typeText(s.args[p]), ", not ", pyTypeName(val));
+        *why = strCat("argument '", key, "' must be ", typeText(s.args[p]), ", not ", pyTypeName(val));
       return false;
     }
     out.argObjects[p] = val;
@@ -328,7 +328,7 @@ bool OverloadGroup::tryParse(OpId op, PyObject* self, PyObject* const* args, Py_
     if (bound[i]) continue;
     if (s.args[i].hasDefault) out.stack[i] = s.args[i].defaultValue;
     else if (!s.args[i].optional) {
-      if (why) *why = concat("missing required argument '", i == 0 ? "input" : s.args[i].name, "'");
+      if (why) *why = strCat("missing required argument '", i == 0 ? "input" : s.args[i].name, "'");
       return false;
     }
   }
@@ -351,9 +351,9 @@ ParsedCall OverloadGroup::parse(PyObject* self, PyObject* const* args, Py_ssize_
   if (ops_.size() == 1) {
     std::string why;
     tryParse(ops_[0], self, args, nargs, kwnames, true, call, &why);
-    throw TypeError(concat(name_, "(): ", why, "\nexpected: ", signatures()));
+    throw TypeError(strCat(name_, "(): ", why, "\nexpected: ", signatures()));
   }
-  throw TypeError(concat(name_, "() received an invalid combination of arguments - got (", got,
+  throw TypeError(strCat(name_, "() received an invalid combination of arguments - got (", got,
                          "), but expected one of:\n", signatures()));
 }
 

@@ -32,7 +32,7 @@ ScalarType numpyDtypeOf(PyObject* o) {
   std::string name = nb::cast<std::string>(dt.attr("name"));
   for (int i = 0; i < kNumScalarTypes; ++i)
     if (name == scalarTypeName(ScalarType(i))) return ScalarType(i);
-  throw TypeError(concat("can't convert np.ndarray of type numpy.", name,
+  throw TypeError(strCat("can't convert np.ndarray of type numpy.", name,
                          ". The only supported types are: float64, float32, float16, int64, "
                          "int32, int16, int8, uint8, and bool."));
 }
@@ -162,7 +162,7 @@ std::optional<ScalarType> dtypeArgument(nb::handle dtype) {
   if (o == reinterpret_cast<PyObject*>(&PyLong_Type)) return ScalarType::Int64;
   if (o == reinterpret_cast<PyObject*>(&PyBool_Type)) return ScalarType::Bool;
   throw TypeError(
-      concat("tensor(): argument 'dtype' must be kiln.dtype, not ", Py_TYPE(o)->tp_name));
+      strCat("tensor(): argument 'dtype' must be kiln.dtype, not ", Py_TYPE(o)->tp_name));
 }
 
 // Python object for the element at p (bool, int or float, as Tensor.item gives them).

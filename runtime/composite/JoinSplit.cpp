@@ -4,7 +4,7 @@
 
 namespace kiln::kernels {
 
-Tensor concat(const std::vector<Tensor>& tensors, int64_t dim) { return ops::cat(tensors, dim); }
+Tensor concatTensors(const std::vector<Tensor>& tensors, int64_t dim) { return ops::cat(tensors, dim); }
 
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
   KILN_CHECK(!tensors.empty(), "stack expects a non-empty TensorList");
@@ -12,8 +12,9 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
   std::vector<Tensor> expanded;
   expanded.reserve(tensors.size());
   for (size_t i = 0; i < tensors.size(); ++i) {
-    KILN_CHECK(tensors[i].sizes() == tensors[0].sizes(), "stack expects each tensor to be equal size, but got ",
-               tensors[0].shapeString(), " at entry 0 and ", tensors[i].shapeString(), " at entry ", i);
+    KILN_CHECK(tensors[i].sizes() == tensors[0].sizes(),
+               "stack expects each tensor to be equal size, but got ", tensors[0].shapeString(),
+               " at entry 0 and ", tensors[i].shapeString(), " at entry ", i);
     expanded.push_back(ops::unsqueeze(tensors[i], dim));
   }
   return ops::cat(expanded, dim);
@@ -21,10 +22,12 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
 
 std::vector<Tensor> split(const Tensor& self, int64_t splitSize, int64_t dim) {
   KILN_CHECK(self.dim() != 0, "split expects at least a 1-dimensional tensor");
-  KILN_CHECK(splitSize >= 0, "split expects split_size be non-negative, but got split_size=", splitSize);
+  KILN_CHECK(splitSize >= 0,
+             "split expects split_size be non-negative, but got split_size=", splitSize);
   int64_t dimSize = self.size(dim);
   KILN_CHECK(splitSize > 0 || dimSize == 0,
-             "split_size can only be 0 if dimension size is 0, but got dimension size of ", dimSize);
+             "split_size can only be 0 if dimension size is 0, but got dimension size of ",
+             dimSize);
   int64_t count = splitSize == 0 ? 1 : std::max<int64_t>((dimSize + splitSize - 1) / splitSize, 1);
   int64_t last = splitSize - (splitSize * count - dimSize);
   std::vector<Tensor> parts;
@@ -39,13 +42,15 @@ std::vector<Tensor> splitWithSizes(const Tensor& self, IntArrayRef splitSizes, i
   int64_t dimSize = self.size(dim);
   int64_t total = 0;
   for (int64_t s : splitSizes) {
-    KILN_CHECK(s >= 0, "split_with_sizes expects split_sizes have only non-negative entries, but got split_sizes=",
-               shapeString(splitSizes));
+    KILN_CHECK(
+        s >= 0,
+        "split_with_sizes expects split_sizes have only non-negative entries, but got split_sizes=",
+        shapeString(splitSizes));
     total += s;
   }
   KILN_CHECK(total == dimSize, "split_with_sizes expects split_sizes to sum exactly to ", dimSize,
-             " (input tensor's size at dimension ", wrapDim(dim, self.dim()), "), but got split_sizes=",
-             shapeString(splitSizes));
+             " (input tensor's size at dimension ", wrapDim(dim, self.dim()),
+             "), but got split_sizes=", shapeString(splitSizes));
   std::vector<Tensor> parts;
   parts.reserve(splitSizes.size());
   int64_t start = 0;
@@ -62,7 +67,8 @@ std::vector<Tensor> chunk(const Tensor& self, int64_t chunks, int64_t dim) {
   int64_t dimSize = self.size(dim);
   int64_t splitSize = (dimSize + chunks - 1) / chunks;
   // An empty dim still yields `chunks` (empty) pieces, as PyTorch does.
-  if (splitSize == 0 && dimSize == 0) return splitWithSizes(self, std::vector<int64_t>(size_t(chunks), 0), dim);
+  if (splitSize == 0 && dimSize == 0)
+    return splitWithSizes(self, std::vector<int64_t>(size_t(chunks), 0), dim);
   return split(self, splitSize, dim);
 }
 
@@ -72,7 +78,8 @@ std::vector<Tensor> unbind(const Tensor& self, int64_t dim) {
   int64_t n = self.sizes()[size_t(dim)];
   std::vector<Tensor> parts;
   parts.reserve(size_t(n));
-  for (int64_t i = 0; i < n; ++i) parts.push_back(ops::select(self, dim, i));
+  for (int64_t i = 0; i < n; ++i)
+    parts.push_back(ops::select(self, dim, i));
   return parts;
 }
 

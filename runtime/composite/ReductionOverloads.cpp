@@ -66,7 +66,7 @@ Tensor normStr(const Tensor& self, const std::string& p, std::optional<IntArrayR
     return ops::linalg_vector_norm(self, Scalar(2.0), dim, keepdim, dtype);
   }
   KILN_CHECK(p != "nuc", "norm(): the nuclear norm (p='nuc') is not supported by kiln");
-  throw Error(concat("linalg.matrix_norm: Order ", p, " not supported."));
+  throw Error(strCat("linalg.matrix_norm: Order ", p, " not supported."));
 }
 
 } // namespace kiln::kernels

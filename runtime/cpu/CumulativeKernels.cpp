@@ -45,7 +45,7 @@ Tensor scan(const char* kernelName, const Tensor& self, int64_t dim, std::option
                     : isIntegralType(self.dtype(), true) ? ScalarType::Int64
                                                           : self.dtype();
   if (type == ScalarType::Bool) {
-    throw NotImplementedError(concat("\"", kernelName, "\" not implemented for 'Bool'"));
+    throw NotImplementedError(strCat("\"", kernelName, "\" not implemented for 'Bool'"));
   }
   Tensor in = cpu::contiguousInput(type != self.dtype() ? ops::to(self, type) : self);
   Tensor out = Tensor::empty(in.sizes(), type, in.device());

@@ -5,6 +5,7 @@
 
 #include "generated/KernelDecls.h"
 #include "generated/Ops.h"
+#include "runtime/CheckedConvert.h"
 #include "runtime/TensorIterator.h"
 #include "runtime/ViewGeometry.h"
 
@@ -15,10 +16,14 @@ namespace {
 // Calls f with an unsigned integer type of `size` bytes: moving elements needs only their bytes.
 template <typename F> void dispatchBySize(size_t size, const F& f) {
   switch (size) {
-  case 1: return f.template operator()<uint8_t>();
-  case 2: return f.template operator()<uint16_t>();
-  case 4: return f.template operator()<uint32_t>();
-  default: return f.template operator()<uint64_t>();
+  case 1:
+    return f.template operator()<uint8_t>();
+  case 2:
+    return f.template operator()<uint16_t>();
+  case 4:
+    return f.template operator()<uint32_t>();
+  default:
+    return f.template operator()<uint64_t>();
   }
 }
 
@@ -35,13 +40,14 @@ enum class IndexedSide { Source, Destination };
 // Gather: dst[i] = src[i + offset(i)]; scatter: dst[i + offset(i)] = src[i] (or +=), with
 // offset(i) = sum_k wrap(index_k[i]) * stride_k. Index values are bounds-checked by the caller
 // (the loop runs in parallel regions and must not throw).
-void indexedCopy(const char* op, const Tensor& dst, const Tensor& src, const std::vector<IndexOperand>& indices,
-                 IndexedSide side, bool accumulate) {
+void indexedCopy(const char* op, const Tensor& dst, const Tensor& src,
+                 const std::vector<IndexOperand>& indices, IndexedSide side, bool accumulate) {
   TensorIteratorConfig c;
   c.opName = op;
   c.outputs = {dst};
   c.inputs = {src};
-  for (const IndexOperand& ix : indices) c.inputs.push_back(ix.values);
+  for (const IndexOperand& ix : indices)
+    c.inputs.push_back(ix.values);
   c.keepInputDtype.assign(c.inputs.size(), true);
   c.castInputs = false;
   c.checkOutputCast = false;
@@ -68,14 +74,18 @@ void indexedCopy(const char* op, const Tensor& dst, const Tensor& src, const std
   constexpr int64_t kSerial = INT64_MAX;
   if (accumulate) {
     KILN_DISPATCH_ALL(dst.dtype(), op, [&]<typename T>() {
-      iter.forEach([&](char** data, const int64_t* st, int64_t n) {
-        for (int64_t i = 0; i < n; ++i) {
-          T* d = reinterpret_cast<T*>(data[0] + i * st[0] + offsetAt(data, st, i));
-          T v = *reinterpret_cast<const T*>(data[1] + i * st[1]);
-          if constexpr (std::is_same_v<T, bool>) *d = *d || v;
-          else *d = T(opmath_t<T>(*d) + opmath_t<T>(v));
-        }
-      }, kSerial);
+      iter.forEach(
+          [&](char** data, const int64_t* st, int64_t n) {
+            for (int64_t i = 0; i < n; ++i) {
+              T* d = reinterpret_cast<T*>(data[0] + i * st[0] + offsetAt(data, st, i));
+              T v = *reinterpret_cast<const T*>(data[1] + i * st[1]);
+              if constexpr (std::is_same_v<T, bool>)
+                *d = *d || v;
+              else
+                *d = T(opmath_t<T>(*d) + opmath_t<T>(v));
+            }
+          },
+          kSerial);
     });
     return;
   }
@@ -87,11 +97,13 @@ void indexedCopy(const char* op, const Tensor& dst, const Tensor& src, const std
               *reinterpret_cast<const T*>(data[1] + i * st[1] + offsetAt(data, st, i));
       });
     } else {
-      iter.forEach([&](char** data, const int64_t* st, int64_t n) {
-        for (int64_t i = 0; i < n; ++i)
-          *reinterpret_cast<T*>(data[0] + i * st[0] + offsetAt(data, st, i)) =
-              *reinterpret_cast<const T*>(data[1] + i * st[1]);
-      }, kSerial);
+      iter.forEach(
+          [&](char** data, const int64_t* st, int64_t n) {
+            for (int64_t i = 0; i < n; ++i)
+              *reinterpret_cast<T*>(data[0] + i * st[0] + offsetAt(data, st, i)) =
+                  *reinterpret_cast<const T*>(data[1] + i * st[1]);
+          },
+          kSerial);
     }
   });
 }
@@ -100,11 +112,14 @@ Tensor toInt64(const Tensor& t) { return ops::_to_copy(t, ScalarType::Int64, std
 
 // The int64 coordinates of the true elements of a bool/uint8 mask, one tensor per mask dim.
 std::vector<Tensor> maskCoordinates(const Tensor& mask) {
-  KILN_CHECK(!mask.isMeta(), "boolean mask indexing has a data-dependent result shape; it cannot run on the meta device");
+  KILN_CHECK(
+      !mask.isMeta(),
+      "boolean mask indexing has a data-dependent result shape; it cannot run on the meta device");
   Tensor m = ops::contiguous(mask);
   const uint8_t* p = reinterpret_cast<const uint8_t*>(m.rawData());
   int64_t n = m.numel(), nnz = 0;
-  for (int64_t i = 0; i < n; ++i) nnz += p[i] != 0;
+  for (int64_t i = 0; i < n; ++i)
+    nnz += p[i] != 0;
   size_t k = size_t(m.dim());
   std::vector<Tensor> coords;
   std::vector<int64_t*> out;
@@ -116,7 +131,8 @@ std::vector<Tensor> maskCoordinates(const Tensor& mask) {
   int64_t w = 0;
   for (int64_t i = 0; i < n; ++i) {
     if (p[i]) {
-      for (size_t j = 0; j < k; ++j) out[j][w] = idx[j];
+      for (size_t j = 0; j < k; ++j)
+        out[j][w] = idx[j];
       ++w;
     }
     for (size_t j = k; j-- > 0;) {
@@ -131,8 +147,8 @@ void checkIndexBounds(const Tensor& values, int64_t size, int64_t dim) {
   if (values.isMeta()) return;
   const int64_t* p = values.data<int64_t>();
   for (int64_t i = 0; i < values.numel(); ++i)
-    KILN_CHECK_INDEX(p[i] >= -size && p[i] < size, "index ", p[i], " is out of bounds for dimension ", dim,
-                     " with size ", size);
+    KILN_CHECK_INDEX(p[i] >= -size && p[i] < size, "index ", p[i],
+                     " is out of bounds for dimension ", dim, " with size ", size);
 }
 
 // PyTorch's AdvancedIndex: self with its indexed dims made adjacent (moved to the front when they
@@ -142,13 +158,15 @@ struct AdvancedIndex {
   std::vector<IndexOperand> indices;
 };
 
-std::optional<AdvancedIndex> makeAdvancedIndex(const Tensor& self, const std::vector<std::optional<Tensor>>& orig) {
-  KILN_CHECK_INDEX(orig.size() <= size_t(self.dim()), "too many indices for tensor of dimension ", self.dim(),
-                   " (got ", orig.size(), ")");
+std::optional<AdvancedIndex> makeAdvancedIndex(const Tensor& self,
+                                               const std::vector<std::optional<Tensor>>& orig) {
+  KILN_CHECK_INDEX(orig.size() <= size_t(self.dim()), "too many indices for tensor of dimension ",
+                   self.dim(), " (got ", orig.size(), ")");
   for (const auto& ix : orig) {
     if (!ix || !ix->defined()) continue;
     ScalarType t = ix->dtype();
-    KILN_CHECK_INDEX(t == ScalarType::Int64 || t == ScalarType::Int32 || t == ScalarType::UInt8 || t == ScalarType::Bool,
+    KILN_CHECK_INDEX(t == ScalarType::Int64 || t == ScalarType::Int32 || t == ScalarType::UInt8 ||
+                         t == ScalarType::Bool,
                      "tensors used as indices must be long, int, byte or bool tensors");
   }
   // Masks become the coordinates of their true elements, one index per mask dim.
@@ -166,14 +184,17 @@ std::optional<AdvancedIndex> makeAdvancedIndex(const Tensor& self, const std::ve
     size_t first = indices.size();
     for (int64_t j = 0; j < ix->dim(); ++j) {
       int64_t at = int64_t(first) + j;
-      KILN_CHECK_INDEX(at < self.dim() && ix->sizes()[size_t(j)] == self.sizes()[size_t(at)], "The shape of the mask ",
-                       ix->shapeString(), " at index ", j, " does not match the shape of the indexed tensor ",
-                       self.shapeString(), " at index ", at);
+      KILN_CHECK_INDEX(at < self.dim() && ix->sizes()[size_t(j)] == self.sizes()[size_t(at)],
+                       "The shape of the mask ", ix->shapeString(), " at index ", j,
+                       " does not match the shape of the indexed tensor ", self.shapeString(),
+                       " at index ", at);
     }
-    for (Tensor& c : maskCoordinates(*ix)) indices.push_back(std::move(c));
+    for (Tensor& c : maskCoordinates(*ix))
+      indices.push_back(std::move(c));
   }
-  KILN_CHECK_INDEX(indices.size() <= size_t(self.dim()), "too many indices for tensor of dimension ", self.dim(),
-                   " (got ", indices.size(), ")");
+  KILN_CHECK_INDEX(indices.size() <= size_t(self.dim()),
+                   "too many indices for tensor of dimension ", self.dim(), " (got ",
+                   indices.size(), ")");
   DimVector shape;
   bool any = false;
   try {
@@ -186,13 +207,18 @@ std::optional<AdvancedIndex> makeAdvancedIndex(const Tensor& self, const std::ve
     std::string shapes;
     for (const Tensor& t : indices)
       if (t.defined()) shapes += (shapes.empty() ? "" : ", ") + t.shapeString();
-    throw IndexError("shape mismatch: indexing tensors could not be broadcast together with shapes " + shapes);
+    throw IndexError(
+        "shape mismatch: indexing tensors could not be broadcast together with shapes " + shapes);
   }
   if (!any) return std::nullopt;
-  while (indices.size() < size_t(self.dim())) indices.emplace_back();
+  while (indices.size() < size_t(self.dim()))
+    indices.emplace_back();
   // Non-adjacent indexed dims go to the front, in order (numpy's rule).
-  auto firstDef = std::find_if(indices.begin(), indices.end(), [](const Tensor& t) { return t.defined(); });
-  auto lastDef = std::find_if(indices.rbegin(), indices.rend(), [](const Tensor& t) { return t.defined(); }).base();
+  auto firstDef =
+      std::find_if(indices.begin(), indices.end(), [](const Tensor& t) { return t.defined(); });
+  auto lastDef = std::find_if(indices.rbegin(), indices.rend(), [](const Tensor& t) {
+                   return t.defined();
+                 }).base();
   bool adjacent = std::all_of(firstDef, lastDef, [](const Tensor& t) { return t.defined(); });
   Tensor src = self;
   if (!adjacent) {
@@ -211,12 +237,16 @@ std::optional<AdvancedIndex> makeAdvancedIndex(const Tensor& self, const std::ve
   int64_t before = 0, after = 0;
   std::vector<size_t> indexedDims;
   for (size_t d = 0; d < indices.size(); ++d) {
-    if (indices[d].defined()) indexedDims.push_back(d);
-    else if (indexedDims.empty()) ++before;
-    else ++after;
+    if (indices[d].defined())
+      indexedDims.push_back(d);
+    else if (indexedDims.empty())
+      ++before;
+    else
+      ++after;
   }
   bool emptyIndexedDim = false;
-  for (size_t d : indexedDims) emptyIndexedDim |= src.sizes()[d] == 0;
+  for (size_t d : indexedDims)
+    emptyIndexedDim |= src.sizes()[d] == 0;
   KILN_CHECK_INDEX(!emptyIndexedDim || computeNumel(shape) == 0,
                    "index is out of bounds for dimension with size 0");
   DimVector resultSizes, resultStrides;
@@ -235,27 +265,33 @@ std::optional<AdvancedIndex> makeAdvancedIndex(const Tensor& self, const std::ve
   AdvancedIndex info;
   info.src = src.asStrided(resultSizes, resultStrides, src.storageOffset());
   DimVector indexerShape(size_t(before), 1);
-  for (int64_t s : shape) indexerShape.push_back(s);
-  for (int64_t d = 0; d < after; ++d) indexerShape.push_back(1);
+  for (int64_t s : shape)
+    indexerShape.push_back(s);
+  for (int64_t d = 0; d < after; ++d)
+    indexerShape.push_back(1);
   for (size_t j = 0; j < indexedDims.size(); ++j) {
     size_t d = indexedDims[j];
     Tensor values = toInt64(ops::expand(indices[d], shape, false));
-    checkIndexBounds(values, src.sizes()[d], int64_t(j));
+    // Like PyTorch, indices are only checked when they address something.
+    if (computeNumel(resultSizes) > 0) checkIndexBounds(values, src.sizes()[d], int64_t(j));
     info.indices.push_back({ops::view(values, indexerShape), src.sizes()[d], src.strides()[d]});
   }
   return info;
 }
 
 void checkMask(const Tensor& mask) {
-  KILN_CHECK(mask.dtype() == ScalarType::Bool, "masked_fill_ only supports boolean masks, but got mask with dtype ",
+  KILN_CHECK(mask.dtype() == ScalarType::Bool,
+             "masked_fill_ only supports boolean masks, but got mask with dtype ",
              scalarTypeName(mask.dtype()));
 }
 
 Scalar valueOfZeroDim(const Tensor& value, const Tensor& self) {
-  KILN_CHECK(value.dim() == 0, "masked_fill_ only supports a 0-dimensional value tensor, but got tensor with ",
+  KILN_CHECK(value.dim() == 0,
+             "masked_fill_ only supports a 0-dimensional value tensor, but got tensor with ",
              value.dim(), " dimension(s).");
   if (value.isMeta()) {
-    KILN_CHECK(self.isMeta(), "masked_fill_: the value tensor is on the meta device and has no data");
+    KILN_CHECK(self.isMeta(),
+               "masked_fill_: the value tensor is on the meta device and has no data");
     return Scalar(int64_t(0));
   }
   return value.item();
@@ -276,10 +312,11 @@ Tensor maskedFill_(const Tensor& self, const Tensor& mask, const Scalar& value) 
   c.outputDtype = self.dtype();
   TensorIterator iter(std::move(c));
   KILN_DISPATCH_ALL(self.dtype(), "masked_fill_", [&]<typename T>() {
-    T v = value.to<T>();
+    T v = checkedConvert<T>(value);
     iter.forEach([v](char** data, const int64_t* st, int64_t n) {
       for (int64_t i = 0; i < n; ++i)
-        if (*reinterpret_cast<const bool*>(data[1] + i * st[1])) *reinterpret_cast<T*>(data[0] + i * st[0]) = v;
+        if (*reinterpret_cast<const bool*>(data[1] + i * st[1]))
+          *reinterpret_cast<T*>(data[0] + i * st[0]) = v;
     });
   });
   self.bumpVersion();
@@ -292,7 +329,8 @@ Tensor maskedFillTensor_(const Tensor& self, const Tensor& mask, const Tensor& v
 
 Tensor maskedFill(const Tensor& self, const Tensor& mask, const Scalar& value) {
   checkMask(mask);
-  Tensor out = Tensor::empty(broadcastShapes("masked_fill", self.sizes(), mask.sizes()), self.dtype(), self.device());
+  Tensor out = Tensor::empty(broadcastShapes("masked_fill", self.sizes(), mask.sizes()),
+                             self.dtype(), self.device());
   ops::copy_(out, self, false);
   return maskedFill_(out, mask, value);
 }
@@ -309,10 +347,11 @@ Tensor index(const Tensor& self, const std::vector<std::optional<Tensor>>& indic
   return out;
 }
 
-Tensor indexPut_(const Tensor& self, const std::vector<std::optional<Tensor>>& indices, const Tensor& values,
-                 bool accumulate) {
-  KILN_CHECK_INDEX(indices.size() <= size_t(self.dim()), "too many indices for tensor of dimension ", self.dim(),
-                   " (got ", indices.size(), ")");
+Tensor indexPut_(const Tensor& self, const std::vector<std::optional<Tensor>>& indices,
+                 const Tensor& values, bool accumulate) {
+  KILN_CHECK_INDEX(indices.size() <= size_t(self.dim()),
+                   "too many indices for tensor of dimension ", self.dim(), " (got ",
+                   indices.size(), ")");
   // A single mask with one value is a masked fill (PyTorch takes this path before any dtype check).
   if (!accumulate && values.numel() == 1 && !values.isMeta()) {
     std::optional<Tensor> mask;
@@ -332,24 +371,28 @@ Tensor indexPut_(const Tensor& self, const std::vector<std::optional<Tensor>>& i
         int64_t at = covered + j;
         KILN_CHECK_INDEX(at < self.dim() && ix->sizes()[size_t(j)] == self.sizes()[size_t(at)],
                          "The shape of the mask ", ix->shapeString(), " at index ", j,
-                         " does not match the shape of the indexed tensor ", self.shapeString(), " at index ", at);
+                         " does not match the shape of the indexed tensor ", self.shapeString(),
+                         " at index ", at);
       }
       covered += ix->dim();
       mask = *ix; // a uint8 mask reaches masked_fill_ and is rejected there, as in PyTorch
     }
     if (onlyMask && mask) {
       Tensor m = *mask;
-      for (int64_t d = covered; d < self.dim(); ++d) m = ops::unsqueeze(m, -1);
+      for (int64_t d = covered; d < self.dim(); ++d)
+        m = ops::unsqueeze(m, -1);
       return maskedFill_(self, m, values.item());
     }
   }
   std::optional<AdvancedIndex> info = makeAdvancedIndex(self, indices);
   const Tensor& dst = info ? info->src : self;
   KILN_CHECK(isExpandableTo(values.sizes(), dst.sizes()), "shape mismatch: value tensor of shape ",
-             values.shapeString(), " cannot be broadcast to indexing result of shape ", dst.shapeString());
-  KILN_CHECK(values.dtype() == self.dtype(), "Index put requires the source and destination dtypes match, got ",
-             scalarTypeShortName(self.dtype()), " for the destination and ", scalarTypeShortName(values.dtype()),
-             " for the source.");
+             values.shapeString(), " cannot be broadcast to indexing result of shape ",
+             dst.shapeString());
+  KILN_CHECK(values.dtype() == self.dtype(),
+             "Index put requires the source and destination dtypes match, got ",
+             scalarTypeShortName(self.dtype()), " for the destination and ",
+             scalarTypeShortName(values.dtype()), " for the source.");
   Tensor expanded = ops::expand(values, dst.sizes(), false);
   if (!info) {
     ops::copy_(self, expanded, false);
@@ -360,8 +403,8 @@ Tensor indexPut_(const Tensor& self, const std::vector<std::optional<Tensor>>& i
   return self;
 }
 
-Tensor indexPut(const Tensor& self, const std::vector<std::optional<Tensor>>& indices, const Tensor& values,
-                bool accumulate) {
+Tensor indexPut(const Tensor& self, const std::vector<std::optional<Tensor>>& indices,
+                const Tensor& values, bool accumulate) {
   return indexPut_(ops::clone(self), indices, values, accumulate);
 }
 
@@ -369,8 +412,8 @@ Tensor indexSelect(const Tensor& self, int64_t dim, const Tensor& index) {
   dim = wrapDim(dim, self.dim());
   int64_t count = index.numel();
   KILN_CHECK_INDEX(index.dim() <= 1, "index_select(): Index is supposed to be a vector");
-  KILN_CHECK(!(self.dim() == 0 && count != 1), "index_select(): Index to scalar can have only 1 value, got ", count,
-             " value(s)");
+  KILN_CHECK(!(self.dim() == 0 && count != 1),
+             "index_select(): Index to scalar can have only 1 value, got ", count, " value(s)");
   KILN_CHECK(index.dtype() == ScalarType::Int64 || index.dtype() == ScalarType::Int32,
              "index_select(): Expected dtype int32 or int64 for index");
   DimVector shape(self.sizes());
@@ -378,11 +421,21 @@ Tensor indexSelect(const Tensor& self, int64_t dim, const Tensor& index) {
   Tensor out = Tensor::empty(shape, self.dtype(), self.device());
   if (count == 0) return out;
   int64_t size = self.dim() > 0 ? self.sizes()[size_t(dim)] : 1;
-  KILN_CHECK(size > 0 || self.dim() <= 1, "index_select(): self indexing axis dim should be positive");
+  KILN_CHECK(size > 0 || self.dim() <= 1 || self.numel() > 0,
+             "index_select(): self indexing axis dim should be positive");
   Tensor values = toInt64(index);
   if (!values.isMeta()) {
+    // PyTorch's CPU paths word (and type) the error differently: a RuntimeError from its dim-1
+    // and empty-input paths, an IndexError otherwise.
+    bool runtimeError = self.dim() > 1 && (dim == 1 || self.numel() == 0);
     const int64_t* p = values.data<int64_t>();
-    for (int64_t i = 0; i < count; ++i) KILN_CHECK_INDEX(p[i] >= 0 && p[i] < size, "index out of range in self");
+    for (int64_t i = 0; i < count; ++i) {
+      if (p[i] >= 0 && p[i] < size) continue;
+      if (runtimeError)
+        throw Error(
+            kiln::strCat("INDICES element is out of DATA bounds, id=", p[i], " axis_dim=", size));
+      throw IndexError("index out of range in self");
+    }
   }
   if (out.numel() == 0) return out;
   DimVector srcStrides(self.strides()), indexStrides(shape.size(), 0);
@@ -400,6 +453,8 @@ Tensor indexSelect(const Tensor& self, int64_t dim, const Tensor& index) {
 
 Tensor gather(const Tensor& self, int64_t dim, const Tensor& index, bool sparseGrad) {
   dim = wrapDim(dim, self.dim());
+  // An empty index gathers nothing and is not checked further (as in PyTorch).
+  if (index.numel() == 0) return Tensor::empty(index.sizes(), self.dtype(), self.device());
   KILN_CHECK(index.dtype() == ScalarType::Int64 || index.dtype() == ScalarType::Int32,
              "gather(): Expected dtype int32/int64 for index");
   auto sizeOr1 = [](const Tensor& t, int64_t d) { return t.dim() == 0 ? 1 : t.sizes()[size_t(d)]; };
@@ -407,16 +462,18 @@ Tensor gather(const Tensor& self, int64_t dim, const Tensor& index, bool sparseG
              "Index tensor must have the same number of dimensions as input tensor");
   for (int64_t d = 0; d < std::max<int64_t>(self.dim(), 1); ++d) {
     if (d == dim) continue;
-    KILN_CHECK(sizeOr1(index, d) <= sizeOr1(self, d), "Size does not match at dimension ", d, " expected index ",
-               index.shapeString(), " to be no larger than self ", self.shapeString(), " apart from dimension ", dim);
+    KILN_CHECK(sizeOr1(index, d) <= sizeOr1(self, d), "Size does not match at dimension ", d,
+               " expected index ", index.shapeString(), " to be no larger than self ",
+               self.shapeString(), " apart from dimension ", dim);
   }
   Tensor out = Tensor::empty(index.sizes(), self.dtype(), self.device());
-  if (out.isMeta() || out.numel() == 0) return out;
+  if (out.isMeta()) return out;
   int64_t size = sizeOr1(self, dim);
   Tensor values = toInt64(index);
   const int64_t* p = values.data<int64_t>();
   for (int64_t i = 0; i < values.numel(); ++i)
-    KILN_CHECK(p[i] >= 0 && p[i] < size, "index ", p[i], " is out of bounds for dimension ", dim, " with size ", size);
+    KILN_CHECK(p[i] >= 0 && p[i] < size, "index ", p[i], " is out of bounds for dimension ", dim,
+               " with size ", size);
   DimVector srcStrides(size_t(index.dim()), 0);
   for (int64_t d = 0; d < self.dim(); ++d)
     if (d != dim) srcStrides[size_t(d)] = self.strides()[size_t(d)];

@@ -13,7 +13,8 @@ bool skippedInCat(const Tensor& t) { return t.dim() == 1 && t.numel() == 0; }
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   KILN_CHECK_VALUE(!tensors.empty(), "cat(): expected a non-empty list of Tensors");
   for (size_t i = 0; i < tensors.size(); ++i) {
-    KILN_CHECK(tensors[i].dim() > 0, "zero-dimensional tensor (at position ", i, ") cannot be concatenated");
+    KILN_CHECK(tensors[i].dim() > 0, "zero-dimensional tensor (at position ", i,
+               ") cannot be concatenated");
     KILN_CHECK(tensors[i].device() == tensors[0].device(),
                "Expected all tensors to be on the same device, but found at least two devices, ",
                tensors[0].device().str(), " and ", tensors[i].device().str(), "!");
@@ -33,12 +34,13 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   for (size_t i = 0; i < tensors.size(); ++i) {
     const Tensor& t = tensors[i];
     if (skippedInCat(t)) continue;
-    KILN_CHECK(t.dim() == ref->dim(), "Tensors must have same number of dimensions: got ", ref->dim(), " and ",
-               t.dim());
+    KILN_CHECK(t.dim() == ref->dim(), "Tensors must have same number of dimensions: got ",
+               ref->dim(), " and ", t.dim());
     for (int64_t d = 0; d < t.dim(); ++d) {
       if (d == dim) continue;
-      KILN_CHECK(t.sizes()[size_t(d)] == ref->sizes()[size_t(d)], "Sizes of tensors must match except in dimension ",
-                 dim, ". Expected size ", ref->sizes()[size_t(d)], " but got size ", t.sizes()[size_t(d)],
+      KILN_CHECK(t.sizes()[size_t(d)] == ref->sizes()[size_t(d)],
+                 "Sizes of tensors must match except in dimension ", dim, ". Expected size ",
+                 ref->sizes()[size_t(d)], " but got size ", t.sizes()[size_t(d)],
                  " for tensor number ", i, " in the list.");
     }
     sizes[size_t(dim)] += t.sizes()[size_t(dim)];

@@ -116,12 +116,12 @@ Tensor layerNorm(const Tensor& input, IntArrayRef normalizedShape,
   if (!matches) {
     std::string expected = "[*";
     for (int64_t s : normalizedShape) expected += ", " + std::to_string(s);
-    throw Error(concat("Given normalized_shape=", shapeString(normalizedShape),
+    throw Error(strCat("Given normalized_shape=", shapeString(normalizedShape),
                        ", expected input with shape ", expected, "], but got input of size",
                        input.shapeString()));
   }
   if (!isFloatingType(input.dtype())) {
-    throw NotImplementedError(concat("\"LayerNormKernelImpl\" not implemented for '",
+    throw NotImplementedError(strCat("\"LayerNormKernelImpl\" not implemented for '",
                                      scalarTypeShortName(input.dtype()), "'"));
   }
   checkParameterDtypes(input, weight, bias);

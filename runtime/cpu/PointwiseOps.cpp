@@ -88,7 +88,7 @@ bool isReducedFloatScalarCase(const Tensor& self, const Tensor& other, ScalarTyp
 
 void throwNotImplemented(const char* kernel, ScalarType t) {
   throw NotImplementedError(
-      concat("\"", kernel, "\" not implemented for '", scalarTypeShortName(t), "'"));
+      strCat("\"", kernel, "\" not implemented for '", scalarTypeShortName(t), "'"));
 }
 
 void checkNotNumber(const char* op, const Tensor& t, const char* argName, int position) {
@@ -96,7 +96,7 @@ void checkNotNumber(const char* op, const Tensor& t, const char* argName, int po
   const char* kind = t.dtype() == ScalarType::Bool ? "bool"
                      : isFloatingType(t.dtype())   ? "float"
                                                    : "int";
-  throw TypeError(concat(op, "(): argument '", argName, "' (position ", position,
+  throw TypeError(strCat(op, "(): argument '", argName, "' (position ", position,
                          ") must be Tensor, not ", kind));
 }
 

@@ -84,7 +84,7 @@ Tensor softmaxImpl(const char* kernelName, const Tensor& self, int64_t dim,
   Tensor in = dtype && *dtype != self.dtype() ? ops::to(self, *dtype) : self;
   int64_t d = wrapDim(dim, in.dim());
   if (!isFloatingType(in.dtype())) {
-    throw NotImplementedError(concat("\"", kernelName, "\" not implemented for '",
+    throw NotImplementedError(strCat("\"", kernelName, "\" not implemented for '",
                                      scalarTypeShortName(in.dtype()), "'"));
   }
   in = cpu::contiguousInput(in);

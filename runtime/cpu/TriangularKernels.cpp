@@ -19,7 +19,8 @@ Tensor triangle(const char* op, const Tensor& self, int64_t diagonal, Triangle w
   ops::copy_(out, self, false);
   int64_t rows = self.size(-2), cols = self.size(-1);
   int64_t matrices = out.numel() / (rows * cols);
-  diagonal = std::clamp<int64_t>(diagonal, -rows - 1, cols + 1); // same rows kept, no overflow below
+  diagonal =
+      std::clamp<int64_t>(diagonal, -rows - 1, cols + 1); // same rows kept, no overflow below
   size_t item = elementSize(out.dtype());
   char* base = out.rawData();
   int64_t totalRows = matrices * rows;
@@ -41,8 +42,12 @@ Tensor triangle(const char* op, const Tensor& self, int64_t diagonal, Triangle w
 
 } // namespace
 
-Tensor tril(const Tensor& self, int64_t diagonal) { return triangle("tril", self, diagonal, Triangle::Lower); }
+Tensor tril(const Tensor& self, int64_t diagonal) {
+  return triangle("tril", self, diagonal, Triangle::Lower);
+}
 
-Tensor triu(const Tensor& self, int64_t diagonal) { return triangle("triu", self, diagonal, Triangle::Upper); }
+Tensor triu(const Tensor& self, int64_t diagonal) {
+  return triangle("triu", self, diagonal, Triangle::Upper);
+}
 
 } // namespace kiln::kernels

@@ -22,7 +22,8 @@ void setGeometry(const Tensor& self, const Geometry& g) {
 
 // Dims in a list as a bitset; RuntimeError for repeats, IndexError for out-of-range dims.
 std::bitset<kMaxDims> dimMask(IntArrayRef dims, int64_t ndim) {
-  KILN_CHECK(ndim <= int64_t(kMaxDims), "only tensors with up to ", kMaxDims, " dims are supported");
+  KILN_CHECK(ndim <= int64_t(kMaxDims), "only tensors with up to ", kMaxDims,
+             " dims are supported");
   std::bitset<kMaxDims> mask;
   for (int64_t d : dims) {
     int64_t w = wrapDim(d, ndim);
@@ -43,9 +44,11 @@ Geometry squeezeGeometry(const Tensor& self, const std::bitset<kMaxDims>& mask) 
 }
 
 std::bitset<kMaxDims> allDims(int64_t ndim) {
-  KILN_CHECK(ndim <= int64_t(kMaxDims), "only tensors with up to ", kMaxDims, " dims are supported");
+  KILN_CHECK(ndim <= int64_t(kMaxDims), "only tensors with up to ", kMaxDims,
+             " dims are supported");
   std::bitset<kMaxDims> mask;
-  for (int64_t d = 0; d < ndim; ++d) mask.set(size_t(d));
+  for (int64_t d = 0; d < ndim; ++d)
+    mask.set(size_t(d));
   return mask;
 }
 
@@ -70,7 +73,8 @@ Geometry transposeGeometry(const Tensor& self, int64_t dim0, int64_t dim1) {
 }
 
 void checkT(const Tensor& self) {
-  KILN_CHECK(self.dim() <= 2, "t() expects a tensor with <= 2 dimensions, but self is ", self.dim(), "D");
+  KILN_CHECK(self.dim() <= 2, "t() expects a tensor with <= 2 dimensions, but self is ", self.dim(),
+             "D");
 }
 
 } // namespace
@@ -121,7 +125,9 @@ Tensor t_(const Tensor& self) {
   return transpose_(self, 0, self.dim() < 2 ? 0 : 1);
 }
 
-Tensor squeeze(const Tensor& self) { return restride(self, squeezeGeometry(self, allDims(self.dim()))); }
+Tensor squeeze(const Tensor& self) {
+  return restride(self, squeezeGeometry(self, allDims(self.dim())));
+}
 
 Tensor squeezeDim(const Tensor& self, int64_t dim) {
   return restride(self, squeezeGeometry(self, dimMask({dim}, self.dim())));
@@ -146,7 +152,9 @@ Tensor squeezeDims_(const Tensor& self, IntArrayRef dims) {
   return self;
 }
 
-Tensor unsqueeze(const Tensor& self, int64_t dim) { return restride(self, unsqueezeGeometry(self, dim)); }
+Tensor unsqueeze(const Tensor& self, int64_t dim) {
+  return restride(self, unsqueezeGeometry(self, dim));
+}
 
 Tensor unsqueeze_(const Tensor& self, int64_t dim) {
   setGeometry(self, unsqueezeGeometry(self, dim));
@@ -154,9 +162,10 @@ Tensor unsqueeze_(const Tensor& self, int64_t dim) {
 }
 
 Tensor expand(const Tensor& self, IntArrayRef size, bool implicit) {
-  KILN_CHECK(size.size() >= size_t(self.dim()), "expand(", self.describe(), ", size=", shapeString(size),
-             "): the number of sizes provided (", size.size(),
-             ") must be greater or equal to the number of dimensions in the tensor (", self.dim(), ")");
+  KILN_CHECK(size.size() >= size_t(self.dim()), "expand(", self.describe(),
+             ", size=", shapeString(size), "): the number of sizes provided (", size.size(),
+             ") must be greater or equal to the number of dimensions in the tensor (", self.dim(),
+             ")");
   return restride(self, inferExpandGeometry(self.sizes(), self.strides(), size));
 }
 
@@ -174,8 +183,8 @@ Tensor selectInt(const Tensor& self, int64_t dim, int64_t index) {
   return self.asStrided(sizes, strides, offset);
 }
 
-Tensor slice(const Tensor& self, int64_t dim, std::optional<int64_t> start, std::optional<int64_t> end,
-             int64_t step) {
+Tensor slice(const Tensor& self, int64_t dim, std::optional<int64_t> start,
+             std::optional<int64_t> end, int64_t step) {
   KILN_CHECK_INDEX(self.dim() > 0, "slice() cannot be applied to a 0-dim tensor.");
   dim = wrapDim(dim, self.dim());
   KILN_CHECK(step > 0, "slice step must be positive");
@@ -198,26 +207,32 @@ Tensor asStridedView(const Tensor& self, IntArrayRef size, IntArrayRef stride,
   int64_t offset = storageOffset.value_or(self.storageOffset());
   KILN_CHECK(size.size() == stride.size(), "mismatch in length of strides and shape");
   for (int64_t s : stride)
-    KILN_CHECK(s >= 0, "as_strided: Negative strides are not supported at the moment, got strides: ",
+    KILN_CHECK(s >= 0,
+               "as_strided: Negative strides are not supported at the moment, got strides: ",
                shapeString(stride));
   for (int64_t s : size)
-    KILN_CHECK(s >= 0, "Trying to create tensor with negative dimension ", s, ": ", shapeString(size));
+    KILN_CHECK(s >= 0, "Trying to create tensor with negative dimension ", s, ": ",
+               shapeString(size));
   KILN_CHECK(offset >= 0, "Tensor: invalid storage offset ", offset);
   int64_t itemsize = int64_t(elementSize(self.dtype()));
   int64_t needed = 0; // bytes the view reaches, 0 when it holds no elements
   if (computeNumel(size) > 0) {
     needed = 1;
-    for (size_t d = 0; d < size.size(); ++d) needed += (size[d] - 1) * stride[d];
+    for (size_t d = 0; d < size.size(); ++d)
+      needed += (size[d] - 1) * stride[d];
     needed = (needed + offset) * itemsize;
   }
   int64_t available = int64_t(self.storage()->nbytes());
-  KILN_CHECK(needed <= available, "setStorage: sizes ", shapeString(size), ", strides ", shapeString(stride),
-             ", storage offset ", offset, ", and itemsize ", itemsize, " requiring a storage size of ",
-             needed, " are out of bounds for storage of size ", available);
+  KILN_CHECK(needed <= available, "setStorage: sizes ", shapeString(size), ", strides ",
+             shapeString(stride), ", storage offset ", offset, ", and itemsize ", itemsize,
+             " requiring a storage size of ", needed, " are out of bounds for storage of size ",
+             available);
   return self.asStrided(size, stride, offset);
 }
 
 // alias and detach: a new tensor object over the same data (detach's grad semantics live above).
-Tensor alias(const Tensor& self) { return self.asStrided(self.sizes(), self.strides(), self.storageOffset()); }
+Tensor alias(const Tensor& self) {
+  return self.asStrided(self.sizes(), self.strides(), self.storageOffset());
+}
 
 } // namespace kiln::kernels

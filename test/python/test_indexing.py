@@ -1,17 +1,18 @@
 """Tensor.__getitem__ / __setitem__ (basic indexing as views, advanced indexing as copies and
 index_put_), len/iter and index_put: differential tests against PyTorch."""
+
 import operator
 import warnings
 
+import kiln
 import numpy as np
 import pytest
-
-import kiln
 from oracle import ALL_DTYPES, assert_match, need_torch, sample
 
 torch = need_torch()
 
-pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # PyTorch's deprecations (uint8 masks, list indices)
+# PyTorch warns about deprecated forms it still accepts (uint8 masks, lists read as tuples).
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
 
 def make(a, dtype=None, layout="contiguous"):
@@ -22,7 +23,9 @@ def make(a, dtype=None, layout="contiguous"):
             k, t = k.to(kiln.bfloat16), t.to(torch.bfloat16)
         return k, t
     base = np.ascontiguousarray(np.swapaxes(a, -1, -2))
-    return kiln.from_numpy(np.swapaxes(base.copy(), -1, -2)), torch.from_numpy(np.swapaxes(base.copy(), -1, -2))
+    return kiln.from_numpy(np.swapaxes(base.copy(), -1, -2)), torch.from_numpy(
+        np.swapaxes(base.copy(), -1, -2)
+    )
 
 
 def check(k, t, check_stride=False):
@@ -40,15 +43,41 @@ A = sample((2, 3, 4), "float32")
 
 # Basic indexes: results are views with PyTorch's strides.
 BASIC = [
-    lambda T: 0, lambda T: -1, lambda T: 1, lambda T: (0, 1), lambda T: (-1, -2), lambda T: (1, slice(None), 2),
-    lambda T: slice(None), lambda T: slice(1, None), lambda T: slice(None, None, 2), lambda T: slice(-3, -1),
-    lambda T: slice(1, 100), lambda T: slice(-100, 2), lambda T: slice(5, 1), lambda T: (slice(None), slice(None, None, 3)),
-    lambda T: (slice(None), 0), lambda T: (Ellipsis, 1), lambda T: (0, Ellipsis), lambda T: (Ellipsis,), lambda T: Ellipsis,
-    lambda T: None, lambda T: (None, 0), lambda T: (0, None, slice(None), None), lambda T: (Ellipsis, None),
-    lambda T: (slice(1, None, 2), None, Ellipsis, 0), lambda T: np.int64(1), lambda T: (np.int32(0), np.int64(2)),
-    lambda T: (), lambda T: arr(T, 1), lambda T: (slice(None), arr(T, -1, np.int32)),
-    lambda T: slice(arr(T, 1), None), lambda T: (Ellipsis, slice(None, arr(T, 3), 2)), lambda T: (Ellipsis, Ellipsis),
-    lambda T: (slice(None), slice(None), slice(None)), lambda T: (0, 0, 0), lambda T: (slice(2, 5), 1),
+    lambda T: 0,
+    lambda T: -1,
+    lambda T: 1,
+    lambda T: (0, 1),
+    lambda T: (-1, -2),
+    lambda T: (1, slice(None), 2),
+    lambda T: slice(None),
+    lambda T: slice(1, None),
+    lambda T: slice(None, None, 2),
+    lambda T: slice(-3, -1),
+    lambda T: slice(1, 100),
+    lambda T: slice(-100, 2),
+    lambda T: slice(5, 1),
+    lambda T: (slice(None), slice(None, None, 3)),
+    lambda T: (slice(None), 0),
+    lambda T: (Ellipsis, 1),
+    lambda T: (0, Ellipsis),
+    lambda T: (Ellipsis,),
+    lambda T: Ellipsis,
+    lambda T: None,
+    lambda T: (None, 0),
+    lambda T: (0, None, slice(None), None),
+    lambda T: (Ellipsis, None),
+    lambda T: (slice(1, None, 2), None, Ellipsis, 0),
+    lambda T: np.int64(1),
+    lambda T: (np.int32(0), np.int64(2)),
+    lambda T: (),
+    lambda T: arr(T, 1),
+    lambda T: (slice(None), arr(T, -1, np.int32)),
+    lambda T: slice(arr(T, 1), None),
+    lambda T: (Ellipsis, slice(None, arr(T, 3), 2)),
+    lambda T: (Ellipsis, Ellipsis),
+    lambda T: (slice(None), slice(None), slice(None)),
+    lambda T: (0, 0, 0),
+    lambda T: (slice(2, 5), 1),
 ]
 
 
@@ -68,19 +97,51 @@ def test_basic_getitem_is_a_view(i, layout):
 
 
 ADVANCED = [
-    lambda T: [0, 1], lambda T: [1, -2], lambda T: [[0, 1], [1, 0]], lambda T: arr(T, [1, 0, 1]), lambda T: arr(T, [1, 0], np.int32),
-    lambda T: arr(T, [[0, 1], [1, 1]]), lambda T: (arr(T, [0, 1]), arr(T, [2, 0])), lambda T: (slice(None), arr(T, [2, 0, 1])),
-    lambda T: (arr(T, [0, 1]), slice(None), arr(T, [1, 2])), lambda T: (None, arr(T, [0, 1]), None, arr(T, [1, 2])),
-    lambda T: (Ellipsis, arr(T, [0, 3])), lambda T: (arr(T, [0, 1]), 1, arr(T, [1, 2])), lambda T: (arr(T, [[0], [1]]), arr(T, [0, 1, 2])),
-    lambda T: (slice(None), arr(T, [[0], [2]]), arr(T, [1, 3])), lambda T: (arr(T, [1]), slice(1, None), slice(None), ),
-    lambda T: arr(T, sample((2, 3, 4), "bool", seed=3), np.bool_), lambda T: arr(T, [[True, False, True], [False, False, True]], np.bool_),
-    lambda T: (slice(None), arr(T, [True, False, True], np.bool_)), lambda T: (0, arr(T, sample((3, 4), "bool", seed=4), np.bool_)),
-    lambda T: (arr(T, sample((2, 3), "bool", seed=5), np.bool_), 0), lambda T: (arr(T, [True, False], np.bool_), slice(None), arr(T, [1, 2])),
-    lambda T: True, lambda T: False, lambda T: (True, 0), lambda T: (0, True), lambda T: (0, False), lambda T: (Ellipsis, True),
-    lambda T: arr(T, True, np.bool_), lambda T: arr(T, False, np.bool_), lambda T: (slice(None), arr(T, True, np.bool_)),
-    lambda T: np.array([1, 0]), lambda T: np.array([True, False]), lambda T: [True, False], lambda T: [0.5, 1.2],
-    lambda T: [], lambda T: (slice(None), []), lambda T: arr(T, [1, 0], np.uint8), lambda T: arr(T, np.zeros((0,), np.int64)),
-    lambda T: (arr(T, [0, 1]), [1, 2], slice(None)), lambda T: [[0, 1], [2]], lambda T: [0, slice(1, None)],
+    lambda T: [0, 1],
+    lambda T: [1, -2],
+    lambda T: [[0, 1], [1, 0]],
+    lambda T: arr(T, [1, 0, 1]),
+    lambda T: arr(T, [1, 0], np.int32),
+    lambda T: arr(T, [[0, 1], [1, 1]]),
+    lambda T: (arr(T, [0, 1]), arr(T, [2, 0])),
+    lambda T: (slice(None), arr(T, [2, 0, 1])),
+    lambda T: (arr(T, [0, 1]), slice(None), arr(T, [1, 2])),
+    lambda T: (None, arr(T, [0, 1]), None, arr(T, [1, 2])),
+    lambda T: (Ellipsis, arr(T, [0, 3])),
+    lambda T: (arr(T, [0, 1]), 1, arr(T, [1, 2])),
+    lambda T: (arr(T, [[0], [1]]), arr(T, [0, 1, 2])),
+    lambda T: (slice(None), arr(T, [[0], [2]]), arr(T, [1, 3])),
+    lambda T: (
+        arr(T, [1]),
+        slice(1, None),
+        slice(None),
+    ),
+    lambda T: arr(T, sample((2, 3, 4), "bool", seed=3), np.bool_),
+    lambda T: arr(T, [[True, False, True], [False, False, True]], np.bool_),
+    lambda T: (slice(None), arr(T, [True, False, True], np.bool_)),
+    lambda T: (0, arr(T, sample((3, 4), "bool", seed=4), np.bool_)),
+    lambda T: (arr(T, sample((2, 3), "bool", seed=5), np.bool_), 0),
+    lambda T: (arr(T, [True, False], np.bool_), slice(None), arr(T, [1, 2])),
+    lambda T: True,
+    lambda T: False,
+    lambda T: (True, 0),
+    lambda T: (0, True),
+    lambda T: (0, False),
+    lambda T: (Ellipsis, True),
+    lambda T: arr(T, True, np.bool_),
+    lambda T: arr(T, False, np.bool_),
+    lambda T: (slice(None), arr(T, True, np.bool_)),
+    lambda T: np.array([1, 0]),
+    lambda T: np.array([True, False]),
+    lambda T: [True, False],
+    lambda T: [0.5, 1.2],
+    lambda T: [],
+    lambda T: (slice(None), []),
+    lambda T: arr(T, [1, 0], np.uint8),
+    lambda T: arr(T, np.zeros((0,), np.int64)),
+    lambda T: (arr(T, [0, 1]), [1, 2], slice(None)),
+    lambda T: [[0, 1], [2]],
+    lambda T: [0, slice(1, None)],
     lambda T: (Ellipsis, [0, 0, 3], None),
 ]
 
@@ -105,8 +166,14 @@ def test_advanced_getitem_noncontiguous_input(i):
 @pytest.mark.parametrize("dtype", ALL_DTYPES)
 def test_getitem_every_dtype(dtype):
     kb, tb = make(sample((3, 4), dtype), dtype)
-    for idx in [lambda T: 1, lambda T: (slice(None), 2), lambda T: (slice(None, None, 2), None), lambda T: [2, 0],
-                lambda T: (arr(T, [0, 2]), arr(T, [3, 1])), lambda T: arr(T, sample((3, 4), "bool", seed=1), np.bool_)]:
+    for idx in [
+        lambda T: 1,
+        lambda T: (slice(None), 2),
+        lambda T: (slice(None, None, 2), None),
+        lambda T: [2, 0],
+        lambda T: (arr(T, [0, 2]), arr(T, [3, 1])),
+        lambda T: arr(T, sample((3, 4), "bool", seed=1), np.bool_),
+    ]:
         check(kb[idx(kiln)], tb[idx(torch)])
 
 
@@ -115,17 +182,35 @@ def same_error(fn):
         fn(torch)
     with pytest.raises(Exception) as got:
         fn(kiln)
-    assert type(got.value) is type(expected.value), f"{type(got.value)} ({got.value}) vs {type(expected.value)} ({expected.value})"
+    assert type(got.value) is type(expected.value), (
+        f"{type(got.value)} ({got.value}) vs {type(expected.value)} ({expected.value})"
+    )
     return got.value
 
 
 GETITEM_ERRORS = [
-    lambda T, x: x[5], lambda T, x: x[-3], lambda T, x: x[0, 5], lambda T, x: x[0, 0, 0, 0], lambda T, x: x[1.5],
-    lambda T, x: x[0, 1.5], lambda T, x: x["a"], lambda T, x: x[:, "a"], lambda T, x: x[::-1], lambda T, x: x[::0],
-    lambda T, x: x[0, ::-2], lambda T, x: x[arr(T, [0.0], np.float32)], lambda T, x: x[arr(T, [5])],
-    lambda T, x: x[:, arr(T, [-4])], lambda T, x: x[arr(T, [True, False, True], np.bool_)],
-    lambda T, x: x[arr(T, [0, 1]), arr(T, [0, 1, 2])], lambda T, x: x[{}], lambda T, x: x[object()], lambda T, x: x[10**30],
-    lambda T, x: x[[0, 10**30]], lambda T, x: x[arr(T, [1], np.int16)], lambda T, x: x[..., 0, 0, 0, 0],
+    lambda T, x: x[5],
+    lambda T, x: x[-3],
+    lambda T, x: x[0, 5],
+    lambda T, x: x[0, 0, 0, 0],
+    lambda T, x: x[1.5],
+    lambda T, x: x[0, 1.5],
+    lambda T, x: x["a"],
+    lambda T, x: x[:, "a"],
+    lambda T, x: x[::-1],
+    lambda T, x: x[::0],
+    lambda T, x: x[0, ::-2],
+    lambda T, x: x[arr(T, [0.0], np.float32)],
+    lambda T, x: x[arr(T, [5])],
+    lambda T, x: x[:, arr(T, [-4])],
+    lambda T, x: x[arr(T, [True, False, True], np.bool_)],
+    lambda T, x: x[arr(T, [0, 1]), arr(T, [0, 1, 2])],
+    lambda T, x: x[{}],
+    lambda T, x: x[object()],
+    lambda T, x: x[10**30],
+    lambda T, x: x[[0, 10**30]],
+    lambda T, x: x[arr(T, [1], np.int16)],
+    lambda T, x: x[..., 0, 0, 0, 0],
     lambda T, x: x[arr(T, np.ones((2, 3, 4, 1), np.bool_), np.bool_)],
 ]
 
@@ -162,8 +247,13 @@ def test_zero_size_dims():
 # --- __setitem__ ---------------------------------------------------------------------------------
 
 VALUES = [
-    lambda T: 3, lambda T: -1.5, lambda T: True, lambda T: arr(T, 2.5, np.float32), lambda T: arr(T, [1.0, 2.0, 3.0, 4.0], np.float32),
-    lambda T: arr(T, [[7]], np.int64), lambda T: arr(T, 9, np.int64),
+    lambda T: 3,
+    lambda T: -1.5,
+    lambda T: True,
+    lambda T: arr(T, 2.5, np.float32),
+    lambda T: arr(T, [1.0, 2.0, 3.0, 4.0], np.float32),
+    lambda T: arr(T, [[7]], np.int64),
+    lambda T: arr(T, 9, np.int64),
 ]
 
 
@@ -171,7 +261,7 @@ def assign_like_pytorch(kb, tb, idx, val):
     """kb[idx] = val as tb[idx] = val: the same result, or the same exception type."""
     try:
         tb[idx(torch)] = val(torch)
-    except Exception as expected:
+    except Exception as expected:  # noqa: BLE001 (any PyTorch error: kiln must raise the same type)
         with pytest.raises(type(expected)):
             kb[idx(kiln)] = val(kiln)
         return
@@ -186,7 +276,38 @@ def test_basic_setitem(i, v):
     assign_like_pytorch(kb, tb, BASIC[i], VALUES[v])
 
 
-SET_ADVANCED = [0, 1, 3, 4, 6, 7, 8, 9, 10, 11, 15, 16, 17, 18, 21, 22, 23, 24, 27, 28, 30, 31, 32, 34, 35, 37, 38, 39, 40, 41]
+SET_ADVANCED = [
+    0,
+    1,
+    3,
+    4,
+    6,
+    7,
+    8,
+    9,
+    10,
+    11,
+    15,
+    16,
+    17,
+    18,
+    21,
+    22,
+    23,
+    24,
+    27,
+    28,
+    30,
+    31,
+    32,
+    34,
+    35,
+    37,
+    38,
+    39,
+    40,
+    41,
+]
 
 
 @pytest.mark.parametrize("i", SET_ADVANCED)
@@ -201,12 +322,15 @@ def test_setitem_every_dtype(dtype):
     kb, tb = make(sample((3, 4), dtype), dtype)
     value = True if dtype == "bool" else 5
     kd, td = getattr(kiln, dtype), getattr(torch, dtype)
-    for idx, val in [(lambda T: 1, lambda T, d: value), (lambda T: (slice(None), 2), lambda T, d: value),
-                     (lambda T: (slice(None, None, 2), slice(1, 3)), lambda T, d: T.zeros(2, dtype=d)),
-                     (lambda T: [2, 0], lambda T, d: value),
-                     (lambda T: (arr(T, [0, 2]), arr(T, [3, 1])), lambda T, d: T.ones(2, dtype=d)),
-                     (lambda T: arr(T, sample((3, 4), "bool", seed=1), np.bool_), lambda T, d: T.zeros(1, dtype=d)),
-                     (lambda T: 0, lambda T, d: T.ones(4, dtype=T.float64))]:
+    for idx, val in [
+        (lambda T: 1, lambda T, d: value),
+        (lambda T: (slice(None), 2), lambda T, d: value),
+        (lambda T: (slice(None, None, 2), slice(1, 3)), lambda T, d: T.zeros(2, dtype=d)),
+        (lambda T: [2, 0], lambda T, d: value),
+        (lambda T: (arr(T, [0, 2]), arr(T, [3, 1])), lambda T, d: T.ones(2, dtype=d)),
+        (lambda T: arr(T, sample((3, 4), "bool", seed=1), np.bool_), lambda T, d: T.zeros(1, dtype=d)),
+        (lambda T: 0, lambda T, d: T.ones(4, dtype=T.float64)),
+    ]:
         kb[idx(kiln)] = val(kiln, kd)
         tb[idx(torch)] = val(torch, td)
         check(kb, tb)
@@ -214,9 +338,13 @@ def test_setitem_every_dtype(dtype):
 
 def test_setitem_broadcast_and_leading_ones():
     kb, tb = make(A)
-    for idx, val in [(0, np.ones((1, 1, 4), np.float32)), (slice(None), np.arange(4, dtype=np.float32)),
-                     ((Ellipsis, 0), np.arange(3, dtype=np.float32)),
-                     ([0], np.ones((1, 1, 3, 4), np.float32)), ((slice(None), [0, 2]), np.ones((1, 4), np.float32))]:
+    for idx, val in [
+        (0, np.ones((1, 1, 4), np.float32)),
+        (slice(None), np.arange(4, dtype=np.float32)),
+        ((Ellipsis, 0), np.arange(3, dtype=np.float32)),
+        ([0], np.ones((1, 1, 3, 4), np.float32)),
+        ((slice(None), [0, 2]), np.ones((1, 4), np.float32)),
+    ]:
         kb[idx] = kiln.from_numpy(val.copy())
         tb[idx] = torch.from_numpy(val.copy())
         check(kb, tb)
@@ -242,11 +370,16 @@ def test_setitem_version_and_aliasing():
 
 
 SETITEM_ERRORS = [
-    lambda T, x: x.__setitem__(0, T.ones(3, 5)), lambda T, x: x.__setitem__(arr(T, [0]), T.ones(3, 5, dtype=T.float32)),
-    lambda T, x: x.__setitem__(arr(T, [0]), T.ones(3, 4, dtype=T.int64)), lambda T, x: x.__setitem__(0, "a"),
-    lambda T, x: x.__setitem__(5, 1.0), lambda T, x: x.__setitem__(slice(None, None, -1), 1.0),
-    lambda T, x: x.__delitem__(0), lambda T, x: x.__setitem__((0, 0, 0, 0), 1.0),
-    lambda T, x: x.__setitem__(arr(T, [7]), 1.0), lambda T, x: x.__setitem__(0, None),
+    lambda T, x: x.__setitem__(0, T.ones(3, 5)),
+    lambda T, x: x.__setitem__(arr(T, [0]), T.ones(3, 5, dtype=T.float32)),
+    lambda T, x: x.__setitem__(arr(T, [0]), T.ones(3, 4, dtype=T.int64)),
+    lambda T, x: x.__setitem__(0, "a"),
+    lambda T, x: x.__setitem__(5, 1.0),
+    lambda T, x: x.__setitem__(slice(None, None, -1), 1.0),
+    lambda T, x: x.__delitem__(0),
+    lambda T, x: x.__setitem__((0, 0, 0, 0), 1.0),
+    lambda T, x: x.__setitem__(arr(T, [7]), 1.0),
+    lambda T, x: x.__setitem__(0, None),
 ]
 
 
@@ -267,6 +400,7 @@ def test_setitem_mask_with_one_value_of_another_dtype():
 
 # --- index_put / index_put_ ----------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("accumulate", [False, True])
 @pytest.mark.parametrize("dtype", ["int64", "float32", "float16", "bool"])
 def test_index_put(accumulate, dtype):
@@ -275,13 +409,16 @@ def test_index_put(accumulate, dtype):
     kv, tv = make(vals, dtype)
     ki, ti = arr(kiln, [0, 2, 0]), arr(torch, [0, 2, 0])
     check(kiln.index_put(kb, (ki,), kv, accumulate), torch.index_put(tb, (ti,), tv, accumulate))
-    check(kb.index_put((ki,), kv[0], accumulate=accumulate), tb.index_put((ti,), tv[0], accumulate=accumulate))
+    check(
+        kb.index_put((ki,), kv[0], accumulate=accumulate), tb.index_put((ti,), tv[0], accumulate=accumulate)
+    )
     assert kb.index_put_((ki, arr(kiln, [1])), kv[:, 0], accumulate) is kb
     tb.index_put_((ti, arr(torch, [1])), tv[:, 0], accumulate)
     check(kb, tb)
 
 
 # --- len / iter / index ----------------------------------------------------------------------------
+
 
 def test_len_iter():
     kb, tb = make(A)
@@ -326,11 +463,14 @@ def test_list_index_warns_like_pytorch():
 
 def test_meta_indexing():
     k = kiln.empty([2, 3, 4], device="meta")
-    t = torch.empty(2, 3, 4, device="meta")
+    t = torch.zeros(2, 3, 4)  # PyTorch's CPU result as the reference (its meta kernels load slowly)
     for idx in BASIC[:25]:
         rk, rt = k[idx(kiln)], t[idx(torch)]
         assert rk.is_meta and tuple(rk.shape) == tuple(rt.shape) and tuple(rk.stride()) == tuple(rt.stride())
-    for idx in [lambda T: (slice(None), arr(T, [0, 2])), lambda T: (arr(T, [0, 1]), slice(None), arr(T, [1, 2]))]:
+    for idx in [
+        lambda T: (slice(None), arr(T, [0, 2])),
+        lambda T: (arr(T, [0, 1]), slice(None), arr(T, [1, 2])),
+    ]:
         rk, rt = k[idx(kiln)], t[idx(torch)]
         assert rk.is_meta and tuple(rk.shape) == tuple(rt.shape)
 
@@ -342,3 +482,39 @@ def test_index_put_with_more_indices_than_dims_after_mask_expansion():
     same_error(lambda T: T.index_put_(xs[T], (arr(T, mask, np.bool_), arr(T, [0])), T.zeros(1)))
     same_error(lambda T: T.index_put(xs[T], (arr(T, [0]),) * 3, T.zeros(1)))
     same_error(lambda T: xs[T][arr(T, mask, np.bool_), arr(T, [0])])
+
+
+def test_out_of_range_indices_are_not_checked_when_nothing_is_addressed():
+    # Regression (found by fuzzing): PyTorch only bounds-checks indices when the result has elements.
+    k, t = make(np.zeros((1, 0), np.float32))
+    check(k[arr(kiln, [-3, 1])], t[arr(torch, [-3, 1])])
+    k[arr(kiln, [5])] = 1.0
+    t[arr(torch, [5])] = 1.0
+    check(k, t)
+
+
+@pytest.mark.parametrize(
+    "dtype,value",
+    [
+        ("uint8", 300),
+        ("uint8", -1),
+        ("uint8", -1.0),
+        ("int8", 1e10),
+        ("float16", 1e5),
+        ("bool", 7),
+        ("float32", 10**30),
+        ("float32", 1e300),
+        ("int64", 2**70),
+        ("int32", float("nan")),
+        ("int32", 2.5),
+    ],
+)
+def test_setitem_scalar_range_like_pytorch(dtype, value):
+    xs = {kiln: make(np.zeros(3, dtype))[0], torch: make(np.zeros(3, dtype))[1]}
+    try:
+        xs[torch][0] = value
+    except Exception:  # noqa: BLE001 (any PyTorch error: kiln must raise the same type)
+        same_error(lambda T: xs[T].__setitem__(0, value))
+        return
+    xs[kiln][0] = value
+    check(xs[kiln], xs[torch])
