@@ -77,7 +77,7 @@ bool isAlive(const NodeHandle& h) {
 
 Node* liveNode(const NodeHandle& h) {
   if (!isAlive(h))
-    throw Error(concat("node %", h.name, " is no longer in graph @",
+    throw Error(strCat("node %", h.name, " is no longer in graph @",
                        graphOf(h.graphObject).graph.name(), " (it was erased)"));
   return h.node;
 }
@@ -133,7 +133,7 @@ std::vector<Argument> toArguments(nb::handle graphObject, PyObject* seq, int dep
 
 Argument toArgument(nb::handle graphObject, nb::handle o, int depth) {
   if (depth > kMaxNesting)
-    throw ValueError(concat("graph arguments nest deeper than ", kMaxNesting, " levels"));
+    throw ValueError(strCat("graph arguments nest deeper than ", kMaxNesting, " levels"));
   PyObject* p = o.ptr();
   if (p == Py_None) return Argument();
   if (PyBool_Check(p)) return Argument(p == Py_True);
@@ -162,7 +162,7 @@ Argument toArgument(nb::handle graphObject, nb::handle o, int depth) {
     const NodeHandle& h = nb::cast<const NodeHandle&>(o);
     Node* n = liveNode(h);
     if (!h.graphObject.is(graphObject))
-      throw Error(concat("node %", n->name(), " belongs to graph @", n->graph()->name(),
+      throw Error(strCat("node %", n->name(), " belongs to graph @", n->graph()->name(),
                          ", not to @", graphOf(graphObject).graph.name()));
     return Argument(n);
   }
@@ -175,7 +175,7 @@ Argument toArgument(nb::handle graphObject, nb::handle o, int depth) {
     while (PyDict_Next(p, &pos, &key, &value)) {
       if (!PyUnicode_Check(key))
         throw TypeError(
-            concat("dict keys of graph arguments must be strings, not ", Py_TYPE(key)->tp_name));
+            strCat("dict keys of graph arguments must be strings, not ", Py_TYPE(key)->tp_name));
       entries.emplace_back(utf8Of(key), toArgument(graphObject, value, depth + 1));
     }
     return Argument::dict(std::move(entries));
@@ -183,7 +183,7 @@ Argument toArgument(nb::handle graphObject, nb::handle o, int depth) {
   if (isTensor(p))
     throw TypeError("a tensor cannot be a graph argument: make it an attribute of the module and "
                     "read it with a get_attr node");
-  throw TypeError(concat("cannot use a '", Py_TYPE(p)->tp_name,
+  throw TypeError(strCat("cannot use a '", Py_TYPE(p)->tp_name,
                          "' as a graph argument (arguments are None, bool, int, float, str, dtype, "
                          "device, Ellipsis, slice, nodes of the graph, and lists, tuples and dicts "
                          "of them)"));
@@ -204,7 +204,7 @@ Kwargs toKwargs(nb::handle graphObject, nb::handle kwargs) {
 
 std::vector<Argument> toArgList(nb::handle graphObject, nb::handle args) {
   if (!PyTuple_Check(args.ptr()) && !PyList_Check(args.ptr()))
-    throw TypeError(concat("args must be a tuple or a list, not ", Py_TYPE(args.ptr())->tp_name));
+    throw TypeError(strCat("args must be a tuple or a list, not ", Py_TYPE(args.ptr())->tp_name));
   return toArguments(graphObject, args.ptr(), 0);
 }
 
@@ -285,7 +285,7 @@ nb::tuple symIntsToPython(const std::vector<SymInt>& v) {
 
 const TensorType& tensorOf(const Type& t, const char* what) {
   if (!t.isTensor())
-    throw TypeError(concat("type ", t.str(), " is not a tensor type; it has no ", what));
+    throw TypeError(strCat("type ", t.str(), " is not a tensor type; it has no ", what));
   return t.tensor();
 }
 
@@ -293,7 +293,7 @@ Type typeFromText(std::string_view text) {
   try {
     return parseType(text);
   } catch (const IRError& e) {
-    throw ValueError(concat("invalid type '", text, "': ", e.diagnostic().message));
+    throw ValueError(strCat("invalid type '", text, "': ", e.diagnostic().message));
   }
 }
 
@@ -405,11 +405,11 @@ NodeHandle& handleOf(nb::handle o) { return nb::cast<NodeHandle&>(o); }
 
 Node* nodeArg(nb::handle graphObject, nb::handle o, const char* what) {
   if (!nb::isinstance<NodeHandle>(o))
-    throw TypeError(concat(what, " must be a kiln.fx.Node, not ", Py_TYPE(o.ptr())->tp_name));
+    throw TypeError(strCat(what, " must be a kiln.fx.Node, not ", Py_TYPE(o.ptr())->tp_name));
   NodeHandle& h = handleOf(o);
   Node* n = liveNode(h);
   if (!h.graphObject.is(graphObject))
-    throw Error(concat(what, " %", n->name(), " belongs to graph @", n->graph()->name(),
+    throw Error(strCat(what, " %", n->name(), " belongs to graph @", n->graph()->name(),
                        ", not to @", graphOf(graphObject).graph.name()));
   return n;
 }
@@ -503,7 +503,7 @@ void registerNode(nb::module_& fx) {
             else if (nb::isinstance<Type>(t))
               n->meta.type = nb::cast<const Type&>(t);
             else
-              throw TypeError(concat("a node's type must be a kiln.fx.Type, its text or None, not ",
+              throw TypeError(strCat("a node's type must be a kiln.fx.Type, its text or None, not ",
                                      Py_TYPE(t.ptr())->tp_name));
           },
           nb::arg("value").none())
@@ -537,7 +537,7 @@ void applyInsertionPoint(GraphHandle& g) {
     return;
   }
   if (g.graph.findNode(g.insertBeforeName) != g.insertBefore)
-    throw Error(concat("the insertion point %", g.insertBeforeName, " is no longer in graph @",
+    throw Error(strCat("the insertion point %", g.insertBeforeName, " is no longer in graph @",
                        g.graph.name(), "; choose another with inserting_before/inserting_after"));
   g.graph.setInsertionPointBefore(g.insertBefore);
 }
@@ -545,15 +545,15 @@ void applyInsertionPoint(GraphHandle& g) {
 Opcode opcodeArg(std::string_view name) {
   auto op = opcodeFromName(name);
   if (!op)
-    throw ValueError(concat("unknown node op '", name, "' (expected placeholder, get_attr, ",
+    throw ValueError(strCat("unknown node op '", name, "' (expected placeholder, get_attr, ",
                             "call_function, call_method, call_module or output)"));
   return *op;
 }
 
 std::string problemsMessage(const Graph& g, const std::vector<Diagnostic>& problems) {
-  std::string msg = concat("graph @", g.name(), " is not well formed:");
+  std::string msg = strCat("graph @", g.name(), " is not well formed:");
   for (const Diagnostic& d : problems)
-    msg += "\n  " + (d.pos.known() ? concat("line ", d.pos.line, ": ") : std::string()) + d.message;
+    msg += "\n  " + (d.pos.known() ? strCat("line ", d.pos.line, ": ") : std::string()) + d.message;
   return msg;
 }
 

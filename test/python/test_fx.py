@@ -1,5 +1,6 @@
 """kiln.fx: the graph IR from Python — text round trips, symbolic tracing against torch.fx,
 GraphModule code, the Interpreter, graph editing and the C++ passes."""
+import copy
 import math
 import random
 
@@ -480,6 +481,17 @@ def test_graph_module_from_dict_code_and_recompile():
     np.testing.assert_array_equal(gm(x_value).numpy(), [[1.0, 0.0, -1.0]] * 2)
     with pytest.raises(RuntimeError, match="not in the dict"):
         fx.GraphModule({}, g)
+    shallow = copy.copy(gm)
+    assert shallow.graph is not gm.graph and shallow.layer is not gm.layer
+    assert getattr(shallow.layer, "0").weight is getattr(gm.layer, "0").weight and shallow.code == gm.code
+
+
+def test_graph_module_deep_copy():
+    gm = fx.symbolic_trace(nn.Sequential(nn.ReLU(), nn.Tanh()))
+    deep = copy.deepcopy(gm)
+    assert deep.graph is not gm.graph and deep.get_submodule("1") is not gm.get_submodule("1")
+    assert type(deep).__name__ == "Sequential" and deep.code == gm.code
+    np.testing.assert_array_equal(deep(kiln.tensor([-1.0, 2.0])).numpy(), gm(kiln.tensor([-1.0, 2.0])).numpy())
 
 
 def test_codegen_names_and_constants():

@@ -1,4 +1,5 @@
 """kiln.fx.GraphModule: a kiln.nn.Module whose forward is generated from a Graph."""
+import copy
 import itertools
 import linecache
 
@@ -123,8 +124,23 @@ class GraphModule(Module):
     def __str__(self):
         return f"{Module.__repr__(self)}\n\n{self.code}"
 
+    def _attributes(self):
+        """What the graph's get_attr and call_module targets refer to, by target."""
+        found = {}
+        for node in self.graph.nodes:
+            if node.op in ("get_attr", "call_module"):
+                obj = self
+                for atom in node.target.split("."):
+                    obj = getattr(obj, atom)
+                found[node.target] = obj
+        return found
+
     def __copy__(self):
+        """A GraphModule with a copy of the graph, sharing parameters, buffers and submodules."""
         return GraphModule(self, self.graph.clone(), type(self).__name__)
 
     def __deepcopy__(self, memo):
-        return self.__copy__()
+        attributes = {path: copy.deepcopy(value, memo) for path, value in self._attributes().items()}
+        gm = GraphModule(attributes, self.graph.clone(), type(self).__name__)
+        gm.training = self.training
+        return gm
