@@ -224,6 +224,7 @@ def test_random_graphs_round_trip_through_the_text_form():
         assert str(parsed) == text
         assert parsed.structurally_equal(g)
         assert str(parsed.clone()) == text
+        compile(g.python_code().src, f"<graph {i}>", "exec")  # the generated code is valid Python
         texts.append(text)
     # Several graphs in one text.
     many = fx.parse_all("\n".join(texts[:20]))
@@ -481,6 +482,9 @@ def test_graph_module_from_dict_code_and_recompile():
     np.testing.assert_array_equal(gm(x_value).numpy(), [[1.0, 0.0, -1.0]] * 2)
     with pytest.raises(RuntimeError, match="not in the dict"):
         fx.GraphModule({}, g)
+    unknown = fx.parse("graph @u(%x) {\n  %y = call_function no_such_module.fn(%x)\n  output %y\n}\n")
+    with pytest.raises(ValueError, match="cannot resolve call_function target 'no_such_module.fn'"):
+        fx.GraphModule({}, unknown)(1)
     shallow = copy.copy(gm)
     assert shallow.graph is not gm.graph and shallow.layer is not gm.layer
     assert getattr(shallow.layer, "0").weight is getattr(gm.layer, "0").weight and shallow.code == gm.code
@@ -509,6 +513,15 @@ def test_codegen_names_and_constants():
     out = gm(x)
     assert out[0].shape == x[:-1, None, ..., 2].shape == (2, 1)
     assert out[1].dtype == kiln.float64 and math.isnan(out[2]) and math.copysign(1.0, out[3]) == -1.0
+    # Keyword and overload names that are Python keywords.
+    g = fx.Graph()
+    x = g.placeholder("x")
+    u = g.call_function("aten.uniform_", (x,), {"from": 2.0, "to": 3.0})
+    g.output(g.call_function("aten.random_.from", (u, 5, 6)))
+    src = g.python_code().src
+    assert "uniform_ = aten.uniform_(x, to=3.0, **{'from': 2.0})" in src
+    assert "random_ = _fx_target_0(uniform_, 5, 6)" in src
+    np.testing.assert_array_equal(fx.GraphModule({}, g)(kiln.zeros(3)).numpy(), [5.0, 5.0, 5.0])
 
 
 # -- (c) the Interpreter --------------------------------------------------------------------------

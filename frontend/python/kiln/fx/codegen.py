@@ -10,7 +10,9 @@ per node, which GraphModule execs to define its forward.
 call_function targets are written as their qualified names, looked up when the code runs (so
 a tracer that patches `kiln.*` sees them when it traces a GraphModule again); `operator.*`
 targets become Python operators, `builtins.getattr(x, "shape")` becomes `x.shape`, `aten.*`
-targets call the op table's overloads through kiln.fx.aten. Nodes whose names are not Python
+targets call the op table's overloads through kiln.fx.aten (targets that are not plain Python
+paths of already imported modules, such as `aten.random_.from`, are global aliases resolved when
+first called). Nodes whose names are not Python
 identifiers (`%0`) or that clash with a keyword or a global of the code get a `_`-prefixed or
 numbered name.
 """
@@ -18,6 +20,7 @@ import importlib
 import itertools
 import keyword
 import math
+import sys
 from dataclasses import dataclass, field
 
 from .. import _C
@@ -32,6 +35,20 @@ _UNARY = {"neg": "-", "pos": "+", "invert": "~", "not_": "not "}
 
 _DTYPE_NAMES = {getattr(_C, n): n for n in (
     "bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "float64")}
+
+
+class _LazyTarget:
+    """A call_function target resolved when the code first calls it (so generating code imports
+    nothing, and a target that names no callable fails only when it runs)."""
+
+    def __init__(self, target):
+        self.target = target
+        self.fn = None
+
+    def __call__(self, *args, **kwargs):
+        if self.fn is None:
+            self.fn = targets.resolve(self.target)
+        return self.fn(*args, **kwargs)
 
 
 @dataclass
@@ -126,17 +143,23 @@ class _Emitter:
 
     def index(self, a):
         """A subscript as Python writes it: x[0], x[:, None], x[::2, ...]."""
-        if isinstance(a, slice):
-            parts = ["" if v is None else self.value(v) for v in (a.start, a.stop)]
-            text = ":".join(parts)
-            return text + (":" + self.value(a.step) if a.step is not None else "")
         if isinstance(a, tuple) and a:
-            return ", ".join(self.index(x) for x in a) + ("," if len(a) == 1 else "")
+            return ", ".join(self.index_item(x) for x in a) + ("," if len(a) == 1 else "")
+        return self.index_item(a)
+
+    def index_item(self, a):
+        if isinstance(a, slice):
+            text = ":".join("" if v is None else self.value(v) for v in (a.start, a.stop))
+            return text + (":" + self.value(a.step) if a.step is not None else "")
         return self.value(a)
 
     def call_args(self, args, kwargs):
         items = [self.value(a) for a in args]
-        items += [f"{k}={self.value(v)}" for k, v in kwargs.items()]
+        plain = {k: v for k, v in kwargs.items() if k.isidentifier() and not keyword.iskeyword(k)}
+        items += [f"{k}={self.value(v)}" for k, v in plain.items()]
+        other = {k: v for k, v in kwargs.items() if k not in plain}  # `from=` is written **{"from": ...}
+        if other:
+            items.append("**" + self.value(other))
         return ", ".join(items)
 
     def attribute_path(self, base, path):
@@ -145,27 +168,33 @@ class _Emitter:
         return base
 
     def function(self, target):
-        if target.startswith("aten."):
-            return target
         parts = target.split(".")
-        if all(p.isidentifier() and not keyword.iskeyword(p) for p in parts) and self._importable(parts[0]):
+        if all(p.isidentifier() and not keyword.iskeyword(p) for p in parts) and self._is_live_path(parts):
+            if parts[0] != "aten":
+                self.globals[parts[0]] = sys.modules[parts[0]]
             return target
         alias = self.aliases.get(target)
         if alias is None:
             alias = f"_fx_target_{len(self.aliases)}"
             self.aliases[target] = alias
-            self.globals[alias] = targets.resolve(target)
+            self.globals[alias] = _LazyTarget(target)
             self.name.reserve(alias)
         return alias
 
-    def _importable(self, root):
-        if root in self.globals:
+    @staticmethod
+    def _is_live_path(parts):
+        """Whether the dotted path leads, through modules already imported, to the target's callable."""
+        if parts[0] == "aten":
             return True
-        try:
-            self.globals[root] = importlib.import_module(root)
-        except ImportError:
+        obj = sys.modules.get(parts[0])
+        for part in parts[1:]:
+            obj = getattr(obj, part, None)
+        if obj is None:
             return False
-        return True
+        try:
+            return obj is targets.resolve(".".join(parts))
+        except ValueError:
+            return False
 
     def call_function(self, target, args, kwargs):
         if target.startswith("operator.") and not kwargs:
