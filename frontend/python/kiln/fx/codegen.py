@@ -21,7 +21,6 @@ import itertools
 import keyword
 import math
 import sys
-from dataclasses import dataclass, field
 
 from .. import _C
 from . import targets
@@ -51,12 +50,15 @@ class _LazyTarget:
         return self.fn(*args, **kwargs)
 
 
-@dataclass
 class PythonCode:
     """Generated source and the globals it must run with."""
 
-    src: str
-    globals: dict = field(default_factory=dict)
+    def __init__(self, src, globals):
+        self.src = src
+        self.globals = globals
+
+    def __repr__(self):
+        return f"PythonCode(src={self.src!r})"
 
 
 class _Namer:
