@@ -416,6 +416,37 @@ def test_trace_functions_autowrap_and_constants():
     assert fx.parse(str(gm.graph)).structurally_equal(gm.graph)
 
 
+def clipped_scale(x, scale):
+    """Control flow on a value: cannot be traced into, so it is a leaf (kiln.fx.wrap)."""
+    return x * scale if scale > 0 else x
+
+
+fx.wrap("clipped_scale")
+
+
+def leaky(x):
+    return x if x.sum() > 0 else x * 0.1
+
+
+def test_wrap_and_autowrap_functions_make_leaves():
+    def fn(x):
+        return clipped_scale(x, 2.0) + leaky(x)
+
+    with pytest.raises(fx.TraceError, match="control flow"):
+        fx.symbolic_trace(fn)
+    tracer = fx.Tracer(autowrap_functions=(leaky,))
+    graph = tracer.trace(fn)
+    assert [n.target for n in graph.nodes] == ["x", "test_fx.clipped_scale", "test_fx.leaky", "operator.add", "output"]
+    gm = fx.GraphModule(tracer.attributes(), graph)
+    x = kiln.tensor([1.0, -3.0])
+    np.testing.assert_allclose(gm(x).numpy(), fn(x).numpy())
+    assert fx.resolve_target("test_fx.leaky") is leaky
+    fx.register_target("helpers.scaled", lambda x: x * 3)
+    np.testing.assert_array_equal(fx.resolve_target("helpers.scaled")(kiln.ones(1)).numpy(), [3.0])
+    with pytest.raises(NameError, match="no function named 'nope'"):
+        fx.wrap("nope")
+
+
 def test_trace_errors_and_options():
     class Branchy(nn.Module):
         def forward(self, x):

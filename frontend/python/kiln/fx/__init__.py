@@ -34,4 +34,4 @@ from .proxy import Attribute, Proxy, TraceError  # noqa: F401
 from .targets import aten, qualified_name  # noqa: F401
 from .targets import register as register_target  # noqa: F401
 from .targets import resolve as resolve_target  # noqa: F401
-from .tracer import Tracer, symbolic_trace  # noqa: F401
+from .tracer import Tracer, symbolic_trace, wrap  # noqa: F401

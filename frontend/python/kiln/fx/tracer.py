@@ -7,8 +7,8 @@ Tracer temporarily replaces them by proxy-aware wrappers (torch.fx gets the same
 - the attributes `kiln.<name>` (op functions and kiln's Python functions),
   `kiln.nn.functional.<name>` and the functions of `autowrap_modules` (default: math);
 - in the globals and closure variables of the traced function and of every forward it traces
-  into, names bound to those functions (`from kiln import add`, `from math import sqrt`) and
-  to `autowrap_functions`;
+  into, names bound to those functions (`from kiln import add`, `from math import sqrt`), to
+  `autowrap_functions` and to functions marked with `kiln.fx.wrap`;
 - `Module.__call__` (leaf modules become call_module nodes, others are traced into) and
   `Module.__getattr__` (parameters and buffers of the root become get_attr nodes);
 - kiln.Tensor's binary operators, which give way to the Proxy's reflected operator when the
@@ -35,6 +35,7 @@ from .graph_module import GraphModule
 from .proxy import Proxy, TraceError, find_proxy
 
 _trace_lock = threading.RLock()
+_wrapped_functions = []  # kiln.fx.wrap's functions: leaves of every trace
 _FX_DIR = os.path.dirname(os.path.abspath(__file__))
 _MISSING = object()
 
@@ -261,7 +262,7 @@ class Tracer:
                 except ValueError:
                     continue
                 patcher.set_attr(module, name, wrap(original, target))
-        for function in self.autowrap_functions:
+        for function in self.autowrap_functions + tuple(_wrapped_functions):
             wrap(function, targets.qualified_name(function))
 
         tracer = self
@@ -347,6 +348,24 @@ class Tracer:
                 obj = getattr(obj, atom)
             found[node.target] = obj
         return found
+
+
+def wrap(fn_or_name):
+    """Makes a function a leaf of every trace: calls of it with Proxy arguments become
+    call_function nodes instead of being traced into (for functions with control flow, say).
+    Given a name, the function of that name in the caller's module. Returns its argument, so it
+    works as a decorator."""
+    fn = fn_or_name
+    if isinstance(fn_or_name, str):
+        fn = sys._getframe(1).f_globals.get(fn_or_name)
+        if fn is None:
+            raise NameError(f"kiln.fx.wrap: the calling module has no function named {fn_or_name!r}")
+    if not callable(fn):
+        raise TypeError(f"kiln.fx.wrap needs a function, got {type(fn).__name__}")
+    targets.qualified_name(fn)  # fails now, not during a trace, when fn has no name
+    if fn not in _wrapped_functions:
+        _wrapped_functions.append(fn)
+    return fn_or_name
 
 
 def symbolic_trace(root, concrete_args=None):
