@@ -37,6 +37,14 @@ public:
     return graphs;
   }
 
+  // A whole text that is one type and nothing else.
+  Type parseTypeOnly() {
+    advance();
+    Type t = parseType();
+    if (!is(K::End)) fail(tok_.pos, "unexpected " + describe(tok_) + " after the type");
+    return t;
+  }
+
   // The first error in text order: a use of an undefined value seen earlier wins.
   Diagnostic firstError(const IRError& e) const {
     if (pendingUse_) return {pendingUse_->pos, "use of undefined value %" + pendingUse_->name};
@@ -548,6 +556,17 @@ Graph parseGraph(std::string_view text) {
     throw IRError(TextPos{1, 1},
                   "expected exactly one graph, found " + std::to_string(r.graphs.size()));
   return std::move(r.graphs.front());
+}
+
+Type parseType(std::string_view text) {
+  Parser p(text, 1);
+  try {
+    return p.parseTypeOnly();
+  } catch (const IRError& e) {
+    Diagnostic d = e.diagnostic();
+    if (!d.pos.known()) d.pos = p.position();
+    throw IRError(d);
+  }
 }
 
 } // namespace kiln

@@ -21,5 +21,8 @@ struct ParseResult {
 ParseResult parseGraphs(std::string_view text, int firstLine = 1);
 // Parses text holding exactly one graph; throws IRError otherwise.
 Graph parseGraph(std::string_view text);
+// Parses text holding exactly one type ("f32[s0, 16]{strides=[1, s0]}", "(f32[2], i64[2])",
+// "int"); throws IRError otherwise.
+Type parseType(std::string_view text);
 
 } // namespace kiln

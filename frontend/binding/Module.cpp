@@ -5,6 +5,7 @@
 
 #include <map>
 
+#include "frontend/binding/FxBinding.h"
 #include "frontend/binding/GeneratorBinding.h"
 #include "frontend/binding/Indexing.h"
 #include "frontend/binding/Interop.h"
@@ -63,6 +64,7 @@ NB_MODULE(_C, m) {
   registerTensorData(m, tensorClass);
   registerGenerator(m);
   registerIndexing(tensorClass);
+  registerFx(m);
 
   m.def("memory_stats", [] {
     MemoryStats s = CpuAllocator::instance().stats();

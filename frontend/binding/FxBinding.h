@@ -1,0 +1,10 @@
+// kiln._C._fx: the graph IR's Python face (Graph, Node, Type, text form, verifier, passes).
+// kiln.fx (frontend/python/kiln/fx/) builds the torch.fx-style API on these classes.
+#pragma once
+#include <nanobind/nanobind.h>
+
+namespace kiln::python {
+
+void registerFx(nanobind::module_& m);
+
+} // namespace kiln::python
