@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "generated/KernelDecls.h"
+#include "runtime/ViewGeometry.h"
 #include "runtime/CheckedConvert.h"
 #include "runtime/cpu/Loops.h"
 
@@ -48,34 +49,13 @@ ScalarType defaultDtypeFor(const Scalar& v) {
   return ScalarType::Float32;
 }
 
-// PyTorch's is_non_overlapping_and_dense: the strides are a permutation of contiguous ones.
-bool isNonOverlappingAndDense(IntArrayRef sizes, IntArrayRef strides) {
-  size_t n = sizes.size();
-  if (n == 1) return sizes[0] < 2 || strides[0] == 1;
-  std::vector<size_t> perm(n);
-  std::iota(perm.begin(), perm.end(), 0);
-  // Ascending strides, with dims of size 0 or 1 (whose strides do not matter) last.
-  std::stable_sort(perm.begin(), perm.end(), [&](size_t a, size_t b) {
-    if (sizes[a] < 2) return false;
-    if (sizes[b] < 2) return true;
-    return strides[a] < strides[b];
-  });
-  int64_t required = 1;
-  for (size_t d : perm) {
-    if (sizes[d] < 2) return true;
-    if (strides[d] != required) return false;
-    required *= sizes[d];
-  }
-  return true;
-}
-
 // empty_like's layout rule (memory_format=preserve): a dense input's strides are kept, anything
 // else (overlapping, gappy) gets contiguous strides.
 Tensor emptyLikeImpl(const Tensor& self, std::optional<ScalarType> dtype,
                      std::optional<Device> device) {
   ScalarType dt = dtype.value_or(self.dtype());
   Device dev = device.value_or(self.device());
-  if (isNonOverlappingAndDense(self.sizes(), self.strides()))
+  if (kiln::isNonOverlappingAndDense(self.sizes(), self.strides()))
     return Tensor::emptyStrided(self.sizes(), self.strides(), dt, dev);
   return Tensor::empty(self.sizes(), dt, dev);
 }
