@@ -1,0 +1,92 @@
+// GuardTree: the checks a cached graph needs before it may run for a frame, as a tree of value
+// accessors (frame local -> dict item -> ...) with checks on each value, evaluated in C++
+// without calling back into Python (no __eq__, __getattr__ or __hash__ of user types runs).
+#pragma once
+#include <Python.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/Device.h"
+#include "runtime/DimVector.h"
+#include "runtime/ScalarType.h"
+
+namespace kiln::capture {
+
+// What the checks read: a frame before its first instruction ran (locals hold the arguments).
+struct FrameView {
+  PyObject* const* locals = nullptr; // the frame's localsplus; arguments first
+  PyObject* globals = nullptr;       // dict
+  PyObject* builtins = nullptr;      // dict
+  PyObject* closure = nullptr;       // the function's __closure__ tuple, or null
+};
+
+// A tensor's metadata as a guard compares it.
+struct TensorCheck {
+  PyTypeObject* type = nullptr; // exact Python type (kiln.Tensor, kiln.nn.Parameter, ...)
+  ScalarType dtype;
+  Device device;
+  DimVector sizes, strides;
+  bool requiresGrad = false;
+};
+
+class GuardNode;
+
+class GuardTree {
+public:
+  GuardTree();
+  ~GuardTree();
+  GuardTree(const GuardTree&) = delete;
+  GuardTree& operator=(const GuardTree&) = delete;
+
+  // Accessors from the frame. `name` is how the value prints: L['x'], G['w'], ...
+  // Asking twice for the same accessor returns the same node.
+  GuardNode& local(int index, const std::string& name);
+  GuardNode& closureCell(int index, const std::string& name); // contents of __closure__[index]
+  GuardNode& global(const std::string& name); // frame globals, else builtins (absent: fails)
+
+  // Global state.
+  void checkGradMode(bool enabled);
+
+  // True when every check passes. On failure, when failure is non-null, it gets the first
+  // failing check, e.g. "L['x'].size()[0] == 8 (got 16)".
+  bool check(const FrameView& frame, std::string* failure = nullptr) const;
+  size_t numChecks() const;
+  // One line per check (KILN_LOGS=guards).
+  std::string str() const;
+
+private:
+  std::unique_ptr<GuardNode> root_;
+  int gradMode_ = -1; // -1: not checked
+};
+
+class GuardNode {
+public:
+  // Child accessors (deduplicated, like the tree's).
+  GuardNode& item(PyObject* key);        // dict (exact dict: by key, str/int keys), list/tuple (int key)
+  GuardNode& attr(const std::string& name); // instance __dict__ entry (module dict for modules)
+  GuardNode& funcGlobal(const std::string& name);  // function: __globals__[name], else builtins
+  GuardNode& funcClosureCell(int index);           // function: __closure__[index] contents
+  GuardNode& funcDefault(int index);               // function: __defaults__[index]
+
+  void checkType(PyTypeObject* type);  // exact type
+  void checkId(PyObject* object);      // the same object (a strong reference is kept)
+  void checkConst(PyObject* value);    // same exact type and value: None, bool, int, float
+                                       // (NaN equals NaN), str, bytes, and tuples of these
+  void checkLength(Py_ssize_t n);      // list/tuple/dict length
+  void checkDictKeys(const std::vector<PyObject*>& keys); // exact dict with these keys, in order
+  void checkTensor(const TensorCheck& t);
+
+  const std::string& name() const;
+
+private:
+  friend class GuardTree;
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  GuardNode();
+public:
+  ~GuardNode();
+};
+
+} // namespace kiln::capture
