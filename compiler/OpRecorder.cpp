@@ -1,0 +1,242 @@
+// OpRecorder: the Tracing key's fallback turns each dispatched op into a call_function node,
+// then runs the op on meta tensors so the node's type is the op's real result type.
+#include "compiler/OpRecorder.h"
+
+#include <mutex>
+
+#include "runtime/Error.h"
+
+namespace kiln::compiler {
+
+namespace {
+
+thread_local OpRecorder* gCurrent = nullptr;
+
+TensorType tensorTypeOf(const Tensor& t, Device device) {
+  TensorType tt;
+  tt.dtype = t.dtype();
+  for (int64_t s : t.sizes())
+    tt.sizes.emplace_back(s);
+  if (!t.isContiguous()) {
+    tt.strides.emplace();
+    for (int64_t s : t.strides())
+      tt.strides->emplace_back(s);
+  }
+  tt.device = device;
+  return tt;
+}
+
+Argument scalarArgument(const Scalar& s) {
+  if (s.isBool()) return Argument(s.toDouble() != 0);
+  if (s.isIntegral()) return Argument(int64_t(s.toDouble()));
+  return Argument(s.toDouble());
+}
+
+bool sameAsDefault(const ArgSpec& spec, const Value& v) {
+  if (!spec.hasDefault) return false;
+  if (v.isNone() || spec.defaultValue.isNone()) return v.isNone() && spec.defaultValue.isNone();
+  return v.repr() == spec.defaultValue.repr();
+}
+
+bool hasTensorArgument(const OpSchema& s, const Stack& stack) {
+  for (size_t i = 0; i < s.args.size(); ++i) {
+    const Value& v = stack[i];
+    if (v.isTensor() || (v.isTensorList() && !v.toTensorList().empty())) return true;
+    if (s.args[i].type == ArgType::OptionalTensorList && !v.isNone()) return true;
+  }
+  return false;
+}
+
+} // namespace
+
+Tensor makeFake(const Tensor& real) {
+  Tensor fake = Tensor::emptyStrided(real.sizes(), real.strides(), real.dtype(),
+                                     Device(DeviceType::Meta));
+  fake.impl()->requiresGrad = real.requiresGrad();
+  return fake;
+}
+
+OpRecorder::OpRecorder(Graph& graph) : graph_(graph) {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    Dispatcher::instance().registerFallback(DispatchKey::Tracing, &OpRecorder::fallback);
+  });
+}
+
+OpRecorder::~OpRecorder() = default;
+
+void OpRecorder::bind(const Tensor& fake, Node* node, Device device) {
+  nodes_[fake.impl()] = Bound{fake, node, device};
+}
+
+Node* OpRecorder::nodeOf(const Tensor& fake) const {
+  auto it = nodes_.find(fake.impl());
+  return it == nodes_.end() ? nullptr : it->second.node;
+}
+
+OpRecorder::Scope::Scope(OpRecorder& r) : saved_(gCurrent) {
+  gCurrent = &r;
+  localDispatchKeySet().included = localDispatchKeySet().included | DispatchKeySet(DispatchKey::Tracing);
+}
+
+OpRecorder::Scope::~Scope() {
+  gCurrent = saved_;
+  if (!saved_)
+    localDispatchKeySet().included =
+        localDispatchKeySet().included - DispatchKeySet(DispatchKey::Tracing);
+}
+
+void OpRecorder::fallback(OpId op, DispatchKeySet remaining, Stack& stack) {
+  if (!gCurrent) return Dispatcher::instance().redispatch(op, remaining, stack);
+  gCurrent->record(op, stack);
+}
+
+// The node standing for tensor t, replacing t by its fake when t is a real tensor.
+Node* OpRecorder::nodeFor(Tensor& t, Device& device) {
+  auto it = nodes_.find(t.impl());
+  if (it == nodes_.end()) {
+    KILN_CHECK(!t.isMeta(), "kiln tracing met a meta tensor that is not part of the graph: ",
+               t.describe());
+    if (!liftTensor)
+      throw Error(strCat("kiln tracing met a real tensor that is not an input of the graph: ",
+                         t.describe()));
+    Node* n = liftTensor(t);
+    Tensor fake = makeFake(t);
+    bind(fake, n, t.device());
+    it = nodes_.find(fake.impl());
+  }
+  t = it->second.fake;
+  if (device.isCpu()) device = it->second.device;
+  return it->second.node;
+}
+
+Argument OpRecorder::toArgument(Value& v, Device& device) {
+  if (v.isNone()) return Argument();
+  if (v.isTensor()) {
+    Tensor& t = v.toTensor();
+    if (t.isWrappedNumber()) return scalarArgument(t.item());
+    return Argument(nodeFor(t, device));
+  }
+  if (v.isTensorList()) {
+    std::vector<Tensor> ts = v.toTensorList();
+    std::vector<Argument> items;
+    for (Tensor& t : ts)
+      items.emplace_back(nodeFor(t, device));
+    v = Value(std::move(ts));
+    return Argument::list(std::move(items));
+  }
+  if (std::holds_alternative<std::vector<std::optional<Tensor>>>(v.variant())) {
+    std::vector<std::optional<Tensor>> ts = v.toOptionalTensorList();
+    std::vector<Argument> items;
+    for (auto& t : ts) {
+      if (t) items.emplace_back(nodeFor(*t, device));
+      else items.emplace_back();
+    }
+    v = Value(std::move(ts));
+    return Argument::list(std::move(items));
+  }
+  if (v.isBool()) return Argument(v.toBool());
+  if (v.isInt()) return Argument(v.toInt());
+  if (v.isDouble()) return Argument(v.toDouble());
+  if (v.isScalar()) return scalarArgument(v.toScalar());
+  if (v.isIntList()) {
+    std::vector<Argument> items;
+    for (int64_t i : v.toIntList())
+      items.emplace_back(i);
+    return Argument::list(std::move(items));
+  }
+  if (std::holds_alternative<std::vector<double>>(v.variant())) {
+    std::vector<Argument> items;
+    for (double d : v.toDoubleList())
+      items.emplace_back(d);
+    return Argument::list(std::move(items));
+  }
+  if (std::holds_alternative<ScalarType>(v.variant())) return Argument(v.toScalarType());
+  if (std::holds_alternative<Device>(v.variant())) return Argument(v.toDevice());
+  return Argument(v.toStringRef());
+}
+
+void OpRecorder::record(OpId op, Stack& stack) {
+  const OpSchema& s = Dispatcher::instance().schema(op);
+  const bool factory = !hasTensorArgument(s, stack);
+  Device device; // of the result: the first tensor input's, or the one a factory names
+
+  std::vector<Argument> args;
+  Kwargs kwargs;
+  size_t lastPositional = 0; // positional arguments after this one all have their defaults
+  std::vector<Argument> converted(s.args.size());
+  for (size_t i = 0; i < s.args.size(); ++i) {
+    converted[i] = toArgument(stack[i], device);
+    if (!s.args[i].kwargOnly && !sameAsDefault(s.args[i], stack[i])) lastPositional = i + 1;
+  }
+  for (size_t i = 0; i < s.args.size(); ++i) {
+    if (!s.args[i].kwargOnly) {
+      if (i < lastPositional) args.push_back(converted[i]);
+    } else if (!sameAsDefault(s.args[i], stack[i])) {
+      kwargs.emplace_back(s.args[i].name, converted[i]);
+    }
+  }
+  if (factory) {
+    // Factories run on meta while tracing; the node keeps the device the program asked for.
+    for (size_t i = 0; i < s.args.size(); ++i)
+      if (s.args[i].type == ArgType::Device) {
+        if (!stack[i].isNone()) device = stack[i].toDevice();
+        stack[i] = Value(Device(DeviceType::Meta));
+      }
+  }
+
+  {
+    // Ops that this op's kernel calls are part of it, not nodes of their own.
+    ExcludeDispatchKeyGuard noTracing(DispatchKey::Tracing);
+    Dispatcher::instance().call(op, stack);
+  }
+
+  Node* node = graph_.callFunction(op, std::move(args), std::move(kwargs));
+  node->meta.loc = location;
+  ++numRecorded_;
+
+  std::vector<Tensor> results;
+  bool tuple = s.returns.size() != 1 || stack[0].isTensorList();
+  for (size_t r = 0; r < stack.size(); ++r) {
+    const Value& v = stack[r];
+    if (v.isTensor()) {
+      results.push_back(v.toTensor());
+    } else if (v.isTensorList()) {
+      for (const Tensor& t : v.toTensorList())
+        results.push_back(t);
+    } else {
+      throw NotImplementedError(strCat("kiln.compile cannot capture aten.", s.qualifiedName(),
+                                       ": it returns a Python value that depends on tensor data"));
+    }
+  }
+  for (Tensor& t : results)
+    if (!t.isMeta()) t = makeFake(t); // ops without a device argument made a real tensor
+  if (!tuple) {
+    node->meta.type = Type(tensorTypeOf(results[0], device));
+    bindResult(results[0], node, device);
+    stack[0] = Value(results[0]);
+    return;
+  }
+  std::vector<Type> types;
+  for (size_t i = 0; i < results.size(); ++i) {
+    types.emplace_back(tensorTypeOf(results[i], device));
+    Node* item = graph_.callFunction("operator.getitem", {Argument(node), Argument(int64_t(i))});
+    item->meta.type = types.back();
+    item->meta.loc = location;
+    bindResult(results[i], item, device);
+  }
+  node->meta.type = Type::tuple(std::move(types));
+  if (s.returns.size() == 1) {
+    stack[0] = Value(std::move(results));
+  } else {
+    for (size_t i = 0; i < results.size(); ++i)
+      stack[i] = Value(results[i]);
+  }
+}
+
+void OpRecorder::bindResult(const Tensor& fake, Node* node, Device device) {
+  // An in-place op returns its input: later uses of that value read the mutated node.
+  nodes_[fake.impl()] = Bound{fake, node, device};
+}
+
+} // namespace kiln::compiler

@@ -1,0 +1,78 @@
+// OpRecorder: records every op dispatched on this thread into a Graph while it is active (the
+// Tracing dispatch key's fallback), running the ops on fake (meta) tensors so that each node
+// gets its type. This is how capture (frontend/capture) and AOT tracing (make_fx) build graphs
+// from real calls of kiln's ops: the caller binds fake tensors to the graph's inputs, calls
+// ops on them, and reads back the node that produced each fake result.
+#pragma once
+#include <functional>
+#include <optional>
+#include <string>
+#include <unordered_map>
+
+#include "ir/Graph.h"
+#include "runtime/Dispatcher.h"
+#include "runtime/TensorImpl.h"
+
+namespace kiln::compiler {
+
+// A meta tensor with the sizes, strides, offset, dtype and requires_grad of `real`.
+Tensor makeFake(const Tensor& real);
+
+class OpRecorder {
+public:
+  explicit OpRecorder(Graph& graph);
+  ~OpRecorder();
+  OpRecorder(const OpRecorder&) = delete;
+  OpRecorder& operator=(const OpRecorder&) = delete;
+
+  Graph& graph() { return graph_; }
+
+  // `fake` stands for the value of `node` (a placeholder, a get_attr, an op's result).
+  void bind(const Tensor& fake, Node* node, Device device = Device());
+  // The node a fake tensor stands for; null when it is not known.
+  Node* nodeOf(const Tensor& fake) const;
+
+  // Called for a tensor argument that is neither bound nor a wrapped number (a real tensor
+  // met inside an op call, e.g. a module's parameter): returns the node standing for it (the
+  // caller usually makes a get_attr); the recorder binds a fake of it and uses that. Unset:
+  // such a call raises.
+  std::function<Node*(const Tensor& real)> liftTensor;
+
+  // Where the next recorded nodes come from (copied into NodeMeta::loc).
+  std::optional<SourceLoc> location;
+
+  // While a Scope is alive, ops dispatched on this thread are recorded into this recorder
+  // (ops that recorded ops call internally are not). Scopes nest; the innermost records.
+  class Scope {
+  public:
+    explicit Scope(OpRecorder& r);
+    ~Scope();
+    Scope(const Scope&) = delete;
+    Scope& operator=(const Scope&) = delete;
+
+  private:
+    OpRecorder* saved_;
+  };
+
+  // Number of op nodes recorded so far.
+  int numRecorded() const { return numRecorded_; }
+
+private:
+  struct Bound {
+    Tensor fake; // kept alive so its address stays unique
+    Node* node;
+    Device device; // the device the value really lives on (fakes are meta)
+  };
+  // The Tracing key's fallback: records the call, then runs it on fakes below the key.
+  static void fallback(OpId op, DispatchKeySet remaining, Stack& stack);
+  void record(OpId op, Stack& stack);
+  Argument toArgument(Value& v, Device& device);
+  Node* nodeFor(Tensor& t, Device& device);
+  void bindResult(const Tensor& fake, Node* node, Device device);
+
+  Graph& graph_;
+  std::unordered_map<const TensorImpl*, Bound> nodes_;
+  int numRecorded_ = 0;
+};
+
+} // namespace kiln::compiler
