@@ -74,6 +74,11 @@ Node* OpRecorder::nodeOf(const Tensor& fake) const {
   return it == nodes_.end() ? nullptr : it->second.node;
 }
 
+Device OpRecorder::deviceOf(const Tensor& fake) const {
+  auto it = nodes_.find(fake.impl());
+  return it == nodes_.end() ? Device() : it->second.device;
+}
+
 OpRecorder::Scope::Scope(OpRecorder& r) : saved_(gCurrent) {
   gCurrent = &r;
   localDispatchKeySet().included = localDispatchKeySet().included | DispatchKeySet(DispatchKey::Tracing);
@@ -176,14 +181,13 @@ void OpRecorder::record(OpId op, Stack& stack) {
       kwargs.emplace_back(s.args[i].name, converted[i]);
     }
   }
-  if (factory) {
-    // Factories run on meta while tracing; the node keeps the device the program asked for.
-    for (size_t i = 0; i < s.args.size(); ++i)
-      if (s.args[i].type == ArgType::Device) {
-        if (!stack[i].isNone()) device = stack[i].toDevice();
-        stack[i] = Value(Device(DeviceType::Meta));
-      }
-  }
+  // Everything runs on meta while tracing (factories, copies to a device); the node keeps the
+  // device the program asked for.
+  for (size_t i = 0; i < s.args.size(); ++i)
+    if (s.args[i].type == ArgType::Device && (factory || !stack[i].isNone())) {
+      if (!stack[i].isNone()) device = stack[i].toDevice();
+      stack[i] = Value(Device(DeviceType::Meta));
+    }
 
   {
     // Ops that this op's kernel calls are part of it, not nodes of their own.

@@ -31,6 +31,8 @@ public:
   void bind(const Tensor& fake, Node* node, Device device = Device());
   // The node a fake tensor stands for; null when it is not known.
   Node* nodeOf(const Tensor& fake) const;
+  // The device the value a fake stands for lives on (CPU when it is not known).
+  Device deviceOf(const Tensor& fake) const;
 
   // Called for a tensor argument that is neither bound nor a wrapped number (a real tensor
   // met inside an op call, e.g. a module's parameter): returns the node standing for it (the

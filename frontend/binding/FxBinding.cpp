@@ -96,6 +96,8 @@ nb::object wrapNode(nb::handle graphObject, Node* n) {
   return inst;
 }
 
+} // namespace
+
 nb::object wrapGraph(Graph g) {
   nb::handle cls = gGraphClass ? nb::handle(gGraphClass) : nb::type<GraphHandle>();
   nb::object inst = nb::inst_alloc(cls);
@@ -103,6 +105,8 @@ nb::object wrapGraph(Graph g) {
   nb::inst_mark_ready(inst);
   return inst;
 }
+
+namespace {
 
 // -- arguments ------------------------------------------------------------------------------
 

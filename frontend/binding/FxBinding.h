@@ -3,8 +3,12 @@
 #pragma once
 #include <nanobind/nanobind.h>
 
+#include "ir/Graph.h"
+
 namespace kiln::python {
 
 void registerFx(nanobind::module_& m);
+// A kiln.fx.Graph owning `g`.
+nanobind::object wrapGraph(Graph g);
 
 } // namespace kiln::python

@@ -1,0 +1,293 @@
+// Attribute loads, subscripts, unpacking and iteration in the symbolic interpreter.
+#include <Python.h>
+
+#include "frontend/capture/SymbolicInterpreter.h"
+
+namespace kiln::capture {
+
+namespace {
+
+// Tensor attributes that are metadata (constants while tracing, guarded by the tensor's guard).
+const char* kTensorMetadata[] = {"shape", "dtype", "ndim", "requires_grad", "is_leaf",
+                                 "is_sparse", "is_quantized", "layout", "itemsize", "nbytes"};
+
+bool isModuleDictEntry(nb::handle obj, const char* dict, const std::string& name, PyObject** out) {
+  PyObject** dictPtr = _PyObject_GetDictPtr(obj.ptr());
+  if (!dictPtr || !*dictPtr) return false;
+  PyObject* d = PyDict_GetItemString(*dictPtr, dict);
+  if (!d || !PyDict_Check(d)) return false;
+  *out = PyDict_GetItemString(d, name.c_str());
+  return *out != nullptr;
+}
+
+} // namespace
+
+VT* InstructionTranslator::loadAttr(VT* obj, const std::string& name) {
+  switch (obj->kind) {
+  case VT::Kind::Tensor: {
+    auto* t = static_cast<TensorVT*>(obj);
+    if (name == "device") return t_.constant(t_.deviceOf(t));
+    if (name == "is_cpu" || name == "is_cuda" || name == "is_meta") {
+      std::string type = nb::cast<std::string>(t_.deviceOf(t).attr("type"));
+      return t_.constant(nb::bool_(name == "is_" + type));
+    }
+    if (name == "grad" || name == "data" || name == "grad_fn" || name == "_version")
+      throw Unsupported{"Tensor." + name};
+    for (const char* m : kTensorMetadata)
+      if (name == m) return t_.wrapResult(t->fake.attr(name.c_str()));
+    PyObject* descr = _PyType_Lookup(Py_TYPE(t->fake.ptr()), nb::str(name.c_str()).ptr());
+    if (!descr) throw TraceError{"AttributeError: 'Tensor' object has no attribute '" + name + "'"};
+    if (PyObject_TypeCheck(descr, &PyProperty_Type) || Py_TYPE(descr) == &PyGetSetDescr_Type) {
+      static nb::handle getattr = nb::object(nb::module_::import_("builtins").attr("getattr")).release();
+      VTs args{obj, t_.constant(nb::str(name.c_str()))};
+      return t_.callReal(getattr, args, {});
+    }
+    return t_.make<MethodVT>(obj, name);
+  }
+  case VT::Kind::Module: {
+    auto* m = static_cast<ModuleVT*>(obj);
+    nb::handle mod = m->module;
+    PyObject** dictPtr = _PyObject_GetDictPtr(mod.ptr());
+    if (dictPtr && *dictPtr) {
+      if (PyObject* v = PyDict_GetItemString(*dictPtr, name.c_str()))
+        return t_.wrap(v, m->source ? attrSource(m->source, name) : nullptr, true,
+                       m->path.empty() ? name : m->path + "." + name);
+    }
+    for (const char* dict : {"_parameters", "_buffers", "_modules"}) {
+      PyObject* v = nullptr;
+      if (!isModuleDictEntry(mod, dict, name, &v)) continue;
+      if (v == Py_None) return t_.none();
+      SourcePtr src = m->source ? itemSource(attrSource(m->source, dict), nb::str(name.c_str())) : nullptr;
+      return t_.wrap(v, src, true, m->path.empty() ? name : m->path + "." + name);
+    }
+    return loadClassAttr(obj, mod, name);
+  }
+  case VT::Kind::Object: {
+    auto* o = static_cast<ObjectVT*>(obj);
+    nb::handle x = o->object;
+    if (PyModule_Check(x.ptr())) {
+      // Attributes of Python modules (kiln.relu, math.pi) are taken as stable: not guarded.
+      PyObject* v = PyObject_GetAttrString(x.ptr(), name.c_str());
+      if (!v) {
+        PyErr_Clear();
+        throw TraceError{"AttributeError: module has no attribute '" + name + "'"};
+      }
+      return t_.wrap(nb::steal(v), nullptr);
+    }
+    if (PyType_Check(x.ptr()) || PyCFunction_Check(x.ptr()) ||
+        Py_TYPE(x.ptr())->tp_name == std::string("kiln._C._OpFunction")) {
+      PyObject* v = PyObject_GetAttrString(x.ptr(), name.c_str());
+      if (!v) {
+        PyErr_Clear();
+        throw TraceError{"AttributeError: '" + std::string(kindName(obj)) + "' has no attribute '" + name + "'"};
+      }
+      return t_.wrap(nb::steal(v), nullptr);
+    }
+    PyObject** dictPtr = _PyObject_GetDictPtr(x.ptr());
+    if (dictPtr && *dictPtr)
+      if (PyObject* v = PyDict_GetItemString(*dictPtr, name.c_str()))
+        return t_.wrap(v, o->source ? attrSource(o->source, name) : nullptr);
+    return loadClassAttr(obj, x, name);
+  }
+  case VT::Kind::List:
+  case VT::Kind::Tuple: {
+    auto* s = static_cast<SequenceVT*>(obj);
+    if (s->namedType.is_valid()) {
+      nb::object fields = nb::getattr(s->namedType, "_fields", nb::none());
+      if (fields.is_none()) fields = nb::getattr(s->namedType, "__match_args__", nb::none());
+      if (!fields.is_none()) {
+        size_t i = 0;
+        for (nb::handle f : fields) {
+          if (nb::cast<std::string>(f) == name && i < s->items.size()) return s->items[i];
+          ++i;
+        }
+      }
+    }
+    return t_.make<MethodVT>(obj, name);
+  }
+  case VT::Kind::Dict:
+    return t_.make<MethodVT>(obj, name);
+  case VT::Kind::Constant: {
+    PyObject* v = PyObject_GetAttrString(static_cast<ConstantVT*>(obj)->value.ptr(), name.c_str());
+    if (!v) {
+      PyErr_Clear();
+      throw TraceError{"AttributeError: '" + std::string(kindName(obj)) + "' object has no attribute '" + name + "'"};
+    }
+    nb::object value = nb::steal(v);
+    if (PyCFunction_Check(v) || Py_TYPE(v) == &PyMethodDescr_Type ||
+        std::string(Py_TYPE(v)->tp_name) == "method-wrapper")
+      return t_.make<MethodVT>(obj, name);
+    return t_.wrapResult(value);
+  }
+  case VT::Kind::Function: {
+    PyObject* v = PyObject_GetAttrString(static_cast<FunctionVT*>(obj)->fn.ptr(), name.c_str());
+    if (!v) {
+      PyErr_Clear();
+      throw TraceError{"AttributeError: function has no attribute '" + name + "'"};
+    }
+    return t_.wrapResult(nb::steal(v));
+  }
+  default:
+    throw Unsupported{"reading the attribute " + name + " of a " + kindName(obj)};
+  }
+}
+
+VT* InstructionTranslator::loadClassAttr(VT* obj, nb::handle x, const std::string& name) {
+  PyObject* attr = _PyType_Lookup(Py_TYPE(x.ptr()), nb::str(name.c_str()).ptr());
+  if (!attr)
+    throw TraceError{"AttributeError: '" + std::string(Py_TYPE(x.ptr())->tp_name) +
+                     "' object has no attribute '" + name + "'"};
+  if (PyFunction_Check(attr)) return t_.make<MethodVT>(obj, name);
+  if (PyObject_TypeCheck(attr, &PyProperty_Type)) {
+    nb::object getter = nb::borrow(attr).attr("fget");
+    if (PyFunction_Check(getter.ptr()))
+      return call(t_.make<FunctionVT>(getter), VTs{obj}, {});
+  }
+  if (Py_TYPE(attr)->tp_descr_get == nullptr) return t_.wrap(attr, nullptr);
+  throw Unsupported{"the attribute " + name + " of a " + Py_TYPE(x.ptr())->tp_name +
+                    " (a descriptor)"};
+}
+
+void InstructionTranslator::storeAttr(VT* obj, const std::string& name, VT* value) {
+  throw Unsupported{"assigning the attribute " + name + " of a " + kindName(obj) +
+                    " (a side effect the graph cannot replay)"};
+}
+
+VT* InstructionTranslator::getItem(VT* obj, VT* key) {
+  switch (obj->kind) {
+  case VT::Kind::Tensor:
+    return applyOperator("getitem", {obj, key});
+  case VT::Kind::List:
+  case VT::Kind::Tuple: {
+    auto* s = static_cast<SequenceVT*>(obj);
+    nb::object k = constantValue(key, "a list index");
+    Py_ssize_t n = Py_ssize_t(s->items.size());
+    if (PySlice_Check(k.ptr())) {
+      Py_ssize_t start, stop, step, len;
+      if (PySlice_GetIndicesEx(k.ptr(), n, &start, &stop, &step, &len) < 0) throw nb::python_error();
+      VTs out;
+      for (Py_ssize_t i = 0, j = start; i < len; ++i, j += step)
+        out.push_back(s->items[size_t(j)]);
+      return t_.make<SequenceVT>(obj->kind == VT::Kind::List ? VT::Kind::List : VT::Kind::Tuple, out);
+    }
+    Py_ssize_t i = PyNumber_AsSsize_t(k.ptr(), PyExc_IndexError);
+    if (i == -1 && PyErr_Occurred()) throw nb::python_error();
+    if (i < 0) i += n;
+    if (i < 0 || i >= n) throw TraceError{"IndexError: index out of range"};
+    return s->items[size_t(i)];
+  }
+  case VT::Kind::Dict: {
+    auto* d = static_cast<DictVT*>(obj);
+    nb::object k = constantValue(key, "a dict key");
+    int i = d->find(k.ptr());
+    if (i < 0) throw TraceError{"KeyError: " + nb::cast<std::string>(nb::repr(k))};
+    return d->entries[size_t(i)].second;
+  }
+  case VT::Kind::Constant:
+    return t_.wrapResult(static_cast<ConstantVT*>(obj)->value[constantValue(key, "an index")]);
+  case VT::Kind::Module: {
+    nb::object sub = static_cast<ModuleVT*>(obj)->module[constantValue(key, "a module index")];
+    return t_.wrap(sub, nullptr, true);
+  }
+  default:
+    throw Unsupported{std::string("indexing a ") + kindName(obj)};
+  }
+}
+
+void InstructionTranslator::setItem(VT* obj, VT* key, VT* value) {
+  switch (obj->kind) {
+  case VT::Kind::Tensor:
+    applyOperator("setitem", {obj, key, value});
+    return;
+  case VT::Kind::List: {
+    auto* s = static_cast<SequenceVT*>(obj);
+    Py_ssize_t n = Py_ssize_t(s->items.size());
+    Py_ssize_t i = nb::cast<Py_ssize_t>(constantValue(key, "a list index"));
+    if (i < 0) i += n;
+    if (i < 0 || i >= n) throw TraceError{"IndexError: list assignment index out of range"};
+    mutateList(s);
+    s->items[size_t(i)] = value;
+    return;
+  }
+  case VT::Kind::Dict:
+    dictSet(static_cast<DictVT*>(obj), key, value);
+    return;
+  default:
+    throw Unsupported{std::string("assigning an item of a ") + kindName(obj)};
+  }
+}
+
+void InstructionTranslator::deleteItem(VT* obj, VT* key) {
+  if (obj->kind == VT::Kind::Dict) {
+    auto* d = static_cast<DictVT*>(obj);
+    if (d->source) throw Unsupported{"mutating a dict that the compiled function was given"};
+    int i = d->find(constantValue(key, "a dict key").ptr());
+    if (i < 0) throw TraceError{"KeyError"};
+    d->entries.erase(d->entries.begin() + i);
+    return;
+  }
+  if (obj->kind == VT::Kind::List) {
+    auto* s = static_cast<SequenceVT*>(obj);
+    Py_ssize_t n = Py_ssize_t(s->items.size());
+    Py_ssize_t i = nb::cast<Py_ssize_t>(constantValue(key, "a list index"));
+    if (i < 0) i += n;
+    if (i < 0 || i >= n) throw TraceError{"IndexError: list assignment index out of range"};
+    mutateList(s);
+    s->items.erase(s->items.begin() + i);
+    return;
+  }
+  throw Unsupported{std::string("deleting an item of a ") + kindName(obj)};
+}
+
+VTs InstructionTranslator::unpack(VT* v) {
+  switch (v->kind) {
+  case VT::Kind::List:
+  case VT::Kind::Tuple:
+    return static_cast<SequenceVT*>(v)->items;
+  case VT::Kind::Dict: {
+    VTs keys;
+    for (auto& e : static_cast<DictVT*>(v)->entries)
+      keys.push_back(t_.constant(e.first));
+    return keys;
+  }
+  case VT::Kind::Iterator: {
+    auto* it = static_cast<IteratorVT*>(v);
+    VTs rest(it->items.begin() + long(it->next), it->items.end());
+    it->next = it->items.size();
+    return rest;
+  }
+  case VT::Kind::Constant: {
+    nb::handle c = static_cast<ConstantVT*>(v)->value;
+    VTs out;
+    Py_ssize_t n = PyObject_Length(c.ptr());
+    if (n < 0) {
+      PyErr_Clear();
+      throw TraceError{std::string("TypeError: '") + kindName(v) + "' object is not iterable"};
+    }
+    if (n > 100000) throw Unsupported{"iterating over more than 100000 constants"};
+    for (nb::handle x : c)
+      out.push_back(t_.wrapResult(x));
+    return out;
+  }
+  case VT::Kind::Tensor: {
+    static nb::handle tuple = nb::object(nb::module_::import_("builtins").attr("tuple")).release();
+    VT* r = t_.callReal(tuple, VTs{v}, {});
+    return unpack(r);
+  }
+  case VT::Kind::Module: {
+    VTs out;
+    for (nb::handle m : static_cast<ModuleVT*>(v)->module)
+      out.push_back(t_.wrap(m, nullptr, true));
+    return out;
+  }
+  default:
+    throw Unsupported{std::string("iterating a ") + kindName(v)};
+  }
+}
+
+VT* InstructionTranslator::getIter(VT* v) {
+  if (v->kind == VT::Kind::Iterator) return v;
+  return t_.make<IteratorVT>(unpack(v));
+}
+
+} // namespace kiln::capture

@@ -1,0 +1,498 @@
+// Calls, attributes, items and iteration in the symbolic interpreter: user functions and
+// user modules are inlined; kiln's own functions, ops and modules run for real on fake tensors
+// (their ops are recorded); builtins on known values are evaluated; the rest is Unsupported.
+#include <Python.h>
+#include <opcode.h>
+
+#include <algorithm>
+
+#include "frontend/capture/SymbolicInterpreter.h"
+
+namespace kiln::capture {
+
+namespace {
+
+nb::object builtin(const char* name) { return nb::module_::import_("builtins").attr(name); }
+
+bool startsWith(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
+
+std::string moduleOf(nb::handle obj) {
+  PyObject* m = PyObject_GetAttrString(obj.ptr(), "__module__");
+  if (!m) {
+    PyErr_Clear();
+    return "";
+  }
+  nb::object owned = nb::steal(m);
+  return PyUnicode_Check(m) ? nb::cast<std::string>(owned) : "";
+}
+
+// kiln's library code: run for real on fakes rather than traced instruction by instruction.
+bool isKilnLibrary(nb::handle fn) {
+  std::string mod = moduleOf(fn);
+  return (startsWith(mod, "kiln.") || mod == "kiln") && !startsWith(mod, "kiln.compiler");
+}
+
+const char* kDataDependentMethods[] = {"item", "tolist", "numpy", "__bool__", "__int__",
+                                       "__float__", "__index__", "data_ptr", "backward",
+                                       "register_hook", "retain_grad", "__len__", "__iter__"};
+const char* kMetadataMethods[] = {"size", "dim", "stride", "numel", "is_contiguous",
+                                  "element_size", "is_floating_point", "ndimension",
+                                  "nelement", "is_complex", "storage_offset"};
+
+bool inList(const std::string& s, const char* const* names, size_t n) {
+  for (size_t i = 0; i < n; ++i)
+    if (s == names[i]) return true;
+  return false;
+}
+
+} // namespace
+
+VT* InstructionTranslator::call(VT* fn, VTs args, Kwargs kwargs) {
+  switch (fn->kind) {
+  case VT::Kind::Function:
+    return inlineFunction(static_cast<FunctionVT*>(fn), std::move(args), std::move(kwargs));
+  case VT::Kind::NestedFunction: {
+    auto* f = static_cast<NestedFunctionVT*>(fn);
+    return inlineCall(f->code, f->globals, f->globalSourceFor, f->closure, f->defaults,
+                      f->kwdefaults, std::move(args), std::move(kwargs));
+  }
+  case VT::Kind::Method:
+    return callMethod(static_cast<MethodVT*>(fn), std::move(args), std::move(kwargs));
+  case VT::Kind::Module:
+    return callModule(static_cast<ModuleVT*>(fn), std::move(args), std::move(kwargs));
+  case VT::Kind::GradModeExit: {
+    t_.setGradMode(static_cast<GradModeExitVT*>(fn)->restore);
+    return t_.constant(nb::bool_(false));
+  }
+  case VT::Kind::Object: {
+    nb::handle obj = static_cast<ObjectVT*>(fn)->object;
+    bool handled = false;
+    VT* r = callBuiltin(obj, args, kwargs, handled);
+    if (handled) return r;
+    // A function already wrapped by kiln.compile: trace through to what it wraps.
+    if (PyObject_HasAttrString(obj.ptr(), "__wrapped__") && !isKilnLibrary(obj) &&
+        !PyType_Check(obj.ptr())) {
+      nb::object inner = obj.attr("__wrapped__");
+      return call(t_.wrap(inner, nullptr), std::move(args), std::move(kwargs));
+    }
+    if (PyType_Check(obj.ptr()))
+      throw Unsupported{std::string("constructing a ") +
+                        reinterpret_cast<PyTypeObject*>(obj.ptr())->tp_name + " object"};
+    if (isKilnLibrary(obj) || PyCFunction_Check(obj.ptr()) ||
+        Py_TYPE(obj.ptr())->tp_name == std::string("kiln._C._OpFunction"))
+      return t_.callReal(obj, args, kwargs);
+    throw Unsupported{std::string("calling ") + nb::cast<std::string>(nb::repr(obj))};
+  }
+  case VT::Kind::Constant:
+    throw TraceError{std::string("TypeError: '") + kindName(fn) + "' object is not callable"};
+  default:
+    throw Unsupported{std::string("calling a ") + kindName(fn)};
+  }
+}
+
+VT* InstructionTranslator::inlineFunction(FunctionVT* f, VTs args, Kwargs kwargs) {
+  auto* fn = reinterpret_cast<PyFunctionObject*>(f->fn.ptr());
+  if (isKilnLibrary(f->fn)) return t_.callReal(f->fn, args, kwargs);
+  SourcePtr src = f->source;
+  VTs closure;
+  if (fn->func_closure) {
+    Py_ssize_t n = PyTuple_GET_SIZE(fn->func_closure);
+    for (Py_ssize_t i = 0; i < n; ++i) {
+      auto* cell = t_.make<RealCellVT>(nb::borrow(PyTuple_GET_ITEM(fn->func_closure, i)));
+      cell->source = src ? funcClosureSource(src, int(i)) : nullptr;
+      closure.push_back(cell);
+    }
+  }
+  VTs defaults;
+  if (fn->func_defaults) {
+    Py_ssize_t n = PyTuple_GET_SIZE(fn->func_defaults);
+    for (Py_ssize_t i = 0; i < n; ++i)
+      defaults.push_back(t_.wrap(PyTuple_GET_ITEM(fn->func_defaults, i), nullptr));
+  }
+  VT* kwdefaults = nullptr;
+  if (fn->func_kwdefaults) kwdefaults = t_.wrap(fn->func_kwdefaults, nullptr);
+  GlobalSourceFn globalSource;
+  if (src) globalSource = [src](const std::string& name) { return funcGlobalSource(src, name); };
+  return inlineCall(nb::borrow(fn->func_code), nb::borrow(fn->func_globals), globalSource, closure,
+                    defaults, kwdefaults, std::move(args), std::move(kwargs));
+}
+
+VT* InstructionTranslator::inlineCall(nb::handle code, nb::handle globals,
+                                      GlobalSourceFn globalSource, VTs closure, VTs defaults,
+                                      VT* kwdefaults, VTs args, Kwargs kwargs) {
+  auto* co = reinterpret_cast<PyCodeObject*>(code.ptr());
+  const int nargs = co->co_argcount, nkwonly = co->co_kwonlyargcount;
+  const bool varargs = co->co_flags & CO_VARARGS, varkw = co->co_flags & CO_VARKEYWORDS;
+  std::string fname = nb::cast<std::string>(code.attr("co_name"));
+  VTs locals(size_t(co->co_nlocalsplus), nullptr);
+  auto paramName = [&](int i) {
+    return nb::cast<std::string>(nb::handle(PyTuple_GET_ITEM(co->co_localsplusnames, i)));
+  };
+  size_t npos = std::min(args.size(), size_t(nargs));
+  for (size_t i = 0; i < npos; ++i)
+    locals[i] = args[i];
+  if (args.size() > size_t(nargs)) {
+    if (!varargs)
+      throw TraceError{"TypeError: " + fname + "() takes " + std::to_string(nargs) +
+                       " positional arguments but " + std::to_string(args.size()) + " were given"};
+    locals[size_t(nargs + nkwonly)] =
+        t_.make<SequenceVT>(VT::Kind::Tuple, VTs(args.begin() + nargs, args.end()));
+  } else if (varargs) {
+    locals[size_t(nargs + nkwonly)] = t_.make<SequenceVT>(VT::Kind::Tuple, VTs{});
+  }
+  DictVT* extra = nullptr;
+  if (varkw) {
+    extra = t_.make<DictVT>();
+    locals[size_t(nargs + nkwonly + (varargs ? 1 : 0))] = extra;
+  }
+  for (auto& [k, v] : kwargs) {
+    int found = -1;
+    for (int i = co->co_posonlyargcount; i < nargs + nkwonly; ++i)
+      if (paramName(i) == k) found = i;
+    if (found >= 0) {
+      if (locals[size_t(found)])
+        throw TraceError{"TypeError: " + fname + "() got multiple values for argument '" + k + "'"};
+      locals[size_t(found)] = v;
+    } else if (extra) {
+      extra->entries.emplace_back(nb::str(k.c_str()), v);
+    } else {
+      throw TraceError{"TypeError: " + fname + "() got an unexpected keyword argument '" + k + "'"};
+    }
+  }
+  int firstDefault = nargs - int(defaults.size());
+  for (int i = 0; i < nargs; ++i) {
+    if (locals[size_t(i)]) continue;
+    if (i >= firstDefault) locals[size_t(i)] = defaults[size_t(i - firstDefault)];
+    else
+      throw TraceError{"TypeError: " + fname + "() missing required argument '" + paramName(i) + "'"};
+  }
+  for (int i = nargs; i < nargs + nkwonly; ++i) {
+    if (locals[size_t(i)]) continue;
+    int d = -1;
+    if (kwdefaults && kwdefaults->kind == VT::Kind::Dict)
+      d = static_cast<DictVT*>(kwdefaults)->find(nb::str(paramName(i).c_str()).ptr());
+    if (d < 0)
+      throw TraceError{"TypeError: " + fname + "() missing required keyword argument '" +
+                       paramName(i) + "'"};
+    locals[size_t(i)] = static_cast<DictVT*>(kwdefaults)->entries[size_t(d)].second;
+  }
+  InstructionTranslator inner(t_, code, globals, std::move(globalSource), depth_ + 1);
+  VT* r = inner.run(std::move(locals), closure);
+  t_.setPosition(code_, int(pc_ - 1));
+  return r;
+}
+
+VT* InstructionTranslator::callModule(ModuleVT* m, VTs args, Kwargs kwargs) {
+  nb::handle mod = m->module;
+  nb::handle type = nb::handle(reinterpret_cast<PyObject*>(Py_TYPE(mod.ptr())));
+  for (const char* hooks : {"_forward_hooks", "_forward_pre_hooks"}) {
+    PyObject* h = PyObject_GetAttrString(mod.ptr(), hooks);
+    if (!h) {
+      PyErr_Clear();
+      continue;
+    }
+    nb::object owned = nb::steal(h);
+    if (PyObject_IsTrue(h) == 1) throw Unsupported{"calling an nn.Module that has hooks"};
+  }
+  if (isKilnLibrary(type)) {
+    t_.registerModule(mod, m->path, m->source);
+    return t_.callReal(mod, args, kwargs);
+  }
+  nb::object forward = type.attr("forward");
+  if (!PyFunction_Check(forward.ptr()))
+    throw Unsupported{"an nn.Module whose forward is not a Python function"};
+  auto* f = t_.make<FunctionVT>(forward);
+  args.insert(args.begin(), m);
+  return inlineFunction(f, std::move(args), std::move(kwargs));
+}
+
+VT* InstructionTranslator::callMethod(MethodVT* m, VTs args, Kwargs kwargs) {
+  VT* self = m->self;
+  const std::string& name = m->name;
+  switch (self->kind) {
+  case VT::Kind::Tensor: {
+    if (inList(name, kDataDependentMethods, std::size(kDataDependentMethods)))
+      throw Unsupported{"Tensor." + name + "() (its result depends on tensor data)"};
+    nb::object bound = static_cast<TensorVT*>(self)->fake.attr(name.c_str());
+    if (inList(name, kMetadataMethods, std::size(kMetadataMethods))) {
+      VTs a = args;
+      return t_.callReal(bound, a, kwargs);
+    }
+    if (name == "get_device") return t_.constant(nb::int_(-1));
+    return t_.callReal(bound, args, kwargs);
+  }
+  case VT::Kind::List:
+  case VT::Kind::Tuple:
+    return callSequenceMethod(static_cast<SequenceVT*>(self), name, args, kwargs);
+  case VT::Kind::Dict:
+    return callDictMethod(static_cast<DictVT*>(self), name, args, kwargs);
+  case VT::Kind::Module:
+  case VT::Kind::Object: {
+    nb::handle obj = identityOf(self);
+    PyObject* attr = _PyType_Lookup(Py_TYPE(obj.ptr()), nb::str(name.c_str()).ptr());
+    if (attr && PyFunction_Check(attr)) {
+      auto* f = t_.make<FunctionVT>(nb::borrow(attr));
+      args.insert(args.begin(), self);
+      return inlineFunction(f, std::move(args), std::move(kwargs));
+    }
+    throw Unsupported{"calling the method " + name + " of a " + kindName(self)};
+  }
+  case VT::Kind::Constant: {
+    nb::object bound = static_cast<ConstantVT*>(self)->value.attr(name.c_str());
+    VTs all = args;
+    for (auto& kv : kwargs)
+      all.push_back(kv.second);
+    if (!allConstant(all)) throw Unsupported{"calling " + name + " of a constant with non-constant arguments"};
+    return t_.callReal(bound, args, kwargs);
+  }
+  default:
+    throw Unsupported{"calling the method " + name + " of a " + kindName(self)};
+  }
+}
+
+VT* InstructionTranslator::callSequenceMethod(SequenceVT* s, const std::string& name, VTs& args,
+                                              Kwargs& kwargs) {
+  const bool isList = s->kind == VT::Kind::List;
+  auto arg = [&](size_t i) -> VT* {
+    if (i >= args.size()) throw TraceError{"TypeError: " + name + "() missing an argument"};
+    return args[i];
+  };
+  if (isList && name == "append") {
+    mutateList(s);
+    s->items.push_back(arg(0));
+    return t_.none();
+  }
+  if (isList && name == "extend") {
+    VTs more = unpack(arg(0));
+    mutateList(s);
+    s->items.insert(s->items.end(), more.begin(), more.end());
+    return t_.none();
+  }
+  if (isList && name == "insert") {
+    long i = nb::cast<long>(constantValue(arg(0), "a list index"));
+    long n = long(s->items.size());
+    i = i < 0 ? std::max(0L, i + n) : std::min(i, n);
+    mutateList(s);
+    s->items.insert(s->items.begin() + i, arg(1));
+    return t_.none();
+  }
+  if (isList && name == "pop") {
+    long n = long(s->items.size());
+    long i = args.empty() ? -1 : nb::cast<long>(constantValue(args[0], "a list index"));
+    if (i < 0) i += n;
+    if (i < 0 || i >= n) throw TraceError{"IndexError: pop index out of range"};
+    mutateList(s);
+    VT* v = s->items[size_t(i)];
+    s->items.erase(s->items.begin() + i);
+    return v;
+  }
+  if (isList && name == "reverse") {
+    mutateList(s);
+    std::reverse(s->items.begin(), s->items.end());
+    return t_.none();
+  }
+  if (isList && name == "clear") {
+    mutateList(s);
+    s->items.clear();
+    return t_.none();
+  }
+  if (isList && name == "copy") return t_.make<SequenceVT>(VT::Kind::List, s->items);
+  if (name == "index" || name == "count") {
+    long count = 0;
+    for (size_t i = 0; i < s->items.size(); ++i) {
+      VT* x = s->items[i];
+      bool eq = isSame(x, arg(0)) ||
+                (x->kind != VT::Kind::Tensor && arg(0)->kind != VT::Kind::Tensor &&
+                 truthy(compareOp(2, x, arg(0))));
+      if (eq && name == "index") return t_.constant(nb::int_(long(i)));
+      count += eq;
+    }
+    if (name == "index") throw TraceError{"ValueError: value is not in list"};
+    return t_.constant(nb::int_(count));
+  }
+  throw Unsupported{std::string(isList ? "list." : "tuple.") + name + "()"};
+}
+
+VT* InstructionTranslator::callDictMethod(DictVT* d, const std::string& name, VTs& args,
+                                          Kwargs& kwargs) {
+  if (name == "keys" || name == "values" || name == "items") {
+    VTs out;
+    for (auto& [k, v] : d->entries) {
+      if (name == "keys") out.push_back(t_.constant(k));
+      else if (name == "values") out.push_back(v);
+      else out.push_back(t_.make<SequenceVT>(VT::Kind::Tuple, VTs{t_.constant(k), v}));
+    }
+    return t_.make<SequenceVT>(VT::Kind::Tuple, out);
+  }
+  if (name == "get" && !args.empty()) {
+    int i = d->find(constantValue(args[0], "a dict key").ptr());
+    if (i >= 0) return d->entries[size_t(i)].second;
+    return args.size() > 1 ? args[1] : t_.none();
+  }
+  if (name == "copy") {
+    auto* c = t_.make<DictVT>();
+    c->entries = d->entries;
+    return c;
+  }
+  if (name == "update") {
+    for (VT* a : args) {
+      if (a->kind != VT::Kind::Dict) throw Unsupported{"dict.update() with a non-dict"};
+      for (auto& [k, v] : static_cast<DictVT*>(a)->entries)
+        dictSet(d, t_.constant(k), v);
+    }
+    for (auto& [k, v] : kwargs)
+      dictSet(d, t_.constant(nb::str(k.c_str())), v);
+    return t_.none();
+  }
+  if ((name == "pop" || name == "setdefault") && !args.empty()) {
+    nb::object key = constantValue(args[0], "a dict key");
+    int i = d->find(key.ptr());
+    if (name == "setdefault") {
+      if (i >= 0) return d->entries[size_t(i)].second;
+      VT* v = args.size() > 1 ? args[1] : t_.none();
+      dictSet(d, args[0], v);
+      return v;
+    }
+    if (i < 0) {
+      if (args.size() > 1) return args[1];
+      throw TraceError{"KeyError: " + nb::cast<std::string>(nb::repr(key))};
+    }
+    if (d->source) throw Unsupported{"mutating a dict that the compiled function was given"};
+    VT* v = d->entries[size_t(i)].second;
+    d->entries.erase(d->entries.begin() + i);
+    return v;
+  }
+  throw Unsupported{"dict." + name + "()"};
+}
+
+VT* InstructionTranslator::callBuiltin(nb::handle fn, VTs& args, Kwargs& kwargs, bool& handled) {
+  handled = true;
+  auto is = [&](const char* name) { return fn.ptr() == builtin(name).ptr(); };
+  static nb::handle kiln = nb::object(nb::module_::import_("kiln")).release();
+  for (const char* mode : {"no_grad", "enable_grad", "set_grad_enabled", "inference_mode"}) {
+    if (fn.ptr() != kiln.attr(mode).ptr()) continue;
+    if (std::string(mode) == "set_grad_enabled") {
+      bool on = PyObject_IsTrue(constantValue(args.at(0), "a grad mode").ptr());
+      auto* g = t_.make<GradModeVT>(on);
+      // set_grad_enabled takes effect when called, like torch's; `with` restores it.
+      g->previous = t_.gradMode();
+      t_.setGradMode(on);
+      return g;
+    }
+    if (std::string(mode) == "inference_mode" && !args.empty() &&
+        !PyObject_IsTrue(constantValue(args[0], "a mode").ptr()))
+      return t_.make<GradModeVT>(t_.gradMode());
+    return t_.make<GradModeVT>(std::string(mode) == "enable_grad");
+  }
+  if (is("print")) throw Unsupported{"print() (a side effect the graph cannot replay)"};
+  if (is("len")) {
+    VT* x = args.at(0);
+    if (x->kind == VT::Kind::List || x->kind == VT::Kind::Tuple)
+      return t_.constant(nb::int_(static_cast<SequenceVT*>(x)->items.size()));
+    if (x->kind == VT::Kind::Dict)
+      return t_.constant(nb::int_(static_cast<DictVT*>(x)->entries.size()));
+    return t_.constant(nb::int_(nb::len(t_.toPython(x))));
+  }
+  if (is("isinstance") || is("issubclass") || is("callable") || is("type")) {
+    VTs a = args;
+    nb::list py;
+    for (VT* v : a)
+      py.append(t_.toPython(v));
+    return t_.wrapResult(fn(*py));
+  }
+  if (is("range") || is("slice")) {
+    for (VT* a : args)
+      constantValue(a, "a range bound");
+    return t_.callReal(fn, args, kwargs);
+  }
+  if (is("enumerate")) {
+    VTs items = unpack(args.at(0));
+    long start = args.size() > 1 ? nb::cast<long>(constantValue(args[1], "enumerate's start")) : 0;
+    for (auto& [k, v] : kwargs)
+      if (k == "start") start = nb::cast<long>(constantValue(v, "enumerate's start"));
+    VTs out;
+    for (size_t i = 0; i < items.size(); ++i)
+      out.push_back(t_.make<SequenceVT>(VT::Kind::Tuple, VTs{t_.constant(nb::int_(start + long(i))), items[i]}));
+    return t_.make<IteratorVT>(out);
+  }
+  if (is("zip")) {
+    std::vector<VTs> seqs;
+    size_t n = SIZE_MAX;
+    for (VT* a : args) {
+      seqs.push_back(unpack(a));
+      n = std::min(n, seqs.back().size());
+    }
+    VTs out;
+    for (size_t i = 0; seqs.size() && i < n; ++i) {
+      VTs row;
+      for (auto& s : seqs)
+        row.push_back(s[i]);
+      out.push_back(t_.make<SequenceVT>(VT::Kind::Tuple, row));
+    }
+    return t_.make<IteratorVT>(out);
+  }
+  if (is("reversed")) {
+    VTs items = unpack(args.at(0));
+    std::reverse(items.begin(), items.end());
+    return t_.make<IteratorVT>(items);
+  }
+  if (is("iter")) return getIter(args.at(0));
+  if (is("list") || is("tuple")) {
+    VTs items = args.empty() ? VTs{} : unpack(args[0]);
+    return t_.make<SequenceVT>(is("list") ? VT::Kind::List : VT::Kind::Tuple, items);
+  }
+  if (is("dict")) {
+    auto* d = t_.make<DictVT>();
+    if (!args.empty()) {
+      if (args[0]->kind == VT::Kind::Dict) d->entries = static_cast<DictVT*>(args[0])->entries;
+      else
+        for (VT* pair : unpack(args[0])) {
+          VTs kv = unpack(pair);
+          dictSet(d, kv.at(0), kv.at(1));
+        }
+    }
+    for (auto& [k, v] : kwargs)
+      dictSet(d, t_.constant(nb::str(k.c_str())), v);
+    return d;
+  }
+  if (is("sum")) {
+    VTs items = unpack(args.at(0));
+    VT* acc = args.size() > 1 ? args[1] : t_.constant(nb::int_(0));
+    for (auto& [k, v] : kwargs)
+      if (k == "start") acc = v;
+    for (VT* x : items)
+      acc = binaryOp(NB_ADD, acc, x);
+    return acc;
+  }
+  if (is("min") || is("max") || is("sorted") || is("any") || is("all") || is("abs") ||
+      is("round") || is("divmod") || is("pow") || is("int") || is("float") || is("bool") ||
+      is("str") || is("repr") || is("format") || is("hash") || is("chr") || is("ord")) {
+    // Over several values or one iterable: materialize, then run the builtin for real (on
+    // tensors that records their ops; a comparison of tensor values is data-dependent).
+    if ((is("min") || is("max") || is("sorted") || is("any") || is("all")) && args.size() == 1 &&
+        args[0]->kind != VT::Kind::Tensor) {
+      VTs items = unpack(args[0]);
+      VTs one{t_.make<SequenceVT>(VT::Kind::List, items)};
+      return t_.callReal(fn, one, kwargs);
+    }
+    return t_.callReal(fn, args, kwargs);
+  }
+  if (is("getattr") && args.size() >= 2)
+    return loadAttr(args[0], nb::cast<std::string>(constantValue(args[1], "an attribute name")));
+  if (is("hasattr") && args.size() == 2) {
+    try {
+      loadAttr(args[0], nb::cast<std::string>(constantValue(args[1], "an attribute name")));
+      return t_.constant(nb::bool_(true));
+    } catch (const TraceError&) {
+      return t_.constant(nb::bool_(false));
+    }
+  }
+  // math.* and operator.* functions: real calls (on constants they fold, on tensors they record).
+  std::string mod = moduleOf(fn);
+  if (PyCFunction_Check(fn.ptr()) && (mod == "math" || mod == "_operator" || mod == "operator"))
+    return t_.callReal(fn, args, kwargs);
+  handled = false;
+  return nullptr;
+}
+
+} // namespace kiln::capture

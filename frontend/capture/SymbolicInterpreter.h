@@ -1,0 +1,157 @@
+// The symbolic bytecode interpreter (Dynamo's InstructionTranslator) for CPython 3.11: it runs a
+// frame's bytecode over variable trackers instead of values. Tensor operations run for real on
+// fake (meta) tensors while an OpRecorder turns every dispatched op into a graph node; Python
+// control flow on constants, shapes and dtypes is evaluated (specialized) and guarded.
+#pragma once
+#include <memory>
+#include <unordered_map>
+
+#include "compiler/OpRecorder.h"
+#include "frontend/capture/Variables.h"
+
+namespace kiln::capture {
+
+// State shared by the frames of one trace: the graph being built and what it depends on.
+class Tracer {
+public:
+  Tracer(nb::handle func, nb::handle code, nb::handle args, nb::handle globals,
+         nb::handle builtins);
+  ~Tracer();
+
+  template <typename T, typename... A> T* make(A&&... a) {
+    auto p = std::make_unique<T>(std::forward<A>(a)...);
+    T* raw = p.get();
+    arena_.push_back(std::move(p));
+    return raw;
+  }
+
+  // A value from outside the traced code, with the guards that keep it valid (no source: an
+  // unguarded value, e.g. an attribute of a Python module). `path` names module parameters.
+  VT* wrap(nb::handle value, SourcePtr source, bool viaModule = false,
+           const std::string& path = "");
+  // A value produced while tracing (by a real call on fakes): no guards.
+  VT* wrapResult(nb::handle value);
+  // The Python object a variable stands for while calling real code (tensors -> fakes).
+  nb::object toPython(VT* v);
+  // Calls Python code for real on fakes, recording the ops it dispatches.
+  VT* callReal(nb::handle fn, const VTs& args, const Kwargs& kwargs);
+  VT* constant(nb::object v) { return make<ConstantVT>(std::move(v)); }
+  VT* none() { return constant(nb::none()); }
+
+  // The grad mode traced code runs under (recorded as nodes when it changes).
+  void setGradMode(bool on);
+  bool gradMode() const { return gradMode_; }
+  // The instruction being traced (for node locations and failure reports).
+  void setPosition(nb::handle code, int instruction);
+  SourceLoc location() const;
+  // The logical device of a fake tensor (fakes live on meta).
+  nb::object deviceOf(TensorVT* tensor);
+  // A kiln module about to run for real: names its parameters, guards its training flags.
+  void registerModule(nb::handle module, const std::string& path, const SourcePtr& source);
+
+  // Runs the top frame; returns the result dict of kiln._C._capture.trace_frame.
+  nb::dict run();
+  nb::dict failure(const char* kind, const std::string& reason);
+
+  int instructionBudget = 200000;
+  int maxInlineDepth = 24;
+
+private:
+  Node* placeholder(const std::string& hint);
+  Node* getAttr(nb::handle tensor, const std::string& hint);
+  VT* wrapTensor(nb::handle value, const SourcePtr& source, bool viaModule, const std::string& path);
+  std::string outputExpr(VT* v, std::vector<Node*>& outputs, nb::list& constants);
+  bool containsTensor(VT* v) const;
+  void guardTraining(nb::handle module, const SourcePtr& source);
+
+  nb::object func_, code_, args_, globals_, builtins_;
+  Graph graph_;
+  compiler::OpRecorder recorder_;
+  std::shared_ptr<GuardTree> guards_;
+  std::vector<std::unique_ptr<VT>> arena_;
+  nb::dict attrs_;                          // get_attr name -> real object
+  std::unordered_map<PyObject*, VT*> byId_; // get_attr'd tensors, deduplicated
+  std::unordered_map<const void*, std::pair<std::string, nb::object>> knownParams_;
+  std::vector<std::string> inputExprs_;
+  bool gradMode_, initialGradMode_;
+  nb::object failCode;
+  int failInstruction = 0;
+};
+
+// One frame being traced (the top frame or an inlined call).
+class InstructionTranslator {
+public:
+  InstructionTranslator(Tracer& t, nb::handle code, nb::handle globals,
+                        GlobalSourceFn globalSource, int depth);
+  // Runs the frame from its first instruction with `locals` (localsplus, arguments first) and
+  // the cells of its free variables; returns what it returns.
+  VT* run(VTs locals, const VTs& closure);
+
+private:
+  void step(int op, int arg);
+  void jumpTo(size_t target);
+  VT* pop();
+  VT* top(int n = 1) { return stack_[stack_.size() - size_t(n)]; }
+  void push(VT* v) { stack_.push_back(v); }
+  VTs popN(int n);
+  std::string localName(int index) const;
+  static const char* opName(int op);
+  static const char* kindName(VT* v);
+
+  // Values.
+  bool truthy(VT* v);
+  bool isNone(VT* v);
+  bool isSame(VT* a, VT* b);
+  nb::handle identityOf(VT* v);
+  static bool allConstant(const VTs& xs);
+  bool containsTensor(VT* v);
+  bool contains(VT* container, VT* item);
+  nb::object constantValue(VT* v, const char* what);
+  SequenceVT* listOf(VT* v);
+  DictVT* dictOf(VT* v);
+  void mutateList(SequenceVT* l);
+  void dictSet(DictVT* d, VT* key, VT* value);
+  VT* loadCell(VT* cell, int index);
+  VT* loadGlobal(const std::string& name);
+  VT* makeFunction(int flags);
+  VT* formatValue(VT* v, int conversion, VT* spec);
+
+  // Operators (Attributes.cpp / InstructionTranslator.cpp).
+  VT* applyOperator(const char* name, VTs args);
+  VT* binaryOp(int nbOp, VT* a, VT* b);
+  VT* compareOp(int cmp, VT* a, VT* b);
+  VT* loadAttr(VT* obj, const std::string& name);
+  VT* loadClassAttr(VT* obj, nb::handle x, const std::string& name);
+  void storeAttr(VT* obj, const std::string& name, VT* value);
+  VT* getItem(VT* obj, VT* key);
+  void setItem(VT* obj, VT* key, VT* value);
+  void deleteItem(VT* obj, VT* key);
+  VT* getIter(VT* v);
+  VTs unpack(VT* v);
+
+  // Calls (Calls.cpp).
+  VT* call(VT* fn, VTs args, Kwargs kwargs);
+  VT* callMethod(MethodVT* m, VTs args, Kwargs kwargs);
+  VT* callSequenceMethod(SequenceVT* s, const std::string& name, VTs& args, Kwargs& kwargs);
+  VT* callDictMethod(DictVT* d, const std::string& name, VTs& args, Kwargs& kwargs);
+  VT* callBuiltin(nb::handle fn, VTs& args, Kwargs& kwargs, bool& handled);
+  VT* callModule(ModuleVT* m, VTs args, Kwargs kwargs);
+  VT* inlineFunction(FunctionVT* f, VTs args, Kwargs kwargs);
+  VT* inlineCall(nb::handle code, nb::handle globals, GlobalSourceFn globalSource, VTs closure,
+                 VTs defaults, VT* kwdefaults, VTs args, Kwargs kwargs);
+
+  Tracer& t_;
+  nb::object code_, globals_;
+  GlobalSourceFn globalSource_;
+  int depth_;
+  VTs locals_, closure_, stack_;
+  std::vector<int> ops_, args_; // decoded instructions (EXTENDED_ARG folded in)
+  size_t pc_ = 0;
+  bool returned_ = false;
+  VT* result_ = nullptr;
+  nb::object kwNames_;
+  bool isGenerator_ = false;
+  VTs yielded_;
+};
+
+} // namespace kiln::capture

@@ -1,0 +1,390 @@
+// Tracer: the state one trace shares across inlined frames. Turns outside values into variable
+// trackers with guards (placeholders for argument tensors, get_attr for others), runs kiln code
+// for real on fakes under the OpRecorder, and assembles the result of trace_frame.
+#include <Python.h>
+
+#include "frontend/binding/FxBinding.h"
+#include "frontend/binding/PythonConvert.h"
+#include "frontend/capture/SymbolicInterpreter.h"
+#include "runtime/DispatchKey.h"
+
+namespace kiln::capture {
+
+namespace {
+
+bool isNnModule(nb::handle o) {
+  static nb::handle cls = nb::object(nb::module_::import_("kiln.nn").attr("Module")).release();
+  return PyObject_IsInstance(o.ptr(), cls.ptr()) == 1;
+}
+
+bool isSize(nb::handle o) {
+  static nb::handle cls = nb::object(nb::module_::import_("kiln").attr("Size")).release();
+  return PyObject_TypeCheck(o.ptr(), reinterpret_cast<PyTypeObject*>(cls.ptr()));
+}
+
+bool isDevice(nb::handle o) {
+  static nb::handle cls = nb::object(nb::module_::import_("kiln").attr("device")).release();
+  return PyObject_TypeCheck(o.ptr(), reinterpret_cast<PyTypeObject*>(cls.ptr()));
+}
+
+bool isPlainConstant(PyObject* o) {
+  return o == Py_None || PyBool_Check(o) || PyLong_CheckExact(o) || PyFloat_CheckExact(o) ||
+         PyUnicode_CheckExact(o) || PyBytes_CheckExact(o) || PyComplex_CheckExact(o) ||
+         o == Py_Ellipsis;
+}
+
+std::string sanitize(const std::string& s) {
+  std::string out;
+  for (char c : s)
+    out += (isalnum(static_cast<unsigned char>(c)) || c == '_') ? c : '_';
+  if (out.empty() || isdigit(static_cast<unsigned char>(out[0]))) out = "_" + out;
+  return out;
+}
+
+} // namespace
+
+int DictVT::find(PyObject* key) const {
+  for (size_t i = 0; i < entries.size(); ++i) {
+    int eq = PyObject_RichCompareBool(entries[i].first.ptr(), key, Py_EQ);
+    if (eq < 0) throw nb::python_error();
+    if (eq) return int(i);
+  }
+  return -1;
+}
+
+Tracer::Tracer(nb::handle func, nb::handle code, nb::handle args, nb::handle globals,
+               nb::handle builtins)
+    : func_(nb::borrow(func)), code_(nb::borrow(code)), args_(nb::borrow(args)),
+      globals_(nb::borrow(globals)), builtins_(nb::borrow(builtins)),
+      graph_(sanitize(nb::cast<std::string>(code.attr("co_name")))), recorder_(graph_),
+      guards_(std::make_shared<GuardTree>()), gradMode_(GradMode::isEnabled()),
+      initialGradMode_(gradMode_) {
+  recorder_.liftTensor = [this](const Tensor& real) -> Node* {
+    auto it = knownParams_.find(real.impl());
+    if (it != knownParams_.end()) return getAttr(it->second.second, it->second.first);
+    return getAttr(nb::steal(python::wrapTensor(real)), "_tensor_constant");
+  };
+}
+
+Tracer::~Tracer() { GradMode::setEnabled(initialGradMode_); }
+
+void Tracer::setPosition(nb::handle code, int instruction) {
+  failCode = nb::borrow(code);
+  failInstruction = instruction;
+}
+
+SourceLoc Tracer::location() const {
+  SourceLoc loc;
+  if (!failCode.is_valid()) return loc;
+  auto* co = reinterpret_cast<PyCodeObject*>(failCode.ptr());
+  loc.file = nb::cast<std::string>(failCode.attr("co_filename"));
+  loc.line = PyCode_Addr2Line(co, failInstruction * 2);
+  loc.function = nb::cast<std::string>(failCode.attr("co_name"));
+  return loc;
+}
+
+Node* Tracer::placeholder(const std::string& hint) {
+  Graph::InsertionGuard keep(graph_);
+  for (Node* n : graph_.nodes())
+    if (n->opcode() != Opcode::Placeholder) {
+      graph_.setInsertionPointBefore(n);
+      break;
+    }
+  return graph_.placeholder(graph_.uniqueName(sanitize(hint)));
+}
+
+Node* Tracer::getAttr(nb::handle tensor, const std::string& hint) {
+  std::string name = sanitize(hint);
+  std::string unique = name;
+  for (int i = 1; attrs_.contains(unique.c_str()); ++i)
+    unique = name + std::to_string(i);
+  attrs_[unique.c_str()] = tensor;
+  Node* n = graph_.getAttr(unique);
+  const Tensor& t = python::unwrapTensor(tensor.ptr());
+  TensorType tt;
+  tt.dtype = t.dtype();
+  for (int64_t s : t.sizes())
+    tt.sizes.emplace_back(s);
+  tt.device = t.device();
+  n->meta.type = Type(std::move(tt));
+  return n;
+}
+
+VT* Tracer::wrapTensor(nb::handle value, const SourcePtr& source, bool viaModule,
+                       const std::string& path) {
+  const Tensor& real = python::unwrapTensor(value.ptr());
+  GuardNode* g = source ? &source->guardNode(*guards_) : nullptr;
+  TensorCheck check;
+  check.type = Py_TYPE(value.ptr());
+  check.dtype = real.dtype();
+  check.device = real.device();
+  check.sizes = DimVector(real.sizes());
+  check.strides = DimVector(real.strides());
+  check.requiresGrad = real.requiresGrad();
+  Node* node;
+  if (source && source->isArgument() && !viaModule) {
+    node = placeholder(source->identifier());
+    inputExprs_.push_back(source->expr());
+    g->checkTensor(check);
+  } else {
+    auto it = byId_.find(value.ptr());
+    if (it != byId_.end()) return it->second;
+    if (g) {
+      g->checkId(value.ptr());
+      if (!viaModule) g->checkTensor(check);
+    }
+    node = getAttr(value, !path.empty() ? path : source ? source->identifier() : "_tensor_constant");
+  }
+  Tensor fake = compiler::makeFake(real);
+  node->meta.type = Type(TensorType{real.dtype(), {}, std::nullopt, real.device()});
+  for (int64_t s : real.sizes())
+    node->meta.type->tensor().sizes.emplace_back(s);
+  recorder_.bind(fake, node, real.device());
+  auto* vt = make<TensorVT>(nb::steal(python::wrapTensor(fake)));
+  vt->source = source;
+  if (!(source && source->isArgument() && !viaModule)) byId_[value.ptr()] = vt;
+  return vt;
+}
+
+VT* Tracer::wrap(nb::handle value, SourcePtr source, bool viaModule, const std::string& path) {
+  PyObject* o = value.ptr();
+  if (python::isTensor(o)) return wrapTensor(value, source, viaModule, path);
+  GuardNode* g = source ? &source->guardNode(*guards_) : nullptr;
+  if (isPlainConstant(o)) {
+    if (g) g->checkConst(o);
+    return constant(nb::borrow(value));
+  }
+  if (PyTuple_CheckExact(o) || PyList_CheckExact(o)) {
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
+    if (g) {
+      g->checkType(Py_TYPE(o));
+      g->checkLength(n);
+    }
+    VTs items;
+    for (Py_ssize_t i = 0; i < n; ++i)
+      items.push_back(wrap(PySequence_Fast_GET_ITEM(o, i),
+                           source ? itemSource(source, nb::int_(i)) : nullptr, viaModule,
+                           path.empty() ? "" : path + "." + std::to_string(i)));
+    auto* s = make<SequenceVT>(PyList_CheckExact(o) ? VT::Kind::List : VT::Kind::Tuple, items);
+    s->source = source;
+    s->original = nb::borrow(value);
+    return s;
+  }
+  if (PyDict_CheckExact(o)) {
+    auto* d = make<DictVT>();
+    std::vector<PyObject*> keys;
+    PyObject *k, *v;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(o, &pos, &k, &v)) {
+      if (!PyUnicode_CheckExact(k) && !PyLong_CheckExact(k))
+        throw Unsupported{"a dict input with keys that are not str or int"};
+      keys.push_back(k);
+    }
+    if (g) g->checkDictKeys(keys);
+    for (PyObject* key : keys)
+      d->entries.emplace_back(nb::borrow(key),
+                              wrap(PyDict_GetItem(o, key),
+                                   source ? itemSource(source, nb::borrow(key)) : nullptr,
+                                   viaModule));
+    d->source = source;
+    d->original = nb::borrow(value);
+    return d;
+  }
+  if (python::isDtypeObject(o) || isSize(o) || isDevice(o)) {
+    if (g) {
+      if (isSize(o)) {
+        g->checkType(Py_TYPE(o));
+        g->checkLength(PyTuple_GET_SIZE(o));
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(o); ++i)
+          g->item(nb::int_(i).ptr()).checkConst(PyTuple_GET_ITEM(o, i));
+      } else if (isDevice(o)) {
+        g->checkType(Py_TYPE(o));
+      } else {
+        g->checkId(o);
+      }
+    }
+    return constant(nb::borrow(value));
+  }
+  if (isNnModule(value)) {
+    if (g) g->checkId(o);
+    auto* m = make<ModuleVT>(nb::borrow(value));
+    m->source = source;
+    m->path = path;
+    return m;
+  }
+  if (PyFunction_Check(o)) {
+    if (g) g->checkId(o);
+    auto* f = make<FunctionVT>(nb::borrow(value));
+    f->source = source;
+    return f;
+  }
+  if (PyType_Check(o) || PyModule_Check(o) || PyCFunction_Check(o)) {
+    if (g && !PyModule_Check(o)) g->checkId(o);
+    return make<ObjectVT>(nb::borrow(value));
+  }
+  if (PyTuple_Check(o)) { // named tuples
+    if (g) g->checkId(o);
+    return wrapResult(value);
+  }
+  if (g) g->checkId(o);
+  auto* obj = make<ObjectVT>(nb::borrow(value));
+  obj->source = source;
+  return obj;
+}
+
+VT* Tracer::wrapResult(nb::handle value) {
+  PyObject* o = value.ptr();
+  if (python::isTensor(o)) {
+    const Tensor& t = python::unwrapTensor(o);
+    if (!t.isMeta()) return wrapTensor(value, nullptr, false, "_tensor_constant");
+    if (!recorder_.nodeOf(t))
+      throw Unsupported{"internal: an op returned a tensor that is not part of the graph"};
+    return make<TensorVT>(nb::borrow(value));
+  }
+  if (isPlainConstant(o) || PySlice_Check(o) || PyRange_Check(o) || python::isDtypeObject(o) ||
+      isSize(o) || isDevice(o) || PyType_Check(o))
+    return constant(nb::borrow(value));
+  if (PyTuple_Check(o) || PyList_Check(o)) {
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
+    VTs items;
+    for (Py_ssize_t i = 0; i < n; ++i)
+      items.push_back(wrapResult(PySequence_Fast_GET_ITEM(o, i)));
+    auto* s = make<SequenceVT>(PyList_Check(o) ? VT::Kind::List : VT::Kind::Tuple, items);
+    if (PyTuple_Check(o) && !PyTuple_CheckExact(o))
+      s->namedType = nb::borrow(reinterpret_cast<PyObject*>(Py_TYPE(o)));
+    return s;
+  }
+  if (PyDict_Check(o)) {
+    auto* d = make<DictVT>();
+    PyObject *k, *v;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(o, &pos, &k, &v))
+      d->entries.emplace_back(nb::borrow(k), wrapResult(v));
+    return d;
+  }
+  if (isNnModule(value)) return make<ModuleVT>(nb::borrow(value));
+  if (PyFunction_Check(o)) return make<FunctionVT>(nb::borrow(value));
+  return make<ObjectVT>(nb::borrow(value));
+}
+
+nb::object Tracer::toPython(VT* v) {
+  switch (v->kind) {
+  case VT::Kind::Constant: return static_cast<ConstantVT*>(v)->value;
+  case VT::Kind::Tensor: return static_cast<TensorVT*>(v)->fake;
+  case VT::Kind::List:
+  case VT::Kind::Tuple: {
+    auto* s = static_cast<SequenceVT*>(v);
+    nb::list items;
+    for (VT* x : s->items)
+      items.append(toPython(x));
+    if (v->kind == VT::Kind::List) return items;
+    nb::object t = nb::tuple(items);
+    if (s->namedType.is_valid()) {
+      if (PyObject_HasAttrString(s->namedType.ptr(), "_make")) return s->namedType.attr("_make")(t);
+      return s->namedType(t);
+    }
+    return t;
+  }
+  case VT::Kind::Dict: {
+    nb::dict d;
+    for (auto& [k, x] : static_cast<DictVT*>(v)->entries)
+      d[k] = toPython(x);
+    return d;
+  }
+  case VT::Kind::Iterator: {
+    auto* it = static_cast<IteratorVT*>(v);
+    nb::list items;
+    for (size_t i = it->next; i < it->items.size(); ++i)
+      items.append(toPython(it->items[i]));
+    it->next = it->items.size();
+    return nb::iter(items);
+  }
+  case VT::Kind::Function: return static_cast<FunctionVT*>(v)->fn;
+  case VT::Kind::Module: return static_cast<ModuleVT*>(v)->module;
+  case VT::Kind::Object: return static_cast<ObjectVT*>(v)->object;
+  case VT::Kind::Method: {
+    auto* m = static_cast<MethodVT*>(v);
+    return toPython(m->self).attr(m->name.c_str());
+  }
+  default:
+    throw Unsupported{"passing a function defined inside the compiled code (or an internal value) "
+                      "to a library function"};
+  }
+}
+
+VT* Tracer::callReal(nb::handle fn, const VTs& args, const Kwargs& kwargs) {
+  nb::list pyArgs;
+  for (VT* a : args)
+    pyArgs.append(toPython(a));
+  nb::dict pyKwargs;
+  for (auto& [k, v] : kwargs)
+    pyKwargs[k.c_str()] = toPython(v);
+  recorder_.location = location();
+  nb::object result;
+  {
+    compiler::OpRecorder::Scope scope(recorder_);
+    PyObject* r = PyObject_Call(fn.ptr(), nb::tuple(pyArgs).ptr(), pyKwargs.ptr());
+    if (!r) {
+      nb::python_error e;
+      std::string what = e.what();
+      bool dataDependent = e.matches(PyExc_NotImplementedError) ||
+                           what.find("meta") != std::string::npos ||
+                           what.find("data-dependent") != std::string::npos;
+      std::string message = nb::cast<std::string>(nb::str(e.value()));
+      std::string type = Py_TYPE(e.value().ptr())->tp_name;
+      if (dataDependent) throw Unsupported{type + ": " + message};
+      throw TraceError{type + ": " + message};
+    }
+    result = nb::steal(r);
+  }
+  return wrapResult(result);
+}
+
+void Tracer::setGradMode(bool on) {
+  if (on == gradMode_) return;
+  Node* n = graph_.callFunction("kiln._C._set_grad_enabled", {Argument(on)});
+  n->meta.loc = location();
+  GradMode::setEnabled(on);
+  gradMode_ = on;
+}
+
+nb::object Tracer::deviceOf(TensorVT* t) {
+  Device d = recorder_.deviceOf(python::unwrapTensor(t->fake.ptr()));
+  return nb::steal(python::deviceObject(d));
+}
+
+void Tracer::registerModule(nb::handle module, const std::string& path, const SourcePtr& source) {
+  // kiln's own modules run for real: their parameters become get_attr nodes named by path,
+  // and their mode (training) is guarded for them and every submodule.
+  nb::object named = module.attr("named_parameters")();
+  std::string prefix = path.empty() ? "" : path + ".";
+  for (nb::handle item : named) {
+    nb::object p = item[1];
+    knownParams_[python::unwrapTensor(p.ptr()).impl()] = {prefix + nb::cast<std::string>(item[0]), nb::borrow(p)};
+  }
+  for (nb::handle item : module.attr("named_buffers")()) {
+    nb::object b = item[1];
+    knownParams_[python::unwrapTensor(b.ptr()).impl()] = {prefix + nb::cast<std::string>(item[0]), nb::borrow(b)};
+  }
+  if (!source) return;
+  guardTraining(module, source);
+}
+
+void Tracer::guardTraining(nb::handle module, const SourcePtr& source) {
+  PyObject** dictPtr = _PyObject_GetDictPtr(module.ptr());
+  if (!dictPtr || !*dictPtr) return;
+  if (PyObject* training = PyDict_GetItemString(*dictPtr, "training"))
+    attrSource(source, "training")->guardNode(*guards_).checkConst(training);
+  PyObject* subs = PyDict_GetItemString(*dictPtr, "_modules");
+  if (!subs || !PyDict_Check(subs)) return;
+  PyObject *k, *v;
+  Py_ssize_t pos = 0;
+  while (PyDict_Next(subs, &pos, &k, &v)) {
+    if (v == Py_None) continue;
+    SourcePtr s = itemSource(attrSource(source, "_modules"), nb::borrow(k));
+    s->guardNode(*guards_).checkId(v);
+    guardTraining(v, s);
+  }
+}
+
+} // namespace kiln::capture

@@ -1,0 +1,175 @@
+// Variable trackers: what the symbolic interpreter knows about each Python value while it
+// traces a frame (Dynamo's VariableTracker), and Sources: where a value from outside the frame
+// came from, so guards can re-check it on later calls.
+#pragma once
+#include <Python.h>
+#include <nanobind/nanobind.h>
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "frontend/capture/GuardTree.h"
+
+namespace kiln::capture {
+
+namespace nb = nanobind;
+
+// A path from the frame to a value: L['x'], L['d']['a'], G['w'], C['model']._modules['0'] ...
+struct Source {
+  enum class Kind { Local, Closure, Global, Item, Attr, FuncGlobal, FuncClosure, FuncDefault };
+  Kind kind;
+  int index = 0;     // Local / Closure / FuncClosure / FuncDefault
+  std::string name;  // Local / Closure / Global / Attr / FuncGlobal
+  nb::object key;    // Item
+  std::shared_ptr<const Source> parent;
+
+  // Rooted at a frame argument (its values can be read by the glue from the arguments).
+  bool isArgument() const;
+  // A Python expression over the frame's argument names (only for isArgument() sources).
+  std::string expr() const;
+  // A readable identifier for graph names: "d_b_0", "model_0_weight".
+  std::string identifier() const;
+  GuardNode& guardNode(GuardTree& tree) const;
+};
+using SourcePtr = std::shared_ptr<const Source>;
+
+SourcePtr localSource(int index, std::string name);
+SourcePtr closureSource(int index, std::string name);
+SourcePtr globalSource(std::string name);
+SourcePtr itemSource(SourcePtr parent, nb::object key);
+SourcePtr attrSource(SourcePtr parent, std::string name);
+SourcePtr funcGlobalSource(SourcePtr fn, std::string name);
+SourcePtr funcClosureSource(SourcePtr fn, int index);
+
+struct VT;
+using VTs = std::vector<VT*>;
+
+struct VT {
+  enum class Kind {
+    Null,        // the NULL PUSH_NULL / LOAD_GLOBAL push below a callable
+    Constant,    // an immutable Python value: None, bool, int, float, str, tuple, dtype, Size...
+    Tensor,      // a tensor: its fake (meta) kiln.Tensor stands for it in the graph
+    List,
+    Tuple,
+    Dict,
+    Iterator,    // over materialized items
+    Function,    // a Python function (user code: inlined)
+    NestedFunction, // made by MAKE_FUNCTION while tracing
+    Cell,        // a cell made by MAKE_CELL while tracing
+    RealCell,    // a closure cell of a real function
+    Module,      // an nn.Module
+    Object,      // any other Python object (builtins, kiln functions, classes, modules, ...)
+    Method,      // self.name, bound lazily
+    GradMode,    // kiln.no_grad() & co: a context manager setting grad mode
+    GradModeExit,
+  };
+  explicit VT(Kind k) : kind(k) {}
+  virtual ~VT() = default;
+  Kind kind;
+  SourcePtr source; // set for values that came from outside the traced code
+};
+
+struct ConstantVT : VT {
+  explicit ConstantVT(nb::object v) : VT(Kind::Constant), value(std::move(v)) {}
+  nb::object value;
+};
+
+struct TensorVT : VT {
+  explicit TensorVT(nb::object f) : VT(Kind::Tensor), fake(std::move(f)) {}
+  nb::object fake; // a kiln.Tensor on the meta device
+};
+
+struct SequenceVT : VT {
+  SequenceVT(Kind k, VTs xs) : VT(k), items(std::move(xs)) {}
+  VTs items;
+  nb::object namedType; // a named tuple / structseq type, or null
+  nb::object original;  // the object it was made from, for inputs
+  bool mutated = false;
+};
+
+struct DictVT : VT {
+  DictVT() : VT(Kind::Dict) {}
+  std::vector<std::pair<nb::object, VT*>> entries; // keys are constants, in insertion order
+  nb::object original; // the object it was made from, for inputs
+  bool mutated = false;
+  int find(PyObject* key) const; // -1 when absent; raises on unhashable keys
+};
+
+struct IteratorVT : VT {
+  explicit IteratorVT(VTs xs) : VT(Kind::Iterator), items(std::move(xs)) {}
+  VTs items;
+  size_t next = 0;
+};
+
+struct FunctionVT : VT {
+  explicit FunctionVT(nb::object f) : VT(Kind::Function), fn(std::move(f)) {}
+  nb::object fn; // a PyFunctionObject
+};
+
+struct CellVT : VT {
+  CellVT() : VT(Kind::Cell) {}
+  VT* contents = nullptr; // null: empty cell
+};
+
+struct RealCellVT : VT {
+  explicit RealCellVT(nb::object c) : VT(Kind::RealCell), cell(std::move(c)) {}
+  nb::object cell;
+  VT* contents = nullptr; // wrapped on first read
+};
+
+using GlobalSourceFn = std::function<std::shared_ptr<const Source>(const std::string&)>;
+using Kwargs = std::vector<std::pair<std::string, VT*>>;
+
+struct NestedFunctionVT : VT {
+  NestedFunctionVT() : VT(Kind::NestedFunction) {}
+  nb::object code;
+  nb::object globals;     // the defining frame's globals dict
+  VTs defaults;           // positional defaults
+  VT* kwdefaults = nullptr; // DictVT or null
+  VTs closure;            // CellVT / RealCellVT per free variable
+  // How the defining frame reaches its globals (for guards on globals read by this function).
+  GlobalSourceFn globalSourceFor;
+};
+
+struct ModuleVT : VT {
+  explicit ModuleVT(nb::object m) : VT(Kind::Module), module(std::move(m)) {}
+  nb::object module;
+  std::string path; // for graph names: "model.0"
+};
+
+struct ObjectVT : VT {
+  explicit ObjectVT(nb::object o) : VT(Kind::Object), object(std::move(o)) {}
+  nb::object object;
+};
+
+struct MethodVT : VT {
+  MethodVT(VT* s, std::string n) : VT(Kind::Method), self(s), name(std::move(n)) {}
+  VT* self;
+  std::string name;
+};
+
+struct GradModeVT : VT {
+  explicit GradModeVT(bool on) : VT(Kind::GradMode), enabled(on) {}
+  bool enabled;
+  std::optional<bool> previous; // set_grad_enabled(m) already switched; `with` restores this
+};
+
+struct GradModeExitVT : VT {
+  explicit GradModeExitVT(bool prev) : VT(Kind::GradModeExit), restore(prev) {}
+  bool restore;
+};
+
+// Tracing cannot capture this construct; the frame runs eagerly (reason recorded).
+struct Unsupported {
+  std::string reason;
+};
+// The traced code itself raised (a user error): the frame runs eagerly this time, so the user
+// sees the real exception.
+struct TraceError {
+  std::string reason;
+};
+
+} // namespace kiln::capture
