@@ -21,6 +21,7 @@ import itertools
 import keyword
 import math
 import sys
+import types
 
 from .. import _C
 from . import targets
@@ -172,7 +173,9 @@ class _Emitter:
     def function(self, target):
         parts = target.split(".")
         if all(p.isidentifier() and not keyword.iskeyword(p) for p in parts) and self._is_live_path(parts):
-            if parts[0] != "aten":
+            if parts[0] == "aten":
+                self._bind_aten(parts)
+            else:
                 self.globals[parts[0]] = sys.modules[parts[0]]
             return target
         alias = self.aliases.get(target)
@@ -182,6 +185,27 @@ class _Emitter:
             self.globals[alias] = _LazyTarget(target)
             self.name.reserve(alias)
         return alias
+
+    def _bind_aten(self, parts):
+        """`aten.add.Tensor` in the code reads plain attributes of a table made for this code
+        (two dict lookups), not kiln.fx.aten's dynamic lookup, so calling an op from generated
+        code costs what calling it from Python does."""
+        table = self.globals["aten"]
+        if table is targets.aten:
+            table = self.globals["aten"] = types.SimpleNamespace()
+        packet = getattr(table, parts[1], None)
+        if packet is None:
+            packet = types.SimpleNamespace()
+            setattr(table, parts[1], packet)
+        name = ".".join(parts)
+        try:
+            fn = targets.resolve(name if len(parts) == 3 else name)
+        except ValueError:
+            fn = _LazyTarget(name)
+        if len(parts) == 2:  # aten.clone: the default overload, callable as the packet itself
+            setattr(table, parts[1], fn)
+        else:
+            setattr(packet, parts[2], fn)
 
     @staticmethod
     def _is_live_path(parts):
