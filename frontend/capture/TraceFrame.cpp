@@ -3,6 +3,8 @@
 // frame's return value from its outputs (see docs/capture.md).
 #include <Python.h>
 
+#include <nanobind/stl/string.h>
+
 #include "frontend/binding/FxBinding.h"
 #include "frontend/binding/PythonConvert.h"
 #include "frontend/capture/GuardTreeBinding.h"
