@@ -2,8 +2,6 @@
 // then runs the op on meta tensors so the node's type is the op's real result type.
 #include "compiler/OpRecorder.h"
 
-#include <mutex>
-
 #include "runtime/Error.h"
 
 namespace kiln::compiler {
@@ -56,12 +54,7 @@ Tensor makeFake(const Tensor& real) {
   return fake;
 }
 
-OpRecorder::OpRecorder(Graph& graph) : graph_(graph) {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    Dispatcher::instance().registerFallback(DispatchKey::Tracing, &OpRecorder::fallback);
-  });
-}
+OpRecorder::OpRecorder(Graph& graph) : graph_(graph) {}
 
 OpRecorder::~OpRecorder() = default;
 
@@ -80,6 +73,8 @@ Device OpRecorder::deviceOf(const Tensor& fake) const {
 }
 
 OpRecorder::Scope::Scope(OpRecorder& r) : saved_(gCurrent) {
+  // (Re)claimed on every scope: the Tracing key has one fallback, and tests install others.
+  Dispatcher::instance().registerFallback(DispatchKey::Tracing, &OpRecorder::fallback);
   gCurrent = &r;
   localDispatchKeySet().included = localDispatchKeySet().included | DispatchKeySet(DispatchKey::Tracing);
 }
