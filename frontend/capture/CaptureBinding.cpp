@@ -7,6 +7,7 @@
 #include "frontend/capture/CompiledFunction.h"
 #include "frontend/capture/EvalFrame.h"
 #include "frontend/capture/GuardTreeBinding.h"
+#include "runtime/Error.h"
 
 namespace kiln::capture {
 
@@ -18,11 +19,11 @@ struct SkipMarker {};
 // A FrameInfo for calling func(*args) (what the hook would pass on a miss), for driving a tracer
 // without the hook.
 void initFrameInfo(FrameInfo* self, nb::handle func, nb::tuple args) {
-  if (!PyFunction_Check(func.ptr())) throw nb::type_error("FrameInfo: func must be a Python function");
+  KILN_CHECK_TYPE(PyFunction_Check(func.ptr()), "FrameInfo: func must be a Python function");
   auto* f = reinterpret_cast<PyFunctionObject*>(func.ptr());
   auto* code = reinterpret_cast<PyCodeObject*>(f->func_code);
-  if (nb::len(args) != size_t(numArgSlots(code)))
-    throw nb::value_error("FrameInfo: args must hold one value per argument slot of func's code");
+  KILN_CHECK_VALUE(nb::len(args) == size_t(numArgSlots(code)),
+                   "FrameInfo: args must hold one value per argument slot of func's code");
   new (self) FrameInfo();
   self->code = nb::borrow(f->func_code);
   self->func = nb::borrow(func);
@@ -63,8 +64,8 @@ void registerCapture(nb::module_& m) {
   c.def(
       "set_callback",
       [](nb::handle callback) {
-        if (!callback.is_none() && !PyCallable_Check(callback.ptr()))
-          throw nb::type_error("set_callback: expected a callable or None");
+        KILN_CHECK_TYPE(callback.is_none() || PyCallable_Check(callback.ptr()),
+                        "set_callback: expected a callable or None");
         PyObject* previous = exchangeCallback(callback.is_none() ? nullptr : callback.ptr());
         return previous ? nb::steal(previous) : nb::none();
       },

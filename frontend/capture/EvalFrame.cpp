@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "frontend/capture/GuardTreeBinding.h"
+#include "runtime/Error.h"
 #include "frontend/binding/PythonConvert.h"
 
 namespace kiln::capture {
@@ -255,7 +256,7 @@ bool hookInstalled() {
 void setSkipMarker(PyObject* marker) { gSkipMarker = marker; }
 
 void markSkipped(PyObject* code) {
-  if (!PyCode_Check(code)) throw nb::type_error("skip_code: expected a code object");
+  KILN_CHECK_TYPE(PyCode_Check(code), "skip_code: expected a code object");
   CodeExtra* e = ensureCodeExtra(reinterpret_cast<PyCodeObject*>(code));
   if (!e) throw nb::python_error();
   e->skip = true;
@@ -272,7 +273,7 @@ void resetCaches() {
 }
 
 nb::list cacheEntries(PyObject* code) {
-  if (!PyCode_Check(code)) throw nb::type_error("cache_entries: expected a code object");
+  KILN_CHECK_TYPE(PyCode_Check(code), "cache_entries: expected a code object");
   // Take references before allocating anything (see makeFrameInfo).
   std::vector<std::pair<nb::object, nb::object>> entries;
   if (CodeExtra* e = codeExtra(reinterpret_cast<PyCodeObject*>(code))) {

@@ -27,8 +27,8 @@ PyGuardNode nodeOf(const PyGuardNode& p, GuardNode& n) { return {p.tree, &n}; }
 
 // The guards checked as the hook would, against `func` called with `args` (before it ran).
 nb::object checkFrame(const PyGuardTree& g, nb::handle func, nb::handle args) {
-  if (!PyFunction_Check(func.ptr())) throw nb::type_error("check_frame: func must be a Python function");
-  if (!PyTuple_Check(args.ptr())) throw nb::type_error("check_frame: args must be a tuple");
+  KILN_CHECK_TYPE(PyFunction_Check(func.ptr()), "check_frame: func must be a Python function");
+  KILN_CHECK_TYPE(PyTuple_Check(args.ptr()), "check_frame: args must be a tuple");
   auto* f = reinterpret_cast<PyFunctionObject*>(func.ptr());
   auto* code = reinterpret_cast<PyCodeObject*>(f->func_code);
   Py_ssize_t n = PyTuple_GET_SIZE(args.ptr());
@@ -102,12 +102,14 @@ void registerGuardTree(nb::module_& m) {
            [](nb::handle self, nb::handle o) {
              nb::inst_ptr<PyGuardNode>(self)->node->checkId(o.ptr());
              return self;
-           })
+           },
+           nb::arg("object").none())
       .def("check_const",
            [](nb::handle self, nb::handle v) {
              nb::inst_ptr<PyGuardNode>(self)->node->checkConst(v.ptr());
              return self;
-           })
+           },
+           nb::arg("value").none())
       .def("check_length",
            [](nb::handle self, Py_ssize_t n) {
              nb::inst_ptr<PyGuardNode>(self)->node->checkLength(n);

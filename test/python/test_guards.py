@@ -137,7 +137,7 @@ def test_dict_keys_in_order():
     assert check(g, f1, {"a": 0, 1: 0}) is None
     assert check(g, f1, {1: 0, "a": 0}) == "list(L['d'].keys()) == ['a', 1] (got [1, 'a'])"
     assert check(g, f1, {"a": 0}) == "list(L['d'].keys()) == ['a', 1] (got ['a'])"
-    assert check(g, f1, collections.OrderedDict(a=0)) == "list(L['d'].keys()) == ['a', 1] (got a OrderedDict)"
+    assert check(g, f1, collections.OrderedDict(a=0)) == "list(L['d'].keys()) == ['a', 1] (got a collections.OrderedDict)"
     with pytest.raises(TypeError):
         cap.GuardTree().local(0, "L['d']").check_dict_keys([1.5])
 
@@ -154,7 +154,7 @@ def test_item_dict_list_tuple():
     assert check(g, f1, {"w": 1}) == "L['d'][2] exists (got missing key)"
     assert check(g, f1, {"w": 1, 2: []}) == "L['d'][2][-1] exists (got index out of range)"
     assert check(g, f1, {"w": 1, 2: "z"}) == "L['d'][2][-1] exists (got item of a str)"
-    assert check(g, f1, collections.OrderedDict(w=1)) == "L['d']['w'] exists (got item of a OrderedDict)"
+    assert check(g, f1, collections.OrderedDict(w=1)) == "L['d']['w'] exists (got item of a collections.OrderedDict)"
     with pytest.raises(TypeError):
         d.item(1.5)
 
