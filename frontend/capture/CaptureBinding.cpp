@@ -41,7 +41,8 @@ void registerCapture(nb::module_& m) {
   registerGuardTree(c);
   registerCompiledFunction(c.ptr());
 
-  nb::class_<FrameInfo>(c, "FrameInfo", "a frame that missed the cache, as the capture callback sees it")
+  nb::class_<FrameInfo>(c, "FrameInfo",
+                        "a frame that missed the cache, as the capture callback sees it")
       .def("__init__", &initFrameInfo, nb::arg("func"), nb::arg("args"))
       .def_ro("code", &FrameInfo::code)
       .def_ro("func", &FrameInfo::func)
@@ -52,11 +53,13 @@ void registerCapture(nb::module_& m) {
       .def_ro("num_entries", &FrameInfo::numEntries)
       .def_ro("failures", &FrameInfo::failures)
       .def("__repr__", [](const FrameInfo& i) {
-        return "<FrameInfo " + nb::cast<std::string>(nb::repr(i.code)) + " entries=" + std::to_string(i.numEntries) +
-               (i.isRoot ? " root>" : ">");
+        return "<FrameInfo " + nb::cast<std::string>(nb::repr(i.code)) +
+               " entries=" + std::to_string(i.numEntries) + (i.isRoot ? " root>" : ">");
       });
 
-  nb::class_<SkipMarker>(c, "_SkipMarker").def("__repr__", [](const SkipMarker&) { return "SKIP"; });
+  nb::class_<SkipMarker>(c, "_SkipMarker").def("__repr__", [](const SkipMarker&) {
+    return "SKIP";
+  });
   nb::object skip = nb::cast(SkipMarker{});
   c.attr("SKIP") = skip;
   setSkipMarker(skip.release().ptr()); // held for the life of the process
@@ -69,12 +72,15 @@ void registerCapture(nb::module_& m) {
         PyObject* previous = exchangeCallback(callback.is_none() ? nullptr : callback.ptr());
         return previous ? nb::steal(previous) : nb::none();
       },
-      nb::arg("callback").none(), "sets this thread's capture callback (None: off); returns the previous one");
+      nb::arg("callback").none(),
+      "sets this thread's capture callback (None: off); returns the previous one");
   c.def("reset", &resetCaches, "drops every code object's cache entries and SKIP mark");
-  c.def("cache_entries", [](nb::handle code) { return cacheEntries(code.ptr()); }, nb::arg("code"),
-        "[(guards, glue), ...] of a code object, most recently used first");
-  c.def("skip_code", [](nb::handle code) { markSkipped(code.ptr()); }, nb::arg("code"),
-        "marks a code object SKIP (the hook runs it at once) until reset()");
+  c.def(
+      "cache_entries", [](nb::handle code) { return cacheEntries(code.ptr()); }, nb::arg("code"),
+      "[(guards, glue), ...] of a code object, most recently used first");
+  c.def(
+      "skip_code", [](nb::handle code) { markSkipped(code.ptr()); }, nb::arg("code"),
+      "marks a code object SKIP (the hook runs it at once) until reset()");
   c.def("hook_installed", &hookInstalled, "whether the eval-frame function is installed now");
 }
 

@@ -13,8 +13,7 @@ namespace kiln::capture {
 namespace {
 
 struct CompiledFunctionObject {
-  PyObject_HEAD
-  vectorcallfunc vectorcall;
+  PyObject_HEAD vectorcallfunc vectorcall;
   PyObject* fn;
   PyObject* callback; // null: capture off inside (kiln.compiler.disable)
   PyObject* rootCode; // fn's code object, or null when fn is not a Python function
@@ -46,10 +45,13 @@ PyObject* rootCodeOf(PyObject* fn) {
 PyObject* compiledNew(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
   static const char* names[] = {"fn", "callback", nullptr};
   PyObject *fn, *callback;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO:CompiledFunction", const_cast<char**>(names), &fn, &callback))
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO:CompiledFunction", const_cast<char**>(names),
+                                   &fn, &callback))
     return nullptr;
   if (!PyCallable_Check(fn) || (callback != Py_None && !PyCallable_Check(callback))) {
-    PyErr_SetString(PyExc_TypeError, "CompiledFunction(fn, callback): fn must be callable, callback callable or None");
+    PyErr_SetString(
+        PyExc_TypeError,
+        "CompiledFunction(fn, callback): fn must be callable, callback callable or None");
     return nullptr;
   }
   PyObject* o = type->tp_alloc(type, 0);
@@ -62,7 +64,8 @@ PyObject* compiledNew(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
   f->rootCode = rootCodeOf(fn);
   // __name__, __qualname__, __doc__, __module__, __wrapped__ and fn's __dict__, as functools.wraps.
   PyObject* functools = PyImport_ImportModule("functools");
-  PyObject* done = functools ? PyObject_CallMethod(functools, "update_wrapper", "OO", o, fn) : nullptr;
+  PyObject* done =
+      functools ? PyObject_CallMethod(functools, "update_wrapper", "OO", o, fn) : nullptr;
   Py_XDECREF(functools);
   if (!done) {
     Py_DECREF(o);
@@ -108,7 +111,8 @@ PyObject* compiledGet(PyObject* o, PyObject* obj, PyObject*) {
 PyObject* compiledRepr(PyObject* o) {
   CompiledFunctionObject* f = self(o);
   if (!f->fn) return PyUnicode_FromString("<CompiledFunction (cleared)>");
-  return PyUnicode_FromFormat("<CompiledFunction %R%s>", f->fn, f->callback ? "" : " (capture disabled)");
+  return PyUnicode_FromFormat("<CompiledFunction %R%s>", f->fn,
+                              f->callback ? "" : " (capture disabled)");
 }
 
 PyObject* compiledCallback(PyObject* o, void*) {
@@ -118,12 +122,14 @@ PyObject* compiledCallback(PyObject* o, void*) {
 
 PyGetSetDef compiledGetSet[] = {
     {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, nullptr, nullptr},
-    {"_callback", compiledCallback, nullptr, "the capture callback set around calls (None: disabled)", nullptr},
+    {"_callback", compiledCallback, nullptr,
+     "the capture callback set around calls (None: disabled)", nullptr},
     {nullptr, nullptr, nullptr, nullptr, nullptr},
 };
 
 PyMemberDef compiledMembers[] = {
-    {"__vectorcalloffset__", T_PYSSIZET, offsetof(CompiledFunctionObject, vectorcall), READONLY, nullptr},
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(CompiledFunctionObject, vectorcall), READONLY,
+     nullptr},
     {"_fn", T_OBJECT, offsetof(CompiledFunctionObject, fn), READONLY, nullptr},
     {nullptr, 0, 0, 0, nullptr},
 };
@@ -132,9 +138,11 @@ PyTypeObject CompiledFunctionType = [] {
   PyTypeObject t{};
   Py_SET_REFCNT(&t, 1);
   t.tp_name = "kiln._C._capture.CompiledFunction";
-  t.tp_doc = "CompiledFunction(fn, callback): calls fn with the thread's capture callback set to callback";
+  t.tp_doc =
+      "CompiledFunction(fn, callback): calls fn with the thread's capture callback set to callback";
   t.tp_basicsize = sizeof(CompiledFunctionObject);
-  t.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_METHOD_DESCRIPTOR;
+  t.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL |
+               Py_TPFLAGS_METHOD_DESCRIPTOR;
   t.tp_vectorcall_offset = offsetof(CompiledFunctionObject, vectorcall);
   t.tp_call = PyVectorcall_Call;
   t.tp_new = compiledNew;
@@ -153,9 +161,11 @@ PyTypeObject CompiledFunctionType = [] {
 } // namespace
 
 void registerCompiledFunction(PyObject* module) {
-  if (PyType_Ready(&CompiledFunctionType) < 0) throw std::runtime_error("cannot ready CompiledFunction");
+  if (PyType_Ready(&CompiledFunctionType) < 0)
+    throw std::runtime_error("cannot ready CompiledFunction");
   Py_INCREF(&CompiledFunctionType);
-  PyModule_AddObject(module, "CompiledFunction", reinterpret_cast<PyObject*>(&CompiledFunctionType));
+  PyModule_AddObject(module, "CompiledFunction",
+                     reinterpret_cast<PyObject*>(&CompiledFunctionType));
 }
 
 } // namespace kiln::capture

@@ -11,9 +11,9 @@
 #include <algorithm>
 #include <vector>
 
+#include "frontend/binding/PythonConvert.h"
 #include "frontend/capture/GuardTreeBinding.h"
 #include "runtime/Error.h"
-#include "frontend/binding/PythonConvert.h"
 
 namespace kiln::capture {
 
@@ -83,7 +83,8 @@ void setHookInstalled(bool on) {
     _PyInterpreterState_SetEvalFrameFunc(interp, evalFrame);
   } else {
     // Setting the default back clears the interpreter's slot, so 3.11 inlines Python calls again.
-    _PyInterpreterState_SetEvalFrameFunc(interp, gPreviousEval ? gPreviousEval : _PyEval_EvalFrameDefault);
+    _PyInterpreterState_SetEvalFrameFunc(interp,
+                                         gPreviousEval ? gPreviousEval : _PyEval_EvalFrameDefault);
   }
 }
 
@@ -96,7 +97,8 @@ PyObject* callGlue(_PyInterpreterFrame* frame, PyObject* glue) {
   Py_INCREF(glue);
   PyObject* saved = exchangeCallback(nullptr);
   // The frame owns its slots and outlives this call (the caller pops it after we return).
-  PyObject* result = PyObject_Vectorcall(glue, frame->localsplus, size_t(numArgSlots(frame->f_code)), nullptr);
+  PyObject* result =
+      PyObject_Vectorcall(glue, frame->localsplus, size_t(numArgSlots(frame->f_code)), nullptr);
   restoreCallback(saved);
   Py_DECREF(glue);
   return result;
@@ -129,7 +131,8 @@ PyObject* makeFrameInfo(_PyInterpreterFrame* frame, CodeExtra* extra, const Fram
   info.builtins = nb::borrow(frame->f_builtins);
   info.isRoot = reinterpret_cast<PyObject*>(code) == tRootCode;
   info.numEntries = int(failures.size());
-  for (const std::string& f : failures) info.failures.append(nb::str(f.c_str(), f.size()));
+  for (const std::string& f : failures)
+    info.failures.append(nb::str(f.c_str(), f.size()));
   return nb::cast(std::move(info)).release().ptr();
 }
 
@@ -144,7 +147,8 @@ bool addEntry(PyCodeObject* code, PyObject* answer) {
     return false;
   }
   if (tree->numLocals() > code->co_nlocalsplus) {
-    PyErr_Format(PyExc_ValueError, "capture callback: the guards read local %d but %U has %d local slots",
+    PyErr_Format(PyExc_ValueError,
+                 "capture callback: the guards read local %d but %U has %d local slots",
                  tree->numLocals() - 1, code->co_qualname, code->co_nlocalsplus);
     return false;
   }
@@ -157,7 +161,8 @@ bool addEntry(PyCodeObject* code, PyObject* answer) {
 }
 
 // A cache miss: ask the callback (capture off) and act on its answer.
-PyObject* onMiss(PyThreadState* tstate, _PyInterpreterFrame* frame, CodeExtra* extra, const FrameView& view) {
+PyObject* onMiss(PyThreadState* tstate, _PyInterpreterFrame* frame, CodeExtra* extra,
+                 const FrameView& view) {
   PyObject* info;
   try {
     info = makeFrameInfo(frame, extra, view);
@@ -185,7 +190,8 @@ PyObject* onMiss(PyThreadState* tstate, _PyInterpreterFrame* frame, CodeExtra* e
     return runFrame(tstate, frame, 0);
   }
   if (!PyTuple_CheckExact(answer) || PyTuple_GET_SIZE(answer) != 2) {
-    PyErr_Format(PyExc_TypeError, "capture callback must return None, SKIP or (GuardTree, glue), not %s",
+    PyErr_Format(PyExc_TypeError,
+                 "capture callback must return None, SKIP or (GuardTree, glue), not %s",
                  Py_TYPE(answer)->tp_name);
     Py_DECREF(answer);
     return nullptr;
@@ -201,18 +207,22 @@ PyObject* evalFrame(PyThreadState* tstate, _PyInterpreterFrame* frame, int throw
   PyCodeObject* code = frame->f_code;
   // Generators and coroutines (their first eval only builds the generator), resumed frames, and
   // frames with a locals dict (class bodies, exec) are not captured.
-  constexpr int kNotCaptured = CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR | CO_ITERABLE_COROUTINE;
-  if (!tCallback || throwFlag || (code->co_flags & kNotCaptured) || frame->f_locals || !frame->f_func)
+  constexpr int kNotCaptured =
+      CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR | CO_ITERABLE_COROUTINE;
+  if (!tCallback || throwFlag || (code->co_flags & kNotCaptured) || frame->f_locals ||
+      !frame->f_func)
     return runFrame(tstate, frame, throwFlag);
   CodeExtra* extra = codeExtra(code);
   if (extra && extra->skip) return runFrame(tstate, frame, 0);
-  FrameView view{frame->localsplus, frame->f_globals, frame->f_builtins, frame->f_func->func_closure};
+  FrameView view{frame->localsplus, frame->f_globals, frame->f_builtins,
+                 frame->f_func->func_closure};
   if (extra) {
     // Guard checks run no Python code, so the entry list cannot change during this loop.
     auto& entries = extra->entries;
     for (size_t i = 0; i < entries.size(); ++i) {
       if (!entries[i].tree->check(view)) continue;
-      std::rotate(entries.begin(), entries.begin() + Py_ssize_t(i), entries.begin() + Py_ssize_t(i) + 1);
+      std::rotate(entries.begin(), entries.begin() + Py_ssize_t(i),
+                  entries.begin() + Py_ssize_t(i) + 1);
       return callGlue(frame, entries.front().glue);
     }
   }
@@ -278,10 +288,12 @@ nb::list cacheEntries(PyObject* code) {
   std::vector<std::pair<nb::object, nb::object>> entries;
   if (CodeExtra* e = codeExtra(reinterpret_cast<PyCodeObject*>(code))) {
     entries.reserve(e->entries.size());
-    for (const CacheEntry& entry : e->entries) entries.emplace_back(nb::borrow(entry.guards), nb::borrow(entry.glue));
+    for (const CacheEntry& entry : e->entries)
+      entries.emplace_back(nb::borrow(entry.guards), nb::borrow(entry.glue));
   }
   nb::list out;
-  for (auto& [guards, glue] : entries) out.append(nb::make_tuple(guards, glue));
+  for (auto& [guards, glue] : entries)
+    out.append(nb::make_tuple(guards, glue));
   return out;
 }
 

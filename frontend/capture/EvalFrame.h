@@ -11,9 +11,9 @@ namespace nb = nanobind;
 // What the callback sees of a frame that missed the cache (before its first instruction ran).
 struct FrameInfo {
   nb::object code, func, args, globals, builtins; // args: tuple of the bound argument slots
-  bool isRoot = false;                             // code is the running CompiledFunction's own
-  int numEntries = 0;                              // cache entries on this code
-  nb::list failures;                               // per entry, the guard that failed
+  bool isRoot = false;                            // code is the running CompiledFunction's own
+  int numEntries = 0;                             // cache entries on this code
+  nb::list failures;                              // per entry, the guard that failed
 };
 
 // Requests the co_extra slot; call once when the module loads.

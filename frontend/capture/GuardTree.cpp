@@ -17,7 +17,17 @@ namespace kiln::capture {
 
 namespace {
 
-enum class Access : uint8_t { Root, Local, ClosureCell, Global, Item, Attr, FuncGlobal, FuncClosureCell, FuncDefault };
+enum class Access : uint8_t {
+  Root,
+  Local,
+  ClosureCell,
+  Global,
+  Item,
+  Attr,
+  FuncGlobal,
+  FuncClosureCell,
+  FuncDefault
+};
 enum class CheckKind : uint8_t { Type, Id, Const, Length, DictKeys, Tensor };
 
 struct Check {
@@ -31,8 +41,8 @@ struct Check {
 // only CPython's own C code.
 bool isConstValue(PyObject* o) {
   PyTypeObject* t = Py_TYPE(o);
-  if (o == Py_None || t == &PyBool_Type || t == &PyLong_Type || t == &PyFloat_Type || t == &PyUnicode_Type ||
-      t == &PyBytes_Type)
+  if (o == Py_None || t == &PyBool_Type || t == &PyLong_Type || t == &PyFloat_Type ||
+      t == &PyUnicode_Type || t == &PyBytes_Type)
     return true;
   if (t != &PyTuple_Type) return false;
   for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(o); ++i)
@@ -83,7 +93,8 @@ std::string safeRepr(PyObject* o) {
 
 std::string intListText(IntArrayRef v) {
   std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  for (size_t i = 0; i < v.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(v[i]);
   return s + "]";
 }
 
@@ -186,14 +197,18 @@ GuardNode& GuardNode::funcDefault(int index) {
 }
 
 void GuardNode::checkType(PyTypeObject* type) {
-  impl_->checks.push_back({CheckKind::Type, nb::borrow(reinterpret_cast<PyObject*>(type)), 0, nullptr});
+  impl_->checks.push_back(
+      {CheckKind::Type, nb::borrow(reinterpret_cast<PyObject*>(type)), 0, nullptr});
 }
 
-void GuardNode::checkId(PyObject* object) { impl_->checks.push_back({CheckKind::Id, nb::borrow(object), 0, nullptr}); }
+void GuardNode::checkId(PyObject* object) {
+  impl_->checks.push_back({CheckKind::Id, nb::borrow(object), 0, nullptr});
+}
 
 void GuardNode::checkConst(PyObject* value) {
-  KILN_CHECK_TYPE(isConstValue(value), "GuardNode.check_const: ", Py_TYPE(value)->tp_name,
-                  " is not a constant type (None, bool, int, float, str, bytes, or a tuple of these)");
+  KILN_CHECK_TYPE(
+      isConstValue(value), "GuardNode.check_const: ", Py_TYPE(value)->tp_name,
+      " is not a constant type (None, bool, int, float, str, bytes, or a tuple of these)");
   impl_->checks.push_back({CheckKind::Const, nb::borrow(value), 0, nullptr});
 }
 
@@ -208,7 +223,8 @@ void GuardNode::checkDictKeys(const std::vector<PyObject*>& keys) {
   nb::object keep = nb::steal(tuple);
   for (size_t i = 0; i < keys.size(); ++i) {
     KILN_CHECK_TYPE(PyUnicode_CheckExact(keys[i]) || PyLong_CheckExact(keys[i]),
-                    "GuardNode.check_dict_keys: keys must be str or int (got ", Py_TYPE(keys[i])->tp_name, ")");
+                    "GuardNode.check_dict_keys: keys must be str or int (got ",
+                    Py_TYPE(keys[i])->tp_name, ")");
     Py_INCREF(keys[i]);
     PyTuple_SET_ITEM(tuple, Py_ssize_t(i), keys[i]);
   }
@@ -219,7 +235,8 @@ void GuardNode::checkTensor(const TensorCheck& t) {
   PyObject* type = reinterpret_cast<PyObject*>(t.type);
   KILN_CHECK_TYPE(type && PyType_Check(type) && PyObject_IsSubclass(type, tensorBaseType()) == 1,
                   "GuardNode.check_tensor: the type must be a tensor type");
-  impl_->checks.push_back({CheckKind::Tensor, nb::borrow(type), 0, std::make_unique<TensorCheck>(t)});
+  impl_->checks.push_back(
+      {CheckKind::Tensor, nb::borrow(type), 0, std::make_unique<TensorCheck>(t)});
 }
 
 // Reads this node's value from its parent's (or from the frame for the tree's accessors).
@@ -278,7 +295,8 @@ PyObject* GuardNode::Impl::read(PyObject* parent, const FrameView& frame, std::s
     return v ? v : fail("no such attribute");
   }
   case Access::FuncGlobal: {
-    if (!PyFunction_Check(parent)) return fail(std::string("a ") + Py_TYPE(parent)->tp_name + ", not a function");
+    if (!PyFunction_Check(parent))
+      return fail(std::string("a ") + Py_TYPE(parent)->tp_name + ", not a function");
     auto* f = reinterpret_cast<PyFunctionObject*>(parent);
     PyObject* v = dictLookup(f->func_globals, key.ptr());
     if (!v) v = dictLookup(f->func_builtins, key.ptr());
@@ -286,7 +304,8 @@ PyObject* GuardNode::Impl::read(PyObject* parent, const FrameView& frame, std::s
   }
   case Access::FuncClosureCell:
   case Access::FuncDefault: {
-    if (!PyFunction_Check(parent)) return fail(std::string("a ") + Py_TYPE(parent)->tp_name + ", not a function");
+    if (!PyFunction_Check(parent))
+      return fail(std::string("a ") + Py_TYPE(parent)->tp_name + ", not a function");
     auto* f = reinterpret_cast<PyFunctionObject*>(parent);
     PyObject* t = access == Access::FuncDefault ? f->func_defaults : f->func_closure;
     if (!t || index >= PyTuple_GET_SIZE(t)) return fail("index out of range");
@@ -352,8 +371,9 @@ std::string GuardNode::Impl::describe(const Check& c) const {
   case CheckKind::Tensor: {
     const TensorCheck& t = *c.tensor;
     return "check_tensor(" + name + ", " + t.type->tp_name + ", " + scalarTypeName(t.dtype) +
-           ", device=" + t.device.str() + ", size=" + intListText(t.sizes) + ", stride=" + intListText(t.strides) +
-           ", requires_grad=" + boolText(t.requiresGrad) + ")";
+           ", device=" + t.device.str() + ", size=" + intListText(t.sizes) +
+           ", stride=" + intListText(t.strides) + ", requires_grad=" + boolText(t.requiresGrad) +
+           ")";
   }
   }
   return {};
@@ -370,8 +390,11 @@ std::string GuardNode::Impl::actual(const Check& c, PyObject* v) const {
   case CheckKind::Const:
     return describe(c) + got + safeRepr(v) + ")";
   case CheckKind::Length: {
-    if (!PyList_Check(v) && !PyTuple_Check(v) && !PyDict_Check(v)) return describe(c) + got + "a " + Py_TYPE(v)->tp_name + ")";
-    Py_ssize_t n = PyList_Check(v) ? PyList_GET_SIZE(v) : PyTuple_Check(v) ? PyTuple_GET_SIZE(v) : PyDict_GET_SIZE(v);
+    if (!PyList_Check(v) && !PyTuple_Check(v) && !PyDict_Check(v))
+      return describe(c) + got + "a " + Py_TYPE(v)->tp_name + ")";
+    Py_ssize_t n = PyList_Check(v)    ? PyList_GET_SIZE(v)
+                   : PyTuple_Check(v) ? PyTuple_GET_SIZE(v)
+                                      : PyDict_GET_SIZE(v);
     return describe(c) + got + std::to_string(n) + ")";
   }
   case CheckKind::DictKeys: {
@@ -379,28 +402,33 @@ std::string GuardNode::Impl::actual(const Check& c, PyObject* v) const {
     std::string keys = "[";
     Py_ssize_t pos = 0;
     PyObject *k, *value;
-    while (PyDict_Next(v, &pos, &k, &value)) keys += (keys.size() > 1 ? ", " : "") + safeRepr(k);
+    while (PyDict_Next(v, &pos, &k, &value))
+      keys += (keys.size() > 1 ? ", " : "") + safeRepr(k);
     return describe(c) + got + keys + "])";
   }
   case CheckKind::Tensor: {
     const TensorCheck& t = *c.tensor;
-    if (Py_TYPE(v) != t.type) return "type(" + name + ") is " + t.type->tp_name + got + Py_TYPE(v)->tp_name + ")";
+    if (Py_TYPE(v) != t.type)
+      return "type(" + name + ") is " + t.type->tp_name + got + Py_TYPE(v)->tp_name + ")";
     if (!nb::inst_ready(v)) return name + " is an initialized tensor (got an uninitialized one)";
     const Tensor& x = *nb::inst_ptr<Tensor>(v);
     if (x.dtype() != t.dtype)
       return name + ".dtype == " + scalarTypeName(t.dtype) + got + scalarTypeName(x.dtype()) + ")";
-    if (!(x.device() == t.device)) return name + ".device == " + t.device.str() + got + x.device().str() + ")";
+    if (!(x.device() == t.device))
+      return name + ".device == " + t.device.str() + got + x.device().str() + ")";
     if (x.dim() != int64_t(t.sizes.size()))
-      return name + ".dim() == " + std::to_string(t.sizes.size()) + got + std::to_string(x.dim()) + ")";
+      return name + ".dim() == " + std::to_string(t.sizes.size()) + got + std::to_string(x.dim()) +
+             ")";
     for (size_t d = 0; d < t.sizes.size(); ++d)
       if (x.sizes()[d] != t.sizes[d])
         return name + ".size()[" + std::to_string(d) + "] == " + std::to_string(t.sizes[d]) + got +
                std::to_string(x.sizes()[d]) + ")";
     for (size_t d = 0; d < t.strides.size(); ++d)
       if (x.strides()[d] != t.strides[d])
-        return name + ".stride()[" + std::to_string(d) + "] == " + std::to_string(t.strides[d]) + got +
-               std::to_string(x.strides()[d]) + ")";
-    return name + ".requires_grad == " + boolText(t.requiresGrad) + got + boolText(x.requiresGrad()) + ")";
+        return name + ".stride()[" + std::to_string(d) + "] == " + std::to_string(t.strides[d]) +
+               got + std::to_string(x.strides()[d]) + ")";
+    return name + ".requires_grad == " + boolText(t.requiresGrad) + got +
+           boolText(x.requiresGrad()) + ")";
   }
   }
   return {};
@@ -427,18 +455,22 @@ bool GuardNode::Impl::check(PyObject* value, const FrameView& frame, std::string
 
 size_t GuardNode::Impl::numChecks() const {
   size_t n = checks.size();
-  for (const auto& c : children) n += c->impl_->numChecks();
+  for (const auto& c : children)
+    n += c->impl_->numChecks();
   return n;
 }
 
 void GuardNode::Impl::str(std::string& out) const {
-  for (const Check& c : checks) out += describe(c) + "\n";
-  for (const auto& c : children) c->impl_->str(out);
+  for (const Check& c : checks)
+    out += describe(c) + "\n";
+  for (const auto& c : children)
+    c->impl_->str(out);
 }
 
 int GuardNode::Impl::maxLocal() const {
   int m = access == Access::Local ? int(index) : -1;
-  for (const auto& c : children) m = std::max(m, c->impl_->maxLocal());
+  for (const auto& c : children)
+    m = std::max(m, c->impl_->maxLocal());
   return m;
 }
 
@@ -465,7 +497,8 @@ void GuardTree::checkGradMode(bool enabled) { gradMode_ = enabled ? 1 : 0; }
 bool GuardTree::check(const FrameView& frame, std::string* failure) const {
   if (gradMode_ >= 0 && GradMode::isEnabled() != bool(gradMode_)) {
     if (failure)
-      *failure = std::string("grad_mode == ") + boolText(gradMode_) + " (got " + boolText(!gradMode_) + ")";
+      *failure = std::string("grad_mode == ") + boolText(gradMode_) + " (got " +
+                 boolText(!gradMode_) + ")";
     return false;
   }
   return root_->impl_->check(nullptr, frame, failure);

@@ -403,3 +403,39 @@ def test_tensor_guards_through_the_hook():
     assert len(cap.cache_entries(f.__code__)) == 1
     cf(kiln.ones(3))
     assert len(cap.cache_entries(f.__code__)) == 2
+
+
+def test_set_callback_directly_and_class_bodies_left_alone():
+    seen = []
+
+    def f(x):
+        class Local:
+            y = x
+
+        return Local.y
+
+    def cb(info):
+        seen.append((info.code.co_name, info.is_root))
+        return None
+
+    with pytest.raises(TypeError):
+        cap.set_callback(3)
+    assert cap.set_callback(cb) is None
+    try:
+        assert f(2) == 2
+    finally:
+        assert cap.set_callback(None) is cb
+    assert seen == [("f", False)]  # the class body (a frame with a locals dict) is not offered
+
+
+def test_frame_info_for_a_call():
+    def f(a, *rest, k=1):
+        return a
+
+    info = cap.FrameInfo(f, (1, 2, (3,)))
+    assert info.code is f.__code__ and info.func is f and info.args == (1, 2, (3,))
+    assert info.globals is globals() and info.is_root and info.num_entries == 0 and info.failures == []
+    with pytest.raises(ValueError):
+        cap.FrameInfo(f, (1,))
+    with pytest.raises(TypeError):
+        cap.FrameInfo(len, ())
