@@ -63,9 +63,12 @@ def test_entries_most_recently_used_first():
 
     cf = cap.CompiledFunction(f, cb)
     assert cf(1) == "int" and cf("a") == "str"
-    assert [str(g) for g, _ in cap.cache_entries(f.__code__)] == ["type(L['x']) is str", "type(L['x']) is int"]
+    def entries():
+        return [str(g) for g, _ in cap.cache_entries(f.__code__)]
+
+    assert entries() == ["type(L['x']) is str", "type(L['x']) is int"]
     assert cf(2) == "int"
-    assert [str(g) for g, _ in cap.cache_entries(f.__code__)] == ["type(L['x']) is int", "type(L['x']) is str"]
+    assert entries() == ["type(L['x']) is int", "type(L['x']) is str"]
 
 
 def test_none_runs_frame_every_time():
@@ -358,7 +361,7 @@ def test_two_threads_one_with_one_without_callback():
     old = sys.getswitchinterval()
     sys.setswitchinterval(1e-6)
     try:
-        threads = [threading.Thread(target=run, args=(compiled, "c")), threading.Thread(target=run, args=(plain, "p"))]
+        threads = [threading.Thread(target=run, args=a) for a in [(compiled, "c"), (plain, "p")]]
         for t in threads:
             t.start()
         for t in threads:

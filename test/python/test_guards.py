@@ -78,7 +78,8 @@ def test_tensor_str_and_errors():
         (None, None, 0, "L['x'] == None (got 0)"),
         ("a", "a", "b", "L['x'] == 'a' (got 'b')"),
         (b"a", b"a", "a", "L['x'] == b'a' (got 'a')"),
-        ((1, "a", (2.5,)), (1, "a", (2.5,)), (1, "a", (2,)), "L['x'] == (1, 'a', (2.5,)) (got (1, 'a', (2,)))"),
+        ((1, "a", (2.5,)), (1, "a", (2.5,)), (1, "a", (2,)),
+         "L['x'] == (1, 'a', (2.5,)) (got (1, 'a', (2,)))"),
     ],
 )
 def test_const(expected, ok, bad, failure):
@@ -137,7 +138,8 @@ def test_dict_keys_in_order():
     assert check(g, f1, {"a": 0, 1: 0}) is None
     assert check(g, f1, {1: 0, "a": 0}) == "list(L['d'].keys()) == ['a', 1] (got [1, 'a'])"
     assert check(g, f1, {"a": 0}) == "list(L['d'].keys()) == ['a', 1] (got ['a'])"
-    assert check(g, f1, collections.OrderedDict(a=0)) == "list(L['d'].keys()) == ['a', 1] (got a collections.OrderedDict)"
+    od = collections.OrderedDict(a=0)
+    assert check(g, f1, od) == "list(L['d'].keys()) == ['a', 1] (got a collections.OrderedDict)"
     with pytest.raises(TypeError):
         cap.GuardTree().local(0, "L['d']").check_dict_keys([1.5])
 
@@ -154,7 +156,8 @@ def test_item_dict_list_tuple():
     assert check(g, f1, {"w": 1}) == "L['d'][2] exists (got missing key)"
     assert check(g, f1, {"w": 1, 2: []}) == "L['d'][2][-1] exists (got index out of range)"
     assert check(g, f1, {"w": 1, 2: "z"}) == "L['d'][2][-1] exists (got item of a str)"
-    assert check(g, f1, collections.OrderedDict(w=1)) == "L['d']['w'] exists (got item of a collections.OrderedDict)"
+    od = collections.OrderedDict(w=1)
+    assert check(g, f1, od) == "L['d']['w'] exists (got item of a collections.OrderedDict)"
     with pytest.raises(TypeError):
         d.item(1.5)
 
