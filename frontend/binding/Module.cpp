@@ -14,6 +14,7 @@
 #include "frontend/binding/TensorBinding.h"
 #include "frontend/binding/TensorData.h"
 #include "frontend/capture/CaptureBinding.h"
+#include "frontend/capture/TraceFrame.h"
 #include "runtime/Allocator.h"
 #include "runtime/Dispatcher.h"
 
@@ -67,6 +68,7 @@ NB_MODULE(_C, m) {
   registerIndexing(tensorClass);
   registerFx(m);
   kiln::capture::registerCapture(m);
+  kiln::capture::registerTraceFrame(m);
 
   m.def("memory_stats", [] {
     MemoryStats s = CpuAllocator::instance().stats();

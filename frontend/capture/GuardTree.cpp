@@ -266,7 +266,8 @@ PyObject* GuardNode::Impl::read(PyObject* parent, const FrameView& frame, std::s
     return v ? v : fail("undefined");
   }
   case Access::Item: {
-    if (PyDict_CheckExact(parent)) {
+    // OrderedDict (nn.Module's _parameters/_modules) keeps dict's lookup, so it reads the same.
+    if (PyDict_CheckExact(parent) || PyODict_CheckExact(parent)) {
       PyObject* v = dictLookup(parent, key.ptr());
       return v ? v : fail("missing key");
     }

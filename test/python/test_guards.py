@@ -156,8 +156,9 @@ def test_item_dict_list_tuple():
     assert check(g, f1, {"w": 1}) == "L['d'][2] exists (got missing key)"
     assert check(g, f1, {"w": 1, 2: []}) == "L['d'][2][-1] exists (got index out of range)"
     assert check(g, f1, {"w": 1, 2: "z"}) == "L['d'][2][-1] exists (got item of a str)"
+    # OrderedDict (nn.Module's _parameters/_modules) is read like a dict; other mappings are not.
     od = collections.OrderedDict(w=1)
-    assert check(g, f1, od) == "L['d']['w'] exists (got item of a collections.OrderedDict)"
+    assert check(g, f1, od) == "L['d'][2] exists (got missing key)"
     with pytest.raises(TypeError):
         d.item(1.5)
 
