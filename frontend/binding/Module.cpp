@@ -13,6 +13,7 @@
 #include "frontend/binding/PythonConvert.h"
 #include "frontend/binding/TensorBinding.h"
 #include "frontend/binding/TensorData.h"
+#include "frontend/capture/CaptureBinding.h"
 #include "runtime/Allocator.h"
 #include "runtime/Dispatcher.h"
 
@@ -65,6 +66,7 @@ NB_MODULE(_C, m) {
   registerGenerator(m);
   registerIndexing(tensorClass);
   registerFx(m);
+  kiln::capture::registerCapture(m);
 
   m.def("memory_stats", [] {
     MemoryStats s = CpuAllocator::instance().stats();

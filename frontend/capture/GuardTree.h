@@ -55,6 +55,8 @@ public:
   size_t numChecks() const;
   // One line per check (KILN_LOGS=guards).
   std::string str() const;
+  // 1 + the highest local index read (0 when none): the frame must have that many slots.
+  int numLocals() const;
 
 private:
   std::unique_ptr<GuardNode> root_;

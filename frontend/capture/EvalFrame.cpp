@@ -1,0 +1,292 @@
+// The PEP 523 eval-frame function for CPython 3.11. A frame reaches it pushed and initialised
+// (arguments bound in localsplus) but not yet run; whoever called the eval function
+// (_PyEval_Vector) clears and pops it after we return, so answering from a cache entry without
+// evaluating it is fine, and the frame's slots stay owned by the frame.
+#include "frontend/capture/EvalFrame.h"
+
+#define Py_BUILD_CORE
+#include <internal/pycore_frame.h>
+#undef Py_BUILD_CORE
+
+#include <algorithm>
+#include <vector>
+
+#include "frontend/capture/GuardTreeBinding.h"
+#include "frontend/binding/PythonConvert.h"
+
+namespace kiln::capture {
+
+namespace {
+
+struct CacheEntry {
+  PyObject* guards; // the Python GuardTree (strong); keeps `tree` alive
+  GuardTree* tree;
+  PyObject* glue; // strong
+};
+
+// A code object's capture state, stored in its co_extra slot.
+struct CodeExtra {
+  bool skip = false;
+  std::vector<CacheEntry> entries; // most recently used first
+
+  ~CodeExtra() {
+    for (CacheEntry& e : entries) {
+      Py_DECREF(e.guards);
+      Py_DECREF(e.glue);
+    }
+  }
+};
+
+// Per thread: the callback (strong, null for none) and the root code (borrowed).
+thread_local PyObject* tCallback = nullptr;
+thread_local PyObject* tRootCode = nullptr;
+
+// Globals below are guarded by the GIL.
+int gThreadsWithCallback = 0;
+_PyFrameEvalFunction gPreviousEval = nullptr;
+Py_ssize_t gExtraIndex = -1;
+PyObject* gSkipMarker = nullptr;
+std::vector<PyObject*> gCodesWithExtra; // strong references, so reset() can find every extra
+
+void freeCodeExtra(void* p) { delete static_cast<CodeExtra*>(p); }
+
+CodeExtra* codeExtra(PyCodeObject* code) {
+  void* p = nullptr;
+  if (_PyCode_GetExtra(reinterpret_cast<PyObject*>(code), gExtraIndex, &p) < 0) {
+    PyErr_Clear();
+    return nullptr;
+  }
+  return static_cast<CodeExtra*>(p);
+}
+
+// The code's extra state, created on first use; null with an error set on failure.
+CodeExtra* ensureCodeExtra(PyCodeObject* code) {
+  if (CodeExtra* e = codeExtra(code)) return e;
+  auto* e = new CodeExtra();
+  PyObject* o = reinterpret_cast<PyObject*>(code);
+  if (_PyCode_SetExtra(o, gExtraIndex, e) < 0) {
+    delete e;
+    return nullptr;
+  }
+  Py_INCREF(o);
+  gCodesWithExtra.push_back(o);
+  return e;
+}
+
+PyObject* evalFrame(PyThreadState* tstate, _PyInterpreterFrame* frame, int throwFlag);
+
+void setHookInstalled(bool on) {
+  PyInterpreterState* interp = PyThreadState_Get()->interp;
+  if (on) {
+    gPreviousEval = _PyInterpreterState_GetEvalFrameFunc(interp);
+    _PyInterpreterState_SetEvalFrameFunc(interp, evalFrame);
+  } else {
+    // Setting the default back clears the interpreter's slot, so 3.11 inlines Python calls again.
+    _PyInterpreterState_SetEvalFrameFunc(interp, gPreviousEval ? gPreviousEval : _PyEval_EvalFrameDefault);
+  }
+}
+
+PyObject* runFrame(PyThreadState* tstate, _PyInterpreterFrame* frame, int throwFlag) {
+  return _PyEval_EvalFrameDefault(tstate, frame, throwFlag);
+}
+
+// Runs `glue(*bound arguments)` in place of the frame, with capture off for this thread.
+PyObject* callGlue(_PyInterpreterFrame* frame, PyObject* glue) {
+  Py_INCREF(glue);
+  PyObject* saved = exchangeCallback(nullptr);
+  // The frame owns its slots and outlives this call (the caller pops it after we return).
+  PyObject* result = PyObject_Vectorcall(glue, frame->localsplus, size_t(numArgSlots(frame->f_code)), nullptr);
+  restoreCallback(saved);
+  Py_DECREF(glue);
+  return result;
+}
+
+PyObject* makeFrameInfo(_PyInterpreterFrame* frame, CodeExtra* extra, const FrameView& view) {
+  // Failures first: building Python objects may run the collector (and so finalizers that could
+  // reset the caches and free `extra`).
+  std::vector<std::string> failures;
+  if (extra) {
+    for (const CacheEntry& e : extra->entries) {
+      failures.emplace_back();
+      e.tree->check(view, &failures.back());
+    }
+  }
+  PyCodeObject* code = frame->f_code;
+  Py_ssize_t n = numArgSlots(code);
+  FrameInfo info;
+  PyObject* args = PyTuple_New(n);
+  if (!args) return nullptr;
+  info.args = nb::steal(args);
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    PyObject* v = frame->localsplus[i] ? frame->localsplus[i] : Py_None;
+    Py_INCREF(v);
+    PyTuple_SET_ITEM(args, i, v);
+  }
+  info.code = nb::borrow(reinterpret_cast<PyObject*>(code));
+  info.func = nb::borrow(reinterpret_cast<PyObject*>(frame->f_func));
+  info.globals = nb::borrow(frame->f_globals);
+  info.builtins = nb::borrow(frame->f_builtins);
+  info.isRoot = reinterpret_cast<PyObject*>(code) == tRootCode;
+  info.numEntries = int(failures.size());
+  for (const std::string& f : failures) info.failures.append(nb::str(f.c_str(), f.size()));
+  return nb::cast(std::move(info)).release().ptr();
+}
+
+// Installs the callback's (guards, glue) answer as the code's most recent entry.
+bool addEntry(PyCodeObject* code, PyObject* answer) {
+  PyObject* guards = PyTuple_GET_ITEM(answer, 0);
+  PyObject* glue = PyTuple_GET_ITEM(answer, 1);
+  GuardTree* tree = guardTreeFromObject(guards);
+  if (!tree || !PyCallable_Check(glue)) {
+    PyErr_Format(PyExc_TypeError, "capture callback: expected (GuardTree, callable), got (%s, %s)",
+                 Py_TYPE(guards)->tp_name, Py_TYPE(glue)->tp_name);
+    return false;
+  }
+  if (tree->numLocals() > code->co_nlocalsplus) {
+    PyErr_Format(PyExc_ValueError, "capture callback: the guards read local %d but %U has %d local slots",
+                 tree->numLocals() - 1, code->co_qualname, code->co_nlocalsplus);
+    return false;
+  }
+  CodeExtra* extra = ensureCodeExtra(code);
+  if (!extra) return false;
+  Py_INCREF(guards);
+  Py_INCREF(glue);
+  extra->entries.insert(extra->entries.begin(), CacheEntry{guards, tree, glue});
+  return true;
+}
+
+// A cache miss: ask the callback (capture off) and act on its answer.
+PyObject* onMiss(PyThreadState* tstate, _PyInterpreterFrame* frame, CodeExtra* extra, const FrameView& view) {
+  PyObject* info;
+  try {
+    info = makeFrameInfo(frame, extra, view);
+  } catch (...) {
+    python::setPythonErrorFromException(nullptr);
+    return nullptr;
+  }
+  if (!info) return nullptr;
+  PyObject* callback = exchangeCallback(nullptr);
+  PyObject* answer = PyObject_CallOneArg(callback, info);
+  restoreCallback(callback);
+  Py_DECREF(info);
+  if (!answer) return nullptr;
+  // `extra` may be gone (the callback can call reset()): look the code's state up again.
+  PyCodeObject* code = frame->f_code;
+  if (answer == Py_None) {
+    Py_DECREF(answer);
+    return runFrame(tstate, frame, 0);
+  }
+  if (answer == gSkipMarker) {
+    Py_DECREF(answer);
+    CodeExtra* e = ensureCodeExtra(code);
+    if (!e) return nullptr;
+    e->skip = true;
+    return runFrame(tstate, frame, 0);
+  }
+  if (!PyTuple_CheckExact(answer) || PyTuple_GET_SIZE(answer) != 2) {
+    PyErr_Format(PyExc_TypeError, "capture callback must return None, SKIP or (GuardTree, glue), not %s",
+                 Py_TYPE(answer)->tp_name);
+    Py_DECREF(answer);
+    return nullptr;
+  }
+  bool ok = addEntry(code, answer);
+  PyObject* glue = PyTuple_GET_ITEM(answer, 1);
+  PyObject* result = ok ? callGlue(frame, glue) : nullptr;
+  Py_DECREF(answer);
+  return result;
+}
+
+PyObject* evalFrame(PyThreadState* tstate, _PyInterpreterFrame* frame, int throwFlag) {
+  PyCodeObject* code = frame->f_code;
+  // Generators and coroutines (their first eval only builds the generator), resumed frames, and
+  // frames with a locals dict (class bodies, exec) are not captured.
+  constexpr int kNotCaptured = CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR | CO_ITERABLE_COROUTINE;
+  if (!tCallback || throwFlag || (code->co_flags & kNotCaptured) || frame->f_locals || !frame->f_func)
+    return runFrame(tstate, frame, throwFlag);
+  CodeExtra* extra = codeExtra(code);
+  if (extra && extra->skip) return runFrame(tstate, frame, 0);
+  FrameView view{frame->localsplus, frame->f_globals, frame->f_builtins, frame->f_func->func_closure};
+  if (extra) {
+    // Guard checks run no Python code, so the entry list cannot change during this loop.
+    auto& entries = extra->entries;
+    for (size_t i = 0; i < entries.size(); ++i) {
+      if (!entries[i].tree->check(view)) continue;
+      std::rotate(entries.begin(), entries.begin() + Py_ssize_t(i), entries.begin() + Py_ssize_t(i) + 1);
+      return callGlue(frame, entries.front().glue);
+    }
+  }
+  return onMiss(tstate, frame, extra, view);
+}
+
+} // namespace
+
+void initEvalFrame() {
+  gExtraIndex = _PyEval_RequestCodeExtraIndex(freeCodeExtra);
+  if (gExtraIndex < 0) throw nb::python_error();
+}
+
+PyObject* exchangeCallback(PyObject* callback) {
+  PyObject* previous = tCallback;
+  Py_XINCREF(callback);
+  tCallback = callback;
+  int delta = (callback != nullptr) - (previous != nullptr);
+  gThreadsWithCallback += delta;
+  if (delta > 0 && gThreadsWithCallback == 1) setHookInstalled(true);
+  if (delta < 0 && gThreadsWithCallback == 0) setHookInstalled(false);
+  return previous;
+}
+
+void restoreCallback(PyObject* previous) {
+  PyObject* current = exchangeCallback(previous);
+  Py_XDECREF(previous);
+  Py_XDECREF(current);
+}
+
+PyObject* exchangeRootCode(PyObject* code) {
+  PyObject* previous = tRootCode;
+  tRootCode = code;
+  return previous;
+}
+
+bool hookInstalled() {
+  return _PyInterpreterState_GetEvalFrameFunc(PyThreadState_Get()->interp) == evalFrame;
+}
+
+void setSkipMarker(PyObject* marker) { gSkipMarker = marker; }
+
+void markSkipped(PyObject* code) {
+  if (!PyCode_Check(code)) throw nb::type_error("skip_code: expected a code object");
+  CodeExtra* e = ensureCodeExtra(reinterpret_cast<PyCodeObject*>(code));
+  if (!e) throw nb::python_error();
+  e->skip = true;
+}
+
+void resetCaches() {
+  // Freeing an extra drops glue functions, whose finalizers may run code that adds new extras.
+  std::vector<PyObject*> codes;
+  codes.swap(gCodesWithExtra);
+  for (PyObject* code : codes) {
+    if (_PyCode_SetExtra(code, gExtraIndex, nullptr) < 0) PyErr_Clear();
+    Py_DECREF(code);
+  }
+}
+
+nb::list cacheEntries(PyObject* code) {
+  if (!PyCode_Check(code)) throw nb::type_error("cache_entries: expected a code object");
+  // Take references before allocating anything (see makeFrameInfo).
+  std::vector<std::pair<nb::object, nb::object>> entries;
+  if (CodeExtra* e = codeExtra(reinterpret_cast<PyCodeObject*>(code))) {
+    entries.reserve(e->entries.size());
+    for (const CacheEntry& entry : e->entries) entries.emplace_back(nb::borrow(entry.guards), nb::borrow(entry.glue));
+  }
+  nb::list out;
+  for (auto& [guards, glue] : entries) out.append(nb::make_tuple(guards, glue));
+  return out;
+}
+
+Py_ssize_t numArgSlots(PyCodeObject* code) {
+  return code->co_argcount + code->co_kwonlyargcount + ((code->co_flags & CO_VARARGS) ? 1 : 0) +
+         ((code->co_flags & CO_VARKEYWORDS) ? 1 : 0);
+}
+
+} // namespace kiln::capture

@@ -1,0 +1,486 @@
+// GuardTree evaluation: value accessors and checks read CPython and kiln objects directly, so a
+// guard never runs user code (no __eq__, __hash__, __getattr__ or __len__ of user types).
+#include "frontend/capture/GuardTree.h"
+
+#include <nanobind/nanobind.h>
+
+#include <cmath>
+#include <cstdio>
+
+#include "runtime/DispatchKey.h"
+#include "runtime/Error.h"
+#include "runtime/TensorImpl.h"
+
+namespace nb = nanobind;
+
+namespace kiln::capture {
+
+namespace {
+
+enum class Access : uint8_t { Root, Local, ClosureCell, Global, Item, Attr, FuncGlobal, FuncClosureCell, FuncDefault };
+enum class CheckKind : uint8_t { Type, Id, Const, Length, DictKeys, Tensor };
+
+struct Check {
+  CheckKind kind;
+  nb::object object; // the type, the object, the constant, or the tuple of dict keys
+  Py_ssize_t length = 0;
+  std::unique_ptr<TensorCheck> tensor;
+};
+
+// Exact None/bool/int/float/str/bytes or a tuple of these: comparing and printing them runs
+// only CPython's own C code.
+bool isConstValue(PyObject* o) {
+  PyTypeObject* t = Py_TYPE(o);
+  if (o == Py_None || t == &PyBool_Type || t == &PyLong_Type || t == &PyFloat_Type || t == &PyUnicode_Type ||
+      t == &PyBytes_Type)
+    return true;
+  if (t != &PyTuple_Type) return false;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(o); ++i)
+    if (!isConstValue(PyTuple_GET_ITEM(o, i))) return false;
+  return true;
+}
+
+// `expected` is a const value (isConstValue); `actual` is anything.
+bool constEquals(PyObject* expected, PyObject* actual) {
+  if (expected == actual) return true;
+  PyTypeObject* t = Py_TYPE(expected);
+  if (Py_TYPE(actual) != t || expected == Py_None || t == &PyBool_Type) return false;
+  if (t == &PyFloat_Type) {
+    double a = PyFloat_AS_DOUBLE(expected), b = PyFloat_AS_DOUBLE(actual);
+    // NaN equals NaN (a guard on NaN must pass again); 0.0 and -0.0 differ (1/x tells them apart).
+    if (std::isnan(a)) return std::isnan(b);
+    return a == b && std::signbit(a) == std::signbit(b);
+  }
+  if (t == &PyTuple_Type) {
+    Py_ssize_t n = PyTuple_GET_SIZE(expected);
+    if (PyTuple_GET_SIZE(actual) != n) return false;
+    for (Py_ssize_t i = 0; i < n; ++i)
+      if (!constEquals(PyTuple_GET_ITEM(expected, i), PyTuple_GET_ITEM(actual, i))) return false;
+    return true;
+  }
+  // Exact int, str, bytes: their rich comparison is C code that cannot fail.
+  return PyObject_RichCompareBool(expected, actual, Py_EQ) == 1;
+}
+
+std::string addressText(PyObject* o) {
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "<%s object at %p>", Py_TYPE(o)->tp_name, static_cast<void*>(o));
+  return buf;
+}
+
+// repr() for const values, "<type object at 0x...>" for anything else (no user __repr__ runs).
+std::string safeRepr(PyObject* o) {
+  if (!o) return "<unbound>";
+  if (!isConstValue(o)) return addressText(o);
+  PyObject* r = PyObject_Repr(o);
+  const char* s = r ? PyUnicode_AsUTF8(r) : nullptr;
+  std::string out = s ? s : "<unprintable>";
+  Py_XDECREF(r);
+  if (!s) PyErr_Clear();
+  if (out.size() > 200) out = out.substr(0, 197) + "...";
+  return out;
+}
+
+std::string intListText(IntArrayRef v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+const char* boolText(bool b) { return b ? "True" : "False"; }
+
+PyObject* tensorBaseType() {
+  static PyObject* type = nb::type<Tensor>().ptr();
+  return type;
+}
+
+// list/tuple (or a subclass that keeps the base's subscript): reading the item storage is what
+// indexing does.
+bool isPlainSequence(PyObject* o) {
+  PyMappingMethods* m = Py_TYPE(o)->tp_as_mapping;
+  if (PyList_Check(o)) return m && m->mp_subscript == PyList_Type.tp_as_mapping->mp_subscript;
+  if (PyTuple_Check(o)) return m && m->mp_subscript == PyTuple_Type.tp_as_mapping->mp_subscript;
+  return false;
+}
+
+// A borrowed dict entry for a str/int key; null (no error set) when absent.
+PyObject* dictLookup(PyObject* dict, PyObject* key) {
+  PyObject* v = PyDict_GetItemWithError(dict, key);
+  if (!v && PyErr_Occurred()) PyErr_Clear();
+  return v;
+}
+
+} // namespace
+
+struct GuardNode::Impl {
+  Access access = Access::Root;
+  Py_ssize_t index = 0; // Local, ClosureCell, FuncClosureCell, FuncDefault
+  nb::object key;       // Item key; name (interned str) for Global, Attr, FuncGlobal
+  std::string name;
+  std::vector<Check> checks;
+  std::vector<std::unique_ptr<GuardNode>> children;
+
+  GuardNode& child(Access a, Py_ssize_t i, PyObject* k, std::string childName);
+  size_t numChecks() const;
+  void str(std::string& out) const;
+  bool check(PyObject* value, const FrameView& frame, std::string* failure) const;
+  PyObject* read(PyObject* parent, const FrameView& frame, std::string* why) const;
+  bool passes(const Check& c, PyObject* v) const;
+  std::string describe(const Check& c) const;
+  std::string actual(const Check& c, PyObject* v) const;
+  int maxLocal() const;
+};
+
+GuardNode::GuardNode() : impl_(std::make_unique<Impl>()) {}
+GuardNode::~GuardNode() = default;
+const std::string& GuardNode::name() const { return impl_->name; }
+
+GuardNode& GuardNode::Impl::child(Access a, Py_ssize_t i, PyObject* k, std::string childName) {
+  for (auto& c : children) {
+    Impl& ci = *c->impl_;
+    if (ci.access != a || ci.index != i) continue;
+    if (!k || (ci.key.ptr() && constEquals(ci.key.ptr(), k))) return *c;
+  }
+  auto node = std::unique_ptr<GuardNode>(new GuardNode());
+  node->impl_->access = a;
+  node->impl_->index = i;
+  if (k) node->impl_->key = nb::borrow(k);
+  node->impl_->name = std::move(childName);
+  children.push_back(std::move(node));
+  return *children.back();
+}
+
+// An interned str for a name: dict lookups of interned keys hit by identity.
+static nb::object internedName(const std::string& name) {
+  PyObject* s = PyUnicode_InternFromString(name.c_str());
+  if (!s) throw nb::python_error();
+  return nb::steal(s);
+}
+
+GuardNode& GuardNode::item(PyObject* key) {
+  KILN_CHECK_TYPE(PyUnicode_CheckExact(key) || PyLong_CheckExact(key),
+                  "GuardNode.item: key must be a str or an int (got ", Py_TYPE(key)->tp_name, ")");
+  return impl_->child(Access::Item, 0, key, impl_->name + "[" + safeRepr(key) + "]");
+}
+
+GuardNode& GuardNode::attr(const std::string& name) {
+  nb::object k = internedName(name);
+  return impl_->child(Access::Attr, 0, k.ptr(), impl_->name + "." + name);
+}
+
+GuardNode& GuardNode::funcGlobal(const std::string& name) {
+  nb::object k = internedName(name);
+  return impl_->child(Access::FuncGlobal, 0, k.ptr(), impl_->name + ".__globals__['" + name + "']");
+}
+
+GuardNode& GuardNode::funcClosureCell(int index) {
+  KILN_CHECK_INDEX(index >= 0, "GuardNode.func_closure_cell: negative index ", index);
+  return impl_->child(Access::FuncClosureCell, index, nullptr,
+                      impl_->name + ".__closure__[" + std::to_string(index) + "].cell_contents");
+}
+
+GuardNode& GuardNode::funcDefault(int index) {
+  KILN_CHECK_INDEX(index >= 0, "GuardNode.func_default: negative index ", index);
+  return impl_->child(Access::FuncDefault, index, nullptr,
+                      impl_->name + ".__defaults__[" + std::to_string(index) + "]");
+}
+
+void GuardNode::checkType(PyTypeObject* type) {
+  impl_->checks.push_back({CheckKind::Type, nb::borrow(reinterpret_cast<PyObject*>(type)), 0, nullptr});
+}
+
+void GuardNode::checkId(PyObject* object) { impl_->checks.push_back({CheckKind::Id, nb::borrow(object), 0, nullptr}); }
+
+void GuardNode::checkConst(PyObject* value) {
+  KILN_CHECK_TYPE(isConstValue(value), "GuardNode.check_const: ", Py_TYPE(value)->tp_name,
+                  " is not a constant type (None, bool, int, float, str, bytes, or a tuple of these)");
+  impl_->checks.push_back({CheckKind::Const, nb::borrow(value), 0, nullptr});
+}
+
+void GuardNode::checkLength(Py_ssize_t n) {
+  KILN_CHECK_VALUE(n >= 0, "GuardNode.check_length: negative length ", n);
+  impl_->checks.push_back({CheckKind::Length, nb::object(), n, nullptr});
+}
+
+void GuardNode::checkDictKeys(const std::vector<PyObject*>& keys) {
+  PyObject* tuple = PyTuple_New(Py_ssize_t(keys.size()));
+  if (!tuple) throw nb::python_error();
+  nb::object keep = nb::steal(tuple);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    KILN_CHECK_TYPE(PyUnicode_CheckExact(keys[i]) || PyLong_CheckExact(keys[i]),
+                    "GuardNode.check_dict_keys: keys must be str or int (got ", Py_TYPE(keys[i])->tp_name, ")");
+    Py_INCREF(keys[i]);
+    PyTuple_SET_ITEM(tuple, Py_ssize_t(i), keys[i]);
+  }
+  impl_->checks.push_back({CheckKind::DictKeys, std::move(keep), 0, nullptr});
+}
+
+void GuardNode::checkTensor(const TensorCheck& t) {
+  PyObject* type = reinterpret_cast<PyObject*>(t.type);
+  KILN_CHECK_TYPE(type && PyType_Check(type) && PyObject_IsSubclass(type, tensorBaseType()) == 1,
+                  "GuardNode.check_tensor: the type must be a tensor type");
+  impl_->checks.push_back({CheckKind::Tensor, nb::borrow(type), 0, std::make_unique<TensorCheck>(t)});
+}
+
+// Reads this node's value from its parent's (or from the frame for the tree's accessors).
+// Returns a borrowed reference, or null with `why` saying what was missing.
+PyObject* GuardNode::Impl::read(PyObject* parent, const FrameView& frame, std::string* why) const {
+  auto fail = [&](std::string text) -> PyObject* {
+    if (why) *why = std::move(text);
+    return nullptr;
+  };
+  switch (access) {
+  case Access::Root:
+    return nullptr;
+  case Access::Local: {
+    PyObject* v = frame.locals ? frame.locals[index] : nullptr;
+    return v ? v : fail("unbound");
+  }
+  case Access::ClosureCell: {
+    PyObject* c = frame.closure;
+    if (!c || !PyTuple_Check(c) || index >= PyTuple_GET_SIZE(c)) return fail("no such cell");
+    PyObject* cell = PyTuple_GET_ITEM(c, index);
+    PyObject* v = PyCell_Check(cell) ? PyCell_GET(cell) : nullptr;
+    return v ? v : fail("empty cell");
+  }
+  case Access::Global: {
+    PyObject* v = frame.globals ? dictLookup(frame.globals, key.ptr()) : nullptr;
+    if (!v && frame.builtins) v = dictLookup(frame.builtins, key.ptr());
+    return v ? v : fail("undefined");
+  }
+  case Access::Item: {
+    if (PyDict_CheckExact(parent)) {
+      PyObject* v = dictLookup(parent, key.ptr());
+      return v ? v : fail("missing key");
+    }
+    if (!PyLong_CheckExact(key.ptr()) || !isPlainSequence(parent))
+      return fail(std::string("item of a ") + Py_TYPE(parent)->tp_name);
+    Py_ssize_t i = PyLong_AsSsize_t(key.ptr());
+    if (i == -1 && PyErr_Occurred()) PyErr_Clear();
+    Py_ssize_t n = PyList_Check(parent) ? PyList_GET_SIZE(parent) : PyTuple_GET_SIZE(parent);
+    if (i < 0) i += n;
+    if (i < 0 || i >= n) return fail("index out of range");
+    return PyList_Check(parent) ? PyList_GET_ITEM(parent, i) : PyTuple_GET_ITEM(parent, i);
+  }
+  case Access::Attr: {
+    PyObject* dict = nullptr;
+    if (PyModule_Check(parent)) {
+      dict = PyModule_GetDict(parent);
+    } else {
+      // Materialising a managed dict allocates; keep the collector (and so finalizers) out.
+      int gcWasEnabled = PyGC_Disable();
+      PyObject** slot = _PyObject_GetDictPtr(parent);
+      if (gcWasEnabled) PyGC_Enable();
+      dict = slot ? *slot : nullptr;
+    }
+    if (!dict) return fail(std::string("a ") + Py_TYPE(parent)->tp_name + " without __dict__");
+    PyObject* v = dictLookup(dict, key.ptr());
+    return v ? v : fail("no such attribute");
+  }
+  case Access::FuncGlobal: {
+    if (!PyFunction_Check(parent)) return fail(std::string("a ") + Py_TYPE(parent)->tp_name + ", not a function");
+    auto* f = reinterpret_cast<PyFunctionObject*>(parent);
+    PyObject* v = dictLookup(f->func_globals, key.ptr());
+    if (!v) v = dictLookup(f->func_builtins, key.ptr());
+    return v ? v : fail("undefined");
+  }
+  case Access::FuncClosureCell:
+  case Access::FuncDefault: {
+    if (!PyFunction_Check(parent)) return fail(std::string("a ") + Py_TYPE(parent)->tp_name + ", not a function");
+    auto* f = reinterpret_cast<PyFunctionObject*>(parent);
+    PyObject* t = access == Access::FuncDefault ? f->func_defaults : f->func_closure;
+    if (!t || index >= PyTuple_GET_SIZE(t)) return fail("index out of range");
+    PyObject* v = PyTuple_GET_ITEM(t, index);
+    if (access == Access::FuncDefault) return v;
+    v = PyCell_Check(v) ? PyCell_GET(v) : nullptr;
+    return v ? v : fail("empty cell");
+  }
+  }
+  return nullptr;
+}
+
+bool GuardNode::Impl::passes(const Check& c, PyObject* v) const {
+  switch (c.kind) {
+  case CheckKind::Type:
+    return reinterpret_cast<PyObject*>(Py_TYPE(v)) == c.object.ptr();
+  case CheckKind::Id:
+    return v == c.object.ptr();
+  case CheckKind::Const:
+    return constEquals(c.object.ptr(), v);
+  case CheckKind::Length:
+    if (PyList_Check(v)) return PyList_GET_SIZE(v) == c.length;
+    if (PyTuple_Check(v)) return PyTuple_GET_SIZE(v) == c.length;
+    if (PyDict_Check(v)) return PyDict_GET_SIZE(v) == c.length;
+    return false;
+  case CheckKind::DictKeys: {
+    PyObject* keys = c.object.ptr();
+    if (!PyDict_CheckExact(v) || PyDict_GET_SIZE(v) != PyTuple_GET_SIZE(keys)) return false;
+    Py_ssize_t pos = 0, i = 0;
+    PyObject *k, *value;
+    while (PyDict_Next(v, &pos, &k, &value))
+      if (!constEquals(PyTuple_GET_ITEM(keys, i++), k)) return false;
+    return true;
+  }
+  case CheckKind::Tensor: {
+    const TensorCheck& t = *c.tensor;
+    if (Py_TYPE(v) != t.type || !nb::inst_ready(v)) return false;
+    const Tensor& x = *nb::inst_ptr<Tensor>(v);
+    return x.dtype() == t.dtype && x.device() == t.device && x.requiresGrad() == t.requiresGrad &&
+           x.sizes() == IntArrayRef(t.sizes) && x.strides() == IntArrayRef(t.strides);
+  }
+  }
+  return false;
+}
+
+// The check as str() prints it.
+std::string GuardNode::Impl::describe(const Check& c) const {
+  switch (c.kind) {
+  case CheckKind::Type:
+    return "type(" + name + ") is " + reinterpret_cast<PyTypeObject*>(c.object.ptr())->tp_name;
+  case CheckKind::Id:
+    return name + " is " + addressText(c.object.ptr());
+  case CheckKind::Const:
+    return name + " == " + safeRepr(c.object.ptr());
+  case CheckKind::Length:
+    return "len(" + name + ") == " + std::to_string(c.length);
+  case CheckKind::DictKeys: {
+    std::string s = "list(" + name + ".keys()) == [";
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(c.object.ptr()); ++i)
+      s += (i ? ", " : "") + safeRepr(PyTuple_GET_ITEM(c.object.ptr(), i));
+    return s + "]";
+  }
+  case CheckKind::Tensor: {
+    const TensorCheck& t = *c.tensor;
+    return "check_tensor(" + name + ", " + t.type->tp_name + ", " + scalarTypeName(t.dtype) +
+           ", device=" + t.device.str() + ", size=" + intListText(t.sizes) + ", stride=" + intListText(t.strides) +
+           ", requires_grad=" + boolText(t.requiresGrad) + ")";
+  }
+  }
+  return {};
+}
+
+// The failure text for a check that did not pass: the failing part and the value it saw.
+std::string GuardNode::Impl::actual(const Check& c, PyObject* v) const {
+  std::string got = " (got ";
+  switch (c.kind) {
+  case CheckKind::Type:
+    return describe(c) + got + Py_TYPE(v)->tp_name + ")";
+  case CheckKind::Id:
+    return describe(c) + got + addressText(v) + ")";
+  case CheckKind::Const:
+    return describe(c) + got + safeRepr(v) + ")";
+  case CheckKind::Length: {
+    if (!PyList_Check(v) && !PyTuple_Check(v) && !PyDict_Check(v)) return describe(c) + got + "a " + Py_TYPE(v)->tp_name + ")";
+    Py_ssize_t n = PyList_Check(v) ? PyList_GET_SIZE(v) : PyTuple_Check(v) ? PyTuple_GET_SIZE(v) : PyDict_GET_SIZE(v);
+    return describe(c) + got + std::to_string(n) + ")";
+  }
+  case CheckKind::DictKeys: {
+    if (!PyDict_CheckExact(v)) return describe(c) + got + "a " + Py_TYPE(v)->tp_name + ")";
+    std::string keys = "[";
+    Py_ssize_t pos = 0;
+    PyObject *k, *value;
+    while (PyDict_Next(v, &pos, &k, &value)) keys += (keys.size() > 1 ? ", " : "") + safeRepr(k);
+    return describe(c) + got + keys + "])";
+  }
+  case CheckKind::Tensor: {
+    const TensorCheck& t = *c.tensor;
+    if (Py_TYPE(v) != t.type) return "type(" + name + ") is " + t.type->tp_name + got + Py_TYPE(v)->tp_name + ")";
+    if (!nb::inst_ready(v)) return name + " is an initialized tensor (got an uninitialized one)";
+    const Tensor& x = *nb::inst_ptr<Tensor>(v);
+    if (x.dtype() != t.dtype)
+      return name + ".dtype == " + scalarTypeName(t.dtype) + got + scalarTypeName(x.dtype()) + ")";
+    if (!(x.device() == t.device)) return name + ".device == " + t.device.str() + got + x.device().str() + ")";
+    if (x.dim() != int64_t(t.sizes.size()))
+      return name + ".dim() == " + std::to_string(t.sizes.size()) + got + std::to_string(x.dim()) + ")";
+    for (size_t d = 0; d < t.sizes.size(); ++d)
+      if (x.sizes()[d] != t.sizes[d])
+        return name + ".size()[" + std::to_string(d) + "] == " + std::to_string(t.sizes[d]) + got +
+               std::to_string(x.sizes()[d]) + ")";
+    for (size_t d = 0; d < t.strides.size(); ++d)
+      if (x.strides()[d] != t.strides[d])
+        return name + ".stride()[" + std::to_string(d) + "] == " + std::to_string(t.strides[d]) + got +
+               std::to_string(x.strides()[d]) + ")";
+    return name + ".requires_grad == " + boolText(t.requiresGrad) + got + boolText(x.requiresGrad()) + ")";
+  }
+  }
+  return {};
+}
+
+bool GuardNode::Impl::check(PyObject* value, const FrameView& frame, std::string* failure) const {
+  for (const Check& c : checks) {
+    if (passes(c, value)) continue;
+    if (failure) *failure = actual(c, value);
+    return false;
+  }
+  for (const auto& child : children) {
+    const Impl& ci = *child->impl_;
+    std::string why;
+    PyObject* v = ci.read(value, frame, failure ? &why : nullptr);
+    if (!v) {
+      if (failure) *failure = ci.name + " exists (got " + why + ")";
+      return false;
+    }
+    if (!ci.check(v, frame, failure)) return false;
+  }
+  return true;
+}
+
+size_t GuardNode::Impl::numChecks() const {
+  size_t n = checks.size();
+  for (const auto& c : children) n += c->impl_->numChecks();
+  return n;
+}
+
+void GuardNode::Impl::str(std::string& out) const {
+  for (const Check& c : checks) out += describe(c) + "\n";
+  for (const auto& c : children) c->impl_->str(out);
+}
+
+int GuardNode::Impl::maxLocal() const {
+  int m = access == Access::Local ? int(index) : -1;
+  for (const auto& c : children) m = std::max(m, c->impl_->maxLocal());
+  return m;
+}
+
+GuardTree::GuardTree() : root_(new GuardNode()) {}
+GuardTree::~GuardTree() = default;
+
+GuardNode& GuardTree::local(int index, const std::string& name) {
+  KILN_CHECK_INDEX(index >= 0, "GuardTree.local: negative index ", index);
+  return root_->impl_->child(Access::Local, index, nullptr, name);
+}
+
+GuardNode& GuardTree::closureCell(int index, const std::string& name) {
+  KILN_CHECK_INDEX(index >= 0, "GuardTree.closure_cell: negative index ", index);
+  return root_->impl_->child(Access::ClosureCell, index, nullptr, name);
+}
+
+GuardNode& GuardTree::global(const std::string& name) {
+  nb::object k = internedName(name);
+  return root_->impl_->child(Access::Global, 0, k.ptr(), "G['" + name + "']");
+}
+
+void GuardTree::checkGradMode(bool enabled) { gradMode_ = enabled ? 1 : 0; }
+
+bool GuardTree::check(const FrameView& frame, std::string* failure) const {
+  if (gradMode_ >= 0 && GradMode::isEnabled() != bool(gradMode_)) {
+    if (failure)
+      *failure = std::string("grad_mode == ") + boolText(gradMode_) + " (got " + boolText(!gradMode_) + ")";
+    return false;
+  }
+  return root_->impl_->check(nullptr, frame, failure);
+}
+
+size_t GuardTree::numChecks() const { return root_->impl_->numChecks() + (gradMode_ >= 0 ? 1 : 0); }
+
+std::string GuardTree::str() const {
+  std::string out;
+  if (gradMode_ >= 0) out += std::string("grad_mode == ") + boolText(gradMode_) + "\n";
+  root_->impl_->str(out);
+  if (!out.empty()) out.pop_back();
+  return out;
+}
+
+int GuardTree::numLocals() const { return root_->impl_->maxLocal() + 1; }
+
+} // namespace kiln::capture
