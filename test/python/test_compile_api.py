@@ -208,7 +208,10 @@ def hook(monkeypatch):
         monkeypatch.setattr(frame_callback, "trace_frame", tracers[-1])
         return tracers[-1]
 
-    monkeypatch.setattr(frame_callback, "capture_module", lambda: types.SimpleNamespace(SKIP=SKIP))
+    skipped = []
+    monkeypatch.setattr(frame_callback, "capture_module",
+                        lambda: types.SimpleNamespace(SKIP=SKIP, skip_code=skipped.append))
+    install.skipped = skipped
     return install
 
 
@@ -242,6 +245,7 @@ def test_callback_compiles_a_traced_frame(hook, capsys):
     assert isinstance(gm, fx.GraphModule) and kwargs == {"mode": "default"}
     np.testing.assert_array_equal(examples[1].numpy(), [10.0, 20.0])
     np.testing.assert_array_equal(fn(*_frame_args())["sum"].numpy(), [11.0, 44.0])
+    assert hook.skipped == [fn.__code__]  # the glue's code is marked SKIP
     err = capsys.readouterr().err
     assert "[kiln.graph] graph __compiled_fn_0 of _frame (" in err and "aten.add.Tensor" in err
     assert "[kiln.guards] guards of __compiled_fn_0 (entry 1 of _frame" in err and "L['x'] is a tensor" in err

@@ -120,6 +120,7 @@ class FrameCallback:
         finally:
             self._time("backend", start)
         glue = make_glue(code, compiled, result["inputs"], result["output"], result["constants"])
+        capture_module().skip_code(glue.__code__)  # the hook never captures the glue itself
 
         name = f"__compiled_fn_{next(_graph_ids)}"
         _graph_log.info("graph %s of %s:\n%s", name, _where(code), result["graph"])
