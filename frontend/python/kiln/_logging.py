@@ -68,7 +68,8 @@ def set_logs(**logs):
     `+name` in KILN_LOGS) or False. Names left out are turned off, so `set_logs()` silences all."""
     unknown = [name for name in logs if name not in LOG_NAMES]
     if unknown:
-        raise ValueError(f"unknown kiln log(s) {', '.join(map(repr, unknown))}; the logs are: {', '.join(LOG_NAMES)}")
+        raise ValueError(f"unknown kiln log(s) {', '.join(map(repr, unknown))}; "
+                         f"the logs are: {', '.join(LOG_NAMES)}")
     levels = {name: _level(logs.get(name, False)) for name in LOG_NAMES}
     for name, level in levels.items():
         get_logger(name).setLevel(level)
@@ -93,8 +94,8 @@ def parse_logs_spec(spec):
 def _configure_from_env():
     logs, unknown = parse_logs_spec(os.environ.get("KILN_LOGS", ""))
     if unknown:
-        warnings.warn(f"KILN_LOGS: unknown log(s) {', '.join(unknown)} ignored; the logs are: {', '.join(LOG_NAMES)}",
-                      stacklevel=2)
+        warnings.warn(f"KILN_LOGS: unknown log(s) {', '.join(unknown)} ignored; "
+                      f"the logs are: {', '.join(LOG_NAMES)}", stacklevel=2)
     set_logs(**logs)
 
 

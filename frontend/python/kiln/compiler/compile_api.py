@@ -30,7 +30,8 @@ def compile(fn=None, *, backend="eager", fullgraph=False, dynamic=None, mode=Non
     static here, so a new shape compiles a new graph (up to kiln.config.recompile_limit).
     """
     if mode is not None and options is not None:
-        raise RuntimeError("Either mode or options can be specified, but both can't be specified at the same time.")
+        raise RuntimeError(
+            "Either mode or options can be specified, but both can't be specified at the same time.")
     backend_fn = lookup_backend(backend)
     backend_kwargs = {}
     if mode is not None:

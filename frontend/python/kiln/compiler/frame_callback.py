@@ -6,6 +6,7 @@ Its answers to the hook: SKIP (run this code eagerly from now on, until reset), 
 call eagerly, try again next time) or (guards, glue).
 """
 import itertools
+import logging
 import time
 import traceback
 import warnings
@@ -30,7 +31,7 @@ class _CodeState:
     unsupported verdict (so a fullgraph frame is not traced again only to fail again) and the
     one-time warnings already given."""
 
-    __slots__ = ("break_reason", "warned_recompile_limit", "warned_backend")
+    __slots__ = ("break_reason", "warned_backend", "warned_recompile_limit")
 
     def __init__(self):
         self.break_reason = None
@@ -86,8 +87,9 @@ class FrameCallback:
             self._warn_recompile_limit(code, state, frame_info.failures)
             return capture.SKIP
         if frame_info.num_entries:
-            _recompiles_log.info("Recompiling %s\n    triggered by the guard failure(s):\n%s", _where(code),
-                                 "".join(f"    - {failure}\n" for failure in frame_info.failures).rstrip("\n"))
+            failures = "\n".join(f"    - {failure}" for failure in frame_info.failures)
+            _recompiles_log.info("Recompiling %s\n    triggered by the guard failure(s):\n%s",
+                                 _where(code), failures)
         collision = sorted(set(argument_names(code)) & set(GLUE_NAMES))
         if collision:
             return self._break(code, state, BreakReason(
@@ -115,7 +117,7 @@ class FrameCallback:
             compiled = self.backend(gm, examples, **self.backend_kwargs)
             if not callable(compiled):
                 raise TypeError(f"the backend returned a {type(compiled).__name__}, which is not callable")
-        except Exception as error:
+        except Exception as error:  # noqa: BLE001 - any backend error falls back to eager
             return self._backend_failed(code, state, error)
         finally:
             self._time("backend", start)
@@ -133,8 +135,11 @@ class FrameCallback:
 
     def _break(self, code, state, reason):
         state.break_reason = reason
-        _breaks_log.info("%s runs eagerly: %s (%s:%d)", _where(code), reason.reason, reason.filename, reason.lineno)
-        _breaks_log.debug("%s", reason)
+        if _breaks_log.isEnabledFor(logging.DEBUG):
+            _breaks_log.debug("%s runs eagerly: %s", _where(code), reason)
+        else:
+            _breaks_log.info("%s runs eagerly: %s (%s:%d)", _where(code), reason.reason, reason.filename,
+                             reason.lineno)
         return self._unsupported(reason)
 
     def _unsupported(self, reason):
@@ -150,8 +155,10 @@ class FrameCallback:
             raise BackendCompilerFailed(f"{message}: {type(error).__name__}: {error}") from error
         if not state.warned_backend:
             state.warned_backend = True
-            detail = ("".join(traceback.format_exception(error)) if config.verbose
-                      else f"{type(error).__name__}: {error} (kiln.config.verbose = True shows the traceback)")
+            if config.verbose:
+                detail = "".join(traceback.format_exception(error))
+            else:
+                detail = f"{type(error).__name__}: {error} (kiln.config.verbose = True shows the traceback)"
             warnings.warn(f"kiln.compile: {message}; it runs eagerly from now on.\n{detail}", stacklevel=2)
         return capture_module().SKIP
 

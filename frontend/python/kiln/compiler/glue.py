@@ -29,7 +29,7 @@ def argument_names(code):
 def _define(source, filename, namespace):
     # Registered so that tracebacks through the glue show its lines.
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    exec(compile(source, filename, "exec"), namespace)
+    exec(compile(source, filename, "exec"), namespace)  # noqa: S102 - generated code
 
 
 def _filename(code, suffix=""):

@@ -32,7 +32,7 @@ _KILN_DIR, _KILN_NN_DIR = _kiln_dirs()
 
 def is_skipped_file(filename):
     """True for a code object's co_filename whose frames are not captured."""
-    if filename.startswith(GLUE_FILENAME_PREFIX) or filename.startswith("<frozen "):
+    if filename.startswith((GLUE_FILENAME_PREFIX, "<frozen ")):
         return True
     if filename.startswith("<"):
         return False  # exec'd or interactive user code: <string>, <stdin>, notebook cells
