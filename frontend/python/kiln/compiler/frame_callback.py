@@ -61,6 +61,11 @@ def _where(code):
     return f"{code.co_qualname} ({code.co_filename}:{code.co_firstlineno})"
 
 
+def _warn(code, message):
+    # Attributed to the user's function, not to this file: that is what the user can act on.
+    warnings.warn_explicit(message, UserWarning, code.co_filename, code.co_firstlineno)
+
+
 def _backend_name(backend):
     return getattr(backend, "__name__", None) or repr(backend)
 
@@ -159,17 +164,16 @@ class FrameCallback:
                 detail = "".join(traceback.format_exception(error))
             else:
                 detail = f"{type(error).__name__}: {error} (kiln.config.verbose = True shows the traceback)"
-            warnings.warn(f"kiln.compile: {message}; it runs eagerly from now on.\n{detail}", stacklevel=2)
+            _warn(code, f"kiln.compile: {message}; it runs eagerly from now on.\n{detail}")
         return capture_module().SKIP
 
     def _warn_recompile_limit(self, code, state, failures):
         if state.warned_recompile_limit:
             return
         state.warned_recompile_limit = True
-        warnings.warn(
-            f"kiln.compile: {_where(code)} reached kiln.config.recompile_limit ({config.recompile_limit}) "
-            "cache entries and runs eagerly from now on. The guard(s) that failed: "
-            + "; ".join(failures), stacklevel=2)
+        _warn(code, f"kiln.compile: {_where(code)} reached kiln.config.recompile_limit "
+                    f"({config.recompile_limit}) cache entries and runs eagerly from now on. "
+                    f"The guard(s) that failed: {'; '.join(failures)}")
 
     def _time(self, phase, start):
         if self.recorder is not None:
