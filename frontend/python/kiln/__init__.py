@@ -21,3 +21,7 @@ from .autograd import (  # noqa: E402,F401
 )
 from . import autograd, nn  # noqa: E402,F401
 from . import fx  # noqa: E402,F401
+from . import config  # noqa: E402,F401
+from ._logging import set_logs  # noqa: E402,F401
+from . import compiler  # noqa: E402,F401
+from .compiler import compile, explain  # noqa: E402,F401

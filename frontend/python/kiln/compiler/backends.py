@@ -1,0 +1,45 @@
+"""Backends: what turns a captured graph into the callable a cache entry runs.
+
+A backend is `backend(gm, example_inputs) -> callable`, where gm is a kiln.fx.GraphModule and
+example_inputs are the real tensors of the call that was traced; kiln.compile takes one by
+registered name or any such callable.
+"""
+from .errors import InvalidBackend
+
+_BACKENDS = {}
+
+
+def register_backend(compiler_fn=None, name=None):
+    """Registers `compiler_fn` under `name` (its __name__ by default); usable as a decorator."""
+    if compiler_fn is None:
+        return lambda fn: register_backend(fn, name)
+    if not callable(compiler_fn):
+        raise TypeError(f"a backend must be callable, got {type(compiler_fn).__name__}")
+    name = name or compiler_fn.__name__
+    if name in _BACKENDS and _BACKENDS[name] is not compiler_fn:
+        raise ValueError(f"a kiln backend named {name!r} is already registered")
+    _BACKENDS[name] = compiler_fn
+    return compiler_fn
+
+
+def list_backends():
+    """The names of the registered backends, sorted."""
+    return sorted(_BACKENDS)
+
+
+def lookup_backend(backend):
+    """The backend callable for a registered name or a callable."""
+    if callable(backend):
+        return backend
+    if isinstance(backend, str) and backend in _BACKENDS:
+        return _BACKENDS[backend]
+    raise InvalidBackend(
+        f"invalid backend {backend!r}: the registered backends are {list_backends()} "
+        "(kiln.compiler.list_backends()); a callable backend(gm, example_inputs) is also accepted")
+
+
+@register_backend
+def eager(gm, example_inputs, **kwargs):
+    """Runs the captured graph as it is: its generated Python code, op by op. `mode` and
+    `options` of kiln.compile arrive as keyword arguments; eager has nothing to tune."""
+    return gm.forward

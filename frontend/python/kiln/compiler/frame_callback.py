@@ -1,0 +1,181 @@
+"""The frame callback: what the frame hook calls on a cache miss (protocol 1 of the capture
+design). It decides whether a frame is captured at all, traces it (trace_frame, protocol 2),
+hands the graph to the backend and returns the new cache entry: (guards, glue).
+
+Its answers to the hook: SKIP (run this code eagerly from now on, until reset), None (run this
+call eagerly, try again next time) or (guards, glue).
+"""
+import itertools
+import logging
+import time
+import traceback
+import warnings
+import weakref
+
+from .. import config
+from .._logging import get_logger
+from ..fx import GraphModule
+from .errors import BackendCompilerFailed, BreakReason, Unsupported
+from .glue import GLUE_NAMES, argument_names, example_inputs, make_glue
+from .hook import capture_module, trace_frame
+from .skip_policy import is_skipped_file
+
+_graph_log = get_logger("graph")
+_guards_log = get_logger("guards")
+_recompiles_log = get_logger("recompiles")
+_breaks_log = get_logger("graph_breaks")
+
+
+class _CodeState:
+    """What the callbacks learned about one code object, kept until reset: the tracer's
+    unsupported verdict (so a fullgraph frame is not traced again only to fail again) and the
+    one-time warnings already given."""
+
+    __slots__ = ("break_reason", "warned_backend", "warned_recompile_limit")
+
+    def __init__(self):
+        self.break_reason = None
+        self.warned_recompile_limit = False
+        self.warned_backend = False
+
+
+_code_states = weakref.WeakKeyDictionary()
+_graph_ids = itertools.count()
+
+
+def reset_state():
+    """Forgets every code object's state and restarts graph numbering (kiln.compiler.reset)."""
+    global _graph_ids
+    _code_states.clear()
+    _graph_ids = itertools.count()
+
+
+def _state(code):
+    state = _code_states.get(code)
+    if state is None:
+        state = _code_states[code] = _CodeState()
+    return state
+
+
+def _where(code):
+    return f"{code.co_qualname} ({code.co_filename}:{code.co_firstlineno})"
+
+
+def _warn(code, message):
+    # Attributed to the user's function, not to this file: that is what the user can act on.
+    warnings.warn_explicit(message, UserWarning, code.co_filename, code.co_firstlineno)
+
+
+def _backend_name(backend):
+    return getattr(backend, "__name__", None) or repr(backend)
+
+
+class FrameCallback:
+    """The callback of one kiln.compile: its backend (a callable), the keyword arguments the
+    backend gets (mode, options), fullgraph, and an optional ExplainRecorder."""
+
+    def __init__(self, backend, *, fullgraph=False, backend_kwargs=None, recorder=None):
+        self.backend = backend
+        self.fullgraph = fullgraph
+        self.backend_kwargs = dict(backend_kwargs or {})
+        self.recorder = recorder
+
+    def __call__(self, frame_info):
+        capture = capture_module()
+        code = frame_info.code
+        if not frame_info.is_root and is_skipped_file(code.co_filename):
+            return capture.SKIP
+        state = _state(code)
+        if state.break_reason is not None:
+            return self._unsupported(state.break_reason)
+        if frame_info.num_entries >= config.recompile_limit:
+            self._warn_recompile_limit(code, state, frame_info.failures)
+            return capture.SKIP
+        if frame_info.num_entries:
+            failures = "\n".join(f"    - {failure}" for failure in frame_info.failures)
+            _recompiles_log.info("Recompiling %s\n    triggered by the guard failure(s):\n%s",
+                                 _where(code), failures)
+        collision = sorted(set(argument_names(code)) & set(GLUE_NAMES))
+        if collision:
+            return self._break(code, state, BreakReason(
+                f"argument name(s) {', '.join(collision)} are reserved by kiln's glue code",
+                code.co_filename, code.co_firstlineno, ""))
+
+        start = time.perf_counter()
+        result = trace_frame(frame_info, {"fullgraph": self.fullgraph})
+        self._time("trace_frame", start)
+        if not result["ok"]:
+            if result["kind"] == "unsupported":
+                return self._break(code, state, BreakReason(
+                    result["reason"], result["filename"], result["lineno"], result["line"]))
+            # The user's code raised: running it eagerly gives them the real exception.
+            _breaks_log.debug("tracing %s raised: %s (%s:%d); running this call eagerly", _where(code),
+                              result["reason"], result["filename"], result["lineno"])
+            return None
+        return self._compile(code, state, frame_info, result)
+
+    def _compile(self, code, state, frame_info, result):
+        gm = GraphModule(result["attrs"], result["graph"])
+        examples = example_inputs(code, frame_info.args, result["inputs"])
+        start = time.perf_counter()
+        try:
+            compiled = self.backend(gm, examples, **self.backend_kwargs)
+            if not callable(compiled):
+                raise TypeError(f"the backend returned a {type(compiled).__name__}, which is not callable")
+        except Exception as error:  # noqa: BLE001 - any backend error falls back to eager
+            return self._backend_failed(code, state, error)
+        finally:
+            self._time("backend", start)
+        glue = make_glue(code, compiled, result["inputs"], result["output"], result["constants"])
+        capture_module().skip_code(glue.__code__)  # the hook never captures the glue itself
+
+        name = f"__compiled_fn_{next(_graph_ids)}"
+        _graph_log.info("graph %s of %s:\n%s", name, _where(code), result["graph"])
+        _graph_log.debug("Python code of %s:\n%s", name, gm.code)
+        _guards_log.info("guards of %s (entry %d of %s):\n%s", name, frame_info.num_entries + 1,
+                         _where(code), result["guards"])
+        if self.recorder is not None:
+            self.recorder.add_graph(gm, result["op_count"], result["guards"])
+        return result["guards"], glue
+
+    def _break(self, code, state, reason):
+        state.break_reason = reason
+        if _breaks_log.isEnabledFor(logging.DEBUG):
+            _breaks_log.debug("%s runs eagerly: %s", _where(code), reason)
+        else:
+            _breaks_log.info("%s runs eagerly: %s (%s:%d)", _where(code), reason.reason, reason.filename,
+                             reason.lineno)
+        return self._unsupported(reason)
+
+    def _unsupported(self, reason):
+        if self.recorder is not None:
+            self.recorder.add_break(reason)
+        if self.fullgraph:
+            raise Unsupported(reason)
+        return capture_module().SKIP
+
+    def _backend_failed(self, code, state, error):
+        message = f"backend {_backend_name(self.backend)!r} failed compiling {_where(code)}"
+        if config.strict:
+            raise BackendCompilerFailed(f"{message}: {type(error).__name__}: {error}") from error
+        if not state.warned_backend:
+            state.warned_backend = True
+            if config.verbose:
+                detail = "".join(traceback.format_exception(error))
+            else:
+                detail = f"{type(error).__name__}: {error} (kiln.config.verbose = True shows the traceback)"
+            _warn(code, f"kiln.compile: {message}; it runs eagerly from now on.\n{detail}")
+        return capture_module().SKIP
+
+    def _warn_recompile_limit(self, code, state, failures):
+        if state.warned_recompile_limit:
+            return
+        state.warned_recompile_limit = True
+        _warn(code, f"kiln.compile: {_where(code)} reached kiln.config.recompile_limit "
+                    f"({config.recompile_limit}) cache entries and runs eagerly from now on. "
+                    f"The guard(s) that failed: {'; '.join(failures)}")
+
+    def _time(self, phase, start):
+        if self.recorder is not None:
+            self.recorder.add_time(phase, time.perf_counter() - start)
+

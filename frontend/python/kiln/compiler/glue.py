@@ -1,0 +1,60 @@
+"""Glue (protocol 3 of the capture design): the Python function a cache entry runs instead of
+the frame's bytecode. It takes the frame's arguments, calls the compiled graph on the values
+the tracer named with input expressions, and rebuilds the frame's return value.
+
+    def __kiln_glue(<the frame's argument names>):
+        __o = __graph(<input expressions>)
+        return <output expression over __o and __c>
+"""
+import inspect
+import itertools
+import linecache
+
+from .skip_policy import GLUE_FILENAME_PREFIX
+
+# The glue's own names; a frame argument spelled like one would shadow it.
+GLUE_NAMES = ("__graph", "__c", "__o")
+
+_glue_ids = itertools.count()
+
+
+def argument_names(code):
+    """The names of the frame slots the hook passes: positional, keyword-only, *args, **kwargs
+    (the first slots of co_varnames, in that order)."""
+    count = code.co_argcount + code.co_kwonlyargcount
+    count += bool(code.co_flags & inspect.CO_VARARGS) + bool(code.co_flags & inspect.CO_VARKEYWORDS)
+    return code.co_varnames[:count]
+
+
+def _define(source, filename, namespace):
+    # Registered so that tracebacks through the glue show its lines.
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    exec(compile(source, filename, "exec"), namespace)  # noqa: S102 - generated code
+
+
+def _filename(code, suffix=""):
+    return f"{GLUE_FILENAME_PREFIX}{code.co_qualname} #{next(_glue_ids)}{suffix}>"
+
+
+def glue_source(names, inputs, output):
+    """The glue's source for argument `names`, input expressions and output expression."""
+    return (f"def __kiln_glue({', '.join(names)}):\n"
+            f"    __o = __graph({', '.join(inputs)})\n"
+            f"    return {output}\n")
+
+
+def make_glue(code, compiled_graph, inputs, output, constants):
+    """The glue function of a traced frame of `code` calling `compiled_graph`."""
+    namespace = {"__graph": compiled_graph, "__c": constants}
+    _define(glue_source(argument_names(code), inputs, output), _filename(code), namespace)
+    return namespace["__kiln_glue"]
+
+
+def example_inputs(code, args, inputs):
+    """The values of the input expressions for the frame arguments `args`: the graph's inputs
+    in the call being traced, evaluated exactly as the glue will evaluate them."""
+    names = argument_names(code)
+    source = f"def __kiln_inputs({', '.join(names)}):\n    return [{', '.join(inputs)}]\n"
+    namespace = {}
+    _define(source, _filename(code, " inputs"), namespace)
+    return namespace["__kiln_inputs"](*args)
