@@ -215,7 +215,9 @@ class WarningCatcher(logging.Handler):
 @contextlib.contextmanager
 def catch_warnings_and_logs():
     handler = WarningCatcher()
-    roots = [logging.getLogger(), logging.getLogger("torch"), logging.getLogger("kiln")]
+    # torch's loggers do not propagate to the root: watch every torch/kiln logger there is.
+    names = [n for n in logging.root.manager.loggerDict if n.split(".")[0] in ("torch", "kiln")]
+    roots = [logging.getLogger()] + [logging.getLogger(n) for n in ["torch", "kiln"] + names]
     for lg in roots:
         lg.addHandler(handler)
     with warnings.catch_warnings(record=True) as ws:
