@@ -4,15 +4,18 @@ Every capture test program is written against a tensor library module `T` and ru
 `T = torch` (torch.compile / torch._dynamo.explain, the reference for what a correct capture
 does) and with `T = kiln` (kiln.compile / kiln.explain). The `lib` fixture gives a `Lib`;
 the kiln parameter skips while kiln has no `compile`.
+Set KILN_CAPTURE_LIBS=kiln (or torch) to run one side only.
 """
 import contextlib
 import logging
+import os
 import warnings
 
 import numpy as np
 import pytest
 
-LIBS = ["torch", "kiln"]
+# KILN_CAPTURE_LIBS=kiln (or torch) runs one side only.
+LIBS = os.environ.get("KILN_CAPTURE_LIBS", "torch,kiln").split(",")
 
 
 class Lib:
@@ -228,3 +231,55 @@ def catch_warnings_and_logs():
             for lg in roots:
                 lg.removeHandler(handler)
             handler.messages.extend(str(w.message) for w in ws)
+
+
+# cross-library comparison ------------------------------------------------------------------
+
+def to_plain(x):
+    """A library-independent form of a result: tensors as (dtype name, requires_grad, numpy
+    array), dtypes and devices as strings, containers recursively."""
+    if is_tensor(x):
+        return ("tensor", str(x.dtype).split(".")[-1], bool(x.requires_grad), _np(x))
+    if isinstance(x, (list, tuple)) and not type(x).__name__ == "Size":
+        return type(x)(to_plain(v) for v in x)
+    if type(x).__name__ == "Size":
+        return tuple(x)
+    if isinstance(x, dict):
+        return {k: to_plain(v) for k, v in x.items()}
+    if type(x).__name__ in ("dtype", "device"):
+        return str(x).split(".")[-1]
+    return x
+
+
+def assert_plain_equal(got, exp, rtol=1e-5, atol=1e-5, where="out", check_grad=True):
+    """`to_plain` results are equal (check_grad=False: requires_grad may differ)."""
+    if isinstance(exp, tuple) and exp and exp[0] == "tensor" and len(exp) == 4:
+        assert isinstance(got, tuple) and got[0] == "tensor", f"{where}: expected a tensor, got {got!r}"
+        assert got[1] == exp[1], f"{where}: dtype {got[1]} != {exp[1]}"
+        assert got[2] == exp[2] or not check_grad, f"{where}: requires_grad {got[2]} != {exp[2]}"
+        assert got[3].shape == exp[3].shape, f"{where}: shape {got[3].shape} != {exp[3].shape}"
+        if exp[3].dtype.kind in "biu":
+            np.testing.assert_array_equal(got[3], exp[3], err_msg=where)
+        else:
+            np.testing.assert_allclose(got[3], exp[3], rtol=rtol, atol=atol, equal_nan=True, err_msg=where)
+        return
+    assert type(got) is type(exp), f"{where}: type {type(got).__name__} != {type(exp).__name__}"
+    if isinstance(exp, (list, tuple)):
+        assert len(got) == len(exp), f"{where}: length {len(got)} != {len(exp)}"
+        for i, (g, e) in enumerate(zip(got, exp)):
+            assert_plain_equal(g, e, rtol, atol, f"{where}[{i}]", check_grad)
+    elif isinstance(exp, dict):
+        assert list(got) == list(exp), f"{where}: keys {list(got)} != {list(exp)}"
+        for k in exp:
+            assert_plain_equal(got[k], exp[k], rtol, atol, f"{where}[{k!r}]", check_grad)
+    elif isinstance(exp, float):
+        assert got == pytest.approx(exp, rel=rtol, abs=atol), f"{where}: {got} != {exp}"
+    else:
+        assert got == exp, f"{where}: {got!r} != {exp!r}"
+
+
+def has_autograd(T):
+    """Whether results of ops on tensors that require grad require grad themselves (kiln's
+    eager runtime records no autograd graph yet)."""
+    w = T.ones(1).requires_grad_()
+    return bool((w * 2).requires_grad)

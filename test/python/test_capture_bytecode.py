@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from capture_lib import Call, check_compiles, lib  # noqa: F401  (lib is a fixture)
+from capture_lib import Call, assert_plain_equal, check_compiles, has_autograd, lib, to_plain  # noqa: F401  (lib: fixture)
 
 PROGRAMS = {}
 
@@ -498,15 +498,20 @@ def tensor_attribute_branches(T):
 @program
 def grad_mode_blocks(T):
     def fn(x, w):
+        modes = [T.is_grad_enabled()]
         a = x * w  # requires grad
         with T.no_grad():
             b = x * w  # does not
+            modes.append(T.is_grad_enabled())
             with T.enable_grad():
                 c = x * w  # does again
+                modes.append(T.is_grad_enabled())
         with T.set_grad_enabled(False):
             d = a + 1
+            modes.append(T.is_grad_enabled())
         e = b + c
-        return a, b, c, d, e, T.is_grad_enabled()
+        modes.append(T.is_grad_enabled())
+        return a, b, c, d, e, modes
 
     return fn, [(rand(T, 3), rand(T, 3, seed=1, requires_grad=True))]
 
@@ -608,3 +613,19 @@ def builtins_on_constants(T):
 def test_program(lib, name):  # noqa: F811
     fn, calls = PROGRAMS[name](lib.T)
     check_compiles(lib, fn, calls)
+
+
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_program_eager_kiln_matches_torch(name):
+    """Each program runs eagerly on kiln with torch's results: the programs themselves are
+    right for both libraries, whatever the compiler does."""
+    torch = pytest.importorskip("torch")
+    import kiln
+
+    fn_t, calls_t = PROGRAMS[name](torch)
+    fn_k, calls_k = PROGRAMS[name](kiln)
+    for i, (ct, ck) in enumerate(zip(calls_t, calls_k)):
+        ct, ck = Call.of(ct), Call.of(ck)
+        exp = to_plain(fn_t(*ct.args, **ct.kwargs))
+        got = to_plain(fn_k(*ck.args, **ck.kwargs))
+        assert_plain_equal(got, exp, where=f"call{i}", check_grad=has_autograd(kiln))

@@ -99,9 +99,9 @@ def test_requires_grad_change_recompiles(lib):
 
     compiled, graphs = compiled_counting(lib, fn)
     x = rand(lib.T, 3)
-    assert not compiled(x).requires_grad
-    out = compiled(x.detach().requires_grad_())
-    assert out.requires_grad
+    assert_same(compiled(x), fn(x))
+    xg = rand(lib.T, 3).requires_grad_()
+    assert_same(compiled(xg), fn(xg))  # requires_grad as eager gives it
     assert len(graphs) == 2
 
 
@@ -201,3 +201,32 @@ def test_two_threads_share_one_compiled_function(lib):
     for th in threads:
         th.join()
     assert not errors, errors
+
+
+def test_grad_mode_at_call_is_guarded(lib):
+    T = lib.T
+
+    def fn(x, w):
+        return x * w
+
+    compiled, graphs = compiled_counting(lib, fn)
+    x, w = rand(T, 3), rand(T, 3, seed=1).requires_grad_()
+    assert_same(compiled(x, w), fn(x, w))
+    with T.no_grad():
+        assert_same(compiled(x, w), fn(x, w))
+    assert len(graphs) == 2
+
+
+def test_explain_counts_ops_and_guards(lib):
+    """op_count counts call_function nodes (written with library functions and operators,
+    since torch's graphs keep Tensor methods as call_method nodes, which it does not count)."""
+    T = lib.T
+
+    def fn(x):
+        return T.sin(x) + T.cos(x) * 2
+
+    e = lib.explain(fn, rand(T, 3))
+    assert (e.graph_count, e.graph_break_count, len(e.graphs), e.op_count) == (1, 0, 1, 4)
+    guards = e.guards if lib.is_kiln else e.out_guards
+    texts = [str(g) for g in guards] if isinstance(guards, (list, tuple, set)) else [str(guards)]
+    assert any("L['x']" in t for t in texts), texts
