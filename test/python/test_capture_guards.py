@@ -230,3 +230,34 @@ def test_explain_counts_ops_and_guards(lib):
     guards = e.guards if lib.is_kiln else e.out_guards
     texts = [str(g) for g in guards] if isinstance(guards, (list, tuple, set)) else [str(guards)]
     assert any("L['x']" in t for t in texts), texts
+
+
+def cache_entry_checks(lib, fn):
+    """The cache entries of fn's code, most recently used first, each as a function
+    args -> whether its guards pass (kiln: _capture.cache_entries and GuardTree.check_frame,
+    the protocol of the frame hook; torch: its debug view of the same cache)."""
+    if lib.is_kiln:
+        from kiln._C import _capture
+
+        return [lambda args, g=g: g.check_frame(fn, args) is None for g, _ in _capture.cache_entries(fn.__code__)]
+    from torch._dynamo.eval_frame import _debug_get_cache_entry_list
+
+    names = fn.__code__.co_varnames[:fn.__code__.co_argcount]
+    return [lambda args, e=e: e.guard_manager.check(dict(zip(names, args)))
+            for e in _debug_get_cache_entry_list(fn.__code__)]
+
+
+def test_cache_entries_most_recent_first(lib):
+    def fn(x):
+        return x * 2
+
+    compiled = lib.compile(fn)
+    a, b = (rand(lib.T, 3),), (rand(lib.T, 3, dtype="float64"),)
+    compiled(*a)
+    compiled(*b)
+    assert [c(b) for c in cache_entry_checks(lib, fn)] == [True, False]
+    assert [c(a) for c in cache_entry_checks(lib, fn)] == [False, True]
+    compiled(*a)  # a hit moves its entry to the front
+    assert [c(a) for c in cache_entry_checks(lib, fn)] == [True, False]
+    lib.reset()
+    assert cache_entry_checks(lib, fn) == []

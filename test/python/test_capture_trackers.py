@@ -19,16 +19,16 @@ def rand(T, *shape, seed=0, dtype="float32"):
 def test_tensor_dtypes(lib, dtype):
     T = lib.T
 
-    def fn(x, y):
+    def arith(x, y):
         z = x * y + x
         return z, z.sum(), (x == y), x.to(T.float32) * 0.5
 
+    def logic(x, y):  # bool tensors: the same kinds of ops that keep bool
+        return x & y, x | y, x.sum(), x.to(T.float32) * 0.5
+
     a = np.random.default_rng(0).integers(0, 5, size=(3, 4)).astype(dtype)
     b = np.random.default_rng(1).integers(0, 5, size=(3, 4)).astype(dtype)
-    if dtype == "bool":
-        def fn(x, y):  # noqa: F811  (bool has no `*` + `+` chain that keeps bool in both)
-            return x & y, x | y, x.sum(), x.to(T.float32) * 0.5
-    check_compiles(lib, fn, [(T.from_numpy(a), T.from_numpy(b))])
+    check_compiles(lib, logic if dtype == "bool" else arith, [(T.from_numpy(a), T.from_numpy(b))])
 
 
 def test_tensor_layouts(lib):
