@@ -106,7 +106,22 @@ VT* InstructionTranslator::loadAttr(VT* obj, const std::string& name) {
     return t_.make<MethodVT>(obj, name);
   }
   case VT::Kind::Dict:
+  case VT::Kind::Set:
     return t_.make<MethodVT>(obj, name);
+  case VT::Kind::NewObject: {
+    auto* o = static_cast<NewObjectVT*>(obj);
+    if (VT* v = o->find(name)) return v;
+    PyObject* attr = _PyType_Lookup(reinterpret_cast<PyTypeObject*>(o->cls.ptr()), nb::str(name.c_str()).ptr());
+    if (!attr)
+      throw TraceError{"AttributeError: '" + std::string(kindName(obj)) + "' object has no attribute '" + name + "'"};
+    if (PyFunction_Check(attr)) return t_.make<MethodVT>(obj, name);
+    if (PyObject_TypeCheck(attr, &PyProperty_Type)) {
+      nb::object getter = nb::borrow(attr).attr("fget");
+      if (PyFunction_Check(getter.ptr())) return call(t_.make<FunctionVT>(getter), VTs{obj}, {});
+    }
+    if (Py_TYPE(attr)->tp_descr_get == nullptr) return t_.wrap(attr, nullptr);
+    throw Unsupported{"the attribute " + name + " of a " + kindName(obj) + " (a descriptor)"};
+  }
   case VT::Kind::Constant: {
     PyObject* v = PyObject_GetAttrString(static_cast<ConstantVT*>(obj)->value.ptr(), name.c_str());
     if (!v) {
@@ -149,6 +164,17 @@ VT* InstructionTranslator::loadClassAttr(VT* obj, nb::handle x, const std::strin
 }
 
 void InstructionTranslator::storeAttr(VT* obj, const std::string& name, VT* value) {
+  if (obj->kind == VT::Kind::NewObject) {
+    // An object made while tracing: its state lives in the trace (it may not escape it).
+    auto* o = static_cast<NewObjectVT*>(obj);
+    for (auto& [k, v] : o->attrs)
+      if (k == name) {
+        v = value;
+        return;
+      }
+    o->attrs.emplace_back(name, value);
+    return;
+  }
   throw Unsupported{"assigning the attribute " + name + " of a " + kindName(obj) +
                     " (a side effect the graph cannot replay)"};
 }
@@ -273,6 +299,12 @@ VTs InstructionTranslator::unpack(VT* v) {
     static nb::handle tuple = nb::object(nb::module_::import_("builtins").attr("tuple")).release();
     VT* r = t_.callReal(tuple, VTs{v}, {});
     return unpack(r);
+  }
+  case VT::Kind::Set: {
+    VTs out;
+    for (nb::handle x : static_cast<SetVT*>(v)->set)
+      out.push_back(t_.constant(nb::borrow(x)));
+    return out;
   }
   case VT::Kind::Module: {
     VTs out;

@@ -69,12 +69,16 @@ VT* InstructionTranslator::call(VT* fn, VTs args, Kwargs kwargs) {
     bool handled = false;
     VT* r = callBuiltin(obj, args, kwargs, handled);
     if (handled) return r;
+    if (std::string(Py_TYPE(obj.ptr())->tp_name) == "kiln._C._capture.CompiledFunction" &&
+        nb::getattr(obj, "_callback", nb::none()).is_none())
+      throw Unsupported{"calling a function wrapped by kiln.compiler.disable"};
     // A function already wrapped by kiln.compile: trace through to what it wraps.
     if (PyObject_HasAttrString(obj.ptr(), "__wrapped__") && !isKilnLibrary(obj) &&
         !PyType_Check(obj.ptr())) {
       nb::object inner = obj.attr("__wrapped__");
       return call(t_.wrap(inner, nullptr), std::move(args), std::move(kwargs));
     }
+    if (PyType_Check(obj.ptr()) && !isKilnLibrary(obj)) return construct(obj, std::move(args), std::move(kwargs));
     if (PyType_Check(obj.ptr()))
       throw Unsupported{std::string("constructing a ") +
                         reinterpret_cast<PyTypeObject*>(obj.ptr())->tp_name + " object"};
@@ -226,6 +230,15 @@ VT* InstructionTranslator::callMethod(MethodVT* m, VTs args, Kwargs kwargs) {
     return callSequenceMethod(static_cast<SequenceVT*>(self), name, args, kwargs);
   case VT::Kind::Dict:
     return callDictMethod(static_cast<DictVT*>(self), name, args, kwargs);
+  case VT::Kind::Set:
+    return callSetMethod(static_cast<SetVT*>(self), name, args);
+  case VT::Kind::NewObject: {
+    auto* o = static_cast<NewObjectVT*>(self);
+    PyObject* attr = _PyType_Lookup(reinterpret_cast<PyTypeObject*>(o->cls.ptr()), nb::str(name.c_str()).ptr());
+    if (!attr || !PyFunction_Check(attr)) throw Unsupported{"calling the method " + name + " of a " + kindName(self)};
+    args.insert(args.begin(), self);
+    return inlineFunction(t_.make<FunctionVT>(nb::borrow(attr)), std::move(args), std::move(kwargs));
+  }
   case VT::Kind::Module:
   case VT::Kind::Object: {
     nb::handle obj = identityOf(self);
@@ -365,6 +378,42 @@ VT* InstructionTranslator::callDictMethod(DictVT* d, const std::string& name, VT
   throw Unsupported{"dict." + name + "()"};
 }
 
+VT* InstructionTranslator::callSetMethod(SetVT* s, const std::string& name, VTs& args) {
+  static const char* mutating[] = {"add", "discard", "remove", "update", "clear",
+                                   "intersection_update", "difference_update"};
+  static const char* pure[] = {"union", "intersection", "difference", "symmetric_difference",
+                               "issubset", "issuperset", "isdisjoint", "copy"};
+  bool isMutating = false, isPure = false;
+  for (const char* m : mutating) isMutating |= name == m;
+  for (const char* m : pure) isPure |= name == m;
+  if (!isMutating && !isPure) throw Unsupported{"set." + name + "()"};
+  nb::list pyArgs;
+  for (VT* a : args)
+    pyArgs.append(a->kind == VT::Kind::Set ? static_cast<SetVT*>(a)->set
+                                           : nb::object(constantValue(a, "a set method argument")));
+  nb::object r = s->set.attr(name.c_str())(*pyArgs);
+  if (isMutating) return t_.none();
+  if (PyAnySet_Check(r.ptr())) return t_.make<SetVT>(r);
+  return t_.wrapResult(r);
+}
+
+VT* InstructionTranslator::construct(nb::handle cls, VTs args, Kwargs kwargs) {
+  // Instances of plain user classes (object.__new__, a Python __init__) are tracked
+  // symbolically; they must not escape the trace.
+  auto* type = reinterpret_cast<PyTypeObject*>(cls.ptr());
+  if (Py_TYPE(cls.ptr()) != &PyType_Type || type->tp_new != PyBaseObject_Type.tp_new)
+    throw Unsupported{std::string("constructing a ") + type->tp_name + " object"};
+  auto* obj = t_.make<NewObjectVT>(nb::borrow(cls));
+  PyObject* init = _PyType_Lookup(type, nb::str("__init__").ptr());
+  if (init && PyFunction_Check(init)) {
+    args.insert(args.begin(), obj);
+    inlineFunction(t_.make<FunctionVT>(nb::borrow(init)), std::move(args), std::move(kwargs));
+  } else if (!args.empty() || !kwargs.empty()) {
+    throw TraceError{std::string("TypeError: ") + type->tp_name + "() takes no arguments"};
+  }
+  return obj;
+}
+
 VT* InstructionTranslator::callBuiltin(nb::handle fn, VTs& args, Kwargs& kwargs, bool& handled) {
   handled = true;
   auto is = [&](const char* name) { return fn.ptr() == builtin(name).ptr(); };
@@ -387,6 +436,7 @@ VT* InstructionTranslator::callBuiltin(nb::handle fn, VTs& args, Kwargs& kwargs,
   if (is("print")) throw Unsupported{"print() (a side effect the graph cannot replay)"};
   if (is("len")) {
     VT* x = args.at(0);
+    if (x->kind == VT::Kind::Set) return t_.constant(nb::int_(PySet_GET_SIZE(static_cast<SetVT*>(x)->set.ptr())));
     if (x->kind == VT::Kind::List || x->kind == VT::Kind::Tuple)
       return t_.constant(nb::int_(static_cast<SequenceVT*>(x)->items.size()));
     if (x->kind == VT::Kind::Dict)
@@ -437,6 +487,28 @@ VT* InstructionTranslator::callBuiltin(nb::handle fn, VTs& args, Kwargs& kwargs,
     return t_.make<IteratorVT>(items);
   }
   if (is("iter")) return getIter(args.at(0));
+  if (is("map") && args.size() >= 2) {
+    std::vector<VTs> seqs;
+    size_t n = SIZE_MAX;
+    for (size_t i = 1; i < args.size(); ++i) {
+      seqs.push_back(unpack(args[i]));
+      n = std::min(n, seqs.back().size());
+    }
+    VTs out;
+    for (size_t i = 0; i < n; ++i) {
+      VTs row;
+      for (auto& sq : seqs)
+        row.push_back(sq[i]);
+      out.push_back(call(args[0], row, {}));
+    }
+    return t_.make<IteratorVT>(out);
+  }
+  if (is("filter") && args.size() == 2) {
+    VTs out;
+    for (VT* x : unpack(args[1]))
+      if (truthy(isNone(args[0]) ? x : call(args[0], VTs{x}, {}))) out.push_back(x);
+    return t_.make<IteratorVT>(out);
+  }
   if (is("list") || is("tuple")) {
     VTs items = args.empty() ? VTs{} : unpack(args[0]);
     return t_.make<SequenceVT>(is("list") ? VT::Kind::List : VT::Kind::Tuple, items);

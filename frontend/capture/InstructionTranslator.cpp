@@ -298,10 +298,27 @@ void InstructionTranslator::step(int op, int arg) {
     push(d);
     return;
   }
-  case BUILD_SET:
-  case SET_ADD:
-  case SET_UPDATE:
-    throw Unsupported{"sets are not captured yet"};
+  case BUILD_SET: {
+    VTs items = popN(arg);
+    nb::object set = nb::steal(PySet_New(nullptr));
+    for (VT* v : items)
+      if (PySet_Add(set.ptr(), constantValue(v, "a set element").ptr()) < 0) throw nb::python_error();
+    push(t_.make<SetVT>(set));
+    return;
+  }
+  case SET_ADD: {
+    VT* v = pop();
+    if (PySet_Add(setOf(top(arg))->set.ptr(), constantValue(v, "a set element").ptr()) < 0)
+      throw nb::python_error();
+    return;
+  }
+  case SET_UPDATE: {
+    VTs items = unpack(pop());
+    for (VT* v : items)
+      if (PySet_Add(setOf(top(arg))->set.ptr(), constantValue(v, "a set element").ptr()) < 0)
+        throw nb::python_error();
+    return;
+  }
   case BUILD_SLICE: {
     VTs parts = popN(arg);
     nb::object objs[3] = {nb::none(), nb::none(), nb::none()};
@@ -523,6 +540,9 @@ bool InstructionTranslator::truthy(VT* v) {
     return !static_cast<SequenceVT*>(v)->items.empty();
   case VT::Kind::Dict:
     return !static_cast<DictVT*>(v)->entries.empty();
+  case VT::Kind::Set:
+    return PySet_GET_SIZE(static_cast<SetVT*>(v)->set.ptr()) > 0;
+  case VT::Kind::NewObject:
   case VT::Kind::Function:
   case VT::Kind::NestedFunction:
   case VT::Kind::Method:
@@ -563,6 +583,16 @@ VT* InstructionTranslator::binaryOp(int nbOp, VT* a, VT* b) {
   int base = inplace ? nbOp - NB_INPLACE_ADD : nbOp;
   if (a->kind == VT::Kind::Tensor || b->kind == VT::Kind::Tensor || allConstant({a, b}))
     return applyOperator(inplace ? kInplaceNames[base] : kBinaryNames[base], {a, b});
+  if (a->kind == VT::Kind::Set && b->kind == VT::Kind::Set) {
+    static nb::handle op = nb::object(nb::module_::import_("operator")).release();
+    nb::object r = op.attr(kBinaryNames[base])(nb::steal(PySet_New(static_cast<SetVT*>(a)->set.ptr())),
+                                               static_cast<SetVT*>(b)->set);
+    if (inplace) {
+      static_cast<SetVT*>(a)->set = r;
+      return a;
+    }
+    return t_.make<SetVT>(r);
+  }
   bool seqA = a->kind == VT::Kind::List || a->kind == VT::Kind::Tuple;
   if (seqA && base == NB_ADD && b->kind == a->kind) {
     auto* x = static_cast<SequenceVT*>(a);
@@ -639,6 +669,12 @@ bool InstructionTranslator::contains(VT* container, VT* item) {
       if (truthy(compareOp(2, x, item))) return true;
     }
     return false;
+  case VT::Kind::Set: {
+    int r = PySet_Contains(static_cast<SetVT*>(container)->set.ptr(),
+                           constantValue(item, "a set element").ptr());
+    if (r < 0) throw nb::python_error();
+    return r;
+  }
   case VT::Kind::Constant: {
     int r = PySequence_Contains(static_cast<ConstantVT*>(container)->value.ptr(),
                                 constantValue(item, "the left side of `in`").ptr());
@@ -672,8 +708,15 @@ const char* InstructionTranslator::kindName(VT* v) {
   case VT::Kind::Module: return "nn.Module";
   case VT::Kind::Object: return Py_TYPE(static_cast<ObjectVT*>(v)->object.ptr())->tp_name;
   case VT::Kind::Method: return "method";
+  case VT::Kind::Set: return "set";
+  case VT::Kind::NewObject: return reinterpret_cast<PyTypeObject*>(static_cast<NewObjectVT*>(v)->cls.ptr())->tp_name;
   default: return "internal value";
   }
+}
+
+SetVT* InstructionTranslator::setOf(VT* v) {
+  if (v->kind != VT::Kind::Set) throw Unsupported{"internal: expected a set on the stack"};
+  return static_cast<SetVT*>(v);
 }
 
 SequenceVT* InstructionTranslator::listOf(VT* v) {

@@ -108,6 +108,7 @@ private:
   bool contains(VT* container, VT* item);
   nb::object constantValue(VT* v, const char* what);
   SequenceVT* listOf(VT* v);
+  SetVT* setOf(VT* v);
   DictVT* dictOf(VT* v);
   void mutateList(SequenceVT* l);
   void dictSet(DictVT* d, VT* key, VT* value);
@@ -134,6 +135,8 @@ private:
   VT* callMethod(MethodVT* m, VTs args, Kwargs kwargs);
   VT* callSequenceMethod(SequenceVT* s, const std::string& name, VTs& args, Kwargs& kwargs);
   VT* callDictMethod(DictVT* d, const std::string& name, VTs& args, Kwargs& kwargs);
+  VT* callSetMethod(SetVT* s, const std::string& name, VTs& args);
+  VT* construct(nb::handle cls, VTs args, Kwargs kwargs);
   VT* callBuiltin(nb::handle fn, VTs& args, Kwargs& kwargs, bool& handled);
   VT* callModule(ModuleVT* m, VTs args, Kwargs kwargs);
   VT* inlineFunction(FunctionVT* f, VTs args, Kwargs kwargs);

@@ -65,13 +65,15 @@ std::string Tracer::outputExpr(VT* v, std::vector<Node*>& outputs, nb::list& con
     }
     return "{" + body + "}";
   }
+  case VT::Kind::Set: return "set(" + constantRef(toPython(v)) + ")";
   case VT::Kind::Function:
   case VT::Kind::Module:
   case VT::Kind::Object: return constantRef(toPython(v));
   default:
     throw Unsupported{std::string("returning a value of this kind (") +
                       (v->kind == VT::Kind::NestedFunction ? "a function defined inside the compiled one"
-                                                           : "an iterator or internal value") + ")"};
+                       : v->kind == VT::Kind::NewObject ? "an object created inside the compiled one"
+                                                        : "an iterator or internal value") + ")"};
   }
 }
 

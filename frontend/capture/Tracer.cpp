@@ -300,6 +300,7 @@ nb::object Tracer::toPython(VT* v) {
     return nb::iter(items);
   }
   case VT::Kind::Function: return static_cast<FunctionVT*>(v)->fn;
+  case VT::Kind::Set: return nb::steal(PySet_New(static_cast<SetVT*>(v)->set.ptr()));
   case VT::Kind::Module: return static_cast<ModuleVT*>(v)->module;
   case VT::Kind::Object: return static_cast<ObjectVT*>(v)->object;
   case VT::Kind::Method: {

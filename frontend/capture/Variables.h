@@ -62,6 +62,8 @@ struct VT {
     RealCell,    // a closure cell of a real function
     Module,      // an nn.Module
     Object,      // any other Python object (builtins, kiln functions, classes, modules, ...)
+    NewObject,   // an instance of a user class made while tracing (its attributes are tracked)
+    Set,         // a set of constants made while tracing
     Method,      // self.name, bound lazily
     GradMode,    // kiln.no_grad() & co: a context manager setting grad mode
     GradModeExit,
@@ -143,6 +145,22 @@ struct ModuleVT : VT {
 struct ObjectVT : VT {
   explicit ObjectVT(nb::object o) : VT(Kind::Object), object(std::move(o)) {}
   nb::object object;
+};
+
+struct NewObjectVT : VT {
+  explicit NewObjectVT(nb::object c) : VT(Kind::NewObject), cls(std::move(c)) {}
+  nb::object cls;
+  std::vector<std::pair<std::string, VT*>> attrs;
+  VT* find(const std::string& name) const {
+    for (auto& [k, v] : attrs)
+      if (k == name) return v;
+    return nullptr;
+  }
+};
+
+struct SetVT : VT {
+  explicit SetVT(nb::object s) : VT(Kind::Set), set(std::move(s)) {}
+  nb::object set; // a real set of constants, private to the trace
 };
 
 struct MethodVT : VT {
