@@ -46,7 +46,7 @@ test-pytest:
 	$(PY) -m pytest test/python -q
 
 conformance: build
-	$(PY) ../shared/conformance/run.py --mode eager -x tier2
+	$(PY) ../shared/conformance/run.py --mode eager,compile --backend eager -x tier2
 
 bench: build
 	$(PY) bench/eager_overhead.py
