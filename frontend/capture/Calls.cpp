@@ -35,9 +35,6 @@ bool isKilnLibrary(nb::handle fn) {
 const char* kDataDependentMethods[] = {"item", "tolist", "numpy", "__bool__", "__int__",
                                        "__float__", "__index__", "data_ptr", "backward",
                                        "register_hook", "retain_grad", "__len__", "__iter__"};
-const char* kMetadataMethods[] = {"size", "dim", "stride", "numel", "is_contiguous",
-                                  "element_size", "is_floating_point", "ndimension",
-                                  "nelement", "is_complex", "storage_offset"};
 
 bool inList(const std::string& s, const char* const* names, size_t n) {
   for (size_t i = 0; i < n; ++i)
@@ -217,13 +214,16 @@ VT* InstructionTranslator::callMethod(MethodVT* m, VTs args, Kwargs kwargs) {
   case VT::Kind::Tensor: {
     if (inList(name, kDataDependentMethods, std::size(kDataDependentMethods)))
       throw Unsupported{"Tensor." + name + "() (its result depends on tensor data)"};
-    nb::object bound = static_cast<TensorVT*>(self)->fake.attr(name.c_str());
-    if (inList(name, kMetadataMethods, std::size(kMetadataMethods))) {
-      VTs a = args;
-      return t_.callReal(bound, a, kwargs);
+    if (name == "get_device") { // the fake is on meta: answer for the real device
+      nb::object device = t_.deviceOf(static_cast<TensorVT*>(self));
+      nb::object index = device.attr("index");
+      return t_.constant(nb::cast<std::string>(device.attr("type")) == "cpu" ? nb::int_(-1)
+                         : index.is_none()                                   ? nb::int_(0)
+                                                                             : nb::int_(nb::cast<long>(index)));
     }
-    if (name == "get_device") return t_.constant(nb::int_(-1));
-    return t_.callReal(bound, args, kwargs);
+    // Metadata methods (size, dim, stride, ...) return Python values of the fake: constants,
+    // guarded by the tensor's guard. Everything else records its ops.
+    return t_.callReal(static_cast<TensorVT*>(self)->fake.attr(name.c_str()), args, kwargs);
   }
   case VT::Kind::List:
   case VT::Kind::Tuple:
