@@ -11,6 +11,11 @@ namespace {
 const char* kTensorMetadata[] = {"shape", "dtype", "ndim", "requires_grad", "is_leaf",
                                  "is_sparse", "is_quantized", "layout", "itemsize", "nbytes"};
 
+bool isNnModuleObject(nb::handle o) {
+  static nb::handle cls = nb::object(nb::module_::import_("kiln.nn").attr("Module")).release();
+  return PyObject_IsInstance(o.ptr(), cls.ptr()) == 1;
+}
+
 bool isModuleDictEntry(nb::handle obj, const char* dict, const std::string& name, PyObject** out) {
   PyObject** dictPtr = _PyObject_GetDictPtr(obj.ptr());
   if (!dictPtr || !*dictPtr) return false;
@@ -147,6 +152,24 @@ VT* InstructionTranslator::loadAttr(VT* obj, const std::string& name) {
   }
 }
 
+VT* InstructionTranslator::wrapSubmodule(ModuleVT* parent, nb::handle sub) {
+  // A submodule reached by indexing or iterating a container (Sequential, ModuleList): found
+  // by identity among the parent's _modules, so it gets a guarded source and a readable path.
+  PyObject** dictPtr = _PyObject_GetDictPtr(parent->module.ptr());
+  PyObject* modules = dictPtr && *dictPtr ? PyDict_GetItemString(*dictPtr, "_modules") : nullptr;
+  if (modules && PyDict_Check(modules)) {
+    PyObject *k, *v;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(modules, &pos, &k, &v)) {
+      if (v != sub.ptr() || !PyUnicode_Check(k)) continue;
+      std::string key = nb::cast<std::string>(nb::handle(k));
+      SourcePtr src = parent->source ? itemSource(attrSource(parent->source, "_modules"), nb::borrow(k)) : nullptr;
+      return t_.wrap(sub, src, true, parent->path.empty() ? key : parent->path + "." + key);
+    }
+  }
+  return t_.wrap(sub, nullptr, true);
+}
+
 VT* InstructionTranslator::loadClassAttr(VT* obj, nb::handle x, const std::string& name) {
   PyObject* attr = _PyType_Lookup(Py_TYPE(x.ptr()), nb::str(name.c_str()).ptr());
   if (!attr)
@@ -212,8 +235,10 @@ VT* InstructionTranslator::getItem(VT* obj, VT* key) {
   case VT::Kind::Constant:
     return t_.wrapResult(static_cast<ConstantVT*>(obj)->value[constantValue(key, "an index")]);
   case VT::Kind::Module: {
-    nb::object sub = static_cast<ModuleVT*>(obj)->module[constantValue(key, "a module index")];
-    return t_.wrap(sub, nullptr, true);
+    auto* m = static_cast<ModuleVT*>(obj);
+    nb::object sub = m->module[constantValue(key, "a module index")];
+    if (isNnModuleObject(sub)) return wrapSubmodule(m, sub);
+    return t_.wrapResult(sub);
   }
   default:
     throw Unsupported{std::string("indexing a ") + kindName(obj)};
@@ -307,9 +332,10 @@ VTs InstructionTranslator::unpack(VT* v) {
     return out;
   }
   case VT::Kind::Module: {
+    auto* parent = static_cast<ModuleVT*>(v);
     VTs out;
-    for (nb::handle m : static_cast<ModuleVT*>(v)->module)
-      out.push_back(t_.wrap(m, nullptr, true));
+    for (nb::handle m : parent->module)
+      out.push_back(wrapSubmodule(parent, m));
     return out;
   }
   default:

@@ -123,6 +123,7 @@ private:
   VT* compareOp(int cmp, VT* a, VT* b);
   VT* loadAttr(VT* obj, const std::string& name);
   VT* loadClassAttr(VT* obj, nb::handle x, const std::string& name);
+  VT* wrapSubmodule(ModuleVT* parent, nb::handle sub);
   void storeAttr(VT* obj, const std::string& name, VT* value);
   VT* getItem(VT* obj, VT* key);
   void setItem(VT* obj, VT* key, VT* value);
