@@ -166,6 +166,10 @@ void OpRecorder::record(OpId op, Stack& stack) {
   size_t lastPositional = 0; // positional arguments after this one all have their defaults
   std::vector<Argument> converted(s.args.size());
   for (size_t i = 0; i < s.args.size(); ++i) {
+    // A meta device here was read off a fake (`x.to(y.device)` inside library code): the value
+    // it stands for lives where the op's tensor inputs live.
+    if (s.args[i].type == ArgType::Device && !stack[i].isNone() && stack[i].toDevice().isMeta())
+      stack[i] = Value(device);
     converted[i] = toArgument(stack[i], device);
     if (!s.args[i].kwargOnly && !sameAsDefault(s.args[i], stack[i])) lastPositional = i + 1;
   }

@@ -113,6 +113,29 @@ VT* InstructionTranslator::loadAttr(VT* obj, const std::string& name) {
   case VT::Kind::Dict:
   case VT::Kind::Set:
     return t_.make<MethodVT>(obj, name);
+  case VT::Kind::Super: {
+    auto* sup = static_cast<SuperVT*>(obj);
+    nb::handle selfType = sup->self->kind == VT::Kind::NewObject
+                              ? nb::handle(static_cast<NewObjectVT*>(sup->self)->cls)
+                              : nb::handle(reinterpret_cast<PyObject*>(Py_TYPE(identityOf(sup->self).ptr())));
+    nb::tuple mro = nb::borrow<nb::tuple>(reinterpret_cast<PyTypeObject*>(selfType.ptr())->tp_mro);
+    bool after = false;
+    for (nb::handle base : mro) {
+      if (!after) {
+        after = base.ptr() == sup->cls.ptr();
+        continue;
+      }
+      PyObject* dict = reinterpret_cast<PyTypeObject*>(base.ptr())->tp_dict;
+      PyObject* attr = PyDict_GetItemString(dict, name.c_str());
+      if (!attr) continue;
+      if (PyObject_TypeCheck(attr, &PyStaticMethod_Type) || PyObject_TypeCheck(attr, &PyClassMethod_Type))
+        throw Unsupported{"super()." + name + " (a static or class method)"};
+      auto* m = t_.make<MethodVT>(sup->self, name);
+      m->function = nb::borrow(attr);
+      return m;
+    }
+    throw TraceError{"AttributeError: 'super' object has no attribute '" + name + "'"};
+  }
   case VT::Kind::NewObject: {
     auto* o = static_cast<NewObjectVT*>(obj);
     if (VT* v = o->find(name)) return v;

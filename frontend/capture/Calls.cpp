@@ -210,6 +210,15 @@ VT* InstructionTranslator::callModule(ModuleVT* m, VTs args, Kwargs kwargs) {
 VT* InstructionTranslator::callMethod(MethodVT* m, VTs args, Kwargs kwargs) {
   VT* self = m->self;
   const std::string& name = m->name;
+  if (m->function.is_valid()) {
+    if (PyFunction_Check(m->function.ptr())) {
+      args.insert(args.begin(), self);
+      return inlineFunction(t_.make<FunctionVT>(m->function), std::move(args), std::move(kwargs));
+    }
+    static nb::handle objectInit = nb::object(nb::borrow(reinterpret_cast<PyObject*>(&PyBaseObject_Type)).attr("__init__")).release();
+    if (m->function.ptr() == objectInit.ptr() && args.empty() && kwargs.empty()) return t_.none();
+    throw Unsupported{"calling super()." + name + " (not a Python function)"};
+  }
   switch (self->kind) {
   case VT::Kind::Tensor: {
     if (inList(name, kDataDependentMethods, std::size(kDataDependentMethods)))
@@ -397,6 +406,21 @@ VT* InstructionTranslator::callSetMethod(SetVT* s, const std::string& name, VTs&
   return t_.wrapResult(r);
 }
 
+VT* InstructionTranslator::zeroArgSuper() {
+  // super() with no arguments: the __class__ cell of this frame and its first argument.
+  auto* co = reinterpret_cast<PyCodeObject*>(code_.ptr());
+  VT* cls = nullptr;
+  for (int i = 0; i < co->co_nlocalsplus; ++i)
+    if (localName(i) == "__class__" && locals_[size_t(i)]) cls = loadCell(locals_[size_t(i)], i);
+  if (!cls || co->co_argcount == 0 || !locals_[0])
+    throw TraceError{"RuntimeError: super(): no arguments"};
+  VT* self = locals_[0];
+  if (self->kind == VT::Kind::Cell) self = static_cast<CellVT*>(self)->contents;
+  nb::handle type = identityOf(cls);
+  if (!type.is_valid() || !PyType_Check(type.ptr())) throw Unsupported{"super() in this context"};
+  return t_.make<SuperVT>(self, nb::borrow(type));
+}
+
 VT* InstructionTranslator::construct(nb::handle cls, VTs args, Kwargs kwargs) {
   // Instances of plain user classes (object.__new__, a Python __init__) are tracked
   // symbolically; they must not escape the trace.
@@ -434,6 +458,7 @@ VT* InstructionTranslator::callBuiltin(nb::handle fn, VTs& args, Kwargs& kwargs,
     return t_.make<GradModeVT>(std::string(mode) == "enable_grad");
   }
   if (is("print")) throw Unsupported{"print() (a side effect the graph cannot replay)"};
+  if (is("super") && args.empty()) return zeroArgSuper();
   if (is("len")) {
     VT* x = args.at(0);
     if (x->kind == VT::Kind::Set) return t_.constant(nb::int_(PySet_GET_SIZE(static_cast<SetVT*>(x)->set.ptr())));

@@ -65,6 +65,7 @@ struct VT {
     NewObject,   // an instance of a user class made while tracing (its attributes are tracked)
     Set,         // a set of constants made while tracing
     Method,      // self.name, bound lazily
+    Super,       // super() in a method
     GradMode,    // kiln.no_grad() & co: a context manager setting grad mode
     GradModeExit,
   };
@@ -167,6 +168,14 @@ struct MethodVT : VT {
   MethodVT(VT* s, std::string n) : VT(Kind::Method), self(s), name(std::move(n)) {}
   VT* self;
   std::string name;
+  nb::object function; // set when bound to a specific function (super().name): inlined with self
+};
+
+// super() inside a method: attribute lookups start after `cls` in self's MRO.
+struct SuperVT : VT {
+  SuperVT(VT* s, nb::object c) : VT(Kind::Super), self(s), cls(std::move(c)) {}
+  VT* self;
+  nb::object cls;
 };
 
 struct GradModeVT : VT {

@@ -1,0 +1,99 @@
+"""Regressions found while bringing up capture (kiln only; compiled results against kiln eager)."""
+import numpy as np
+import pytest
+
+import kiln
+
+nn = kiln.nn
+
+
+@pytest.fixture(autouse=True)
+def _fresh_caches():
+    kiln.compiler.reset()
+    yield
+    kiln.compiler.reset()
+
+
+def graphs_of(fn, *args):
+    seen = []
+
+    def backend(gm, example_inputs):
+        seen.append(gm)
+        return gm.forward
+
+    out = kiln.compile(fn, backend=backend)(*args)
+    return out, seen
+
+
+def close(a, b):
+    assert a.dtype == b.dtype and a.shape == b.shape and a.device == b.device
+    np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-6, atol=1e-6)
+
+
+class Base(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(6, 6)
+
+    def forward(self, x):
+        return self.lin(x)
+
+
+class Sub(Base):
+    def forward(self, x):
+        return super().forward(x).relu()
+
+
+class Point:
+    def __init__(self, x):
+        super().__init__()
+        self.x = x
+
+
+def test_zero_argument_super_is_inlined():
+    m, x = Sub(), kiln.randn(4, 6)
+    out, seen = graphs_of(m, x)
+    close(out, m(x))
+    assert len(seen) == 1 and kiln.explain(m)(x).graph_break_count == 0
+
+
+def test_super_init_of_an_object_made_while_tracing():
+    def fn(x):
+        return Point(x * 2).x + 1
+
+    x = kiln.randn(3)
+    out, seen = graphs_of(fn, x)
+    close(out, fn(x))
+    assert len(seen) == 1
+
+
+def test_a_fakes_device_never_reaches_the_graph():
+    # type_as / to(other) read the other tensor's device: while tracing it is a meta fake.
+    def fn(x):
+        return x.type_as(x.double()), x.to(x.half()).float(), kiln.zeros(2, device=x.device)
+
+    x = kiln.randn(4)
+    out, seen = graphs_of(fn, x)
+    for got, want in zip(out, fn(x)):
+        close(got, want)
+    assert "meta" not in str(seen[0].graph)
+
+
+def test_replacing_a_submodule_of_a_container_recompiles():
+    seq = nn.Sequential(nn.Linear(3, 3), nn.ReLU())
+    calls = []
+
+    def backend(gm, example_inputs):
+        calls.append(gm)
+        return gm.forward
+
+    f = kiln.compile(seq, backend=backend)
+    x = kiln.randn(2, 3)
+    f(x)
+    f(x)
+    assert len(calls) == 1
+    seq[0] = nn.Linear(3, 3)
+    close(f(x), seq(x))
+    assert len(calls) == 2
+    names = [n.target for n in calls[1].graph.nodes if n.op == "get_attr"]
+    assert names == ["_0_weight", "_0_bias"]
