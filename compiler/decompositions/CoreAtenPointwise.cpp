@@ -95,7 +95,7 @@ Tensor silu(const Tensor& self) { return ops::mul(self, ops::sigmoid(self)); }
 
 Tensor isfinite(const Tensor& self) {
   if (!isFloatingType(self.dtype())) return ops::full_like(self, Scalar(true), ScalarType::Bool);
-  return ops::ne(ops::abs(self), Scalar(kInf));
+  return ops::logical_not(ops::logical_or(ops::isnan(self), ops::isinf(self)));
 }
 
 Tensor trueDivideTensor(const Tensor& self, const Tensor& other) { return ops::div(self, other); }
