@@ -72,6 +72,8 @@ Device OpRecorder::deviceOf(const Tensor& fake) const {
   return it == nodes_.end() ? Device() : it->second.device;
 }
 
+OpRecorder* OpRecorder::current() { return gCurrent; }
+
 OpRecorder::Scope::Scope(OpRecorder& r) : saved_(gCurrent) {
   // (Re)claimed on every scope: the Tracing key has one fallback, and tests install others.
   Dispatcher::instance().registerFallback(DispatchKey::Tracing, &OpRecorder::fallback);
@@ -204,7 +206,7 @@ void OpRecorder::record(OpId op, Stack& stack) {
       for (const Tensor& t : v.toTensorList())
         results.push_back(t);
     } else {
-      throw NotImplementedError(strCat("kiln.compile cannot capture aten.", s.qualifiedName(),
+      throw NotImplementedError(strCat("kiln.compile cannot capture ", s.ns, ".", s.qualifiedName(),
                                        ": it returns a Python value that depends on tensor data"));
     }
   }

@@ -256,7 +256,7 @@ private:
     } catch (const std::exception& e) {
       // Kernel messages usually start with the op's name already ("add: The size of ...").
       std::string what = e.what();
-      fail(n, what.starts_with(s.name + ":") ? "aten." + what : opTarget(op) + ": " + what);
+      fail(n, what.starts_with(s.name + ":") ? s.ns + "." + what : opTarget(op) + ": " + what);
     }
     Device device = resultDevice.value_or(Device());
     auto single = [&](Value v) {
