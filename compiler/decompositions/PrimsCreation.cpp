@@ -1,6 +1,7 @@
 // Core ATen -> Prims: factories (empty, empty_strided, full, scalar_tensor, empty_like,
-// full_like, arange) as prims.empty_strided / prims.full / prims.iota with the dtype and device
-// defaults resolved, and copies (_to_copy, clone) as convert_element_type / device_put / clone.
+// full_like, arange, rand, randn) as prims.empty_strided / full / iota / uniform / normal with
+// the dtype and device defaults resolved, and copies (_to_copy, clone) as
+// convert_element_type / device_put / clone.
 #include "compiler/decompositions/PrimsCommon.h"
 #include "generated/DecompositionDecls.h"
 #include "generated/KernelDecls.h"
@@ -77,6 +78,14 @@ Tensor arangeStartStep(const Scalar& start, const Scalar& end, const Scalar& ste
   Tensor index = convert(P::iota(length, 0, 1, ScalarType::Int64, dev), acc);
   Tensor values = P::add(filledLike(index, start), P::mul(filledLike(index, step), index));
   return convert(values, dt);
+}
+
+Tensor rand(IntArrayRef size, std::optional<ScalarType> dtype, std::optional<Device> device) {
+  return P::uniform(size, 0.0, 1.0, dtype.value_or(kDefaultFloat), device.value_or(Device()));
+}
+
+Tensor randn(IntArrayRef size, std::optional<ScalarType> dtype, std::optional<Device> device) {
+  return P::normal(size, 0.0, 1.0, dtype.value_or(kDefaultFloat), device.value_or(Device()));
 }
 
 Tensor toCopy(const Tensor& self, std::optional<ScalarType> dtype, std::optional<Device> device) {

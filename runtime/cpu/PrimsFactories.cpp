@@ -1,5 +1,6 @@
-// Creation prims: iota (an integer range), full and empty_strided, with dtype and device always
-// given (the decompositions of ATen's factories resolve the defaults).
+// Creation prims: iota (an integer range), full, empty_strided and the random uniform / normal,
+// with dtype and device always given (the decompositions of ATen's factories resolve the
+// defaults).
 #include "generated/KernelDecls.h"
 
 namespace kiln::kernels {
@@ -19,6 +20,18 @@ Tensor primsFull(IntArrayRef shape, const Scalar& fillValue, ScalarType dtype, D
 
 Tensor primsEmptyStrided(IntArrayRef shape, IntArrayRef strides, ScalarType dtype, Device device) {
   return emptyStrided(shape, strides, dtype, device);
+}
+
+Tensor primsUniform(IntArrayRef shape, double low, double high, ScalarType dtype, Device device) {
+  KILN_CHECK(isFloatingType(dtype), "prims.uniform: dtype must be a floating dtype, got ",
+             scalarTypeName(dtype));
+  return uniform_(empty(shape, dtype, device), low, high);
+}
+
+Tensor primsNormal(IntArrayRef shape, double mean, double std, ScalarType dtype, Device device) {
+  KILN_CHECK(isFloatingType(dtype), "prims.normal: dtype must be a floating dtype, got ",
+             scalarTypeName(dtype));
+  return normal_(empty(shape, dtype, device), mean, std);
 }
 
 } // namespace kiln::kernels

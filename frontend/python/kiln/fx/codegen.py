@@ -38,6 +38,14 @@ _DTYPE_NAMES = {getattr(_C, n): n for n in (
     "bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "float64")}
 
 
+class _Packet(types.SimpleNamespace):
+    """An op whose default overload and named overloads one code both calls (`aten.round(x)`,
+    `aten.round.decimals(x, 2)`): the overloads as attributes, callable as the default one."""
+
+    def __call__(self, *args, **kwargs):
+        return self.default(*args, **kwargs)
+
+
 class _LazyTarget:
     """A call_function target resolved when the code first calls it (so generating code imports
     nothing, and a target that names no callable fails only when it runs)."""
@@ -195,19 +203,23 @@ class _Emitter:
         table = self.globals[parts[0]]
         if table is getattr(targets, parts[0]):
             table = self.globals[parts[0]] = types.SimpleNamespace()
-        packet = getattr(table, parts[1], None)
-        if packet is None:
-            packet = types.SimpleNamespace()
-            setattr(table, parts[1], packet)
         name = ".".join(parts)
         try:
-            fn = targets.resolve(name if len(parts) == 3 else name)
+            fn = targets.resolve(name)
         except ValueError:
             fn = _LazyTarget(name)
+        slot = getattr(table, parts[1], None)
         if len(parts) == 2:  # aten.clone: the default overload, callable as the packet itself
+            if isinstance(slot, types.SimpleNamespace):  # overloads are bound too (aten.round.decimals)
+                fn = _Packet(**{**vars(slot), "default": fn})
             setattr(table, parts[1], fn)
-        else:
-            setattr(packet, parts[2], fn)
+            return
+        if slot is None:
+            slot = types.SimpleNamespace()
+        elif not isinstance(slot, types.SimpleNamespace):  # the default overload's function
+            slot = _Packet(default=slot)
+        setattr(slot, parts[2], fn)
+        setattr(table, parts[1], slot)
 
     @staticmethod
     def _is_live_path(parts):
