@@ -2,6 +2,7 @@
 // then runs the op on meta tensors so the node's type is the op's real result type.
 #include "compiler/OpRecorder.h"
 
+#include "compiler/Decompositions.h"
 #include "runtime/Error.h"
 
 namespace kiln::compiler {
@@ -46,6 +47,19 @@ bool hasTensorArgument(const OpSchema& s, const Stack& stack) {
 }
 
 } // namespace
+
+bool needsDecomposition(OpId op, DecomposeTo level) {
+  uint32_t tags = Dispatcher::instance().schema(op).tags;
+  switch (level) {
+  case DecomposeTo::None:
+    return false;
+  case DecomposeTo::CoreAten:
+    return !(tags & (kTagCore | kTagPrims));
+  case DecomposeTo::Prims:
+    return !(tags & kTagPrims);
+  }
+  return false;
+}
 
 Tensor makeFake(const Tensor& real) {
   Tensor fake = Tensor::emptyStrided(real.sizes(), real.strides(), real.dtype(),
@@ -158,8 +172,78 @@ Argument OpRecorder::toArgument(Value& v, Device& device) {
   return Argument(v.toStringRef());
 }
 
+void OpRecorder::runDecomposition(OpId op, Stack& stack) {
+  const OpSchema& s = Dispatcher::instance().schema(op);
+  // A decomposition that (through others) calls its own op would recurse without end.
+  constexpr int kMaxDepth = 64;
+  KILN_CHECK(decompositionDepth_ < kMaxDepth, "kiln tracing: decompositions nest deeper than ",
+             kMaxDepth, " levels at aten.", s.qualifiedName());
+  Device device;
+  for (Value& v : stack)
+    toArgument(v, device); // binds real tensors met here and puts fakes on the stack
+  // The op itself, on the fakes, first: it rejects bad arguments with the op's own errors (so
+  // decompositions need not), and its results are what the decomposition must produce.
+  const Dispatcher& d = Dispatcher::instance();
+  const bool check = d.hasKernel(op, DispatchKey::Meta) || d.hasKernel(op, DispatchKey::CompositeImplicit);
+  Stack expected = stack;
+  if (check) {
+    ExcludeDispatchKeyGuard noTracing(DispatchKey::Tracing);
+    d.call(op, expected);
+  }
+  for (size_t i = 0; i < s.args.size(); ++i)
+    if (s.args[i].type == ArgType::Device && !stack[i].isNone()) device = stack[i].toDevice();
+  {
+    // Restored however the decomposition ends (it may raise, as the op would).
+    struct Nesting {
+      OpRecorder& r;
+      std::optional<Device> saved;
+      Nesting(OpRecorder& rec, Device d) : r(rec), saved(rec.decompositionDevice_) {
+        r.decompositionDevice_ = d;
+        ++r.decompositionDepth_;
+      }
+      ~Nesting() {
+        r.decompositionDevice_ = saved;
+        --r.decompositionDepth_;
+      }
+    } nesting(*this, device);
+    decompositionOf(op)(stack);
+  }
+  auto tensors = [](const Stack& st) {
+    std::vector<Tensor> out;
+    for (const Value& v : st) {
+      if (v.isTensor()) out.push_back(v.toTensor());
+      if (v.isTensorList())
+        for (const Tensor& t : v.toTensorList())
+          out.push_back(t);
+    }
+    return out;
+  };
+  if (!check) return;
+  std::vector<Tensor> got = tensors(stack), want = tensors(expected);
+  KILN_CHECK(got.size() == want.size(), "kiln tracing: the decomposition of aten.",
+             s.qualifiedName(), " returned ", got.size(), " tensors instead of ", want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    KILN_CHECK(nodes_.count(got[i].impl()), "kiln tracing: the decomposition of aten.",
+               s.qualifiedName(), " returned a tensor that no traced op made");
+    KILN_CHECK(got[i].dtype() == want[i].dtype() &&
+                   DimVector(got[i].sizes()) == DimVector(want[i].sizes()),
+               "kiln tracing: the decomposition of aten.", s.qualifiedName(), " made ",
+               scalarTypeShortName(got[i].dtype()), got[i].shapeString(), " where the op makes ",
+               scalarTypeShortName(want[i].dtype()), want[i].shapeString());
+  }
+}
+
 void OpRecorder::record(OpId op, Stack& stack) {
   const OpSchema& s = Dispatcher::instance().schema(op);
+  if (needsDecomposition(op, decompose) && decompositionOf(op))
+    return runDecomposition(op, stack);
+  // Inside a decomposition, a factory given a fake's device (meta) makes its tensor where the
+  // decomposed op's result lives.
+  if (decompositionDevice_)
+    for (size_t i = 0; i < s.args.size(); ++i)
+      if (s.args[i].type == ArgType::Device && !stack[i].isNone() && stack[i].toDevice().isMeta())
+        stack[i] = decompositionDevice_->isCpu() && s.args[i].optional ? Value()
+                                                                        : Value(*decompositionDevice_);
   const bool factory = !hasTensorArgument(s, stack);
   Device device; // of the result: the first tensor input's, or the one a factory names
 

@@ -3,6 +3,10 @@
 // gets its type. This is how capture (frontend/capture) and AOT tracing (make_fx) build graphs
 // from real calls of kiln's ops: the caller binds fake tensors to the graph's inputs, calls
 // ops on them, and reads back the node that produced each fake result.
+//
+// A recorder can also decompose (`decompose`): an op that is above the requested level and has
+// a decomposition (compiler/Decompositions.h) is not recorded; its decomposition runs instead,
+// with tracing still on, so the ops it calls are recorded (or decomposed in turn).
 #pragma once
 #include <functional>
 #include <optional>
@@ -17,6 +21,14 @@ namespace kiln::compiler {
 
 // A meta tensor with the sizes, strides, offset, dtype and requires_grad of `real`.
 Tensor makeFake(const Tensor& real);
+
+// The op set a recorder records: every op (None), Core ATen (ops tagged core or prims), or
+// Prims (ops tagged prims). Ops outside the set that have no decomposition are recorded as
+// they are.
+enum class DecomposeTo { None, CoreAten, Prims };
+
+// Whether an op is outside the op set of `level` (so that it decomposes when it can).
+bool needsDecomposition(OpId op, DecomposeTo level);
 
 class OpRecorder {
 public:
@@ -45,6 +57,9 @@ public:
   // Where the next recorded nodes come from (copied into NodeMeta::loc).
   std::optional<SourceLoc> location;
 
+  // The op set recorded nodes must belong to (see DecomposeTo).
+  DecomposeTo decompose = DecomposeTo::None;
+
   // While a Scope is alive, ops dispatched on this thread are recorded into this recorder
   // (ops that recorded ops call internally are not). Scopes nest; the innermost records.
   class Scope {
@@ -70,6 +85,8 @@ private:
   // The Tracing key's fallback: records the call, then runs it on fakes below the key.
   static void fallback(OpId op, DispatchKeySet remaining, Stack& stack);
   void record(OpId op, Stack& stack);
+  // Runs op's decomposition on fakes of the stack's tensors, tracing what it calls.
+  void runDecomposition(OpId op, Stack& stack);
   Argument toArgument(Value& v, Device& device);
   Node* nodeFor(Tensor& t, Device& device);
   void bindResult(const Tensor& fake, Node* node, Device device);
@@ -77,6 +94,10 @@ private:
   Graph& graph_;
   std::unordered_map<const TensorImpl*, Bound> nodes_;
   int numRecorded_ = 0;
+  // While a decomposition runs: the device of its op's result. Factories it calls with the
+  // fakes' meta device (`self.device()`) make tensors on this device instead.
+  std::optional<Device> decompositionDevice_;
+  int decompositionDepth_ = 0;
 };
 
 } // namespace kiln::compiler

@@ -6,6 +6,8 @@
 #include "passes/CommonSubexpressionElimination.h"
 #include "passes/ConstantFolding.h"
 #include "passes/DeadCodeElimination.h"
+#include "passes/DecomposeCoreAten.h"
+#include "passes/DecomposePrims.h"
 #include "passes/ShapePropagation.h"
 
 namespace kiln {

@@ -6,6 +6,8 @@ Outputs (into OUT_DIR/generated/):
   Ops.h, Ops.cpp  the typed C++ API: kiln::ops::add(self, other, alpha) -> dispatcher
   KernelDecls.h   declarations of the kernels the table names (kiln::kernels::...)
   Registration.cpp  schemas as data, boxed wrappers, kernel registration
+  DecompositionDecls.h  declarations of the decompositions the table names (kiln::decompositions::...)
+  Decompositions.cpp    their boxed wrappers and compiler::decompositionOf (compiler/Decompositions.h)
 
 A table entry:
   - func: add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor
@@ -17,6 +19,13 @@ A table entry:
     composite: softmax                # written in other ops; valid for every backend
     inplace: true                     # generic in-place: run the functional op, copy into self
     python: add                       # Python name (default: the op name; "" hides it)
+    decompose: gelu                   # kiln::decompositions::gelu, the op in other ops (compiler/decompositions/)
+
+An op's decomposition (what tracing to core ATen or prims runs instead of recording the op) is
+the function `decompose:` names, with the op's typed signature; else, for a `composite:` op, its
+composite kernel; else, for an `inplace: true` op or an op tagged inplace (not view) whose
+functional twin (the name without `_`, same overload) is in the table, the functional op followed
+by copy_ into self. Other ops have none.
 
 A schema may name a namespace: `func: prims::add(Tensor self, Tensor other) -> Tensor`. Ops of
 the default namespace `aten` keep their plain names; others get the namespace in their OpId
@@ -220,6 +229,7 @@ class Op:
         if "composite" in entry:
             self.kernels["CompositeImplicit"] = entry["composite"]
         self.inplace = bool(entry.get("inplace", False))
+        self.decompose = entry.get("decompose")
         if not self.kernels and not self.inplace:
             raise ValueError(f"{source}: op {self.id} names no kernel")
 
@@ -477,6 +487,84 @@ def gen_registration(ops):
     return "\n".join(lines)
 
 
+def functional_twin(op, by_id):
+    """The functional op an in-place op (name ending in `_`) mutates self with, or None."""
+    if not op.name.endswith("_") or op.name.endswith("__"):
+        return None
+    return by_id.get(op.name[:-1] + ("_" + op.overload if op.overload else ""))
+
+
+def decomposition_kind(op, by_id):
+    """How `op` decomposes: "named", "composite", "inplace" or None (see the module docstring)."""
+    if op.decompose:
+        return "named"
+    if "CompositeImplicit" in op.kernels:
+        return "composite"
+    if op.inplace or ("inplace" in op.tags and "view" not in op.tags and functional_twin(op, by_id)):
+        return "inplace"
+    return None
+
+
+def gen_decomposition_decls(ops):
+    lines = [HEADER, "// Decompositions named by the op table (`decompose:`), defined in compiler/decompositions/.",
+             "#pragma once", "#include <optional>", "#include <tuple>", "#include <vector>", "",
+             '#include "runtime/Value.h"', "", "namespace kiln::decompositions {", ""]
+    declared = set()
+    for op in ops:
+        if not op.decompose:
+            continue
+        sig = f"{op.cpp_return_type()} {op.decompose}({op.cpp_params(False)});"
+        if sig not in declared:
+            declared.add(sig)
+            lines.append(sig)
+    lines += ["", "} // namespace kiln::decompositions", ""]
+    return "\n".join(lines)
+
+
+def boxed_call(op, call, ind="  "):
+    """Lines running `call` (a C++ call over unboxed s[i]) and leaving its returns on the stack s."""
+    if not op.returns:
+        return [f"{ind}{call};", f"{ind}s.clear();"]
+    lines = [f"{ind}auto r = {call};", f"{ind}s.clear();"]
+    if len(op.returns) == 1:
+        lines.append(f"{ind}s.emplace_back(std::move(r));")
+    else:
+        lines += [f"{ind}s.emplace_back(std::move(std::get<{i}>(r)));" for i in range(len(op.returns))]
+    return lines
+
+
+def gen_decompositions(ops):
+    by_id = {op.id: op for op in ops}
+    lines = [HEADER, '#include "compiler/Decompositions.h"', '#include "generated/DecompositionDecls.h"',
+             '#include "generated/KernelDecls.h"', '#include "runtime/InplaceFromFunctional.h"', "",
+             "namespace kiln::compiler {", "", "namespace {", ""]
+    table = []
+    for op in ops:
+        kind = decomposition_kind(op, by_id)
+        if kind is None:
+            continue
+        lines.append(f"void decompose_{op.id}(Stack& s) {{")
+        unboxed = ", ".join(a.unbox(i) for i, a in enumerate(op.args))
+        if kind == "named":
+            lines += boxed_call(op, f"decompositions::{op.decompose}({unboxed})")
+        elif kind == "composite":
+            lines += boxed_call(op, f"kernels::{op.kernels['CompositeImplicit']}({unboxed})")
+        else:
+            functional = functional_twin(op, by_id)
+            if functional is None:
+                raise ValueError(f"in-place op {op.id} has no functional op")
+            lines.append(f"  inplaceFromFunctional(OpId::{op.id}, OpId::{functional.id}, s);")
+        lines.append("}")
+        table.append(op.id)
+    lines += ["", "} // namespace", "", "BoxedDecomposition decompositionOf(OpId op) {",
+              "  switch (op) {"]
+    for op_id in table:
+        lines.append(f"  case OpId::{op_id}:")
+        lines.append(f"    return decompose_{op_id};")
+    lines += ["  default:", "    return nullptr;", "  }", "}", "", "} // namespace kiln::compiler", ""]
+    return "\n".join(lines)
+
+
 def write_if_changed(path, text):
     if os.path.exists(path) and open(path).read() == text:
         return
@@ -494,6 +582,8 @@ def main():
     write_if_changed(os.path.join(gen, "Ops.cpp"), gen_ops_cpp(ops))
     write_if_changed(os.path.join(gen, "KernelDecls.h"), gen_kernel_decls(ops))
     write_if_changed(os.path.join(gen, "Registration.cpp"), gen_registration(ops))
+    write_if_changed(os.path.join(gen, "DecompositionDecls.h"), gen_decomposition_decls(ops))
+    write_if_changed(os.path.join(gen, "Decompositions.cpp"), gen_decompositions(ops))
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "compiler/GraphTracer.h"
 #include "frontend/binding/OpFunction.h"
 #include "frontend/binding/PythonConvert.h"
 #include "ir/Identifier.h"
@@ -753,6 +754,25 @@ void registerFx(nb::module_& m) {
         return nb::borrow(it->second);
       },
       "The function calling one op overload of the table: op_callable(\"aten.add.Tensor\").");
+  fx.def(
+      "retrace",
+      [](nb::handle graph, std::string_view level) {
+        if (!nb::isinstance<GraphHandle>(graph))
+          throw TypeError("retrace() expects a kiln.fx.Graph");
+        compiler::DecomposeTo to;
+        if (level == "aten") to = compiler::DecomposeTo::None;
+        else if (level == "core_aten") to = compiler::DecomposeTo::CoreAten;
+        else if (level == "prims") to = compiler::DecomposeTo::Prims;
+        else
+          throw ValueError(strCat("retrace(): unknown level '", level,
+                                  "' (expected 'aten', 'core_aten' or 'prims')"));
+        return wrapGraph(compiler::retrace(graphOf(graph).graph, to));
+      },
+      nb::arg("graph"), nb::arg("level"),
+      "A new graph computing the same as `graph`, traced through the dispatcher on fake tensors "
+      "(every node typed): 'aten' records the ops as called, 'core_aten' decomposes every op "
+      "that is neither core nor a prim, 'prims' every op that is not a prim (where they have "
+      "decompositions).");
   fx.def("passes", [] {
     nb::list out;
     for (const PassInfo& p : registeredPasses())

@@ -43,3 +43,13 @@ def eager(gm, example_inputs, **kwargs):
     """Runs the captured graph as it is: its generated Python code, op by op. `mode` and
     `options` of kiln.compile arrive as keyword arguments; eager has nothing to tune."""
     return gm.forward
+
+
+@register_backend
+def aot_eager(gm, example_inputs, **kwargs):
+    """Retraces the captured graph to prims (kiln.fx.retrace: every op with a decomposition is
+    decomposed, down to core ATen for ops whose prims decomposition is not written yet) and runs
+    the result op by op, like eager. Inference only: nothing is traced for autograd."""
+    from ..fx import retrace
+
+    return retrace(gm, "prims").forward

@@ -6,6 +6,7 @@
 - Interpreter: runs a graph node by node;
 - symbolic_trace / Tracer / Proxy: capture a Module's forward by running it on Proxies;
 - passes: the C++ passes by name (`passes.run(graph, "dce,cse")`) and ShapeProp;
+- retrace: the graph traced again on fake tensors, decomposed to core ATen or prims;
 - targets: call_function targets are qualified names; resolve_target / qualified_name /
   register_target convert between names and callables; `aten.<op>.<overload>` calls one
   overload of the op table, `prims.<op>` one op of the Prims IR.
@@ -14,6 +15,7 @@ See docs/fx.md.
 """
 from . import passes, targets  # noqa: F401
 from .codegen import PythonCode  # noqa: F401
+from .decompose import retrace  # noqa: F401
 from .graph import (  # noqa: F401
     Graph,
     Node,

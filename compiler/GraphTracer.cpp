@@ -1,0 +1,248 @@
+// GraphTracer: replays a graph's ops on fakes under a (decomposing) OpRecorder.
+#include "compiler/GraphTracer.h"
+
+#include <unordered_map>
+
+#include "ir/OpTarget.h"
+#include "ir/SchemaBinding.h"
+#include "runtime/Dispatcher.h"
+#include "runtime/Error.h"
+
+namespace kiln::compiler {
+
+namespace {
+
+// What an old node evaluates to while retracing: a fake tensor, or a tuple of them.
+struct Traced {
+  Value value;
+  std::vector<Traced> elements;
+  bool isTuple = false;
+};
+
+class GraphTracer {
+public:
+  GraphTracer(const Graph& old, DecomposeTo level) : old_(old), graph_(old.name()), recorder_(graph_) {
+    recorder_.decompose = level;
+  }
+
+  Graph run() {
+    OpRecorder::Scope scope(recorder_);
+    for (Node* n : old_.nodes()) {
+      recorder_.location = n->meta.loc;
+      switch (n->opcode()) {
+      case Opcode::Placeholder:
+      case Opcode::GetAttr:
+        input(*n);
+        break;
+      case Opcode::Output:
+        graph_.output(outputArgument(*n, n->args().empty() ? Argument() : n->args()[0]));
+        break;
+      default:
+        call(*n);
+      }
+    }
+    return std::move(graph_);
+  }
+
+private:
+  [[noreturn]] void fail(const Node& n, const std::string& msg) const {
+    throw Error(strCat("retrace: %", n.name(), ": ", msg));
+  }
+
+  Tensor fakeOf(const Node& n, const TensorType& tt) const {
+    if (!tt.isStatic())
+      fail(n, "type " + tt.str() + " has symbolic sizes; retrace handles static sizes only");
+    std::vector<int64_t> sizes, strides;
+    for (const SymInt& s : tt.sizes)
+      sizes.push_back(*s.constant());
+    Device meta(DeviceType::Meta);
+    if (!tt.strides) return Tensor::empty(sizes, tt.dtype, meta);
+    for (const SymInt& s : *tt.strides)
+      strides.push_back(*s.constant());
+    return Tensor::emptyStrided(sizes, strides, tt.dtype, meta);
+  }
+
+  void input(const Node& n) {
+    if (!n.meta.type || !n.meta.type->isTensor())
+      fail(n, std::string(opcodeName(n.opcode())) + " needs a tensor type to be retraced, has " +
+                  (n.meta.type ? n.meta.type->str() : std::string("none")));
+    Node* copy = graph_.create(n.opcode(), n.target(), n.args(), n.kwargs(), n.name());
+    copy->meta = n.meta;
+    Tensor fake = fakeOf(n, n.meta.type->tensor());
+    recorder_.bind(fake, copy, n.meta.type->tensor().device);
+    env_[&n] = Traced{Value(fake), {}, false};
+  }
+
+  void call(const Node& n) {
+    if (n.opcode() == Opcode::CallFunction && n.target() == "kiln._C._set_grad_enabled") {
+      Node* copy = graph_.callFunction(n.target(), n.args(), n.kwargs());
+      copy->meta = n.meta;
+      return;
+    }
+    if (n.opcode() == Opcode::CallFunction && n.target() == "operator.getitem" &&
+        n.args().size() == 2 && n.args()[0].isNode() &&
+        n.args()[1].kind() == Argument::Kind::Int) {
+      const Traced& seq = traced(n, n.args()[0].toNode());
+      int64_t i = n.args()[1].toInt(), size = int64_t(seq.elements.size());
+      if (!seq.isTuple || i < -size || i >= size) fail(n, "getitem of a value that has no such element");
+      env_[&n] = seq.elements[size_t(i < 0 ? i + size : i)];
+      return;
+    }
+    OpId op = resolveCall(n);
+    if (op == OpId::NumOps)
+      fail(n, strCat("cannot retrace ", opcodeName(n.opcode()), " ", n.target(),
+                     ": only ops of the table, operator.getitem and kiln._C._set_grad_enabled"));
+    const OpSchema& s = opSchema(op);
+    std::string error;
+    auto bound = bindArguments(s, n.args(), n.kwargs(), &error);
+    if (!bound) fail(n, opTarget(op) + " " + error);
+    Stack stack;
+    for (size_t i = 0; i < s.args.size(); ++i) {
+      const ArgSpec& spec = s.args[i];
+      const Argument* a = (*bound)[i];
+      stack.push_back(a ? toValue(n, spec, *a) : spec.hasDefault ? spec.defaultValue : Value());
+    }
+    Dispatcher::instance().call(op, stack);
+    auto single = [](Value v) {
+      Traced t;
+      if (v.isTensorList()) {
+        t.isTuple = true;
+        for (const Tensor& e : v.toTensorList())
+          t.elements.push_back(Traced{Value(e), {}, false});
+        return t;
+      }
+      t.value = std::move(v);
+      return t;
+    };
+    if (s.returns.size() == 1 && !stack.empty()) {
+      env_[&n] = single(std::move(stack[0]));
+      return;
+    }
+    Traced tuple;
+    tuple.isTuple = true;
+    for (Value& v : stack)
+      tuple.elements.push_back(single(std::move(v)));
+    env_[&n] = std::move(tuple);
+  }
+
+  const Traced& traced(const Node& n, const Node* in) const {
+    auto it = env_.find(in);
+    if (it == env_.end()) fail(n, "uses %" + in->name() + ", which has no value before this node");
+    return it->second;
+  }
+
+  Tensor tensorArg(const Node& n, const Argument& a) const {
+    if (a.isNumber()) return Tensor::wrapScalar(scalarOf(a));
+    if (!a.isNode()) fail(n, "expected a tensor argument, got a constant");
+    const Traced& t = traced(n, a.toNode());
+    if (t.isTuple || !t.value.isTensor()) fail(n, "%" + a.toNode()->name() + " is not a tensor");
+    return t.value.toTensor();
+  }
+
+  static Scalar scalarOf(const Argument& a) {
+    if (a.kind() == Argument::Kind::Bool) return Scalar(a.toBool());
+    if (a.kind() == Argument::Kind::Int) return Scalar(a.toInt());
+    return Scalar(a.toFloat());
+  }
+
+  const Argument& constant(const Node& n, const Argument& a) const {
+    if (a.isNode()) fail(n, "%" + a.toNode()->name() + " is a computed number; retrace needs constants");
+    return a;
+  }
+
+  // The stack value for parameter `spec` from argument `a`.
+  Value toValue(const Node& n, const ArgSpec& spec, const Argument& a) const {
+    if (a.isNone()) return Value();
+    switch (spec.type) {
+    case ArgType::Tensor:
+      return tensorArg(n, a);
+    case ArgType::TensorList:
+    case ArgType::OptionalTensorList: {
+      std::vector<std::optional<Tensor>> list;
+      if (a.isNode()) { // a tuple-valued node, such as the result of a multi-output op
+        const Traced& t = traced(n, a.toNode());
+        if (!t.isTuple) fail(n, "%" + a.toNode()->name() + " is not a tuple of tensors");
+        for (const Traced& e : t.elements)
+          list.push_back(e.value.toTensor());
+      } else {
+        for (const Argument& item : a.items())
+          list.push_back(item.isNone() ? std::nullopt : std::optional<Tensor>(tensorArg(n, item)));
+      }
+      if (spec.type == ArgType::OptionalTensorList) return list;
+      std::vector<Tensor> tensors;
+      for (auto& t : list) {
+        if (!t) fail(n, "argument '" + spec.name + "' does not accept None elements");
+        tensors.push_back(std::move(*t));
+      }
+      return tensors;
+    }
+    case ArgType::Int:
+      return Value(constant(n, a).toInt());
+    case ArgType::IntList: {
+      if (!a.isSequence())
+        return std::vector<int64_t>(size_t(std::max(spec.fixedLength, 1)), constant(n, a).toInt());
+      std::vector<int64_t> list;
+      for (const Argument& item : a.items())
+        list.push_back(constant(n, item).toInt());
+      return list;
+    }
+    case ArgType::Float:
+      return Value(scalarOf(constant(n, a)).toDouble());
+    case ArgType::FloatList: {
+      std::vector<double> list;
+      for (const Argument& item : a.items())
+        list.push_back(scalarOf(constant(n, item)).toDouble());
+      return list;
+    }
+    case ArgType::Bool:
+      return Value(constant(n, a).toBool());
+    case ArgType::Scalar:
+      return Value(scalarOf(constant(n, a)));
+    case ArgType::ScalarType:
+      return Value(a.toDtype());
+    case ArgType::Device:
+      return Value(a.toDevice());
+    case ArgType::String:
+      return Value(a.toString());
+    default:
+      fail(n, "argument '" + spec.name + "' has a type retrace does not handle");
+    }
+  }
+
+  // An output argument with each old node replaced by the node now standing for its value.
+  Argument outputArgument(const Node& n, const Argument& a) const {
+    if (a.isNode()) return tracedArgument(n, traced(n, a.toNode()));
+    if (a.kind() == Argument::Kind::List || a.kind() == Argument::Kind::Tuple) {
+      std::vector<Argument> items;
+      for (const Argument& item : a.items())
+        items.push_back(outputArgument(n, item));
+      return a.kind() == Argument::Kind::List ? Argument::list(std::move(items))
+                                              : Argument::tuple(std::move(items));
+    }
+    return a;
+  }
+
+  Argument tracedArgument(const Node& n, const Traced& t) const {
+    if (t.isTuple) {
+      std::vector<Argument> items;
+      for (const Traced& e : t.elements)
+        items.push_back(tracedArgument(n, e));
+      return Argument::tuple(std::move(items));
+    }
+    if (!t.value.isTensor()) fail(n, "returns a value that is not a tensor");
+    Node* node = recorder_.nodeOf(t.value.toTensor());
+    if (!node) fail(n, "returns a tensor no traced node made");
+    return Argument(node);
+  }
+
+  const Graph& old_;
+  Graph graph_;
+  OpRecorder recorder_;
+  std::unordered_map<const Node*, Traced> env_;
+};
+
+} // namespace
+
+Graph retrace(const Graph& g, DecomposeTo level) { return GraphTracer(g, level).run(); }
+
+} // namespace kiln::compiler
