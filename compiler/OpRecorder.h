@@ -38,8 +38,6 @@ public:
   OpRecorder& operator=(const OpRecorder&) = delete;
 
   Graph& graph() { return graph_; }
-  // The recorder of this thread's innermost Scope; null when none is active.
-  static OpRecorder* current();
 
   // `fake` stands for the value of `node` (a placeholder, a get_attr, an op's result).
   void bind(const Tensor& fake, Node* node, Device device = Device());

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 
-#include "compiler/OpRecorder.h"
 #include "runtime/TensorIterator.h"
 
 namespace kiln::decompositions {
@@ -40,17 +39,9 @@ ElementwiseDtypes elementwiseDtypes(const std::vector<Operand>& operands, Promot
   return {computationDtype(common), common};
 }
 
-Device deviceOf(const Tensor& t) {
-  if (t.isMeta()) {
-    compiler::OpRecorder* recorder = compiler::OpRecorder::current();
-    if (recorder && recorder->nodeOf(t)) return recorder->deviceOf(t);
-  }
-  return t.device();
-}
-
 Device deviceOf(const std::vector<Operand>& operands) {
   for (const Operand& o : operands)
-    if (o.tensor) return deviceOf(*o.tensor);
+    if (o.tensor) return o.tensor->device();
   return Device();
 }
 
@@ -80,7 +71,7 @@ Tensor filled(const Scalar& value, ScalarType dtype, Device device, IntArrayRef 
 }
 
 Tensor filledLike(const Tensor& like, const Scalar& value) {
-  return filled(value, like.dtype(), deviceOf(like), like.sizes());
+  return filled(value, like.dtype(), like.device(), like.sizes());
 }
 
 Tensor materialize(const Operand& operand, ScalarType dtype, Device device, IntArrayRef shape) {

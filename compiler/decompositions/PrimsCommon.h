@@ -35,10 +35,8 @@ struct ElementwiseDtypes {
 };
 ElementwiseDtypes elementwiseDtypes(const std::vector<Operand>& operands, PromotionKind kind);
 
-// The device the value of `t` lives on: while tracing, tensors are fakes on meta and the
-// recorder knows their real device.
-Device deviceOf(const Tensor& t);
-// The device of the first tensor operand.
+// The device of the first tensor operand (while tracing, a fake's meta device: the recorder
+// puts factories given it where the decomposed op's result lives).
 Device deviceOf(const std::vector<Operand>& operands);
 // The broadcast shape of the tensor operands (numbers broadcast to anything).
 DimVector broadcastShape(const char* op, const std::vector<Operand>& operands);

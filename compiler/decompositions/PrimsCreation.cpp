@@ -53,13 +53,13 @@ Tensor scalarTensor(const Scalar& s, std::optional<ScalarType> dtype, std::optio
 
 Tensor emptyLike(const Tensor& self, std::optional<ScalarType> dtype, std::optional<Device> device) {
   return P::empty_strided(self.sizes(), likeStrides(self), dtype.value_or(self.dtype()),
-                          device.value_or(deviceOf(self)));
+                          device.value_or(self.device()));
 }
 
 Tensor fullLike(const Tensor& self, const Scalar& fillValue, std::optional<ScalarType> dtype,
                 std::optional<Device> device) {
   return P::full(self.sizes(), fillValue, dtype.value_or(self.dtype()),
-                 device.value_or(deviceOf(self)));
+                 device.value_or(self.device()));
 }
 
 // Integer dtypes: prims.iota. Floats: start + step * iota in double (PyTorch's CPU accumulate
@@ -90,7 +90,7 @@ Tensor randn(IntArrayRef size, std::optional<ScalarType> dtype, std::optional<De
 
 Tensor toCopy(const Tensor& self, std::optional<ScalarType> dtype, std::optional<Device> device) {
   Tensor out = dtype && *dtype != self.dtype() ? P::convert_element_type(self, *dtype) : P::clone(self);
-  if (device && *device != deviceOf(self)) out = P::device_put(out, *device);
+  if (device && *device != self.device()) out = P::device_put(out, *device);
   return out;
 }
 

@@ -232,7 +232,6 @@ Tensor atan2(const Tensor& self, const Tensor& other) {
 // -- unary math -----------------------------------------------------------------------------
 
 Tensor exp(const Tensor& self) { return unaryFloat("exp", self, P::exp); }
-Tensor exp2(const Tensor& self) { return unaryFloat("exp2", self, P::exp2); }
 Tensor expm1(const Tensor& self) { return unaryFloat("expm1", self, P::expm1); }
 Tensor log(const Tensor& self) { return unaryFloat("log", self, P::log); }
 Tensor log2(const Tensor& self) { return unaryFloat("log2", self, P::log2); }
@@ -319,7 +318,7 @@ Tensor gelu(const Tensor& self, const std::string& approximate) {
 Tensor isnan(const Tensor& self) { return P::ne(self, self); }
 
 Tensor isinf(const Tensor& self) {
-  if (!isFloatingType(self.dtype())) return filled(false, ScalarType::Bool, deviceOf(self), self.sizes());
+  if (!isFloatingType(self.dtype())) return filled(false, ScalarType::Bool, self.device(), self.sizes());
   return P::eq(P::abs(self), filledLike(self, INFINITY));
 }
 

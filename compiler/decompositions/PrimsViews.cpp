@@ -1,6 +1,6 @@
 // Core ATen -> Prims: views (view, permute, squeeze, unsqueeze, expand, select, slice,
 // as_strided, alias) as the view prims with explicit, non-negative arguments, and the shape
-// ops built from them (cat, tril/triu, repeat, flip, roll, masked_fill), after torch/_refs.
+// ops built from them (cat, repeat, flip), after torch/_refs.
 #include <algorithm>
 
 #include "compiler/decompositions/PrimsCommon.h"
@@ -29,22 +29,6 @@ std::vector<int64_t> trailingDims(const Tensor& t, size_t rank) {
   for (int64_t i = 0; i < t.dim(); ++i)
     dims.push_back(int64_t(rank) - t.dim() + i);
   return dims;
-}
-
-// tril/triu: keep the elements with (col - row) <= diagonal (tril) or >= diagonal (triu).
-Tensor triangle(const char* op, const Tensor& self, int64_t diagonal, bool lower) {
-  KILN_CHECK(self.dim() >= 2, op, ": input tensor must have at least 2 dimensions");
-  int64_t rows = self.size(self.dim() - 2), cols = self.size(self.dim() - 1);
-  Device device = deviceOf(self);
-  std::vector<int64_t> square{rows, cols};
-  Tensor r = P::broadcast_in_dim(P::iota(rows, 0, 1, ScalarType::Int64, device), square,
-                                 std::vector<int64_t>{0});
-  Tensor c = P::broadcast_in_dim(P::iota(cols, 0, 1, ScalarType::Int64, device), square,
-                                 std::vector<int64_t>{1});
-  Tensor offset = P::sub(c, r);
-  Tensor bound = filledLike(offset, diagonal);
-  Tensor mask = lower ? P::le(offset, bound) : P::ge(offset, bound);
-  return P::where(broadcastTo(mask, self.sizes()), self, filledLike(self, 0));
 }
 
 } // namespace
@@ -143,15 +127,13 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   for (const Tensor& t : tensors)
     if (!(t.dim() == 1 && t.size(0) == 0)) kept.push_back(t);
   ScalarType dtype = resultType(tensors);
-  if (kept.empty()) return P::full(tensors[0].sizes(), 0, dtype, deviceOf(tensors[0]));
+  if (kept.empty()) return P::full(tensors[0].sizes(), 0, dtype, tensors[0].device());
   int64_t d = wrapDim(dim, kept[0].dim());
   for (Tensor& t : kept)
     t = convert(t, dtype);
   return P::cat(kept, d);
 }
 
-Tensor tril(const Tensor& self, int64_t diagonal) { return triangle("tril", self, diagonal, true); }
-Tensor triu(const Tensor& self, int64_t diagonal) { return triangle("triu", self, diagonal, false); }
 
 // The input broadcast to [r0, s0, r1, s1, ...] and reshaped to [r0 s0, r1 s1, ...].
 Tensor repeat(const Tensor& self, IntArrayRef repeats) {
@@ -182,39 +164,6 @@ Tensor flip(const Tensor& self, IntArrayRef dims) {
     if (self.dim() > 0) wrapped.push_back(w);
   }
   return P::rev(self, wrapped);
-}
-
-// Each (shift, dim): the last `shift` elements moved to the front with two slices and a cat;
-// no dims: the flattened tensor rolled and reshaped back (torch/_refs roll).
-Tensor roll(const Tensor& self, IntArrayRef shifts, IntArrayRef dims) {
-  KILN_CHECK(!shifts.empty(), "`shifts` required");
-  if (dims.empty()) {
-    KILN_CHECK(shifts.size() == 1, "shifts and dimensions must align. shifts: ", shifts.size(),
-               ", dims:", dims.size());
-    Tensor flat = P::reshape(self, std::vector<int64_t>{self.numel()});
-    return P::reshape(roll(flat, shifts, std::vector<int64_t>{0}), self.sizes());
-  }
-  KILN_CHECK(shifts.size() == dims.size(), "shifts and dimensions must align. shifts: ",
-             shifts.size(), ", dims:", dims.size());
-  Tensor out = self;
-  for (size_t i = 0; i < dims.size(); ++i) {
-    int64_t d = wrapDim(dims[i], self.dim());
-    int64_t size = self.size(d);
-    if (size == 0) continue;
-    int64_t start = ((size - shifts[i]) % size + size) % size;
-    if (start == 0) continue;
-    out = P::cat({sliceDim(out, d, start, size), sliceDim(out, d, 0, start)}, d);
-  }
-  return out.isSame(self) ? P::clone(self) : out;
-}
-
-Tensor maskedFill(const Tensor& self, const Tensor& mask, const Scalar& value) {
-  KILN_CHECK(mask.dtype() == ScalarType::Bool,
-             "masked_fill_ only supports boolean masks, but got mask with dtype ",
-             scalarTypeName(mask.dtype()));
-  KILN_CHECK(isExpandableTo(mask.sizes(), self.sizes()), "masked_fill: the mask of shape ",
-             mask.shapeString(), " cannot broadcast to the input of shape ", self.shapeString());
-  return P::where(broadcastTo(mask, self.sizes()), filledLike(self, value), self);
 }
 
 } // namespace kiln::decompositions
