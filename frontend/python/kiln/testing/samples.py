@@ -150,14 +150,9 @@ def _reduction(dim_kind, empty_ok=True, extra=({},), full=True):
     return cases
 
 
-def _cases(shapes_and_kwargs):
-    return [(s, kw) for s, kw in shapes_and_kwargs]
-
-
 _MM = [((2, 3), (3, 4)), (NC(2, 3), (3, 4)), ((2, 3), NC(3, 4)), ((0, 3), (3, 2)), ((2, 0), (0, 3)),
        ((1, 1), (1, 1))]
 _BMM = [((2, 2, 3), (2, 3, 4)), (NC(2, 2, 3), (2, 3, 4)), ((0, 2, 3), (0, 3, 1)), ((1, 2, 0), (1, 0, 2))]
-_INDEX_DIM0 = T((4,), dtype="int64", low=-2, high=1)
 
 
 def _idx(shape, high, low=0):
@@ -405,7 +400,8 @@ def _spec_table():
                             (([(0, 3), (2, 3)],), {"dim": 0})])
     s["stack"] = dict(cases=[(([(2, 3), (2, 3)],), {}), (([NC(2, 3), (2, 3)],), {"dim": -1}),
                              (([(), ()],), {}), (([(0, 2)],), {"dim": 1})])
-    s["split.Tensor"] = dict(cases=[(((5, 4),), {"split_size": 2}), ((NC(3, 4),), {"split_size": 3, "dim": 1}),
+    s["split.Tensor"] = dict(cases=[(((5, 4),), {"split_size": 2}),
+                                    ((NC(3, 4),), {"split_size": 3, "dim": 1}),
                                     (((0, 4),), {"split_size": 2, "dim": 1})])
     for op in ("split.sizes", "split_with_sizes"):
         key = "split_size" if op == "split.sizes" else "split_sizes"
@@ -421,8 +417,10 @@ def _spec_table():
                               (((),), {"repeats": [2]}), (((0, 2),), {"repeats": [2, 2]})])
     s["flip"] = dict(cases=[(((2, 3, 4),), {"dims": [0, 2]}), ((NC(3, 4),), {"dims": [-1]}),
                             (((),), {"dims": []}), (((0, 2),), {"dims": [1]})])
-    s["roll"] = dict(cases=[(((2, 3),), {"shifts": [1]}), ((NC(3, 4),), {"shifts": [1, -2], "dims": [0, 1]}),
-                            (((4,),), {"shifts": [5], "dims": [0]}), (((0, 2),), {"shifts": [1], "dims": [1]})])
+    s["roll"] = dict(cases=[(((2, 3),), {"shifts": [1]}),
+                            ((NC(3, 4),), {"shifts": [1, -2], "dims": [0, 1]}),
+                            (((4,),), {"shifts": [5], "dims": [0]}),
+                            (((0, 2),), {"shifts": [1], "dims": [1]})])
     s["index.Tensor"] = dict(cases=[(((4, 3), [_idx((5,), 4)]), {}),
                                     ((NC(4, 3), [None, _idx((2, 2), 4, low=-4)]), {}),
                                     (((4, 3), [_mask((4, 3))]), {}),
@@ -432,10 +430,14 @@ def _spec_table():
                                  ((NC(4, 3), [None, T((2,), dtype="int64", values=[1, -1])], (1,)), {}),
                                  (((4, 3), [_mask((4, 3))], ()), {}),
                                  (((4, 3), [_idx((5,), 4)], (3,)), {"accumulate": True})])
-    s["index_select"] = dict(cases=[(((4, 3), _idx((5,), 3)), {"dim": 1}), ((NC(4, 3), _idx((2,), 4)), {"dim": 0}),
-                                    (((), _idx((1,), 1)), {"dim": 0}), (((0, 3), _idx((0,), 1)), {"dim": 0})])
-    s["gather"] = dict(cases=[(((4, 3), _idx((2, 3), 4)), {"dim": 0}), ((NC(4, 3), _idx((4, 5), 3)), {"dim": 1}),
-                              (((), _idx((), 1)), {"dim": 0}), (((3, 2), _idx((0, 2), 3)), {"dim": 0})])
+    s["index_select"] = dict(cases=[(((4, 3), _idx((5,), 3)), {"dim": 1}),
+                                    ((NC(4, 3), _idx((2,), 4)), {"dim": 0}),
+                                    (((), _idx((1,), 1)), {"dim": 0}),
+                                    (((0, 3), _idx((0,), 1)), {"dim": 0})])
+    s["gather"] = dict(cases=[(((4, 3), _idx((2, 3), 4)), {"dim": 0}),
+                              ((NC(4, 3), _idx((4, 5), 3)), {"dim": 1}),
+                              (((), _idx((), 1)), {"dim": 0}),
+                              (((3, 2), _idx((0, 2), 3)), {"dim": 0})])
     return s
 
 
@@ -675,3 +677,17 @@ def torch_op(target):
         return _torch_python(name)
     packet = getattr(torch.ops.aten, name)
     return getattr(packet, ov or "default")
+
+
+def main():
+    """Prints, per op of the table, its sample count and supported dtypes, then the uncovered."""
+    for t in op_targets():
+        try:
+            n = sum(1 for _ in sample_inputs(t, "float32"))
+        except NoSamples:
+            n = 0
+        print(f"{t}: {n} samples, dtypes {' '.join(supported_dtypes(t)) or '-'}")
+    missing = uncovered_ops()
+    print(f"ops without samples: {len(missing)}")
+    for t, why in missing.items():
+        print(f"  {t}: {why}")
