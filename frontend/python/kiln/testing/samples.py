@@ -115,6 +115,10 @@ _BINARY = [((2, 3), (2, 3)), ((2, 3), (3,)), ((2, 1, 3), (4, 1)), (NC(2, 3), (2,
 _TERNARY = [((2, 3), (2, 3), (2, 3)), ((2, 3), (3,), (2, 1)), (NC(2, 3), (2, 3), ()),
             ((), (), ()), ((0, 3), (3,), (1, 3)), ((2, 1, 3), (1, 4, 1), (3,))]
 _DEFAULT_CASES = {0: [()], 1: _UNARY, 2: _BINARY, 3: _TERNARY}
+# Prims take operands of one shape (no broadcasting).
+_SAME_SHAPE = [(2, 3), NC(2, 3), (), (0, 3), (1,), (2, 1, 4)]
+_PRIMS_CASES = {0: [()], 1: _UNARY, 2: [(a, _t(a).shape) for a in _SAME_SHAPE],
+                3: [(a, _t(a).shape, _t(a).shape) for a in _SAME_SHAPE]}
 
 # Reduction inputs and, per input, dims that are valid for it (the last reduces an empty dim).
 _REDUCE_INPUTS = [((2, 3, 4), [[1], [0, -1]]), (NC(3, 4), [[0], [1]]), ((), [[0]]), ((5,), [[0]]),
@@ -438,14 +442,82 @@ def _spec_table():
                               ((NC(4, 3), _idx((4, 5), 3)), {"dim": 1}),
                               (((), _idx((), 1)), {"dim": 0}),
                               (((3, 2), _idx((0, 2), 3)), {"dim": 0})])
+    _prims_specs(s)
     return s
+
+
+def _prims_specs(s):
+    """Specs of the Prims IR ops (keys "prims.<name>"); elementwise prims take their value
+    ranges from the aten op of the same name."""
+    s["prims.where"] = dict(args={"pred": dict(dtype="bool")})
+    s["prims.pow"] = dict(args={"self": dict(low=0.1, high=3), "other": dict(low=0, high=3)})
+    s["prims.convert_element_type"] = dict(kwargs=[{"dtype": kiln.float64}, {"dtype": kiln.int32},
+                                                   {"dtype": kiln.bool}])
+    s["prims.device_put"] = dict(kwargs=[{"device": kiln.device("cpu")}])
+    s["prims.broadcast_in_dim"] = dict(cases=[
+        (((3,),), {"shape": [2, 3], "broadcast_dimensions": [1]}),
+        (((2, 1),), {"shape": [2, 4], "broadcast_dimensions": [0, 1]}),
+        (((),), {"shape": [2], "broadcast_dimensions": []}),
+        ((NC(2, 3),), {"shape": [4, 2, 3], "broadcast_dimensions": [1, 2]}),
+        (((0,),), {"shape": [2, 0], "broadcast_dimensions": [1]})])
+    s["prims.squeeze"] = dict(cases=[(((2, 1, 3, 1),), {"dimensions": [1, 3]}),
+                                     ((NC(1, 4),), {"dimensions": [0]}), (((),), {"dimensions": []}),
+                                     (((0, 1),), {"dimensions": [1]})])
+    s["prims.transpose"] = dict(cases=[(((2, 3, 4),), {"permutation": [2, 0, 1]}),
+                                       ((NC(3, 4),), {"permutation": [1, 0]}),
+                                       (((),), {"permutation": []}), (((0, 3),), {"permutation": [1, 0]})])
+    s["prims.slice"] = dict(cases=[(((4, 5),), {"start_indices": [1, 0], "limit_indices": [3, 5]}),
+                                   ((NC(6, 5),), {"start_indices": [0, 1], "limit_indices": [6, 4],
+                                                  "strides": [2, 1]}),
+                                   (((),), {"start_indices": [], "limit_indices": []}),
+                                   (((0, 3),), {"start_indices": [0, 1], "limit_indices": [0, 3]})])
+    s["prims.as_strided"] = dict(cases=[
+        (((4, 6),), {"size": [2, 3], "stride": [6, 2], "storage_offset": 1}),
+        (((5,),), {"size": [], "stride": [], "storage_offset": 4}),
+        (((5,),), {"size": [0, 2], "stride": [1, 1], "storage_offset": 0})])
+    s["prims.reshape"] = dict(cases=[(((2, 3, 4),), {"shape": [6, 4]}), (((),), {"shape": [1, 1]}),
+                                     ((NC(3, 4),), {"shape": [12]}), (((0, 3),), {"shape": [3, 0]})])
+    s["prims.rev"] = dict(cases=[(((2, 3, 4),), {"dims": [0, 2]}), ((NC(3, 4),), {"dims": [1]}),
+                                 (((),), {"dims": []}), (((0, 2),), {"dims": [1]})])
+    s["prims.cat"] = dict(cases=[(([(2, 3), (4, 3)],), {"dim": 0}), (([NC(2, 3), (2, 1)],), {"dim": 1}),
+                                 (([(0, 3), (2, 3)],), {"dim": 0})])
+    reduce_cases = [(((2, 3, 4),), {"dims": [1]}), ((NC(3, 4),), {"dims": [0, 1]}),
+                    (((),), {"dims": []}), (((2, 0, 3),), {"dims": [0]}),
+                    (((2, 3),), {"dims": [0], "output_dtype": kiln.float64})]
+    for op in ("sum", "prod", "amax", "amin"):
+        s["prims." + op] = dict(cases=reduce_cases, args={"inp": dict(low=-2, high=2)})
+    s["prims.var"] = dict(cases=[(((2, 3, 4),), {"dims": [1]}),
+                                 ((NC(3, 4),), {"dims": [0, 1], "correction": 0}),
+                                 (((2, 3),), {"dims": [1], "correction": 2.0})])
+    for op in ("argmax", "argmin"):
+        s["prims." + op] = dict(cases=[(((2, 3, 4),), {"dim": 1}), ((NC(3, 4),), {"dim": None}),
+                                       (((),), {"dim": None})])
+    s["prims.mm"] = dict(cases=_MM)
+    s["prims.bmm"] = dict(cases=_BMM)
+    dev = kiln.device("cpu")
+    s["prims.iota"] = dict(cases=[((), {"length": 5, "start": 2, "step": 3, "device": dev}),
+                                  ((), {"length": 0, "start": 0, "step": 1, "device": dev})],
+                           dtype_kw=True)
+    s["prims.full"] = dict(cases=[((), {"shape": [2, 3], "device": dev}),
+                                  ((), {"shape": [], "device": dev})], dtype_kw=True)
+    s["prims.empty_strided"] = dict(cases=[((), {"shape": [2, 3], "strides": [1, 2], "device": dev}),
+                                           ((), {"shape": [0], "strides": [1], "device": dev})],
+                                    dtype_kw=True)
 
 
 _SPECS = _spec_table()
 
 
-def _spec(schema):
-    name, ov = schema["name"], schema["overload"]
+def _spec(target, schema):
+    name, ov = schema["name"].split("::")[-1], schema["overload"]
+    ns = target.split(".")[0]
+    if ns != "aten":
+        keys = [f"{ns}.{name}.{ov}" if ov else f"{ns}.{name}", f"{ns}.{name}"]
+        for k in keys:
+            if k in _SPECS:
+                return _SPECS[k]
+        aten = _SPECS.get(name, {})
+        return {k: v for k, v in aten.items() if k in ("args", "scalar")}
     keys = [f"{name}.{ov}" if ov else name, name]
     if name.endswith("_") and schema["args"] and schema["args"][0]["mutated"]:
         keys += [f"{name[:-1]}.{ov}" if ov else name[:-1], name[:-1]]
@@ -523,7 +595,7 @@ def _shape_of(x):
     return x.shape if x is not None else ()
 
 
-def _case_list(schema, spec):
+def _case_list(target, schema, spec):
     if "cases" in spec:
         return [c if len(c) == 2 and isinstance(c[1], dict) else (c, {}) for c in spec["cases"]]
     n = sum(1 for a in schema["args"] if a["type"] == "Tensor" and not a["optional"])
@@ -533,7 +605,7 @@ def _case_list(schema, spec):
         kw = {k: v for k, v in kw.items() if k in names}
         if kw not in kws:
             kws.append(kw)
-    base = _DEFAULT_CASES.get(n)
+    base = (_DEFAULT_CASES if target.startswith("aten.") else _PRIMS_CASES).get(n)
     if base is None:
         raise NoSamples(f"{n} tensor arguments and no cases in the spec")
     return [(shapes, kws[i % len(kws)]) for i, shapes in enumerate(base)] + \
@@ -544,8 +616,8 @@ def sample_inputs(target, dtype):
     """Yields (args, kwargs) of fresh kiln values for op overload `target` and tensors of `dtype`."""
     schema = kiln._C._fx.op_schema(target)
     dt = _as_dtype(dtype)
-    spec = _spec(schema)
-    cases = _case_list(schema, spec)
+    spec = _spec(target, schema)
+    cases = _case_list(target, schema, spec)
     maker = _Maker(dt, zlib.crc32(target.encode()))
     pointwise_inplace = _is_pointwise_inplace(target, schema)
     for shapes, kw in cases:
@@ -655,6 +727,25 @@ def _torch_python(name):
     return getattr(torch, name)
 
 
+def _torch_prim(name):
+    import torch
+
+    def slice_(a, start_indices, limit_indices, strides=None):
+        strides = strides or [1] * len(start_indices)
+        return a[tuple(slice(b, e, s) for b, e, s in zip(start_indices, limit_indices, strides))]
+
+    # PyTorch has no such prims: the aten op computes the same.
+    missing = {"mm": torch.ops.aten.mm.default, "bmm": torch.ops.aten.bmm.default,
+               "argmax": torch.ops.aten.argmax.default, "argmin": torch.ops.aten.argmin.default,
+               "slice": slice_}
+    if name in missing:
+        return missing[name]
+    op = getattr(torch.ops.prims, name).default
+    if name in ("iota", "full", "empty_strided"):
+        return lambda *a, **k: op(*a, requires_grad=False, **k)
+    return op
+
+
 def torch_op(target):
     """PyTorch's callable for kiln op overload `target`: the overload of the same name in
     torch.ops (aten, prims) or, for the overloads PyTorch only has through its Python parser,
@@ -662,8 +753,8 @@ def torch_op(target):
     import torch
 
     ns, name, ov = (target.split(".") + [""])[:3]
-    if ns != "aten":
-        return getattr(getattr(getattr(torch.ops, ns), name), ov or "default")
+    if ns == "prims":
+        return _torch_prim(name)
     special = {
         "empty": torch.ops.aten.empty.memory_format,
         "where.Tensor_method": lambda self, condition, other: torch.where(condition, self, other),
