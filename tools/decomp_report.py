@@ -5,8 +5,8 @@
     decomp_report.py --all      also every op with its status at each level
 
 An op "decomposes to core" when kiln.fx.retrace(..., "core_aten") of a one-node graph calling it
-(on its first sample input, kiln.testing) gives a graph of core ATen / prims ops only; "to
-prims" likewise with "prims". "partial": the retrace rewrote the op but left ops outside the
+(on its first sample input, kiln.testing) gives a graph of core ATen ops only; "to prims"
+likewise with "prims" and prims only. "partial": the retrace rewrote the op but left ops outside the
 level (listed). "none": the retrace kept the op. Without kiln.fx.retrace only the tags count.
 """
 import argparse
@@ -29,9 +29,9 @@ def _first_sample(target):
 
 
 def status(target, level):
-    """('final' | 'full' | 'partial' | 'none' | 'error', detail) of `target` at `level`."""
-    if graphs.final_at(target, level):
-        return "final", ""
+    """('kept' | 'full' | 'partial' | 'none' | 'error', detail) of `target` at `level`."""
+    if graphs.kept_at(target, level):
+        return "kept", ""
     sample = _first_sample(target)
     if sample is None:
         return "error", "no sample runs eagerly"

@@ -71,12 +71,17 @@ def is_prim(target):
     return "prims" in (target_tags(target) or ())
 
 
-def final_at(target, level):
-    """Whether an op is already in the op set of `level` (it is kept by retrace there)."""
+def kept_at(target, level):
+    """Whether retrace keeps the op at `level`: prims always, core ops at 'core_aten'."""
     return is_prim(target) or (level == "core_aten" and is_core(target))
 
 
+def in_level(target, level):
+    """Whether the op belongs to the op set of `level`: core ATen ops, or prims."""
+    return is_core(target) if level == "core_aten" else is_prim(target)
+
+
 def outside_level(graph, level):
-    """The op targets of `graph` that are not in the op set of `level` (core ATen or prims at
-    'core_aten', prims only at 'prims'); targets that are not table ops are not counted."""
-    return [t for t in call_targets(graph) if target_tags(t) is not None and not final_at(t, level)]
+    """The op targets of `graph` outside the op set of `level` (core ATen at 'core_aten', prims
+    at 'prims'); call targets that are not table ops (operator.getitem) do not count."""
+    return [t for t in call_targets(graph) if target_tags(t) is not None and not in_level(t, level)]
