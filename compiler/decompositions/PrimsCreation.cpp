@@ -1,7 +1,7 @@
 // Core ATen -> Prims: factories (empty, empty_strided, full, scalar_tensor, empty_like,
 // full_like, arange, rand, randn) as prims.empty_strided / full / iota / uniform / normal with
 // the dtype and device defaults resolved, and copies (_to_copy, clone) as
-// convert_element_type / device_put / clone.
+// convert_element_type / device_put / clone, and copy_ as prims.copy_to.
 #include "compiler/decompositions/PrimsCommon.h"
 #include "generated/DecompositionDecls.h"
 #include "generated/KernelDecls.h"
@@ -95,5 +95,13 @@ Tensor toCopy(const Tensor& self, std::optional<ScalarType> dtype, std::optional
 }
 
 Tensor clone(const Tensor& self) { return P::clone(self); }
+
+// src converted to self's dtype and broadcast to its shape, written by the in-place prim.
+Tensor copy_(const Tensor& self, const Tensor& src, bool nonBlocking) {
+  Tensor value = materialize(Operand(src), self.dtype(), self.device(), self.sizes());
+  if (Operand(src).tensor && src.device() != self.device())
+    value = P::device_put(value, self.device());
+  return P::copy_to(self, value);
+}
 
 } // namespace kiln::decompositions

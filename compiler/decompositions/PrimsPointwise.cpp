@@ -18,19 +18,10 @@ using Ts = std::vector<Tensor>;
 
 bool isOne(const Scalar& s) { return s.toDouble() == 1.0 && !s.isBool(); }
 
-// self + alpha * other (sub: self - alpha * other), in the compute dtype.
+// self + alpha * other (sub: self - alpha * other), in the compute dtype. The op itself has
+// rejected the alphas PyTorch rejects (the recorder runs it on fakes first).
 Tensor addLike(const char* op, const Operand& self, const Operand& other, const Scalar& alpha,
                bool subtract) {
-  ElementwiseDtypes dtypes = elementwiseDtypes({self, other}, PromotionKind::Default);
-  KILN_CHECK(!(isIntegralType(dtypes.result, true) && alpha.isFloating()),
-             "For integral input tensors, argument alpha must not be a floating point number.");
-  KILN_CHECK(dtypes.result != ScalarType::Bool || !alpha.isIntegral() || alpha.toInt() == 1 ||
-                 alpha.toInt() == 0,
-             "Boolean alpha only supported for Boolean results.");
-  if (subtract)
-    KILN_CHECK(dtypes.result != ScalarType::Bool,
-               "Subtraction, the `-` operator, with two bool tensors is not supported. Use the "
-               "`^` or `logical_xor()` operator instead.");
   return pointwise(op, {self, other}, PromotionKind::Default, [&](const Ts& t) {
     Tensor b = t[1];
     if (!isOne(alpha)) b = P::mul(b, filledLike(b, alpha));
@@ -147,7 +138,6 @@ Tensor clampImpl(const char* op, const Tensor& self, const std::optional<Operand
   if (lo) operands.push_back(*lo);
   if (hi) operands.push_back(*hi);
   return pointwise(op, operands, PromotionKind::Default, [&](const Ts& t) {
-    KILN_CHECK(t[0].dtype() != ScalarType::Bool, "\"clamp_cpu\" not implemented for 'Bool'");
     Tensor a = t[0];
     Tensor isNan = P::ne(a, a);
     size_t next = 1;
@@ -285,7 +275,6 @@ Tensor round(const Tensor& self) { return rounding("round", self, P::round); }
 
 // where(x <= 0, 0, x): NaN stays NaN (torch/_refs relu).
 Tensor relu(const Tensor& self) {
-  KILN_CHECK(self.dtype() != ScalarType::Bool, "\"clamp_min_cpu\" not implemented for 'Bool'");
   return unarySame("relu", self, [](const Tensor& x) {
     Tensor zero = filledLike(x, 0);
     return P::where(P::le(x, zero), zero, x);

@@ -65,7 +65,9 @@ std::tuple<Tensor, Tensor> extremumDim(const char* op, const Tensor& self, int64
   KILN_CHECK_INDEX(self.size(dims[0]) > 0, op, "(): Expected reduction dim ", dims[0],
                    " to have non-zero size.");
   Tensor values = isMax ? P::amax(self, dims) : P::amin(self, dims);
-  Tensor indices = isMax ? P::argmax(self, dims[0]) : P::argmin(self, dims[0]);
+  // argmax/argmin take no bools: as uint8 the first extremum is at the same place.
+  Tensor key = self.dtype() == ScalarType::Bool ? convert(self, ScalarType::UInt8) : self;
+  Tensor indices = isMax ? P::argmax(key, dims[0]) : P::argmin(key, dims[0]);
   return {keepDims(values, self, dims, keepdim), keepDims(indices, self, dims, keepdim)};
 }
 

@@ -190,6 +190,11 @@ Tensor primsConvertElementType(const Tensor& a, ScalarType dtype) {
 
 Tensor primsDevicePut(const Tensor& a, Device device) { return toCopy(a, std::nullopt, device); }
 
+Tensor primsCopyTo(const Tensor& a, const Tensor& b) {
+  checkSameShapeDtypeDevice("prims.copy_to", {&a, &b});
+  return copy_(a, b, false);
+}
+
 Tensor primsClone(const Tensor& a) { return clone(a); }
 
 } // namespace kiln::kernels
