@@ -45,7 +45,7 @@ def test_public_names_and_config_defaults():
 def test_backend_registry():
     assert "eager" in kiln.compiler.list_backends()
     assert kiln.compiler.list_backends() == sorted(kiln.compiler.list_backends())
-    with pytest.raises(kiln.compiler.InvalidBackend, match=r"'no_such'.*\['eager'"):
+    with pytest.raises(kiln.compiler.InvalidBackend, match=r"'no_such'.*\['aot_eager', 'eager'"):
         kiln.compile(lambda x: x, backend="no_such")
     with pytest.raises(kiln.compiler.InvalidBackend):
         kiln.compiler.lookup_backend(3)

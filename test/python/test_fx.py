@@ -717,7 +717,8 @@ def test_passes_dce_cse_shape_prop():
   output %t
 }
 """)
-    assert [p for p, _ in fx.passes.available()] == ["dce", "cse", "shape-prop", "constant-fold"]
+    assert [p for p, _ in fx.passes.available()] == ["dce", "cse", "shape-prop", "constant-fold",
+                                                     "decompose-core-aten", "decompose-prims"]
     fx.passes.run(g, "dce")
     assert g.find_node("unused") is None
     fx.passes.run(g, "cse")
