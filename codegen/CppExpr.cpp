@@ -110,7 +110,7 @@ std::string unaryExpr(LoopOpCode c, ScalarType t, const std::string& a) {
   case LoopOpCode::Trunc: return fp ? call("std::trunc", a) : a;
   case LoopOpCode::Round: return fp ? call("std::nearbyint", a) : a; // half to even
   case LoopOpCode::Reciprocal: return inexact(T + "(1) / " + a);
-  case LoopOpCode::Exp: return inexact(call("std::exp", a));
+  case LoopOpCode::Exp: return inexact(call(t == ScalarType::Float64 ? "std::exp" : "kiln_expf", a));
   case LoopOpCode::Exp2: return inexact(call("std::exp2", a));
   case LoopOpCode::Expm1: return inexact(call("std::expm1", a));
   case LoopOpCode::Log: return inexact(call("std::log", a));
