@@ -222,7 +222,8 @@ std::optional<Nest> buildNest(const std::vector<const Buffer*>& bufs) {
       const Phase& from = nest.phases[pi];
       const Member& producer = from.members[mi];
       bool samePhase = pi == nest.phases.size() - 1;
-      if (samePhase || from.isReduction) {
+      // (A pointwise phase without loops computes one value per row, in scope for the row.)
+      if (samePhase || from.isReduction || from.loops.empty()) {
         if (simplify(op.index - producer.flat, facts) == IndexExpr(0)) continue;
         return std::nullopt;
       }
@@ -534,7 +535,8 @@ private:
     }
     for (size_t k = 0; k < phase.loops.size(); ++k) code_.close();
     // The locals of the phase's loop body are out of scope after it.
-    for (const std::string& name : added) locals_.erase(name);
+    if (!phase.loops.empty())
+      for (const std::string& name : added) locals_.erase(name);
   }
 
   void emitReductionPhase(const Phase& phase) {

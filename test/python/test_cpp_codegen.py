@@ -279,6 +279,41 @@ program @integer(%a: i64[40], %b: i64[40], %c: i32[40], %k: b8[40]) {
 }
 """)
 
+ROW_NORM = program("""
+program @row_norm(%x: f32[8, 128]) {
+  kernel @k0 {
+    %sq: f32[8, 128] = pointwise [i0: 8, i1: 128] {
+      %0 = load %x[128*i0 + i1]
+      %1 = mul %0, %0
+      store %1
+    }
+    %ms: f32[8, 1] = reduction sum [i0: 8] over [r0: 128] {
+      %0 = load %sq[128*i0 + r0]
+      reduce %0
+    }
+    %rev: f32[8, 128] = pointwise [i0: 8, i1: 128] {
+      %0 = load %sq[128*i0 - i1 + 127]
+      %1 = load %ms[i0]
+      %2 = div %0, %1
+      store %2
+    }
+  }
+  kernel @k1 {
+    %a: f32[8, 128] = pointwise [i0: 8, i1: 128] {
+      %0 = load %x[128*i0 + i1]
+      %1 = neg %0
+      store %1
+    }
+    %flip: f32[8, 128] = pointwise [i0: 8, i1: 128] {
+      %0 = load %a[-128*i0 + i1 + 896]
+      %1 = exp %0
+      store %1
+    }
+  }
+  output %rev, %flip
+}
+""")
+
 
 class KilnContext(ctypes.Structure):
     _fields_ = [("alloc", ctypes.c_void_p), ("free", ctypes.c_void_p), ("sgemm", ctypes.c_void_p),
@@ -499,3 +534,50 @@ def test_integer_semantics(lib, blas):
     np.testing.assert_array_equal(i, (j // 3) * 10 + j % 3)
     np.testing.assert_array_equal(n, np.where(k, -c, c))
     assert bool(any_) == k.any() and int(cnt) == k.sum()
+
+
+def test_row_local_reads_and_unfusable_group(lib, blas):
+    x = rng(11).standard_normal((8, 128), dtype=np.float32)
+    rev, flip = run(lib, blas, ROW_NORM, [x], [((8, 128), np.float32), ((8, 128), np.float32)])
+    sq = x.astype(np.float64) ** 2
+    np.testing.assert_allclose(rev, sq[:, ::-1] / sq.sum(axis=1, keepdims=True), rtol=1e-5)
+    np.testing.assert_allclose(flip, np.exp(-x[::-1]), rtol=1e-6)
+    # %sq is read back from memory in its own nest (another element of the row): allocated;
+    # %a is read from another row: k1 is not one nest, and %a is allocated too.
+    assert run.last_allocator.calls == 2
+    source = _codegen.emit_cpp(PROGRAMS[ROW_NORM], prelude=False)
+    assert "// kernel @k0: %sq, %ms, %rev" in source
+    assert "// %a (of kernel @k1: %a, %flip, not fused)" in source
+
+
+def test_allocation_failure_returns_1(lib, blas):
+    libc = ctypes.CDLL(None)
+    failing = ALLOC(lambda n: None)
+    ctx = KilnContext(ctypes.cast(failing, ctypes.c_void_p).value, ctypes.cast(libc.free, ctypes.c_void_p).value,
+                      0, 0, 1)
+    x = np.ones((64, 128), np.float32)
+    y, z = np.ones(128, np.float32), np.ones((64, 1), np.float32)
+    out = np.empty((64, 128), np.float32)
+    ins = (ctypes.c_void_p * 3)(x.ctypes.data, y.ctypes.data, z.ctypes.data)
+    outs = (ctypes.c_void_p * 1)(out.ctypes.data)
+    assert lib.kiln_entry_pointwise(ctypes.byref(ctx), ins, outs) == 1
+
+
+def test_emit_errors():
+    with pytest.raises(ValueError, match="error"):
+        _codegen.emit_cpp("program @f(%x: f32[4]) {\n  output %y\n}")
+    symbolic = """program @f(%x: f32[s0]) {
+  %b: f32[s0] = pointwise [i0: s0] {
+    %0 = load %x[i0]
+    store %0
+  }
+  output %b
+}"""
+    with pytest.raises(RuntimeError, match="symbolic size s0"):
+        _codegen.emit_cpp(symbolic)
+    conv = """program @f(%x: f32[1, 1, 4, 4], %w: f32[1, 1, 3, 3]) {
+  %c: f32[1, 1, 2, 2] = extern convolution(%x, %w)
+  output %c
+}"""
+    with pytest.raises(RuntimeError, match="unsupported extern kernel"):
+        _codegen.emit_cpp(conv)
