@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cctype>
 #include <climits>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -573,7 +574,8 @@ private:
 
     BodyEnv e = env(phase);
     std::string pos = phase.loops.empty() ? "0" : cppIndex(flatIndex(phase.loops), e.facts);
-    auto emitBodies = [&](bool part) {
+    // The members' bodies, then `update(i, value)` of each.
+    auto emitBodiesWith = [&](const std::function<std::vector<std::string>(size_t, const std::string&)>& update) {
       std::vector<std::string> values;
       for (size_t i = 0; i < phase.members.size(); ++i) {
         const Member& m = phase.members[i];
@@ -584,9 +586,15 @@ private:
           values.push_back(emitBody(m.body, "t" + std::to_string(m.id) + "_", e, body));
           code_.lines(body);
         }
-        code_.lines(accs[i].update(values.back(), pos, part));
+        code_.lines(update(i, values.back()));
       }
     };
+    auto emitBodies = [&](bool part) {
+      emitBodiesWith([&](size_t i, const std::string& v) { return accs[i].update(v, pos, part); });
+    };
+    bool allWelford = std::all_of(accs.begin(), accs.end(), [](const Accumulator& a) {
+      return a.kind == ReductionKind::WelfordMean || a.kind == ReductionKind::WelfordVar;
+    });
 
     size_t n = phase.loops.size();
     for (size_t k = 0; k + 1 < n; ++k) {
@@ -595,6 +603,8 @@ private:
     }
     if (n == 0) {
       emitBodies(false);
+    } else if (allWelford) {
+      emitWelfordBlocks(phase.loops.back(), accs, emitBodiesWith);
     } else {
       const Loop& inner = phase.loops.back();
       bool blocked = inner.extent > kSumBlock && (anyPart || parallel);
@@ -631,6 +641,59 @@ private:
       store(m, local);
       locals_[m.buffer->name] = {local, m.flat};
     }
+  }
+
+  // Welford reductions by blocks: each block's mean and M2 in two vectorizable passes (sums in
+  // double), merged into the running state with Chan's update; the sequential Welford update
+  // divides for every element and does not vectorize.
+  template <typename EmitBodies>
+  void emitWelfordBlocks(const Loop& inner, const std::vector<Accumulator>& accs,
+                         const EmitBodies& emitBodiesWith) {
+    std::vector<const Accumulator*> own;
+    for (const Accumulator& a : accs)
+      if (!a.shared) own.push_back(&a);
+    auto clauses = [&](const char* suffix) {
+      std::string c;
+      for (const Accumulator* a : own) c += " reduction(+:" + a->name + suffix + ")";
+      return c;
+    };
+    auto isOwn = [&](size_t i) { return !accs[i].shared; };
+    std::string N = std::to_string(inner.extent), B = std::to_string(kSumBlock);
+    std::string loop = "for (int64_t " + inner.var + " = rb; " + inner.var + " < re; ++" + inner.var + ") {";
+    code_.open("for (int64_t rb = 0; rb < " + N + "; rb += " + B + ") {");
+    code_.line("const int64_t re = std::min<int64_t>(" + N + ", rb + " + B + ");");
+    code_.line("const double bn = static_cast<double>(re - rb);");
+    for (const Accumulator* a : own) code_.line("double " + a->name + "_s = 0;");
+    code_.line("#pragma omp simd" + clauses("_s"));
+    code_.open(loop);
+    emitBodiesWith([&](size_t i, const std::string& v) -> std::vector<std::string> {
+      if (!isOwn(i)) return {};
+      return {accs[i].name + "_s += static_cast<double>(" + v + ");"};
+    });
+    code_.close();
+    for (const Accumulator* a : own) {
+      code_.line("const double " + a->name + "_bmean = " + a->name + "_s / bn;");
+      code_.line("double " + a->name + "_bm2 = 0;");
+    }
+    code_.line("#pragma omp simd" + clauses("_bm2"));
+    code_.open(loop);
+    emitBodiesWith([&](size_t i, const std::string& v) -> std::vector<std::string> {
+      if (!isOwn(i)) return {};
+      const std::string& a = accs[i].name;
+      return {"const double " + a + "_d = static_cast<double>(" + v + ") - " + a + "_bmean;",
+              a + "_bm2 += " + a + "_d * " + a + "_d;"};
+    });
+    code_.close();
+    for (const Accumulator* a : own) {
+      const std::string& x = a->name;
+      code_.open("{");
+      code_.line("const double total = " + x + "_n + bn, delta = " + x + "_bmean - " + x + "_mean;");
+      code_.line(x + "_mean += delta * (bn / total);");
+      code_.line(x + "_m2 += " + x + "_bm2 + delta * delta * (" + x + "_n * bn / total);");
+      code_.line(x + "_n = total;");
+      code_.close();
+    }
+    code_.close();
   }
 
   const Nest& nest_;
@@ -700,12 +763,13 @@ std::string emitExtern(const Buffer& b, const std::string& fname, const std::vec
                        const std::map<std::string, std::string>& cNames, std::vector<std::string>& params) {
   const Extern& x = std::get<Extern>(b.computation);
   std::string what = "C++ codegen: extern " + x.kernel + " (%" + b.name + ")";
+  bool batched = x.kernel == "bmm", addmm = x.kernel == "addmm";
+  KILN_CHECK(x.kernel == "mm" || batched || addmm, what,
+             ": unsupported extern kernel (mm, bmm and addmm are)");
   KILN_CHECK(b.dtype == ScalarType::Float32 || b.dtype == ScalarType::Float64, what,
              ": only f32 and f64 GEMMs are supported, not ", scalarTypeShortName(b.dtype));
   bool isDouble = b.dtype == ScalarType::Float64;
   std::string T = isDouble ? "double" : "float", gemm = isDouble ? "ctx->dgemm" : "ctx->sgemm";
-  bool batched = x.kernel == "bmm", addmm = x.kernel == "addmm";
-  KILN_CHECK(x.kernel == "mm" || batched || addmm, what, ": unsupported extern kernel");
   size_t first = addmm ? 1 : 0;
   KILN_CHECK(ops.size() == first + 2, what, ": expected ", first + 2, " inputs, got ", ops.size());
   size_t rank = batched ? 3 : 2;

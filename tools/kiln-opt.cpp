@@ -75,8 +75,15 @@ bool processLoopChunk(std::string_view chunk, int firstLine, const PassManager& 
     return false;
   }
   if (emitCpp) {
-    for (const LoopProgram& p : parsed.programs) std::cout << codegen::emitCpp(p);
-    return true;
+    for (const LoopProgram& p : parsed.programs) {
+      try {
+        std::cout << codegen::emitCpp(p);
+      } catch (const Error& e) {
+        std::cerr << file << ": error: " << e.what() << "\n";
+        ok = false;
+      }
+    }
+    return ok;
   }
   std::cout << printLoopPrograms(parsed.programs);
   return true;

@@ -314,6 +314,26 @@ program @row_norm(%x: f32[8, 128]) {
 }
 """)
 
+WELFORD_BLOCKS = program("""
+program @welford_blocks(%x: f32[4, 1500], %y: f64[3, 700]{strides=[1, 3]}) {
+  kernel @k0 {
+    %mean: f32[4] = reduction welford_mean [i0: 4] over [r0: 1500] {
+      %0 = load %x[1500*i0 + r0]
+      reduce %0
+    }
+    %var: f32[4] = reduction welford_var [i0: 4] over [r0: 1500] {
+      %0 = load %x[1500*i0 + r0]
+      reduce %0
+    }
+  }
+  %var2: f64[3] = reduction welford_var [i0: 3] over [r0: 700] {
+    %0 = load %y[i0 + 3*r0]
+    reduce %0
+  }
+  output %mean, %var, %var2
+}
+""")
+
 
 class KilnContext(ctypes.Structure):
     _fields_ = [("alloc", ctypes.c_void_p), ("free", ctypes.c_void_p), ("sgemm", ctypes.c_void_p),
@@ -581,3 +601,14 @@ def test_emit_errors():
 }"""
     with pytest.raises(RuntimeError, match="unsupported extern kernel"):
         _codegen.emit_cpp(conv)
+
+
+def test_welford_blocks(lib, blas):
+    r = rng(12)
+    x = (r.standard_normal((4, 1500)) * 0.1 + 1000).astype(np.float32)  # a large offset
+    y = r.standard_normal((700, 3)).T
+    mean, var, var2 = run(lib, blas, WELFORD_BLOCKS, [x, y], [((4,), np.float32), ((4,), np.float32), ((3,), np.float64)])
+    x64 = x.astype(np.float64)
+    np.testing.assert_allclose(mean, x64.mean(axis=1), rtol=1e-7)
+    np.testing.assert_allclose(var, x64.var(axis=1), rtol=1e-6)
+    np.testing.assert_allclose(var2, y.var(axis=1), rtol=1e-13)
