@@ -334,6 +334,18 @@ program @welford_blocks(%x: f32[4, 1500], %y: f64[3, 700]{strides=[1, 3]}) {
 }
 """)
 
+COLLAPSE = program("""
+program @collapse(%x: f32[4, 64, 256], %y: f32[4, 1, 256]) {
+  %out: f32[4, 64, 256] = pointwise [i0: 4, i1: 64, i2: 256] {
+    %0 = load %x[16384*i0 + 256*i1 + i2]
+    %1 = load %y[256*i0 + i2]
+    %2 = add %0, %1
+    store %2
+  }
+  output %out
+}
+""")
+
 
 class KilnContext(ctypes.Structure):
     _fields_ = [("alloc", ctypes.c_void_p), ("free", ctypes.c_void_p), ("sgemm", ctypes.c_void_p),
@@ -612,3 +624,13 @@ def test_welford_blocks(lib, blas):
     np.testing.assert_allclose(mean, x64.mean(axis=1), rtol=1e-7)
     np.testing.assert_allclose(var, x64.var(axis=1), rtol=1e-6)
     np.testing.assert_allclose(var2, y.var(axis=1), rtol=1e-13)
+
+
+def test_parallel_collapsed_outer_loops(lib, blas):
+    r = rng(13)
+    x = r.standard_normal((4, 64, 256), dtype=np.float32)
+    y = r.standard_normal((4, 1, 256), dtype=np.float32)
+    assert "#pragma omp parallel for collapse(2) num_threads(nt)" in _codegen.emit_cpp(PROGRAMS[COLLAPSE])
+    for threads in (1, 4):
+        (out,) = run(lib, blas, COLLAPSE, [x, y], [((4, 64, 256), np.float32)], threads)
+        np.testing.assert_array_equal(out, x + y)
