@@ -293,7 +293,6 @@ struct Accumulator {
     return kind != ReductionKind::ArgMax && kind != ReductionKind::ArgMin &&
            kind != ReductionKind::WelfordMean && kind != ReductionKind::WelfordVar;
   }
-  std::string welfordState() const { return name; }
 
   std::vector<std::string> declare() const {
     if (shared) return {};
@@ -442,7 +441,7 @@ public:
               const std::map<std::string, ScalarType>& dtypes)
       : nest_(nest), options_(options), cNames_(cNames), dtypes_(dtypes) {}
 
-  // The function text; `reads`/`writes` get the names of its pointer parameters in order.
+  // The function text; `params` gets the names behind its pointer parameters, in order.
   std::string emit(const std::string& fname, const std::string& label,
                    std::vector<std::string>& params) {
     int64_t rows = tripCount(nest_.outer), rowWork = 0;
@@ -474,11 +473,11 @@ public:
              cppStorageType(dtypes_.at(name)) + "* __restrict " + cNames_.at(name);
     }
     if (usesThreads_) sig = "int nt" + std::string(sig.empty() ? "" : ", ") + sig;
-    usesThreadsOut = usesThreads_;
     return "// " + label + "\nstatic void " + fname + "(" + sig + ") {\n" + code_.str() + "}\n";
   }
 
-  bool usesThreadsOut = false;
+  // Whether the function takes the thread count `nt` as its first parameter.
+  bool usesThreads() const { return usesThreads_; }
 
 private:
   std::string pointer(const std::string& name, bool written) {
@@ -920,10 +919,10 @@ public:
       if (const Nest* nest = std::get_if<Nest>(&units_[u].work)) {
         NestEmitter ne(*nest, options_, cNames_, dtypes_);
         kernels += ne.emit(fname, units_[u].label, params) + "\n";
-        calls[u] = fname + "(" + (ne.usesThreadsOut ? std::string("nt") : "");
-        usesThreads |= ne.usesThreadsOut;
+        calls[u] = fname + "(" + (ne.usesThreads() ? std::string("nt") : "");
+        usesThreads |= ne.usesThreads();
         for (size_t i = 0; i < params.size(); ++i)
-          calls[u] += (i || ne.usesThreadsOut ? ", " : "") + cNames_[params[i]];
+          calls[u] += (i || ne.usesThreads() ? ", " : "") + cNames_[params[i]];
         calls[u] += ");";
       } else {
         const Buffer* b = std::get<const Buffer*>(units_[u].work);
