@@ -945,10 +945,15 @@ public:
         usesCtx |= b->isExtern() || (materialized_.count(b->name) &&
                                      !std::count(p_.outputs.begin(), p_.outputs.end(), b->name));
     if (!usesCtx) entry.line("(void)ctx;");
-    if (p_.inputs.empty()) entry.line("(void)inputs;");
+    bool usesInputs = std::any_of(p_.inputs.begin(), p_.inputs.end(), [&](const LoopInput& in) {
+      return readers_.count(in.name) || std::count(p_.outputs.begin(), p_.outputs.end(), in.name);
+    });
+    if (!usesInputs) entry.line("(void)inputs;");
     if (p_.outputs.empty()) entry.line("(void)outputs;");
     for (size_t i = 0; i < p_.inputs.size(); ++i) {
       const LoopInput& in = p_.inputs[i];
+      if (!readers_.count(in.name) && !std::count(p_.outputs.begin(), p_.outputs.end(), in.name))
+        continue; // unused
       std::string T = cppStorageType(in.dtype);
       entry.line("const " + T + "* " + cNames_[in.name] + " = static_cast<const " + T + "*>(inputs[" +
                  std::to_string(i) + "]);");

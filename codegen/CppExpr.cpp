@@ -104,6 +104,7 @@ std::string unaryExpr(LoopOpCode c, ScalarType t, const std::string& a) {
     if (!isSignedType(t)) return a;
     return "(" + a + " < 0 ? kiln_sub<" + T + ">(0, " + a + ") : " + a + ")";
   case LoopOpCode::Sign:
+    if (!isSignedType(t)) return T + "(" + T + "(0) < " + a + ")";
     return T + "((" + T + "(0) < " + a + ") - (" + a + " < " + T + "(0)))";
   case LoopOpCode::Floor: return fp ? call("std::floor", a) : a;
   case LoopOpCode::Ceil: return fp ? call("std::ceil", a) : a;
@@ -129,7 +130,7 @@ std::string unaryExpr(LoopOpCode c, ScalarType t, const std::string& a) {
   case LoopOpCode::Tanh: return inexact(call("std::tanh", a));
   case LoopOpCode::Erf: return inexact(call("std::erf", a));
   case LoopOpCode::BitwiseNot: return b8 ? "!" + a : T + "(~" + a + ")";
-  case LoopOpCode::IsFinite: return fp ? call("std::isfinite", a) : "true";
+  case LoopOpCode::IsFinite: return fp ? call("std::isfinite", a) : "((void)" + a + ", true)";
   default: break;
   }
   throw Error(strCat("C++ codegen: ", loopOpName(c), " is not a unary op"));
@@ -253,8 +254,15 @@ std::string cppIntLiteral(int64_t v, ScalarType t) {
 std::string emitBody(const LoopBody& body, const std::string& prefix, const BodyEnv& env,
                      std::vector<std::string>& lines) {
   auto name = [&](int i) { return prefix + std::to_string(i); };
+  // Only the values the stored or reduced value depends on are emitted.
+  std::vector<bool> live(body.ops.size(), false);
+  if (!body.ops.empty()) live.back() = true;
+  for (size_t i = body.ops.size(); i-- > 0;)
+    if (live[i])
+      for (int o : body.ops[i].operands) live[o] = true;
   for (size_t i = 0; i < body.ops.size(); ++i) {
     const LoopOp& op = body.ops[i];
+    if (!live[i]) continue;
     ScalarType t = op.dtype;
     std::string expr;
     auto operand = [&](size_t k) { return name(op.operands[k]); };
