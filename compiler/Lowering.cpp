@@ -486,27 +486,67 @@ private:
     });
   }
 
-  // The output's row-major position, split again over the input's sizes.
+  // Reshape: input and output dims fall into groups of equal element counts (a split, a merge,
+  // or one dim kept); within a group the output's row-major position is split again over the
+  // input's sizes, so kept dims map to themselves and merges simplify to plain strides.
   Value lowerReshape(const Node* n) {
     const Value& a = operand(n, 0, "a");
     std::vector<int64_t> inSizes = a.sizes;
     std::vector<int64_t> outSizes = staticInts(tensorTypeOf(n).sizes, "%" + n->name());
     if (inSizes == outSizes) return a;
-    std::vector<int64_t> outStrides = contiguousStrides(outSizes);
-    std::vector<int64_t> inStrides = contiguousStrides(inSizes);
-    return view(n, a, [inSizes, inStrides, outStrides](const Index& idx) {
-      IndexExpr flat = flatIndex(idx, outStrides);
-      Index in;
-      for (size_t d = 0; d < inSizes.size(); ++d) {
-        if (inSizes[d] == 1) {
-          in.push_back(IndexExpr(0));
-          continue;
+    std::vector<std::pair<std::vector<size_t>, std::vector<size_t>>> groups = reshapeGroups(
+        inSizes, outSizes);
+    return view(n, a, [inSizes, outSizes, groups](const Index& idx) {
+      Index in(inSizes.size(), IndexExpr(0));
+      for (const auto& [ins, outs] : groups) {
+        IndexExpr flat(0);
+        int64_t stride = 1;
+        for (size_t k = outs.size(); k-- > 0;) {
+          flat = flat + idx.at(outs[k]) * stride;
+          stride *= outSizes[outs[k]];
         }
-        IndexExpr e = floorDiv(flat, IndexExpr(inStrides[d]));
-        in.push_back(d == 0 ? e : mod(e, IndexExpr(inSizes[d])));
+        stride = 1;
+        for (size_t k = ins.size(); k-- > 0;) {
+          IndexExpr e = floorDiv(flat, IndexExpr(stride));
+          in[ins[k]] = k == 0 ? e : mod(e, IndexExpr(inSizes[ins[k]]));
+          stride *= inSizes[ins[k]];
+        }
       }
       return in;
     });
+  }
+
+  // Groups of (input dims, output dims) with equal products, in order; one group of every dim
+  // when the sizes have zeros or do not pair up.
+  static std::vector<std::pair<std::vector<size_t>, std::vector<size_t>>> reshapeGroups(
+      const std::vector<int64_t>& inSizes, const std::vector<int64_t>& outSizes) {
+    std::vector<std::pair<std::vector<size_t>, std::vector<size_t>>> groups;
+    auto single = [&] {
+      std::pair<std::vector<size_t>, std::vector<size_t>> all;
+      for (size_t d = 0; d < inSizes.size(); ++d) all.first.push_back(d);
+      for (size_t d = 0; d < outSizes.size(); ++d) all.second.push_back(d);
+      return std::vector<std::pair<std::vector<size_t>, std::vector<size_t>>>{all};
+    };
+    for (int64_t s : inSizes)
+      if (s == 0) return single();
+    size_t i = 0, j = 0;
+    while (i < inSizes.size() || j < outSizes.size()) {
+      std::pair<std::vector<size_t>, std::vector<size_t>> g;
+      int64_t pin = 1, pout = 1;
+      if (i < inSizes.size()) pin *= inSizes[g.first.emplace_back(i++)];
+      if (j < outSizes.size()) pout *= outSizes[g.second.emplace_back(j++)];
+      while (pin != pout) {
+        if (pin < pout && i < inSizes.size()) {
+          pin *= inSizes[g.first.emplace_back(i++)];
+        } else if (pout < pin && j < outSizes.size()) {
+          pout *= outSizes[g.second.emplace_back(j++)];
+        } else {
+          return single();
+        }
+      }
+      groups.push_back(std::move(g));
+    }
+    return groups;
   }
 
   // The reduced dims of a reduction node (its `dims` argument, or every dim for None).

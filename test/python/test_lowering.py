@@ -84,6 +84,16 @@ VIEWS = graph("""graph @views(%x: f32[4, 6, 5]) {
   output (%v, %r, %n, %a)
 }""", lambda: [_f32(4, 6, 5)])
 
+RESHAPES = graph("""graph @reshapes(%x: f32[6, 4], %y: f32[2, 1, 3, 4]) {
+  %a = call_function aten.view(%x, [4, 6])
+  %b = call_function aten.view(%x, [2, 3, 1, 4])
+  %c = call_function aten.add.Tensor(%b, %y)
+  %t = call_function aten.t(%x)
+  %d = call_function aten.reshape(%t, [2, 2, 6])
+  %e = call_function aten.view(%y, [24, 1])
+  output (%a, %c, %d, %e)
+}""", lambda: [_f32(6, 4), _f32(2, 1, 3, 4, seed=1)])
+
 TYPES = graph("""graph @types(%x: f32[5, 9], %i: i64[5, 9], %h: f16[9]) {
   %a = call_function aten.add.Tensor(%x, %i)
   %g = call_function aten.gt.Scalar(%a, 0.25)
