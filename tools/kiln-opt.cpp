@@ -2,13 +2,15 @@
 //   kiln-opt [file|-] [--pipeline=dce,cse] [--print-after-all] [--split-input-file] [--emit=cpp]
 // Loop programs (text starting with `program`) are verified and printed back, or with
 // --emit=cpp as the C++ source the code generator makes of them; graph passes do not apply to
-// them.
+// them. A pipeline ending in `lower-loops` lowers each (prims) graph after the graph passes and
+// prints the loop program (or with --emit=cpp its C++).
 // Errors go to stderr as "file:line:col: error: ..." and make the exit status 1.
 #include <fstream>
 #include <iostream>
 #include <sstream>
 
 #include "codegen/CppCodegen.h"
+#include "compiler/Lowering.h"
 #include "ir/Parser.h"
 #include "ir/Printer.h"
 #include "ir/Verifier.h"
@@ -53,6 +55,35 @@ void usage(std::ostream& out) {
          "passes:\n";
   for (const PassInfo& p : registeredPasses())
     out << "  " << p.name << "  " << p.description << "\n";
+  out << "  lower-loops  (last in a pipeline) lower each prims graph to a loop program\n";
+}
+
+// Splits a trailing "lower-loops" off a pipeline; true when there was one.
+bool takeLowerLoops(std::string& pipeline) {
+  const std::string name = "lower-loops";
+  if (pipeline == name) {
+    pipeline.clear();
+    return true;
+  }
+  if (pipeline.size() > name.size() && pipeline.ends_with("," + name)) {
+    pipeline.resize(pipeline.size() - name.size() - 1);
+    return true;
+  }
+  return false;
+}
+
+// Lowers graphs to loop programs and prints them (or their C++).
+bool lowerAndPrint(const std::vector<Graph>& graphs, bool emitCpp, const std::string& file) {
+  for (const Graph& g : graphs) {
+    try {
+      LoopProgram p = compiler::lowerToLoops(g);
+      std::cout << (emitCpp ? codegen::emitCpp(p) : printLoopProgram(p));
+    } catch (const Error& e) {
+      std::cerr << file << ": error: graph @" << g.name() << ": " << e.what() << "\n";
+      return false;
+    }
+  }
+  return true;
 }
 
 // Parses and verifies a chunk of loop programs; prints them back (or their C++) or the errors.
@@ -91,11 +122,11 @@ bool processLoopChunk(std::string_view chunk, int firstLine, const PassManager& 
 
 // Parses, verifies and transforms one chunk of the input; prints the result or the errors.
 bool processChunk(std::string_view chunk, int firstLine, const PassManager& pm,
-                  const PipelineOptions& options, bool emitCpp, const std::string& file,
-                  std::string_view source) {
+                  const PipelineOptions& options, bool emitCpp, bool lower,
+                  const std::string& file, std::string_view source) {
   if (isLoopProgramText(chunk))
     return processLoopChunk(chunk, firstLine, pm, emitCpp, file, source);
-  if (emitCpp) {
+  if (emitCpp && !lower) {
     std::cerr << file << ": error: --emit=cpp needs a loop program\n";
     return false;
   }
@@ -116,6 +147,7 @@ bool processChunk(std::string_view chunk, int firstLine, const PassManager& pm,
       return false;
     }
   }
+  if (lower) return lowerAndPrint(parsed.graphs, emitCpp, file);
   std::cout << printGraphs(parsed.graphs);
   return true;
 }
@@ -160,6 +192,7 @@ int main(int argc, char** argv) {
   }
   std::string source = buffer.str(), name = file == "-" ? "<stdin>" : file;
   try {
+    bool lower = takeLowerLoops(pipeline);
     PassManager pm = PassManager::parse(pipeline);
     bool ok = true;
     std::vector<Chunk> chunks = splitInput(source, split);
@@ -167,7 +200,7 @@ int main(int argc, char** argv) {
       if (i) std::cout << kSplitMarker << "\n";
       std::string_view text =
           std::string_view(source).substr(chunks[i].begin, chunks[i].end - chunks[i].begin);
-      ok &= processChunk(text, chunks[i].firstLine, pm, options, emitCpp, name, source);
+      ok &= processChunk(text, chunks[i].firstLine, pm, options, emitCpp, lower, name, source);
     }
     return ok ? 0 : 1;
   } catch (const std::exception& e) {

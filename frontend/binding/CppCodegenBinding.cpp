@@ -1,12 +1,17 @@
 // kiln._C._codegen.emit_cpp (see CppCodegenBinding.h): parses and verifies a loop program given
-// as text and returns the C++ source the code generator makes of it.
+// as text and returns the C++ source the code generator makes of it; kiln._C._codegen.lower:
+// a prims graph (a kiln.fx.Graph or its text) -> the text of its loop program.
 #include "frontend/binding/CppCodegenBinding.h"
 
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/string_view.h>
 
 #include "codegen/CppCodegen.h"
+#include "compiler/Lowering.h"
+#include "ir/Parser.h"
+#include "ir/Verifier.h"
 #include "ir/loop/Parser.h"
+#include "ir/loop/Printer.h"
 #include "ir/loop/Verifier.h"
 #include "runtime/Error.h"
 
@@ -35,6 +40,21 @@ void registerCppCodegen(nb::module_& m) {
       nb::arg("program_text"), nb::arg("parallel_threshold") = 32768,
       nb::arg("entry_name") = "kiln_entry", nb::arg("prelude") = true,
       "the C++ source of a loop program given in its text form (docs/loop-ir.md)");
+  c.def(
+      "lower",
+      [](nb::handle graph) {
+        // A kiln.fx.Graph goes through its text form, which keeps every node's type.
+        std::string text = nb::cast<std::string>(nb::str(graph));
+        ParseResult r = parseGraphs(text);
+        if (r.error) throw ValueError(formatDiagnostic(*r.error, "<graph>", text));
+        KILN_CHECK_VALUE(r.graphs.size() == 1, "lower: expected one graph, got ", r.graphs.size());
+        std::vector<Diagnostic> problems = verify(r.graphs[0]);
+        if (!problems.empty()) throw ValueError(formatDiagnostic(problems[0], "<graph>", text));
+        return printLoopProgram(compiler::lowerToLoops(r.graphs[0]));
+      },
+      nb::arg("graph"),
+      "the loop program (text form) of a prims graph with static shapes (kiln.fx.retrace(g, "
+      "\"prims\") first)");
 }
 
 } // namespace kiln::python

@@ -1,0 +1,666 @@
+// Lowering of prims graphs to loop programs (see Lowering.h): loaders, view index composition,
+// reductions, extern kernels and the realization policy.
+#include "compiler/Lowering.h"
+
+#include <bit>
+#include <cmath>
+#include <functional>
+#include <set>
+#include <unordered_map>
+
+#include "runtime/Error.h"
+
+namespace kiln::compiler {
+
+namespace {
+
+using Index = std::vector<IndexExpr>;
+
+// A shared value whose loader emits more ops than this is realized into a buffer instead of
+// being recomputed by every consumer; a value this large or larger always is (bounds the
+// recomputation of deep chains).
+constexpr int64_t kSharedRecomputeLimit = 32;
+constexpr int64_t kRecomputeLimit = 512;
+
+// The body being built, with the ranges of its loop variables (for simplifying indices).
+struct BodyContext {
+  LoopBody body;
+  RangeFacts facts;
+};
+
+// Identical ops are emitted once: a new op equal to an earlier one is dropped for it.
+int dedupeLast(LoopBody& b) {
+  const LoopOp& last = b.ops.back();
+  for (size_t i = 0; i + 1 < b.ops.size(); ++i) {
+    const LoopOp& o = b.ops[i];
+    if (o.code == last.code && o.dtype == last.dtype && o.operands == last.operands &&
+        o.buffer == last.buffer && o.index == last.index && o.intValue == last.intValue &&
+        std::bit_cast<uint64_t>(o.floatValue) == std::bit_cast<uint64_t>(last.floatValue)) {
+      b.ops.pop_back();
+      return int(i);
+    }
+  }
+  return int(b.ops.size()) - 1;
+}
+
+int emitLoad(BodyContext& c, const std::string& buf, const IndexExpr& index, ScalarType dtype) {
+  c.body.load(buf, simplify(index, c.facts), dtype);
+  return dedupeLast(c.body);
+}
+
+int emitIndexExpr(BodyContext& c, const IndexExpr& e) {
+  c.body.indexExpr(simplify(e, c.facts), ScalarType::Int64);
+  return dedupeLast(c.body);
+}
+
+int emitCast(BodyContext& c, int v, ScalarType dtype) {
+  if (c.body.ops[v].dtype == dtype) return v;
+  c.body.cast(v, dtype);
+  return dedupeLast(c.body);
+}
+
+int emitMath(BodyContext& c, LoopOpCode code, std::vector<int> operands) {
+  c.body.math(code, std::move(operands));
+  return dedupeLast(c.body);
+}
+
+// A constant of `dtype` from a Python number (bool, int or float).
+int emitConstant(BodyContext& c, const Argument& value, ScalarType dtype) {
+  double f = value.kind() == Argument::Kind::Float  ? value.toFloat()
+             : value.kind() == Argument::Kind::Bool ? double(value.toBool())
+                                                    : double(value.toInt());
+  if (isFloatingType(dtype)) {
+    c.body.constantFloat(f, dtype);
+  } else if (dtype == ScalarType::Bool) {
+    c.body.constantInt(f != 0, dtype);
+  } else {
+    c.body.constantInt(value.kind() == Argument::Kind::Int ? value.toInt() : int64_t(f), dtype);
+  }
+  return dedupeLast(c.body);
+}
+
+using Loader = std::function<int(BodyContext&, const Index&)>;
+
+// A lowered node: its element type and shape and how to compute the element at an index.
+struct Value {
+  ScalarType dtype = ScalarType::Float32;
+  std::vector<int64_t> sizes;
+  Loader load;
+  // The input or buffer this value is exactly (input geometry, or a contiguous buffer).
+  std::string storage;
+  // How many ops the loader emits (counting shared subexpressions once per use).
+  int64_t cost = 1;
+};
+
+std::vector<int64_t> contiguousStrides(const std::vector<int64_t>& sizes) {
+  std::vector<int64_t> s(sizes.size(), 1);
+  for (size_t d = sizes.size(); d-- > 1;) s[d - 1] = s[d] * sizes[d];
+  return s;
+}
+
+IndexExpr flatIndex(const Index& idx, const std::vector<int64_t>& strides) {
+  IndexExpr e(0);
+  for (size_t d = 0; d < idx.size(); ++d) e = e + idx[d] * IndexExpr(strides[d]);
+  return e;
+}
+
+Index loopVars(const char* prefix, size_t n) {
+  Index v;
+  for (size_t d = 0; d < n; ++d) v.push_back(IndexExpr::var(prefix + std::to_string(d)));
+  return v;
+}
+
+std::vector<IterVar> iterVars(const char* prefix, const std::vector<int64_t>& extents,
+                              RangeFacts& facts) {
+  std::vector<IterVar> r;
+  for (size_t d = 0; d < extents.size(); ++d) {
+    std::string name = prefix + std::to_string(d);
+    r.push_back({name, IndexExpr(extents[d])});
+    facts[name] = VarRange{0, extents[d]};
+  }
+  return r;
+}
+
+std::vector<IndexExpr> exprs(const std::vector<int64_t>& v) {
+  return std::vector<IndexExpr>(v.begin(), v.end());
+}
+
+std::vector<int64_t> intList(const Argument& a, const std::string& what) {
+  KILN_CHECK(a.isSequence(), "lowering: ", what, " must be a list of ints");
+  std::vector<int64_t> r;
+  for (const Argument& x : a.items()) {
+    KILN_CHECK(x.kind() == Argument::Kind::Int, "lowering: ", what,
+               " must be a list of static ints");
+    r.push_back(x.toInt());
+  }
+  return r;
+}
+
+std::vector<int64_t> staticInts(const std::vector<SymInt>& v, const std::string& what) {
+  std::vector<int64_t> r;
+  for (const SymInt& s : v) {
+    std::optional<int64_t> c = s.constant();
+    KILN_CHECK(c.has_value(), "lowering: ", what, " has a dynamic size; only static shapes lower");
+    r.push_back(*c);
+  }
+  return r;
+}
+
+const TensorType& tensorTypeOf(const Node* n) {
+  KILN_CHECK(n->meta.type && n->meta.type->isTensor(), "lowering: %", n->name(),
+             " has no tensor type (retrace the graph to prims first)");
+  return n->meta.type->tensor();
+}
+
+// The argument at `pos`, else the keyword `name`, else null.
+const Argument* argOf(const Node* n, size_t pos, std::string_view name) {
+  if (pos < n->args().size()) return &n->args()[pos];
+  return n->kwarg(name);
+}
+
+class Lowerer {
+public:
+  explicit Lowerer(const Graph& g) : graph_(g) {
+    program_.name = g.name();
+    for (Node* n : g.nodes()) names_.insert(n->name());
+  }
+
+  LoopProgram run() {
+    for (Node* n : graph_.nodes()) {
+      switch (n->opcode()) {
+      case Opcode::Placeholder:
+        lowerInput(n);
+        break;
+      case Opcode::CallFunction:
+        lowerCall(n);
+        break;
+      case Opcode::Output:
+        lowerOutput(n);
+        break;
+      default:
+        throw Error("lowering: cannot lower the " + std::string(opcodeName(n->opcode())) +
+                    " node %" + n->name() + " (" + n->target() + "); only prims graphs lower");
+      }
+    }
+    return std::move(program_);
+  }
+
+private:
+  std::string freshName() {
+    for (;;) {
+      std::string n = "buf" + std::to_string(counter_++);
+      if (names_.insert(n).second) return n;
+    }
+  }
+
+  Value bufferValue(const std::string& name, ScalarType dtype, std::vector<int64_t> sizes) {
+    Value v;
+    v.dtype = dtype;
+    v.sizes = sizes;
+    v.storage = name;
+    std::vector<int64_t> strides = contiguousStrides(sizes);
+    v.load = [name, dtype, strides](BodyContext& c, const Index& idx) {
+      return emitLoad(c, name, flatIndex(idx, strides), dtype);
+    };
+    return v;
+  }
+
+  // The name of an input or buffer holding v's elements; computes a pointwise buffer when v
+  // is not one yet (and from then on v loads from it).
+  std::string realize(Value& v) {
+    if (!v.storage.empty()) return v.storage;
+    std::string name = freshName();
+    Pointwise pw;
+    BodyContext c;
+    pw.ranges = iterVars("i", v.sizes, c.facts);
+    int x = v.load(c, loopVars("i", v.sizes.size()));
+    x = emitCast(c, x, v.dtype);
+    c.body.store(x);
+    pw.body = std::move(c.body);
+    program_.buffers.push_back(Buffer{name, v.dtype, exprs(v.sizes), std::move(pw), "", {}});
+    v = bufferValue(name, v.dtype, v.sizes);
+    return name;
+  }
+
+  Value& valueOf(const Node* n) {
+    auto it = values_.find(n);
+    KILN_CHECK(it != values_.end(), "lowering: %", n->name(), " is not a lowered tensor value");
+    return it->second;
+  }
+
+  Value& operand(const Node* n, size_t pos, std::string_view name) {
+    const Argument* a = argOf(n, pos, name);
+    KILN_CHECK(a && a->isNode(), "lowering: ", n->target(), " expects a tensor for ", name);
+    return valueOf(a->toNode());
+  }
+
+  void lowerInput(const Node* n) {
+    const TensorType& t = tensorTypeOf(n);
+    LoopInput in;
+    in.name = n->name();
+    in.dtype = t.dtype;
+    std::vector<int64_t> sizes = staticInts(t.sizes, "input %" + n->name());
+    std::vector<int64_t> strides =
+        t.strides ? staticInts(*t.strides, "input %" + n->name()) : contiguousStrides(sizes);
+    in.sizes = exprs(sizes);
+    in.strides = exprs(strides);
+    program_.inputs.push_back(in);
+    Value v;
+    v.dtype = t.dtype;
+    v.sizes = sizes;
+    v.storage = n->name();
+    std::string name = n->name();
+    ScalarType dtype = t.dtype;
+    v.load = [name, dtype, strides](BodyContext& c, const Index& idx) {
+      return emitLoad(c, name, flatIndex(idx, strides), dtype);
+    };
+    values_[n] = std::move(v);
+  }
+
+  void lowerOutput(const Node* n) {
+    KILN_CHECK(!n->args().empty(), "lowering: the output node has no value");
+    const Argument& r = n->args()[0];
+    std::vector<Argument> items = r.isSequence() ? r.items() : std::vector<Argument>{r};
+    for (const Argument& a : items) {
+      KILN_CHECK(a.isNode(), "lowering: graph outputs must be tensors");
+      program_.outputs.push_back(realize(valueOf(a.toNode())));
+    }
+  }
+
+  // A value computed from `parts` by `load`, with n's type.
+  Value derived(const Node* n, Loader load, int64_t cost) {
+    const TensorType& t = tensorTypeOf(n);
+    Value v;
+    v.dtype = t.dtype;
+    v.sizes = staticInts(t.sizes, "%" + n->name());
+    v.load = std::move(load);
+    v.cost = cost;
+    return v;
+  }
+
+  // A view: the element at an output index is the input's at index `map(idx)`.
+  Value view(const Node* n, const Value& in, std::function<Index(const Index&)> map) {
+    Loader inner = in.load;
+    return derived(
+        n, [inner, map](BodyContext& c, const Index& idx) { return inner(c, map(idx)); },
+        in.cost);
+  }
+
+  void lowerCall(const Node* n) {
+    const std::string& target = n->target();
+    KILN_CHECK(target.starts_with("prims."), "lowering: cannot lower ", target,
+               " (%", n->name(), "): only prims lower; retrace the graph to prims first");
+    std::string prim = target.substr(6);
+    Value v = lowerPrim(n, prim);
+    // Realization policy: a value recomputed by several consumers stays cheap.
+    if (v.storage.empty() &&
+        (v.cost > kRecomputeLimit || (n->users().size() > 1 && v.cost > kSharedRecomputeLimit)))
+      realize(v);
+    values_[n] = std::move(v);
+  }
+
+  Value lowerPrim(const Node* n, const std::string& prim) {
+    if (prim == "log10") return lowerLog10(n);
+    std::optional<LoopOpCode> code = loopOpFromName(prim);
+    if (code && loopOpArity(*code) > 0 && *code != LoopOpCode::Cast &&
+        *code != LoopOpCode::Store && *code != LoopOpCode::Reduce)
+      return lowerElementwise(n, *code);
+    if (prim == "convert_element_type") {
+      const Value& a = operand(n, 0, "a");
+      ScalarType dtype = tensorTypeOf(n).dtype;
+      Loader inner = a.load;
+      return derived(
+          n, [inner, dtype](BodyContext& c, const Index& idx) {
+            return emitCast(c, inner(c, idx), dtype);
+          },
+          a.cost + 1);
+    }
+    if (prim == "view_of" || prim == "device_put") {
+      Value v = operand(n, 0, "a");
+      return v;
+    }
+    if (prim == "clone") {
+      Value v = operand(n, 0, "a");
+      v.storage.clear(); // a new tensor: the output must not alias the input
+      return v;
+    }
+    if (prim == "broadcast_in_dim") return lowerBroadcast(n);
+    if (prim == "squeeze") {
+      const Value& a = operand(n, 0, "a");
+      std::vector<int64_t> dims = intList(*argOf(n, 1, "dimensions"), "squeeze dimensions");
+      std::vector<bool> squeezed(a.sizes.size(), false);
+      for (int64_t d : dims) squeezed.at(size_t(d < 0 ? d + int64_t(a.sizes.size()) : d)) = true;
+      return view(n, a, [squeezed](const Index& idx) {
+        Index in;
+        size_t k = 0;
+        for (bool s : squeezed) in.push_back(s ? IndexExpr(0) : idx.at(k++));
+        return in;
+      });
+    }
+    if (prim == "transpose") {
+      const Value& a = operand(n, 0, "a");
+      std::vector<int64_t> perm = intList(*argOf(n, 1, "permutation"), "transpose permutation");
+      return view(n, a, [perm](const Index& idx) {
+        Index in(perm.size());
+        for (size_t i = 0; i < perm.size(); ++i) in.at(size_t(perm[i])) = idx.at(i);
+        return in;
+      });
+    }
+    if (prim == "slice") {
+      const Value& a = operand(n, 0, "a");
+      std::vector<int64_t> start = intList(*argOf(n, 1, "start_indices"), "slice start_indices");
+      const Argument* st = argOf(n, 3, "strides");
+      std::vector<int64_t> step =
+          st && !st->isNone() ? intList(*st, "slice strides") : std::vector<int64_t>(start.size(), 1);
+      return view(n, a, [start, step](const Index& idx) {
+        Index in;
+        for (size_t d = 0; d < idx.size(); ++d) in.push_back(IndexExpr(start[d]) + idx[d] * step[d]);
+        return in;
+      });
+    }
+    if (prim == "rev") {
+      const Value& a = operand(n, 0, "a");
+      std::vector<int64_t> dims = intList(*argOf(n, 1, "dims"), "rev dims");
+      std::vector<int64_t> sizes = a.sizes;
+      std::vector<bool> flip(sizes.size(), false);
+      for (int64_t d : dims) flip.at(size_t(d < 0 ? d + int64_t(sizes.size()) : d)) = true;
+      return view(n, a, [sizes, flip](const Index& idx) {
+        Index in;
+        for (size_t d = 0; d < idx.size(); ++d)
+          in.push_back(flip[d] ? IndexExpr(sizes[d] - 1) - idx[d] : idx[d]);
+        return in;
+      });
+    }
+    if (prim == "reshape") return lowerReshape(n);
+    if (prim == "full") {
+      const Argument* fill = argOf(n, 1, "fill_value");
+      KILN_CHECK(fill && fill->isNumber(), "lowering: prims.full needs a number fill_value");
+      Argument value = *fill;
+      ScalarType dtype = tensorTypeOf(n).dtype;
+      return derived(
+          n, [value, dtype](BodyContext& c, const Index&) { return emitConstant(c, value, dtype); },
+          1);
+    }
+    if (prim == "iota") {
+      const Argument* start = argOf(n, 1, "start");
+      const Argument* step = argOf(n, 2, "step");
+      KILN_CHECK(start && step && start->kind() == Argument::Kind::Int &&
+                     step->kind() == Argument::Kind::Int,
+                 "lowering: prims.iota needs static start and step");
+      int64_t s0 = start->toInt(), s1 = step->toInt();
+      ScalarType dtype = tensorTypeOf(n).dtype;
+      return derived(
+          n, [s0, s1, dtype](BodyContext& c, const Index& idx) {
+            return emitCast(c, emitIndexExpr(c, IndexExpr(s0) + idx.at(0) * s1), dtype);
+          },
+          2);
+    }
+    if (prim == "sum") return lowerReduction(n, ReductionKind::Sum);
+    if (prim == "prod") return lowerReduction(n, ReductionKind::Prod);
+    if (prim == "amax") return lowerReduction(n, ReductionKind::Max);
+    if (prim == "amin") return lowerReduction(n, ReductionKind::Min);
+    if (prim == "argmax") return lowerReduction(n, ReductionKind::ArgMax);
+    if (prim == "argmin") return lowerReduction(n, ReductionKind::ArgMin);
+    if (prim == "var") return lowerVar(n);
+    if (prim == "mm" || prim == "bmm") {
+      std::string a = realize(operand(n, 0, "self"));
+      std::string b = realize(operand(n, 1, "mat2"));
+      const TensorType& t = tensorTypeOf(n);
+      std::vector<int64_t> sizes = staticInts(t.sizes, "%" + n->name());
+      std::string name = freshName();
+      program_.buffers.push_back(
+          Buffer{name, t.dtype, exprs(sizes), Extern{prim, {a, b}, {}}, "", {}});
+      return bufferValue(name, t.dtype, sizes);
+    }
+    throw NotImplementedError("lowering: prims." + prim + " (%" + n->name() +
+                              ") has no loop lowering");
+  }
+
+  Value lowerElementwise(const Node* n, LoopOpCode code) {
+    int arity = loopOpArity(code);
+    std::vector<Argument> args(n->args().begin(), n->args().end());
+    KILN_CHECK(int(args.size()) == arity, "lowering: ", n->target(), " takes ", arity,
+               " operands, got ", args.size());
+    // Number operands take the dtype of the tensor operands they stand beside.
+    ScalarType numberDtype = tensorTypeOf(n).dtype;
+    for (size_t i = code == LoopOpCode::Where ? 1 : 0; i < args.size(); ++i)
+      if (args[i].isNode()) numberDtype = valueOf(args[i].toNode()).dtype;
+    std::vector<Loader> loaders;
+    int64_t cost = 1;
+    for (size_t i = 0; i < args.size(); ++i) {
+      if (args[i].isNode()) {
+        const Value& a = valueOf(args[i].toNode());
+        loaders.push_back(a.load);
+        cost += a.cost;
+      } else {
+        KILN_CHECK(args[i].isNumber(), "lowering: ", n->target(), " operand ", i,
+                   " is neither a tensor nor a number");
+        Argument value = args[i];
+        ScalarType dtype = code == LoopOpCode::Where && i == 0 ? ScalarType::Bool : numberDtype;
+        loaders.push_back([value, dtype](BodyContext& c, const Index&) {
+          return emitConstant(c, value, dtype);
+        });
+        cost += 1;
+      }
+    }
+    return derived(
+        n, [loaders, code](BodyContext& c, const Index& idx) {
+          std::vector<int> ops;
+          for (const Loader& l : loaders) ops.push_back(l(c, idx));
+          return emitMath(c, code, ops);
+        },
+        cost);
+  }
+
+  // log10(x) = log(x) / ln(10), in float for 16-bit floats.
+  Value lowerLog10(const Node* n) {
+    const Value& a = operand(n, 0, "self");
+    Loader inner = a.load;
+    ScalarType dtype = a.dtype;
+    ScalarType compute = elementSize(dtype) == 2 ? ScalarType::Float32 : dtype;
+    return derived(
+        n, [inner, dtype, compute](BodyContext& c, const Index& idx) {
+          int x = emitCast(c, inner(c, idx), compute);
+          int lg = emitMath(c, LoopOpCode::Log, {x});
+          int ln10 = emitConstant(c, Argument(std::log(10.0)), compute);
+          return emitCast(c, emitMath(c, LoopOpCode::Div, {lg, ln10}), dtype);
+        },
+        a.cost + 4);
+  }
+
+  Value lowerBroadcast(const Node* n) {
+    const Value& a = operand(n, 0, "a");
+    std::vector<int64_t> shape = intList(*argOf(n, 1, "shape"), "broadcast_in_dim shape");
+    std::vector<int64_t> bdims =
+        intList(*argOf(n, 2, "broadcast_dimensions"), "broadcast_in_dim broadcast_dimensions");
+    KILN_CHECK(bdims.size() == a.sizes.size(), "lowering: broadcast_in_dim of %", n->name(),
+               " names ", bdims.size(), " dims for a ", a.sizes.size(), "-d input");
+    std::vector<int64_t> inSizes = a.sizes;
+    return view(n, a, [bdims, inSizes, shape](const Index& idx) {
+      Index in;
+      for (size_t i = 0; i < bdims.size(); ++i) {
+        size_t o = size_t(bdims[i]);
+        in.push_back(inSizes[i] == 1 && shape.at(o) != 1 ? IndexExpr(0) : idx.at(o));
+      }
+      return in;
+    });
+  }
+
+  // Reshape: input and output dims fall into groups of equal element counts (a split, a merge,
+  // or one dim kept); within a group the output's row-major position is split again over the
+  // input's sizes, so kept dims map to themselves and merges simplify to plain strides.
+  Value lowerReshape(const Node* n) {
+    const Value& a = operand(n, 0, "a");
+    std::vector<int64_t> inSizes = a.sizes;
+    std::vector<int64_t> outSizes = staticInts(tensorTypeOf(n).sizes, "%" + n->name());
+    if (inSizes == outSizes) return a;
+    std::vector<std::pair<std::vector<size_t>, std::vector<size_t>>> groups = reshapeGroups(
+        inSizes, outSizes);
+    return view(n, a, [inSizes, outSizes, groups](const Index& idx) {
+      Index in(inSizes.size(), IndexExpr(0));
+      for (const auto& [ins, outs] : groups) {
+        IndexExpr flat(0);
+        int64_t stride = 1;
+        for (size_t k = outs.size(); k-- > 0;) {
+          flat = flat + idx.at(outs[k]) * stride;
+          stride *= outSizes[outs[k]];
+        }
+        stride = 1;
+        for (size_t k = ins.size(); k-- > 0;) {
+          IndexExpr e = floorDiv(flat, IndexExpr(stride));
+          in[ins[k]] = k == 0 ? e : mod(e, IndexExpr(inSizes[ins[k]]));
+          stride *= inSizes[ins[k]];
+        }
+      }
+      return in;
+    });
+  }
+
+  // Groups of (input dims, output dims) with equal products, in order; one group of every dim
+  // when the sizes have zeros or do not pair up.
+  static std::vector<std::pair<std::vector<size_t>, std::vector<size_t>>> reshapeGroups(
+      const std::vector<int64_t>& inSizes, const std::vector<int64_t>& outSizes) {
+    std::vector<std::pair<std::vector<size_t>, std::vector<size_t>>> groups;
+    auto single = [&] {
+      std::pair<std::vector<size_t>, std::vector<size_t>> all;
+      for (size_t d = 0; d < inSizes.size(); ++d) all.first.push_back(d);
+      for (size_t d = 0; d < outSizes.size(); ++d) all.second.push_back(d);
+      return std::vector<std::pair<std::vector<size_t>, std::vector<size_t>>>{all};
+    };
+    for (int64_t s : inSizes)
+      if (s == 0) return single();
+    size_t i = 0, j = 0;
+    while (i < inSizes.size() || j < outSizes.size()) {
+      std::pair<std::vector<size_t>, std::vector<size_t>> g;
+      int64_t pin = 1, pout = 1;
+      if (i < inSizes.size()) pin *= inSizes[g.first.emplace_back(i++)];
+      if (j < outSizes.size()) pout *= outSizes[g.second.emplace_back(j++)];
+      while (pin != pout) {
+        if (pin < pout && i < inSizes.size()) {
+          pin *= inSizes[g.first.emplace_back(i++)];
+        } else if (pout < pin && j < outSizes.size()) {
+          pout *= outSizes[g.second.emplace_back(j++)];
+        } else {
+          return single();
+        }
+      }
+      groups.push_back(std::move(g));
+    }
+    return groups;
+  }
+
+  // The reduced dims of a reduction node (its `dims` argument, or every dim for None).
+  std::vector<bool> reducedDims(const Node* n, const Value& in) {
+    size_t rank = in.sizes.size();
+    const Argument* dimsArg = argOf(n, 1, n->target() == "prims.argmax" ||
+                                                  n->target() == "prims.argmin"
+                                              ? "dim"
+                                              : "dims");
+    std::vector<bool> reduced(rank, false);
+    if (!dimsArg || dimsArg->isNone()) {
+      reduced.assign(rank, true);
+      return reduced;
+    }
+    std::vector<int64_t> dims = dimsArg->kind() == Argument::Kind::Int
+                                    ? std::vector<int64_t>{dimsArg->toInt()}
+                                    : intList(*dimsArg, "reduction dims");
+    for (int64_t d : dims) {
+      int64_t w = d < 0 ? d + int64_t(rank) : d;
+      KILN_CHECK(w >= 0 && w < int64_t(rank), "lowering: reduction dim ", d, " out of range");
+      reduced[size_t(w)] = true;
+    }
+    return reduced;
+  }
+
+  // A Reduction buffer of `kind` over the reduced dims of n's input (the input's loader
+  // inlined in its body, values cast to `valueDtype`); returns the buffer's name.
+  std::string reductionBuffer(const Node* n, ReductionKind kind, ScalarType valueDtype,
+                              ScalarType bufferDtype) {
+    const Value& in = operand(n, 0, "inp");
+    std::vector<bool> reduced = reducedDims(n, in);
+    std::vector<int64_t> keptSizes, reducedSizes;
+    for (size_t d = 0; d < reduced.size(); ++d)
+      (reduced[d] ? reducedSizes : keptSizes).push_back(in.sizes[d]);
+    Reduction red;
+    red.kind = kind;
+    BodyContext c;
+    red.ranges = iterVars("i", keptSizes, c.facts);
+    red.reductionRanges = iterVars("r", reducedSizes, c.facts);
+    Index idx;
+    size_t k = 0, r = 0;
+    for (bool isReduced : reduced)
+      idx.push_back(IndexExpr::var(isReduced ? "r" + std::to_string(r++)
+                                             : "i" + std::to_string(k++)));
+    int x = emitCast(c, in.load(c, idx), valueDtype);
+    c.body.reduce(x);
+    red.body = std::move(c.body);
+    std::vector<int64_t> outSizes = staticInts(tensorTypeOf(n).sizes, "%" + n->name());
+    std::string name = freshName();
+    program_.buffers.push_back(
+        Buffer{name, bufferDtype, exprs(outSizes), std::move(red), "", {}});
+    return name;
+  }
+
+  Value lowerReduction(const Node* n, ReductionKind kind) {
+    const TensorType& t = tensorTypeOf(n);
+    const Value& in = operand(n, 0, "inp");
+    std::vector<bool> reduced = reducedDims(n, in);
+    bool any = false;
+    for (bool b : reduced) any |= b;
+    std::vector<int64_t> sizes = staticInts(t.sizes, "%" + n->name());
+    bool isArg = kind == ReductionKind::ArgMax || kind == ReductionKind::ArgMin;
+    if (!any && !isArg) {
+      // No dim reduced: every output element is its input element.
+      Loader inner = in.load;
+      ScalarType dtype = t.dtype;
+      return derived(
+          n, [inner, dtype](BodyContext& c, const Index& idx) {
+            return emitCast(c, inner(c, idx), dtype);
+          },
+          in.cost + 1);
+    }
+    ScalarType valueDtype = isArg ? in.dtype : t.dtype;
+    std::string name = reductionBuffer(n, kind, valueDtype, t.dtype);
+    return bufferValue(name, t.dtype, sizes);
+  }
+
+  // var = welford_var * n / max(0, n - correction).
+  Value lowerVar(const Node* n) {
+    const TensorType& t = tensorTypeOf(n);
+    const Value& in = operand(n, 0, "inp");
+    std::vector<bool> reduced = reducedDims(n, in);
+    int64_t count = 1;
+    for (size_t d = 0; d < reduced.size(); ++d)
+      if (reduced[d]) count *= in.sizes[d];
+    const Argument* corr = argOf(n, 2, "correction");
+    double correction = !corr || corr->isNone()           ? 1.0
+                        : corr->kind() == Argument::Kind::Float ? corr->toFloat()
+                                                                : double(corr->toInt());
+    std::string name = reductionBuffer(n, ReductionKind::WelfordVar, t.dtype, t.dtype);
+    std::vector<int64_t> sizes = staticInts(t.sizes, "%" + n->name());
+    Value buf = bufferValue(name, t.dtype, sizes);
+    if (correction == 0) return buf;
+    double scale = double(count) / std::max(0.0, double(count) - correction);
+    Loader inner = buf.load;
+    ScalarType dtype = t.dtype;
+    return derived(
+        n, [inner, scale, dtype](BodyContext& c, const Index& idx) {
+          int v = inner(c, idx);
+          int s = emitConstant(c, Argument(scale), dtype);
+          return emitMath(c, LoopOpCode::Mul, {v, s});
+        },
+        3);
+  }
+
+  const Graph& graph_;
+  LoopProgram program_;
+  std::set<std::string> names_;
+  int counter_ = 0;
+  std::unordered_map<const Node*, Value> values_;
+};
+
+} // namespace
+
+LoopProgram lowerToLoops(const Graph& primsGraph) { return Lowerer(primsGraph).run(); }
+
+} // namespace kiln::compiler
