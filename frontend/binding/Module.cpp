@@ -5,6 +5,7 @@
 
 #include <map>
 
+#include "frontend/binding/CodegenBinding.h"
 #include "frontend/binding/FxBinding.h"
 #include "frontend/binding/GeneratorBinding.h"
 #include "frontend/binding/Indexing.h"
@@ -69,6 +70,7 @@ NB_MODULE(_C, m) {
   registerFx(m);
   kiln::capture::registerCapture(m);
   kiln::capture::registerTraceFrame(m);
+  registerCodegen(m);
 
   m.def("memory_stats", [] {
     MemoryStats s = CpuAllocator::instance().stats();
