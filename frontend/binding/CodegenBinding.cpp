@@ -45,13 +45,17 @@ std::vector<std::string> configFlags() {
   return nb::cast<std::vector<std::string>>(value);
 }
 
-// The cache kiln.config describes now; `extraFlags` come after kiln.config.cpp_flags.
-codegen::KernelCache currentCache(const std::vector<std::string>& extraFlags = {}) {
+// The cache and compiler kiln.config describes now; `extraFlags` come after kiln.config.cpp_flags.
+codegen::KernelCache compilingCache(const std::vector<std::string>& extraFlags) {
   std::vector<std::string> flags = configFlags();
   flags.insert(flags.end(), extraFlags.begin(), extraFlags.end());
   return codegen::KernelCache(configString("cache_dir"),
                               codegen::Toolchain(configString("cpp_compiler"), std::move(flags)));
 }
+
+// The cache folder kiln.config describes now, for what does not compile (the compiler settings
+// are not read, so a bad one does not stop `kiln cache clear`).
+codegen::KernelCache currentCache() { return codegen::KernelCache(configString("cache_dir")); }
 
 } // namespace
 
@@ -71,7 +75,7 @@ void registerCodegen(nb::module_& m) {
   c.def(
       "compile_source",
       [](const std::string& source, const std::string& entry, const std::vector<std::string>& extraFlags) {
-        codegen::KernelCache cache = currentCache(extraFlags);
+        codegen::KernelCache cache = compilingCache(extraFlags);
         nb::gil_scoped_release release;
         codegen::CompiledKernel kernel = cache.compile(source, entry);
         return std::make_pair(kernel.path, kernel.cacheHit);

@@ -191,7 +191,7 @@ def test_debug_dir_hook_for_backend_stages(tmp_path, monkeypatch):
         compiled(kiln.ones(2))
     finally:
         kiln.compiler.reset()
-    (graph_dir,) = (tmp_path / "h").iterdir()
+    (graph_dir,) = (tmp_path / "test_debug_dir_hook_for_backend_stages.h").iterdir()
     assert (graph_dir / "output_code.cpp").read_text() == "// generated\n"
     assert "aten.exp" in (graph_dir / "captured.txt").read_text()
     kiln.compiler.debug_dir.write("ignored.txt", "outside a compile nothing is written")

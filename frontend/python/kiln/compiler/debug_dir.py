@@ -2,7 +2,8 @@
 from $KILN_DEBUG_DIR at import or by `kiln run script.py --dump DIR`).
 
 Layout, one folder per compiled function (a kiln.compile call, named after the function it
-compiled; `f_2` for a second one of the same name) and one per graph inside it:
+compiled: its qualified name without `<locals>`, `f_2` for a second one of the same name) and
+one per graph inside it:
 
     DIR/<function>/<graph>/info.txt        frame, file:line, cache entry, op count, backend
                            captured.txt    the captured graph (kiln.fx text form)
@@ -41,7 +42,7 @@ def _safe_name(name):
 def _function_dir(callback, code):
     name = _function_dirs.get(callback)
     if name is None:
-        base = _safe_name(code.co_qualname)
+        base = _safe_name(code.co_qualname.replace(".<locals>", ""))
         name, n = base, 1
         while name in _used_names:
             n += 1
