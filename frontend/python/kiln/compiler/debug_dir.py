@@ -20,6 +20,7 @@ Later stages are written by the backend that computes them: while a backend comp
 `write(filename, text)` adds a file to that graph's folder (the loop program, the generated
 C++), and does nothing when no debug folder is set.
 """
+import contextvars
 import os
 import re
 import weakref
@@ -28,7 +29,8 @@ from .. import config
 
 _function_dirs = weakref.WeakKeyDictionary()  # FrameCallback -> its folder name
 _used_names = set()
-_current = None  # the GraphDump of the graph a backend is compiling now
+# The GraphDump of the graph a backend is compiling now (per thread and async context).
+_current = contextvars.ContextVar("kiln_debug_graph", default=None)
 
 
 def enabled():
@@ -112,18 +114,17 @@ class compiling:
         self.dump = dump
 
     def __enter__(self):
-        global _current
-        self.previous, _current = _current, self.dump
+        self.token = _current.set(self.dump)
         return self.dump
 
     def __exit__(self, *exc):
-        global _current
-        _current = self.previous
+        _current.reset(self.token)
 
 
 def write(filename, text):
     """Adds `filename` with `text` to the folder of the graph being compiled now: the hook for
     backends' own stages (the loop program, the generated C++). Nothing happens when no debug
     folder is set or no graph is being compiled."""
-    if _current is not None:
-        _current.write(filename, text)
+    dump = _current.get()
+    if dump is not None:
+        dump.write(filename, text)
