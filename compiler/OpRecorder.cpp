@@ -233,15 +233,15 @@ void OpRecorder::runDecomposition(OpId op, Stack& stack) {
 
 void OpRecorder::record(OpId op, Stack& stack) {
   const OpSchema& s = Dispatcher::instance().schema(op);
-  if (needsDecomposition(op, decompose) && decompositionOf(op))
-    return runDecomposition(op, stack);
   // Inside a decomposition, a factory given a fake's device (meta) makes its tensor where the
-  // decomposed op's result lives.
+  // decomposed op's result lives (also when the factory decomposes in turn).
   if (decompositionDevice_)
     for (size_t i = 0; i < s.args.size(); ++i)
       if (s.args[i].type == ArgType::Device && !stack[i].isNone() && stack[i].toDevice().isMeta())
         stack[i] = decompositionDevice_->isCpu() && s.args[i].optional ? Value()
                                                                         : Value(*decompositionDevice_);
+  if (needsDecomposition(op, decompose) && decompositionOf(op))
+    return runDecomposition(op, stack);
   const bool factory = !hasTensorArgument(s, stack);
   Device device; // of the result: the first tensor input's, or the one a factory names
 
@@ -292,7 +292,7 @@ void OpRecorder::record(OpId op, Stack& stack) {
       for (const Tensor& t : v.toTensorList())
         results.push_back(t);
     } else {
-      throw NotImplementedError(strCat("kiln.compile cannot capture aten.", s.qualifiedName(),
+      throw NotImplementedError(strCat("kiln.compile cannot capture ", s.ns, ".", s.qualifiedName(),
                                        ": it returns a Python value that depends on tensor data"));
     }
   }

@@ -254,9 +254,11 @@ private:
     try {
       d.call(op, stack);
     } catch (const std::exception& e) {
-      // Kernel messages usually start with the op's name already ("add: The size of ...").
-      std::string what = e.what();
-      fail(n, what.starts_with(s.name + ":") ? "aten." + what : opTarget(op) + ": " + what);
+      // Kernel messages usually start with the op's name already ("add: The size of ...",
+      // "prims.add: operands must ...").
+      std::string what = e.what(), target = opTarget(op);
+      if (what.starts_with(target + ":")) fail(n, what);
+      fail(n, what.starts_with(s.name + ":") ? s.ns + "." + what : target + ": " + what);
     }
     Device device = resultDevice.value_or(Device());
     auto single = [&](Value v) {

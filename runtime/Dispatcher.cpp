@@ -27,16 +27,16 @@ Dispatcher::Dispatcher() {
   }
 }
 
-std::vector<OpId> Dispatcher::overloadsOf(const std::string& name) const {
+std::vector<OpId> Dispatcher::overloadsOf(const std::string& name, std::string_view ns) const {
   std::vector<OpId> out;
   for (size_t i = 0; i < ops_.size(); ++i)
-    if (ops_[i].schema.name == name) out.push_back(OpId(i));
+    if (ops_[i].schema.name == name && ops_[i].schema.ns == ns) out.push_back(OpId(i));
   return out;
 }
 
-OpId Dispatcher::find(const std::string& qualifiedName) const {
+OpId Dispatcher::find(const std::string& qualifiedName, std::string_view ns) const {
   for (size_t i = 0; i < ops_.size(); ++i)
-    if (ops_[i].schema.qualifiedName() == qualifiedName) return OpId(i);
+    if (ops_[i].schema.ns == ns && ops_[i].schema.qualifiedName() == qualifiedName) return OpId(i);
   return OpId::NumOps;
 }
 

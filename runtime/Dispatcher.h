@@ -3,6 +3,7 @@
 // of the highest-priority key that has one.
 #pragma once
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "generated/OpId.h"
@@ -22,10 +23,10 @@ public:
 
   const OpSchema& schema(OpId op) const { return ops_[size_t(op)].schema; }
   size_t numOps() const { return ops_.size(); }
-  // Every overload of an op name ("add" -> add.Tensor, add.Scalar), in table order.
-  std::vector<OpId> overloadsOf(const std::string& name) const;
-  // "add.Tensor" or "add" (the default overload); NumOps when unknown.
-  OpId find(const std::string& qualifiedName) const;
+  // Every overload of an op name of a namespace ("add" -> add.Tensor, add.Scalar), in table order.
+  std::vector<OpId> overloadsOf(const std::string& name, std::string_view ns = "aten") const;
+  // "add.Tensor" or "add" (the default overload) of a namespace; NumOps when unknown.
+  OpId find(const std::string& qualifiedName, std::string_view ns = "aten") const;
 
   void registerKernel(OpId op, DispatchKey key, BoxedKernel kernel);
   void registerFallback(DispatchKey key, BoxedFallback fallback);

@@ -47,7 +47,8 @@ enum OpTag : uint32_t {
 enum class PromotionKind : uint8_t { None, Default, IntToFloat, AlwaysBool, NoOpMath };
 
 struct OpSchema {
-  std::string name;     // "add"
+  std::string ns = "aten"; // the namespace: "aten", or "prims" for the Prims IR
+  std::string name;        // "add"
   std::string overload; // "Tensor", or "" for the default overload
   std::vector<ArgSpec> args;
   std::vector<ReturnSpec> returns;

@@ -26,6 +26,12 @@ the function `decompose:` names, with the op's typed signature; else, for a `com
 composite kernel; else, for an `inplace: true` op or an op tagged inplace (not view) whose
 functional twin (the name without `_`, same overload) is in the table, the functional op followed
 by copy_ into self. Other ops have none.
+
+A schema may name a namespace: `func: prims::add(Tensor self, Tensor other) -> Tensor`. Ops of
+the default namespace `aten` keep their plain names; others get the namespace in their OpId
+(`prims_add`), their typed C++ API (`kiln::ops::prims::add`) and graph target (`prims.add`),
+and are hidden from Python's `kiln.*` and Tensor methods (graph code reaches them through
+`kiln.fx.prims`).
 """
 import os
 import re
@@ -182,10 +188,11 @@ class Op:
     def __init__(self, entry, source):
         self.entry = entry
         func = entry["func"]
-        m = re.fullmatch(r"([\w]+)(?:\.(\w+))?\((.*)\)\s*->\s*(.+)", func.strip())
+        m = re.fullmatch(r"(?:(\w+)::)?([\w]+)(?:\.(\w+))?\((.*)\)\s*->\s*(.+)", func.strip())
         if not m:
             raise ValueError(f"{source}: cannot parse schema '{func}'")
-        self.name, overload, args, rets = m.groups()
+        ns, self.name, overload, args, rets = m.groups()
+        self.ns = ns or "aten"
         self.overload = overload or ""
         self.text = func.strip()
         self.args = []
@@ -206,8 +213,11 @@ class Op:
         self.variants = {v.strip() for v in variants.split(",")}
         self.tags = entry.get("tags", [])
         self.promotion = entry.get("promotion", "none")
-        self.python = entry.get("python", self.name)
-        self.id = self.name + ("_" + self.overload if self.overload else "")
+        self.python = entry.get("python", self.name if self.ns == "aten" else "")
+        if self.ns != "aten":
+            self.variants = set()
+        self.id = ("" if self.ns == "aten" else self.ns + "_") + self.name + (
+            "_" + self.overload if self.overload else "")
         self.cpp_name = entry.get("cpp", self.name)
         self.kernels = {}
         if "kernel" in entry:
@@ -323,29 +333,53 @@ def gen_ops_h(ops):
     lines = [HEADER, "// The typed C++ API: each function boxes its arguments and calls the dispatcher.",
              "#pragma once", "#include <optional>", "#include <tuple>", "#include <vector>", "",
              '#include "runtime/Value.h"', "", "namespace kiln::ops {", ""]
-    for op in ops:
-        lines.append(f"// {op.text}")
-        lines.append(f"{op.cpp_return_type()} {op.cpp_name}({op.cpp_params(True)});")
+    for ns, group in by_namespace(ops):
+        lines.extend(open_namespace(ns))
+        for op in group:
+            lines.append(f"// {op.text}")
+            lines.append(f"{op.cpp_return_type()} {op.cpp_name}({op.cpp_params(True)});")
+        lines.extend(close_namespace(ns))
     lines += ["", "} // namespace kiln::ops", ""]
     return "\n".join(lines)
+
+
+def by_namespace(ops):
+    """The ops grouped by namespace, aten first, each group in table order."""
+    names = sorted({op.ns for op in ops}, key=lambda n: (n != "aten", n))
+    return [(n, [op for op in ops if op.ns == n]) for n in names]
+
+
+def open_namespace(ns):
+    return [] if ns == "aten" else ["", f"namespace {ns} {{", ""]
+
+
+def close_namespace(ns):
+    return [] if ns == "aten" else ["", f"}} // namespace {ns}"]
 
 
 def gen_ops_cpp(ops):
     lines = [HEADER, '#include "generated/Ops.h"', "", '#include "runtime/Dispatcher.h"', "",
              "namespace kiln::ops {", ""]
-    for op in ops:
-        lines.append(f"{op.cpp_return_type()} {op.cpp_name}({op.cpp_params(False)}) {{")
-        # The local is not called `s`: a schema may name an argument so (scalar_tensor's Scalar s).
-        lines.append("  Stack stack;")
-        lines.append(f"  stack.reserve({max(len(op.args), len(op.returns))});")
-        for a in op.args:
-            lines.append(f"  stack.emplace_back({a.box()});")
-        lines.append(f"  Dispatcher::instance().call(OpId::{op.id}, stack);")
-        lines.extend(unbox_returns(op, "  "))
-        lines.append("}")
-        lines.append("")
+    for ns, group in by_namespace(ops):
+        lines.extend(open_namespace(ns))
+        for op in group:
+            lines.extend(gen_op_function(op))
+        lines.extend(close_namespace(ns))
     lines += ["} // namespace kiln::ops", ""]
     return "\n".join(lines)
+
+
+def gen_op_function(op):
+    """The typed C++ API function of one op: box the arguments, call the dispatcher, unbox."""
+    # The local is not called `s`: a schema may name an argument so (scalar_tensor's Scalar s).
+    lines = [f"{op.cpp_return_type()} {op.cpp_name}({op.cpp_params(False)}) {{", "  Stack stack;",
+             f"  stack.reserve({max(len(op.args), len(op.returns))});"]
+    for a in op.args:
+        lines.append(f"  stack.emplace_back({a.box()});")
+    lines.append(f"  Dispatcher::instance().call(OpId::{op.id}, stack);")
+    lines.extend(unbox_returns(op, "  "))
+    lines += ["}", ""]
+    return lines
 
 
 def unbox_returns(op, ind):
@@ -397,7 +431,8 @@ def gen_registration(ops):
                     lines.append(f"  s.emplace_back(std::move(std::get<{i}>(r)));")
             lines.append("}")
         if op.inplace:
-            functional = op.name[:-1] + ("_" + op.overload if op.overload else "")
+            functional = ("" if op.ns == "aten" else op.ns + "_") + op.name[:-1] + (
+                "_" + op.overload if op.overload else "")
             if functional not in by_id:
                 raise ValueError(f"in-place op {op.id} has no functional op {functional}")
             lines.append(f"void boxed_{op.id}__inplace(Stack& s) {{")
@@ -408,6 +443,7 @@ def gen_registration(ops):
     for op in ops:
         lines.append("  {")
         lines.append("    OpSchema o;")
+        lines.append(f'    o.ns = "{op.ns}";')
         lines.append(f'    o.name = "{op.name}";')
         lines.append(f'    o.overload = "{op.overload}";')
         lines.append(f'    o.text = {cpp_string(op.text)};')

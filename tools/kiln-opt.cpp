@@ -1,5 +1,7 @@
 // kiln-opt: reads graph IR text, verifies it, runs a pass pipeline, prints the result.
 //   kiln-opt [file|-] [--pipeline=dce,cse] [--print-after-all] [--split-input-file]
+// Loop programs (text starting with `program`) are verified and printed back; graph passes do
+// not apply to them.
 // Errors go to stderr as "file:line:col: error: ..." and make the exit status 1.
 #include <fstream>
 #include <iostream>
@@ -8,6 +10,9 @@
 #include "ir/Parser.h"
 #include "ir/Printer.h"
 #include "ir/Verifier.h"
+#include "ir/loop/Parser.h"
+#include "ir/loop/Printer.h"
+#include "ir/loop/Verifier.h"
 #include "passes/PassManager.h"
 
 using namespace kiln;
@@ -47,10 +52,34 @@ void usage(std::ostream& out) {
     out << "  " << p.name << "  " << p.description << "\n";
 }
 
+// Parses and verifies a chunk of loop programs; prints them back or the errors.
+bool processLoopChunk(std::string_view chunk, int firstLine, const PassManager& pm,
+                      const std::string& file, std::string_view source) {
+  LoopParseResult parsed = parseLoopPrograms(chunk, firstLine);
+  if (parsed.error) {
+    std::cerr << formatDiagnostic(*parsed.error, file, source);
+    return false;
+  }
+  bool ok = true;
+  for (const LoopProgram& p : parsed.programs)
+    for (const Diagnostic& d : verifyLoopProgram(p)) {
+      std::cerr << formatDiagnostic(d, file, source);
+      ok = false;
+    }
+  if (!ok) return false;
+  if (!pm.passes().empty()) {
+    std::cerr << file << ": error: the pipeline's passes work on graphs, not loop programs\n";
+    return false;
+  }
+  std::cout << printLoopPrograms(parsed.programs);
+  return true;
+}
+
 // Parses, verifies and transforms one chunk of the input; prints the result or the errors.
 bool processChunk(std::string_view chunk, int firstLine, const PassManager& pm,
                   const PipelineOptions& options, const std::string& file,
                   std::string_view source) {
+  if (isLoopProgramText(chunk)) return processLoopChunk(chunk, firstLine, pm, file, source);
   ParseResult parsed = parseGraphs(chunk, firstLine);
   if (parsed.error) {
     std::cerr << formatDiagnostic(*parsed.error, file, source);

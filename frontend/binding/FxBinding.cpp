@@ -679,6 +679,7 @@ nb::dict schemaToPython(OpId op) {
   const OpSchema& s = opSchema(op);
   nb::dict d;
   d["target"] = opTarget(op);
+  d["namespace"] = s.ns;
   d["name"] = s.name;
   d["overload"] = s.overload;
   d["schema"] = s.text;

@@ -38,7 +38,9 @@ bool spansOverlap(const Tensor& a, const Tensor& b) {
 }
 
 // More than one element of `t` at one address (an expanded tensor): writing it is ambiguous.
+// An empty tensor has no elements to write (numpy gives them all-zero strides).
 bool hasInternalOverlap(const Tensor& t) {
+  if (t.numel() == 0) return false;
   for (int64_t d = 0; d < t.dim(); ++d)
     if (t.sizes()[size_t(d)] > 1 && t.strides()[size_t(d)] == 0) return true;
   return false;

@@ -196,7 +196,7 @@ def random_graph(r, index):
                               (r.choice(everything), [r.choice(everything)]), {"scale": rand_float(r)})
         else:
             n = g.get_attr(r.choice(["weight", "layers.0.bias", "a b.c", "buffers.7"]))
-        if r.random() < 0.3 and not n.target.startswith("aten."):  # ops keep types fitting their returns
+        if r.random() < 0.3 and not n.target.startswith(("aten.", "prims.")):  # ops keep types fitting their returns
             n.meta["type"] = rand_type(r)
             if n.meta["type"].kind == "int":
                 numbers.append(n)

@@ -9,7 +9,7 @@
 - retrace: the graph traced again on fake tensors, decomposed to core ATen or prims;
 - targets: call_function targets are qualified names; resolve_target / qualified_name /
   register_target convert between names and callables; `aten.<op>.<overload>` calls one
-  overload of the op table.
+  overload of the op table, `prims.<op>` one op of the Prims IR.
 
 See docs/fx.md.
 """
@@ -33,7 +33,7 @@ from .graph import (  # noqa: F401
 from .graph_module import GraphModule  # noqa: F401
 from .interpreter import Interpreter  # noqa: F401
 from .proxy import Attribute, Proxy, TraceError  # noqa: F401
-from .targets import aten, qualified_name  # noqa: F401
+from .targets import aten, prims, qualified_name  # noqa: F401
 from .targets import register as register_target  # noqa: F401
 from .targets import resolve as resolve_target  # noqa: F401
 from .tracer import Tracer, symbolic_trace, wrap  # noqa: F401

@@ -10,7 +10,7 @@ per node, which GraphModule execs to define its forward.
 call_function targets are written as their qualified names, looked up when the code runs (so
 a tracer that patches `kiln.*` sees them when it traces a GraphModule again); `operator.*`
 targets become Python operators, `builtins.getattr(x, "shape")` becomes `x.shape`, `aten.*`
-targets call the op table's overloads through kiln.fx.aten (targets that are not plain Python
+and `prims.*` targets call the op table's overloads through kiln.fx.aten / kiln.fx.prims (targets that are not plain Python
 paths of already imported modules, such as `aten.random_.from`, are global aliases resolved when
 first called). Nodes whose names are not Python
 identifiers (`%0`) or that clash with a keyword or a global of the code get a `_`-prefixed or
@@ -25,6 +25,7 @@ import types
 
 from .. import _C
 from . import targets
+from .targets import OP_NAMESPACES
 
 _BINARY = {
     "add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%", "pow": "**",
@@ -35,6 +36,14 @@ _UNARY = {"neg": "-", "pos": "+", "invert": "~", "not_": "not "}
 
 _DTYPE_NAMES = {getattr(_C, n): n for n in (
     "bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "float64")}
+
+
+class _Packet(types.SimpleNamespace):
+    """An op whose default overload and named overloads one code both calls (`aten.round(x)`,
+    `aten.round.decimals(x, 2)`): the overloads as attributes, callable as the default one."""
+
+    def __call__(self, *args, **kwargs):
+        return self.default(*args, **kwargs)
 
 
 class _LazyTarget:
@@ -90,11 +99,12 @@ class _Emitter:
         self.graph = graph
         self.root = root_module
         self.verbose = verbose
-        self.globals = {"kiln": importlib.import_module("kiln"), "aten": targets.aten}
+        self.globals = {"kiln": importlib.import_module("kiln"), "aten": targets.aten,
+                        "prims": targets.prims}
         self.aliases = {}  # target -> global alias for targets without an importable path
-        roots = {"kiln", "aten", "getattr", "slice", "float", root_module}
+        roots = {"kiln", "aten", "prims", "getattr", "slice", "float", root_module}
         for n in graph.nodes:
-            if n.op == "call_function" and not n.target.startswith("aten."):
+            if n.op == "call_function" and n.target.split(".")[0] not in OP_NAMESPACES:
                 roots.add(n.target.split(".")[0])
         self.name = _Namer(roots)
 
@@ -173,8 +183,8 @@ class _Emitter:
     def function(self, target):
         parts = target.split(".")
         if all(p.isidentifier() and not keyword.iskeyword(p) for p in parts) and self._is_live_path(parts):
-            if parts[0] == "aten":
-                self._bind_aten(parts)
+            if parts[0] in OP_NAMESPACES:
+                self._bind_op(parts)
             else:
                 self.globals[parts[0]] = sys.modules[parts[0]]
             return target
@@ -186,31 +196,35 @@ class _Emitter:
             self.name.reserve(alias)
         return alias
 
-    def _bind_aten(self, parts):
-        """`aten.add.Tensor` in the code reads plain attributes of a table made for this code
-        (two dict lookups), not kiln.fx.aten's dynamic lookup, so calling an op from generated
-        code costs what calling it from Python does."""
-        table = self.globals["aten"]
-        if table is targets.aten:
-            table = self.globals["aten"] = types.SimpleNamespace()
-        packet = getattr(table, parts[1], None)
-        if packet is None:
-            packet = types.SimpleNamespace()
-            setattr(table, parts[1], packet)
+    def _bind_op(self, parts):
+        """`aten.add.Tensor` (or `prims.add`) in the code reads plain attributes of a table made
+        for this code (two dict lookups), not kiln.fx.aten's dynamic lookup, so calling an op
+        from generated code costs what calling it from Python does."""
+        table = self.globals[parts[0]]
+        if table is getattr(targets, parts[0]):
+            table = self.globals[parts[0]] = types.SimpleNamespace()
         name = ".".join(parts)
         try:
-            fn = targets.resolve(name if len(parts) == 3 else name)
+            fn = targets.resolve(name)
         except ValueError:
             fn = _LazyTarget(name)
+        slot = getattr(table, parts[1], None)
         if len(parts) == 2:  # aten.clone: the default overload, callable as the packet itself
+            if isinstance(slot, types.SimpleNamespace):  # overloads are bound too (aten.round.decimals)
+                fn = _Packet(**{**vars(slot), "default": fn})
             setattr(table, parts[1], fn)
-        else:
-            setattr(packet, parts[2], fn)
+            return
+        if slot is None:
+            slot = types.SimpleNamespace()
+        elif not isinstance(slot, types.SimpleNamespace):  # the default overload's function
+            slot = _Packet(default=slot)
+        setattr(slot, parts[2], fn)
+        setattr(table, parts[1], slot)
 
     @staticmethod
     def _is_live_path(parts):
         """Whether the dotted path leads, through modules already imported, to the target's callable."""
-        if parts[0] == "aten":
+        if parts[0] in OP_NAMESPACES:
             return True
         obj = sys.modules.get(parts[0])
         for part in parts[1:]:

@@ -1,12 +1,14 @@
 """call_function targets: qualified names <-> Python callables.
 
 A graph stores a call_function target as text (`kiln.add`, `kiln.nn.functional.relu`,
-`operator.add`, `math.sqrt`, `aten.add.Tensor`), so that graphs print, parse and compare as text.
+`operator.add`, `math.sqrt`, `aten.add.Tensor`, `prims.add`), so that graphs print, parse and
+compare as text.
 This registry turns callables into those names and back:
 
 - `qualified_name(fn)`: the registered name, else `fn.__module__ + "." + fn.__qualname__` when
   that path leads back to `fn` (`_operator` is spelled `operator`);
-- `resolve(name)`: `aten.<op>.<overload>` is the op table's callable for exactly that overload;
+- `resolve(name)`: `aten.<op>.<overload>` (and `prims.<op>` for the Prims IR) is the op table's
+  callable for exactly that overload;
   a registered name is its callable; anything else is imported and looked up attribute by
   attribute, as pickle finds globals;
 - `register(name, fn)` names callables that have no importable path (closures, lambdas).
@@ -24,6 +26,8 @@ import threading
 
 from .. import _C
 
+# The op table's namespaces: `aten.*` and `prims.*` targets name its ops.
+OP_NAMESPACES = ("aten", "prims")
 _lock = threading.RLock()
 _by_id = {}  # id(fn) -> (fn, name); fn is kept so its id stays unique
 _by_name = {}  # name -> fn
@@ -123,7 +127,7 @@ def resolve(name):
     fn = _by_name.get(name)
     if fn is not None:
         return fn
-    if name.startswith("aten."):
+    if name.split(".", 1)[0] in OP_NAMESPACES:
         fn = _C._fx.op_callable(name)  # ValueError naming the overloads for unknown ops
         register(_C._fx.op_schema(name)["target"], fn)
         with _lock:
@@ -141,33 +145,40 @@ def resolve(name):
 
 class _OpPacket:
     """`aten.add`: its overloads as attributes (`aten.add.Tensor`); callable when the op has a
-    default overload (`aten.clone(x)`)."""
+    default overload (`aten.clone(x)`, `prims.add(x, y)`)."""
 
-    def __init__(self, name):
+    def __init__(self, namespace, name):
+        self._namespace = namespace
         self._name = name
 
     def __getattr__(self, overload):
         if overload.startswith("__"):
             raise AttributeError(overload)
-        return resolve(f"aten.{self._name}.{overload}")
+        return resolve(f"{self._namespace}.{self._name}.{overload}")
 
     def __call__(self, *args, **kwargs):
-        return resolve(f"aten.{self._name}")(*args, **kwargs)
+        return resolve(f"{self._namespace}.{self._name}")(*args, **kwargs)
 
     def __repr__(self):
-        return f"aten.{self._name}"
+        return f"{self._namespace}.{self._name}"
 
 
-class _AtenNamespace:
-    """`aten.<op>.<overload>`: the op table's overloads as callables, spelled as graph targets."""
+class _OpNamespace:
+    """`aten.<op>.<overload>` (or `prims.<op>`): the op table's overloads of one namespace as
+    callables, spelled as graph targets."""
+
+    def __init__(self, namespace):
+        self._namespace = namespace
 
     def __getattr__(self, name):
         if name.startswith("__"):
             raise AttributeError(name)
-        return _OpPacket(name)
+        return _OpPacket(self._namespace, name)
 
     def __repr__(self):
-        return "kiln.fx.aten"
+        return f"kiln.fx.{self._namespace}"
 
 
-aten = _AtenNamespace()
+aten = _OpNamespace("aten")
+# The Prims IR: kiln's lowest op level, reached only from graph code (not kiln.* or methods).
+prims = _OpNamespace("prims")

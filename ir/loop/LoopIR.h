@@ -1,0 +1,178 @@
+// The loop-level IR: a LoopProgram computes buffers from inputs, each buffer by a pointwise
+// loop nest, a reduction or an extern kernel; loop bodies are small expression DAGs over
+// loads, constants and index expressions. Text form and grammar: docs/loop-ir.md.
+#pragma once
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "ir/Diagnostic.h"
+#include "ir/loop/IndexExpr.h"
+#include "runtime/ScalarType.h"
+
+namespace kiln {
+
+enum class ReductionKind : uint8_t {
+  Sum,
+  Prod,
+  Max,
+  Min,
+  ArgMax,      // the first position (flat over the reduction ranges, row-major) of the maximum
+  ArgMin,      // ... of the minimum
+  Any,         // some value is nonzero
+  All,         // every value is nonzero
+  WelfordMean, // the mean, accumulated with Welford's update
+  WelfordVar,  // the population variance (M2 / n); scale by n / (n - correction) for others
+};
+
+// "sum", "argmax", "welford_mean", ...
+const char* reductionKindName(ReductionKind k);
+std::optional<ReductionKind> reductionKindFromName(std::string_view name);
+
+// The ops of a loop body. Math ops are named as the prims they implement.
+enum class LoopOpCode : uint8_t {
+  Load,      // load %buf[index]: the element at a flat offset of a buffer or input
+  Constant,  // constant 1.5 : f32
+  IndexExpr, // index_expr 16*i0 + i1 : i64 (the integer value of an index expression)
+  Cast,      // cast %v : f16
+  Reduce,    // reduce %v: the value a reduction accumulates (last op of a reduction body)
+  Store,     // store %v: the value a pointwise computation writes (last op of a pointwise body)
+  // unary, the operand's dtype
+  Neg, Abs, Sign, Floor, Ceil, Trunc, Round, Reciprocal,
+  Exp, Exp2, Expm1, Log, Log2, Log1p, Sqrt, Rsqrt,
+  Sin, Cos, Tan, Asin, Acos, Atan, Sinh, Cosh, Tanh, Erf,
+  BitwiseNot,
+  IsFinite, // -> b8
+  // binary, both operands of one dtype
+  Add, Sub, Mul, Div, Maximum, Minimum, Pow, Fmod, Remainder, Atan2,
+  BitwiseAnd, BitwiseOr, BitwiseXor,
+  Eq, Ne, Lt, Le, Gt, Ge, // -> b8
+  Where,                  // where %cond, %a, %b
+};
+
+// "load", "index_expr", "add", "bitwise_and", ...
+const char* loopOpName(LoopOpCode c);
+std::optional<LoopOpCode> loopOpFromName(std::string_view name);
+// Operand count of an op (load, constant and index_expr take none).
+int loopOpArity(LoopOpCode c);
+// True for the ops that define a value (all but store and reduce).
+bool definesValue(LoopOpCode c);
+
+struct LoopOp {
+  LoopOpCode code = LoopOpCode::Constant;
+  // The value's dtype; for store and reduce, the dtype of their operand.
+  ScalarType dtype = ScalarType::Float32;
+  std::vector<int> operands; // indices of earlier ops in the same body
+  std::string buffer;        // load: the buffer or input read
+  kiln::IndexExpr index;     // load: the flat element offset; index_expr: the value
+  // constant: integral and b8 constants in intValue, floating ones in floatValue.
+  int64_t intValue = 0;
+  double floatValue = 0;
+  TextPos parsedAt; // not part of equality
+};
+
+// The expression DAG of one computation, in definition order. Builders return op indices.
+struct LoopBody {
+  std::vector<LoopOp> ops;
+
+  int load(std::string buffer, kiln::IndexExpr index, ScalarType dtype);
+  int constantInt(int64_t value, ScalarType dtype);
+  int constantFloat(double value, ScalarType dtype);
+  int indexExpr(kiln::IndexExpr value, ScalarType dtype = ScalarType::Int64);
+  int cast(int value, ScalarType dtype);
+  // A unary, binary or where op; the dtype follows inferLoopOpDtype.
+  int math(LoopOpCode code, std::vector<int> operands);
+  void store(int value);
+  void reduce(int value);
+};
+
+// The dtype a math op produces from its operands' dtypes (b8 for comparisons and isfinite,
+// the second operand's for where, the first operand's otherwise).
+ScalarType inferLoopOpDtype(LoopOpCode code, const std::vector<ScalarType>& operands);
+// Why the operands' dtypes do not fit the op, or nullopt when they do.
+std::optional<std::string> checkLoopOpDtypes(LoopOpCode code,
+                                             const std::vector<ScalarType>& operands);
+// The dtype a reduction of values of `value` produces (i64 for argmax/argmin, b8 for any/all).
+ScalarType reductionResultDtype(ReductionKind kind, ScalarType value);
+
+struct IterVar {
+  std::string name;
+  kiln::IndexExpr extent;
+  bool operator==(const IterVar& o) const = default;
+};
+
+struct Pointwise {
+  std::vector<IterVar> ranges;
+  LoopBody body;
+};
+
+struct Reduction {
+  ReductionKind kind = ReductionKind::Sum;
+  std::vector<IterVar> ranges;          // one output element per point
+  std::vector<IterVar> reductionRanges; // reduced over
+  LoopBody body;
+};
+
+// A scalar argument of an extern kernel: int, float, bool or a list of ints.
+using ExternArg = std::variant<int64_t, double, bool, std::vector<int64_t>>;
+
+struct Extern {
+  std::string kernel;                                      // "mm", "addmm", "convolution"
+  std::vector<std::string> inputs;                         // buffers and inputs, in order
+  std::vector<std::pair<std::string, ExternArg>> args;     // keyword scalar arguments
+};
+
+// A buffer: contiguous, row-major over `sizes`. A pointwise or reduction computation writes
+// element k at flat offset k of its (output) ranges in row-major order, so the product of the
+// ranges' extents equals the buffer's element count.
+struct Buffer {
+  std::string name;
+  ScalarType dtype = ScalarType::Float32;
+  std::vector<kiln::IndexExpr> sizes;
+  std::variant<Pointwise, Reduction, Extern> computation;
+  std::string kernel; // the kernel it is grouped into; empty when none
+  TextPos parsedAt;
+
+  bool isPointwise() const { return std::holds_alternative<Pointwise>(computation); }
+  bool isReduction() const { return std::holds_alternative<Reduction>(computation); }
+  bool isExtern() const { return std::holds_alternative<Extern>(computation); }
+};
+
+struct LoopInput {
+  std::string name;
+  ScalarType dtype = ScalarType::Float32;
+  std::vector<kiln::IndexExpr> sizes;
+  std::vector<kiln::IndexExpr> strides; // always filled; contiguous when the text omits them
+  TextPos parsedAt;
+};
+
+struct LoopProgram {
+  std::string name;
+  std::vector<LoopInput> inputs;
+  std::vector<Buffer> buffers; // in execution order; a kernel's buffers are adjacent
+  std::vector<std::string> outputs;
+  TextPos parsedAt;
+
+  const LoopInput* findInput(std::string_view name) const;
+  const Buffer* findBuffer(std::string_view name) const;
+  // The dtype and sizes of a buffer or input, or nullopt for an unknown name.
+  std::optional<ScalarType> dtypeOf(std::string_view name) const;
+  // The size symbols: every variable in the inputs' sizes and strides.
+  std::vector<std::string> sizeSymbols() const;
+};
+
+// Row-major strides of `sizes`.
+std::vector<kiln::IndexExpr> contiguousStrides(const std::vector<kiln::IndexExpr>& sizes);
+
+// Structural equality: same names, inputs, buffers, computations, bodies and outputs (text
+// positions ignored; float constants compared bit for bit).
+bool operator==(const LoopBody& a, const LoopBody& b);
+bool operator==(const Pointwise& a, const Pointwise& b);
+bool operator==(const Reduction& a, const Reduction& b);
+bool operator==(const Extern& a, const Extern& b);
+bool operator==(const Buffer& a, const Buffer& b);
+bool operator==(const LoopProgram& a, const LoopProgram& b);
+
+} // namespace kiln

@@ -1,0 +1,639 @@
+// Recursive-descent parser of the loop program text form: programs, inputs, buffers, kernels,
+// loop bodies and index expressions. Shares the graph text form's lexer and diagnostics.
+#include "ir/loop/Parser.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <unordered_map>
+#include <utility>
+
+#include "ir/Lexer.h"
+#include "ir/Type.h"
+
+namespace kiln {
+
+namespace {
+
+// Deeper nesting than this is rejected rather than risking the stack; so are index
+// expressions with more operators.
+constexpr int kMaxDepth = 200;
+constexpr int kMaxExprOperators = 200;
+
+using K = Token::Kind;
+
+class LoopParser {
+public:
+  LoopParser(std::string_view text, int firstLine) : lex_(text, firstLine) {}
+
+  std::vector<LoopProgram> parseAll() {
+    advance();
+    std::vector<LoopProgram> programs;
+    std::unordered_map<std::string, int> names;
+    while (!is(K::End)) {
+      TextPos pos = tok_.pos;
+      programs.push_back(parseProgram());
+      auto [it, fresh] = names.emplace(programs.back().name, pos.line);
+      if (!fresh)
+        fail(pos, "redefinition of program @" + programs.back().name + " (first defined at line " +
+                      std::to_string(it->second) + ")");
+    }
+    return programs;
+  }
+
+  IndexExpr parseExprOnly() {
+    advance();
+    IndexExpr e = parseExpr();
+    if (!is(K::End)) fail(tok_.pos, "unexpected " + describe(tok_) + " after the expression");
+    return e;
+  }
+
+  // The first error in text order: a use of an unknown name seen earlier wins.
+  Diagnostic firstError(const IRError& e) const {
+    if (pendingUse_) return {pendingUse_->pos, "use of undefined value %" + pendingUse_->name};
+    return e.diagnostic();
+  }
+  TextPos position() const { return tok_.pos; }
+
+private:
+  struct DepthGuard {
+    explicit DepthGuard(LoopParser& p) : p(p) {
+      if (++p.depth_ > kMaxDepth)
+        p.fail(p.tok_.pos, "nesting deeper than " + std::to_string(kMaxDepth) + " levels");
+    }
+    ~DepthGuard() { --p.depth_; }
+    LoopParser& p;
+  };
+  struct PendingUse {
+    std::string name;
+    TextPos pos;
+  };
+  struct Definition {
+    ScalarType dtype;
+    int line;
+  };
+
+  [[noreturn]] void fail(TextPos pos, std::string msg) { throw IRError(pos, std::move(msg)); }
+  void advance() { tok_ = lex_.next(); }
+  bool is(K k) const { return tok_.kind == k; }
+  bool isKeyword(const char* word) const { return is(K::Identifier) && tok_.text == word; }
+  Token expect(K k, const std::string& what) {
+    if (!is(k)) fail(tok_.pos, "expected " + what + ", found " + describe(tok_));
+    Token t = tok_;
+    advance();
+    return t;
+  }
+  void expectKeyword(const char* word, const std::string& context = "") {
+    if (!isKeyword(word))
+      fail(tok_.pos, std::string("expected '") + word + "'" + context + ", found " + describe(tok_));
+    advance();
+  }
+
+  LoopProgram parseProgram() {
+    LoopProgram p;
+    p.parsedAt = tok_.pos;
+    expectKeyword("program");
+    expect(K::At, "'@' and the program's name");
+    if (!is(K::Identifier) && !is(K::String))
+      fail(tok_.pos, "expected the program's name after '@', found " + describe(tok_));
+    p.name = tok_.text;
+    program_ = &p;
+    defs_.clear();
+    kernels_.clear();
+    advance();
+    expect(K::LParen, "'(' starting the input list");
+    while (!is(K::RParen)) {
+      parseInput();
+      if (!is(K::RParen)) expect(K::Comma, "',' or ')' in the input list");
+    }
+    advance();
+    expect(K::LBrace, "'{' starting the program body");
+    bool sawOutput = false;
+    while (!is(K::RBrace)) {
+      if (is(K::End))
+        fail(tok_.pos, "unexpected end of input: program @" + p.name + " has no closing '}'");
+      if (sawOutput) fail(tok_.pos, "output must be the last statement of a program");
+      if (isKeyword("output")) {
+        parseOutput();
+        sawOutput = true;
+      } else if (isKeyword("kernel")) {
+        parseKernel();
+      } else {
+        parseBuffer("");
+      }
+    }
+    if (!sawOutput) fail(tok_.pos, "program @" + p.name + " has no output statement");
+    advance();
+    checkPendingUse();
+    program_ = nullptr;
+    return p;
+  }
+
+  // A name used before its definition is reported once the program is read, so the message
+  // can say whether (and where) it is defined later.
+  void checkPendingUse() {
+    std::optional<PendingUse> use = std::exchange(pendingUse_, std::nullopt);
+    if (!use) return;
+    auto it = defs_.find(use->name);
+    if (it != defs_.end())
+      fail(use->pos, "use of %" + use->name + " before its definition (line " +
+                         std::to_string(it->second.line) + ")");
+    fail(use->pos, "use of undefined value %" + use->name);
+  }
+
+  void define(const Token& name, ScalarType dtype) {
+    auto [it, fresh] = defs_.emplace(name.text, Definition{dtype, name.pos.line});
+    if (!fresh)
+      fail(name.pos, "redefinition of %" + name.text + " (first defined at line " +
+                         std::to_string(it->second.line) + ")");
+  }
+
+  // A buffer or input named by a load, an extern or the output; unknown ones are remembered.
+  ScalarType use(const Token& name) {
+    auto it = defs_.find(name.text);
+    if (it != defs_.end()) return it->second.dtype;
+    if (!pendingUse_) pendingUse_ = PendingUse{name.text, name.pos};
+    return ScalarType::Float32;
+  }
+
+  void parseInput() {
+    Token name = expect(K::Value, "an input '%name: dtype[sizes]'");
+    expect(K::Colon, "':' and the input's type");
+    LoopInput in;
+    in.name = name.text;
+    in.parsedAt = name.pos;
+    in.dtype = parseDtype();
+    in.sizes = parseSizes();
+    if (is(K::LBrace)) {
+      advance();
+      Token key = expect(K::Identifier, "'strides'");
+      if (key.text != "strides")
+        fail(key.pos, "unknown input attribute '" + key.text + "' (expected strides)");
+      expect(K::Equal, "'=' after strides");
+      in.strides = parseSizes();
+      if (in.strides.size() != in.sizes.size())
+        fail(key.pos, "strides have " + std::to_string(in.strides.size()) +
+                          " entries but the input has " + std::to_string(in.sizes.size()) +
+                          " dims");
+      expect(K::RBrace, "'}' closing the input attributes");
+    } else {
+      in.strides = contiguousStrides(in.sizes);
+    }
+    define(name, in.dtype);
+    program_->inputs.push_back(std::move(in));
+  }
+
+  ScalarType parseDtype() {
+    Token t = tok_;
+    if (t.kind == K::Identifier)
+      if (std::optional<ScalarType> d = dtypeFromShortName(t.text)) {
+        advance();
+        return *d;
+      }
+    fail(t.pos, "expected a dtype (b8, u8, i8, i16, i32, i64, f16, bf16, f32, f64), found " +
+                    describe(t));
+  }
+
+  std::vector<IndexExpr> parseSizes() {
+    expect(K::LBracket, "'[' starting the sizes");
+    std::vector<IndexExpr> sizes;
+    while (!is(K::RBracket)) {
+      sizes.push_back(parseExpr());
+      if (!is(K::RBracket)) expect(K::Comma, "',' or ']' in the sizes");
+    }
+    advance();
+    return sizes;
+  }
+
+  void parseOutput() {
+    advance();
+    if (!is(K::Value)) return;
+    while (true) {
+      Token name = expect(K::Value, "an output '%name'");
+      use(name);
+      program_->outputs.push_back(name.text);
+      if (!is(K::Comma)) break;
+      advance();
+    }
+  }
+
+  void parseKernel() {
+    advance();
+    expect(K::At, "'@' and the kernel's name");
+    Token name = expect(K::Identifier, "the kernel's name");
+    auto [it, fresh] = kernels_.emplace(name.text, name.pos.line);
+    if (!fresh)
+      fail(name.pos, "redefinition of kernel @" + name.text + " (first defined at line " +
+                         std::to_string(it->second) + ")");
+    expect(K::LBrace, "'{' starting the kernel");
+    if (is(K::RBrace)) fail(tok_.pos, "kernel @" + name.text + " has no buffers");
+    while (!is(K::RBrace)) {
+      if (is(K::End))
+        fail(tok_.pos, "unexpected end of input: kernel @" + name.text + " has no closing '}'");
+      parseBuffer(name.text);
+    }
+    advance();
+  }
+
+  void parseBuffer(const std::string& kernel) {
+    Token name = expect(K::Value, "a buffer definition '%name: dtype[sizes] = ...', 'kernel' "
+                                  "or 'output'");
+    expect(K::Colon, "':' and the buffer's type");
+    Buffer b;
+    b.name = name.text;
+    b.parsedAt = name.pos;
+    b.kernel = kernel;
+    b.dtype = parseDtype();
+    b.sizes = parseSizes();
+    expect(K::Equal, "'=' after the buffer's type");
+    if (isKeyword("pointwise")) {
+      advance();
+      Pointwise pw;
+      pw.ranges = parseRanges();
+      pw.body = parseBody();
+      b.computation = std::move(pw);
+    } else if (isKeyword("reduction")) {
+      advance();
+      Reduction red;
+      Token kind = expect(K::Identifier, "a reduction kind");
+      std::optional<ReductionKind> k = reductionKindFromName(kind.text);
+      if (!k)
+        fail(kind.pos, "unknown reduction kind '" + kind.text +
+                           "' (expected sum, prod, max, min, argmax, argmin, any, all, "
+                           "welford_mean or welford_var)");
+      red.kind = *k;
+      red.ranges = parseRanges();
+      expectKeyword("over", " and the reduction ranges");
+      red.reductionRanges = parseRanges();
+      red.body = parseBody();
+      b.computation = std::move(red);
+    } else if (isKeyword("extern")) {
+      advance();
+      b.computation = parseExtern();
+    } else {
+      fail(tok_.pos, "expected pointwise, reduction or extern, found " + describe(tok_));
+    }
+    define(name, b.dtype);
+    program_->buffers.push_back(std::move(b));
+  }
+
+  std::vector<IterVar> parseRanges() {
+    expect(K::LBracket, "'[' starting the ranges");
+    std::vector<IterVar> ranges;
+    while (!is(K::RBracket)) {
+      Token name = expect(K::Identifier, "a loop variable 'name: extent'");
+      expect(K::Colon, "':' after the loop variable " + name.text);
+      ranges.push_back({name.text, parseExpr()});
+      if (!is(K::RBracket)) expect(K::Comma, "',' or ']' in the ranges");
+    }
+    advance();
+    return ranges;
+  }
+
+  Extern parseExtern() {
+    Extern ext;
+    ext.kernel = expect(K::Identifier, "the extern kernel's name").text;
+    expect(K::LParen, "'(' after the extern kernel's name");
+    while (!is(K::RParen)) {
+      if (is(K::Value)) {
+        if (!ext.args.empty())
+          fail(tok_.pos, "extern inputs come before the keyword arguments");
+        use(tok_);
+        ext.inputs.push_back(tok_.text);
+        advance();
+      } else {
+        Token key = expect(K::Identifier, "an input '%name' or a keyword argument 'name=value'");
+        for (const auto& kv : ext.args)
+          if (kv.first == key.text) fail(key.pos, "duplicate keyword argument '" + key.text + "'");
+        expect(K::Equal, "'=' after " + key.text);
+        ext.args.emplace_back(key.text, parseExternArg());
+      }
+      if (!is(K::RParen)) expect(K::Comma, "',' or ')' in the extern arguments");
+    }
+    advance();
+    return ext;
+  }
+
+  ExternArg parseExternArg() {
+    if (isKeyword("True") || isKeyword("False")) {
+      bool v = tok_.text == "True";
+      advance();
+      return v;
+    }
+    if (is(K::LBracket)) {
+      advance();
+      std::vector<int64_t> list;
+      while (!is(K::RBracket)) {
+        list.push_back(parseSignedInt());
+        if (!is(K::RBracket)) expect(K::Comma, "',' or ']' in the list");
+      }
+      advance();
+      return list;
+    }
+    std::variant<int64_t, double> n = parseNumber("a keyword argument value (an int, a float, "
+                                                  "True, False or a list of ints)");
+    if (auto* i = std::get_if<int64_t>(&n)) return *i;
+    return std::get<double>(n);
+  }
+
+  int64_t parseSignedInt() {
+    bool negative = is(K::Minus);
+    if (negative) advance();
+    return parseInt(expect(K::Integer, "an integer"), negative);
+  }
+
+  int64_t parseInt(const Token& t, bool negative) {
+    uint64_t v = 0;
+    uint64_t limit = negative ? uint64_t(INT64_MAX) + 1 : uint64_t(INT64_MAX);
+    for (char c : t.text) {
+      if (v > (limit - uint64_t(c - '0')) / 10)
+        fail(t.pos, "integer constant " + std::string(negative ? "-" : "") + t.text +
+                        " does not fit in 64 bits");
+      v = v * 10 + uint64_t(c - '0');
+    }
+    return negative ? int64_t(0 - v) : int64_t(v);
+  }
+
+  // An int or a float, optionally negated; inf and nan are floats.
+  std::variant<int64_t, double> parseNumber(const std::string& what) {
+    bool negative = is(K::Minus);
+    if (negative) advance();
+    Token t = tok_;
+    if (t.kind == K::Integer) {
+      advance();
+      return parseInt(t, negative);
+    }
+    if (t.kind == K::Float) {
+      advance();
+      double d = std::strtod(t.text.c_str(), nullptr);
+      if (std::isinf(d)) fail(t.pos, "float constant " + t.text + " is out of range (write inf)");
+      return negative ? -d : d;
+    }
+    if (t.kind == K::Identifier && (t.text == "inf" || (t.text == "nan" && !negative))) {
+      advance();
+      double d = t.text == "inf" ? INFINITY : NAN;
+      return negative ? -d : d;
+    }
+    fail(t.pos, "expected " + what + ", found " + describe(t));
+  }
+
+  LoopBody parseBody() {
+    expect(K::LBrace, "'{' starting the loop body");
+    LoopBody body;
+    std::unordered_map<std::string, std::pair<int, int>> values; // name -> (op, line)
+    while (!is(K::RBrace)) {
+      if (is(K::End)) fail(tok_.pos, "unexpected end of input: loop body has no closing '}'");
+      LoopOp op;
+      op.parsedAt = tok_.pos;
+      std::optional<Token> name;
+      if (is(K::Value)) {
+        name = tok_;
+        advance();
+        expect(K::Equal, "'=' after %" + name->text);
+      }
+      Token opName = expect(K::Identifier, "a loop body op ('%name = op ...', store or reduce)");
+      std::optional<LoopOpCode> code = loopOpFromName(opName.text);
+      if (!code) fail(opName.pos, "unknown loop op '" + opName.text + "'");
+      op.code = *code;
+      if (name && !definesValue(op.code))
+        fail(opName.pos, std::string(loopOpName(op.code)) + " defines no value");
+      if (!name && definesValue(op.code))
+        fail(opName.pos, std::string("expected '%name = ' before ") + loopOpName(op.code));
+      parseOpOperands(op, body, values);
+      if (name) {
+        auto [it, fresh] =
+            values.emplace(name->text, std::make_pair(int(body.ops.size()), name->pos.line));
+        if (!fresh)
+          fail(name->pos, "redefinition of %" + name->text + " (first defined at line " +
+                              std::to_string(it->second.second) + ")");
+      }
+      body.ops.push_back(std::move(op));
+    }
+    advance();
+    return body;
+  }
+
+  void parseOpOperands(LoopOp& op, const LoopBody& body,
+                       const std::unordered_map<std::string, std::pair<int, int>>& values) {
+    switch (op.code) {
+    case LoopOpCode::Load: {
+      Token buf = expect(K::Value, "the buffer to load from");
+      op.buffer = buf.text;
+      op.dtype = use(buf);
+      expect(K::LBracket, "'[' and the index");
+      op.index = parseExpr();
+      expect(K::RBracket, "']' closing the index");
+      return;
+    }
+    case LoopOpCode::Constant: {
+      TextPos pos = tok_.pos;
+      std::variant<int64_t, double, bool> v = int64_t(0);
+      if (isKeyword("True") || isKeyword("False")) {
+        v = tok_.text == "True";
+        advance();
+      } else {
+        std::variant<int64_t, double> n = parseNumber("a constant (a number, True or False)");
+        if (auto* i = std::get_if<int64_t>(&n))
+          v = *i;
+        else
+          v = std::get<double>(n);
+      }
+      expect(K::Colon, "':' and the constant's dtype");
+      op.dtype = parseDtype();
+      if (op.dtype == ScalarType::Bool) {
+        if (!std::holds_alternative<bool>(v)) fail(pos, "a b8 constant is True or False");
+        op.intValue = std::get<bool>(v);
+      } else if (isFloatingType(op.dtype)) {
+        if (std::holds_alternative<bool>(v))
+          fail(pos, std::string("a ") + dtypeShortName(op.dtype) + " constant is a number");
+        op.floatValue = std::holds_alternative<double>(v) ? std::get<double>(v)
+                                                          : double(std::get<int64_t>(v));
+      } else {
+        if (!std::holds_alternative<int64_t>(v))
+          fail(pos, std::string("a ") + dtypeShortName(op.dtype) + " constant is an integer");
+        op.intValue = std::get<int64_t>(v);
+      }
+      return;
+    }
+    case LoopOpCode::IndexExpr:
+      op.index = parseExpr();
+      expect(K::Colon, "':' and the index value's dtype");
+      op.dtype = parseDtype();
+      return;
+    default:
+      break;
+    }
+    std::vector<ScalarType> dtypes;
+    for (int i = 0; i < loopOpArity(op.code); ++i) {
+      if (i) expect(K::Comma, std::string("',' and operand ") + std::to_string(i + 1) + " of " +
+                                  loopOpName(op.code));
+      Token v = expect(K::Value, std::string("an operand '%value' of ") + loopOpName(op.code));
+      auto it = values.find(v.text);
+      if (it == values.end()) fail(v.pos, "use of undefined value %" + v.text);
+      op.operands.push_back(it->second.first);
+      dtypes.push_back(body.ops[it->second.first].dtype);
+    }
+    if (op.code == LoopOpCode::Cast) {
+      expect(K::Colon, "':' and the dtype to cast to");
+      op.dtype = parseDtype();
+    } else if (op.code == LoopOpCode::Store || op.code == LoopOpCode::Reduce) {
+      op.dtype = dtypes[0];
+    } else {
+      op.dtype = inferLoopOpDtype(op.code, dtypes);
+    }
+  }
+
+  // sum := product (('+' | '-') product)*; product := unary ('*' unary)*;
+  // unary := '-' unary | atom; atom := int | name | floordiv(sum, sum) | mod(sum, sum) | (sum)
+  IndexExpr parseExpr() {
+    operators_ = 0;
+    return parseSum();
+  }
+
+  // Builds with IndexExpr's operators; overflow and constant division by zero become errors
+  // at the operator.
+  template <typename F>
+  IndexExpr build(TextPos pos, F f) {
+    try {
+      return f();
+    } catch (const IRError&) {
+      throw;
+    } catch (const std::exception& e) {
+      fail(pos, e.what());
+    }
+  }
+
+  void countOperator() {
+    if (++operators_ > kMaxExprOperators)
+      fail(tok_.pos, "index expression with more than " + std::to_string(kMaxExprOperators) +
+                         " operators");
+  }
+
+  IndexExpr parseSum() {
+    DepthGuard guard(*this);
+    IndexExpr v = parseProduct();
+    while (is(K::Plus) || is(K::Minus)) {
+      bool plus = is(K::Plus);
+      TextPos pos = tok_.pos;
+      countOperator();
+      advance();
+      IndexExpr r = parseProduct();
+      v = build(pos, [&] { return plus ? v + r : v - r; });
+    }
+    return v;
+  }
+
+  IndexExpr parseProduct() {
+    IndexExpr v = parseUnary();
+    while (is(K::Star)) {
+      TextPos pos = tok_.pos;
+      countOperator();
+      advance();
+      IndexExpr r = parseUnary();
+      v = build(pos, [&] { return v * r; });
+    }
+    return v;
+  }
+
+  IndexExpr parseUnary() {
+    DepthGuard guard(*this);
+    if (!is(K::Minus)) return parseAtom();
+    TextPos pos = tok_.pos;
+    advance();
+    if (is(K::Integer)) {
+      Token t = tok_;
+      advance();
+      return IndexExpr(parseInt(t, true));
+    }
+    countOperator();
+    IndexExpr inner = parseUnary();
+    return build(pos, [&] { return -inner; });
+  }
+
+  IndexExpr parseAtom() {
+    Token t = tok_;
+    if (t.kind == K::Integer) {
+      advance();
+      return IndexExpr(parseInt(t, false));
+    }
+    if (t.kind == K::LParen) {
+      advance();
+      IndexExpr v = parseSum();
+      expect(K::RParen, "')'");
+      return v;
+    }
+    if (t.kind != K::Identifier)
+      fail(t.pos, "expected an index expression (an integer, a variable such as i0 or s0, "
+                  "floordiv(a, b) or mod(a, b)), found " +
+                      describe(t));
+    advance();
+    if ((t.text == "floordiv" || t.text == "mod") && is(K::LParen)) {
+      countOperator();
+      advance();
+      IndexExpr a = parseSum();
+      expect(K::Comma, "',' in " + t.text + "(a, b)");
+      IndexExpr b = parseSum();
+      expect(K::RParen, "')' closing " + t.text + "(a, b)");
+      return build(t.pos, [&] { return t.text == "floordiv" ? floorDiv(a, b) : mod(a, b); });
+    }
+    return IndexExpr::var(t.text);
+  }
+
+  Lexer lex_;
+  Token tok_;
+  LoopProgram* program_ = nullptr;
+  std::unordered_map<std::string, Definition> defs_;  // inputs and buffers of the program
+  std::unordered_map<std::string, int> kernels_;      // kernel name -> line
+  int depth_ = 0;
+  int operators_ = 0;
+  std::optional<PendingUse> pendingUse_;
+};
+
+} // namespace
+
+LoopParseResult parseLoopPrograms(std::string_view text, int firstLine) {
+  LoopParser p(text, firstLine);
+  LoopParseResult r;
+  try {
+    r.programs = p.parseAll();
+  } catch (const IRError& e) {
+    r.error = p.firstError(e);
+    if (!r.error->pos.known()) r.error->pos = p.position();
+  } catch (const std::exception& e) {
+    r.error = Diagnostic{p.position(), e.what()};
+  }
+  return r;
+}
+
+LoopProgram parseLoopProgram(std::string_view text) {
+  LoopParseResult r = parseLoopPrograms(text);
+  if (r.error) throw IRError(*r.error);
+  if (r.programs.size() != 1)
+    throw IRError(TextPos{1, 1},
+                  "expected exactly one program, found " + std::to_string(r.programs.size()));
+  return std::move(r.programs.front());
+}
+
+IndexExpr parseIndexExpr(std::string_view text) {
+  LoopParser p(text, 1);
+  try {
+    return p.parseExprOnly();
+  } catch (const IRError& e) {
+    Diagnostic d = e.diagnostic();
+    if (!d.pos.known()) d.pos = p.position();
+    throw IRError(d);
+  } catch (const std::exception& e) {
+    throw IRError(p.position(), e.what());
+  }
+}
+
+bool isLoopProgramText(std::string_view text) {
+  try {
+    Lexer lex(text);
+    Token t = lex.next();
+    return t.kind == Token::Kind::Identifier && t.text == "program";
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+} // namespace kiln

@@ -1,0 +1,339 @@
+// Checking loop programs: names, ranges, body structure, dtypes and load bounds.
+#include "ir/loop/Verifier.h"
+
+#include <algorithm>
+#include <set>
+#include <unordered_map>
+
+#include "ir/Identifier.h"
+#include "ir/Type.h"
+
+namespace kiln {
+
+namespace {
+
+class LoopVerifier {
+public:
+  explicit LoopVerifier(const LoopProgram& p) : p_(p) {}
+
+  std::vector<Diagnostic> run() {
+    for (const std::string& s : p_.sizeSymbols()) {
+      symbols_.insert(s);
+      symbolFacts_[s] = VarRange{0, std::nullopt}; // sizes are never negative
+    }
+    std::set<std::string> seen;
+    for (const LoopInput& in : p_.inputs) {
+      std::string where = "%" + in.name;
+      if (!isNameText(in.name)) report(in.parsedAt, where + ": invalid input name");
+      if (!seen.insert(in.name).second) report(in.parsedAt, where + ": duplicate input name");
+      if (in.strides.size() != in.sizes.size())
+        report(in.parsedAt, where + ": " + std::to_string(in.strides.size()) + " strides for " +
+                                std::to_string(in.sizes.size()) + " dims");
+      checkSizes(in.sizes, in.parsedAt, where);
+      available_[in.name] = &in;
+    }
+    std::string kernel;
+    std::set<std::string> kernels;
+    for (const Buffer& b : p_.buffers) {
+      std::string where = "%" + b.name;
+      if (!isNameText(b.name)) report(b.parsedAt, where + ": invalid buffer name");
+      if (!seen.insert(b.name).second)
+        report(b.parsedAt, where + ": the name is taken by an earlier input or buffer");
+      if (b.kernel != kernel) {
+        if (!b.kernel.empty() && !kernels.insert(b.kernel).second)
+          report(b.parsedAt, where + ": the buffers of kernel @" + b.kernel + " are not adjacent");
+        if (!b.kernel.empty() && !isIdentifier(b.kernel))
+          report(b.parsedAt, where + ": invalid kernel name '" + b.kernel + "'");
+        kernel = b.kernel;
+      }
+      checkSizes(b.sizes, b.parsedAt, where);
+      checkBuffer(b, where);
+      buffers_[b.name] = &b;
+    }
+    for (const std::string& out : p_.outputs)
+      if (!available_.count(out) && !buffers_.count(out))
+        report(p_.parsedAt, "output %" + out + " is not an input or buffer of the program");
+    return std::move(problems_);
+  }
+
+private:
+  static bool isNameText(const std::string& s) {
+    return !s.empty() && std::all_of(s.begin(), s.end(), isNameChar);
+  }
+
+  void report(TextPos pos, std::string msg) { problems_.push_back({pos, std::move(msg)}); }
+
+  // Variables of `e` that are neither size symbols nor in `allowed`.
+  std::vector<std::string> strangers(const IndexExpr& e, const std::set<std::string>& allowed) {
+    std::vector<std::string> out;
+    for (const std::string& v : e.variables())
+      if (!symbols_.count(v) && !allowed.count(v)) out.push_back(v);
+    return out;
+  }
+
+  void checkSizes(const std::vector<IndexExpr>& sizes, TextPos pos, const std::string& where) {
+    for (const IndexExpr& s : sizes) {
+      if (auto c = s.constant(); c && *c < 0)
+        report(pos, where + ": negative size " + std::to_string(*c));
+      for (const std::string& v : strangers(s, {}))
+        report(pos, where + ": size " + s.str() + " uses '" + v +
+                        "', which is not a size symbol of the inputs");
+    }
+  }
+
+  IndexExpr product(const std::vector<IndexExpr>& es) {
+    IndexExpr r(1);
+    for (const IndexExpr& e : es)
+      r = r * e;
+    return r;
+  }
+
+  // Loop variables: identifiers, unique, not size symbols; extents over size symbols.
+  void checkRanges(const std::vector<IterVar>& ranges, TextPos pos, const std::string& where,
+                   std::set<std::string>& vars, RangeFacts& facts) {
+    for (const IterVar& r : ranges) {
+      if (!isIdentifier(r.name))
+        report(pos, where + ": invalid loop variable name '" + r.name + "'");
+      if (symbols_.count(r.name))
+        report(pos, where + ": loop variable " + r.name + " has the name of a size symbol");
+      if (!vars.insert(r.name).second)
+        report(pos, where + ": loop variable " + r.name + " is declared twice");
+      if (auto c = r.extent.constant(); c && *c < 0)
+        report(pos, where + ": loop variable " + r.name + " has a negative extent " +
+                        std::to_string(*c));
+      for (const std::string& v : strangers(r.extent, {}))
+        report(pos, where + ": the extent of " + r.name + " uses '" + v +
+                        "', which is not a size symbol of the inputs");
+      Bounds b = bounds(r.extent, symbolFacts_);
+      std::optional<int64_t> hi;
+      if (b.hi) hi = *b.hi;
+      facts[r.name] = VarRange{0, hi};
+    }
+  }
+
+  // How many elements a load may address: a buffer's element count, or one past an input's
+  // last element; nullopt when symbolic.
+  std::optional<int64_t> storageExtent(const std::string& name) {
+    std::vector<IndexExpr> sizes, strides;
+    if (auto it = available_.find(name); it != available_.end()) {
+      sizes = it->second->sizes;
+      strides = it->second->strides;
+    } else if (auto bt = buffers_.find(name); bt != buffers_.end()) {
+      sizes = bt->second->sizes;
+      strides = contiguousStrides(sizes);
+    } else {
+      return std::nullopt;
+    }
+    __int128 extent = 1;
+    for (size_t d = 0; d < sizes.size() && d < strides.size(); ++d) {
+      auto size = sizes[d].constant(), stride = strides[d].constant();
+      if (!size || !stride) return std::nullopt;
+      if (*size == 0) return 0;
+      extent += __int128(*size - 1) * (*stride < 0 ? -*stride : *stride);
+      if (extent > INT64_MAX) return std::nullopt;
+    }
+    return int64_t(extent);
+  }
+
+  void checkBuffer(const Buffer& b, const std::string& where) {
+    if (const auto* ext = std::get_if<Extern>(&b.computation)) {
+      if (!isIdentifier(ext->kernel))
+        report(b.parsedAt, where + ": invalid extern kernel name '" + ext->kernel + "'");
+      for (const std::string& in : ext->inputs)
+        if (!available_.count(in) && !buffers_.count(in))
+          report(b.parsedAt, where + ": extern input %" + in +
+                                 " is not an input or an earlier buffer");
+      std::set<std::string> keys;
+      for (const auto& [key, value] : ext->args) {
+        if (!isIdentifier(key))
+          report(b.parsedAt, where + ": invalid keyword argument name '" + key + "'");
+        if (!keys.insert(key).second)
+          report(b.parsedAt, where + ": keyword argument '" + key + "' given twice");
+      }
+      return;
+    }
+    std::set<std::string> vars;
+    RangeFacts facts = symbolFacts_;
+    const LoopBody* body;
+    std::vector<IterVar> outRanges;
+    const Reduction* red = std::get_if<Reduction>(&b.computation);
+    if (red) {
+      checkRanges(red->ranges, b.parsedAt, where, vars, facts);
+      checkRanges(red->reductionRanges, b.parsedAt, where, vars, facts);
+      body = &red->body;
+      outRanges = red->ranges;
+    } else {
+      const Pointwise& pw = std::get<Pointwise>(b.computation);
+      checkRanges(pw.ranges, b.parsedAt, where, vars, facts);
+      body = &pw.body;
+      outRanges = pw.ranges;
+    }
+    std::vector<IndexExpr> extents;
+    for (const IterVar& r : outRanges)
+      extents.push_back(r.extent);
+    try {
+      IndexExpr covered = product(extents), numel = product(b.sizes);
+      if (covered != numel)
+        report(b.parsedAt, where + ": the ranges cover " + covered.str() +
+                               " elements but the buffer has " + numel.str());
+    } catch (const std::exception& e) {
+      report(b.parsedAt, where + ": " + e.what());
+    }
+    checkBody(b, *body, red, where, vars, facts);
+  }
+
+  void checkBody(const Buffer& b, const LoopBody& body, const Reduction* red,
+                 const std::string& where, const std::set<std::string>& vars,
+                 const RangeFacts& facts) {
+    LoopOpCode last = red ? LoopOpCode::Reduce : LoopOpCode::Store;
+    if (body.ops.empty() || body.ops.back().code != last)
+      report(b.parsedAt, where + ": the body must end with " + loopOpName(last));
+    for (size_t k = 0; k < body.ops.size(); ++k) {
+      const LoopOp& op = body.ops[k];
+      std::string at = where + ": " + loopOpName(op.code) + ": ";
+      TextPos pos = op.parsedAt.known() ? op.parsedAt : b.parsedAt;
+      if ((op.code == LoopOpCode::Store || op.code == LoopOpCode::Reduce) &&
+          (op.code != last || k + 1 != body.ops.size())) {
+        report(pos, at + (op.code != last ? std::string("not allowed in a ") +
+                                                (red ? "reduction" : "pointwise") + " body"
+                                          : std::string("must be the last op of the body")));
+      }
+      std::vector<ScalarType> dtypes;
+      bool operandsOk = true;
+      for (int o : op.operands) {
+        if (o < 0 || o >= int(k) || !definesValue(body.ops[o].code)) {
+          report(pos, at + "operand " + std::to_string(o) + " is not an earlier value");
+          operandsOk = false;
+          continue;
+        }
+        dtypes.push_back(body.ops[o].dtype);
+      }
+      if (!operandsOk) continue;
+      switch (op.code) {
+      case LoopOpCode::Load:
+        checkLoad(op, pos, at, vars, facts);
+        break;
+      case LoopOpCode::IndexExpr:
+        for (const std::string& v : strangers(op.index, vars))
+          report(pos, at + "'" + v + "' is not a loop variable of " + where +
+                          " or a size symbol");
+        if (op.dtype != ScalarType::Int64 && op.dtype != ScalarType::Int32)
+          report(pos, at + "the value is i32 or i64, not " + dtypeShortName(op.dtype));
+        break;
+      case LoopOpCode::Constant:
+        checkConstant(op, pos, at);
+        break;
+      case LoopOpCode::Cast:
+        if (dtypes.size() != 1) report(pos, at + "takes 1 operand");
+        break;
+      default: {
+        if (auto problem = checkLoopOpDtypes(op.code, dtypes)) {
+          report(pos, where + ": " + *problem);
+          break;
+        }
+        ScalarType expected = op.code == LoopOpCode::Store || op.code == LoopOpCode::Reduce
+                                  ? dtypes[0]
+                                  : inferLoopOpDtype(op.code, dtypes);
+        if (op.dtype != expected)
+          report(pos, at + "records dtype " + dtypeShortName(op.dtype) + " but its operands give " +
+                          dtypeShortName(expected));
+        if (op.code == LoopOpCode::Store && dtypes[0] != b.dtype)
+          report(pos, at + "stores " + dtypeShortName(dtypes[0]) + " into %" + b.name +
+                          " of dtype " + dtypeShortName(b.dtype));
+        if (op.code == LoopOpCode::Reduce && red) checkReduce(*red, dtypes[0], b, pos, at);
+      }
+      }
+    }
+  }
+
+  void checkReduce(const Reduction& red, ScalarType value, const Buffer& b, TextPos pos,
+                   const std::string& at) {
+    if ((red.kind == ReductionKind::WelfordMean || red.kind == ReductionKind::WelfordVar) &&
+        !isFloatingType(value))
+      report(pos, at + reductionKindName(red.kind) + " needs floating values, got " +
+                      dtypeShortName(value));
+    ScalarType result = reductionResultDtype(red.kind, value);
+    if (result != b.dtype)
+      report(pos, at + reductionKindName(red.kind) + " of " + dtypeShortName(value) + " gives " +
+                      dtypeShortName(result) + ", but %" + b.name + " is " +
+                      dtypeShortName(b.dtype));
+  }
+
+  void checkConstant(const LoopOp& op, TextPos pos, const std::string& at) {
+    if (isFloatingType(op.dtype)) return;
+    int64_t v = op.intValue;
+    int64_t lo = 0, hi = 0;
+    switch (op.dtype) {
+    case ScalarType::Bool:
+      lo = 0, hi = 1;
+      break;
+    case ScalarType::UInt8:
+      lo = 0, hi = 255;
+      break;
+    case ScalarType::Int8:
+      lo = -128, hi = 127;
+      break;
+    case ScalarType::Int16:
+      lo = -32768, hi = 32767;
+      break;
+    case ScalarType::Int32:
+      lo = INT32_MIN, hi = INT32_MAX;
+      break;
+    default:
+      lo = INT64_MIN, hi = INT64_MAX;
+    }
+    if (v < lo || v > hi)
+      report(pos, at + std::to_string(v) + " does not fit in " + dtypeShortName(op.dtype));
+  }
+
+  void checkLoad(const LoopOp& op, TextPos pos, const std::string& at,
+                 const std::set<std::string>& vars, const RangeFacts& facts) {
+    std::optional<ScalarType> source;
+    if (auto it = available_.find(op.buffer); it != available_.end())
+      source = it->second->dtype;
+    else if (auto bt = buffers_.find(op.buffer); bt != buffers_.end())
+      source = bt->second->dtype;
+    if (!source) {
+      report(pos, at + "%" + op.buffer + " is not an input or an earlier buffer");
+      return;
+    }
+    if (*source != op.dtype)
+      report(pos, at + "records dtype " + dtypeShortName(op.dtype) + " but %" + op.buffer +
+                      " is " + dtypeShortName(*source));
+    std::vector<std::string> bad = strangers(op.index, vars);
+    for (const std::string& v : bad)
+      report(pos, at + "'" + v + "' in the index of %" + op.buffer +
+                      " is not a loop variable of the computation or a size symbol");
+    if (!bad.empty()) return;
+    // A loop with an empty range never runs its body: nothing is read.
+    for (const auto& [name, range] : facts)
+      if (vars.count(name) && range.hi == 0) return;
+    std::optional<int64_t> extent = storageExtent(op.buffer);
+    Bounds bd = bounds(op.index, facts);
+    if (bd.lo && *bd.lo < 0)
+      report(pos, at + "the index " + op.index.str() + " into %" + op.buffer +
+                      " can be negative (down to " + std::to_string(*bd.lo) + ")");
+    if (extent && bd.hi && *bd.hi >= *extent)
+      report(pos, at + "the index " + op.index.str() + " into %" + op.buffer + " reaches " +
+                      std::to_string(*bd.hi) + ", but %" + op.buffer + " has " +
+                      std::to_string(*extent) + " elements");
+  }
+
+  const LoopProgram& p_;
+  std::set<std::string> symbols_;
+  RangeFacts symbolFacts_;
+  std::unordered_map<std::string, const LoopInput*> available_;
+  std::unordered_map<std::string, const Buffer*> buffers_;
+  std::vector<Diagnostic> problems_;
+};
+
+} // namespace
+
+std::vector<Diagnostic> verifyLoopProgram(const LoopProgram& p) { return LoopVerifier(p).run(); }
+
+void verifyLoopProgramOrThrow(const LoopProgram& p) {
+  std::vector<Diagnostic> problems = verifyLoopProgram(p);
+  if (!problems.empty()) throw IRError(problems.front());
+}
+
+} // namespace kiln
