@@ -83,7 +83,7 @@ def _run_script(script, script_args):
     else:
         sys.path.append(script_dir)
     try:
-        runpy.run_path(script, run_name="__main__")
+        runpy.run_path(os.path.abspath(script), run_name="__main__")  # __file__ absolute, as python does
         return 0
     except SystemExit as exit_:
         code = exit_.code
