@@ -54,6 +54,9 @@ bool needsDecomposition(OpId op, DecomposeTo level) {
   case DecomposeTo::None:
     return false;
   case DecomposeTo::CoreAten:
+    // copy_ stays: it is how an in-place op writes back into a graph input at the ATen level
+    // (as after PyTorch's functionalization); only the Prims level turns it into copy_to.
+    if (op == OpId::copy_) return false;
     return !(tags & (kTagCore | kTagPrims));
   case DecomposeTo::Prims:
     return !(tags & kTagPrims);
@@ -184,6 +187,9 @@ void OpRecorder::runDecomposition(OpId op, Stack& stack) {
   const Dispatcher& d = Dispatcher::instance();
   const bool check = d.hasKernel(op, DispatchKey::Meta) || d.hasKernel(op, DispatchKey::CompositeImplicit);
   Stack expected = stack;
+  for (size_t i = 0; i < s.args.size(); ++i) // the check runs on meta, like everything traced
+    if (s.args[i].type == ArgType::Device && !expected[i].isNone())
+      expected[i] = Value(Device(DeviceType::Meta));
   if (check) {
     ExcludeDispatchKeyGuard noTracing(DispatchKey::Tracing);
     d.call(op, expected);

@@ -22,8 +22,8 @@ namespace kiln::compiler {
 // A meta tensor with the sizes, strides, offset, dtype and requires_grad of `real`.
 Tensor makeFake(const Tensor& real);
 
-// The op set a recorder records: every op (None), Core ATen (ops tagged core or prims), or
-// Prims (ops tagged prims). Ops outside the set that have no decomposition are recorded as
+// The op set a recorder records: every op (None), Core ATen (ops tagged core, and copy_ for
+// writes into inputs), or Prims (ops tagged prims). Ops outside the set that have no decomposition are recorded as
 // they are.
 enum class DecomposeTo { None, CoreAten, Prims };
 

@@ -488,10 +488,21 @@ def gen_registration(ops):
 
 
 def functional_twin(op, by_id):
-    """The functional op an in-place op (name ending in `_`) mutates self with, or None."""
+    """The functional op an in-place op (name ending in `_`) mutates self with, or None: the
+    overload of the same name when its arguments have the same types, else the first overload
+    of the functional name that takes the in-place op's argument types (pow_.Scalar(Tensor,
+    Scalar) is pow.Tensor_Scalar, not pow.Scalar(Scalar, Tensor))."""
     if not op.name.endswith("_") or op.name.endswith("__"):
         return None
-    return by_id.get(op.name[:-1] + ("_" + op.overload if op.overload else ""))
+    signature = [(a.arg_type, a.optional) for a in op.args]
+    same = by_id.get(op.name[:-1] + ("_" + op.overload if op.overload else ""))
+    if same is not None and [(a.arg_type, a.optional) for a in same.args] == signature:
+        return same
+    for other in by_id.values():
+        if other.ns == op.ns and other.name == op.name[:-1] and \
+                [(a.arg_type, a.optional) for a in other.args] == signature:
+            return other
+    return same
 
 
 def decomposition_kind(op, by_id):

@@ -1,12 +1,14 @@
 // kiln-opt: reads graph IR text, verifies it, runs a pass pipeline, prints the result.
-//   kiln-opt [file|-] [--pipeline=dce,cse] [--print-after-all] [--split-input-file]
-// Loop programs (text starting with `program`) are verified and printed back; graph passes do
-// not apply to them.
+//   kiln-opt [file|-] [--pipeline=dce,cse] [--print-after-all] [--split-input-file] [--emit=cpp]
+// Loop programs (text starting with `program`) are verified and printed back, or with
+// --emit=cpp as the C++ source the code generator makes of them; graph passes do not apply to
+// them.
 // Errors go to stderr as "file:line:col: error: ..." and make the exit status 1.
 #include <fstream>
 #include <iostream>
 #include <sstream>
 
+#include "codegen/CppCodegen.h"
 #include "ir/Parser.h"
 #include "ir/Printer.h"
 #include "ir/Verifier.h"
@@ -47,13 +49,14 @@ std::vector<Chunk> splitInput(const std::string& s, bool split) {
 
 void usage(std::ostream& out) {
   out << "usage: kiln-opt [file|-] [--pipeline=p1,p2] [--print-after-all] [--split-input-file]\n"
+         "                [--emit=cpp]\n"
          "passes:\n";
   for (const PassInfo& p : registeredPasses())
     out << "  " << p.name << "  " << p.description << "\n";
 }
 
-// Parses and verifies a chunk of loop programs; prints them back or the errors.
-bool processLoopChunk(std::string_view chunk, int firstLine, const PassManager& pm,
+// Parses and verifies a chunk of loop programs; prints them back (or their C++) or the errors.
+bool processLoopChunk(std::string_view chunk, int firstLine, const PassManager& pm, bool emitCpp,
                       const std::string& file, std::string_view source) {
   LoopParseResult parsed = parseLoopPrograms(chunk, firstLine);
   if (parsed.error) {
@@ -71,15 +74,31 @@ bool processLoopChunk(std::string_view chunk, int firstLine, const PassManager& 
     std::cerr << file << ": error: the pipeline's passes work on graphs, not loop programs\n";
     return false;
   }
+  if (emitCpp) {
+    for (const LoopProgram& p : parsed.programs) {
+      try {
+        std::cout << codegen::emitCpp(p);
+      } catch (const Error& e) {
+        std::cerr << file << ": error: " << e.what() << "\n";
+        ok = false;
+      }
+    }
+    return ok;
+  }
   std::cout << printLoopPrograms(parsed.programs);
   return true;
 }
 
 // Parses, verifies and transforms one chunk of the input; prints the result or the errors.
 bool processChunk(std::string_view chunk, int firstLine, const PassManager& pm,
-                  const PipelineOptions& options, const std::string& file,
+                  const PipelineOptions& options, bool emitCpp, const std::string& file,
                   std::string_view source) {
-  if (isLoopProgramText(chunk)) return processLoopChunk(chunk, firstLine, pm, file, source);
+  if (isLoopProgramText(chunk))
+    return processLoopChunk(chunk, firstLine, pm, emitCpp, file, source);
+  if (emitCpp) {
+    std::cerr << file << ": error: --emit=cpp needs a loop program\n";
+    return false;
+  }
   ParseResult parsed = parseGraphs(chunk, firstLine);
   if (parsed.error) {
     std::cerr << formatDiagnostic(*parsed.error, file, source);
@@ -105,7 +124,7 @@ bool processChunk(std::string_view chunk, int firstLine, const PassManager& pm,
 
 int main(int argc, char** argv) {
   std::string file = "-", pipeline;
-  bool split = false;
+  bool split = false, emitCpp = false;
   PipelineOptions options;
   options.log = &std::cerr;
   for (int i = 1; i < argc; ++i) {
@@ -116,6 +135,8 @@ int main(int argc, char** argv) {
       options.printAfterAll = true;
     } else if (arg == "--split-input-file") {
       split = true;
+    } else if (arg == "--emit=cpp") {
+      emitCpp = true;
     } else if (arg == "--help" || arg == "-h") {
       usage(std::cout);
       return 0;
@@ -146,7 +167,7 @@ int main(int argc, char** argv) {
       if (i) std::cout << kSplitMarker << "\n";
       std::string_view text =
           std::string_view(source).substr(chunks[i].begin, chunks[i].end - chunks[i].begin);
-      ok &= processChunk(text, chunks[i].firstLine, pm, options, name, source);
+      ok &= processChunk(text, chunks[i].firstLine, pm, options, emitCpp, name, source);
     }
     return ok ? 0 : 1;
   } catch (const std::exception& e) {

@@ -88,7 +88,9 @@ Tensor bernoulli(const Tensor& self) {
 }
 
 Tensor bernoulliP(const Tensor& self, double p) {
-  return convert(ops::lt(ops::rand_like(self), Scalar(p)), self.dtype());
+  // Uniform draws need a floating dtype; bool and integer results are compared in float32.
+  ScalarType draw = isFloatingType(self.dtype()) ? self.dtype() : ScalarType::Float32;
+  return convert(ops::lt(ops::rand_like(self, draw), Scalar(p)), self.dtype());
 }
 
 Tensor bernoulliInplace(const Tensor& self, double p) {

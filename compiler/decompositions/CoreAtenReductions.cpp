@@ -8,6 +8,15 @@
 
 namespace kiln::decompositions {
 
+namespace {
+
+// all() of uint8 is uint8 in PyTorch (bool for every other dtype).
+Tensor allResult(const Tensor& self, const Tensor& r) {
+  return self.dtype() == ScalarType::UInt8 ? ops::_to_copy(r, ScalarType::UInt8) : r;
+}
+
+} // namespace
+
 Tensor softmax(const Tensor& self, int64_t dim, std::optional<ScalarType> dtype) {
   Tensor x = dtype ? convert(self, *dtype) : self;
   ScalarType resultDtype = x.dtype();
@@ -66,14 +75,37 @@ Tensor maxAll(const Tensor& self) { return ops::amax(self); }
 Tensor minAll(const Tensor& self) { return ops::amin(self); }
 
 // all(x) = not any(not x), as torch._refs.all.
-Tensor allAll(const Tensor& self) { return ops::logical_not(ops::any(ops::logical_not(self))); }
+Tensor allAll(const Tensor& self) {
+  return allResult(self, ops::logical_not(ops::any(ops::logical_not(self))));
+}
+
+// cumprod (not core ATen): a lower-triangular mask over the scanned dim and a product,
+// out[.., i, ..] = prod over j <= i of self[.., j, ..].
+Tensor cumprodCore(const Tensor& self, int64_t dim, std::optional<ScalarType> dtype) {
+  ScalarType result = dtype ? *dtype : isIntegralType(self.dtype(), true) ? ScalarType::Int64 : self.dtype();
+  Tensor a = self.dtype() == result ? self : ops::_to_copy(self, result);
+  if (a.dim() == 0) return ops::clone(a);
+  int64_t d = wrapDim(dim, a.dim());
+  int64_t n = a.size(d);
+  Tensor idx = ops::arange(Scalar(n), ScalarType::Int64, a.device());
+  Tensor mask = ops::le(ops::unsqueeze(idx, 0), ops::unsqueeze(idx, 1)); // [i, j]: j <= i
+  DimVector shape(a.sizes());
+  shape.insert(size_t(d), n); // [.., i, j, ..]
+  Tensor spread = ops::expand(ops::unsqueeze(a, d), shape);
+  DimVector maskShape(size_t(a.dim() + 1), 1);
+  maskShape[size_t(d)] = n;
+  maskShape[size_t(d + 1)] = n;
+  Tensor m = ops::view(mask, maskShape);
+  Tensor one = ops::full({}, Scalar(int64_t(1)), result, a.device());
+  return ops::prod(ops::where(m, spread, one), d + 1, false, std::nullopt);
+}
 
 Tensor allDim(const Tensor& self, int64_t dim, bool keepdim) {
-  return ops::logical_not(ops::anyDim(ops::logical_not(self), dim, keepdim));
+  return allResult(self, ops::logical_not(ops::anyDim(ops::logical_not(self), dim, keepdim)));
 }
 
 Tensor allDims(const Tensor& self, std::optional<IntArrayRef> dim, bool keepdim) {
-  return ops::logical_not(ops::anyDims(ops::logical_not(self), dim, keepdim));
+  return allResult(self, ops::logical_not(ops::anyDims(ops::logical_not(self), dim, keepdim)));
 }
 
 // torch._refs.linalg.vector_norm: the reduction for the order, over |x| in the computation dtype.

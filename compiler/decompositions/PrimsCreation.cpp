@@ -51,9 +51,11 @@ Tensor scalarTensor(const Scalar& s, std::optional<ScalarType> dtype, std::optio
   return P::full({}, s, dtype.value_or(kDefaultFloat), device.value_or(Device()));
 }
 
+// empty_like is not core ATen (PyTorch's tag): it decomposes to core empty_strided, whose own
+// decomposition reaches prims.empty_strided.
 Tensor emptyLike(const Tensor& self, std::optional<ScalarType> dtype, std::optional<Device> device) {
-  return P::empty_strided(self.sizes(), likeStrides(self), dtype.value_or(self.dtype()),
-                          device.value_or(self.device()));
+  return ops::empty_strided(self.sizes(), likeStrides(self), dtype.value_or(self.dtype()),
+                            device.value_or(self.device()));
 }
 
 Tensor fullLike(const Tensor& self, const Scalar& fillValue, std::optional<ScalarType> dtype,

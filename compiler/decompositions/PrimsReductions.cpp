@@ -198,8 +198,4 @@ Tensor cumsum(const Tensor& self, int64_t dim, std::optional<ScalarType> dtype) 
   return cumulative(self, dim, dtype, true);
 }
 
-Tensor cumprod(const Tensor& self, int64_t dim, std::optional<ScalarType> dtype) {
-  return cumulative(self, dim, dtype, false);
-}
-
 } // namespace kiln::decompositions

@@ -5,11 +5,12 @@
 
 #include <map>
 
-#include "frontend/binding/CodegenBinding.h"
+#include "frontend/binding/CppCodegenBinding.h"
 #include "frontend/binding/FxBinding.h"
 #include "frontend/binding/GeneratorBinding.h"
 #include "frontend/binding/Indexing.h"
 #include "frontend/binding/Interop.h"
+#include "frontend/binding/KernelCacheBinding.h"
 #include "frontend/binding/OpFunction.h"
 #include "frontend/binding/PythonConvert.h"
 #include "frontend/binding/TensorBinding.h"
@@ -70,7 +71,8 @@ NB_MODULE(_C, m) {
   registerFx(m);
   kiln::capture::registerCapture(m);
   kiln::capture::registerTraceFrame(m);
-  registerCodegen(m);
+  registerCppCodegen(m);
+  registerKernelCache(m);
 
   m.def("memory_stats", [] {
     MemoryStats s = CpuAllocator::instance().stats();

@@ -167,5 +167,8 @@ TEST(Decompositions, TableCoversNamedCompositeAndInPlaceOps) {
   EXPECT_NE(compiler::decompositionOf(OpId::softmax_int), nullptr); // decompose: softmax
   EXPECT_NE(compiler::decompositionOf(OpId::linear), nullptr);      // its composite kernel
   EXPECT_NE(compiler::decompositionOf(OpId::add__Tensor), nullptr); // functional + copy_
-  EXPECT_EQ(compiler::decompositionOf(OpId::copy_), nullptr);
+  // copy_ decomposes to prims.copy_to, but only at the prims level: core ATen keeps it.
+  EXPECT_NE(compiler::decompositionOf(OpId::copy_), nullptr);
+  EXPECT_FALSE(compiler::needsDecomposition(OpId::copy_, compiler::DecomposeTo::CoreAten));
+  EXPECT_TRUE(compiler::needsDecomposition(OpId::copy_, compiler::DecomposeTo::Prims));
 }

@@ -81,7 +81,18 @@ def in_level(target, level):
     return is_core(target) if level == "core_aten" else is_prim(target)
 
 
+def _is_input_mutation(node):
+    """`aten.copy_` into a placeholder: how a decomposed in-place op writes its result back to
+    the graph input it mutates (functional ops, then the copy), as in PyTorch's functionalized
+    graphs; it is part of every level."""
+    return (node.target == "aten.copy_" and bool(node.args)
+            and getattr(node.args[0], "op", None) == "placeholder")
+
+
 def outside_level(graph, level):
     """The op targets of `graph` outside the op set of `level` (core ATen at 'core_aten', prims
-    at 'prims'); call targets that are not table ops (operator.getitem) do not count."""
-    return [t for t in call_targets(graph) if target_tags(t) is not None and not in_level(t, level)]
+    at 'prims'); call targets that are not table ops (operator.getitem) and input mutations do
+    not count."""
+    return [n.target for n in graph.nodes
+            if n.op == "call_function" and target_tags(n.target) is not None
+            and not in_level(n.target, level) and not _is_input_mutation(n)]

@@ -1,6 +1,6 @@
 // kiln._C._codegen: compile_source/load over codegen::KernelCache, configured by kiln.config
 // (cpp_compiler, cpp_flags, cache_dir), read at every call so assignments take effect at once.
-#include "frontend/binding/CodegenBinding.h"
+#include "frontend/binding/KernelCacheBinding.h"
 
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
@@ -59,9 +59,9 @@ codegen::KernelCache currentCache() { return codegen::KernelCache(configString("
 
 } // namespace
 
-void registerCodegen(nb::module_& m) {
-  nb::module_ c = m.def_submodule(
-      "_codegen", "the system C++ compiler and kiln's kernel cache (KILN_CXX, KILN_CACHE_DIR)");
+void registerKernelCache(nb::module_& m) {
+  // def_submodule returns the existing kiln._C._codegen when another part defined it first.
+  nb::module_ c = m.def_submodule("_codegen", "generated C++: code generation and compilation");
 
   nb::class_<KernelHandle>(c, "Kernel", "an entry symbol of a loaded shared object")
       .def_ro("path", &KernelHandle::path)

@@ -1,0 +1,1138 @@
+// LoopProgram -> C++ source (see CppCodegen.h). The program becomes a list of units run in
+// order: loop nests (a kernel group fused into one nest when its ranges allow, every other
+// buffer alone) and extern GEMM calls; kiln_entry allocates intermediates before the unit that
+// defines them and frees them after the last unit that reads them.
+//
+// A nest is a set of outer loops (run in parallel above the work threshold) around phases: a
+// pointwise phase loops over the inner ranges of pointwise buffers, a reduction phase over the
+// reduction ranges of reductions sharing them. Softmax over the last dim is one nest: per row,
+// a max phase, a sum phase, then the pointwise phase, with the row's max and sum kept in locals.
+#include "codegen/CppCodegen.h"
+
+#include <algorithm>
+#include <cctype>
+#include <climits>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <sstream>
+
+#include "codegen/CppExpr.h"
+#include "codegen/CppPrelude.h"
+#include "runtime/Error.h"
+
+namespace kiln::codegen {
+
+namespace {
+
+// Float sums add blocks of this many elements into a partial sum first (two-level summation).
+constexpr int64_t kSumBlock = 512;
+// Outer loops with fewer iterations than this run each phase in parallel instead when the rows
+// are large (a few long rows would leave most threads idle).
+constexpr int64_t kMinParallelRows = 32;
+
+struct Loop {
+  std::string var;
+  int64_t extent = 0;
+};
+
+int64_t tripCount(const std::vector<Loop>& loops) {
+  int64_t n = 1;
+  for (const Loop& l : loops) n *= l.extent;
+  return n;
+}
+
+std::vector<int64_t> extents(const std::vector<Loop>& loops) {
+  std::vector<int64_t> e;
+  for (const Loop& l : loops) e.push_back(l.extent);
+  return e;
+}
+
+// Row-major flat offset of a point of `loops`.
+IndexExpr flatIndex(const std::vector<Loop>& loops) {
+  IndexExpr flat(0), stride(1);
+  for (size_t i = loops.size(); i-- > 0;) {
+    flat = flat + stride * IndexExpr::var(loops[i].var);
+    stride = stride * IndexExpr(loops[i].extent);
+  }
+  return flat;
+}
+
+int64_t constantExtent(const IndexExpr& e, const std::string& what) {
+  std::optional<int64_t> c = e.constant();
+  KILN_CHECK(c, "C++ codegen: ", what, " has the symbolic size ", e.str(),
+             "; only static sizes are supported");
+  return *c;
+}
+
+int64_t numel(const std::vector<IndexExpr>& sizes, const std::string& what) {
+  int64_t n = 1;
+  for (const IndexExpr& s : sizes) n *= constantExtent(s, what);
+  return n;
+}
+
+// A computation's ranges without extent-1 ones (their variables are 0 everywhere).
+std::vector<Loop> keptRanges(const std::vector<IterVar>& ranges, const std::string& what,
+                             std::map<std::string, IndexExpr>& zeroed) {
+  std::vector<Loop> kept;
+  for (const IterVar& v : ranges) {
+    int64_t e = constantExtent(v.extent, what);
+    if (e == 1)
+      zeroed[v.name] = IndexExpr(0);
+    else
+      kept.push_back({v.name, e});
+  }
+  return kept;
+}
+
+// The body with its loop variables renamed (index expressions substituted and simplified).
+LoopBody renameBody(const LoopBody& body, const std::map<std::string, IndexExpr>& renames,
+                    const RangeFacts& facts) {
+  LoopBody out = body;
+  for (LoopOp& op : out.ops)
+    if (op.code == LoopOpCode::Load || op.code == LoopOpCode::IndexExpr)
+      op.index = simplify(op.index.substitute(renames), facts);
+  return out;
+}
+
+struct Member {
+  const Buffer* buffer = nullptr;
+  LoopBody body;   // in the nest's loop variables
+  IndexExpr flat;  // the flat offset of the element it computes, in the nest's variables
+  bool materialize = true; // written to memory (false: only ever read through locals)
+  int id = 0;      // numbers its locals
+};
+
+struct Phase {
+  bool isReduction = false;
+  std::vector<Loop> loops; // the inner (pointwise) or reduction loops
+  std::vector<Member> members;
+};
+
+struct Nest {
+  std::vector<Loop> outer;
+  std::vector<Phase> phases;
+  std::set<std::string> memoryReads; // members read from memory inside the nest
+};
+
+struct Unit {
+  std::variant<Nest, const Buffer*> work; // a loop nest or an extern call
+  std::string label;
+  std::vector<const Buffer*> defines;
+};
+
+RangeFacts factsOf(const std::vector<Loop>& outer, const std::vector<Loop>& inner) {
+  RangeFacts f;
+  for (const Loop& l : outer) f[l.var] = {0, l.extent};
+  for (const Loop& l : inner) f[l.var] = {0, l.extent};
+  return f;
+}
+
+std::vector<Loop> named(const std::vector<int64_t>& extents, const std::string& prefix) {
+  std::vector<Loop> loops;
+  for (size_t i = 0; i < extents.size(); ++i) loops.push_back({prefix + std::to_string(i), extents[i]});
+  return loops;
+}
+
+// The loop nest computing `bufs` (pointwise and reductions, in order), or nullopt when their
+// ranges or the elements they read of each other do not allow one nest.
+std::optional<Nest> buildNest(const std::vector<const Buffer*>& bufs) {
+  struct Normalized {
+    std::vector<Loop> ranges, reductionRanges;
+    std::map<std::string, IndexExpr> zeroed;
+  };
+  std::vector<Normalized> norm;
+  std::optional<std::vector<int64_t>> outerExtents;
+  for (const Buffer* b : bufs) {
+    Normalized n;
+    std::string what = "%" + b->name;
+    if (const auto* pw = std::get_if<Pointwise>(&b->computation)) {
+      n.ranges = keptRanges(pw->ranges, what, n.zeroed);
+    } else {
+      const auto& r = std::get<Reduction>(b->computation);
+      n.ranges = keptRanges(r.ranges, what, n.zeroed);
+      n.reductionRanges = keptRanges(r.reductionRanges, what, n.zeroed);
+      if (!outerExtents) outerExtents = extents(n.ranges);
+    }
+    norm.push_back(std::move(n));
+  }
+  if (!outerExtents) {
+    // Pointwise only: every buffer over the same ranges; the last one is the inner loop.
+    std::vector<int64_t> e = extents(norm[0].ranges);
+    for (const Normalized& n : norm)
+      if (extents(n.ranges) != e) return std::nullopt;
+    if (!e.empty()) e.pop_back();
+    outerExtents = e;
+  }
+  Nest nest;
+  nest.outer = named(*outerExtents, "o");
+  IndexExpr outerFlat = flatIndex(nest.outer);
+  std::map<std::string, std::pair<size_t, size_t>> where; // member -> (phase, index)
+  for (size_t k = 0; k < bufs.size(); ++k) {
+    const Buffer* b = bufs[k];
+    const Normalized& n = norm[k];
+    std::vector<int64_t> e = extents(n.ranges);
+    if (e.size() < outerExtents->size() ||
+        !std::equal(outerExtents->begin(), outerExtents->end(), e.begin()))
+      return std::nullopt;
+    std::vector<int64_t> inner(e.begin() + outerExtents->size(), e.end());
+    bool reduction = b->isReduction();
+    if (reduction) {
+      if (!inner.empty()) return std::nullopt;
+      inner = extents(n.reductionRanges);
+    }
+    const LoopBody& body = reduction ? std::get<Reduction>(b->computation).body
+                                     : std::get<Pointwise>(b->computation).body;
+    std::vector<Loop> innerLoops = named(inner, reduction ? "r" : "p");
+    std::map<std::string, IndexExpr> renames = n.zeroed;
+    size_t outerCount = nest.outer.size();
+    for (size_t i = 0; i < outerCount; ++i) renames[n.ranges[i].var] = IndexExpr::var(nest.outer[i].var);
+    const std::vector<Loop>& innerRanges = reduction ? n.reductionRanges : n.ranges;
+    size_t skip = reduction ? 0 : outerCount;
+    for (size_t i = skip; i < innerRanges.size(); ++i)
+      renames[innerRanges[i].var] = IndexExpr::var(innerLoops[i - skip].var);
+    RangeFacts facts = factsOf(nest.outer, innerLoops);
+    LoopBody renamed = renameBody(body, renames, facts);
+    // A buffer joins the previous phase when it loops over the same ranges and reads nothing
+    // of that phase (a reduction) or only the current element of its members (pointwise).
+    bool join = !nest.phases.empty() && nest.phases.back().isReduction == reduction &&
+                extents(nest.phases.back().loops) == inner;
+    for (const LoopOp& op : renamed.ops) {
+      if (!join || op.code != LoopOpCode::Load || !where.count(op.buffer)) continue;
+      auto [pi, mi] = where[op.buffer];
+      if (pi == nest.phases.size() - 1 &&
+          (reduction || simplify(op.index - nest.phases[pi].members[mi].flat, facts) != IndexExpr(0)))
+        join = false;
+    }
+    if (!join) nest.phases.push_back({reduction, innerLoops, {}});
+    Phase& phase = nest.phases.back();
+    Member m;
+    m.buffer = b;
+    m.body = std::move(renamed);
+    m.flat = reduction ? outerFlat : simplify(IndexExpr(tripCount(phase.loops)) * outerFlat +
+                                                  flatIndex(phase.loops), facts);
+    m.id = int(k);
+    // Reads of earlier members: a reduction's value or the current element of a member of the
+    // same pointwise phase come from locals; other elements of a member's row from memory.
+    std::set<std::string> innerVars;
+    for (const Loop& l : phase.loops) innerVars.insert(l.var);
+    for (const LoopOp& op : m.body.ops) {
+      if (op.code != LoopOpCode::Load || !where.count(op.buffer)) continue;
+      auto [pi, mi] = where[op.buffer];
+      const Phase& from = nest.phases[pi];
+      const Member& producer = from.members[mi];
+      bool samePhase = pi == nest.phases.size() - 1;
+      // (A pointwise phase without loops computes one value per row, in scope for the row.)
+      if (samePhase || from.isReduction || from.loops.empty()) {
+        if (simplify(op.index - producer.flat, facts) == IndexExpr(0)) continue;
+        return std::nullopt;
+      }
+      int64_t rowLength = tripCount(from.loops);
+      IndexExpr offset = simplify(op.index - IndexExpr(rowLength) * outerFlat, facts);
+      for (const std::string& v : offset.variables())
+        if (!innerVars.count(v)) return std::nullopt;
+      Bounds bo = bounds(offset, facts);
+      if (!bo.lo || !bo.hi || *bo.lo < 0 || *bo.hi >= rowLength) return std::nullopt;
+      nest.memoryReads.insert(op.buffer);
+    }
+    where[b->name] = {nest.phases.size() - 1, phase.members.size()};
+    phase.members.push_back(std::move(m));
+  }
+  return nest;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Text emission
+
+class Code {
+public:
+  void line(const std::string& s) { lines_.push_back(std::string(indent_ * 2, ' ') + s); }
+  void open(const std::string& s) {
+    line(s);
+    ++indent_;
+  }
+  void close(const std::string& s = "}") {
+    --indent_;
+    line(s);
+  }
+  void lines(const std::vector<std::string>& ls) {
+    for (const std::string& s : ls) line(s);
+  }
+  std::string str() const {
+    std::string out;
+    for (const std::string& s : lines_) out += s + "\n";
+    return out;
+  }
+  int indent_ = 0;
+
+private:
+  std::vector<std::string> lines_;
+};
+
+std::string forLoop(const Loop& l) {
+  return "for (int64_t " + l.var + " = 0; " + l.var + " < " + std::to_string(l.extent) + "; ++" +
+         l.var + ") {";
+}
+
+// The accumulator of one reduction in a reduction phase.
+struct Accumulator {
+  ReductionKind kind;   // sum/prod/max/min of bools are any/all
+  ScalarType value;     // the reduced values' dtype
+  ScalarType result;    // the buffer's dtype
+  std::string name;     // a<id>
+  std::string type;     // C++ type of the accumulator
+  bool shared = false;  // uses an earlier member's welford state
+
+  bool floating() const { return isFloatingType(value); }
+  // Sums and products of floats are blocked: a partial per block, added to the total after.
+  bool usesPart() const {
+    return floating() && (kind == ReductionKind::Sum || kind == ReductionKind::Prod);
+  }
+  bool simd() const {
+    return kind != ReductionKind::ArgMax && kind != ReductionKind::ArgMin &&
+           kind != ReductionKind::WelfordMean && kind != ReductionKind::WelfordVar;
+  }
+
+  std::vector<std::string> declare() const {
+    if (shared) return {};
+    const std::string T = cppComputeType(value);
+    std::string lim = "std::numeric_limits<" + T + ">::";
+    switch (kind) {
+    case ReductionKind::Sum: return {type + " " + name + " = 0;"};
+    case ReductionKind::Prod: return {type + " " + name + " = 1;"};
+    case ReductionKind::Max:
+    case ReductionKind::Min: {
+      bool max = kind == ReductionKind::Max;
+      if (!floating()) return {type + " " + name + " = " + lim + (max ? "lowest();" : "max();")};
+      return {type + " " + name + " = " + (max ? "-" : "") + lim + "infinity();",
+              "bool " + name + "_nan = false;"};
+    }
+    case ReductionKind::ArgMax:
+    case ReductionKind::ArgMin: {
+      bool max = kind == ReductionKind::ArgMax;
+      std::string init = value == ScalarType::Bool ? (max ? "false" : "true")
+                         : floating() ? std::string(max ? "-" : "") + lim + "infinity()"
+                                      : lim + (max ? "lowest()" : "max()");
+      return {type + " " + name + " = " + init + ";", "int64_t " + name + "_i = 0;"};
+    }
+    case ReductionKind::Any: return {"bool " + name + " = false;"};
+    case ReductionKind::All: return {"bool " + name + " = true;"};
+    case ReductionKind::WelfordMean:
+    case ReductionKind::WelfordVar:
+      return {"double " + name + "_mean = 0, " + name + "_m2 = 0, " + name + "_n = 0;"};
+    }
+    return {};
+  }
+
+  // The OpenMP reduction clauses over the total (part = false) or the block partial.
+  std::string clauses(bool part) const {
+    std::string target = part && usesPart() ? name + "_p" : name;
+    switch (kind) {
+    case ReductionKind::Sum: return " reduction(+:" + target + ")";
+    case ReductionKind::Prod: return " reduction(*:" + target + ")";
+    case ReductionKind::Max:
+    case ReductionKind::Min: {
+      std::string c = std::string(" reduction(") + (kind == ReductionKind::Max ? "max" : "min") +
+                      ":" + name + ")";
+      return floating() ? c + " reduction(||:" + name + "_nan)" : c;
+    }
+    case ReductionKind::Any: return " reduction(||:" + name + ")";
+    case ReductionKind::All: return " reduction(&&:" + name + ")";
+    default: return "";
+    }
+  }
+
+  // Accumulates the value `v` at flat reduction position `pos`.
+  std::vector<std::string> update(const std::string& v, const std::string& pos, bool part) const {
+    if (shared) return {};
+    std::string target = part && usesPart() ? name + "_p" : name;
+    switch (kind) {
+    case ReductionKind::Sum: return {target + " += " + v + ";"};
+    case ReductionKind::Prod: return {target + " *= " + v + ";"};
+    case ReductionKind::Max:
+    case ReductionKind::Min: {
+      std::string f = kind == ReductionKind::Max ? "std::max" : "std::min";
+      std::string s = name + " = " + f + "(" + name + ", " + v + ");";
+      if (!floating()) return {s};
+      return {s, name + "_nan = " + name + "_nan || (" + v + " != " + v + ");"};
+    }
+    case ReductionKind::ArgMax:
+    case ReductionKind::ArgMin: {
+      // The first position of the extremum; a NaN is the extremum (the first one wins).
+      std::string cmp = kind == ReductionKind::ArgMax ? " > " : " < ";
+      std::string cond = floating() ? "!(" + name + " != " + name + ") && (" + v + cmp + name +
+                                          " || " + v + " != " + v + ")"
+                                    : v + cmp + name;
+      return {"if (" + cond + ") {", "  " + name + " = " + v + ";", "  " + name + "_i = " + pos + ";",
+              "}"};
+    }
+    case ReductionKind::Any:
+      return {name + " = " + name + " || " + (value == ScalarType::Bool ? v : "(" + v + " != 0)") + ";"};
+    case ReductionKind::All:
+      return {name + " = " + name + " && " + (value == ScalarType::Bool ? v : "(" + v + " != 0)") + ";"};
+    case ReductionKind::WelfordMean:
+    case ReductionKind::WelfordVar: {
+      std::string x = "static_cast<double>(" + v + ")";
+      return {"{", "  " + name + "_n += 1;", "  const double d = " + x + " - " + name + "_mean;",
+              "  " + name + "_mean += d / " + name + "_n;",
+              "  " + name + "_m2 += d * (" + x + " - " + name + "_mean);", "}"};
+    }
+    }
+    return {};
+  }
+
+  std::vector<std::string> declarePart() const {
+    if (!usesPart()) return {};
+    return {type + " " + name + "_p = " + (kind == ReductionKind::Sum ? "0;" : "1;")};
+  }
+  std::vector<std::string> combinePart() const {
+    if (!usesPart()) return {};
+    return {name + (kind == ReductionKind::Sum ? " += " : " *= ") + name + "_p;"};
+  }
+
+  // The reduction's result (compute type of the buffer's dtype).
+  std::string finalValue() const {
+    const std::string R = cppComputeType(result);
+    switch (kind) {
+    case ReductionKind::Sum:
+    case ReductionKind::Prod:
+      return cppRoundTo(result, type == R ? name : "static_cast<" + R + ">(" + name + ")");
+    case ReductionKind::Max:
+    case ReductionKind::Min:
+      if (!floating()) return name;
+      return "(" + name + "_nan ? std::numeric_limits<" + R + ">::quiet_NaN() : " + name + ")";
+    case ReductionKind::ArgMax:
+    case ReductionKind::ArgMin: return name + "_i";
+    case ReductionKind::Any:
+    case ReductionKind::All: return name;
+    case ReductionKind::WelfordMean:
+      return cppRoundTo(result, "static_cast<" + R + ">(" + name + "_n > 0 ? " + name +
+                                    "_mean : std::numeric_limits<double>::quiet_NaN())");
+    case ReductionKind::WelfordVar:
+      return cppRoundTo(result, "static_cast<" + R + ">(" + name + "_m2 / " + name + "_n)");
+    }
+    return name;
+  }
+};
+
+Accumulator makeAccumulator(const Member& m) {
+  const Reduction& r = std::get<Reduction>(m.buffer->computation);
+  Accumulator a;
+  a.value = m.body.ops.back().dtype;
+  a.result = m.buffer->dtype;
+  a.kind = r.kind;
+  if (a.value == ScalarType::Bool) {
+    if (a.kind == ReductionKind::Sum || a.kind == ReductionKind::Max) a.kind = ReductionKind::Any;
+    if (a.kind == ReductionKind::Prod || a.kind == ReductionKind::Min) a.kind = ReductionKind::All;
+  }
+  a.name = "a" + std::to_string(m.id);
+  a.type = isFloatingType(a.value) && (a.kind == ReductionKind::Sum || a.kind == ReductionKind::Prod)
+               ? (a.value == ScalarType::Float64 ? "double" : "float")
+               : cppComputeType(a.value);
+  return a;
+}
+
+// Emits one nest as a static function; the names it reads and writes become its parameters.
+class NestEmitter {
+public:
+  NestEmitter(const Nest& nest, const CppOptions& options,
+              const std::map<std::string, std::string>& cNames,
+              const std::map<std::string, ScalarType>& dtypes)
+      : nest_(nest), options_(options), cNames_(cNames), dtypes_(dtypes) {}
+
+  // The function text; `params` gets the names behind its pointer parameters, in order.
+  std::string emit(const std::string& fname, const std::string& label,
+                   std::vector<std::string>& params) {
+    int64_t rows = tripCount(nest_.outer), rowWork = 0;
+    for (const Phase& p : nest_.phases) rowWork += tripCount(p.loops);
+    bool parallel = rows * std::max<int64_t>(rowWork, 1) >= options_.parallelThreshold;
+    bool outerParallel = parallel && rows >= 2 &&
+                         (rows >= kMinParallelRows || rowWork < options_.parallelThreshold);
+    phaseParallel_ = parallel && !outerParallel;
+    code_.indent_ = 1;
+    if (outerParallel) {
+      usesThreads_ = true;
+      std::string collapse = nest_.outer.size() > 1 ? " collapse(" + std::to_string(nest_.outer.size()) + ")" : "";
+      code_.line("#pragma omp parallel for" + collapse + " num_threads(nt)");
+    }
+    for (const Loop& l : nest_.outer) code_.open(forLoop(l));
+    for (size_t i = 0; i < nest_.phases.size(); ++i) {
+      current_ = i;
+      if (nest_.phases[i].isReduction)
+        emitReductionPhase(nest_.phases[i]);
+      else
+        emitPointwisePhase(nest_.phases[i]);
+    }
+    for (size_t i = 0; i < nest_.outer.size(); ++i) code_.close();
+
+    std::string sig;
+    for (const auto& [name, written] : pointers_) {
+      params.push_back(name);
+      sig += std::string(sig.empty() ? "" : ", ") + (written ? "" : "const ") +
+             cppStorageType(dtypes_.at(name)) + "* __restrict " + cNames_.at(name);
+    }
+    if (usesThreads_) sig = "int nt" + std::string(sig.empty() ? "" : ", ") + sig;
+    return "// " + label + "\nstatic void " + fname + "(" + sig + ") {\n" + code_.str() + "}\n";
+  }
+
+  // Whether the function takes the thread count `nt` as its first parameter.
+  bool usesThreads() const { return usesThreads_; }
+
+private:
+  std::string pointer(const std::string& name, bool written) {
+    auto it = std::find_if(pointers_.begin(), pointers_.end(),
+                           [&](const auto& p) { return p.first == name; });
+    if (it == pointers_.end())
+      pointers_.push_back({name, written});
+    else
+      it->second = it->second || written;
+    return cNames_.at(name);
+  }
+
+  BodyEnv env(const Phase& phase) {
+    BodyEnv e;
+    e.facts = factsOf(nest_.outer, phase.loops);
+    e.pointer = [this](const std::string& b) { return pointer(b, false); };
+    RangeFacts facts = e.facts;
+    e.forwarded = [this, facts](const std::string& b, const IndexExpr& index) -> std::optional<std::string> {
+      auto it = locals_.find(b);
+      if (it == locals_.end()) return std::nullopt;
+      if (simplify(index - it->second.second, facts) != IndexExpr(0)) return std::nullopt;
+      return it->second.first;
+    };
+    return e;
+  }
+
+  void store(const Member& m, const std::string& value) {
+    if (!m.materialize) return;
+    code_.line(pointer(m.buffer->name, true) + "[" +
+               cppIndex(m.flat, factsOf(nest_.outer, nest_.phases[current_].loops)) +
+               "] = " + cppToStorage(m.buffer->dtype, value) + ";");
+  }
+
+  void emitPointwisePhase(const Phase& phase) {
+    bool parallel = phaseParallel_ && tripCount(phase.loops) >= options_.parallelThreshold;
+    for (size_t k = 0; k < phase.loops.size(); ++k) {
+      bool last = k + 1 == phase.loops.size();
+      if (k == 0 && parallel) {
+        usesThreads_ = true;
+        code_.line(std::string("#pragma omp parallel for") + (last ? " simd" : "") + " num_threads(nt)");
+      } else if (last) {
+        code_.line("#pragma omp simd");
+      }
+      code_.open(forLoop(phase.loops[k]));
+    }
+    BodyEnv e = env(phase);
+    std::vector<std::string> added;
+    for (const Member& m : phase.members) {
+      std::vector<std::string> body;
+      std::string v = emitBody(m.body, "t" + std::to_string(m.id) + "_", e, body);
+      code_.lines(body);
+      store(m, v);
+      locals_[m.buffer->name] = {v, m.flat};
+      added.push_back(m.buffer->name);
+    }
+    for (size_t k = 0; k < phase.loops.size(); ++k) code_.close();
+    // The locals of the phase's loop body are out of scope after it.
+    if (!phase.loops.empty())
+      for (const std::string& name : added) locals_.erase(name);
+  }
+
+  void emitReductionPhase(const Phase& phase) {
+    std::vector<Accumulator> accs;
+    std::vector<int> sameBodyAs; // the earlier member with an equal body, or -1
+    for (size_t i = 0; i < phase.members.size(); ++i) {
+      const Member& m = phase.members[i];
+      Accumulator a = makeAccumulator(m);
+      int same = -1;
+      for (size_t j = 0; j < i; ++j)
+        if (phase.members[j].body == m.body) same = int(j);
+      bool welford = a.kind == ReductionKind::WelfordMean || a.kind == ReductionKind::WelfordVar;
+      if (same >= 0 && welford) {
+        const Accumulator& o = accs[same];
+        if (o.kind == ReductionKind::WelfordMean || o.kind == ReductionKind::WelfordVar) {
+          a.name = o.name;
+          a.shared = true;
+        }
+      }
+      accs.push_back(a);
+      sameBodyAs.push_back(same);
+    }
+    bool allSimd = std::all_of(accs.begin(), accs.end(), [](const Accumulator& a) { return a.simd(); });
+    bool anyPart = std::any_of(accs.begin(), accs.end(), [](const Accumulator& a) { return a.usesPart(); });
+    int64_t trip = tripCount(phase.loops);
+    bool parallel = phaseParallel_ && allSimd && trip >= options_.parallelThreshold && !phase.loops.empty();
+    if (parallel) usesThreads_ = true;
+    auto clauses = [&](bool part) {
+      std::string s;
+      for (const Accumulator& a : accs) s += a.clauses(part);
+      return s;
+    };
+    for (const Accumulator& a : accs) code_.lines(a.declare());
+
+    BodyEnv e = env(phase);
+    std::string pos = phase.loops.empty() ? "0" : cppIndex(flatIndex(phase.loops), e.facts);
+    // The members' bodies, then `update(i, value)` of each.
+    auto emitBodiesWith = [&](const std::function<std::vector<std::string>(size_t, const std::string&)>& update) {
+      std::vector<std::string> values;
+      for (size_t i = 0; i < phase.members.size(); ++i) {
+        const Member& m = phase.members[i];
+        if (sameBodyAs[i] >= 0) {
+          values.push_back(values[sameBodyAs[i]]);
+        } else {
+          std::vector<std::string> body;
+          values.push_back(emitBody(m.body, "t" + std::to_string(m.id) + "_", e, body));
+          code_.lines(body);
+        }
+        code_.lines(update(i, values.back()));
+      }
+    };
+    auto emitBodies = [&](bool part) {
+      emitBodiesWith([&](size_t i, const std::string& v) { return accs[i].update(v, pos, part); });
+    };
+    bool allWelford = std::all_of(accs.begin(), accs.end(), [](const Accumulator& a) {
+      return a.kind == ReductionKind::WelfordMean || a.kind == ReductionKind::WelfordVar;
+    });
+
+    size_t n = phase.loops.size();
+    for (size_t k = 0; k + 1 < n; ++k) {
+      if (k == 0 && parallel) code_.line("#pragma omp parallel for num_threads(nt)" + clauses(false));
+      code_.open(forLoop(phase.loops[k]));
+    }
+    if (n == 0) {
+      emitBodies(false);
+    } else if (allWelford) {
+      emitWelfordBlocks(phase.loops.back(), accs, emitBodiesWith);
+    } else {
+      const Loop& inner = phase.loops.back();
+      bool blocked = inner.extent > kSumBlock && (anyPart || parallel);
+      bool parallelHere = parallel && n == 1;
+      if (blocked) {
+        std::string N = std::to_string(inner.extent), B = std::to_string(kSumBlock);
+        if (parallelHere) code_.line("#pragma omp parallel for num_threads(nt)" + clauses(false));
+        code_.open("for (int64_t rb = 0; rb < " + N + "; rb += " + B + ") {");
+        code_.line("const int64_t re = std::min<int64_t>(" + N + ", rb + " + B + ");");
+        for (const Accumulator& a : accs) code_.lines(a.declarePart());
+        if (allSimd) code_.line("#pragma omp simd" + clauses(true));
+        code_.open("for (int64_t " + inner.var + " = rb; " + inner.var + " < re; ++" + inner.var + ") {");
+        emitBodies(true);
+        code_.close();
+        for (const Accumulator& a : accs) code_.lines(a.combinePart());
+        code_.close();
+      } else {
+        if (parallelHere)
+          code_.line("#pragma omp parallel for simd num_threads(nt)" + clauses(false));
+        else if (allSimd)
+          code_.line("#pragma omp simd" + clauses(false));
+        code_.open(forLoop(inner));
+        emitBodies(false);
+        code_.close();
+      }
+    }
+    for (size_t k = 0; k + 1 < n; ++k) code_.close();
+
+    for (size_t i = 0; i < phase.members.size(); ++i) {
+      const Member& m = phase.members[i];
+      std::string local = "v" + std::to_string(m.id);
+      code_.line("const " + std::string(cppComputeType(m.buffer->dtype)) + " " + local + " = " +
+                 accs[i].finalValue() + ";");
+      store(m, local);
+      locals_[m.buffer->name] = {local, m.flat};
+    }
+  }
+
+  // Welford reductions by blocks: each block's mean and M2 in two vectorizable passes (sums in
+  // double), merged into the running state with Chan's update; the sequential Welford update
+  // divides for every element and does not vectorize.
+  template <typename EmitBodies>
+  void emitWelfordBlocks(const Loop& inner, const std::vector<Accumulator>& accs,
+                         const EmitBodies& emitBodiesWith) {
+    std::vector<const Accumulator*> own;
+    for (const Accumulator& a : accs)
+      if (!a.shared) own.push_back(&a);
+    auto clauses = [&](const char* suffix) {
+      std::string c;
+      for (const Accumulator* a : own) c += " reduction(+:" + a->name + suffix + ")";
+      return c;
+    };
+    auto isOwn = [&](size_t i) { return !accs[i].shared; };
+    std::string N = std::to_string(inner.extent), B = std::to_string(kSumBlock);
+    std::string loop = "for (int64_t " + inner.var + " = rb; " + inner.var + " < re; ++" + inner.var + ") {";
+    code_.open("for (int64_t rb = 0; rb < " + N + "; rb += " + B + ") {");
+    code_.line("const int64_t re = std::min<int64_t>(" + N + ", rb + " + B + ");");
+    code_.line("const double bn = static_cast<double>(re - rb);");
+    for (const Accumulator* a : own) code_.line("double " + a->name + "_s = 0;");
+    code_.line("#pragma omp simd" + clauses("_s"));
+    code_.open(loop);
+    emitBodiesWith([&](size_t i, const std::string& v) -> std::vector<std::string> {
+      if (!isOwn(i)) return {};
+      return {accs[i].name + "_s += static_cast<double>(" + v + ");"};
+    });
+    code_.close();
+    for (const Accumulator* a : own) {
+      code_.line("const double " + a->name + "_bmean = " + a->name + "_s / bn;");
+      code_.line("double " + a->name + "_bm2 = 0;");
+    }
+    code_.line("#pragma omp simd" + clauses("_bm2"));
+    code_.open(loop);
+    emitBodiesWith([&](size_t i, const std::string& v) -> std::vector<std::string> {
+      if (!isOwn(i)) return {};
+      const std::string& a = accs[i].name;
+      return {"const double " + a + "_d = static_cast<double>(" + v + ") - " + a + "_bmean;",
+              a + "_bm2 += " + a + "_d * " + a + "_d;"};
+    });
+    code_.close();
+    for (const Accumulator* a : own) {
+      const std::string& x = a->name;
+      code_.open("{");
+      code_.line("const double total = " + x + "_n + bn, delta = " + x + "_bmean - " + x + "_mean;");
+      code_.line(x + "_mean += delta * (bn / total);");
+      code_.line(x + "_m2 += " + x + "_bm2 + delta * delta * (" + x + "_n * bn / total);");
+      code_.line(x + "_n = total;");
+      code_.close();
+    }
+    code_.close();
+  }
+
+  const Nest& nest_;
+  const CppOptions& options_;
+  const std::map<std::string, std::string>& cNames_;
+  const std::map<std::string, ScalarType>& dtypes_;
+  Code code_;
+  size_t current_ = 0;
+  bool phaseParallel_ = false, usesThreads_ = false;
+  std::vector<std::pair<std::string, bool>> pointers_; // name, written
+  std::map<std::string, std::pair<std::string, IndexExpr>> locals_; // buffer -> local, flat
+};
+
+// ---------------------------------------------------------------------------------------------
+// Extern GEMM calls
+
+struct Operand {
+  std::string name;
+  std::vector<int64_t> sizes, strides;
+};
+
+// How a row-major GEMM reads a matrix with these strides: transposed or not, its leading
+// dimension, or a contiguous copy first.
+struct MatrixLayout {
+  bool transposed = false, copy = false;
+  int64_t ld = 1;
+};
+
+MatrixLayout matrixLayout(int64_t rows, int64_t cols, int64_t s0, int64_t s1) {
+  if (rows == 1) s0 = std::max<int64_t>(cols, 1);
+  if (cols == 1) s1 = 1;
+  if (s1 == 1 && s0 >= std::max<int64_t>(cols, 1)) return {false, false, s0};
+  if (s0 == 1 && s1 >= std::max<int64_t>(rows, 1)) return {true, false, s1};
+  return {false, true, std::max<int64_t>(cols, 1)};
+}
+
+double externScalar(const Extern& x, const std::string& key, double dflt) {
+  for (const auto& [k, v] : x.args) {
+    if (k != key) continue;
+    if (const double* d = std::get_if<double>(&v)) return *d;
+    if (const int64_t* i = std::get_if<int64_t>(&v)) return double(*i);
+    if (const bool* b = std::get_if<bool>(&v)) return *b ? 1.0 : 0.0;
+    throw Error(strCat("C++ codegen: extern ", x.kernel, ": ", key, " must be a number"));
+  }
+  return dflt;
+}
+
+// Nested loops copying a strided view into contiguous memory.
+void emitGather(Code& code, const std::string& dst, const std::string& src,
+                const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides) {
+  std::vector<Loop> loops = named(sizes, "c");
+  IndexExpr from(0);
+  for (size_t i = 0; i < loops.size(); ++i) {
+    code.open(forLoop(loops[i]));
+    from = from + IndexExpr(strides[i]) * IndexExpr::var(loops[i].var);
+  }
+  RangeFacts facts = factsOf(loops, {});
+  code.line(dst + "[" + cppIndex(flatIndex(loops), facts) + "] = " + src + "[" + cppIndex(from, facts) + "];");
+  for (size_t i = 0; i < loops.size(); ++i) code.close();
+}
+
+std::string num(double v, bool isDouble) { return cppFloatLiteral(v, isDouble ? ScalarType::Float64 : ScalarType::Float32); }
+
+// An extern mm / bmm / addmm as a static function returning 0, or 1 when a copy could not be
+// allocated.
+std::string emitExtern(const Buffer& b, const std::string& fname, const std::vector<Operand>& ops,
+                       const std::map<std::string, std::string>& cNames, std::vector<std::string>& params) {
+  const Extern& x = std::get<Extern>(b.computation);
+  std::string what = "C++ codegen: extern " + x.kernel + " (%" + b.name + ")";
+  bool batched = x.kernel == "bmm", addmm = x.kernel == "addmm";
+  KILN_CHECK(x.kernel == "mm" || batched || addmm, what,
+             ": unsupported extern kernel (mm, bmm and addmm are)");
+  KILN_CHECK(b.dtype == ScalarType::Float32 || b.dtype == ScalarType::Float64, what,
+             ": only f32 and f64 GEMMs are supported, not ", scalarTypeShortName(b.dtype));
+  bool isDouble = b.dtype == ScalarType::Float64;
+  std::string T = isDouble ? "double" : "float", gemm = isDouble ? "ctx->dgemm" : "ctx->sgemm";
+  size_t first = addmm ? 1 : 0;
+  KILN_CHECK(ops.size() == first + 2, what, ": expected ", first + 2, " inputs, got ", ops.size());
+  size_t rank = batched ? 3 : 2;
+  const Operand &A = ops[first], &B = ops[first + 1];
+  KILN_CHECK(A.sizes.size() == rank && B.sizes.size() == rank, what, ": operands must be ", rank, "-D");
+  int64_t batch = batched ? A.sizes[0] : 1;
+  int64_t m = A.sizes[rank - 2], k = A.sizes[rank - 1], n = B.sizes[rank - 1];
+  std::vector<int64_t> outSizes = {m, n};
+  if (batched) outSizes.insert(outSizes.begin(), batch);
+  std::vector<int64_t> bufSizes;
+  for (const IndexExpr& s : b.sizes) bufSizes.push_back(*s.constant());
+  KILN_CHECK(B.sizes[rank - 2] == k && (!batched || B.sizes[0] == batch) && bufSizes == outSizes,
+             what, ": operand and result sizes do not match");
+  KILN_CHECK(m <= INT_MAX && n <= INT_MAX && k <= INT_MAX, what, ": sizes beyond BLAS's int range");
+  double alpha = externScalar(x, "alpha", 1.0), beta = addmm ? externScalar(x, "beta", 1.0) : 0.0;
+  for (const auto& [key, v] : x.args)
+    KILN_CHECK(key == "alpha" || (addmm && key == "beta"), what, ": unknown argument ", key);
+
+  Code code;
+  code.indent_ = 1;
+  std::string sig = "const KilnContext* ctx";
+  auto param = [&](const Operand& o, bool written) {
+    if (std::find(params.begin(), params.end(), o.name) != params.end()) return cNames.at(o.name);
+    params.push_back(o.name);
+    sig += std::string(", ") + (written ? "" : "const ") + T + "* " + cNames.at(o.name);
+    return cNames.at(o.name);
+  };
+  std::string c = param({b.name, outSizes, {}}, true);
+  // The result starts as beta * bias (broadcast) for addmm.
+  bool fillBias = addmm && beta != 0.0;
+  if (addmm) {
+    const Operand& bias = ops[0];
+    std::string p = param(bias, false);
+    KILN_CHECK(bias.sizes.size() <= 2, what, ": the bias must have at most 2 dims");
+    std::vector<int64_t> bs(2, 0);
+    for (size_t i = 0; i < bias.sizes.size(); ++i) {
+      size_t d = 2 - bias.sizes.size() + i;
+      KILN_CHECK(bias.sizes[i] == 1 || bias.sizes[i] == outSizes[rank - 2 + d], what,
+                 ": the bias does not broadcast to the result");
+      bs[d] = bias.sizes[i] == 1 ? 0 : bias.strides[i];
+    }
+    if (fillBias) {
+      std::vector<Loop> loops = named({m, n}, "c");
+      for (const Loop& l : loops) code.open(forLoop(l));
+      RangeFacts facts = factsOf(loops, {});
+      std::string scale = (k == 0 && beta != 1.0) ? num(beta, isDouble) + " * " : "";
+      code.line(c + "[" + cppIndex(flatIndex(loops), facts) + "] = " + scale + p + "[" +
+                cppIndex(IndexExpr(bs[0]) * IndexExpr::var("c0") + IndexExpr(bs[1]) * IndexExpr::var("c1"), facts) +
+                "];");
+      for (size_t i = 0; i < loops.size(); ++i) code.close();
+    }
+  }
+  std::string a = param(A, false), bb = param(B, false);
+  if (m == 0 || n == 0) {
+    code.line("(void)ctx;");
+  } else if (k == 0) {
+    // An empty inner dimension: the product is zero (BLAS needs k >= 1 for its leading dims).
+    if (!fillBias) {
+      code.line("std::fill_n(" + c + ", " + std::to_string(batch * m * n) + ", " + T + "(0));");
+    }
+    code.line("(void)ctx;");
+  } else {
+    std::vector<std::string> frees;
+    auto layoutFor = [&](const Operand& o, const std::string& p, int64_t rows, int64_t cols,
+                         std::string& ptr, int64_t& batchStride) {
+      size_t r = o.sizes.size();
+      MatrixLayout l = matrixLayout(rows, cols, o.strides[r - 2], o.strides[r - 1]);
+      batchStride = batched ? o.strides[0] : 0;
+      ptr = p;
+      if (l.copy) {
+        std::string tmp = "copy" + std::to_string(frees.size());
+        int64_t count = batch * rows * cols;
+        code.line(T + "* " + tmp + " = static_cast<" + T + "*>(ctx->alloc(" +
+                  std::to_string(std::max<int64_t>(count * (isDouble ? 8 : 4), 1)) + "));");
+        code.line("if (!" + tmp + ") {");
+        for (const std::string& f : frees) code.line("  ctx->free(" + f + ");");
+        code.line("  return 1;");
+        code.line("}");
+        emitGather(code, tmp, p, o.sizes, o.strides);
+        frees.push_back(tmp);
+        ptr = tmp;
+        batchStride = rows * cols;
+      }
+      return l;
+    };
+    std::string pa, pb;
+    int64_t sa = 0, sb = 0;
+    MatrixLayout la = layoutFor(A, a, m, k, pa, sa), lb = layoutFor(B, bb, k, n, pb, sb);
+    std::string call = gemm + "(101, " + (la.transposed ? "112" : "111") + ", " +
+                       (lb.transposed ? "112" : "111") + ", " + std::to_string(m) + ", " +
+                       std::to_string(n) + ", " + std::to_string(k) + ", " + num(alpha, isDouble) + ", ";
+    std::string tail = ", " + num(fillBias ? beta : 0.0, isDouble) + ", ";
+    if (batched) {
+      code.open("for (int64_t bt = 0; bt < " + std::to_string(batch) + "; ++bt) {");
+      code.line(call + pa + " + bt * " + std::to_string(sa) + ", " + std::to_string(la.ld) + ", " + pb +
+                " + bt * " + std::to_string(sb) + ", " + std::to_string(lb.ld) + tail + c + " + bt * " +
+                std::to_string(m * n) + ", " + std::to_string(n) + ");");
+      code.close();
+    } else {
+      code.line(call + pa + ", " + std::to_string(la.ld) + ", " + pb + ", " + std::to_string(lb.ld) +
+                tail + c + ", " + std::to_string(n) + ");");
+    }
+    for (const std::string& f : frees) code.line("ctx->free(" + f + ");");
+  }
+  code.line("return 0;");
+  std::ostringstream label;
+  label << "// %" << b.name << " = " << x.kernel << "(";
+  for (size_t i = 0; i < x.inputs.size(); ++i) label << (i ? ", %" : "%") << x.inputs[i];
+  label << ")";
+  return label.str() + "\nstatic int " + fname + "(" + sig + ") {\n" + code.str() + "}\n";
+}
+
+// ---------------------------------------------------------------------------------------------
+// The program
+
+std::string sanitize(const std::string& s) {
+  std::string out;
+  for (char ch : s) out += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
+  return out;
+}
+
+class ProgramEmitter {
+public:
+  ProgramEmitter(const LoopProgram& p, const CppOptions& o) : p_(p), options_(o) {}
+
+  std::string emit() {
+    for (const LoopInput& in : p_.inputs) {
+      numel(in.sizes, "%" + in.name);
+      for (const IndexExpr& s : in.strides) constantExtent(s, "%" + in.name);
+      name(in.name, "in_");
+      dtypes_[in.name] = in.dtype;
+    }
+    for (const Buffer& b : p_.buffers) {
+      numel(b.sizes, "%" + b.name);
+      name(b.name, "b_");
+      dtypes_[b.name] = b.dtype;
+    }
+    buildUnits();
+    decideMaterialization();
+
+    std::string kernels;
+    Code entry;
+    std::vector<std::string> calls(units_.size());
+    bool usesThreads = false;
+    for (size_t u = 0; u < units_.size(); ++u) {
+      std::vector<std::string> params;
+      std::string fname = "kiln_unit" + std::to_string(u);
+      if (const Nest* nest = std::get_if<Nest>(&units_[u].work)) {
+        NestEmitter ne(*nest, options_, cNames_, dtypes_);
+        kernels += ne.emit(fname, units_[u].label, params) + "\n";
+        calls[u] = fname + "(" + (ne.usesThreads() ? std::string("nt") : "");
+        usesThreads |= ne.usesThreads();
+        for (size_t i = 0; i < params.size(); ++i)
+          calls[u] += (i || ne.usesThreads() ? ", " : "") + cNames_[params[i]];
+        calls[u] += ");";
+      } else {
+        const Buffer* b = std::get<const Buffer*>(units_[u].work);
+        std::vector<Operand> ops;
+        for (const std::string& in : std::get<Extern>(b->computation).inputs) ops.push_back(operand(in));
+        kernels += emitExtern(*b, fname, ops, cNames_, params) + "\n";
+        calls[u] = "if (" + fname + "(ctx";
+        for (const std::string& q : params) calls[u] += ", " + cNames_[q];
+        calls[u] += ") != 0) {";
+      }
+      for (const std::string& q : params) readers_[q].insert(u);
+    }
+
+    entry.open("extern \"C\" int " + options_.entryName +
+               "(const KilnContext* ctx, void* const* inputs, void* const* outputs) {");
+    if (usesThreads) entry.line("const int nt = kiln_num_threads(ctx);");
+    bool usesCtx = usesThreads;
+    for (const Unit& unit : units_)
+      for (const Buffer* b : unit.defines)
+        usesCtx |= b->isExtern() || (materialized_.count(b->name) &&
+                                     !std::count(p_.outputs.begin(), p_.outputs.end(), b->name));
+    if (!usesCtx) entry.line("(void)ctx;");
+    bool usesInputs = std::any_of(p_.inputs.begin(), p_.inputs.end(), [&](const LoopInput& in) {
+      return readers_.count(in.name) || std::count(p_.outputs.begin(), p_.outputs.end(), in.name);
+    });
+    if (!usesInputs) entry.line("(void)inputs;");
+    if (p_.outputs.empty()) entry.line("(void)outputs;");
+    for (size_t i = 0; i < p_.inputs.size(); ++i) {
+      const LoopInput& in = p_.inputs[i];
+      if (!readers_.count(in.name) && !std::count(p_.outputs.begin(), p_.outputs.end(), in.name))
+        continue; // unused
+      std::string T = cppStorageType(in.dtype);
+      entry.line("const " + T + "* " + cNames_[in.name] + " = static_cast<const " + T + "*>(inputs[" +
+                 std::to_string(i) + "]);");
+    }
+    std::map<std::string, size_t> outputSlot;
+    for (size_t i = 0; i < p_.outputs.size(); ++i) {
+      const Buffer* b = p_.findBuffer(p_.outputs[i]);
+      if (!b || outputSlot.count(b->name)) continue;
+      outputSlot[b->name] = i;
+      std::string T = cppStorageType(b->dtype);
+      entry.line(T + "* " + cNames_[b->name] + " = static_cast<" + T + "*>(outputs[" + std::to_string(i) + "]);");
+    }
+    // Intermediates: allocated before the unit defining them, freed after their last reader.
+    std::map<size_t, std::vector<const Buffer*>> freeAfter;
+    for (const Unit& unit : units_)
+      for (const Buffer* b : unit.defines)
+        if (!outputSlot.count(b->name) && materialized_.count(b->name)) {
+          std::string T = cppStorageType(b->dtype);
+          entry.line(T + "* " + cNames_[b->name] + " = nullptr;");
+          freeAfter[*readers_[b->name].rbegin()].push_back(b);
+        }
+    std::vector<const Buffer*> live;
+    auto failure = [&]() {
+      for (const Buffer* l : live) entry.line("  ctx->free(" + cNames_[l->name] + ");");
+      entry.line("  return 1;");
+      entry.line("}");
+    };
+    for (size_t u = 0; u < units_.size(); ++u) {
+      for (const Buffer* b : units_[u].defines) {
+        if (outputSlot.count(b->name) || !materialized_.count(b->name)) continue;
+        std::string T = cppStorageType(b->dtype), c = cNames_[b->name];
+        int64_t bytes = std::max<int64_t>(numel(b->sizes, b->name) * int64_t(elementSize(b->dtype)), 1);
+        entry.line(c + " = static_cast<" + T + "*>(ctx->alloc(" + std::to_string(bytes) + "));");
+        entry.line("if (!" + c + ") {");
+        failure();
+        live.push_back(b);
+      }
+      if (std::holds_alternative<Nest>(units_[u].work)) {
+        entry.line(calls[u]);
+      } else {
+        entry.line(calls[u]);
+        failure();
+      }
+      for (const Buffer* b : freeAfter[u]) {
+        entry.line("ctx->free(" + cNames_[b->name] + ");");
+        live.erase(std::find(live.begin(), live.end(), b));
+      }
+    }
+    // Outputs that are inputs, or a buffer listed again, are copies.
+    for (size_t i = 0; i < p_.outputs.size(); ++i) {
+      const std::string& o = p_.outputs[i];
+      ScalarType t = *p_.dtypeOf(o);
+      std::string T = cppStorageType(t), dst = "static_cast<" + T + "*>(outputs[" + std::to_string(i) + "])";
+      if (const LoopInput* in = p_.findInput(o)) {
+        std::vector<int64_t> sizes, strides;
+        for (const IndexExpr& s : in->sizes) sizes.push_back(*s.constant());
+        for (const IndexExpr& s : in->strides) strides.push_back(*s.constant());
+        entry.open("{");
+        entry.line(T + "* dst = " + dst + ";");
+        emitGather(entry, "dst", cNames_[o], sizes, strides);
+        entry.close();
+      } else if (outputSlot[o] != i) {
+        entry.line("std::copy_n(" + cNames_[o] + ", " + std::to_string(numel(p_.findBuffer(o)->sizes, o)) +
+                   ", " + dst + ");");
+      }
+    }
+    entry.line("return 0;");
+    entry.close();
+
+    std::string out = options_.prelude ? cppPrelude() + "\n" : "";
+    out += "// program @" + p_.name + "\n\n" + kernels + entry.str();
+    return out;
+  }
+
+private:
+  void name(const std::string& n, const std::string& prefix) {
+    std::string c = prefix + sanitize(n), base = c;
+    for (int i = 1; used_.count(c); ++i) c = base + "_" + std::to_string(i);
+    used_.insert(c);
+    cNames_[n] = c;
+  }
+
+  Operand operand(const std::string& n) {
+    Operand o{n, {}, {}};
+    if (const LoopInput* in = p_.findInput(n)) {
+      for (const IndexExpr& s : in->sizes) o.sizes.push_back(*s.constant());
+      for (const IndexExpr& s : in->strides) o.strides.push_back(*s.constant());
+    } else {
+      const Buffer* b = p_.findBuffer(n);
+      std::vector<IndexExpr> st = contiguousStrides(b->sizes);
+      for (const IndexExpr& s : b->sizes) o.sizes.push_back(*s.constant());
+      for (const IndexExpr& s : st) o.strides.push_back(*s.constant());
+    }
+    return o;
+  }
+
+  void addNest(const std::vector<const Buffer*>& bufs, const std::string& label) {
+    std::optional<Nest> nest = buildNest(bufs);
+    if (!nest) {
+      // The group's ranges do not fit one nest: each buffer gets its own.
+      for (const Buffer* b : bufs) addNest({b}, "%" + b->name + " (of " + label + ", not fused)");
+      return;
+    }
+    units_.push_back({std::move(*nest), label, bufs});
+  }
+
+  void buildUnits() {
+    const std::vector<Buffer>& bs = p_.buffers;
+    for (size_t i = 0; i < bs.size();) {
+      size_t j = i + 1;
+      if (!bs[i].kernel.empty())
+        while (j < bs.size() && bs[j].kernel == bs[i].kernel) ++j;
+      std::string label = bs[i].kernel.empty() ? "%" + bs[i].name : "kernel @" + bs[i].kernel;
+      std::vector<const Buffer*> run;
+      std::string members;
+      for (size_t k = i; k < j; ++k) members += (k > i ? ", %" : ": %") + bs[k].name;
+      for (size_t k = i; k <= j; ++k) {
+        if (k < j && !bs[k].isExtern()) {
+          run.push_back(&bs[k]);
+          continue;
+        }
+        if (!run.empty()) addNest(run, run.size() > 1 || j > i + 1 ? label + members : label);
+        run.clear();
+        if (k < j) units_.push_back({&bs[k], "%" + bs[k].name, {&bs[k]}});
+      }
+      i = j;
+    }
+  }
+
+  // A nest's member is written to memory when it is an output, read by another unit, or read
+  // from memory inside its own nest; otherwise its values only live in locals.
+  void decideMaterialization() {
+    std::set<std::string> outputs(p_.outputs.begin(), p_.outputs.end());
+    std::map<std::string, size_t> definedIn;
+    for (size_t u = 0; u < units_.size(); ++u)
+      for (const Buffer* b : units_[u].defines) definedIn[b->name] = u;
+    std::set<std::string> readElsewhere;
+    for (size_t u = 0; u < units_.size(); ++u) {
+      auto note = [&](const std::string& n) {
+        auto it = definedIn.find(n);
+        if (it != definedIn.end() && it->second != u) readElsewhere.insert(n);
+      };
+      if (const Nest* nest = std::get_if<Nest>(&units_[u].work)) {
+        for (const Phase& ph : nest->phases)
+          for (const Member& m : ph.members)
+            for (const LoopOp& op : m.body.ops)
+              if (op.code == LoopOpCode::Load) note(op.buffer);
+      } else {
+        for (const std::string& in : std::get<Extern>(std::get<const Buffer*>(units_[u].work)->computation).inputs)
+          note(in);
+      }
+    }
+    for (Unit& unit : units_) {
+      if (Nest* nest = std::get_if<Nest>(&unit.work)) {
+        for (Phase& ph : nest->phases)
+          for (Member& m : ph.members) {
+            const std::string& n = m.buffer->name;
+            m.materialize = outputs.count(n) || readElsewhere.count(n) || nest->memoryReads.count(n);
+            if (m.materialize) materialized_.insert(n);
+          }
+      } else {
+        for (const Buffer* b : unit.defines) materialized_.insert(b->name);
+      }
+    }
+  }
+
+  const LoopProgram& p_;
+  const CppOptions& options_;
+  std::vector<Unit> units_;
+  std::map<std::string, std::string> cNames_;
+  std::map<std::string, ScalarType> dtypes_;
+  std::set<std::string> used_, materialized_;
+  std::map<std::string, std::set<size_t>> readers_; // buffer -> units passing it (incl. its own)
+};
+
+} // namespace
+
+std::string emitCpp(const LoopProgram& p, const CppOptions& options) {
+  return ProgramEmitter(p, options).emit();
+}
+
+} // namespace kiln::codegen

@@ -1,0 +1,34 @@
+// C++ code generation: a LoopProgram -> one self-contained C++17 translation unit with a loop
+// nest per kernel group and the entry point
+//
+//   extern "C" int kiln_entry(const KilnContext* ctx, void* const* inputs, void* const* outputs);
+//
+// `inputs` are the data pointers of the program's inputs (laid out as their sizes and strides
+// declare), `outputs` caller-allocated contiguous buffers in output order; intermediates come
+// from ctx->alloc and go back to ctx->free after their last use. It returns 0, or 1 when an
+// allocation failed. KilnContext (allocator, cblas_sgemm/dgemm, thread count) is declared by the
+// source itself (codegen/CppPrelude.cpp); only standard headers are included.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "ir/loop/LoopIR.h"
+
+namespace kiln::codegen {
+
+struct CppOptions {
+  // Loops run in parallel (OpenMP) when a nest does at least this many elements of work.
+  int64_t parallelThreshold = 32768;
+  // The name of the extern "C" entry point.
+  std::string entryName = "kiln_entry";
+  // Begin with the prelude (headers, KilnContext, helpers); without it the text is the kernels
+  // and entry only, to follow one prelude in a source holding several programs (each inside its
+  // own namespace, with its own entry name).
+  bool prelude = true;
+};
+
+// The C++ source of `p`. Throws kiln::Error for what the code generator does not handle:
+// symbolic sizes, extern kernels other than mm/bmm/addmm on f32/f64.
+std::string emitCpp(const LoopProgram& p, const CppOptions& options = {});
+
+} // namespace kiln::codegen

@@ -1,0 +1,303 @@
+// C++ text for element types, index expressions and loop bodies (see CppExpr.h). Every
+// helper called here (kiln_h2f, kiln_add, ...) is defined by the prelude (CppPrelude.cpp).
+#include "codegen/CppExpr.h"
+
+#include <cmath>
+#include <cstdio>
+#include <limits>
+
+#include "runtime/Error.h"
+#include "runtime/Half.h"
+
+namespace kiln::codegen {
+
+namespace {
+
+bool isHalfLike(ScalarType t) { return t == ScalarType::Float16 || t == ScalarType::BFloat16; }
+
+std::string renderIndex(const IndexExpr& e, const RangeFacts& facts);
+
+// An operand of *, / or %: bare when it is a variable or a constant, else parenthesized.
+std::string atom(const IndexExpr& e, const RangeFacts& facts) {
+  std::string s = renderIndex(e, facts);
+  if (e.kind() == IndexExpr::Kind::Var || (e.isConstant() && *e.constant() >= 0) ||
+      e.kind() == IndexExpr::Kind::FloorDiv || e.kind() == IndexExpr::Kind::Mod)
+    return s;
+  return "(" + s + ")";
+}
+
+std::string renderConst(int64_t v) {
+  if (v == std::numeric_limits<int64_t>::min()) return "(-9223372036854775807 - 1)";
+  return std::to_string(v);
+}
+
+// Division and modulo by a positive constant of a dividend that is never negative are C's / and
+// %; anything else goes through the floor-semantics helpers.
+std::string renderDivMod(const IndexExpr& e, const RangeFacts& facts, bool isDiv) {
+  const IndexExpr& a = e.operands()[0];
+  const IndexExpr& b = e.operands()[1];
+  std::optional<int64_t> lo = bounds(a, facts).lo;
+  if (b.isConstant() && *b.constant() > 0 && lo && *lo >= 0)
+    return "(" + atom(a, facts) + (isDiv ? " / " : " % ") + renderConst(*b.constant()) + ")";
+  return std::string(isDiv ? "kiln_floordiv(" : "kiln_mod(") + renderIndex(a, facts) + ", " +
+         renderIndex(b, facts) + ")";
+}
+
+std::string renderProduct(const IndexExpr& e, const RangeFacts& facts) {
+  std::string factors;
+  for (const IndexExpr& f : e.operands()) {
+    if (!factors.empty()) factors += "*";
+    factors += atom(f, facts);
+  }
+  int64_t c = e.scalar();
+  if (c == 1) return factors;
+  if (c == -1) return "-" + factors;
+  return renderConst(c) + "*" + factors;
+}
+
+std::string renderIndex(const IndexExpr& e, const RangeFacts& facts) {
+  switch (e.kind()) {
+  case IndexExpr::Kind::Const:
+    return renderConst(*e.constant());
+  case IndexExpr::Kind::Var:
+    return e.name();
+  case IndexExpr::Kind::Mul:
+    return renderProduct(e, facts);
+  case IndexExpr::Kind::FloorDiv:
+    return renderDivMod(e, facts, true);
+  case IndexExpr::Kind::Mod:
+    return renderDivMod(e, facts, false);
+  case IndexExpr::Kind::Add: {
+    std::string s;
+    for (const IndexExpr& t : e.operands()) {
+      bool negative = t.kind() == IndexExpr::Kind::Mul && t.scalar() < 0;
+      if (s.empty())
+        s = renderIndex(t, facts);
+      else
+        s += negative ? " - " + renderIndex(-t, facts) : " + " + renderIndex(t, facts);
+    }
+    int64_t c = e.scalar();
+    if (c > 0) s += " + " + renderConst(c);
+    if (c < 0) s += c == std::numeric_limits<int64_t>::min() ? " + " + renderConst(c)
+                                                              : " - " + renderConst(-c);
+    return s;
+  }
+  }
+  return "0";
+}
+
+std::string call(const char* f, const std::string& a) { return std::string(f) + "(" + a + ")"; }
+std::string call(const char* f, const std::string& a, const std::string& b) {
+  return std::string(f) + "(" + a + ", " + b + ")";
+}
+
+// A unary op on a value of dtype `t`.
+std::string unaryExpr(LoopOpCode c, ScalarType t, const std::string& a) {
+  const std::string T = cppComputeType(t);
+  bool fp = isFloatingType(t), b8 = t == ScalarType::Bool;
+  auto inexact = [&](const std::string& x) { return cppRoundTo(t, x); };
+  switch (c) {
+  case LoopOpCode::Neg:
+    return fp ? "-" + a : "kiln_sub<" + T + ">(0, " + a + ")";
+  case LoopOpCode::Abs:
+    if (fp) return call("std::abs", a);
+    if (!isSignedType(t)) return a;
+    return "(" + a + " < 0 ? kiln_sub<" + T + ">(0, " + a + ") : " + a + ")";
+  case LoopOpCode::Sign:
+    if (!isSignedType(t)) return T + "(" + T + "(0) < " + a + ")";
+    return T + "((" + T + "(0) < " + a + ") - (" + a + " < " + T + "(0)))";
+  case LoopOpCode::Floor: return fp ? call("std::floor", a) : a;
+  case LoopOpCode::Ceil: return fp ? call("std::ceil", a) : a;
+  case LoopOpCode::Trunc: return fp ? call("std::trunc", a) : a;
+  case LoopOpCode::Round: return fp ? call("std::nearbyint", a) : a; // half to even
+  case LoopOpCode::Reciprocal: return inexact(T + "(1) / " + a);
+  case LoopOpCode::Exp: return inexact(call(t == ScalarType::Float64 ? "std::exp" : "kiln_expf", a));
+  case LoopOpCode::Exp2: return inexact(call("std::exp2", a));
+  case LoopOpCode::Expm1: return inexact(call("std::expm1", a));
+  case LoopOpCode::Log: return inexact(call("std::log", a));
+  case LoopOpCode::Log2: return inexact(call("std::log2", a));
+  case LoopOpCode::Log1p: return inexact(call("std::log1p", a));
+  case LoopOpCode::Sqrt: return inexact(call("std::sqrt", a));
+  case LoopOpCode::Rsqrt: return inexact(T + "(1) / " + call("std::sqrt", a));
+  case LoopOpCode::Sin: return inexact(call("std::sin", a));
+  case LoopOpCode::Cos: return inexact(call("std::cos", a));
+  case LoopOpCode::Tan: return inexact(call("std::tan", a));
+  case LoopOpCode::Asin: return inexact(call("std::asin", a));
+  case LoopOpCode::Acos: return inexact(call("std::acos", a));
+  case LoopOpCode::Atan: return inexact(call("std::atan", a));
+  case LoopOpCode::Sinh: return inexact(call("std::sinh", a));
+  case LoopOpCode::Cosh: return inexact(call("std::cosh", a));
+  case LoopOpCode::Tanh: return inexact(call("std::tanh", a));
+  case LoopOpCode::Erf: return inexact(call("std::erf", a));
+  case LoopOpCode::BitwiseNot: return b8 ? "!" + a : T + "(~" + a + ")";
+  case LoopOpCode::IsFinite: return fp ? call("std::isfinite", a) : "((void)" + a + ", true)";
+  default: break;
+  }
+  throw Error(strCat("C++ codegen: ", loopOpName(c), " is not a unary op"));
+}
+
+// A binary op on two values of dtype `t`.
+std::string binaryExpr(LoopOpCode c, ScalarType t, const std::string& a, const std::string& b) {
+  const std::string T = cppComputeType(t);
+  bool fp = isFloatingType(t), b8 = t == ScalarType::Bool;
+  auto inexact = [&](const std::string& x) { return cppRoundTo(t, x); };
+  auto infix = [&](const char* op) { return a + " " + op + " " + b; };
+  auto wrapped = [&](const char* f) { return std::string(f) + "<" + T + ">(" + a + ", " + b + ")"; };
+  switch (c) {
+  case LoopOpCode::Add: return fp ? inexact(infix("+")) : b8 ? infix("||") : wrapped("kiln_add");
+  case LoopOpCode::Sub: return fp ? inexact(infix("-")) : wrapped("kiln_sub");
+  case LoopOpCode::Mul: return fp ? inexact(infix("*")) : b8 ? infix("&&") : wrapped("kiln_mul");
+  case LoopOpCode::Div: return fp ? inexact(infix("/")) : wrapped("kiln_div");
+  case LoopOpCode::Maximum: return b8 ? infix("||") : wrapped("kiln_maximum");
+  case LoopOpCode::Minimum: return b8 ? infix("&&") : wrapped("kiln_minimum");
+  case LoopOpCode::Pow: return fp ? inexact(call("std::pow", a, b)) : wrapped("kiln_ipow");
+  case LoopOpCode::Fmod: return fp ? inexact(call("std::fmod", a, b)) : wrapped("kiln_ifmod");
+  case LoopOpCode::Remainder:
+    return fp ? inexact(wrapped("kiln_fremainder")) : wrapped("kiln_iremainder");
+  case LoopOpCode::Atan2: return inexact(call("std::atan2", a, b));
+  case LoopOpCode::BitwiseAnd: return b8 ? infix("&&") : T + "(" + infix("&") + ")";
+  case LoopOpCode::BitwiseOr: return b8 ? infix("||") : T + "(" + infix("|") + ")";
+  case LoopOpCode::BitwiseXor: return b8 ? infix("!=") : T + "(" + infix("^") + ")";
+  case LoopOpCode::Eq: return infix("==");
+  case LoopOpCode::Ne: return infix("!=");
+  case LoopOpCode::Lt: return infix("<");
+  case LoopOpCode::Le: return infix("<=");
+  case LoopOpCode::Gt: return infix(">");
+  case LoopOpCode::Ge: return infix(">=");
+  default: break;
+  }
+  throw Error(strCat("C++ codegen: ", loopOpName(c), " is not a binary op"));
+}
+
+// A value of dtype `from` converted to `to` as PyTorch's casts do.
+std::string castExpr(ScalarType from, ScalarType to, const std::string& a) {
+  if (from == to) return a;
+  if (to == ScalarType::Bool) return "(" + a + " != 0)";
+  if (isHalfLike(to)) return cppRoundTo(to, "static_cast<float>(" + a + ")");
+  // c10 casts floating values to uint8 through int64 (a negative value wraps around).
+  if (to == ScalarType::UInt8 && isFloatingType(from))
+    return "static_cast<uint8_t>(static_cast<int64_t>(" + a + "))";
+  return "static_cast<" + std::string(cppComputeType(to)) + ">(" + a + ")";
+}
+
+} // namespace
+
+const char* cppStorageType(ScalarType t) {
+  switch (t) {
+  case ScalarType::Bool: return "bool";
+  case ScalarType::UInt8: return "uint8_t";
+  case ScalarType::Int8: return "int8_t";
+  case ScalarType::Int16: return "int16_t";
+  case ScalarType::Int32: return "int32_t";
+  case ScalarType::Int64: return "int64_t";
+  case ScalarType::Float16: return "uint16_t";
+  case ScalarType::BFloat16: return "uint16_t";
+  case ScalarType::Float32: return "float";
+  case ScalarType::Float64: return "double";
+  default: break;
+  }
+  throw Error(strCat("C++ codegen: unsupported dtype ", scalarTypeShortName(t)));
+}
+
+const char* cppComputeType(ScalarType t) {
+  return isHalfLike(t) ? "float" : cppStorageType(t);
+}
+
+std::string cppIndex(const IndexExpr& e, const RangeFacts& facts) {
+  return renderIndex(simplify(e, facts), facts);
+}
+
+std::string cppFromStorage(ScalarType t, const std::string& x) {
+  if (t == ScalarType::Float16) return call("kiln_h2f", x);
+  if (t == ScalarType::BFloat16) return call("kiln_bf2f", x);
+  return x;
+}
+
+std::string cppToStorage(ScalarType t, const std::string& x) {
+  if (t == ScalarType::Float16) return call("kiln_f2h", x);
+  if (t == ScalarType::BFloat16) return call("kiln_f2bf", x);
+  return x;
+}
+
+std::string cppRoundTo(ScalarType t, const std::string& x) {
+  if (t == ScalarType::Float16) return call("kiln_round_h", x);
+  if (t == ScalarType::BFloat16) return call("kiln_round_bf", x);
+  return x;
+}
+
+std::string cppFloatLiteral(double v, ScalarType t) {
+  bool isDouble = t == ScalarType::Float64;
+  std::string limits = std::string("std::numeric_limits<") + (isDouble ? "double" : "float") + ">::";
+  if (std::isnan(v)) return limits + "quiet_NaN()";
+  if (std::isinf(v)) return (v < 0 ? "-" : "") + limits + "infinity()";
+  char text[64];
+  if (isDouble) {
+    std::snprintf(text, sizeof text, "%.17g", v);
+  } else {
+    float f = static_cast<float>(v);
+    if (t == ScalarType::Float16) f = float(Half(f));
+    if (t == ScalarType::BFloat16) f = float(BFloat16(f));
+    if (std::isinf(f)) return (f < 0 ? "-" : "") + limits + "infinity()";
+    std::snprintf(text, sizeof text, "%.9g", static_cast<double>(f));
+  }
+  std::string s = text;
+  if (s.find_first_of(".e") == std::string::npos) s += ".0";
+  return isDouble ? s : s + "f";
+}
+
+std::string cppIntLiteral(int64_t v, ScalarType t) {
+  if (t == ScalarType::Bool) return v ? "true" : "false";
+  if (isFloatingType(t)) return cppFloatLiteral(double(v), t);
+  return renderConst(v);
+}
+
+std::string emitBody(const LoopBody& body, const std::string& prefix, const BodyEnv& env,
+                     std::vector<std::string>& lines) {
+  auto name = [&](int i) { return prefix + std::to_string(i); };
+  // Only the values the stored or reduced value depends on are emitted.
+  std::vector<bool> live(body.ops.size(), false);
+  if (!body.ops.empty()) live.back() = true;
+  for (size_t i = body.ops.size(); i-- > 0;)
+    if (live[i])
+      for (int o : body.ops[i].operands) live[o] = true;
+  for (size_t i = 0; i < body.ops.size(); ++i) {
+    const LoopOp& op = body.ops[i];
+    if (!live[i]) continue;
+    ScalarType t = op.dtype;
+    std::string expr;
+    auto operand = [&](size_t k) { return name(op.operands[k]); };
+    auto operandDtype = [&](size_t k) { return body.ops[op.operands[k]].dtype; };
+    switch (op.code) {
+    case LoopOpCode::Store:
+    case LoopOpCode::Reduce:
+      return operand(0);
+    case LoopOpCode::Load: {
+      std::optional<std::string> f = env.forwarded(op.buffer, op.index);
+      expr = f ? *f
+               : cppFromStorage(t, env.pointer(op.buffer) + "[" + cppIndex(op.index, env.facts) + "]");
+      break;
+    }
+    case LoopOpCode::Constant:
+      expr = isFloatingType(t) ? cppFloatLiteral(op.floatValue, t) : cppIntLiteral(op.intValue, t);
+      break;
+    case LoopOpCode::IndexExpr:
+      expr = "static_cast<" + std::string(cppComputeType(t)) + ">(" + cppIndex(op.index, env.facts) + ")";
+      break;
+    case LoopOpCode::Cast:
+      expr = castExpr(operandDtype(0), t, operand(0));
+      break;
+    case LoopOpCode::Where:
+      expr = operand(0) + " ? " + operand(1) + " : " + operand(2);
+      break;
+    default:
+      if (loopOpArity(op.code) == 1)
+        expr = unaryExpr(op.code, operandDtype(0), operand(0));
+      else
+        expr = binaryExpr(op.code, operandDtype(0), operand(0), operand(1));
+    }
+    lines.push_back("const " + std::string(cppComputeType(t)) + " " + name(int(i)) + " = " + expr + ";");
+  }
+  throw Error("C++ codegen: a loop body without store or reduce");
+}
+
+} // namespace kiln::codegen

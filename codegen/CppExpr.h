@@ -1,0 +1,47 @@
+// C++ text for the scalar parts of a loop program: element types, index expressions in int64
+// arithmetic, and loop bodies as straight-line code (one const local per op).
+#pragma once
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ir/loop/LoopIR.h"
+
+namespace kiln::codegen {
+
+// The C++ type a buffer of `t` is stored as (uint16_t for f16/bf16).
+const char* cppStorageType(ScalarType t);
+// The C++ type values of `t` are computed in (float for f16/bf16, which hold values already
+// rounded to 16 bits).
+const char* cppComputeType(ScalarType t);
+
+// `e` as a C++ int64 expression over the loop variables, simplified with `facts`; floor
+// division and modulo of operands known to be nonnegative use plain / and %.
+std::string cppIndex(const IndexExpr& e, const RangeFacts& facts);
+
+// A stored element converted to its compute type (`x` read from storage) and back.
+std::string cppFromStorage(ScalarType t, const std::string& x);
+std::string cppToStorage(ScalarType t, const std::string& x);
+// A compute-type value rounded to what `t` holds (identity except for f16/bf16).
+std::string cppRoundTo(ScalarType t, const std::string& x);
+// A literal of `t` (compute type): `1.5f`, `std::numeric_limits<double>::infinity()`.
+std::string cppFloatLiteral(double v, ScalarType t);
+std::string cppIntLiteral(int64_t v, ScalarType t);
+
+// How loads are rendered: `load(buffer, index)` returns the C++ expression of the loaded
+// value (compute type), or nullopt to read memory through `pointer(buffer)`.
+struct BodyEnv {
+  std::function<std::optional<std::string>(const std::string& buffer, const IndexExpr& index)>
+      forwarded;
+  std::function<std::string(const std::string& buffer)> pointer;
+  RangeFacts facts;
+};
+
+// Appends one `const T name = expr;` line per value of `body` (locals named `prefix` + op
+// index) and returns the expression of the stored or reduced value. Index expressions must
+// already be in the loop variables of the emitted code.
+std::string emitBody(const LoopBody& body, const std::string& prefix, const BodyEnv& env,
+                     std::vector<std::string>& lines);
+
+} // namespace kiln::codegen
