@@ -10,6 +10,7 @@
 #include "frontend/binding/GeneratorBinding.h"
 #include "frontend/binding/Indexing.h"
 #include "frontend/binding/Interop.h"
+#include "frontend/binding/KernelCacheBinding.h"
 #include "frontend/binding/OpFunction.h"
 #include "frontend/binding/PythonConvert.h"
 #include "frontend/binding/TensorBinding.h"
@@ -71,6 +72,7 @@ NB_MODULE(_C, m) {
   kiln::capture::registerCapture(m);
   kiln::capture::registerTraceFrame(m);
   registerCppCodegen(m);
+  registerKernelCache(m);
 
   m.def("memory_stats", [] {
     MemoryStats s = CpuAllocator::instance().stats();

@@ -9,8 +9,23 @@
   guard: unbounded recompiles would cost more than they save.
 - verbose: when True, warnings about frames that run eagerly after a backend failure carry
   the backend's full traceback instead of its one-line message.
+
+Generated C++ (kiln._C._codegen, read at each compile):
+
+- cpp_compiler: the C++ compiler (one program name or path); None means $KILN_CXX, else c++.
+- cpp_flags: flags added after kiln's own (-O3 -march=native -fopenmp -shared -fPIC
+  -std=c++17); they are part of the cache key.
+- cache_dir: the kernel cache folder; None means $KILN_CACHE_DIR, else ~/.cache/kiln.
+- debug_dir: when set (from $KILN_DEBUG_DIR at import), every compiled graph writes its
+  stages there as files (kiln/compiler/debug_dir.py; `kiln run script.py --dump DIR`).
 """
+import os
 
 strict = False
 recompile_limit = 8
 verbose = False
+
+cpp_compiler = None
+cpp_flags = []
+cache_dir = None
+debug_dir = os.environ.get("KILN_DEBUG_DIR") or None

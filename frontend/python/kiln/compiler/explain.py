@@ -1,5 +1,7 @@
 """kiln.explain's result: what compiling a function captured (graphs, ops, guards) and where
-it could not (break reasons), with the fields and text of torch._dynamo.explain."""
+it could not (break reasons), with the fields and text of torch._dynamo.explain; and the
+process-wide recording of every compiled function behind the `kiln explain` command."""
+import contextlib
 from dataclasses import dataclass, field
 
 
@@ -72,3 +74,55 @@ class ExplainRecorder:
             graphs=list(self.graphs), graph_count=len(self.graphs),
             graph_break_count=len(self.break_reasons), break_reasons=list(self.break_reasons),
             op_count=self.op_count, ops_per_graph=ops, guards=list(self.guards), compile_times=times)
+
+
+@dataclass
+class CompiledFunctionRecord:
+    """What one kiln.compile'd function captured during a recording session: `name`,
+    `filename` and `lineno` are those of the first frame it saw (the function it compiled)."""
+
+    name: str
+    filename: str
+    lineno: int
+    recorder: ExplainRecorder
+
+    def output(self):
+        return self.recorder.output()
+
+
+class SessionRecorder:
+    """Records the captures of every compiled function (each kiln.compile call, that is each
+    frame callback) while it is active, in the order they first ran."""
+
+    def __init__(self):
+        self._records = {}
+
+    def recorder_for(self, callback, code):
+        record = self._records.get(callback)
+        if record is None:
+            record = self._records[callback] = CompiledFunctionRecord(
+                code.co_qualname, code.co_filename, code.co_firstlineno, ExplainRecorder())
+        return record.recorder
+
+    def records(self):
+        return list(self._records.values())
+
+
+_session = None
+
+
+@contextlib.contextmanager
+def record_all():
+    """`with record_all() as session:` records what every compiled function captures (in
+    addition to any kiln.explain recorder); session.records() lists them."""
+    global _session
+    previous, _session = _session, SessionRecorder()
+    try:
+        yield _session
+    finally:
+        _session = previous
+
+
+def session_recorder(callback, code):
+    """The active session's recorder for `callback`, or None outside record_all()."""
+    return None if _session is None else _session.recorder_for(callback, code)

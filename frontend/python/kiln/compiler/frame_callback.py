@@ -15,7 +15,9 @@ import weakref
 from .. import config
 from .._logging import get_logger
 from ..fx import GraphModule
+from . import debug_dir
 from .errors import BackendCompilerFailed, BreakReason, Unsupported
+from .explain import session_recorder
 from .glue import GLUE_NAMES, argument_names, example_inputs, make_glue
 from .hook import capture_module, trace_frame
 from .skip_policy import is_skipped_file
@@ -72,7 +74,9 @@ def _backend_name(backend):
 
 class FrameCallback:
     """The callback of one kiln.compile: its backend (a callable), the keyword arguments the
-    backend gets (mode, options), fullgraph, and an optional ExplainRecorder."""
+    backend gets (mode, options), fullgraph, and an optional ExplainRecorder (kiln.explain).
+    What it captures also goes to the recording session of the `kiln explain` command when
+    one is active, and to kiln.config.debug_dir when set."""
 
     def __init__(self, backend, *, fullgraph=False, backend_kwargs=None, recorder=None):
         self.backend = backend
@@ -87,7 +91,7 @@ class FrameCallback:
             return capture.SKIP
         state = _state(code)
         if state.break_reason is not None:
-            return self._unsupported(state.break_reason)
+            return self._unsupported(code, state.break_reason)
         if frame_info.num_entries >= config.recompile_limit:
             self._warn_recompile_limit(code, state, frame_info.failures)
             return capture.SKIP
@@ -103,7 +107,7 @@ class FrameCallback:
 
         start = time.perf_counter()
         result = trace_frame(frame_info, {"fullgraph": self.fullgraph})
-        self._time("trace_frame", start)
+        self._time(code, "trace_frame", start)
         if not result["ok"]:
             if result["kind"] == "unsupported":
                 return self._break(code, state, BreakReason(
@@ -117,25 +121,30 @@ class FrameCallback:
     def _compile(self, code, state, frame_info, result):
         gm = GraphModule(result["attrs"], result["graph"])
         examples = example_inputs(code, frame_info.args, result["inputs"])
+        name = f"__compiled_fn_{next(_graph_ids)}"
+        dump = debug_dir.dump_graph(
+            self, code, name, gm=gm, graph=result["graph"], guards=result["guards"],
+            op_count=result["op_count"], entry=frame_info.num_entries + 1,
+            backend=_backend_name(self.backend))
         start = time.perf_counter()
         try:
-            compiled = self.backend(gm, examples, **self.backend_kwargs)
+            with debug_dir.compiling(dump):
+                compiled = self.backend(gm, examples, **self.backend_kwargs)
             if not callable(compiled):
                 raise TypeError(f"the backend returned a {type(compiled).__name__}, which is not callable")
         except Exception as error:  # noqa: BLE001 - any backend error falls back to eager
             return self._backend_failed(code, state, error)
         finally:
-            self._time("backend", start)
+            self._time(code, "backend", start)
         glue = make_glue(code, compiled, result["inputs"], result["output"], result["constants"])
         capture_module().skip_code(glue.__code__)  # the hook never captures the glue itself
 
-        name = f"__compiled_fn_{next(_graph_ids)}"
         _graph_log.info("graph %s of %s:\n%s", name, _where(code), result["graph"])
         _graph_log.debug("Python code of %s:\n%s", name, gm.code)
         _guards_log.info("guards of %s (entry %d of %s):\n%s", name, frame_info.num_entries + 1,
                          _where(code), result["guards"])
-        if self.recorder is not None:
-            self.recorder.add_graph(gm, result["op_count"], result["guards"])
+        for recorder in self._recorders(code):
+            recorder.add_graph(gm, result["op_count"], result["guards"])
         return result["guards"], glue
 
     def _break(self, code, state, reason):
@@ -145,11 +154,12 @@ class FrameCallback:
         else:
             _breaks_log.info("%s runs eagerly: %s (%s:%d)", _where(code), reason.reason, reason.filename,
                              reason.lineno)
-        return self._unsupported(reason)
+        debug_dir.dump_break(self, code, reason)
+        return self._unsupported(code, reason)
 
-    def _unsupported(self, reason):
-        if self.recorder is not None:
-            self.recorder.add_break(reason)
+    def _unsupported(self, code, reason):
+        for recorder in self._recorders(code):
+            recorder.add_break(reason)
         if self.fullgraph:
             raise Unsupported(reason)
         return capture_module().SKIP
@@ -175,7 +185,12 @@ class FrameCallback:
                     f"({config.recompile_limit}) cache entries and runs eagerly from now on. "
                     f"The guard(s) that failed: {'; '.join(failures)}")
 
-    def _time(self, phase, start):
-        if self.recorder is not None:
-            self.recorder.add_time(phase, time.perf_counter() - start)
+    def _recorders(self, code):
+        recorders = [self.recorder, session_recorder(self, code)]
+        return [recorder for recorder in recorders if recorder is not None]
+
+    def _time(self, code, phase, start):
+        seconds = time.perf_counter() - start
+        for recorder in self._recorders(code):
+            recorder.add_time(phase, seconds)
 

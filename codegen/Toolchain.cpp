@@ -1,0 +1,162 @@
+// Runs the system C++ compiler (posix_spawn, output captured through a pipe) and describes the
+// host (compiler identity, CPU features) for the kernel cache's keys.
+#include "codegen/Toolchain.h"
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <sstream>
+
+extern char** environ;
+
+namespace kiln::codegen {
+
+namespace {
+
+struct ProcessResult {
+  int exitCode; // the exit status, or 128 + the signal that ended the process
+  std::string output; // stdout and stderr, interleaved as the process wrote them
+};
+
+// Runs argv[0] (searched in PATH) with stdout and stderr into one pipe; an Error when it cannot
+// be started.
+ProcessResult runProcess(const std::vector<std::string>& args) {
+  int fds[2];
+  KILN_CHECK(pipe2(fds, O_CLOEXEC) == 0, "kiln: pipe() failed: ", std::strerror(errno));
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], STDERR_FILENO);
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  std::vector<char*> argv;
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  int rc = posix_spawnp(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  close(fds[1]);
+  if (rc != 0) {
+    close(fds[0]);
+    throw Error(strCat("kiln: cannot run '", args[0], "': ", std::strerror(rc)));
+  }
+  ProcessResult result{0, ""};
+  char chunk[4096];
+  for (;;) {
+    ssize_t n = read(fds[0], chunk, sizeof chunk);
+    if (n > 0) {
+      result.output.append(chunk, size_t(n));
+    } else if (n == 0 || errno != EINTR) {
+      break;
+    }
+  }
+  close(fds[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0) {
+    KILN_CHECK(errno == EINTR, "kiln: waitpid() failed: ", std::strerror(errno));
+  }
+  result.exitCode = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return result;
+}
+
+std::string commandLine(const std::vector<std::string>& args) {
+  std::string line;
+  for (const std::string& a : args) {
+    if (!line.empty()) line += ' ';
+    line += a;
+  }
+  return line;
+}
+
+std::string readCpuFlags() {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(cpuinfo, line)) {
+    if (line.rfind("flags", 0) == 0) {
+      size_t colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(colon + 1);
+    }
+  }
+  std::string features;
+#define KILN_CPU_FEATURE(name)                                                                     \
+  if (__builtin_cpu_supports(name)) features += " " name;
+  KILN_CPU_FEATURE("sse4.2")
+  KILN_CPU_FEATURE("avx")
+  KILN_CPU_FEATURE("avx2")
+  KILN_CPU_FEATURE("fma")
+  KILN_CPU_FEATURE("bmi2")
+  KILN_CPU_FEATURE("avx512f")
+  KILN_CPU_FEATURE("avx512bw")
+  KILN_CPU_FEATURE("avx512vl")
+  KILN_CPU_FEATURE("avx512dq")
+#undef KILN_CPU_FEATURE
+  return features;
+}
+
+} // namespace
+
+CompileError::CompileError(const std::string& message, std::string sourcePath_,
+                           std::string compilerOutput_)
+    : Error(message), sourcePath(std::move(sourcePath_)), compilerOutput(std::move(compilerOutput_)) {}
+
+Toolchain::Toolchain(std::string compiler, std::vector<std::string> extraFlags)
+    : compiler_(std::move(compiler)), extraFlags_(std::move(extraFlags)) {
+  if (compiler_.empty()) {
+    const char* env = std::getenv("KILN_CXX");
+    compiler_ = env && *env ? env : "c++";
+  }
+}
+
+const std::vector<std::string>& Toolchain::baseFlags() {
+  static const std::vector<std::string> flags = {"-O3",    "-march=native", "-fopenmp",
+                                                 "-shared", "-fPIC",        "-std=c++17"};
+  return flags;
+}
+
+std::vector<std::string> Toolchain::flags() const {
+  std::vector<std::string> all = baseFlags();
+  all.insert(all.end(), extraFlags_.begin(), extraFlags_.end());
+  return all;
+}
+
+const std::string& Toolchain::identity() const {
+  static std::mutex mutex;
+  static std::map<std::string, std::string> identities;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = identities.find(compiler_);
+  if (it != identities.end()) return it->second;
+  ProcessResult version = runProcess({compiler_, "--version"});
+  KILN_CHECK(version.exitCode == 0, "kiln: '", compiler_,
+             " --version' failed (the C++ compiler is $KILN_CXX or kiln.config.cpp_compiler):\n",
+             version.output);
+  return identities.emplace(compiler_, std::move(version.output)).first->second;
+}
+
+void Toolchain::compileSharedObject(const std::string& sourcePath,
+                                    const std::string& outputPath) const {
+  std::vector<std::string> args = {compiler_, sourcePath};
+  for (const std::string& flag : flags()) args.push_back(flag);
+  args.push_back("-o");
+  args.push_back(outputPath);
+  ProcessResult result = runProcess(args);
+  if (result.exitCode != 0) {
+    throw CompileError(strCat("kiln: C++ compilation failed (exit status ", result.exitCode,
+                              ")\n  command: ", commandLine(args), "\n  source: ", sourcePath,
+                              "\n", result.output),
+                       sourcePath, result.output);
+  }
+}
+
+const std::string& hostCpuFeatures() {
+  static const std::string features = readCpuFlags();
+  return features;
+}
+
+} // namespace kiln::codegen
