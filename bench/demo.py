@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-"""`make run`: kiln's eager runtime on a real workload, checked and timed against numpy/PyTorch.
+"""`make run`: kiln on a real workload, checked and timed against numpy/PyTorch.
 
 It builds a small transformer-style MLP block (LayerNorm -> Linear -> GELU(tanh) -> Linear, with a
 residual connection) with kiln.nn, runs it on a batch of data, checks the result against a
-numpy implementation of the same math, and times kiln eager, numpy, and PyTorch eager (when
-installed) on the same inputs.
+numpy implementation of the same math, captures it with kiln.compile and shows the graph at
+each stage that exists today (captured, Core ATen, Prims, the loop program), and times kiln
+eager, kiln compiled, numpy, and PyTorch eager (when installed) on the same inputs.
 """
 import math
 import sys
@@ -35,6 +36,19 @@ def numpy_block(x, p):
     h = h @ p["up.weight"].T + p["up.bias"]
     h = 0.5 * h * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (h + 0.044715 * h**3)))
     return x + h @ p["down.weight"].T + p["down.bias"]
+
+
+def attributes_as_inputs(graph):
+    """The graph with its get_attr nodes (parameters) turned into inputs, as the lowering
+    takes them."""
+    g = graph.clone()
+    first = next(n for n in g.nodes if n.op not in ("placeholder", "get_attr"))
+    for n in [n for n in g.nodes if n.op == "get_attr"]:
+        with g.inserting_before(first):
+            p = g.placeholder(n.target.replace(".", "_") + "_in", type_expr=n.type)
+        n.replace_all_uses_with(p)
+        g.erase_node(n)
+    return g
 
 
 def median_ms(fn, runs=20):
@@ -73,11 +87,39 @@ def main():
     print(f"output {tuple(y.shape)} {y.dtype}, max |kiln - numpy| = {err:.2e}")
     assert err < 1e-3, "kiln disagrees with numpy"
 
+    print("\n== kiln.compile: the captured graph and its stages ==")
+    graphs = []
+
+    def keep(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    compiled = kiln.compile(block, backend=keep)
+    with kiln.no_grad():
+        t0 = time.perf_counter()
+        yc = compiled(x)
+        t_capture = (time.perf_counter() - t0) * 1e3
+    assert float(np.abs(yc.numpy() - y.numpy()).max()) == 0.0, "the captured graph disagrees with eager"
+    gm = graphs[0]
+    print(f"captured in {t_capture:.1f} ms (first call, including one run), {len(graphs)} graph:")
+    print(gm.graph)
+    core = kiln.fx.retrace(gm.graph, "core_aten")
+    prims = kiln.fx.retrace(gm.graph, "prims")
+    print(f"Core ATen: {len(list(core.nodes))} nodes; Prims: {len(list(prims.nodes))} nodes, e.g. the layer norm:")
+    lines = str(prims).splitlines()
+    print("\n".join(lines[:12]) + "\n  ...")
+    program = kiln._C._codegen.lower(attributes_as_inputs(prims))
+    print("loop program (the prims lowered; fusion into kernels comes with the scheduler):")
+    print("\n".join(program.splitlines()[:16]) + "\n  ...")
+
     print("\n== timings (median of 20 runs) ==")
     with kiln.no_grad():
         t_kiln = median_ms(lambda: block(x))
     t_np = median_ms(lambda: numpy_block(x_np, params), runs=5)
+    with kiln.no_grad():
+        t_compiled = median_ms(lambda: compiled(x))
     print(f"kiln eager   {t_kiln:8.3f} ms")
+    print(f"kiln.compile {t_compiled:8.3f} ms   (backend that runs the captured graph as is)")
     print(f"numpy        {t_np:8.3f} ms   (kiln is {t_np / t_kiln:.1f}x faster)")
     try:
         import torch
