@@ -202,3 +202,13 @@ def test_debug_dir_gets_loop_program_and_source(tmp_path, monkeypatch):
     kiln.compile(dumped, backend="inductor")(_rand(3, 4))
     files = {f for _, _, fs in os.walk(tmp_path) for f in fs}
     assert {"loops.kir", "output_code.cpp"} <= files
+
+
+def test_new_input_strides_recompile(strict):
+    def fn(x):
+        return x * 2.0 + 1.0
+
+    compiled = kiln.compile(fn, backend="inductor")
+    a, b = _rand(3, 4), _rand(4, 3, seed=1).t()
+    for x in (a, b, a):
+        np.testing.assert_allclose(compiled(x).numpy(), fn(x).numpy())
