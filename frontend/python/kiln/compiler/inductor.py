@@ -19,14 +19,15 @@ from . import debug_dir
 
 _output_code_log = _logging.get_logger("output_code")
 
-# Prims whose result shares its input's storage (eagerly): a graph output made of these alone
-# over an input aliases that input, which a compiled program (fresh outputs) cannot give.
+# Prims whose result shares its input's storage eagerly (ir/ops/prims.yaml: the Tensor(a)
+# results, and reshape, which is a view whenever the strides allow): a graph output made of these
+# alone over an input aliases that input, which a compiled program (fresh outputs) cannot give.
 _VIEW_PRIMS = frozenset({
     "prims.broadcast_in_dim", "prims.squeeze", "prims.transpose", "prims.slice", "prims.reshape",
-    "prims.view_of", "prims.as_strided", "prims.split_dim", "prims.collapse_view",
+    "prims.view_of", "prims.as_strided",
 })
-# Prims that write into an argument.
-_MUTATING_PRIMS = frozenset({"prims.copy_to", "prims.copy_strided", "prims.resize"})
+# Prims that write into an argument (Tensor(a!)).
+_MUTATING_PRIMS = frozenset({"prims.copy_to"})
 
 
 class InductorUnsupported(RuntimeError):
