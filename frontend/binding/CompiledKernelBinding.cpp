@@ -8,8 +8,6 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/string_view.h>
 
-#include <new>
-#include <sstream>
 
 #include "codegen/KernelCache.h"
 #include "frontend/binding/PythonConvert.h"
