@@ -5,6 +5,7 @@
 
 #include <map>
 
+#include "frontend/binding/CompiledKernelBinding.h"
 #include "frontend/binding/CppCodegenBinding.h"
 #include "frontend/binding/FxBinding.h"
 #include "frontend/binding/GeneratorBinding.h"
@@ -73,6 +74,7 @@ NB_MODULE(_C, m) {
   kiln::capture::registerTraceFrame(m);
   registerCppCodegen(m);
   registerKernelCache(m);
+  registerCompiledKernel(m);
 
   m.def("memory_stats", [] {
     MemoryStats s = CpuAllocator::instance().stats();

@@ -17,6 +17,8 @@ LOG_NAMES = {
     "guards": "the guards of each new cache entry",
     "recompiles": "why a frame is compiled again: the guard each cached entry failed",
     "graph_breaks": "why a frame runs eagerly instead of compiled (+graph_breaks: also the source line)",
+    "output_code": "the C++ source the inductor backend generates for each graph (+output_code: "
+                   "also its loop program)",
 }
 
 _OFF = logging.WARNING

@@ -53,3 +53,13 @@ def aot_eager(gm, example_inputs, **kwargs):
     from ..fx import retrace
 
     return retrace(gm, "prims").forward
+
+
+@register_backend
+def inductor(gm, example_inputs, **kwargs):
+    """Lowers the captured graph to loop programs and compiles them to one shared object of C++
+    (kiln.compiler.inductor); the compiled code runs the graph. Graphs it cannot compile raise,
+    and the frame runs eagerly."""
+    from .inductor import compile_inductor
+
+    return compile_inductor(gm, example_inputs, **kwargs)

@@ -1,0 +1,222 @@
+// kiln._C._codegen.CompiledKernel (see CompiledKernelBinding.h): the per-call path of compiled
+// graphs stays here in C++: check the inputs, allocate the outputs, call the entry.
+#include "frontend/binding/CompiledKernelBinding.h"
+
+#include <cblas.h>
+#include <omp.h>
+
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/string_view.h>
+
+
+#include "codegen/KernelCache.h"
+#include "frontend/binding/PythonConvert.h"
+#include "ir/Diagnostic.h"
+#include "ir/loop/Parser.h"
+#include "ir/loop/Verifier.h"
+#include "runtime/Allocator.h"
+#include "runtime/Error.h"
+#include "runtime/TensorImpl.h"
+
+namespace nb = nanobind;
+
+namespace kiln::python {
+
+namespace {
+
+// The layout the generated source declares (codegen/CppPrelude.cpp, docs/cpp-codegen.md).
+struct KilnContext {
+  void* (*alloc)(size_t bytes);
+  void (*free)(void* ptr);
+  void (*sgemm)(int order, int transA, int transB, int m, int n, int k, float alpha, const float* a,
+                int lda, const float* b, int ldb, float beta, float* c, int ldc);
+  void (*dgemm)(int order, int transA, int transB, int m, int n, int k, double alpha, const double* a,
+                int lda, const double* b, int ldb, double beta, double* c, int ldc);
+  int numThreads;
+};
+
+using EntryFn = int (*)(const KilnContext*, void* const*, void* const*);
+
+// The generated code frees without a size and kiln's allocator needs one: each block carries
+// its size in a header of one alignment unit, which keeps the data 64-byte aligned.
+constexpr size_t kHeader = CpuAllocator::kAlignment;
+
+void* contextAlloc(size_t bytes) noexcept {
+  try {
+    char* base = static_cast<char*>(CpuAllocator::instance().allocate(bytes + kHeader));
+    if (base == nullptr) return nullptr;
+    *reinterpret_cast<size_t*>(base) = bytes + kHeader;
+    return base + kHeader;
+  } catch (...) {
+    return nullptr; // the entry frees what it allocated and returns 1
+  }
+}
+
+void contextFree(void* ptr) noexcept {
+  if (ptr == nullptr) return;
+  char* base = static_cast<char*>(ptr) - kHeader;
+  CpuAllocator::instance().free(base, *reinterpret_cast<size_t*>(base));
+}
+
+void contextSgemm(int order, int transA, int transB, int m, int n, int k, float alpha, const float* a,
+                  int lda, const float* b, int ldb, float beta, float* c, int ldc) {
+  cblas_sgemm(CBLAS_ORDER(order), CBLAS_TRANSPOSE(transA), CBLAS_TRANSPOSE(transB), m, n, k, alpha, a,
+              lda, b, ldb, beta, c, ldc);
+}
+
+void contextDgemm(int order, int transA, int transB, int m, int n, int k, double alpha, const double* a,
+                  int lda, const double* b, int ldb, double beta, double* c, int ldc) {
+  cblas_dgemm(CBLAS_ORDER(order), CBLAS_TRANSPOSE(transA), CBLAS_TRANSPOSE(transB), m, n, k, alpha, a,
+              lda, b, ldb, beta, c, ldc);
+}
+
+struct TensorMeta {
+  std::string name;
+  ScalarType dtype;
+  DimVector sizes;
+  DimVector strides;
+};
+
+DimVector constants(const std::vector<IndexExpr>& exprs, const std::string& what) {
+  DimVector out;
+  for (const IndexExpr& e : exprs) {
+    std::optional<int64_t> c = e.constant();
+    KILN_CHECK_VALUE(c.has_value(), "CompiledKernel: ", what,
+                     " has a symbolic size or stride; compiled programs need static shapes");
+    out.push_back(*c);
+  }
+  return out;
+}
+
+// Strides matter only along dims of size > 1, and not at all for an empty tensor.
+bool sameLayout(const Tensor& t, const TensorMeta& m) {
+  if (t.numel() == 0) return true;
+  for (size_t d = 0; d < m.sizes.size(); ++d) {
+    if (m.sizes[d] != 1 && t.strides()[d] != m.strides[d]) return false;
+  }
+  return true;
+}
+
+class CompiledKernel {
+public:
+  CompiledKernel(std::string path, std::string entry, std::string_view programText)
+      : path_(std::move(path)), entry_(std::move(entry)) {
+    LoopParseResult r = parseLoopPrograms(programText);
+    if (r.error) throw ValueError(formatDiagnostic(*r.error, "<program>", programText));
+    KILN_CHECK_VALUE(r.programs.size() == 1, "CompiledKernel: expected one loop program, got ",
+                     r.programs.size());
+    std::vector<Diagnostic> problems = verifyLoopProgram(r.programs[0]);
+    if (!problems.empty()) throw ValueError(formatDiagnostic(problems[0], "<program>", programText));
+    const LoopProgram& p = r.programs[0];
+    name_ = p.name;
+    for (const LoopInput& in : p.inputs) {
+      inputs_.push_back({in.name, in.dtype, constants(in.sizes, "input %" + in.name),
+                         constants(in.strides, "input %" + in.name)});
+    }
+    for (const std::string& out : p.outputs) {
+      if (const Buffer* b = p.findBuffer(out)) {
+        outputs_.push_back({out, b->dtype, constants(b->sizes, "buffer %" + out), {}});
+      } else {
+        const LoopInput* in = p.findInput(out);
+        KILN_CHECK_VALUE(in != nullptr, "CompiledKernel: unknown output %", out);
+        outputs_.push_back({out, in->dtype, constants(in->sizes, "input %" + out), {}});
+      }
+    }
+    entryFn_ = reinterpret_cast<EntryFn>(codegen::KernelCache::load(path_, entry_));
+  }
+
+  nb::object call(nb::args args) const {
+    size_t n = args.size();
+    if (n != inputs_.size()) {
+      throw nb::type_error(("compiled program @" + name_ + " takes " + std::to_string(inputs_.size()) +
+                            " tensor inputs, got " + std::to_string(n)).c_str());
+    }
+    void* inPtrs[16];
+    std::vector<void*> inHeap;
+    void** ins = inPtrs;
+    if (n > 16) {
+      inHeap.resize(n);
+      ins = inHeap.data();
+    }
+    for (size_t i = 0; i < n; ++i) {
+      PyObject* o = args[i].ptr();
+      if (!isTensor(o)) {
+        throw nb::type_error(("compiled program @" + name_ + ": input " + std::to_string(i) + " (%" +
+                              inputs_[i].name + ") must be a Tensor, not " + Py_TYPE(o)->tp_name).c_str());
+      }
+      const Tensor& t = unwrapTensor(o);
+      const TensorMeta& m = inputs_[i];
+      KILN_CHECK(t.device().isCpu(), "compiled program @", name_, ": input ", i, " (%", m.name,
+                 ") must be a CPU tensor");
+      KILN_CHECK(t.dtype() == m.dtype && t.sizes() == IntArrayRef(m.sizes) && sameLayout(t, m),
+                 "compiled program @", name_, ": input ", i, " (%", m.name, ") is ", scalarTypeName(t.dtype()),
+                 shapeString(t.sizes()), " with strides ", shapeString(t.strides()), ", but the program was "
+                 "compiled for ", scalarTypeName(m.dtype), shapeString(m.sizes), " with strides ",
+                 shapeString(m.strides));
+      ins[i] = t.rawData();
+    }
+    size_t nOut = outputs_.size();
+    std::vector<Tensor> outs;
+    outs.reserve(nOut);
+    void* outPtrs[16];
+    std::vector<void*> outHeap;
+    void** outp = outPtrs;
+    if (nOut > 16) {
+      outHeap.resize(nOut);
+      outp = outHeap.data();
+    }
+    for (size_t i = 0; i < nOut; ++i) {
+      outs.push_back(Tensor::empty(outputs_[i].sizes, outputs_[i].dtype));
+      outp[i] = outs.back().rawData();
+    }
+    KilnContext ctx{contextAlloc, contextFree, contextSgemm, contextDgemm, omp_get_max_threads()};
+    int status;
+    {
+      nb::gil_scoped_release release;
+      status = entryFn_(&ctx, ins, outp);
+    }
+    KILN_CHECK(status == 0, "compiled program @", name_, " failed (status ", status,
+               "): out of memory allocating its intermediates");
+    PyObject* tuple = PyTuple_New(Py_ssize_t(nOut));
+    if (tuple == nullptr) throw nb::python_error();
+    for (size_t i = 0; i < nOut; ++i) PyTuple_SET_ITEM(tuple, Py_ssize_t(i), wrapTensor(std::move(outs[i])));
+    return nb::steal(tuple);
+  }
+
+  const std::string& path() const { return path_; }
+  const std::string& entry() const { return entry_; }
+  const std::string& name() const { return name_; }
+  size_t numInputs() const { return inputs_.size(); }
+  size_t numOutputs() const { return outputs_.size(); }
+
+private:
+  std::string path_;
+  std::string entry_;
+  std::string name_;
+  std::vector<TensorMeta> inputs_;
+  std::vector<TensorMeta> outputs_;
+  EntryFn entryFn_ = nullptr;
+};
+
+} // namespace
+
+void registerCompiledKernel(nb::module_& m) {
+  // def_submodule returns the existing kiln._C._codegen when another part defined it first.
+  nb::module_ c = m.def_submodule("_codegen", "generated C++: code generation and compilation");
+  nb::class_<CompiledKernel>(c, "CompiledKernel",
+                             "a compiled loop program: call it with the program's input tensors, get "
+                             "a tuple of its outputs (allocated by kiln, contiguous)")
+      .def(nb::init<std::string, std::string, std::string_view>(), nb::arg("path"), nb::arg("entry"),
+           nb::arg("program_text"))
+      .def("__call__", &CompiledKernel::call)
+      .def_prop_ro("path", &CompiledKernel::path)
+      .def_prop_ro("entry", &CompiledKernel::entry)
+      .def_prop_ro("name", &CompiledKernel::name)
+      .def_prop_ro("num_inputs", &CompiledKernel::numInputs)
+      .def_prop_ro("num_outputs", &CompiledKernel::numOutputs)
+      .def("__repr__", [](const CompiledKernel& k) {
+        return "<kiln compiled program @" + k.name() + " " + k.entry() + " from " + k.path() + ">";
+      });
+}
+
+} // namespace kiln::python

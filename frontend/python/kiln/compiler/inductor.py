@@ -1,0 +1,186 @@
+"""The "inductor" backend: a captured graph compiled to one shared object of generated C++.
+
+    captured graph -> kiln.fx.retrace(gm, "prims") -> get_attr tensors become extra inputs
+    -> kiln._C._codegen.lower (loop program) -> schedule (when kiln._C._codegen has it)
+    -> emit_cpp -> compile_source (the kernel cache) -> CompiledKernel (the per-call path, C++)
+
+Outputs that are inputs or views of inputs are computed eagerly at each call (they alias the
+inputs as in eager mode); the rest by the compiled program. What cannot be compiled raises
+InductorUnsupported while compiling (a prim the lowering does not know, symbolic shapes,
+in-place writes): the frame
+callback then runs the frame eagerly with a warning (kiln.config.strict raises instead).
+"""
+from .. import _logging
+from .._C import _codegen
+from .. import _C
+from ..fx import Graph, GraphModule, retrace
+from ..fx.graph import type_of
+from . import debug_dir
+
+_output_code_log = _logging.get_logger("output_code")
+
+# Prims whose result shares its input's storage eagerly (ir/ops/prims.yaml: the Tensor(a)
+# results, and reshape, which is a view whenever the strides allow): a graph output made of these
+# alone over an input aliases that input, which a compiled program (fresh outputs) cannot give.
+_VIEW_PRIMS = frozenset({
+    "prims.broadcast_in_dim", "prims.squeeze", "prims.transpose", "prims.slice", "prims.reshape",
+    "prims.view_of", "prims.as_strided",
+})
+# Prims that write into an argument (Tensor(a!)).
+_MUTATING_PRIMS = frozenset({"prims.copy_to"})
+
+
+class InductorUnsupported(RuntimeError):
+    """A graph the inductor backend cannot compile; the caller runs it eagerly."""
+
+
+def _aliased_input(node, inputs):
+    """The input node `node` is a view chain of, or None."""
+    while node not in inputs:
+        if node.op != "call_function" or node.target not in _VIEW_PRIMS or not node.args:
+            return None
+        node = node.args[0]
+        if not hasattr(node, "op"):
+            return None
+    return node
+
+
+def _lowerable_graph(prims_gm):
+    """A copy of the prims graph whose get_attr nodes are placeholders after the graph's own, and
+    the targets of those get_attr nodes, in order."""
+    graph = prims_gm.graph.clone()
+    nodes = list(graph.nodes)
+    modules = [n.target for n in nodes if n.op == "call_module"]
+    if modules:
+        raise InductorUnsupported(f"call_module nodes are not compiled: {', '.join(modules)}")
+    placeholders = [n for n in nodes if n.op == "placeholder"]
+    attrs = [n for n in nodes if n.op == "get_attr"]
+    targets = []
+    for node in attrs:
+        target = node.target
+        anchor = placeholders[-1] if placeholders else None
+        if anchor is None:
+            ctx = graph.inserting_before(next(iter(graph.nodes)))
+        else:
+            ctx = graph.inserting_after(anchor)
+        with ctx:
+            ph = graph.placeholder("attr_" + target.replace(".", "_"), type_expr=node.type)
+        node.replace_all_uses_with(ph)
+        graph.erase_node(node)
+        placeholders.append(ph)
+        targets.append(target)
+    return graph, placeholders, targets
+
+
+def _outputs(graph):
+    outputs = graph.output_node.args[0]
+    return list(outputs) if isinstance(outputs, (tuple, list)) else [outputs]
+
+
+def _subgraph(graph, outputs):
+    """A graph with `graph`'s placeholders (same order) and the nodes computing `outputs`."""
+    needed, stack = set(), list(outputs)
+    while stack:
+        node = stack.pop()
+        if node in needed:
+            continue
+        needed.add(node)
+        stack.extend(a for a in node.all_input_nodes)
+    sub, env = Graph(), {}
+    for node in graph.nodes:
+        if node.op == "placeholder" or (node in needed and node.op != "output"):
+            env[node] = sub.node_copy(node, lambda a: env[a])
+    sub.output(tuple(env[o] for o in outputs))
+    return sub
+
+
+def _split_outputs(graph, placeholders):
+    """(compiled graph or None, view graph or None, per output: (from the view graph?, index)).
+    Outputs that are inputs or view chains of inputs are computed eagerly by the view graph (so
+    they alias the inputs as they do eagerly); the rest by the compiled program."""
+    for node in graph.nodes:
+        if node.op == "call_function" and node.target in _MUTATING_PRIMS:
+            raise InductorUnsupported(f"{node.target} writes into a tensor in place ({node.name})")
+    inputs = set(placeholders)
+    computed, views, where = [], [], []
+    for out in _outputs(graph):
+        if not hasattr(out, "op"):
+            raise InductorUnsupported(f"the graph returns a non-tensor value {out!r}")
+        if _aliased_input(out, inputs) is not None:
+            where.append((True, len(views)))
+            views.append(out)
+        else:
+            where.append((False, len(computed)))
+            computed.append(out)
+    if not views:
+        return graph, None, where
+    return (_subgraph(graph, computed) if computed else None), _subgraph(graph, views), where
+
+
+def _compile_program(graph):
+    try:
+        program = _codegen.lower(graph)
+        if hasattr(_codegen, "schedule"):
+            program = _codegen.schedule(program)
+        source = _codegen.emit_cpp(program)
+    except Exception as error:  # noqa: BLE001 - lowering errors name the prim; re-raised as one kind
+        raise InductorUnsupported(f"{type(error).__name__}: {error}") from error
+    debug_dir.write("loops.kir", program)
+    debug_dir.write("output_code.cpp", source)
+    _output_code_log.debug("loop program of %s:\n%s", graph, program)
+    path, cache_hit = _codegen.compile_source(source)
+    _output_code_log.info("output code (%s, %s):\n%s", path, "cache hit" if cache_hit else "compiled",
+                          source)
+    return _codegen.CompiledKernel(path, "kiln_entry", program), cache_hit
+
+
+def _with_input_layouts(gm, example_inputs):
+    """gm with placeholder types taken from the example inputs, strides included (the compiled
+    program reads its inputs through the strides it was compiled for)."""
+    if example_inputs is None:
+        return gm
+    graph = gm.graph.clone()
+    for node, value in zip((n for n in graph.nodes if n.op == "placeholder"), example_inputs):
+        if isinstance(value, _C.TensorBase):
+            node.type = type_of(value)
+    return GraphModule(gm, graph, class_name=type(gm).__name__)
+
+
+def compile_graph(gm, example_inputs=None):
+    """What `inductor` builds, as (run, attribute paths bound after the placeholders, the
+    CompiledKernel or None): `run(*placeholders, *attributes)` returns the outputs' tuple."""
+    prims_gm = retrace(_with_input_layouts(gm, example_inputs), "prims")
+    graph, placeholders, attr_targets = _lowerable_graph(prims_gm)
+    computed, views, where = _split_outputs(graph, placeholders)
+    kernel = _compile_program(computed)[0] if computed is not None else None
+    if views is None:
+        return kernel, attr_targets, kernel
+    view_fn = GraphModule({}, views).forward
+
+    def run(*args):
+        parts = (view_fn(*args), kernel(*args) if kernel is not None else ())
+        return tuple(parts[0][i] if is_view else parts[1][i] for is_view, i in where)
+
+    return run, attr_targets, kernel
+
+
+def _attribute(gm, target):
+    obj = gm
+    for atom in target.split("."):
+        obj = getattr(obj, atom)
+    return obj
+
+
+def compile_inductor(gm, example_inputs, **kwargs):
+    """Compiles the captured graph to C++ (see the module docstring); returns a callable taking
+    the graph's placeholders and returning its outputs as a tuple. `mode` and `options` of
+    kiln.compile are accepted and not used yet."""
+    run, attr_targets, _ = compile_graph(gm, example_inputs)
+    if not attr_targets:
+        return run
+
+    # Attributes are read at every call: a parameter assigned anew after compiling is seen.
+    def run_with_attributes(*args):
+        return run(*args, *[_attribute(gm, t) for t in attr_targets])
+
+    return run_with_attributes

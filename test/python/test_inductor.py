@@ -1,0 +1,214 @@
+"""The "inductor" backend end to end: kiln.compile(fn, backend="inductor") against eager kiln
+(graphs retraced to prims, lowered to loop programs, compiled to C++ and run through
+kiln._C._codegen.CompiledKernel), the kernel cache across processes, and eager fallbacks."""
+import os
+import shutil
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+
+import kiln
+from kiln._C import _codegen
+
+pytestmark = pytest.mark.skipif(shutil.which(os.environ.get("KILN_CXX", "c++")) is None,
+                                reason="no C++ compiler")
+
+
+@pytest.fixture(autouse=True)
+def cache_dir(tmp_path_factory, monkeypatch):
+    # One cache folder for the module: graphs shared by tests compile once.
+    path = str(tmp_path_factory.getbasetemp() / "inductor-cache")
+    monkeypatch.setattr(kiln.config, "cache_dir", path)
+    monkeypatch.setenv("KILN_CACHE_DIR", path)
+    return path
+
+
+@pytest.fixture
+def strict(monkeypatch):
+    monkeypatch.setattr(kiln.config, "strict", True)
+
+
+def _rand(*shape, seed=0, dtype=np.float32):
+    return kiln.from_numpy(np.random.default_rng(seed).standard_normal(shape).astype(dtype))
+
+
+def _flat(out):
+    return list(out) if isinstance(out, (tuple, list)) else [out]
+
+
+def _check(fn, *args, tol=1e-5):
+    want = _flat(fn(*args))
+    got = _flat(kiln.compile(fn, backend="inductor")(*args))
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype and tuple(g.shape) == tuple(w.shape)
+        np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=tol, atol=tol)
+
+
+def test_pointwise_chain_with_broadcasting(strict):
+    def fn(x, y, z):
+        a = (x * 2.0 + 1.0).relu()
+        return kiln.sigmoid(a) * y - kiln.tanh(x) / (1.0 + z.abs())
+
+    _check(fn, _rand(16, 32), _rand(32, seed=1), _rand(16, 1, seed=2))
+
+
+def test_softmax_and_log_softmax(strict):
+    def fn(x):
+        return kiln.softmax(x, dim=-1), kiln.log_softmax(x, dim=0)
+
+    _check(fn, _rand(8, 40) * 4)
+
+
+def test_manual_softmax_and_layer_norm(strict):
+    def fn(x, w, b):
+        e = (x - x.amax(dim=-1, keepdim=True)).exp()
+        sm = e / e.sum(dim=-1, keepdim=True)
+        mean = x.mean(dim=-1, keepdim=True)
+        var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)
+        ln = (x - mean) / (var + 1e-5).sqrt() * w + b
+        return sm, ln
+
+    _check(fn, _rand(12, 48), _rand(48, seed=1), _rand(48, seed=2), tol=1e-4)
+
+
+def test_module_mlp(strict):
+    kiln.manual_seed(0)
+    mlp = kiln.nn.Sequential(kiln.nn.Linear(16, 32), kiln.nn.GELU(), kiln.nn.Linear(32, 8))
+    x = _rand(5, 16)
+    want = mlp(x)
+    got = kiln.compile(mlp, backend="inductor")(x)
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-4, atol=1e-5)
+    # Parameters are read at every call: an update after compiling is seen.
+    with kiln.no_grad():
+        mlp[2].bias.add_(1.0)
+    np.testing.assert_allclose(kiln.compile(mlp, backend="inductor")(x).numpy(), mlp(x).numpy(),
+                               rtol=1e-4, atol=1e-5)
+
+
+def test_views_and_non_contiguous_inputs(strict):
+    def fn(x, t):
+        a = x.permute(0, 2, 1).reshape(4, 30)
+        b = a.transpose(0, 1)[::2, 1:3] + t[:15, :2]
+        return a.sin(), b * 2.0, x.flip(0).sum(dim=1)
+
+    t = _rand(2, 20).t()  # strides (1, 20)
+    _check(fn, _rand(4, 6, 5), t)
+
+
+def test_reductions(strict):
+    def fn(x):
+        return (x.sum(dim=1), x.sum(), x.amax(dim=2), x.amin(dim=(0, 1)), x.prod(dim=1),
+                x.argmax(dim=1), x.var(dim=1), x.mean(dim=2, keepdim=True))
+
+    _check(fn, _rand(6, 10, 7) * 0.5 + 1, tol=1e-4)
+
+
+def test_mixed_dtypes(strict):
+    def fn(x, i, h):
+        a = x + i
+        w = kiln.where(a > 0.25, a, x)
+        return w, a > 0, h * h, (h * h).sum(dim=0), i // 3, x.double() * 2
+
+    i = kiln.from_numpy(np.random.default_rng(3).integers(-20, 20, (5, 9)))
+    h = kiln.from_numpy(np.random.default_rng(4).uniform(0.5, 2, 9).astype(np.float16))
+    _check(fn, _rand(5, 9), i, h, tol=2e-3)
+
+
+def test_output_view_of_input_stays_a_view(strict):
+    def fn(x):
+        return x.t(), x[1:] * 2.0, x.view(-1)
+
+    x = _rand(4, 6)
+    _check(fn, x)
+    t, _, v = kiln.compile(fn, backend="inductor")(x)
+    assert t.data_ptr() == x.data_ptr() and v.data_ptr() == x.data_ptr()
+
+
+def test_compiled_kernel_checks_inputs():
+    def fn(x):
+        return x * 2.0 + 1.0
+
+    from kiln.compiler.inductor import compile_graph
+    import kiln.fx as fx
+
+    gm = fx.GraphModule({}, fx.parse("""graph @g(%x: f32[4, 6]) {
+  %m = call_function aten.mul.Tensor(%x, 2.0)
+  output (%m,)
+}"""))
+    kernel, attrs, _ = compile_graph(gm)
+    assert attrs == [] and isinstance(kernel, _codegen.CompiledKernel)
+    (out,) = kernel(_rand(4, 6))
+    assert tuple(out.shape) == (4, 6) and out.is_contiguous()
+    with pytest.raises(TypeError, match="takes 1 tensor inputs, got 2"):
+        kernel(_rand(4, 6), _rand(4, 6))
+    with pytest.raises(RuntimeError, match=r"compiled for float32\[4, 6\]"):
+        kernel(_rand(4, 5))
+    with pytest.raises(RuntimeError, match="float64"):
+        kernel(_rand(4, 6, dtype=np.float64))
+    with pytest.raises(RuntimeError, match="strides"):
+        kernel(_rand(6, 4).t())
+    with pytest.raises(TypeError, match="must be a Tensor"):
+        kernel(3.0)
+
+
+def test_unsupported_graph_falls_back_with_warning():
+    def fn(x, y):
+        return kiln.cat([x, y]).exp()
+
+    x, y = _rand(4), _rand(3, seed=1)
+    with pytest.warns(UserWarning, match=r"(?s)backend .inductor. failed.*prims\.cat"):
+        got = kiln.compile(fn, backend="inductor")(x, y)
+    np.testing.assert_allclose(got.numpy(), fn(x, y).numpy())
+
+
+def test_unsupported_graph_raises_in_strict_mode(strict):
+    def fn(x, y):
+        return kiln.cat([x, y]).exp()
+
+    with pytest.raises(Exception, match="prims.cat"):
+        kiln.compile(fn, backend="inductor")(_rand(4), _rand(3, seed=1))
+
+
+_SCRIPT = """
+import kiln
+def fn(x, y):
+    return (x * y + 1.0).tanh().sum(dim=1)
+x = kiln.ones(8, 16)
+print(kiln.compile(fn, backend="inductor")(x, x * 2).tolist())
+"""
+
+
+def test_second_process_hits_the_kernel_cache(cache_dir, tmp_path):
+    env = dict(os.environ, KILN_CACHE_DIR=str(tmp_path / "fresh"), KILN_LOGS="output_code")
+    runs = [subprocess.run([sys.executable, "-c", _SCRIPT], env=env, capture_output=True, text=True)
+            for _ in range(2)]
+    for r in runs:
+        assert r.returncode == 0, r.stderr
+    assert runs[0].stdout == runs[1].stdout
+    assert "compiled):" in runs[0].stderr and "cache hit):" in runs[1].stderr
+    assert "extern \"C\" int kiln_entry" in runs[1].stderr
+
+
+def test_debug_dir_gets_loop_program_and_source(tmp_path, monkeypatch):
+    monkeypatch.setattr(kiln.config, "debug_dir", str(tmp_path))
+
+    def dumped(x):
+        return x.exp() + 1.0
+
+    kiln.compile(dumped, backend="inductor")(_rand(3, 4))
+    files = {f for _, _, fs in os.walk(tmp_path) for f in fs}
+    assert {"loops.kir", "output_code.cpp"} <= files
+
+
+def test_new_input_strides_recompile(strict):
+    def fn(x):
+        return x * 2.0 + 1.0
+
+    compiled = kiln.compile(fn, backend="inductor")
+    a, b = _rand(3, 4), _rand(4, 3, seed=1).t()
+    for x in (a, b, a):
+        np.testing.assert_allclose(compiled(x).numpy(), fn(x).numpy())
