@@ -641,22 +641,6 @@ VT* InstructionTranslator::compareOp(int cmp, VT* a, VT* b) {
   throw Unsupported{std::string("comparing ") + kindName(a) + " and " + kindName(b)};
 }
 
-bool InstructionTranslator::containsTensor(VT* v) {
-  switch (v->kind) {
-  case VT::Kind::Tensor: return true;
-  case VT::Kind::List:
-  case VT::Kind::Tuple:
-    for (VT* x : static_cast<SequenceVT*>(v)->items)
-      if (containsTensor(x)) return true;
-    return false;
-  case VT::Kind::Dict:
-    for (auto& e : static_cast<DictVT*>(v)->entries)
-      if (containsTensor(e.second)) return true;
-    return false;
-  default: return false;
-  }
-}
-
 bool InstructionTranslator::contains(VT* container, VT* item) {
   switch (container->kind) {
   case VT::Kind::Dict:

@@ -61,7 +61,6 @@ private:
   Node* getAttr(nb::handle tensor, const std::string& hint);
   VT* wrapTensor(nb::handle value, const SourcePtr& source, bool viaModule, const std::string& path);
   std::string outputExpr(VT* v, std::vector<Node*>& outputs, nb::list& constants);
-  bool containsTensor(VT* v) const;
   void guardTraining(nb::handle module, const SourcePtr& source);
 
   nb::object func_, code_, args_, globals_, builtins_;
@@ -104,7 +103,6 @@ private:
   bool isSame(VT* a, VT* b);
   nb::handle identityOf(VT* v);
   static bool allConstant(const VTs& xs);
-  bool containsTensor(VT* v);
   bool contains(VT* container, VT* item);
   nb::object constantValue(VT* v, const char* what);
   SequenceVT* listOf(VT* v);

@@ -77,22 +77,6 @@ std::string Tracer::outputExpr(VT* v, std::vector<Node*>& outputs, nb::list& con
   }
 }
 
-bool Tracer::containsTensor(VT* v) const {
-  switch (v->kind) {
-  case VT::Kind::Tensor: return true;
-  case VT::Kind::List:
-  case VT::Kind::Tuple:
-    for (VT* x : static_cast<SequenceVT*>(v)->items)
-      if (containsTensor(x)) return true;
-    return false;
-  case VT::Kind::Dict:
-    for (auto& e : static_cast<DictVT*>(v)->entries)
-      if (containsTensor(e.second)) return true;
-    return false;
-  default: return false;
-  }
-}
-
 nb::dict Tracer::run() {
   auto* co = reinterpret_cast<PyCodeObject*>(code_.ptr());
   int nargs = co->co_argcount + co->co_kwonlyargcount + ((co->co_flags & CO_VARARGS) ? 1 : 0) +

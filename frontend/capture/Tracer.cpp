@@ -52,6 +52,22 @@ int DictVT::find(PyObject* key) const {
   return -1;
 }
 
+bool containsTensor(const VT* v) {
+  switch (v->kind) {
+  case VT::Kind::Tensor: return true;
+  case VT::Kind::List:
+  case VT::Kind::Tuple:
+    for (VT* x : static_cast<const SequenceVT*>(v)->items)
+      if (containsTensor(x)) return true;
+    return false;
+  case VT::Kind::Dict:
+    for (auto& e : static_cast<const DictVT*>(v)->entries)
+      if (containsTensor(e.second)) return true;
+    return false;
+  default: return false;
+  }
+}
+
 Tracer::Tracer(nb::handle func, nb::handle code, nb::handle args, nb::handle globals,
                nb::handle builtins)
     : func_(nb::borrow(func)), code_(nb::borrow(code)), args_(nb::borrow(args)),

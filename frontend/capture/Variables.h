@@ -189,6 +189,9 @@ struct GradModeExitVT : VT {
   bool restore;
 };
 
+// Whether a value is or holds (in lists, tuples, dicts) a tensor.
+bool containsTensor(const VT* v);
+
 // Tracing cannot capture this construct; the frame runs eagerly (reason recorded).
 struct Unsupported {
   std::string reason;
