@@ -14,7 +14,16 @@ void fuseReductions(FusionGroups& groups) {
               if (g.reads(b, a))
                 return ra ? (rb ? "reduction read by a reduction" : "reduction epilogue")
                           : "reduction prologue";
-              if (!g.reaches(a, b) && g.shareReads(a, b))
+              // Siblings are candidates only over the same rows: a reduction's ranges (before
+              // " over") equal the other's, or start the ranges of a pointwise group.
+              auto rows = [&](size_t x) {
+                std::string r = g.rangesOf(x);
+                return r.substr(0, r.find(" over "));
+              };
+              std::string rr = rows(ra ? a : b), other = rows(ra ? b : a);
+              bool sameRows = rr == other || (!(ra && rb) && rr.size() > 2 &&
+                                              other.starts_with(rr.substr(0, rr.size() - 1) + ", "));
+              if (!g.reaches(a, b) && g.shareReads(a, b) && sameRows)
                 return ra && rb ? "sibling reductions" : "reading the same rows";
               return std::nullopt;
             });
