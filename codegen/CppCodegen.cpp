@@ -1135,4 +1135,15 @@ std::string emitCpp(const LoopProgram& p, const CppOptions& options) {
   return ProgramEmitter(p, options).emit();
 }
 
+bool fusesIntoOneNest(const std::vector<const Buffer*>& bufs) {
+  if (bufs.empty()) return false;
+  for (const Buffer* b : bufs)
+    if (b->isExtern()) return false;
+  try {
+    return buildNest(bufs).has_value();
+  } catch (const Error&) {
+    return false; // symbolic extents: emitCpp rejects the program anyway
+  }
+}
+
 } // namespace kiln::codegen

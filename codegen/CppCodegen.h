@@ -11,6 +11,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "ir/loop/LoopIR.h"
 
@@ -30,5 +31,10 @@ struct CppOptions {
 // The C++ source of `p`. Throws kiln::Error for what the code generator does not handle:
 // symbolic sizes, extern kernels other than mm/bmm/addmm on f32/f64.
 std::string emitCpp(const LoopProgram& p, const CppOptions& options = {});
+
+// Whether emitCpp emits these pointwise and reduction buffers (in program order), grouped in
+// one kernel, as one loop nest rather than a nest per buffer. The scheduler fuses only such
+// groups.
+bool fusesIntoOneNest(const std::vector<const Buffer*>& bufs);
 
 } // namespace kiln::codegen

@@ -18,6 +18,7 @@
 #include "ir/loop/Printer.h"
 #include "ir/loop/Verifier.h"
 #include "passes/PassManager.h"
+#include "passes/loop/Schedule.h"
 
 using namespace kiln;
 
@@ -55,28 +56,58 @@ void usage(std::ostream& out) {
          "passes:\n";
   for (const PassInfo& p : registeredPasses())
     out << "  " << p.name << "  " << p.description << "\n";
-  out << "  lower-loops  (last in a pipeline) lower each prims graph to a loop program\n";
+  out << "  lower-loops  (after the graph passes) lower each prims graph to a loop program\n"
+      << passes::loop::describeSchedulePasses();
 }
 
-// Splits a trailing "lower-loops" off a pipeline; true when there was one.
-bool takeLowerLoops(std::string& pipeline) {
-  const std::string name = "lower-loops";
-  if (pipeline == name) {
-    pipeline.clear();
-    return true;
+// The loop passes of a pipeline: a trailing `lower-loops` and the scheduling passes after it
+// (split off the pipeline, which keeps the graph passes). A pipeline of scheduling passes alone
+// applies to loop programs.
+struct LoopPipeline {
+  bool lower = false;
+  std::vector<std::string> schedulePasses;
+};
+
+LoopPipeline takeLoopPasses(std::string& pipeline) {
+  std::vector<std::string> names;
+  for (size_t pos = 0; pos <= pipeline.size() && !pipeline.empty();) {
+    size_t comma = std::min(pipeline.find(',', pos), pipeline.size());
+    names.push_back(pipeline.substr(pos, comma - pos));
+    pos = comma + 1;
   }
-  if (pipeline.size() > name.size() && pipeline.ends_with("," + name)) {
-    pipeline.resize(pipeline.size() - name.size() - 1);
-    return true;
+  LoopPipeline lp;
+  size_t keep = names.size();
+  while (keep > 0 && passes::loop::scheduleOptionsFor({names[keep - 1]})) --keep;
+  if (keep > 0 && names[keep - 1] == "lower-loops") {
+    lp.lower = true;
+    --keep;
+  } else if (keep > 0) {
+    return lp; // scheduling passes before graph passes: left to PassManager to reject
   }
-  return false;
+  for (size_t i = keep; i < names.size(); ++i)
+    if (names[i] != "lower-loops") lp.schedulePasses.push_back(names[i]);
+  std::string rest;
+  for (size_t i = 0; i < keep; ++i) rest += (i ? "," : "") + names[i];
+  pipeline = rest;
+  return lp;
+}
+
+// Schedules `p` when the pipeline has scheduling passes; the decisions go to stderr with
+// --print-schedule-log.
+void scheduleIfAsked(LoopProgram& p, const LoopPipeline& lp, bool printLog) {
+  if (lp.schedulePasses.empty()) return;
+  passes::loop::ScheduleResult r =
+      passes::loop::schedule(p, *passes::loop::scheduleOptionsFor(lp.schedulePasses));
+  if (printLog) std::cerr << "// schedule @" << p.name << "\n" << r.logText();
 }
 
 // Lowers graphs to loop programs and prints them (or their C++).
-bool lowerAndPrint(const std::vector<Graph>& graphs, bool emitCpp, const std::string& file) {
+bool lowerAndPrint(const std::vector<Graph>& graphs, const LoopPipeline& lp, bool printLog,
+                   bool emitCpp, const std::string& file) {
   for (const Graph& g : graphs) {
     try {
       LoopProgram p = compiler::lowerToLoops(g);
+      scheduleIfAsked(p, lp, printLog);
       std::cout << (emitCpp ? codegen::emitCpp(p) : printLoopProgram(p));
     } catch (const Error& e) {
       std::cerr << file << ": error: graph @" << g.name() << ": " << e.what() << "\n";
@@ -87,7 +118,8 @@ bool lowerAndPrint(const std::vector<Graph>& graphs, bool emitCpp, const std::st
 }
 
 // Parses and verifies a chunk of loop programs; prints them back (or their C++) or the errors.
-bool processLoopChunk(std::string_view chunk, int firstLine, const PassManager& pm, bool emitCpp,
+bool processLoopChunk(std::string_view chunk, int firstLine, const PassManager& pm,
+                      const LoopPipeline& lp, bool printLog, bool emitCpp,
                       const std::string& file, std::string_view source) {
   LoopParseResult parsed = parseLoopPrograms(chunk, firstLine);
   if (parsed.error) {
@@ -105,6 +137,7 @@ bool processLoopChunk(std::string_view chunk, int firstLine, const PassManager& 
     std::cerr << file << ": error: the pipeline's passes work on graphs, not loop programs\n";
     return false;
   }
+  for (LoopProgram& p : parsed.programs) scheduleIfAsked(p, lp, printLog);
   if (emitCpp) {
     for (const LoopProgram& p : parsed.programs) {
       try {
@@ -122,11 +155,15 @@ bool processLoopChunk(std::string_view chunk, int firstLine, const PassManager& 
 
 // Parses, verifies and transforms one chunk of the input; prints the result or the errors.
 bool processChunk(std::string_view chunk, int firstLine, const PassManager& pm,
-                  const PipelineOptions& options, bool emitCpp, bool lower,
-                  const std::string& file, std::string_view source) {
+                  const PipelineOptions& options, const LoopPipeline& lp, bool printLog,
+                  bool emitCpp, const std::string& file, std::string_view source) {
   if (isLoopProgramText(chunk))
-    return processLoopChunk(chunk, firstLine, pm, emitCpp, file, source);
-  if (emitCpp && !lower) {
+    return processLoopChunk(chunk, firstLine, pm, lp, printLog, emitCpp, file, source);
+  if (!lp.schedulePasses.empty() && !lp.lower) {
+    std::cerr << file << ": error: scheduling passes need a loop program (after lower-loops)\n";
+    return false;
+  }
+  if (emitCpp && !lp.lower) {
     std::cerr << file << ": error: --emit=cpp needs a loop program\n";
     return false;
   }
@@ -147,7 +184,7 @@ bool processChunk(std::string_view chunk, int firstLine, const PassManager& pm,
       return false;
     }
   }
-  if (lower) return lowerAndPrint(parsed.graphs, emitCpp, file);
+  if (lp.lower) return lowerAndPrint(parsed.graphs, lp, printLog, emitCpp, file);
   std::cout << printGraphs(parsed.graphs);
   return true;
 }
@@ -156,7 +193,7 @@ bool processChunk(std::string_view chunk, int firstLine, const PassManager& pm,
 
 int main(int argc, char** argv) {
   std::string file = "-", pipeline;
-  bool split = false, emitCpp = false;
+  bool split = false, emitCpp = false, printLog = false;
   PipelineOptions options;
   options.log = &std::cerr;
   for (int i = 1; i < argc; ++i) {
@@ -167,6 +204,8 @@ int main(int argc, char** argv) {
       options.printAfterAll = true;
     } else if (arg == "--split-input-file") {
       split = true;
+    } else if (arg == "--print-schedule-log") {
+      printLog = true;
     } else if (arg == "--emit=cpp") {
       emitCpp = true;
     } else if (arg == "--help" || arg == "-h") {
@@ -192,7 +231,7 @@ int main(int argc, char** argv) {
   }
   std::string source = buffer.str(), name = file == "-" ? "<stdin>" : file;
   try {
-    bool lower = takeLowerLoops(pipeline);
+    LoopPipeline lp = takeLoopPasses(pipeline);
     PassManager pm = PassManager::parse(pipeline);
     bool ok = true;
     std::vector<Chunk> chunks = splitInput(source, split);
@@ -200,7 +239,8 @@ int main(int argc, char** argv) {
       if (i) std::cout << kSplitMarker << "\n";
       std::string_view text =
           std::string_view(source).substr(chunks[i].begin, chunks[i].end - chunks[i].begin);
-      ok &= processChunk(text, chunks[i].firstLine, pm, options, emitCpp, lower, name, source);
+      ok &= processChunk(text, chunks[i].firstLine, pm, options, lp, printLog, emitCpp, name,
+                         source);
     }
     return ok ? 0 : 1;
   } catch (const std::exception& e) {

@@ -1,9 +1,11 @@
 // kiln._C._codegen.emit_cpp (see CppCodegenBinding.h): parses and verifies a loop program given
 // as text and returns the C++ source the code generator makes of it; kiln._C._codegen.lower:
-// a prims graph (a kiln.fx.Graph or its text) -> the text of its loop program.
+// a prims graph (a kiln.fx.Graph or its text) -> the text of its loop program;
+// kiln._C._codegen.schedule: a loop program's text -> (scheduled text, decision log).
 #include "frontend/binding/CppCodegenBinding.h"
 
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string_view.h>
 
 #include "codegen/CppCodegen.h"
@@ -13,6 +15,7 @@
 #include "ir/loop/Parser.h"
 #include "ir/loop/Printer.h"
 #include "ir/loop/Verifier.h"
+#include "passes/loop/Schedule.h"
 #include "runtime/Error.h"
 
 namespace nb = nanobind;
@@ -55,6 +58,20 @@ void registerCppCodegen(nb::module_& m) {
       nb::arg("graph"),
       "the loop program (text form) of a prims graph with static shapes (kiln.fx.retrace(g, "
       "\"prims\") first)");
+  c.def(
+      "schedule",
+      [](std::string_view text) {
+        LoopParseResult r = parseLoopPrograms(text);
+        if (r.error) throw ValueError(formatDiagnostic(*r.error, "<program>", text));
+        KILN_CHECK_VALUE(r.programs.size() == 1, "schedule: expected one loop program, got ",
+                         r.programs.size());
+        std::vector<Diagnostic> problems = verifyLoopProgram(r.programs[0]);
+        if (!problems.empty()) throw ValueError(formatDiagnostic(problems[0], "<program>", text));
+        passes::loop::ScheduleResult s = passes::loop::schedule(r.programs[0]);
+        return std::make_pair(printLoopProgram(r.programs[0]), s.logText());
+      },
+      nb::arg("program_text"),
+      "(the loop program with its buffers fused into kernels, the scheduler's decision log)");
 }
 
 } // namespace kiln::python

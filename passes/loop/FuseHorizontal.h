@@ -1,0 +1,9 @@
+// fuse-horizontal: independent pointwise groups over the same ranges share one loop nest.
+#pragma once
+#include "passes/loop/FusionGroups.h"
+
+namespace kiln::passes::loop {
+
+void fuseHorizontal(FusionGroups& groups);
+
+} // namespace kiln::passes::loop

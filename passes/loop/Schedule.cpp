@@ -1,0 +1,79 @@
+// The loop scheduler's entry point (see Schedule.h).
+#include "passes/loop/Schedule.h"
+
+#include "passes/loop/FuseHorizontal.h"
+#include "passes/loop/FuseReductions.h"
+#include "passes/loop/FuseVertical.h"
+#include "passes/loop/FusionGroups.h"
+
+namespace kiln::passes::loop {
+
+namespace {
+
+struct SchedulePass {
+  const char* name;
+  const char* description;
+};
+
+const SchedulePass kPasses[] = {
+    {"schedule", "fuse-vertical, fuse-reductions and fuse-horizontal, then kernels @k0, @k1, ..."},
+    {"fuse-vertical", "fuse pointwise producers with their pointwise consumers"},
+    {"fuse-reductions", "fuse reductions with their prologue, epilogue and sibling reductions"},
+    {"fuse-horizontal", "fuse independent pointwise buffers over the same ranges"},
+};
+
+} // namespace
+
+std::string ScheduleResult::logText() const {
+  std::string s;
+  for (const std::string& l : log) s += l + "\n";
+  return s;
+}
+
+ScheduleResult schedule(LoopProgram& p, const ScheduleOptions& options) {
+  FusionGroups groups(p);
+  if (options.fuseVertical) fuseVertical(groups);
+  if (options.fuseReductions) fuseReductions(groups);
+  if (options.fuseHorizontal) fuseHorizontal(groups);
+  std::vector<Buffer> ordered;
+  int kernels = 0;
+  for (size_t g = 0; g < groups.groups().size(); ++g) {
+    std::string kernel;
+    if (!groups.hasExtern(g)) kernel = "k" + std::to_string(kernels++);
+    groups.log((kernel.empty() ? std::string("extern") : "kernel @" + kernel) + ": " +
+               groups.describe(g));
+    for (size_t i : groups.groups()[g]) {
+      ordered.push_back(p.buffers[i]);
+      ordered.back().kernel = kernel;
+    }
+  }
+  ScheduleResult result{groups.logLines()};
+  p.buffers = std::move(ordered);
+  return result;
+}
+
+std::optional<ScheduleOptions> scheduleOptionsFor(const std::vector<std::string>& passNames) {
+  ScheduleOptions o{false, false, false};
+  for (const std::string& n : passNames) {
+    if (n == "schedule")
+      o = ScheduleOptions{};
+    else if (n == "fuse-vertical")
+      o.fuseVertical = true;
+    else if (n == "fuse-reductions")
+      o.fuseReductions = true;
+    else if (n == "fuse-horizontal")
+      o.fuseHorizontal = true;
+    else
+      return std::nullopt;
+  }
+  return o;
+}
+
+std::string describeSchedulePasses() {
+  std::string s;
+  for (const SchedulePass& p : kPasses)
+    s += std::string("  ") + p.name + "  (after lower-loops) " + p.description + "\n";
+  return s;
+}
+
+} // namespace kiln::passes::loop

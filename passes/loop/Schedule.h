@@ -1,0 +1,35 @@
+// The loop scheduler: fusion passes over a LoopProgram's buffers, then buffers reordered so each
+// kernel's buffers are adjacent (dependencies kept) and every non-extern group named as kernel
+// @k0, @k1, ... in execution order. Every decision (fused, or why not) goes to a text log.
+#pragma once
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ir/loop/LoopIR.h"
+
+namespace kiln::passes::loop {
+
+struct ScheduleOptions {
+  bool fuseVertical = true;
+  bool fuseReductions = true;
+  bool fuseHorizontal = true;
+};
+
+struct ScheduleResult {
+  std::vector<std::string> log; // one line per decision, in order
+  std::string logText() const;  // the lines joined with newlines
+};
+
+// Groups the buffers of `p` (ignoring any kernels it had) into kernels. Only groupings the C++
+// code generator emits as one loop nest are made; extern buffers stay outside kernels.
+ScheduleResult schedule(LoopProgram& p, const ScheduleOptions& options = {});
+
+// The scheduling passes by pipeline name: "fuse-vertical", "fuse-reductions", "fuse-horizontal"
+// switch one on; "schedule" all of them. nullopt for another name.
+std::optional<ScheduleOptions> scheduleOptionsFor(const std::vector<std::string>& passNames);
+// "  name  description" lines for --help.
+std::string describeSchedulePasses();
+
+} // namespace kiln::passes::loop
