@@ -19,6 +19,8 @@ LOG_NAMES = {
     "graph_breaks": "why a frame runs eagerly instead of compiled (+graph_breaks: also the source line)",
     "output_code": "the C++ source the inductor backend generates for each graph (+output_code: "
                    "also its loop program)",
+    "loops": "the inductor backend's fusion decisions for each graph: which buffers became one "
+             "kernel and why others did not (+loops: also the scheduled loop program)",
 }
 
 _OFF = logging.WARNING

@@ -1,7 +1,7 @@
 """The "inductor" backend: a captured graph compiled to one shared object of generated C++.
 
     captured graph -> kiln.fx.retrace(gm, "prims") -> get_attr tensors become extra inputs
-    -> kiln._C._codegen.lower (loop program) -> schedule (when kiln._C._codegen has it)
+    -> kiln._C._codegen.lower (loop program) -> schedule (fusion into kernels)
     -> emit_cpp -> compile_source (the kernel cache) -> CompiledKernel (the per-call path, C++)
 
 Outputs that are inputs or views of inputs are computed eagerly at each call (they alias the
@@ -18,6 +18,7 @@ from ..fx.graph import type_of
 from . import debug_dir
 
 _output_code_log = _logging.get_logger("output_code")
+_loops_log = _logging.get_logger("loops")
 
 # Prims whose result shares its input's storage eagerly (ir/ops/prims.yaml: the Tensor(a)
 # results, and reshape, which is a view whenever the strides allow): a graph output made of these
@@ -119,13 +120,14 @@ def _split_outputs(graph, placeholders):
 
 def _compile_program(graph):
     try:
-        program = _codegen.lower(graph)
-        if hasattr(_codegen, "schedule"):
-            program = _codegen.schedule(program)
+        program, schedule_log = _codegen.schedule(_codegen.lower(graph))
         source = _codegen.emit_cpp(program)
     except Exception as error:  # noqa: BLE001 - lowering errors name the prim; re-raised as one kind
         raise InductorUnsupported(f"{type(error).__name__}: {error}") from error
     debug_dir.write("loops.kir", program)
+    debug_dir.write("schedule.log", schedule_log)
+    _loops_log.info("fusion decisions:\n%s", schedule_log)
+    _loops_log.debug("scheduled loop program:\n%s", program)
     debug_dir.write("output_code.cpp", source)
     _output_code_log.debug("loop program of %s:\n%s", graph, program)
     path, cache_hit = _codegen.compile_source(source)
