@@ -712,7 +712,13 @@ private:
 struct Operand {
   std::string name;
   std::vector<int64_t> sizes, strides;
+  int64_t offset = 0; // in elements, from the start of the input or buffer
 };
+
+// A pointer expression to an operand's first element.
+std::string at(const std::string& pointer, int64_t offset) {
+  return offset == 0 ? pointer : "(" + pointer + " + " + std::to_string(offset) + ")";
+}
 
 // How a row-major GEMM reads a matrix with these strides: transposed or not, its leading
 // dimension, or a contiguous copy first.
@@ -778,9 +784,12 @@ std::string emitExtern(const Buffer& b, const std::string& fname, const std::vec
   int64_t m = A.sizes[rank - 2], k = A.sizes[rank - 1], n = B.sizes[rank - 1];
   std::vector<int64_t> outSizes = {m, n};
   if (batched) outSizes.insert(outSizes.begin(), batch);
-  std::vector<int64_t> bufSizes;
-  for (const IndexExpr& s : b.sizes) bufSizes.push_back(*s.constant());
-  KILN_CHECK(B.sizes[rank - 2] == k && (!batched || B.sizes[0] == batch) && bufSizes == outSizes,
+  // The result is written row-major; its buffer may have another shape of as many elements
+  // (a graph output reshaping it).
+  int64_t bufNumel = 1;
+  for (const IndexExpr& s : b.sizes) bufNumel *= *s.constant();
+  KILN_CHECK(B.sizes[rank - 2] == k && (!batched || B.sizes[0] == batch) &&
+                 bufNumel == batch * m * n,
              what, ": operand and result sizes do not match");
   KILN_CHECK(m <= INT_MAX && n <= INT_MAX && k <= INT_MAX, what, ": sizes beyond BLAS's int range");
   double alpha = externScalar(x, "alpha", 1.0), beta = addmm ? externScalar(x, "beta", 1.0) : 0.0;
@@ -801,7 +810,7 @@ std::string emitExtern(const Buffer& b, const std::string& fname, const std::vec
   bool fillBias = addmm && beta != 0.0;
   if (addmm) {
     const Operand& bias = ops[0];
-    std::string p = param(bias, false);
+    std::string p = at(param(bias, false), bias.offset);
     KILN_CHECK(bias.sizes.size() <= 2, what, ": the bias must have at most 2 dims");
     std::vector<int64_t> bs(2, 0);
     for (size_t i = 0; i < bias.sizes.size(); ++i) {
@@ -837,7 +846,7 @@ std::string emitExtern(const Buffer& b, const std::string& fname, const std::vec
       size_t r = o.sizes.size();
       MatrixLayout l = matrixLayout(rows, cols, o.strides[r - 2], o.strides[r - 1]);
       batchStride = batched ? o.strides[0] : 0;
-      ptr = p;
+      ptr = at(p, o.offset);
       if (l.copy) {
         std::string tmp = "copy" + std::to_string(frees.size());
         int64_t count = batch * rows * cols;
@@ -847,7 +856,7 @@ std::string emitExtern(const Buffer& b, const std::string& fname, const std::vec
         for (const std::string& f : frees) code.line("  ctx->free(" + f + ");");
         code.line("  return 1;");
         code.line("}");
-        emitGather(code, tmp, p, o.sizes, o.strides);
+        emitGather(code, tmp, at(p, o.offset), o.sizes, o.strides);
         frees.push_back(tmp);
         ptr = tmp;
         batchStride = rows * cols;
@@ -927,7 +936,12 @@ public:
       } else {
         const Buffer* b = std::get<const Buffer*>(units_[u].work);
         std::vector<Operand> ops;
-        for (const std::string& in : std::get<Extern>(b->computation).inputs) ops.push_back(operand(in));
+        const Extern& x = std::get<Extern>(b->computation);
+        for (size_t i = 0; i < x.inputs.size(); ++i) {
+          ops.push_back(operand(x.inputs[i]));
+          if (const std::optional<StridedView>& v = x.viewOf(i))
+            ops.back() = Operand{x.inputs[i], v->sizes, v->strides, v->offset};
+        }
         kernels += emitExtern(*b, fname, ops, cNames_, params) + "\n";
         calls[u] = "if (" + fname + "(ctx";
         for (const std::string& q : params) calls[u] += ", " + cNames_[q];

@@ -2,9 +2,11 @@
 // reductions, extern kernels and the realization policy.
 #include "compiler/Lowering.h"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <functional>
+#include <map>
 #include <set>
 #include <unordered_map>
 
@@ -222,6 +224,61 @@ private:
     return name;
   }
 
+  // When v is a strided view of an input or buffer that is not v itself (a transpose, a
+  // reshape, a slice: its loader is one load at an affine index), that storage and the view,
+  // so an extern kernel can read it in place instead of from a realized copy.
+  std::optional<std::pair<std::string, StridedView>> stridedView(const Value& v) {
+    if (!v.storage.empty()) return std::nullopt;
+    BodyContext c;
+    iterVars("v", v.sizes, c.facts);
+    Index vars = loopVars("v", v.sizes.size());
+    int x = v.load(c, vars);
+    if (c.body.ops.size() != 1 || x != 0 || c.body.ops[0].code != LoopOpCode::Load ||
+        c.body.ops[0].dtype != v.dtype)
+      return std::nullopt;
+    const IndexExpr& index = c.body.ops[0].index;
+    std::map<std::string, int64_t> at;
+    for (size_t d = 0; d < vars.size(); ++d) at["v" + std::to_string(d)] = 0;
+    StridedView view;
+    view.offset = index.evaluate(at);
+    view.sizes = v.sizes;
+    IndexExpr affine(view.offset);
+    for (size_t d = 0; d < vars.size(); ++d) {
+      std::string var = "v" + std::to_string(d);
+      at[var] = 1;
+      view.strides.push_back(v.sizes[d] == 1 ? 0 : index.evaluate(at) - view.offset);
+      at[var] = 0;
+      if (v.sizes[d] != 1) affine = affine + IndexExpr(view.strides.back()) * vars[d];
+    }
+    if (simplify(affine, c.facts) != index || view.offset < 0 ||
+        std::any_of(view.strides.begin(), view.strides.end(), [](int64_t s) { return s < 0; }))
+      return std::nullopt;
+    return std::pair{c.body.ops[0].buffer, view};
+  }
+
+  // The extern-computed buffer v reshapes (a row-major view of all of it, offset 0), when it
+  // is not an output already; else null.
+  Buffer* reshapedExternResult(const Value& v) {
+    auto view = stridedView(v);
+    if (!view || view->second.offset != 0) return nullptr;
+    Buffer* b = nullptr;
+    for (Buffer& candidate : program_.buffers)
+      if (candidate.name == view->first && candidate.isExtern()) b = &candidate;
+    if (!b || std::count(program_.outputs.begin(), program_.outputs.end(), b->name)) return nullptr;
+    // Extern consumers read it by its own shape.
+    for (const Buffer& other : program_.buffers)
+      if (const auto* x = std::get_if<Extern>(&other.computation))
+        if (std::count(x->inputs.begin(), x->inputs.end(), b->name)) return nullptr;
+    int64_t numel = 1, bufferNumel = 1;
+    std::vector<int64_t> contiguous = contiguousStrides(v.sizes);
+    for (size_t d = 0; d < v.sizes.size(); ++d) {
+      numel *= v.sizes[d];
+      if (v.sizes[d] != 1 && view->second.strides[d] != contiguous[d]) return nullptr;
+    }
+    for (const IndexExpr& size : b->sizes) bufferNumel *= size.constant().value_or(-1);
+    return numel == bufferNumel ? b : nullptr;
+  }
+
   Value& valueOf(const Node* n) {
     auto it = values_.find(n);
     KILN_CHECK(it != values_.end(), "lowering: %", n->name(), " is not a lowered tensor value");
@@ -263,7 +320,15 @@ private:
     std::vector<Argument> items = r.isSequence() ? r.items() : std::vector<Argument>{r};
     for (const Argument& a : items) {
       KILN_CHECK(a.isNode(), "lowering: graph outputs must be tensors");
-      program_.outputs.push_back(realize(valueOf(a.toNode())));
+      Value& v = valueOf(a.toNode());
+      if (Buffer* b = reshapedExternResult(v)) {
+        // The output is the extern's result read whole in row-major order (e.g. bmm's
+        // [b, m, n] result viewed as [2, 4, m, n]): the result takes the output's shape
+        // instead of being copied (its loads index it flat, so they are unchanged).
+        b->sizes = exprs(v.sizes);
+        v = bufferValue(b->name, v.dtype, v.sizes);
+      }
+      program_.outputs.push_back(realize(v));
     }
   }
 
@@ -403,13 +468,19 @@ private:
     if (prim == "argmin") return lowerReduction(n, ReductionKind::ArgMin);
     if (prim == "var") return lowerVar(n);
     if (prim == "mm" || prim == "bmm") {
-      std::string a = realize(operand(n, 0, "self"));
-      std::string b = realize(operand(n, 1, "mat2"));
+      Extern x{prim, {}, {}, {}};
+      for (auto [pos, arg] : {std::pair<size_t, const char*>{0, "self"}, {1, "mat2"}}) {
+        Value& v = operand(n, pos, arg);
+        auto view = stridedView(v);
+        x.inputs.push_back(view ? view->first : realize(v));
+        x.views.push_back(view ? std::optional(view->second) : std::nullopt);
+      }
+      if (std::none_of(x.views.begin(), x.views.end(), [](const auto& v) { return v.has_value(); }))
+        x.views.clear();
       const TensorType& t = tensorTypeOf(n);
       std::vector<int64_t> sizes = staticInts(t.sizes, "%" + n->name());
       std::string name = freshName();
-      program_.buffers.push_back(
-          Buffer{name, t.dtype, exprs(sizes), Extern{prim, {a, b}, {}}, "", {}});
+      program_.buffers.push_back(Buffer{name, t.dtype, exprs(sizes), std::move(x), "", {}});
       return bufferValue(name, t.dtype, sizes);
     }
     throw NotImplementedError("lowering: prims." + prim + " (%" + n->name() +

@@ -328,9 +328,16 @@ bool operator==(const Reduction& a, const Reduction& b) {
          a.body == b.body;
 }
 
+const std::optional<StridedView>& Extern::viewOf(size_t input) const {
+  static const std::optional<StridedView> none;
+  return input < views.size() ? views[input] : none;
+}
+
 bool operator==(const Extern& a, const Extern& b) {
   if (a.kernel != b.kernel || a.inputs != b.inputs || a.args.size() != b.args.size())
     return false;
+  for (size_t i = 0; i < a.inputs.size(); ++i)
+    if (a.viewOf(i) != b.viewOf(i)) return false;
   for (size_t i = 0; i < a.args.size(); ++i)
     if (a.args[i].first != b.args[i].first || !equalArgs(a.args[i].second, b.args[i].second))
       return false;

@@ -118,10 +118,24 @@ struct Reduction {
 // A scalar argument of an extern kernel: int, float, bool or a list of ints.
 using ExternArg = std::variant<int64_t, double, bool, std::vector<int64_t>>;
 
+// A strided window onto an extern input's storage: the kernel reads a view of an input or
+// buffer (a transposed weight, a batch reshaped) in place instead of from a realized copy.
+// Element offset, sizes and strides in elements, all static.
+struct StridedView {
+  int64_t offset = 0;
+  std::vector<int64_t> sizes, strides;
+  bool operator==(const StridedView&) const = default;
+};
+
 struct Extern {
   std::string kernel;                                      // "mm", "addmm", "convolution"
   std::vector<std::string> inputs;                         // buffers and inputs, in order
   std::vector<std::pair<std::string, ExternArg>> args;     // keyword scalar arguments
+  // Per input (empty: none has one): the view of the input's storage the kernel reads, or none
+  // for the whole input with its own layout.
+  std::vector<std::optional<StridedView>> views;
+
+  const std::optional<StridedView>& viewOf(size_t input) const;
 };
 
 // A buffer: contiguous, row-major over `sizes`. A pointwise or reduction computation writes

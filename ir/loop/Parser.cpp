@@ -300,6 +300,11 @@ private:
         use(tok_);
         ext.inputs.push_back(tok_.text);
         advance();
+        if (isKeyword("view")) {
+          advance();
+          ext.views.resize(ext.inputs.size());
+          ext.views.back() = parseStridedView();
+        }
       } else {
         Token key = expect(K::Identifier, "an input '%name' or a keyword argument 'name=value'");
         for (const auto& kv : ext.args)
@@ -310,7 +315,28 @@ private:
       if (!is(K::RParen)) expect(K::Comma, "',' or ')' in the extern arguments");
     }
     advance();
+    if (!ext.views.empty()) ext.views.resize(ext.inputs.size());
     return ext;
+  }
+
+  // `view([sizes], [strides], offset)` after an extern input, from the '('.
+  StridedView parseStridedView() {
+    expect(K::LParen, "'(' after view");
+    StridedView v;
+    auto list = [&](const std::string& what) {
+      TextPos at = tok_.pos;
+      ExternArg a = parseExternArg();
+      auto* ints = std::get_if<std::vector<int64_t>>(&a);
+      if (!ints) fail(at, "expected the view's " + what + " as a list of ints");
+      return *ints;
+    };
+    v.sizes = list("sizes");
+    expect(K::Comma, "',' after the view's sizes");
+    v.strides = list("strides");
+    expect(K::Comma, "',' after the view's strides");
+    v.offset = parseSignedInt();
+    expect(K::RParen, "')' after the view's offset");
+    return v;
   }
 
   ExternArg parseExternArg() {

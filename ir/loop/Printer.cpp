@@ -94,8 +94,11 @@ void printBuffer(const Buffer& b, const std::string& indent, std::string& out) {
     const Extern& ext = std::get<Extern>(b.computation);
     out += "extern " + ext.kernel + "(";
     bool first = true;
-    for (const std::string& in : ext.inputs) {
-      out += (first ? "%" : ", %") + in;
+    for (size_t i = 0; i < ext.inputs.size(); ++i) {
+      out += (first ? "%" : ", %") + ext.inputs[i];
+      if (const std::optional<StridedView>& v = ext.viewOf(i))
+        out += " view(" + argText(v->sizes) + ", " + argText(v->strides) + ", " +
+               std::to_string(v->offset) + ")";
       first = false;
     }
     for (const auto& [key, value] : ext.args) {

@@ -135,6 +135,32 @@ private:
     return int64_t(extent);
   }
 
+  // An extern input's view must address only elements of the input's storage.
+  void checkView(const StridedView& v, const std::string& input, TextPos pos,
+                 const std::string& where) {
+    std::string what = where + ": the view of extern input %" + input;
+    if (v.sizes.size() != v.strides.size()) {
+      report(pos, what + " has " + std::to_string(v.sizes.size()) + " sizes and " +
+                      std::to_string(v.strides.size()) + " strides");
+      return;
+    }
+    __int128 last = v.offset;
+    bool empty = false;
+    for (size_t d = 0; d < v.sizes.size(); ++d) {
+      if (v.sizes[d] < 0 || v.strides[d] < 0) {
+        report(pos, what + " has a negative size or stride");
+        return;
+      }
+      empty |= v.sizes[d] == 0;
+      last += __int128(v.sizes[d] > 0 ? v.sizes[d] - 1 : 0) * v.strides[d];
+    }
+    if (v.offset < 0) report(pos, what + " has a negative offset");
+    std::optional<int64_t> extent = storageExtent(input);
+    if (!empty && extent && last >= *extent)
+      report(pos, what + " reaches element " + std::to_string(int64_t(last)) +
+                      " of a storage of " + std::to_string(*extent));
+  }
+
   void checkBuffer(const Buffer& b, const std::string& where) {
     if (const auto* ext = std::get_if<Extern>(&b.computation)) {
       if (!isIdentifier(ext->kernel))
@@ -143,6 +169,10 @@ private:
         if (!available_.count(in) && !buffers_.count(in))
           report(b.parsedAt, where + ": extern input %" + in +
                                  " is not an input or an earlier buffer");
+      if (!ext->views.empty() && ext->views.size() != ext->inputs.size())
+        report(b.parsedAt, where + ": extern views do not match its inputs");
+      for (size_t i = 0; i < ext->views.size() && i < ext->inputs.size(); ++i)
+        if (ext->views[i]) checkView(*ext->views[i], ext->inputs[i], b.parsedAt, where);
       std::set<std::string> keys;
       for (const auto& [key, value] : ext->args) {
         if (!isIdentifier(key))

@@ -314,8 +314,8 @@ TEST(LoopIRVerifier, ChecksBuiltBodies) {
   pw.body.store(l);
   pw.body.store(l);
   p.buffers.push_back({"a", ScalarType::Float64, {4}, pw, "k", {}});
-  p.buffers.push_back({"e", ScalarType::Float32, {4}, Extern{"f", {"x"}, {}}, "", {}});
-  p.buffers.push_back({"g", ScalarType::Float32, {4}, Extern{"f", {"e"}, {{"n", 1.5}}}, "k", {}});
+  p.buffers.push_back({"e", ScalarType::Float32, {4}, Extern{"f", {"x"}, {}, {}}, "", {}});
+  p.buffers.push_back({"g", ScalarType::Float32, {4}, Extern{"f", {"e"}, {{"n", 1.5}}, {}}, "k", {}});
   p.outputs = {"zz"};
   std::vector<Diagnostic> problems = verifyLoopProgram(p);
   std::string all;

@@ -1,0 +1,92 @@
+"""Extern GEMM operands and results in the inductor backend: views of inputs and buffers
+(transposes, reshapes, slices) are read in place by the extern call (`view(...)` in the loop
+program) instead of being copied first, and a graph output reshaping an extern's result is that
+result. Values are checked against kiln eager."""
+import logging
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+import kiln
+
+pytestmark = pytest.mark.skipif(shutil.which(os.environ.get("KILN_CXX", "c++")) is None,
+                                reason="no C++ compiler")
+
+
+@pytest.fixture(autouse=True)
+def cache_dir(tmp_path_factory, monkeypatch):
+    path = str(tmp_path_factory.getbasetemp() / "inductor-cache")
+    monkeypatch.setattr(kiln.config, "cache_dir", path)
+    monkeypatch.setattr(kiln.config, "strict", True)
+    return path
+
+
+def _rand(*shape, seed=0, dtype=np.float32):
+    return kiln.from_numpy(np.random.default_rng(seed).standard_normal(shape).astype(dtype))
+
+
+def _compiled_with_program(fn, args, capsys):
+    """(outputs, the scheduled loop program's text) of fn compiled by inductor."""
+    kiln.set_logs(loops=logging.DEBUG)
+    try:
+        capsys.readouterr()
+        out = kiln.compile(fn, backend="inductor")(*args)
+        err = capsys.readouterr().err
+    finally:
+        kiln.set_logs()
+    return out, err[err.index("scheduled loop program:"):]
+
+
+def _check(fn, args, capsys, tol=1e-5):
+    got, program = _compiled_with_program(fn, args, capsys)
+    want = fn(*args)
+    got, want = (got, want) if isinstance(want, tuple) else ((got,), (want,))
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype and tuple(g.shape) == tuple(w.shape)
+        np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=tol, atol=tol)
+    return program
+
+
+def test_linear_reads_the_transposed_weight_in_place(capsys):
+    w, b = _rand(16, 8, seed=1), _rand(16, seed=2)
+    program = _check(lambda x: kiln.nn.functional.linear(x, w, b).relu(), (_rand(4, 8),), capsys)
+    assert "view([8, 16], [1, 8], 0)" in program
+    assert program.count("kernel @") == 1  # the bias + relu epilogue only: no transposing copy
+
+
+@pytest.mark.parametrize("name", ["x_xt", "slices", "offset_f64", "same_input_twice"])
+def test_strided_operands(name, capsys):
+    cases = {
+        "x_xt": (lambda x: x @ x.t(), (_rand(5, 7),)),
+        "slices": (lambda x, w: x[1:, 2:] @ w.t()[:, 1:4], (_rand(6, 9), _rand(5, 7, seed=1))),
+        "offset_f64": (lambda a: a[2:, 1:] @ a[:3, :3].t(), (_rand(5, 4, dtype=np.float64),)),
+        "same_input_twice": (lambda a: a[:, :3] @ a[:3, :], (_rand(3, 5),)),
+    }
+    fn, args = cases[name]
+    program = _check(fn, args, capsys)
+    assert " view(" in program
+
+
+def test_batched_attention_scores_need_no_copies(capsys):
+    q, k, v = _rand(2, 3, 8, 4), _rand(2, 3, 8, 4, seed=1), _rand(2, 3, 8, 4, seed=2)
+
+    def fn(q, k, v):
+        return kiln.softmax(q @ k.transpose(-2, -1), dim=-1) @ v
+
+    program = _check(fn, (q, k, v), capsys)
+    assert program.count("extern bmm(%q view(") == 1 and "%k view([6, 4, 8], [32, 1, 4], 0)" in program
+    # The last bmm's [6, 8, 4] result is the [2, 3, 8, 4] output itself: no copy after it.
+    defs = [line.strip() for line in program.splitlines() if " = " in line and line.strip().startswith("%buf")]
+    assert defs[-1].split(" = ")[0].endswith("f32[2, 3, 8, 4]") and "extern bmm" in defs[-1]
+
+
+def test_reshaped_result_also_read_by_another_extern(capsys):
+    a, b = _rand(3, 4, 3), _rand(3, 3, 3, seed=1)
+    _check(lambda a, b: ((a @ b).reshape(12, 3), (a @ b).reshape(12, 3) @ b[0]), (a, b), capsys)
+
+
+def test_chained_products(capsys):
+    a, b = _rand(4, 5), _rand(5, 4, seed=1)
+    _check(lambda a, b: (a @ b) @ (a @ b).t(), (a, b), capsys)
