@@ -8,15 +8,11 @@
 
 namespace kiln::passes::loop {
 
-namespace {
-
 std::string sizesText(const std::vector<IterVar>& ranges) {
   std::string s = "[";
   for (size_t i = 0; i < ranges.size(); ++i) s += (i ? ", " : "") + ranges[i].extent.str();
   return s + "]";
 }
-
-} // namespace
 
 FusionGroups::FusionGroups(const LoopProgram& p) : p_(p) {
   std::map<std::string, size_t> index;

@@ -10,6 +10,9 @@
 
 namespace kiln::passes::loop {
 
+// "[4, 8]": the extents of loop ranges, for the decision log.
+std::string sizesText(const std::vector<IterVar>& ranges);
+
 class FusionGroups {
 public:
   // Every buffer starts in a group of its own, in program order.

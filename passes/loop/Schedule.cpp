@@ -5,6 +5,7 @@
 #include "passes/loop/FuseReductions.h"
 #include "passes/loop/FuseVertical.h"
 #include "passes/loop/FusionGroups.h"
+#include "passes/loop/MatchRanges.h"
 
 namespace kiln::passes::loop {
 
@@ -16,7 +17,9 @@ struct SchedulePass {
 };
 
 const SchedulePass kPasses[] = {
-    {"schedule", "fuse-vertical, fuse-reductions and fuse-horizontal, then kernels @k0, @k1, ..."},
+    {"schedule", "match-ranges, fuse-vertical, fuse-reductions and fuse-horizontal, then kernels "
+                 "@k0, @k1, ..."},
+    {"match-ranges", "give pointwise readers of a reduction its row structure as their ranges"},
     {"fuse-vertical", "fuse pointwise producers with their pointwise consumers"},
     {"fuse-reductions", "fuse reductions with their prologue, epilogue and sibling reductions"},
     {"fuse-horizontal", "fuse independent pointwise buffers over the same ranges"},
@@ -31,7 +34,10 @@ std::string ScheduleResult::logText() const {
 }
 
 ScheduleResult schedule(LoopProgram& p, const ScheduleOptions& options) {
+  std::vector<std::string> rangeLog;
+  if (options.matchRanges) matchRanges(p, rangeLog);
   FusionGroups groups(p);
+  for (const std::string& line : rangeLog) groups.log(line);
   if (options.fuseVertical) fuseVertical(groups);
   if (options.fuseReductions) fuseReductions(groups);
   if (options.fuseHorizontal) fuseHorizontal(groups);
@@ -53,10 +59,12 @@ ScheduleResult schedule(LoopProgram& p, const ScheduleOptions& options) {
 }
 
 std::optional<ScheduleOptions> scheduleOptionsFor(const std::vector<std::string>& passNames) {
-  ScheduleOptions o{false, false, false};
+  ScheduleOptions o{false, false, false, false};
   for (const std::string& n : passNames) {
     if (n == "schedule")
       o = ScheduleOptions{};
+    else if (n == "match-ranges")
+      o.matchRanges = true;
     else if (n == "fuse-vertical")
       o.fuseVertical = true;
     else if (n == "fuse-reductions")

@@ -12,6 +12,7 @@
 namespace kiln::passes::loop {
 
 struct ScheduleOptions {
+  bool matchRanges = true;
   bool fuseVertical = true;
   bool fuseReductions = true;
   bool fuseHorizontal = true;
@@ -26,7 +27,7 @@ struct ScheduleResult {
 // code generator emits as one loop nest are made; extern buffers stay outside kernels.
 ScheduleResult schedule(LoopProgram& p, const ScheduleOptions& options = {});
 
-// The scheduling passes by pipeline name: "fuse-vertical", "fuse-reductions", "fuse-horizontal"
+// The scheduling passes by pipeline name: "match-ranges", "fuse-vertical", "fuse-reductions", "fuse-horizontal"
 // switch one on; "schedule" all of them. nullopt for another name.
 std::optional<ScheduleOptions> scheduleOptionsFor(const std::vector<std::string>& passNames);
 // "  name  description" lines for --help.

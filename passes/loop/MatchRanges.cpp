@@ -1,0 +1,109 @@
+// match-ranges (see MatchRanges.h).
+#include "passes/loop/MatchRanges.h"
+
+#include <functional>
+#include <map>
+#include <optional>
+
+#include "passes/loop/FusionGroups.h"
+
+namespace kiln::passes::loop {
+
+namespace {
+
+std::optional<std::vector<int64_t>> constantExtents(const std::vector<IterVar>& ranges) {
+  std::vector<int64_t> r;
+  for (const IterVar& v : ranges) {
+    std::optional<int64_t> c = v.extent.constant();
+    if (!c) return std::nullopt;
+    r.push_back(*c);
+  }
+  return r;
+}
+
+int64_t product(const std::vector<int64_t>& v) {
+  int64_t p = 1;
+  for (int64_t x : v) p *= x;
+  return p;
+}
+
+// How many floor-divisions and modulos an expression has.
+int divisions(const IndexExpr& e) {
+  int n = e.kind() == IndexExpr::Kind::FloorDiv || e.kind() == IndexExpr::Kind::Mod ? 1 : 0;
+  if (e.kind() == IndexExpr::Kind::Add || e.kind() == IndexExpr::Kind::Mul ||
+      e.kind() == IndexExpr::Kind::FloorDiv || e.kind() == IndexExpr::Kind::Mod)
+    for (const IndexExpr& o : e.operands()) n += divisions(o);
+  return n;
+}
+
+// The body over new ranges `to` (row-major over the same elements as `from`), or nullopt when
+// an index would gain a division.
+std::optional<LoopBody> reindexed(const LoopBody& body, const std::vector<IterVar>& from,
+                                  const std::vector<int64_t>& fromExtents,
+                                  const std::vector<int64_t>& to) {
+  RangeFacts facts;
+  IndexExpr flat(0);
+  int64_t stride = 1;
+  std::vector<IndexExpr> vars;
+  for (size_t d = 0; d < to.size(); ++d) {
+    std::string name = "m" + std::to_string(d);
+    vars.push_back(IndexExpr::var(name));
+    facts[name] = VarRange{0, to[d]};
+  }
+  for (size_t d = to.size(); d-- > 0;) {
+    flat = flat + vars[d] * IndexExpr(stride);
+    stride *= to[d];
+  }
+  std::map<std::string, IndexExpr> old;
+  stride = 1;
+  for (size_t d = fromExtents.size(); d-- > 0;) {
+    old[from[d].name] = mod(floorDiv(flat, IndexExpr(stride)), IndexExpr(fromExtents[d]));
+    stride *= fromExtents[d];
+  }
+  std::map<std::string, IndexExpr> rename;
+  for (size_t d = 0; d < to.size(); ++d) rename["m" + std::to_string(d)] = IndexExpr::var("i" + std::to_string(d));
+  LoopBody out = body;
+  for (LoopOp& op : out.ops) {
+    if (op.code != LoopOpCode::Load && op.code != LoopOpCode::IndexExpr) continue;
+    IndexExpr e = simplify(op.index.substitute(old), facts);
+    if (divisions(e) > divisions(op.index)) return std::nullopt;
+    op.index = e.substitute(rename);
+  }
+  return out;
+}
+
+} // namespace
+
+void matchRanges(LoopProgram& p, std::vector<std::string>& log) {
+  std::map<std::string, const Reduction*> reductions;
+  for (const Buffer& b : p.buffers)
+    if (const auto* r = std::get_if<Reduction>(&b.computation)) reductions[b.name] = r;
+  for (Buffer& b : p.buffers) {
+    auto* pw = std::get_if<Pointwise>(&b.computation);
+    if (!pw) continue;
+    std::optional<std::vector<int64_t>> extents = constantExtents(pw->ranges);
+    if (!extents) continue;
+    for (const LoopOp& op : pw->body.ops) {
+      if (op.code != LoopOpCode::Load || !reductions.count(op.buffer)) continue;
+      const Reduction& r = *reductions.at(op.buffer);
+      std::optional<std::vector<int64_t>> rows = constantExtents(r.ranges),
+                                          cols = constantExtents(r.reductionRanges);
+      if (!rows || !cols) continue;
+      std::vector<int64_t> shape = *rows;
+      shape.insert(shape.end(), cols->begin(), cols->end());
+      if (shape == *extents || product(shape) != product(*extents)) continue;
+      std::optional<LoopBody> body = reindexed(pw->body, pw->ranges, *extents, shape);
+      if (!body) continue;
+      std::string before = sizesText(pw->ranges);
+      pw->body = std::move(*body);
+      pw->ranges.clear();
+      for (size_t d = 0; d < shape.size(); ++d)
+        pw->ranges.push_back({"i" + std::to_string(d), IndexExpr(shape[d])});
+      log.push_back("match-ranges: %" + b.name + " over " + sizesText(pw->ranges) + " (was " +
+                    before + "), the rows of %" + op.buffer);
+      break;
+    }
+  }
+}
+
+} // namespace kiln::passes::loop
