@@ -645,8 +645,12 @@ private:
 
   // A Reduction buffer of `kind` over the reduced dims of n's input (the input's loader
   // inlined in its body, values cast to `valueDtype`); returns the buffer's name.
+  // The element a reduction body reduces: from the input element x, the full index and the
+  // index of the output element (the kept dims).
+  using ReducedValue = std::function<int(BodyContext&, int x, const Index& kept)>;
+
   std::string reductionBuffer(const Node* n, ReductionKind kind, ScalarType valueDtype,
-                              ScalarType bufferDtype) {
+                              ScalarType bufferDtype, const ReducedValue& transform = {}) {
     const Value& in = operand(n, 0, "inp");
     std::vector<bool> reduced = reducedDims(n, in);
     std::vector<int64_t> keptSizes, reducedSizes;
@@ -663,9 +667,15 @@ private:
       idx.push_back(IndexExpr::var(isReduced ? "r" + std::to_string(r++)
                                              : "i" + std::to_string(k++)));
     int x = emitCast(c, in.load(c, idx), valueDtype);
+    if (transform) x = transform(c, x, loopVars("i", keptSizes.size()));
     c.body.reduce(x);
     red.body = std::move(c.body);
     std::vector<int64_t> outSizes = staticInts(tensorTypeOf(n).sizes, "%" + n->name());
+    // The same reduction computed before (a layer norm's mean and its variance's mean) is
+    // that buffer.
+    for (const Buffer& b : program_.buffers)
+      if (const auto* other = std::get_if<Reduction>(&b.computation))
+        if (*other == red && b.dtype == bufferDtype && b.sizes == exprs(outSizes)) return b.name;
     std::string name = freshName();
     program_.buffers.push_back(
         Buffer{name, bufferDtype, exprs(outSizes), std::move(red), "", {}});
@@ -695,7 +705,10 @@ private:
     return bufferValue(name, t.dtype, sizes);
   }
 
-  // var = welford_var * n / max(0, n - correction).
+  // var, for f32 and f64: two passes, mean = sum(x) / n, then with d = x - mean,
+  // (sum(d^2) - sum(d)^2 / n) / max(0, n - correction); the scheduler puts both into one kernel (a reduction read by a
+  // reduction) and both vectorize, unlike a Welford update. Other dtypes:
+  // welford_var * n / max(0, n - correction).
   Value lowerVar(const Node* n) {
     const TensorType& t = tensorTypeOf(n);
     const Value& in = operand(n, 0, "inp");
@@ -707,13 +720,45 @@ private:
     double correction = !corr || corr->isNone()           ? 1.0
                         : corr->kind() == Argument::Kind::Float ? corr->toFloat()
                                                                 : double(corr->toInt());
-    std::string name = reductionBuffer(n, ReductionKind::WelfordVar, t.dtype, t.dtype);
     std::vector<int64_t> sizes = staticInts(t.sizes, "%" + n->name());
+    ScalarType dtype = t.dtype;
+    if ((dtype == ScalarType::Float32 || dtype == ScalarType::Float64) && in.dtype == dtype) {
+      std::string sum = reductionBuffer(n, ReductionKind::Sum, dtype, dtype);
+      std::vector<int64_t> strides = contiguousStrides(sizes);
+      auto deviation = [sum, strides, count, dtype](BodyContext& c, int x, const Index& kept) {
+        int total = emitLoad(c, sum, flatIndex(kept, strides), dtype);
+        int mean = emitMath(c, LoopOpCode::Div,
+                            {total, emitConstant(c, Argument(double(count)), dtype)});
+        return emitMath(c, LoopOpCode::Sub, {x, mean});
+      };
+      std::string deviations = reductionBuffer(n, ReductionKind::Sum, dtype, dtype, deviation);
+      std::string squares = reductionBuffer(
+          n, ReductionKind::Sum, dtype, dtype,
+          [deviation](BodyContext& c, int x, const Index& kept) {
+            int d = deviation(c, x, kept);
+            return emitMath(c, LoopOpCode::Mul, {d, d});
+          });
+      Loader sq = bufferValue(squares, dtype, sizes).load;
+      Loader dev = bufferValue(deviations, dtype, sizes).load;
+      double denominator = std::max(0.0, double(count) - correction);
+      return derived(
+          n, [sq, dev, count, denominator, dtype](BodyContext& c, const Index& idx) {
+            // The corrected two-pass formula: sum(d^2) - sum(d)^2 / n removes the error
+            // of the rounded mean.
+            int d = dev(c, idx);
+            int correctionTerm = emitMath(
+                c, LoopOpCode::Div,
+                {emitMath(c, LoopOpCode::Mul, {d, d}), emitConstant(c, Argument(double(count)), dtype)});
+            int v = emitMath(c, LoopOpCode::Sub, {sq(c, idx), correctionTerm});
+            return emitMath(c, LoopOpCode::Div, {v, emitConstant(c, Argument(denominator), dtype)});
+          },
+          8);
+    }
+    std::string name = reductionBuffer(n, ReductionKind::WelfordVar, t.dtype, t.dtype);
     Value buf = bufferValue(name, t.dtype, sizes);
     if (correction == 0) return buf;
     double scale = double(count) / std::max(0.0, double(count) - correction);
     Loader inner = buf.load;
-    ScalarType dtype = t.dtype;
     return derived(
         n, [inner, scale, dtype](BodyContext& c, const Index& idx) {
           int v = inner(c, idx);
