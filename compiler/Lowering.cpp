@@ -437,6 +437,14 @@ private:
       });
     }
     if (prim == "reshape") return lowerReshape(n);
+    if (prim == "cat") return lowerCat(n);
+    if (prim == "empty_strided") {
+      // Uninitialized memory: any values will do, zeros are cheapest to compute.
+      ScalarType dtype = tensorTypeOf(n).dtype;
+      return derived(
+          n, [dtype](BodyContext& c, const Index&) { return emitConstant(c, Argument(int64_t(0)), dtype); },
+          1);
+    }
     if (prim == "full") {
       const Argument* fill = argOf(n, 1, "fill_value");
       KILN_CHECK(fill && fill->isNumber(), "lowering: prims.full needs a number fill_value");
@@ -485,6 +493,57 @@ private:
     }
     throw NotImplementedError("lowering: prims." + prim + " (%" + n->name() +
                               ") has no loop lowering");
+  }
+
+  // cat along `dim`: the element at idx comes from the part whose slice of dim holds
+  // idx[dim], chosen by comparisons; each part is loaded at idx[dim] - offset taken modulo its
+  // size, an in-bounds index even where that part is not selected (a where computes both sides).
+  Value lowerCat(const Node* n) {
+    const Argument* list = argOf(n, 0, "tensors");
+    const Argument* dimArg = argOf(n, 1, "dim");
+    KILN_CHECK(list && list->isSequence() && dimArg && dimArg->kind() == Argument::Kind::Int,
+               "lowering: prims.cat needs a list of tensors and a static dim");
+    const TensorType& t = tensorTypeOf(n);
+    std::vector<int64_t> sizes = staticInts(t.sizes, "%" + n->name());
+    size_t dim = size_t(dimArg->toInt() < 0 ? dimArg->toInt() + int64_t(sizes.size()) : dimArg->toInt());
+    KILN_CHECK(dim < sizes.size(), "lowering: prims.cat dim out of range");
+    std::vector<Loader> parts;
+    std::vector<int64_t> offsets, extents;
+    int64_t offset = 0, cost = 0;
+    for (const Argument& a : list->items()) {
+      KILN_CHECK(a.isNode(), "lowering: prims.cat expects tensors");
+      const Value& v = valueOf(a.toNode());
+      KILN_CHECK(v.sizes.size() == sizes.size(), "lowering: prims.cat parts must have the result's rank");
+      if (v.sizes[dim] == 0) continue;
+      parts.push_back(v.load);
+      offsets.push_back(offset);
+      extents.push_back(v.sizes[dim]);
+      offset += v.sizes[dim];
+      cost += v.cost + 3;
+    }
+    ScalarType dtype = t.dtype;
+    if (parts.empty()) {
+      return derived(
+          n, [dtype](BodyContext& c, const Index&) { return emitConstant(c, Argument(int64_t(0)), dtype); },
+          1);
+    }
+    return derived(
+        n, [parts, offsets, extents, dim, dtype](BodyContext& c, const Index& idx) {
+          auto part = [&](size_t k) {
+            Index at = idx;
+            at[dim] = parts.size() == 1 ? idx[dim] : mod(idx[dim] - IndexExpr(offsets[k]), IndexExpr(extents[k]));
+            return emitCast(c, parts[k](c, at), dtype);
+          };
+          int v = part(parts.size() - 1);
+          for (size_t k = parts.size() - 1; k-- > 0;) {
+            int position = emitIndexExpr(c, idx[dim]);
+            int bound = emitConstant(c, Argument(offsets[k + 1]), ScalarType::Int64);
+            int inside = emitMath(c, LoopOpCode::Lt, {position, bound});
+            v = emitMath(c, LoopOpCode::Where, {inside, part(k), v});
+          }
+          return v;
+        },
+        cost);
   }
 
   Value lowerElementwise(const Node* n, LoopOpCode code) {

@@ -12,7 +12,7 @@ import traceback
 import warnings
 import weakref
 
-from .. import config
+from .. import _C, config
 from .._logging import get_logger
 from ..fx import GraphModule
 from . import debug_dir
@@ -122,6 +122,9 @@ class FrameCallback:
         gm = GraphModule(result["attrs"], result["graph"])
         examples = example_inputs(code, frame_info.args, result["inputs"])
         name = f"__compiled_fn_{next(_graph_ids)}"
+        # Compiling (retracing, debug dumps) may run random ops; the generator must not advance,
+        # so the compiled call draws what the eager call would.
+        rng_state = _C.get_rng_state()
         dump = debug_dir.dump_graph(
             self, code, name, gm=gm, graph=result["graph"], guards=result["guards"],
             op_count=result["op_count"], entry=frame_info.num_entries + 1,
@@ -136,6 +139,7 @@ class FrameCallback:
             return self._backend_failed(code, state, error)
         finally:
             self._time(code, "backend", start)
+            _C.set_rng_state(rng_state)
         glue = make_glue(code, compiled, result["inputs"], result["output"], result["constants"])
         capture_module().skip_code(glue.__code__)  # the hook never captures the glue itself
 

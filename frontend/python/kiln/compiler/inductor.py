@@ -118,6 +118,28 @@ def _split_outputs(graph, placeholders):
     return (_subgraph(graph, computed) if computed else None), _subgraph(graph, views), where
 
 
+# Prims drawing from the default generator: they run eagerly at each call, in program order, and
+# their results are inputs of the compiled program (the values are eager kiln's).
+_RANDOM_PRIMS = frozenset({"prims.uniform", "prims.normal"})
+
+
+def _hoist_random(graph, placeholders):
+    """Random prims (which take no tensors) become placeholders after `placeholders`; returns the
+    graph computing them from `placeholders`, or None when there are none."""
+    draws = [n for n in graph.nodes if n.op == "call_function" and n.target in _RANDOM_PRIMS]
+    if not draws:
+        return None
+    draw_graph = _subgraph(graph, draws)
+    for i, node in enumerate(draws):
+        with graph.inserting_after(placeholders[-1]) if placeholders else \
+                graph.inserting_before(next(iter(graph.nodes))):
+            ph = graph.placeholder(f"draw_{i}", type_expr=node.type)
+        node.replace_all_uses_with(ph)
+        graph.erase_node(node)
+        placeholders.append(ph)
+    return draw_graph
+
+
 def _compile_program(graph):
     try:
         program, schedule_log = _codegen.schedule(_codegen.lower(graph))
@@ -153,13 +175,19 @@ def compile_graph(gm, example_inputs=None):
     CompiledKernel or None): `run(*placeholders, *attributes)` returns the outputs' tuple."""
     prims_gm = retrace(_with_input_layouts(gm, example_inputs), "prims")
     graph, placeholders, attr_targets = _lowerable_graph(prims_gm)
+    draws = _hoist_random(graph, placeholders)
     computed, views, where = _split_outputs(graph, placeholders)
     kernel = _compile_program(computed)[0] if computed is not None else None
-    if views is None:
+    view_fn = GraphModule({}, views).forward if views is not None else None
+    if draws is None and view_fn is None:
         return kernel, attr_targets, kernel
-    view_fn = GraphModule({}, views).forward
+    draw_fn = GraphModule({}, draws).forward if draws is not None else None
 
     def run(*args):
+        if draw_fn is not None:
+            args = args + tuple(draw_fn(*args))
+        if view_fn is None:
+            return kernel(*args)
         parts = (view_fn(*args), kernel(*args) if kernel is not None else ())
         return tuple(parts[0][i] if is_view else parts[1][i] for is_view, i in where)
 
