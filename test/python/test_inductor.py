@@ -157,19 +157,19 @@ def test_compiled_kernel_checks_inputs():
 
 def test_unsupported_graph_falls_back_with_warning():
     def fn(x, y):
-        return kiln.cat([x, y]).exp()
+        return kiln.cat([x.as_strided((2,), (2,)), y]).exp()
 
     x, y = _rand(4), _rand(3, seed=1)
-    with pytest.warns(UserWarning, match=r"(?s)backend .inductor. failed.*prims\.cat"):
+    with pytest.warns(UserWarning, match=r"(?s)backend .inductor. failed.*prims\.as_strided"):
         got = kiln.compile(fn, backend="inductor")(x, y)
     np.testing.assert_allclose(got.numpy(), fn(x, y).numpy())
 
 
 def test_unsupported_graph_raises_in_strict_mode(strict):
     def fn(x, y):
-        return kiln.cat([x, y]).exp()
+        return kiln.cat([x.as_strided((2,), (2,)), y]).exp()
 
-    with pytest.raises(Exception, match="prims.cat"):
+    with pytest.raises(Exception, match="prims.as_strided"):
         kiln.compile(fn, backend="inductor")(_rand(4), _rand(3, seed=1))
 
 
