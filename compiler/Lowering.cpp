@@ -475,6 +475,9 @@ private:
     if (prim == "argmax") return lowerReduction(n, ReductionKind::ArgMax);
     if (prim == "argmin") return lowerReduction(n, ReductionKind::ArgMin);
     if (prim == "var") return lowerVar(n);
+    if ((prim == "mm" || prim == "bmm") && tensorTypeOf(n).dtype != ScalarType::Float32 &&
+        tensorTypeOf(n).dtype != ScalarType::Float64)
+      return lowerMatmulLoops(n, prim == "bmm");
     if (prim == "mm" || prim == "bmm") {
       Extern x{prim, {}, {}, {}};
       for (auto [pos, arg] : {std::pair<size_t, const char*>{0, "self"}, {1, "mat2"}}) {
@@ -493,6 +496,42 @@ private:
     }
     throw NotImplementedError("lowering: prims." + prim + " (%" + n->name() +
                               ") has no loop lowering");
+  }
+
+  // mm / bmm of dtypes BLAS has no kernel for (integers, f16, bf16) as a sum reduction over
+  // the inner dim: 16-bit floats multiply and accumulate in f32 and round once at the end, as
+  // PyTorch's CPU kernels do; integers accumulate in their own type.
+  Value lowerMatmulLoops(const Node* n, bool batched) {
+    const Value& a = operand(n, 0, "self");
+    const Value& b = operand(n, 1, "mat2");
+    const TensorType& t = tensorTypeOf(n);
+    std::vector<int64_t> sizes = staticInts(t.sizes, "%" + n->name());
+    size_t rank = batched ? 3 : 2;
+    KILN_CHECK(a.sizes.size() == rank && b.sizes.size() == rank && sizes.size() == rank,
+               "lowering: prims.", batched ? "bmm" : "mm", " needs ", rank, "-D operands");
+    ScalarType acc = t.dtype == ScalarType::Float16 || t.dtype == ScalarType::BFloat16
+                         ? ScalarType::Float32
+                         : t.dtype;
+    Reduction red;
+    red.kind = ReductionKind::Sum;
+    BodyContext c;
+    red.ranges = iterVars("i", sizes, c.facts);
+    red.reductionRanges = iterVars("r", {a.sizes[rank - 1]}, c.facts);
+    Index out = loopVars("i", rank);
+    IndexExpr k = IndexExpr::var("r0");
+    Index ia = out, ib = out;
+    ia[rank - 1] = k;
+    ib[rank - 2] = k;
+    int x = emitCast(c, a.load(c, ia), acc);
+    int y = emitCast(c, b.load(c, ib), acc);
+    c.body.reduce(emitMath(c, LoopOpCode::Mul, {x, y}));
+    red.body = std::move(c.body);
+    std::string name = freshName();
+    program_.buffers.push_back(Buffer{name, acc, exprs(sizes), std::move(red), "", {}});
+    Loader sum = bufferValue(name, acc, sizes).load;
+    ScalarType dtype = t.dtype;
+    return derived(
+        n, [sum, dtype](BodyContext& c, const Index& idx) { return emitCast(c, sum(c, idx), dtype); }, 2);
   }
 
   // cat along `dim`: the element at idx comes from the part whose slice of dim holds

@@ -93,3 +93,23 @@ def test_compiling_does_not_advance_the_generator(backend):
     want = f(x)
     kiln.manual_seed(3)
     np.testing.assert_array_equal(kiln.compile(f, backend=backend)(x).numpy(), want.numpy())
+
+
+@pytest.mark.parametrize("dtype", ["int64", "int32", "int8", "float16", "bfloat16"])
+def test_matmul_of_dtypes_blas_lacks(dtype):
+    torch = need_torch()
+    g = np.random.default_rng(2)
+    integer = dtype.startswith("int")
+    make = (lambda *s: g.integers(-3, 4, s)) if integer else (lambda *s: g.standard_normal(s))
+    a, b, c = make(5, 6), make(6, 7), make(2, 5, 6)
+
+    def fn(T, x, y, z):
+        return (x @ y) * 2, z @ y, x.t() @ x
+
+    got = kiln.compile(lambda *v: fn(kiln, *v), backend="inductor")(
+        *(kiln.from_numpy(v).to(getattr(kiln, dtype)) for v in (a, b, c)))
+    want = fn(torch, *(torch.from_numpy(v).to(getattr(torch, dtype)) for v in (a, b, c)))
+    tol = 0 if integer else (1e-2 if dtype == "float16" else 5e-2)
+    for k, t in zip(got, want):
+        assert str(k.dtype).split(".")[-1] == dtype and tuple(k.shape) == tuple(t.shape)
+        np.testing.assert_allclose(k.to(kiln.float64).numpy(), t.double().numpy(), rtol=tol, atol=tol)
