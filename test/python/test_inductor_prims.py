@@ -113,3 +113,20 @@ def test_matmul_of_dtypes_blas_lacks(dtype):
     for k, t in zip(got, want):
         assert str(k.dtype).split(".")[-1] == dtype and tuple(k.shape) == tuple(t.shape)
         np.testing.assert_allclose(k.to(kiln.float64).numpy(), t.double().numpy(), rtol=tol, atol=tol)
+
+
+def test_tensor_free_ops_without_prims_run_eagerly_each_call():
+    torch = need_torch()
+
+    def fn(T, x):
+        return x * T.linspace(-2.5, 3, 5), T.randint(0, 10, (4,))
+
+    x = np.arange(5, dtype=np.float32)
+    compiled = kiln.compile(lambda x: fn(kiln, x), backend="inductor")
+    kiln.manual_seed(11)
+    got = compiled(kiln.from_numpy(x))
+    kiln.manual_seed(11)
+    eager = fn(kiln, kiln.from_numpy(x))
+    np.testing.assert_allclose(got[0].numpy(), fn(torch, torch.from_numpy(x))[0].numpy(), rtol=1e-6)
+    np.testing.assert_array_equal(got[1].numpy(), eager[1].numpy())
+    assert got[1].dtype == kiln.int64

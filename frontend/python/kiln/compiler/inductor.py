@@ -123,10 +123,19 @@ def _split_outputs(graph, placeholders):
 _RANDOM_PRIMS = frozenset({"prims.uniform", "prims.normal"})
 
 
+def _runs_eagerly(node):
+    """Random prims, and ops left without a prims decomposition that take no tensor (randint,
+    linspace): computed eagerly at each call rather than compiled."""
+    if node.op != "call_function":
+        return False
+    return node.target in _RANDOM_PRIMS or (
+        not str(node.target).startswith("prims.") and not node.all_input_nodes)
+
+
 def _hoist_random(graph, placeholders):
-    """Random prims (which take no tensors) become placeholders after `placeholders`; returns the
-    graph computing them from `placeholders`, or None when there are none."""
-    draws = [n for n in graph.nodes if n.op == "call_function" and n.target in _RANDOM_PRIMS]
+    """Nodes that run eagerly (_runs_eagerly) become placeholders after `placeholders`; returns
+    the graph computing them from `placeholders`, or None when there are none."""
+    draws = [n for n in graph.nodes if _runs_eagerly(n)]
     if not draws:
         return None
     draw_graph = _subgraph(graph, draws)
@@ -175,7 +184,7 @@ def compile_graph(gm, example_inputs=None):
     CompiledKernel or None): `run(*placeholders, *attributes)` returns the outputs' tuple."""
     prims_gm = retrace(_with_input_layouts(gm, example_inputs), "prims")
     graph, placeholders, attr_targets = _lowerable_graph(prims_gm)
-    draws = _hoist_random(graph, placeholders)
+    draws = _hoist_random(graph, placeholders)  # and other tensor-free ops without lowering
     computed, views, where = _split_outputs(graph, placeholders)
     kernel = _compile_program(computed)[0] if computed is not None else None
     view_fn = GraphModule({}, views).forward if views is not None else None
