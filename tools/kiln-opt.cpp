@@ -3,7 +3,8 @@
 // Loop programs (text starting with `program`) are verified and printed back, or with
 // --emit=cpp as the C++ source the code generator makes of them; graph passes do not apply to
 // them. A pipeline ending in `lower-loops` lowers each (prims) graph after the graph passes and
-// prints the loop program (or with --emit=cpp its C++).
+// prints the loop program (or with --emit=cpp its C++). --emit=cpp on a graph without
+// lower-loops completes the pipeline: decompose-prims, lower-loops, schedule.
 // Errors go to stderr as "file:line:col: error: ..." and make the exit status 1.
 #include <fstream>
 #include <iostream>
@@ -163,10 +164,6 @@ bool processChunk(std::string_view chunk, int firstLine, const PassManager& pm,
     std::cerr << file << ": error: scheduling passes need a loop program (after lower-loops)\n";
     return false;
   }
-  if (emitCpp && !lp.lower) {
-    std::cerr << file << ": error: --emit=cpp needs a loop program\n";
-    return false;
-  }
   ParseResult parsed = parseGraphs(chunk, firstLine);
   if (parsed.error) {
     std::cerr << formatDiagnostic(*parsed.error, file, source);
@@ -179,12 +176,15 @@ bool processChunk(std::string_view chunk, int firstLine, const PassManager& pm,
     if (!problems.empty()) return false;
     try {
       pm.run(g, options);
+      // --emit=cpp from a graph stage runs the rest of the way: prims, loops, schedule.
+      if (emitCpp && !lp.lower) PassManager::parse("decompose-prims").run(g, options);
     } catch (const IRError& e) {
       std::cerr << formatDiagnostic(e.diagnostic(), file, source);
       return false;
     }
   }
   if (lp.lower) return lowerAndPrint(parsed.graphs, lp, printLog, emitCpp, file);
+  if (emitCpp) return lowerAndPrint(parsed.graphs, LoopPipeline{true, {"schedule"}}, printLog, true, file);
   std::cout << printGraphs(parsed.graphs);
   return true;
 }
