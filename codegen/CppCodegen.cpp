@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cctype>
 #include <climits>
+#include <cmath>
 #include <functional>
 #include <map>
 #include <optional>
@@ -31,6 +32,9 @@ constexpr int64_t kSumBlock = 512;
 // Outer loops with fewer iterations than this run each phase in parallel instead when the rows
 // are large (a few long rows would leave most threads idle).
 constexpr int64_t kMinParallelRows = 32;
+// A reduction over a strided dim runs over column blocks of this many output elements, the
+// reduction loop outside the contiguous column loop (one accumulator per column, on the stack).
+constexpr int64_t kColumnBlock = 256;
 
 struct Loop {
   std::string var;
@@ -294,26 +298,37 @@ struct Accumulator {
            kind != ReductionKind::WelfordMean && kind != ReductionKind::WelfordVar;
   }
 
+  // Kinds whose state is one value updated independently per element (no position, no Welford).
+  bool elementwise() const { return simd(); }
+  // The initial value of the accumulator (sum, prod, max, min, any, all).
+  std::string initValue() const {
+    switch (kind) {
+    case ReductionKind::Sum: return "0";
+    case ReductionKind::Prod: return "1";
+    case ReductionKind::Max: return cppExtremeLiteral(value, false);
+    case ReductionKind::Min: return cppExtremeLiteral(value, true);
+    case ReductionKind::Any: return "false";
+    case ReductionKind::All: return "true";
+    default: return "0";
+    }
+  }
+
   std::vector<std::string> declare() const {
     if (shared) return {};
-    const std::string T = cppComputeType(value);
-    std::string lim = "std::numeric_limits<" + T + ">::";
     switch (kind) {
     case ReductionKind::Sum: return {type + " " + name + " = 0;"};
     case ReductionKind::Prod: return {type + " " + name + " = 1;"};
     case ReductionKind::Max:
     case ReductionKind::Min: {
       bool max = kind == ReductionKind::Max;
-      if (!floating()) return {type + " " + name + " = " + lim + (max ? "lowest();" : "max();")};
-      return {type + " " + name + " = " + (max ? "-" : "") + lim + "infinity();",
-              "bool " + name + "_nan = false;"};
+      std::string init = type + " " + name + " = " + cppExtremeLiteral(value, !max) + ";";
+      if (!floating()) return {init};
+      return {init, "bool " + name + "_nan = false;"};
     }
     case ReductionKind::ArgMax:
     case ReductionKind::ArgMin: {
       bool max = kind == ReductionKind::ArgMax;
-      std::string init = value == ScalarType::Bool ? (max ? "false" : "true")
-                         : floating() ? std::string(max ? "-" : "") + lim + "infinity()"
-                                      : lim + (max ? "lowest()" : "max()");
+      std::string init = cppExtremeLiteral(value, !max);
       return {type + " " + name + " = " + init + ";", "int64_t " + name + "_i = 0;"};
     }
     case ReductionKind::Any: return {"bool " + name + " = false;"};
@@ -352,7 +367,7 @@ struct Accumulator {
     case ReductionKind::Prod: return {target + " *= " + v + ";"};
     case ReductionKind::Max:
     case ReductionKind::Min: {
-      std::string f = kind == ReductionKind::Max ? "std::max" : "std::min";
+      std::string f = kind == ReductionKind::Max ? "kiln_max" : "kiln_min";
       std::string s = name + " = " + f + "(" + name + ", " + v + ");";
       if (!floating()) return {s};
       return {s, name + "_nan = " + name + "_nan || (" + v + " != " + v + ");"};
@@ -401,14 +416,14 @@ struct Accumulator {
     case ReductionKind::Max:
     case ReductionKind::Min:
       if (!floating()) return name;
-      return "(" + name + "_nan ? std::numeric_limits<" + R + ">::quiet_NaN() : " + name + ")";
+      return "(" + name + "_nan ? " + cppFloatLiteral(std::nan(""), result) + " : " + name + ")";
     case ReductionKind::ArgMax:
     case ReductionKind::ArgMin: return name + "_i";
     case ReductionKind::Any:
     case ReductionKind::All: return name;
     case ReductionKind::WelfordMean:
       return cppRoundTo(result, "static_cast<" + R + ">(" + name + "_n > 0 ? " + name +
-                                    "_mean : std::numeric_limits<double>::quiet_NaN())");
+                                    "_mean : __builtin_nan(\"\"))");
     case ReductionKind::WelfordVar:
       return cppRoundTo(result, "static_cast<" + R + ">(" + name + "_m2 / " + name + "_n)");
     }
@@ -444,6 +459,7 @@ public:
   // The function text; `params` gets the names behind its pointer parameters, in order.
   std::string emit(const std::string& fname, const std::string& label,
                    std::vector<std::string>& params) {
+    reorderForContiguity();
     int64_t rows = tripCount(nest_.outer), rowWork = 0;
     for (const Phase& p : nest_.phases) rowWork += tripCount(p.loops);
     bool parallel = rows * std::max<int64_t>(rowWork, 1) >= options_.parallelThreshold;
@@ -451,20 +467,11 @@ public:
                          (rows >= kMinParallelRows || rowWork < options_.parallelThreshold);
     phaseParallel_ = parallel && !outerParallel;
     code_.indent_ = 1;
-    if (outerParallel) {
-      usesThreads_ = true;
-      std::string collapse = nest_.outer.size() > 1 ? " collapse(" + std::to_string(nest_.outer.size()) + ")" : "";
-      code_.line("#pragma omp parallel for" + collapse + " num_threads(nt)");
+    if (columnOrder()) {
+      emitColumnNest(parallel);
+    } else {
+      emitRowNest(outerParallel);
     }
-    for (const Loop& l : nest_.outer) code_.open(forLoop(l));
-    for (size_t i = 0; i < nest_.phases.size(); ++i) {
-      current_ = i;
-      if (nest_.phases[i].isReduction)
-        emitReductionPhase(nest_.phases[i]);
-      else
-        emitPointwisePhase(nest_.phases[i]);
-    }
-    for (size_t i = 0; i < nest_.outer.size(); ++i) code_.close();
 
     std::string sig;
     for (const auto& [name, written] : pointers_) {
@@ -480,6 +487,203 @@ public:
   bool usesThreads() const { return usesThreads_; }
 
 private:
+  // The outer loops (in parallel when `outerParallel`) around the phases, in order.
+  void emitRowNest(bool outerParallel) {
+    if (outerParallel) {
+      usesThreads_ = true;
+      std::string collapse = nest_.outer.size() > 1 ? " collapse(" + std::to_string(nest_.outer.size()) + ")" : "";
+      code_.line("#pragma omp parallel for" + collapse + " num_threads(nt)");
+    }
+    for (const Loop& l : nest_.outer) code_.open(forLoop(l));
+    for (size_t i = 0; i < nest_.phases.size(); ++i) {
+      current_ = i;
+      if (nest_.phases[i].isReduction)
+        emitReductionPhase(nest_.phases[i]);
+      else
+        emitPointwisePhase(nest_.phases[i]);
+    }
+    for (size_t i = 0; i < nest_.outer.size(); ++i) code_.close();
+  }
+
+  // A pointwise nest of one phase loops in the output's order, its last range innermost. When
+  // most of its memory accesses (loads of other buffers and the stores of materialized members)
+  // are contiguous in another range instead (e.g. two transposed inputs), that range becomes the
+  // innermost loop: the loop variables keep their names, only the nesting changes.
+  void reorderForContiguity() {
+    if (nest_.phases.size() != 1 || nest_.phases[0].isReduction || nest_.phases[0].loops.size() != 1 ||
+        nest_.outer.empty())
+      return;
+    Phase& phase = nest_.phases[0];
+    RangeFacts facts = factsOf(nest_.outer, phase.loops);
+    std::set<std::string> members;
+    for (const Member& m : phase.members) members.insert(m.buffer->name);
+    std::vector<IndexExpr> accesses;
+    for (const Member& m : phase.members) {
+      for (const LoopOp& op : m.body.ops)
+        if (op.code == LoopOpCode::Load && !members.count(op.buffer)) accesses.push_back(op.index);
+      if (m.materialize) accesses.push_back(m.flat);
+    }
+    auto contiguous = [&](const std::string& v) {
+      return std::count_if(accesses.begin(), accesses.end(),
+                           [&](const IndexExpr& e) { return strideOf(e, v, facts) == 1; });
+    };
+    size_t best = nest_.outer.size();
+    auto bestCount = contiguous(phase.loops[0].var);
+    for (size_t k = 0; k < nest_.outer.size(); ++k) {
+      auto c = contiguous(nest_.outer[k].var);
+      if (c > bestCount) {
+        best = k;
+        bestCount = c;
+      }
+    }
+    if (best < nest_.outer.size()) std::swap(nest_.outer[best], phase.loops[0]);
+  }
+
+  // The constant stride of `index` in variable `v` (nullopt when it is not affine in `v`).
+  static std::optional<int64_t> strideOf(const IndexExpr& index, const std::string& v,
+                                         const RangeFacts& facts) {
+    IndexExpr next = index.substitute({{v, IndexExpr::var(v) + IndexExpr(1)}});
+    return simplify(next - index, facts).constant();
+  }
+
+  // Whether to use the column order: the nest reduces over a strided dim (a reduction over a
+  // middle or leading dim) while the last outer loop is the contiguous dim of most loads. Only a
+  // first phase of elementwise reductions (sum, prod, max, min, any, all) over one loop followed
+  // by loop-less pointwise phases (per-element epilogues such as mean's division) qualifies.
+  bool columnOrder() const {
+    if (nest_.outer.empty() || nest_.phases.empty()) return false;
+    const Phase& red = nest_.phases[0];
+    if (!red.isReduction || red.loops.size() != 1) return false;
+    for (size_t i = 1; i < nest_.phases.size(); ++i)
+      if (nest_.phases[i].isReduction || !nest_.phases[i].loops.empty()) return false;
+    for (const Member& m : red.members)
+      if (!makeAccumulator(m).simd()) return false;
+    const std::string& col = nest_.outer.back().var;
+    const std::string& r = red.loops[0].var;
+    RangeFacts facts = factsOf(nest_.outer, red.loops);
+    int alongColumns = 0, alongReduction = 0;
+    for (const Member& m : red.members)
+      for (const LoopOp& op : m.body.ops) {
+        if (op.code != LoopOpCode::Load) continue;
+        if (strideOf(op.index, r, facts) == 1)
+          ++alongReduction;
+        else if (strideOf(op.index, col, facts) == 1)
+          ++alongColumns;
+      }
+    return alongColumns > alongReduction;
+  }
+
+  // The column order: the outer loops but the last, and blocks of columns (elements of the last
+  // outer loop), in parallel together; per block the accumulators are arrays over its columns,
+  // the reduction loop runs outside a `simd` loop over the columns (contiguous loads), then a
+  // loop over the columns finishes the reductions and runs the per-element phases. Float sums
+  // and products keep the row order's two-level summation (partials per block of kSumBlock).
+  void emitColumnNest(bool parallel) {
+    const Phase& red = nest_.phases[0];
+    const Loop& col = nest_.outer.back();
+    const Loop& r = red.loops[0];
+    const int64_t block = std::min(col.extent, kColumnBlock);
+    std::vector<Accumulator> accs;
+    for (const Member& m : red.members) accs.push_back(makeAccumulator(m));
+    bool anyPart = std::any_of(accs.begin(), accs.end(), [](const Accumulator& a) { return a.usesPart(); });
+    bool blocked = r.extent > kSumBlock && anyPart;
+    auto nanFlag = [](const Accumulator& a) {
+      return a.floating() && (a.kind == ReductionKind::Max || a.kind == ReductionKind::Min);
+    };
+    size_t outerCount = nest_.outer.size() - 1;
+    std::string L = std::to_string(col.extent), B = std::to_string(block);
+    code_.line("// column order: the reduction loop outside the contiguous loop over " + col.var);
+    if (parallel) {
+      usesThreads_ = true;
+      std::string collapse = outerCount ? " collapse(" + std::to_string(outerCount + 1) + ")" : "";
+      code_.line("#pragma omp parallel for" + collapse + " num_threads(nt)");
+    }
+    for (size_t i = 0; i < outerCount; ++i) code_.open(forLoop(nest_.outer[i]));
+    code_.open("for (int64_t cb = 0; cb < " + L + "; cb += " + B + ") {");
+    code_.line("const int64_t ce = kiln_min<int64_t>(" + L + ", cb + " + B + ");");
+    for (const Accumulator& a : accs) {
+      code_.line(a.type + " " + a.name + "_col[" + B + "];");
+      if (nanFlag(a)) code_.line("bool " + a.name + "_nan_col[" + B + "];");
+      if (blocked && a.usesPart()) code_.line(a.type + " " + a.name + "_p_col[" + B + "];");
+    }
+    code_.line("#pragma omp simd");
+    code_.open("for (int64_t j = 0; j < " + B + "; ++j) {");
+    for (const Accumulator& a : accs) {
+      code_.line(a.name + "_col[j] = " + a.initValue() + ";");
+      if (nanFlag(a)) code_.line(a.name + "_nan_col[j] = false;");
+    }
+    code_.close();
+    // References naming a column's accumulators as the row order's scalar accumulators.
+    auto columnRefs = [&](bool part) {
+      std::string j = col.var + " - cb";
+      for (const Accumulator& a : accs) {
+        if (part && a.usesPart()) {
+          code_.line(a.type + "& " + a.name + "_p = " + a.name + "_p_col[" + j + "];");
+          continue;
+        }
+        code_.line(a.type + "& " + a.name + " = " + a.name + "_col[" + j + "];");
+        if (nanFlag(a)) code_.line("bool& " + a.name + "_nan = " + a.name + "_nan_col[" + j + "];");
+      }
+    };
+    std::string colLoop = "for (int64_t " + col.var + " = cb; " + col.var + " < ce; ++" + col.var + ") {";
+    BodyEnv e = env(red);
+    auto emitUpdates = [&](bool part) {
+      code_.line("#pragma omp simd");
+      code_.open(colLoop);
+      columnRefs(part);
+      for (size_t i = 0; i < red.members.size(); ++i) {
+        const Member& m = red.members[i];
+        std::vector<std::string> body;
+        std::string v = emitBody(m.body, "t" + std::to_string(m.id) + "_", e, body);
+        code_.lines(body);
+        code_.lines(accs[i].update(v, "0", part));
+      }
+      code_.close();
+    };
+    if (blocked) {
+      std::string N = std::to_string(r.extent), SB = std::to_string(kSumBlock);
+      code_.open("for (int64_t rb = 0; rb < " + N + "; rb += " + SB + ") {");
+      code_.line("const int64_t re = kiln_min<int64_t>(" + N + ", rb + " + SB + ");");
+      code_.line("#pragma omp simd");
+      code_.open("for (int64_t j = 0; j < " + B + "; ++j) {");
+      for (const Accumulator& a : accs)
+        if (a.usesPart()) code_.line(a.name + "_p_col[j] = " + a.initValue() + ";");
+      code_.close();
+      code_.open("for (int64_t " + r.var + " = rb; " + r.var + " < re; ++" + r.var + ") {");
+      emitUpdates(true);
+      code_.close();
+      code_.line("#pragma omp simd");
+      code_.open("for (int64_t j = 0; j < " + B + "; ++j) {");
+      for (const Accumulator& a : accs)
+        if (a.usesPart())
+          code_.line(a.name + "_col[j]" + (a.kind == ReductionKind::Sum ? " += " : " *= ") + a.name + "_p_col[j];");
+      code_.close();
+      code_.close();
+    } else {
+      code_.open(forLoop(r));
+      emitUpdates(false);
+      code_.close();
+    }
+    code_.open(colLoop);
+    columnRefs(false);
+    current_ = 0;
+    for (size_t i = 0; i < red.members.size(); ++i) {
+      const Member& m = red.members[i];
+      std::string local = "v" + std::to_string(m.id);
+      code_.line("const " + std::string(cppComputeType(m.buffer->dtype)) + " " + local + " = " +
+                 accs[i].finalValue() + ";");
+      store(m, local);
+      locals_[m.buffer->name] = {local, m.flat};
+    }
+    for (size_t i = 1; i < nest_.phases.size(); ++i) {
+      current_ = i;
+      emitPointwisePhase(nest_.phases[i]);
+    }
+    code_.close();
+    code_.close();
+    for (size_t i = 0; i < outerCount; ++i) code_.close();
+  }
+
   std::string pointer(const std::string& name, bool written) {
     auto it = std::find_if(pointers_.begin(), pointers_.end(),
                            [&](const auto& p) { return p.first == name; });
@@ -612,7 +816,7 @@ private:
         std::string N = std::to_string(inner.extent), B = std::to_string(kSumBlock);
         if (parallelHere) code_.line("#pragma omp parallel for num_threads(nt)" + clauses(false));
         code_.open("for (int64_t rb = 0; rb < " + N + "; rb += " + B + ") {");
-        code_.line("const int64_t re = std::min<int64_t>(" + N + ", rb + " + B + ");");
+        code_.line("const int64_t re = kiln_min<int64_t>(" + N + ", rb + " + B + ");");
         for (const Accumulator& a : accs) code_.lines(a.declarePart());
         if (allSimd) code_.line("#pragma omp simd" + clauses(true));
         code_.open("for (int64_t " + inner.var + " = rb; " + inner.var + " < re; ++" + inner.var + ") {");
@@ -660,7 +864,7 @@ private:
     std::string N = std::to_string(inner.extent), B = std::to_string(kSumBlock);
     std::string loop = "for (int64_t " + inner.var + " = rb; " + inner.var + " < re; ++" + inner.var + ") {";
     code_.open("for (int64_t rb = 0; rb < " + N + "; rb += " + B + ") {");
-    code_.line("const int64_t re = std::min<int64_t>(" + N + ", rb + " + B + ");");
+    code_.line("const int64_t re = kiln_min<int64_t>(" + N + ", rb + " + B + ");");
     code_.line("const double bn = static_cast<double>(re - rb);");
     for (const Accumulator* a : own) code_.line("double " + a->name + "_s = 0;");
     code_.line("#pragma omp simd" + clauses("_s"));
@@ -695,7 +899,7 @@ private:
     code_.close();
   }
 
-  const Nest& nest_;
+  Nest nest_; // a copy: reorderForContiguity may swap its loops
   const CppOptions& options_;
   const std::map<std::string, std::string>& cNames_;
   const std::map<std::string, ScalarType>& dtypes_;
@@ -836,7 +1040,7 @@ std::string emitExtern(const Buffer& b, const std::string& fname, const std::vec
   } else if (k == 0) {
     // An empty inner dimension: the product is zero (BLAS needs k >= 1 for its leading dims).
     if (!fillBias) {
-      code.line("std::fill_n(" + c + ", " + std::to_string(batch * m * n) + ", " + T + "(0));");
+      code.line("__builtin_memset(" + c + ", 0, " + std::to_string(batch * m * n) + " * sizeof(" + T + "));");
     }
     code.line("(void)ctx;");
   } else {
@@ -1030,8 +1234,8 @@ public:
         emitGather(entry, "dst", cNames_[o], sizes, strides);
         entry.close();
       } else if (outputSlot[o] != i) {
-        entry.line("std::copy_n(" + cNames_[o] + ", " + std::to_string(numel(p_.findBuffer(o)->sizes, o)) +
-                   ", " + dst + ");");
+        entry.line("__builtin_memcpy(" + dst + ", " + cNames_[o] + ", " +
+                   std::to_string(numel(p_.findBuffer(o)->sizes, o)) + " * sizeof(" + T + "));");
       }
     }
     entry.line("return 0;");

@@ -3,6 +3,7 @@
 #include "codegen/CppExpr.h"
 
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <limits>
 
@@ -91,46 +92,56 @@ std::string call(const char* f, const std::string& a, const std::string& b) {
   return std::string(f) + "(" + a + ", " + b + ")";
 }
 
-// A unary op on a value of dtype `t`.
+// The name of a float/double function pair (`kiln_tanh` / `kiln_tanhf`, `__builtin_floor` /
+// `__builtin_floorf`) for compute type `t` (f16/bf16 compute in float).
+std::string mathFn(const char* base, ScalarType t) {
+  return std::string(base) + (t == ScalarType::Float64 ? "" : "f");
+}
+
+// A unary op on a value of dtype `t`. Math on floating values calls the prelude's vectorizable
+// kiln_* helpers or libmvec-backed kiln_v* declarations (CppPreludeMath.cpp), or GCC builtins
+// that compile to instructions.
 std::string unaryExpr(LoopOpCode c, ScalarType t, const std::string& a) {
   const std::string T = cppComputeType(t);
   bool fp = isFloatingType(t), b8 = t == ScalarType::Bool;
   auto inexact = [&](const std::string& x) { return cppRoundTo(t, x); };
+  auto math = [&](const char* base) { return inexact(call(mathFn(base, t).c_str(), a)); };
   switch (c) {
   case LoopOpCode::Neg:
     return fp ? "-" + a : "kiln_sub<" + T + ">(0, " + a + ")";
   case LoopOpCode::Abs:
-    if (fp) return call("std::abs", a);
+    if (fp) return call(mathFn("__builtin_fabs", t).c_str(), a);
     if (!isSignedType(t)) return a;
     return "(" + a + " < 0 ? kiln_sub<" + T + ">(0, " + a + ") : " + a + ")";
   case LoopOpCode::Sign:
     if (!isSignedType(t)) return T + "(" + T + "(0) < " + a + ")";
     return T + "((" + T + "(0) < " + a + ") - (" + a + " < " + T + "(0)))";
-  case LoopOpCode::Floor: return fp ? call("std::floor", a) : a;
-  case LoopOpCode::Ceil: return fp ? call("std::ceil", a) : a;
-  case LoopOpCode::Trunc: return fp ? call("std::trunc", a) : a;
-  case LoopOpCode::Round: return fp ? call("std::nearbyint", a) : a; // half to even
+  case LoopOpCode::Floor: return fp ? call(mathFn("__builtin_floor", t).c_str(), a) : a;
+  case LoopOpCode::Ceil: return fp ? call(mathFn("__builtin_ceil", t).c_str(), a) : a;
+  case LoopOpCode::Trunc: return fp ? call(mathFn("__builtin_trunc", t).c_str(), a) : a;
+  case LoopOpCode::Round: // half to even
+    return fp ? call(mathFn("__builtin_nearbyint", t).c_str(), a) : a;
   case LoopOpCode::Reciprocal: return inexact(T + "(1) / " + a);
-  case LoopOpCode::Exp: return inexact(call(t == ScalarType::Float64 ? "std::exp" : "kiln_expf", a));
-  case LoopOpCode::Exp2: return inexact(call("std::exp2", a));
-  case LoopOpCode::Expm1: return inexact(call("std::expm1", a));
-  case LoopOpCode::Log: return inexact(call("std::log", a));
-  case LoopOpCode::Log2: return inexact(call("std::log2", a));
-  case LoopOpCode::Log1p: return inexact(call("std::log1p", a));
-  case LoopOpCode::Sqrt: return inexact(call("std::sqrt", a));
-  case LoopOpCode::Rsqrt: return inexact(T + "(1) / " + call("std::sqrt", a));
-  case LoopOpCode::Sin: return inexact(call("std::sin", a));
-  case LoopOpCode::Cos: return inexact(call("std::cos", a));
-  case LoopOpCode::Tan: return inexact(call("std::tan", a));
-  case LoopOpCode::Asin: return inexact(call("std::asin", a));
-  case LoopOpCode::Acos: return inexact(call("std::acos", a));
-  case LoopOpCode::Atan: return inexact(call("std::atan", a));
-  case LoopOpCode::Sinh: return inexact(call("std::sinh", a));
-  case LoopOpCode::Cosh: return inexact(call("std::cosh", a));
-  case LoopOpCode::Tanh: return inexact(call("std::tanh", a));
-  case LoopOpCode::Erf: return inexact(call("std::erf", a));
+  case LoopOpCode::Exp: return math("kiln_exp");
+  case LoopOpCode::Exp2: return math("kiln_vexp2");
+  case LoopOpCode::Expm1: return math("kiln_expm1");
+  case LoopOpCode::Log: return math("kiln_log");
+  case LoopOpCode::Log2: return math("kiln_vlog2");
+  case LoopOpCode::Log1p: return math("kiln_log1p");
+  case LoopOpCode::Sqrt: return math("__builtin_sqrt");
+  case LoopOpCode::Rsqrt: return inexact(T + "(1) / " + call(mathFn("__builtin_sqrt", t).c_str(), a));
+  case LoopOpCode::Sin: return math("kiln_vsin");
+  case LoopOpCode::Cos: return math("kiln_vcos");
+  case LoopOpCode::Tan: return math("kiln_vtan");
+  case LoopOpCode::Asin: return math("kiln_vasin");
+  case LoopOpCode::Acos: return math("kiln_vacos");
+  case LoopOpCode::Atan: return math("kiln_vatan");
+  case LoopOpCode::Sinh: return math("kiln_vsinh");
+  case LoopOpCode::Cosh: return math("kiln_vcosh");
+  case LoopOpCode::Tanh: return math("kiln_tanh");
+  case LoopOpCode::Erf: return math("kiln_verf");
   case LoopOpCode::BitwiseNot: return b8 ? "!" + a : T + "(~" + a + ")";
-  case LoopOpCode::IsFinite: return fp ? call("std::isfinite", a) : "((void)" + a + ", true)";
+  case LoopOpCode::IsFinite: return fp ? call("__builtin_isfinite", a) : "((void)" + a + ", true)";
   default: break;
   }
   throw Error(strCat("C++ codegen: ", loopOpName(c), " is not a unary op"));
@@ -150,11 +161,12 @@ std::string binaryExpr(LoopOpCode c, ScalarType t, const std::string& a, const s
   case LoopOpCode::Div: return fp ? inexact(infix("/")) : wrapped("kiln_div");
   case LoopOpCode::Maximum: return b8 ? infix("||") : wrapped("kiln_maximum");
   case LoopOpCode::Minimum: return b8 ? infix("&&") : wrapped("kiln_minimum");
-  case LoopOpCode::Pow: return fp ? inexact(call("std::pow", a, b)) : wrapped("kiln_ipow");
-  case LoopOpCode::Fmod: return fp ? inexact(call("std::fmod", a, b)) : wrapped("kiln_ifmod");
+  case LoopOpCode::Pow: return fp ? inexact(call(mathFn("kiln_vpow", t).c_str(), a, b)) : wrapped("kiln_ipow");
+  case LoopOpCode::Fmod:
+    return fp ? inexact(call(mathFn("__builtin_fmod", t).c_str(), a, b)) : wrapped("kiln_ifmod");
   case LoopOpCode::Remainder:
-    return fp ? inexact(wrapped("kiln_fremainder")) : wrapped("kiln_iremainder");
-  case LoopOpCode::Atan2: return inexact(call("std::atan2", a, b));
+    return fp ? inexact(call("kiln_fremainder", a, b)) : wrapped("kiln_iremainder");
+  case LoopOpCode::Atan2: return inexact(call(mathFn("kiln_vatan2", t).c_str(), a, b));
   case LoopOpCode::BitwiseAnd: return b8 ? infix("&&") : T + "(" + infix("&") + ")";
   case LoopOpCode::BitwiseOr: return b8 ? infix("||") : T + "(" + infix("|") + ")";
   case LoopOpCode::BitwiseXor: return b8 ? infix("!=") : T + "(" + infix("^") + ")";
@@ -227,9 +239,9 @@ std::string cppRoundTo(ScalarType t, const std::string& x) {
 
 std::string cppFloatLiteral(double v, ScalarType t) {
   bool isDouble = t == ScalarType::Float64;
-  std::string limits = std::string("std::numeric_limits<") + (isDouble ? "double" : "float") + ">::";
-  if (std::isnan(v)) return limits + "quiet_NaN()";
-  if (std::isinf(v)) return (v < 0 ? "-" : "") + limits + "infinity()";
+  const std::string inf = isDouble ? "__builtin_inf()" : "__builtin_inff()";
+  if (std::isnan(v)) return isDouble ? "__builtin_nan(\"\")" : "__builtin_nanf(\"\")";
+  if (std::isinf(v)) return (v < 0 ? "-" : "") + inf;
   char text[64];
   if (isDouble) {
     std::snprintf(text, sizeof text, "%.17g", v);
@@ -237,7 +249,7 @@ std::string cppFloatLiteral(double v, ScalarType t) {
     float f = static_cast<float>(v);
     if (t == ScalarType::Float16) f = float(Half(f));
     if (t == ScalarType::BFloat16) f = float(BFloat16(f));
-    if (std::isinf(f)) return (f < 0 ? "-" : "") + limits + "infinity()";
+    if (std::isinf(f)) return (f < 0 ? "-" : "") + inf;
     std::snprintf(text, sizeof text, "%.9g", static_cast<double>(f));
   }
   std::string s = text;
@@ -249,6 +261,20 @@ std::string cppIntLiteral(int64_t v, ScalarType t) {
   if (t == ScalarType::Bool) return v ? "true" : "false";
   if (isFloatingType(t)) return cppFloatLiteral(double(v), t);
   return renderConst(v);
+}
+
+std::string cppExtremeLiteral(ScalarType t, bool greatest) {
+  switch (t) {
+  case ScalarType::Bool: return greatest ? "true" : "false";
+  case ScalarType::UInt8: return greatest ? "255" : "0";
+  case ScalarType::Int8: return cppIntLiteral(greatest ? INT8_MAX : INT8_MIN, t);
+  case ScalarType::Int16: return cppIntLiteral(greatest ? INT16_MAX : INT16_MIN, t);
+  case ScalarType::Int32: return cppIntLiteral(greatest ? INT32_MAX : INT32_MIN, t);
+  case ScalarType::Int64: return cppIntLiteral(greatest ? INT64_MAX : INT64_MIN, t);
+  default:
+    return cppFloatLiteral(greatest ? std::numeric_limits<double>::infinity()
+                                    : -std::numeric_limits<double>::infinity(), t);
+  }
 }
 
 std::string emitBody(const LoopBody& body, const std::string& prefix, const BodyEnv& env,

@@ -25,9 +25,11 @@ std::string cppFromStorage(ScalarType t, const std::string& x);
 std::string cppToStorage(ScalarType t, const std::string& x);
 // A compute-type value rounded to what `t` holds (identity except for f16/bf16).
 std::string cppRoundTo(ScalarType t, const std::string& x);
-// A literal of `t` (compute type): `1.5f`, `std::numeric_limits<double>::infinity()`.
+// A literal of `t` (compute type): `1.5f`, `__builtin_inf()`.
 std::string cppFloatLiteral(double v, ScalarType t);
 std::string cppIntLiteral(int64_t v, ScalarType t);
+// The least (lowest) or greatest value of `t` as a literal: -inf/inf for floating types.
+std::string cppExtremeLiteral(ScalarType t, bool greatest);
 
 // How loads are rendered: `load(buffer, index)` returns the C++ expression of the loaded
 // value (compute type), or nullopt to read memory through `pointer(buffer)`.

@@ -115,8 +115,13 @@ Toolchain::Toolchain(std::string compiler, std::vector<std::string> extraFlags)
 }
 
 const std::vector<std::string>& Toolchain::baseFlags() {
-  static const std::vector<std::string> flags = {"-O3",    "-march=native", "-fopenmp",
-                                                 "-shared", "-fPIC",        "-std=c++17"};
+  // -fno-math-errno and -fno-trapping-math change no value (generated code reads neither errno
+  // nor the FP exception flags) but let GCC if-convert the prelude's branch-free math and inline
+  // sqrt/floor/nearbyint, so loops calling them vectorize; -lmvec provides the vector variants
+  // of the libm functions the prelude declares `simd`.
+  static const std::vector<std::string> flags = {
+      "-O3",   "-march=native", "-fopenmp",          "-fno-math-errno", "-fno-trapping-math",
+      "-shared", "-fPIC",       "-std=c++17",        "-lmvec"};
   return flags;
 }
 

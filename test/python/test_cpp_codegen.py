@@ -7,6 +7,7 @@ own namespace with its own entry point), so the module compiles C++ once.
 import ctypes
 import ctypes.util
 import os
+import re
 import shutil
 import subprocess
 
@@ -132,6 +133,53 @@ program @layer_norm(%x: f32[48, 100], %w: f32[100], %b: f32[100]) {
     }
   }
   output %out, %mean, %rstd
+}
+""")
+
+# Reductions over a strided dim: the column order (reduction loop outside the contiguous loop).
+COLUMNS = program("""
+program @columns(%x: f32[6, 1100, 300], %h: f16[700, 40]) {
+  kernel @k0 {
+    %sum: f32[6, 300] = reduction sum [i0: 6, i1: 300] over [r0: 1100] {
+      %0 = load %x[330000*i0 + 300*r0 + i1]
+      reduce %0
+    }
+    %amax: f32[6, 300] = reduction max [i0: 6, i1: 300] over [r0: 1100] {
+      %0 = load %x[330000*i0 + 300*r0 + i1]
+      reduce %0
+    }
+    %anyneg: b8[6, 300] = reduction any [i0: 6, i1: 300] over [r0: 1100] {
+      %0 = load %x[330000*i0 + 300*r0 + i1]
+      %1 = constant -3.0 : f32
+      %2 = lt %0, %1
+      reduce %2
+    }
+    %mean: f32[6, 300] = pointwise [i0: 6, i1: 300] {
+      %0 = load %sum[300*i0 + i1]
+      %1 = constant 1100.0 : f32
+      %2 = div %0, %1
+      store %2
+    }
+  }
+  %hs: f16[40] = reduction sum [i0: 40] over [r0: 700] {
+    %0 = load %h[40*r0 + i0]
+    reduce %0
+  }
+  output %mean, %amax, %anyneg, %hs
+}
+""")
+
+# Both loads transposed: the innermost loop runs along their contiguous dim (the store strided).
+TRANSPOSED = program("""
+program @transposed(%x: f32[48, 64], %y: f32[48, 64]) {
+  %buf0: f32[64, 48] = pointwise [i0: 64, i1: 48] {
+    %0 = load %x[64*i1 + i0]
+    %1 = load %y[64*i1 + i0]
+    %2 = add %0, %1
+    %3 = tanh %2
+    store %3
+  }
+  output %buf0
 }
 """)
 
@@ -392,8 +440,8 @@ def lib(tmp_path_factory):
     d = tmp_path_factory.mktemp("cppgen")
     (d / "kernels.cpp").write_text(source)
     subprocess.run([CXX, "-std=c++17", "-O2", "-fopenmp", "-shared", "-fPIC", "-Wall", "-Werror",
-                    str(d / "kernels.cpp"), "-o", str(d / "kernels.so")], check=True, capture_output=True,
-                   text=True)
+                    str(d / "kernels.cpp"), "-o", str(d / "kernels.so"), "-lmvec"], check=True,
+                   capture_output=True, text=True)
     return ctypes.CDLL(str(d / "kernels.so"))
 
 
@@ -493,6 +541,48 @@ def test_middle_dim_reductions(lib, blas):
     np.testing.assert_array_equal(amax[:, 0, :], x.max(axis=1))  # NaN propagates
     np.testing.assert_array_equal(argmax, np.argmax(x, axis=1))  # first index, NaN first
     np.testing.assert_array_equal(argmin, np.argmin(x, axis=1))
+
+
+@pytest.mark.parametrize("threads", [0, 1])
+def test_column_order_reductions(lib, blas, threads):
+    r = rng(11)
+    x = r.standard_normal((6, 1100, 300)).astype(np.float32)
+    x[1, 500, 7] = np.nan
+    h = r.uniform(-1, 1, size=(700, 40)).astype(np.float16)
+    mean, amax, anyneg, hs = run(lib, blas, COLUMNS, [x, h],
+                                 [((6, 300), np.float32), ((6, 300), np.float32), ((6, 300), np.bool_),
+                                  ((40,), np.float16)], threads)
+    np.testing.assert_allclose(mean, x.astype(np.float64).mean(axis=1), rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(amax, x.max(axis=1))  # the NaN column is NaN
+    np.testing.assert_array_equal(anyneg, (x < -3).any(axis=1))
+    np.testing.assert_allclose(hs.astype(np.float64), h.astype(np.float64).sum(axis=0), rtol=2e-3, atol=2e-3)
+
+
+def test_column_order_emitted_only_for_strided_reductions():
+    columns = _codegen.emit_cpp(PROGRAMS[COLUMNS], prelude=False)
+    assert columns.count("// column order") == 2  # the fused kernel and %hs
+    assert re.search(r"for \(int64_t r0 = rb; r0 < re; \+\+r0\) \{\n\s+#pragma omp simd\n"
+                     r"\s+for \(int64_t o1 = cb; o1 < ce; \+\+o1\)", columns)
+    # argmax keeps the row order; a reduction over the contiguous last dim keeps it too
+    assert "column order" not in _codegen.emit_cpp(PROGRAMS[MIDDLE], prelude=False)
+    assert "column order" not in _codegen.emit_cpp(PROGRAMS[SOFTMAX], prelude=False)
+
+
+def test_pointwise_loop_order_follows_most_accesses(lib, blas):
+    code = _codegen.emit_cpp(PROGRAMS[TRANSPOSED], prelude=False)
+    assert "for (int64_t p0 = 0; p0 < 48; ++p0) {\n    #pragma omp simd\n    for (int64_t o0 = 0; o0 < 64; ++o0)" in code
+    # one transposed load against the contiguous store: the output's order stays
+    strided = _codegen.emit_cpp(PROGRAMS[STRIDED], prelude=False)
+    assert "#pragma omp simd\n    for (int64_t p0 = 0; p0 < 48; ++p0)" in strided
+    r = rng(12)
+    x, y = r.standard_normal((48, 64)).astype(np.float32), r.standard_normal((48, 64)).astype(np.float32)
+    (out,) = run(lib, blas, TRANSPOSED, [x, y], [((64, 48), np.float32)])
+    np.testing.assert_allclose(out, np.tanh(x.T + y.T), rtol=1e-6, atol=1e-7)
+
+
+def test_transcendentals_emit_vector_helpers():
+    code = _codegen.emit_cpp(PROGRAMS[POINTWISE], prelude=False)
+    assert "kiln_tanhf(" in code and "kiln_expf(" in code and "std::" not in code
 
 
 def test_half_and_bfloat16(lib, blas):
@@ -708,7 +798,8 @@ def ops_lib(tmp_path_factory):
     d = tmp_path_factory.mktemp("cppgen_ops")
     (d / "ops.cpp").write_text(source)
     subprocess.run([CXX, "-std=c++17", "-O1", "-fopenmp", "-shared", "-fPIC", "-Wall", "-Wextra", "-Werror",
-                    str(d / "ops.cpp"), "-o", str(d / "ops.so")], check=True, capture_output=True, text=True)
+                    str(d / "ops.cpp"), "-o", str(d / "ops.so"), "-lmvec"], check=True, capture_output=True,
+                   text=True)
     return ctypes.CDLL(str(d / "ops.so"))
 
 

@@ -171,7 +171,7 @@ def lib(tmp_path_factory):
     d = tmp_path_factory.mktemp("lowering")
     (d / "kernels.cpp").write_text(source)
     subprocess.run([CXX, "-std=c++17", "-O2", "-fopenmp", "-shared", "-fPIC", str(d / "kernels.cpp"),
-                    "-o", str(d / "kernels.so")], check=True, capture_output=True, text=True)
+                    "-o", str(d / "kernels.so"), "-lmvec"], check=True, capture_output=True, text=True)
     return ctypes.CDLL(str(d / "kernels.so"))
 
 
