@@ -286,10 +286,25 @@ std::string emitBody(const LoopBody& body, const std::string& prefix, const Body
   for (size_t i = body.ops.size(); i-- > 0;)
     if (live[i])
       for (int o : body.ops[i].operands) live[o] = true;
+  // Values independent of the loop variables (a log of a row's sum) are computed once, before
+  // the loops, when the caller asks for it.
+  std::vector<bool> invariant(body.ops.size(), false);
+  auto independent = [&](const IndexExpr& e) {
+    for (const std::string& v : e.variables())
+      if (env.loopVars.count(v)) return false;
+    return true;
+  };
   for (size_t i = 0; i < body.ops.size(); ++i) {
     const LoopOp& op = body.ops[i];
     if (!live[i]) continue;
     ScalarType t = op.dtype;
+    bool inv = env.hoisted != nullptr && op.code != LoopOpCode::Store && op.code != LoopOpCode::Reduce;
+    if (inv && op.code == LoopOpCode::Load)
+      inv = independent(op.index) && env.hoistableLoad && env.hoistableLoad(op.buffer);
+    else if (inv && op.code == LoopOpCode::IndexExpr)
+      inv = independent(op.index);
+    for (int o : op.operands) inv = inv && invariant[o];
+    invariant[i] = inv;
     std::string expr;
     auto operand = [&](size_t k) { return name(op.operands[k]); };
     auto operandDtype = [&](size_t k) { return body.ops[op.operands[k]].dtype; };
@@ -321,7 +336,8 @@ std::string emitBody(const LoopBody& body, const std::string& prefix, const Body
       else
         expr = binaryExpr(op.code, operandDtype(0), operand(0), operand(1));
     }
-    lines.push_back("const " + std::string(cppComputeType(t)) + " " + name(int(i)) + " = " + expr + ";");
+    (inv ? *env.hoisted : lines)
+        .push_back("const " + std::string(cppComputeType(t)) + " " + name(int(i)) + " = " + expr + ";");
   }
   throw Error("C++ codegen: a loop body without store or reduce");
 }

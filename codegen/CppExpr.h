@@ -3,6 +3,7 @@
 #pragma once
 #include <functional>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,11 @@ struct BodyEnv {
       forwarded;
   std::function<std::string(const std::string& buffer)> pointer;
   RangeFacts facts;
+  // When set: values that depend on none of `loopVars` (and load no buffer for which
+  // `hoistableLoad` says no) go to `*hoisted` instead, to be emitted before the loops.
+  std::vector<std::string>* hoisted = nullptr;
+  std::set<std::string> loopVars;
+  std::function<bool(const std::string& buffer)> hoistableLoad;
 };
 
 // Appends one `const T name = expr;` line per value of `body` (locals named `prefix` + op

@@ -184,6 +184,9 @@ def compile_graph(gm, example_inputs=None):
     CompiledKernel or None): `run(*placeholders, *attributes)` returns the outputs' tuple."""
     prims_gm = retrace(_with_input_layouts(gm, example_inputs), "prims")
     graph, placeholders, attr_targets = _lowerable_graph(prims_gm)
+    # Decompositions leave unused values (max.dim's indices when only the values are read);
+    # random draws and in-place writes stay.
+    graph.eliminate_dead_code()
     draws = _hoist_random(graph, placeholders)  # and other tensor-free ops without lowering
     computed, views, where = _split_outputs(graph, placeholders)
     kernel = _compile_program(computed)[0] if computed is not None else None
