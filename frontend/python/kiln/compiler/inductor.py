@@ -149,13 +149,17 @@ def _compile_program(graph):
 
 def _with_input_layouts(gm, example_inputs):
     """gm with placeholder types taken from the example inputs, strides included (the compiled
-    program reads its inputs through the strides it was compiled for)."""
-    if example_inputs is None:
-        return gm
+    program reads its inputs through the strides it was compiled for), and get_attr nodes
+    without a type typed from the attribute they read."""
     graph = gm.graph.clone()
-    for node, value in zip((n for n in graph.nodes if n.op == "placeholder"), example_inputs):
+    for node, value in zip((n for n in graph.nodes if n.op == "placeholder"), example_inputs or ()):
         if isinstance(value, _C.TensorBase):
             node.type = type_of(value)
+    for node in graph.nodes:
+        if node.op == "get_attr" and node.type is None:
+            value = _attribute(gm, node.target)
+            if isinstance(value, _C.TensorBase):
+                node.type = type_of(value)
     return GraphModule(gm, graph, class_name=type(gm).__name__)
 
 
