@@ -216,6 +216,9 @@ std::optional<Nest> buildNest(const std::vector<const Buffer*>& bufs) {
     m.body = std::move(renamed);
     m.flat = reduction ? outerFlat : simplify(IndexExpr(tripCount(phase.loops)) * outerFlat +
                                                   flatIndex(phase.loops), facts);
+    // An in-place write stores at its offset into the storage it overwrites.
+    if (!reduction && b->writesInto())
+      m.flat = simplify(std::get<Pointwise>(b->computation).intoIndex.substitute(renames), facts);
     m.id = int(k);
     // Reads of earlier members: a reduction's value or the current element of a member of the
     // same pointwise phase come from locals; other elements of a member's row from memory.
@@ -455,10 +458,12 @@ Accumulator makeAccumulator(const Member& m) {
 // Emits one nest as a static function; the names it reads and writes become its parameters.
 class NestEmitter {
 public:
+  // `roots` maps in-place buffers to the input or buffer whose storage they write.
   NestEmitter(const Nest& nest, const CppOptions& options,
               const std::map<std::string, std::string>& cNames,
-              const std::map<std::string, ScalarType>& dtypes)
-      : nest_(nest), options_(options), cNames_(cNames), dtypes_(dtypes) {}
+              const std::map<std::string, ScalarType>& dtypes,
+              const std::map<std::string, std::string>& roots)
+      : nest_(nest), options_(options), cNames_(cNames), dtypes_(dtypes), roots_(roots) {}
 
   // The function text; `params` gets the names behind its pointer parameters, in order.
   std::string emit(const std::string& fname, const std::string& label,
@@ -688,7 +693,10 @@ private:
     for (size_t i = 0; i < outerCount; ++i) code_.close();
   }
 
-  std::string pointer(const std::string& name, bool written) {
+  // The pointer parameter of a buffer or input; versions of one storage share their root's.
+  std::string pointer(const std::string& version, bool written) {
+    auto root = roots_.find(version);
+    const std::string& name = root == roots_.end() ? version : root->second;
     auto it = std::find_if(pointers_.begin(), pointers_.end(),
                            [&](const auto& p) { return p.first == name; });
     if (it == pointers_.end())
@@ -922,6 +930,7 @@ private:
   const CppOptions& options_;
   const std::map<std::string, std::string>& cNames_;
   const std::map<std::string, ScalarType>& dtypes_;
+  const std::map<std::string, std::string>& roots_;
   Code code_;
   size_t current_ = 0;
   bool phaseParallel_ = false, usesThreads_ = false;
@@ -1135,9 +1144,15 @@ public:
     }
     for (const Buffer& b : p_.buffers) {
       numel(b.sizes, "%" + b.name);
+      if (b.writesInto()) {
+        roots_[b.name] = p_.storageRoot(b.name);
+        continue; // no storage of its own
+      }
       name(b.name, "b_");
       dtypes_[b.name] = b.dtype;
     }
+    // An output that is a version of a storage is that storage at the end.
+    for (const std::string& o : p_.outputs) outputs_.push_back(rootOf(o));
     buildUnits();
     decideMaterialization();
 
@@ -1149,7 +1164,7 @@ public:
       std::vector<std::string> params;
       std::string fname = "kiln_unit" + std::to_string(u);
       if (const Nest* nest = std::get_if<Nest>(&units_[u].work)) {
-        NestEmitter ne(*nest, options_, cNames_, dtypes_);
+        NestEmitter ne(*nest, options_, cNames_, dtypes_, roots_);
         kernels += ne.emit(fname, units_[u].label, params) + "\n";
         calls[u] = fname + "(" + (ne.usesThreads() ? std::string("nt") : "");
         usesThreads |= ne.usesThreads();
@@ -1161,9 +1176,11 @@ public:
         std::vector<Operand> ops;
         const Extern& x = std::get<Extern>(b->computation);
         for (size_t i = 0; i < x.inputs.size(); ++i) {
-          ops.push_back(operand(x.inputs[i]));
+          // Versions of a storage (in-place writes) read their root's memory.
+          std::string storage = rootOf(x.inputs[i]);
+          ops.push_back(operand(storage));
           if (const std::optional<StridedView>& v = x.viewOf(i))
-            ops.back() = Operand{x.inputs[i], v->sizes, v->strides, v->offset};
+            ops.back() = Operand{storage, v->sizes, v->strides, v->offset};
         }
         kernels += emitExtern(*b, fname, ops, cNames_, params) + "\n";
         calls[u] = "if (" + fname + "(ctx";
@@ -1180,24 +1197,26 @@ public:
     for (const Unit& unit : units_)
       for (const Buffer* b : unit.defines)
         usesCtx |= b->isExtern() || (materialized_.count(b->name) &&
-                                     !std::count(p_.outputs.begin(), p_.outputs.end(), b->name));
+                                     !std::count(outputs_.begin(), outputs_.end(), b->name));
     if (!usesCtx) entry.line("(void)ctx;");
     bool usesInputs = std::any_of(p_.inputs.begin(), p_.inputs.end(), [&](const LoopInput& in) {
-      return readers_.count(in.name) || std::count(p_.outputs.begin(), p_.outputs.end(), in.name);
+      return readers_.count(in.name) || std::count(outputs_.begin(), outputs_.end(), in.name);
     });
     if (!usesInputs) entry.line("(void)inputs;");
-    if (p_.outputs.empty()) entry.line("(void)outputs;");
+    if (outputs_.empty()) entry.line("(void)outputs;");
+    std::set<std::string> written; // inputs written in place
+    for (const auto& [version, root] : roots_) written.insert(root);
     for (size_t i = 0; i < p_.inputs.size(); ++i) {
       const LoopInput& in = p_.inputs[i];
-      if (!readers_.count(in.name) && !std::count(p_.outputs.begin(), p_.outputs.end(), in.name))
+      if (!readers_.count(in.name) && !std::count(outputs_.begin(), outputs_.end(), in.name))
         continue; // unused
-      std::string T = cppStorageType(in.dtype);
-      entry.line("const " + T + "* " + cNames_[in.name] + " = static_cast<const " + T + "*>(inputs[" +
+      std::string T = std::string(written.count(in.name) ? "" : "const ") + cppStorageType(in.dtype);
+      entry.line(T + "* " + cNames_[in.name] + " = static_cast<" + T + "*>(inputs[" +
                  std::to_string(i) + "]);");
     }
     std::map<std::string, size_t> outputSlot;
-    for (size_t i = 0; i < p_.outputs.size(); ++i) {
-      const Buffer* b = p_.findBuffer(p_.outputs[i]);
+    for (size_t i = 0; i < outputs_.size(); ++i) {
+      const Buffer* b = p_.findBuffer(outputs_[i]);
       if (!b || outputSlot.count(b->name)) continue;
       outputSlot[b->name] = i;
       std::string T = cppStorageType(b->dtype);
@@ -1240,8 +1259,8 @@ public:
       }
     }
     // Outputs that are inputs, or a buffer listed again, are copies.
-    for (size_t i = 0; i < p_.outputs.size(); ++i) {
-      const std::string& o = p_.outputs[i];
+    for (size_t i = 0; i < outputs_.size(); ++i) {
+      const std::string& o = outputs_[i];
       ScalarType t = *p_.dtypeOf(o);
       std::string T = cppStorageType(t), dst = "static_cast<" + T + "*>(outputs[" + std::to_string(i) + "])";
       if (const LoopInput* in = p_.findInput(o)) {
@@ -1320,10 +1339,13 @@ private:
     }
   }
 
-  // A nest's member is written to memory when it is an output, read by another unit, or read
-  // from memory inside its own nest; otherwise its values only live in locals.
+  // A nest's member is written to memory when it is an output, read by another unit, read
+  // from memory inside its own nest, or overwritten in place; otherwise its values only live in
+  // locals. In-place writes allocate nothing: they store into their root's storage.
   void decideMaterialization() {
-    std::set<std::string> outputs(p_.outputs.begin(), p_.outputs.end());
+    std::set<std::string> outputs(outputs_.begin(), outputs_.end());
+    std::set<std::string> overwritten;
+    for (const auto& [version, root] : roots_) overwritten.insert(root);
     std::map<std::string, size_t> definedIn;
     for (size_t u = 0; u < units_.size(); ++u)
       for (const Buffer* b : units_[u].defines) definedIn[b->name] = u;
@@ -1348,8 +1370,11 @@ private:
         for (Phase& ph : nest->phases)
           for (Member& m : ph.members) {
             const std::string& n = m.buffer->name;
-            m.materialize = outputs.count(n) || readElsewhere.count(n) || nest->memoryReads.count(n);
-            if (m.materialize) materialized_.insert(n);
+            // In-place writes always store; the storage they write must exist.
+            m.materialize = outputs.count(n) || readElsewhere.count(n) ||
+                            nest->memoryReads.count(n) || m.buffer->writesInto() ||
+                            overwritten.count(n);
+            if (m.materialize && !m.buffer->writesInto()) materialized_.insert(n);
           }
       } else {
         for (const Buffer* b : unit.defines) materialized_.insert(b->name);
@@ -1357,9 +1382,17 @@ private:
     }
   }
 
+  // The input or buffer owning the storage of `name`.
+  std::string rootOf(const std::string& name) const {
+    auto it = roots_.find(name);
+    return it == roots_.end() ? name : it->second;
+  }
+
   const LoopProgram& p_;
   const CppOptions& options_;
   std::vector<Unit> units_;
+  std::vector<std::string> outputs_;             // the program's outputs, versions as roots
+  std::map<std::string, std::string> roots_;     // in-place buffer -> the storage's root
   std::map<std::string, std::string> cNames_;
   std::map<std::string, ScalarType> dtypes_;
   std::set<std::string> used_, materialized_;

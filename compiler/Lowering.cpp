@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "runtime/Error.h"
+#include "runtime/TensorImpl.h"
 
 namespace kiln::compiler {
 
@@ -82,6 +83,7 @@ int emitConstant(BodyContext& c, const Argument& value, ScalarType dtype) {
 }
 
 using Loader = std::function<int(BodyContext&, const Index&)>;
+using IndexMap = std::function<Index(const Index&)>;
 
 // A lowered node: its element type and shape and how to compute the element at an index.
 struct Value {
@@ -92,6 +94,13 @@ struct Value {
   std::string storage;
   // How many ops the loader emits (counting shared subexpressions once per use).
   int64_t cost = 1;
+  // A view (a chain of view prims) shares the storage of the node it views: `aliasOf`, whose
+  // element at aliasMap(index) it is. An in-place write through any alias is seen by all of
+  // them, so their loaders are rebuilt from the root's after every write. `aliasWhole`: the
+  // view is the whole root (view_of, a reshape to the same sizes).
+  const Node* aliasOf = nullptr;
+  IndexMap aliasMap;
+  bool aliasWhole = false;
 };
 
 std::vector<int64_t> contiguousStrides(const std::vector<int64_t>& sizes) {
@@ -164,7 +173,10 @@ class Lowerer {
 public:
   explicit Lowerer(const Graph& g) : graph_(g) {
     program_.name = g.name();
-    for (Node* n : g.nodes()) names_.insert(n->name());
+    for (Node* n : g.nodes()) {
+      names_.insert(n->name());
+      order_[n] = order_.size();
+    }
   }
 
   LoopProgram run() {
@@ -212,6 +224,7 @@ private:
   std::string realize(Value& v) {
     if (!v.storage.empty()) return v.storage;
     std::string name = freshName();
+    bool alias = v.aliasOf != nullptr;
     Pointwise pw;
     BodyContext c;
     pw.ranges = iterVars("i", v.sizes, c.facts);
@@ -220,7 +233,8 @@ private:
     c.body.store(x);
     pw.body = std::move(c.body);
     program_.buffers.push_back(Buffer{name, v.dtype, exprs(v.sizes), std::move(pw), "", {}});
-    v = bufferValue(name, v.dtype, v.sizes);
+    // A view stays a view of its root (a later write must reach it): its copy is not reused.
+    if (!alias) v = bufferValue(name, v.dtype, v.sizes);
     return name;
   }
 
@@ -285,10 +299,14 @@ private:
     return it->second;
   }
 
-  Value& operand(const Node* n, size_t pos, std::string_view name) {
+  const Node* operandNode(const Node* n, size_t pos, std::string_view name) {
     const Argument* a = argOf(n, pos, name);
     KILN_CHECK(a && a->isNode(), "lowering: ", n->target(), " expects a tensor for ", name);
-    return valueOf(a->toNode());
+    return a->toNode();
+  }
+
+  Value& operand(const Node* n, size_t pos, std::string_view name) {
+    return valueOf(operandNode(n, pos, name));
   }
 
   void lowerInput(const Node* n) {
@@ -343,12 +361,37 @@ private:
     return v;
   }
 
-  // A view: the element at an output index is the input's at index `map(idx)`.
-  Value view(const Node* n, const Value& in, std::function<Index(const Index&)> map) {
+  // The element at an output index is the input's (argument `a`) at index `map(idx)`: a view
+  // of the input's storage, or with `alias` false a new tensor computed that way (rev).
+  Value view(const Node* n, IndexMap map, bool alias = true) {
+    const Node* inNode = operandNode(n, 0, "a");
+    const Value& in = valueOf(inNode);
     Loader inner = in.load;
-    return derived(
+    Value v = derived(
         n, [inner, map](BodyContext& c, const Index& idx) { return inner(c, map(idx)); },
         in.cost);
+    if (!alias) return v;
+    if (in.aliasOf) {
+      IndexMap outer = in.aliasMap;
+      v.aliasOf = in.aliasOf;
+      v.aliasMap = [outer, map](const Index& idx) { return outer(map(idx)); };
+    } else {
+      v.aliasOf = inNode;
+      v.aliasMap = map;
+    }
+    return v;
+  }
+
+  // The input (argument `a`) itself under another name: a view of all of it.
+  Value wholeView(const Node* n) {
+    const Node* inNode = operandNode(n, 0, "a");
+    Value v = valueOf(inNode);
+    if (!v.aliasOf) {
+      v.aliasOf = inNode;
+      v.aliasMap = [](const Index& idx) { return idx; };
+      v.aliasWhole = true;
+    }
+    return v;
   }
 
   void lowerCall(const Node* n) {
@@ -357,8 +400,9 @@ private:
                " (%", n->name(), "): only prims lower; retrace the graph to prims first");
     std::string prim = target.substr(6);
     Value v = lowerPrim(n, prim);
-    // Realization policy: a value recomputed by several consumers stays cheap.
-    if (v.storage.empty() &&
+    // Realization policy: a value recomputed by several consumers stays cheap (a view is as
+    // cheap as its root).
+    if (v.storage.empty() && !v.aliasOf &&
         (v.cost > kRecomputeLimit || (n->users().size() > 1 && v.cost > kSharedRecomputeLimit)))
       realize(v);
     values_[n] = std::move(v);
@@ -380,22 +424,22 @@ private:
           },
           a.cost + 1);
     }
-    if (prim == "view_of" || prim == "device_put") {
-      Value v = operand(n, 0, "a");
-      return v;
-    }
-    if (prim == "clone") {
+    if (prim == "view_of") return wholeView(n);
+    if (prim == "clone" || prim == "device_put") {
       Value v = operand(n, 0, "a");
       v.storage.clear(); // a new tensor: the output must not alias the input
+      v.aliasOf = nullptr;
+      v.aliasWhole = false;
       return v;
     }
+    if (prim == "copy_to") return lowerCopyTo(n);
     if (prim == "broadcast_in_dim") return lowerBroadcast(n);
     if (prim == "squeeze") {
       const Value& a = operand(n, 0, "a");
       std::vector<int64_t> dims = intList(*argOf(n, 1, "dimensions"), "squeeze dimensions");
       std::vector<bool> squeezed(a.sizes.size(), false);
       for (int64_t d : dims) squeezed.at(size_t(d < 0 ? d + int64_t(a.sizes.size()) : d)) = true;
-      return view(n, a, [squeezed](const Index& idx) {
+      return view(n, [squeezed](const Index& idx) {
         Index in;
         size_t k = 0;
         for (bool s : squeezed) in.push_back(s ? IndexExpr(0) : idx.at(k++));
@@ -403,21 +447,19 @@ private:
       });
     }
     if (prim == "transpose") {
-      const Value& a = operand(n, 0, "a");
       std::vector<int64_t> perm = intList(*argOf(n, 1, "permutation"), "transpose permutation");
-      return view(n, a, [perm](const Index& idx) {
+      return view(n, [perm](const Index& idx) {
         Index in(perm.size());
         for (size_t i = 0; i < perm.size(); ++i) in.at(size_t(perm[i])) = idx.at(i);
         return in;
       });
     }
     if (prim == "slice") {
-      const Value& a = operand(n, 0, "a");
       std::vector<int64_t> start = intList(*argOf(n, 1, "start_indices"), "slice start_indices");
       const Argument* st = argOf(n, 3, "strides");
       std::vector<int64_t> step =
           st && !st->isNone() ? intList(*st, "slice strides") : std::vector<int64_t>(start.size(), 1);
-      return view(n, a, [start, step](const Index& idx) {
+      return view(n, [start, step](const Index& idx) {
         Index in;
         for (size_t d = 0; d < idx.size(); ++d) in.push_back(IndexExpr(start[d]) + idx[d] * step[d]);
         return in;
@@ -429,12 +471,15 @@ private:
       std::vector<int64_t> sizes = a.sizes;
       std::vector<bool> flip(sizes.size(), false);
       for (int64_t d : dims) flip.at(size_t(d < 0 ? d + int64_t(sizes.size()) : d)) = true;
-      return view(n, a, [sizes, flip](const Index& idx) {
-        Index in;
-        for (size_t d = 0; d < idx.size(); ++d)
-          in.push_back(flip[d] ? IndexExpr(sizes[d] - 1) - idx[d] : idx[d]);
-        return in;
-      });
+      return view(
+          n,
+          [sizes, flip](const Index& idx) {
+            Index in;
+            for (size_t d = 0; d < idx.size(); ++d)
+              in.push_back(flip[d] ? IndexExpr(sizes[d] - 1) - idx[d] : idx[d]);
+            return in;
+          },
+          /*alias=*/false); // rev makes a new tensor
     }
     if (prim == "reshape") return lowerReshape(n);
     if (prim == "cat") return lowerCat(n);
@@ -645,7 +690,7 @@ private:
     KILN_CHECK(bdims.size() == a.sizes.size(), "lowering: broadcast_in_dim of %", n->name(),
                " names ", bdims.size(), " dims for a ", a.sizes.size(), "-d input");
     std::vector<int64_t> inSizes = a.sizes;
-    return view(n, a, [bdims, inSizes, shape](const Index& idx) {
+    return view(n, [bdims, inSizes, shape](const Index& idx) {
       Index in;
       for (size_t i = 0; i < bdims.size(); ++i) {
         size_t o = size_t(bdims[i]);
@@ -662,10 +707,10 @@ private:
     const Value& a = operand(n, 0, "a");
     std::vector<int64_t> inSizes = a.sizes;
     std::vector<int64_t> outSizes = staticInts(tensorTypeOf(n).sizes, "%" + n->name());
-    if (inSizes == outSizes) return a;
+    if (inSizes == outSizes) return wholeView(n);
     std::vector<std::pair<std::vector<size_t>, std::vector<size_t>>> groups = reshapeGroups(
         inSizes, outSizes);
-    return view(n, a, [inSizes, outSizes, groups](const Index& idx) {
+    return view(n, [inSizes, outSizes, groups](const Index& idx) {
       Index in(inSizes.size(), IndexExpr(0));
       for (const auto& [ins, outs] : groups) {
         IndexExpr flat(0);
@@ -866,11 +911,204 @@ private:
         3);
   }
 
+  // ---- In-place writes (prims.copy_to) ----------------------------------------------------
+
+  // The input or buffer owning the storage that `version` (a storage name) is a version of.
+  std::string storageRoot(const std::string& version) const {
+    auto it = versionRoot_.find(version);
+    return it == versionRoot_.end() ? version : it->second;
+  }
+
+  // Row-major strides of a storage root: an input's own, a buffer's contiguous ones.
+  std::vector<int64_t> storageStrides(const std::string& root, const std::vector<int64_t>& sizes) {
+    if (const LoopInput* in = program_.findInput(root)) {
+      std::vector<int64_t> strides;
+      for (const IndexExpr& e : in->strides) strides.push_back(*e.constant());
+      return strides;
+    }
+    return contiguousStrides(sizes);
+  }
+
+  // The storages (by root) a value's loader reads.
+  std::set<std::string> readsOf(const Value& v) {
+    BodyContext c;
+    iterVars("i", v.sizes, c.facts);
+    v.load(c, loopVars("i", v.sizes.size()));
+    std::set<std::string> roots;
+    for (const LoopOp& op : c.body.ops)
+      if (op.code == LoopOpCode::Load) roots.insert(storageRoot(op.buffer));
+    return roots;
+  }
+
+  // Every view of `root` loads through the root's current loader again.
+  void refreshAliases(const Node* root) {
+    const Value& r = values_.at(root);
+    for (auto& [node, v] : values_) {
+      if (v.aliasOf != root) continue;
+      Loader inner = r.load;
+      IndexMap map = v.aliasMap;
+      v.load = [inner, map](BodyContext& c, const Index& idx) { return inner(c, map(idx)); };
+      v.cost = r.cost;
+      v.storage = v.aliasWhole ? r.storage : "";
+    }
+  }
+
+  // Whether a node lowered before `now` is used after it (by a later node or the output).
+  bool usedAfter(const Node* m, const Node* now) const {
+    for (const Node* u : m->users())
+      if (order_.at(u) > order_.at(now)) return true;
+    return false;
+  }
+
+  // Write after read: values computed lazily from `root`'s storage that are still needed after
+  // `now` are realized before the write, so they keep the values they were defined with.
+  void snapshotReaders(const std::string& root, const Node* now) {
+    std::set<const Node*> needed;
+    for (const auto& [node, v] : values_)
+      if (usedAfter(node, now)) needed.insert(v.aliasOf ? v.aliasOf : node);
+    for (const Node* m : graph_.nodes()) {
+      if (!needed.count(m)) continue;
+      Value& v = values_.at(m);
+      if (!v.storage.empty() || v.aliasOf || !readsOf(v).count(root)) continue;
+      realize(v);
+      refreshAliases(m);
+    }
+  }
+
+  // The source of copy_to(a, b) at an index of a: b's element (b broadcasts to a's shape,
+  // dims aligned at the right; a number is a constant), cast to a's dtype.
+  Loader copySource(const Node* n, const Value& dst, int64_t& cost) {
+    const Argument* srcArg = argOf(n, 1, "b");
+    KILN_CHECK(srcArg && (srcArg->isNode() || srcArg->isNumber()),
+               "lowering: prims.copy_to (%", n->name(), ") needs a tensor or number to copy");
+    ScalarType dtype = dst.dtype;
+    if (!srcArg->isNode()) {
+      Argument value = *srcArg;
+      cost = 1;
+      return [value, dtype](BodyContext& c, const Index&) { return emitConstant(c, value, dtype); };
+    }
+    const Value& s = valueOf(srcArg->toNode());
+    std::vector<int64_t> srcSizes = s.sizes, dstSizes = dst.sizes;
+    bool fits = srcSizes.size() <= dstSizes.size();
+    for (size_t d = 0; fits && d < srcSizes.size(); ++d) {
+      int64_t o = dstSizes[dstSizes.size() - srcSizes.size() + d];
+      fits = srcSizes[d] == o || srcSizes[d] == 1;
+    }
+    KILN_CHECK(fits, "lowering: prims.copy_to (%", n->name(), ") copies a ",
+               shapeString(srcSizes), " tensor into ", shapeString(dstSizes));
+    Loader inner = s.load;
+    cost = s.cost + 1;
+    return [inner, srcSizes, dstSizes, dtype](BodyContext& c, const Index& idx) {
+      Index in;
+      for (size_t d = 0; d < srcSizes.size(); ++d)
+        in.push_back(srcSizes[d] == 1 ? IndexExpr(0)
+                                      : idx.at(dstSizes.size() - srcSizes.size() + d));
+      return emitCast(c, inner(c, in), dtype);
+    };
+  }
+
+  // copy_to returns its destination: the same view of the root, loading its current version.
+  Value copyResult(const Value& dst, const Node* rootNode, const IndexMap& map) {
+    const Value& r = values_.at(rootNode);
+    Value result = dst;
+    result.aliasOf = rootNode;
+    result.aliasMap = map;
+    result.aliasWhole = dst.aliasOf ? dst.aliasWhole : true;
+    Loader inner = r.load;
+    result.load = [inner, map](BodyContext& c, const Index& i) { return inner(c, map(i)); };
+    result.storage = result.aliasWhole ? r.storage : "";
+    result.cost = r.cost;
+    return result;
+  }
+
+  // copy_to(a, b): b (cast to a's dtype) is written into a's elements, which are a view of a
+  // root node's storage; the write becomes a pointwise buffer `into` that storage's current
+  // version, and the root and all its views read the new version from then on. A write of the
+  // whole of a root that is not in memory yet overwrites nothing: the root becomes b.
+  Value lowerCopyTo(const Node* n) {
+    const Node* dstNode = operandNode(n, 0, "a");
+    const Value dst = valueOf(dstNode);
+    const Node* rootNode = dst.aliasOf ? dst.aliasOf : dstNode;
+    IndexMap map = dst.aliasOf ? dst.aliasMap : [](const Index& idx) { return idx; };
+    int64_t srcCost = 1;
+    Loader src = copySource(n, dst, srcCost);
+    if ((!dst.aliasOf || dst.aliasWhole) && values_.at(rootNode).storage.empty()) {
+      Value& r = values_.at(rootNode);
+      r.load = src;
+      r.cost = srcCost;
+      if (r.cost > kRecomputeLimit) realize(r);
+      refreshAliases(rootNode);
+      return copyResult(dst, rootNode, map);
+    }
+    if (values_.at(rootNode).storage.empty()) {
+      realize(values_.at(rootNode));
+      refreshAliases(rootNode);
+    }
+    std::string base = values_.at(rootNode).storage;
+    std::string root = storageRoot(base);
+    std::vector<int64_t> strides = storageStrides(root, values_.at(rootNode).sizes);
+
+    Pointwise pw;
+    BodyContext c;
+    pw.ranges = iterVars("i", dst.sizes, c.facts);
+    Index idx = loopVars("i", dst.sizes.size());
+    pw.intoIndex = simplify(flatIndex(map(idx), strides), c.facts);
+    // Eager refuses a write where two elements share a memory location (a broadcast view or
+    // input); so does the compiled program.
+    for (size_t d = 0; d < dst.sizes.size(); ++d) {
+      if (dst.sizes[d] < 2) continue;
+      std::map<std::string, IndexExpr> one{{"i" + std::to_string(d), IndexExpr(1)}};
+      if (simplify(pw.intoIndex.substitute(one) - pw.intoIndex, c.facts).constant() ==
+          std::optional<int64_t>(0))
+        throw Error("unsupported operation: more than one element of the written-to tensor "
+                    "refers to a single memory location. Please clone() the tensor before "
+                    "performing the operation. (prims.copy_to %" + n->name() + " into " +
+                    scalarTypeName(dst.dtype) + shapeString(dst.sizes) + ")");
+    }
+
+    snapshotReaders(root, n);
+    BodyContext body = c;
+    int x = src(body, idx);
+    // The storage may be read only at the element being written (an element-wise update);
+    // a source reading it elsewhere (x.add_(x.flip(0))) is computed into a buffer first.
+    bool elementwise = true;
+    for (const LoopOp& op : body.body.ops)
+      if (op.code == LoopOpCode::Load && storageRoot(op.buffer) == root)
+        elementwise &= op.buffer == base && op.index == pw.intoIndex;
+    if (!elementwise) {
+      Value copy = derived(n, src, srcCost);
+      copy.sizes = dst.sizes;
+      copy.dtype = dst.dtype;
+      Value tmp = bufferValue(realize(copy), dst.dtype, dst.sizes);
+      body = c;
+      x = tmp.load(body, idx);
+    }
+    body.body.store(x);
+    pw.body = std::move(body.body);
+    pw.into = base;
+    std::string name = freshName();
+    program_.buffers.push_back(Buffer{name, dst.dtype, exprs(dst.sizes), std::move(pw), "", {}});
+    versionRoot_[name] = root;
+
+    // The root (and every view of it) now reads the new version.
+    Value& r = values_.at(rootNode);
+    ScalarType dtype = r.dtype;
+    r.storage = name;
+    r.cost = 1;
+    r.load = [name, strides, dtype](BodyContext& c, const Index& i) {
+      return emitLoad(c, name, flatIndex(i, strides), dtype);
+    };
+    refreshAliases(rootNode);
+    return copyResult(dst, rootNode, map);
+  }
+
   const Graph& graph_;
   LoopProgram program_;
   std::set<std::string> names_;
   int counter_ = 0;
   std::unordered_map<const Node*, Value> values_;
+  std::unordered_map<const Node*, size_t> order_;        // position in the graph
+  std::unordered_map<std::string, std::string> versionRoot_; // in-place buffer -> root storage
 };
 
 } // namespace

@@ -113,7 +113,9 @@ public:
       inputs_.push_back({in.name, in.dtype, constants(in.sizes, "input %" + in.name),
                          constants(in.strides, "input %" + in.name)});
     }
-    for (const std::string& out : p.outputs) {
+    for (const std::string& version : p.outputs) {
+      // A version written in place stands for its whole storage.
+      std::string out = p.storageRoot(version);
       if (const Buffer* b = p.findBuffer(out)) {
         outputs_.push_back({out, b->dtype, constants(b->sizes, "buffer %" + out), {}});
       } else {

@@ -292,6 +292,23 @@ std::optional<ScalarType> LoopProgram::dtypeOf(std::string_view n) const {
   return std::nullopt;
 }
 
+const std::string* Buffer::writesInto() const {
+  const auto* pw = std::get_if<Pointwise>(&computation);
+  return pw && !pw->into.empty() ? &pw->into : nullptr;
+}
+
+std::string LoopProgram::storageRoot(std::string_view n) const {
+  std::string name(n);
+  // Bases are defined earlier, so the chain ends; the bound guards malformed programs.
+  for (size_t steps = 0; steps <= buffers.size(); ++steps) {
+    const Buffer* b = findBuffer(name);
+    const std::string* base = b ? b->writesInto() : nullptr;
+    if (!base || *base == name) return name;
+    name = *base;
+  }
+  return name;
+}
+
 std::vector<std::string> LoopProgram::sizeSymbols() const {
   std::vector<std::string> out;
   for (const LoopInput& in : inputs) {
@@ -320,7 +337,8 @@ bool operator==(const LoopBody& a, const LoopBody& b) {
 }
 
 bool operator==(const Pointwise& a, const Pointwise& b) {
-  return a.ranges == b.ranges && a.body == b.body;
+  return a.ranges == b.ranges && a.body == b.body && a.into == b.into &&
+         (a.into.empty() || a.intoIndex == b.intoIndex);
 }
 
 bool operator==(const Reduction& a, const Reduction& b) {

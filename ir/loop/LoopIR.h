@@ -103,9 +103,15 @@ struct IterVar {
   bool operator==(const IterVar& o) const = default;
 };
 
+// A pointwise computation either fills a fresh buffer or, with `into` set, writes in place:
+// the element of loop point p goes to flat offset `intoIndex(p)` of the storage of `into` (an
+// input, a buffer or an earlier in-place buffer: a version of the same storage). The buffer
+// then names the storage's new version (see LoopProgram::storageRoot).
 struct Pointwise {
   std::vector<IterVar> ranges;
   LoopBody body;
+  std::string into;          // the version written over; empty for a fresh buffer
+  kiln::IndexExpr intoIndex; // the flat storage offset written, over `ranges`
 };
 
 struct Reduction {
@@ -152,6 +158,8 @@ struct Buffer {
   bool isPointwise() const { return std::holds_alternative<Pointwise>(computation); }
   bool isReduction() const { return std::holds_alternative<Reduction>(computation); }
   bool isExtern() const { return std::holds_alternative<Extern>(computation); }
+  // The version it writes over in place, or nullptr for a buffer with storage of its own.
+  const std::string* writesInto() const;
 };
 
 struct LoopInput {
@@ -173,6 +181,11 @@ struct LoopProgram {
   const Buffer* findBuffer(std::string_view name) const;
   // The dtype and sizes of a buffer or input, or nullopt for an unknown name.
   std::optional<ScalarType> dtypeOf(std::string_view name) const;
+  // The input or buffer owning the storage `name` is a version of: `name` itself unless it
+  // writes in place (then its base's root). Loads of a version address the root's storage
+  // (its strides for an input); as an output or extern input a version stands for the whole
+  // storage, with the root's dtype and sizes.
+  std::string storageRoot(std::string_view name) const;
   // The size symbols: every variable in the inputs' sizes and strides.
   std::vector<std::string> sizeSymbols() const;
 };

@@ -249,6 +249,15 @@ private:
       advance();
       Pointwise pw;
       pw.ranges = parseRanges();
+      if (isKeyword("into")) {
+        advance();
+        Token base = expect(K::Value, "the buffer or input written in place after 'into'");
+        use(base);
+        pw.into = base.text;
+        expect(K::LBracket, "'[' and the index written");
+        pw.intoIndex = parseExpr();
+        expect(K::RBracket, "']' closing the index written");
+      }
       pw.body = parseBody();
       b.computation = std::move(pw);
     } else if (isKeyword("reduction")) {

@@ -82,7 +82,9 @@ void printBody(const LoopBody& body, const std::string& indent, std::string& out
 void printBuffer(const Buffer& b, const std::string& indent, std::string& out) {
   out += indent + "%" + b.name + ": " + tensorText(b.dtype, b.sizes) + " = ";
   if (const auto* pw = std::get_if<Pointwise>(&b.computation)) {
-    out += "pointwise " + rangesText(pw->ranges) + " {\n";
+    out += "pointwise " + rangesText(pw->ranges);
+    if (!pw->into.empty()) out += " into %" + pw->into + "[" + pw->intoIndex.str() + "]";
+    out += " {\n";
     printBody(pw->body, indent + "  ", out);
     out += indent + "}\n";
   } else if (const auto* red = std::get_if<Reduction>(&b.computation)) {

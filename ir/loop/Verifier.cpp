@@ -2,6 +2,7 @@
 #include "ir/loop/Verifier.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <unordered_map>
 
@@ -31,7 +32,12 @@ public:
                                 std::to_string(in.sizes.size()) + " dims");
       checkSizes(in.sizes, in.parsedAt, where);
       available_[in.name] = &in;
+      root_[in.name] = in.name;
+      current_[in.name] = in.name;
     }
+    std::map<std::string, int> kernelSizes;
+    for (const Buffer& b : p_.buffers)
+      if (!b.kernel.empty()) ++kernelSizes[b.kernel];
     std::string kernel;
     std::set<std::string> kernels;
     for (const Buffer& b : p_.buffers) {
@@ -48,11 +54,21 @@ public:
       }
       checkSizes(b.sizes, b.parsedAt, where);
       checkBuffer(b, where);
+      if (b.writesInto() && !b.kernel.empty() && kernelSizes[b.kernel] > 1)
+        report(b.parsedAt, where + ": writes in place, so it is alone in its kernel (@" +
+                               b.kernel + " has other buffers)");
       buffers_[b.name] = &b;
+      const std::string* base = b.writesInto();
+      std::string root = base && root_.count(*base) ? root_[*base] : b.name;
+      root_[b.name] = root;
+      current_[root] = b.name;
     }
-    for (const std::string& out : p_.outputs)
+    for (const std::string& out : p_.outputs) {
       if (!available_.count(out) && !buffers_.count(out))
         report(p_.parsedAt, "output %" + out + " is not an input or buffer of the program");
+      else
+        checkCurrent(out, p_.parsedAt, "output");
+    }
     return std::move(problems_);
   }
 
@@ -62,6 +78,16 @@ private:
   }
 
   void report(TextPos pos, std::string msg) { problems_.push_back({pos, std::move(msg)}); }
+
+  // A use of `name` (a version of some storage) after a later version overwrote it reads
+  // values that are gone.
+  void checkCurrent(const std::string& name, TextPos pos, const std::string& what) {
+    auto r = root_.find(name);
+    if (r == root_.end()) return;
+    const std::string& latest = current_[r->second];
+    if (latest != name)
+      report(pos, what + " %" + name + ": its storage was overwritten in place by %" + latest);
+  }
 
   // Variables of `e` that are neither size symbols nor in `allowed`.
   std::vector<std::string> strangers(const IndexExpr& e, const std::set<std::string>& allowed) {
@@ -115,6 +141,8 @@ private:
   // last element; nullopt when symbolic.
   std::optional<int64_t> storageExtent(const std::string& name) {
     std::vector<IndexExpr> sizes, strides;
+    if (auto r = root_.find(name); r != root_.end() && r->second != name)
+      return storageExtent(r->second);
     if (auto it = available_.find(name); it != available_.end()) {
       sizes = it->second->sizes;
       strides = it->second->strides;
@@ -169,6 +197,8 @@ private:
         if (!available_.count(in) && !buffers_.count(in))
           report(b.parsedAt, where + ": extern input %" + in +
                                  " is not an input or an earlier buffer");
+        else
+          checkCurrent(in, b.parsedAt, where + ": extern input");
       if (!ext->views.empty() && ext->views.size() != ext->inputs.size())
         report(b.parsedAt, where + ": extern views do not match its inputs");
       for (size_t i = 0; i < ext->views.size() && i < ext->inputs.size(); ++i)
@@ -198,6 +228,7 @@ private:
       body = &pw.body;
       outRanges = pw.ranges;
     }
+    if (!red) checkInPlace(b, std::get<Pointwise>(b.computation), where, vars, facts);
     std::vector<IndexExpr> extents;
     for (const IterVar& r : outRanges)
       extents.push_back(r.extent);
@@ -276,6 +307,49 @@ private:
     }
   }
 
+  // An in-place write: into the current version of an input or earlier buffer, of its dtype,
+  // at offsets inside its storage; the body reads that version only at the element it writes
+  // (anything else could already be overwritten).
+  void checkInPlace(const Buffer& b, const Pointwise& pw, const std::string& where,
+                    const std::set<std::string>& vars, const RangeFacts& facts) {
+    if (pw.into.empty()) return;
+    std::string at = where + ": into %" + pw.into + ": ";
+    if (!available_.count(pw.into) && !buffers_.count(pw.into)) {
+      report(b.parsedAt, at + "not an input or an earlier buffer");
+      return;
+    }
+    checkCurrent(pw.into, b.parsedAt, where + ": writes into");
+    const std::string& root = root_[pw.into];
+    ScalarType rootDtype = available_.count(root) ? available_[root]->dtype : buffers_[root]->dtype;
+    if (b.dtype != rootDtype)
+      report(b.parsedAt, at + "the buffer is " + dtypeShortName(b.dtype) + " but the storage of %" +
+                             root + " is " + dtypeShortName(rootDtype));
+    std::vector<std::string> bad = strangers(pw.intoIndex, vars);
+    for (const std::string& v : bad)
+      report(b.parsedAt, at + "'" + v + "' in the index written is not a loop variable of " +
+                             where + " or a size symbol");
+    if (bad.empty()) {
+      std::optional<int64_t> extent = storageExtent(root);
+      Bounds bd = bounds(pw.intoIndex, facts);
+      bool empty = false;
+      for (const IterVar& r : pw.ranges)
+        empty |= r.extent.constant() == std::optional<int64_t>(0);
+      if (!empty && bd.lo && *bd.lo < 0)
+        report(b.parsedAt, at + "the index written " + pw.intoIndex.str() +
+                               " can be negative (down to " + std::to_string(*bd.lo) + ")");
+      if (!empty && extent && bd.hi && *bd.hi >= *extent)
+        report(b.parsedAt, at + "the index written " + pw.intoIndex.str() + " reaches " +
+                               std::to_string(*bd.hi) + ", but the storage of %" + root +
+                               " has " + std::to_string(*extent) + " elements");
+    }
+    for (const LoopOp& op : pw.body.ops)
+      if (op.code == LoopOpCode::Load && op.buffer == pw.into &&
+          simplify(op.index - pw.intoIndex, facts) != IndexExpr(0))
+        report(op.parsedAt.known() ? op.parsedAt : b.parsedAt,
+               at + "reads %" + pw.into + "[" + op.index.str() + "] while writing it in place at [" +
+                   pw.intoIndex.str() + "]: only the element written may be read");
+  }
+
   void checkReduce(const Reduction& red, ScalarType value, const Buffer& b, TextPos pos,
                    const std::string& at) {
     if ((red.kind == ReductionKind::WelfordMean || red.kind == ReductionKind::WelfordVar) &&
@@ -330,6 +404,7 @@ private:
     if (*source != op.dtype)
       report(pos, at + "records dtype " + dtypeShortName(op.dtype) + " but %" + op.buffer +
                       " is " + dtypeShortName(*source));
+    checkCurrent(op.buffer, pos, at + "reads");
     std::vector<std::string> bad = strangers(op.index, vars);
     for (const std::string& v : bad)
       report(pos, at + "'" + v + "' in the index of %" + op.buffer +
@@ -354,6 +429,8 @@ private:
   RangeFacts symbolFacts_;
   std::unordered_map<std::string, const LoopInput*> available_;
   std::unordered_map<std::string, const Buffer*> buffers_;
+  std::unordered_map<std::string, std::string> root_;    // version -> the storage's root
+  std::unordered_map<std::string, std::string> current_; // root -> its latest version
   std::vector<Diagnostic> problems_;
 };
 

@@ -36,6 +36,30 @@ FusionGroups::FusionGroups(const LoopProgram& p) : p_(p) {
     }
     groups_.push_back({i});
   }
+  // An in-place write runs after the buffer it overwrites and after every earlier reader of
+  // that version (they must see the old values).
+  after_.resize(p.buffers.size());
+  for (size_t i = 0; i < p.buffers.size(); ++i) {
+    const std::string* base = p.buffers[i].writesInto();
+    if (!base) continue;
+    if (auto it = index.find(*base); it != index.end()) after_[i].insert(it->second);
+    for (size_t j = 0; j < i; ++j)
+      if (readsNames_[j].count(*base)) after_[i].insert(j);
+  }
+}
+
+bool FusionGroups::dependsOn(size_t b, size_t a) const {
+  if (reads(b, a)) return true;
+  for (size_t i : groups_[b])
+    for (size_t j : groups_[a])
+      if (after_[i].count(j)) return true;
+  return false;
+}
+
+const Buffer* FusionGroups::inPlaceWriter(size_t g) const {
+  for (size_t i : groups_[g])
+    if (p_.buffers[i].writesInto()) return &p_.buffers[i];
+  return nullptr;
 }
 
 bool FusionGroups::hasReduction(size_t g) const {
@@ -72,7 +96,7 @@ bool FusionGroups::reaches(size_t from, size_t to) const {
   reached[from] = true;
   for (size_t g = from + 1; g <= to; ++g)
     for (size_t h = from; h < g && !reached[g]; ++h)
-      if (reached[h] && reads(g, h)) reached[g] = true;
+      if (reached[h] && dependsOn(g, h)) reached[g] = true;
   return reached[to];
 }
 
@@ -92,6 +116,10 @@ std::string FusionGroups::rangesOf(size_t g) const {
 
 std::string FusionGroups::whyNotMergeable(size_t a, size_t b) const {
   if (hasExtern(a) || hasExtern(b)) return "extern kernels are not fused";
+  for (size_t g : {a, b})
+    if (const Buffer* w = inPlaceWriter(g))
+      return "%" + w->name + " writes into %" + *w->writesInto() +
+             " in place: it is a kernel of its own";
   for (size_t x = a + 1; x < b; ++x)
     if (reaches(a, x) && reaches(x, b)) return "{" + describe(x) + "} runs between them";
   std::vector<size_t> members = groups_[a];
@@ -124,7 +152,7 @@ void FusionGroups::sortGroups() {
       if (done[g]) continue;
       bool ready = true;
       for (size_t h = 0; h < n && ready; ++h)
-        if (h != g && !done[h] && reads(g, h)) ready = false;
+        if (h != g && !done[h] && dependsOn(g, h)) ready = false;
       if (ready && (best == n || groups_[g][0] < groups_[best][0])) best = g;
     }
     done[best] = true;

@@ -26,6 +26,11 @@ public:
   bool hasExtern(size_t g) const;
   // Whether a buffer of group `b` reads a buffer of group `a`.
   bool reads(size_t b, size_t a) const;
+  // Whether group `b` must run after group `a`: it reads a buffer of `a`, or it writes in
+  // place into a version of a storage that `a` computes or reads (write after read).
+  bool dependsOn(size_t b, size_t a) const;
+  // The first buffer of group g that writes in place, or nullptr.
+  const Buffer* inPlaceWriter(size_t g) const;
   // Whether a buffer of group `a` and one of group `b` read the same input or buffer.
   bool shareReads(size_t a, size_t b) const;
   // Whether `to` depends on `from`, directly or through other groups.
@@ -36,7 +41,7 @@ public:
   std::string rangesOf(size_t g) const;
 
   // Why groups a and b (a before b) cannot be merged into one kernel, or "" when they can:
-  // externs are never fused, a path a -> x -> b would become a cycle, and the C++ code
+  // externs and in-place writes are never fused, a path a -> x -> b would become a cycle, and the C++ code
   // generator must emit the merged group as one loop nest.
   std::string whyNotMergeable(size_t a, size_t b) const;
   // Merges b into a and restores an execution order of the groups; only for groups that
@@ -53,6 +58,7 @@ private:
   std::vector<std::vector<size_t>> groups_;
   std::vector<std::set<size_t>> readsBuffers_;     // buffer -> buffers it reads
   std::vector<std::set<std::string>> readsNames_;  // buffer -> inputs and buffers it reads
+  std::vector<std::set<size_t>> after_; // in-place buffer -> the base and its earlier readers
   std::vector<std::string> log_;
 };
 

@@ -153,7 +153,12 @@ def test_run_dump_writes_every_stage(script, tmp_path, cache_dir):
     assert "script args ['x']" in out.stdout and f"written to {dump}" in out.stderr
     graph_dir = dump / "f" / "__compiled_fn_0"
     files = sorted(os.listdir(graph_dir))
-    assert files == ["captured.py", "captured.txt", "core_aten.txt", "guards.txt", "info.txt", "prims.txt"]
+    # The default backend (inductor) adds its stages: the loop program, the fusion decisions
+    # and the generated C++.
+    assert files == ["captured.py", "captured.txt", "core_aten.txt", "guards.txt", "info.txt",
+                     "loops.kir", "output_code.cpp", "prims.txt", "schedule.log"]
+    assert (graph_dir / "loops.kir").read_text().startswith("program @f(%x: f32[3])")
+    assert "kiln_entry" in (graph_dir / "output_code.cpp").read_text()
     captured = (graph_dir / "captured.txt").read_text()
     assert "aten.add" in captured and "aten.relu" in captured
     for stage in ("core_aten.txt", "prims.txt"):

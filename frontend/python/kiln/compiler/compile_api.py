@@ -17,13 +17,14 @@ def _wrap(fn, callback):
     return capture_module().CompiledFunction(fn, callback)
 
 
-def compile(fn=None, *, backend="eager", fullgraph=False, dynamic=None, mode=None, options=None):
+def compile(fn=None, *, backend="inductor", fullgraph=False, dynamic=None, mode=None, options=None):
     """Compiles `fn` (a function or a kiln.nn.Module) so that its calls run captured graphs.
 
     Used as a function or as a decorator, with or without arguments. Each call of the result
     checks the guards of the graphs captured so far and runs the first that matches; a miss
     traces the call into a new graph and compiles it with `backend` (a name from
-    list_backends() or a callable `backend(gm, example_inputs) -> callable`). A frame the
+    list_backends(), by default "inductor": generated C++, or a callable
+    `backend(gm, example_inputs) -> callable`). A frame the
     tracer cannot capture runs eagerly, or raises kiln.compiler.Unsupported with
     fullgraph=True. `mode` and `options` go to the backend as keyword arguments (one of the
     two at most, as in torch). `dynamic` is accepted for torch compatibility: shapes are

@@ -4,11 +4,13 @@
     -> kiln._C._codegen.lower (loop program) -> schedule (fusion into kernels)
     -> emit_cpp -> compile_source (the kernel cache) -> CompiledKernel (the per-call path, C++)
 
-Outputs that are inputs or views of inputs are computed eagerly at each call (they alias the
-inputs as in eager mode); the rest by the compiled program. What cannot be compiled raises
-InductorUnsupported while compiling (a prim the lowering does not know, symbolic shapes,
-in-place writes): the frame
-callback then runs the frame eagerly with a warning (kiln.config.strict raises instead).
+In-place writes (prims.copy_to) are compiled: the program writes into intermediates and into
+the caller's input tensors, as eager mode does. Outputs that are inputs or views of inputs
+(written in place or not) are taken eagerly at each call, after the program ran (they alias the
+inputs as in eager mode); the rest are computed by the compiled program. What cannot be
+compiled raises InductorUnsupported while compiling (a prim the lowering does not know, symbolic
+shapes): the frame callback then runs the frame eagerly with a warning (kiln.config.strict
+raises instead).
 """
 from .. import _logging
 from .._C import _codegen
@@ -27,7 +29,7 @@ _VIEW_PRIMS = frozenset({
     "prims.broadcast_in_dim", "prims.squeeze", "prims.transpose", "prims.slice", "prims.reshape",
     "prims.view_of", "prims.as_strided",
 })
-# Prims that write into an argument (Tensor(a!)).
+# Prims that write into an argument (Tensor(a!)) and return it.
 _MUTATING_PRIMS = frozenset({"prims.copy_to"})
 
 
@@ -36,9 +38,11 @@ class InductorUnsupported(RuntimeError):
 
 
 def _aliased_input(node, inputs):
-    """The input node `node` is a view chain of, or None."""
+    """The input node `node` is a view chain of (views and in-place writes, which return their
+    destination), or None."""
     while node not in inputs:
-        if node.op != "call_function" or node.target not in _VIEW_PRIMS or not node.args:
+        if (node.op != "call_function" or node.target not in _VIEW_PRIMS | _MUTATING_PRIMS
+                or not node.args):
             return None
         node = node.args[0]
         if not hasattr(node, "op"):
@@ -78,18 +82,25 @@ def _outputs(graph):
     return list(outputs) if isinstance(outputs, (tuple, list)) else [outputs]
 
 
-def _subgraph(graph, outputs):
-    """A graph with `graph`'s placeholders (same order) and the nodes computing `outputs`."""
-    needed, stack = set(), list(outputs)
+def _subgraph(graph, outputs, roots=(), writes_done=False):
+    """A graph with `graph`'s placeholders (same order) and the nodes computing `outputs` and
+    `roots` (in-place writes to keep). With `writes_done`, an in-place write is replaced by its
+    destination: the compiled program has already written it."""
+    needed, stack = set(), list(outputs) + list(roots)
     while stack:
         node = stack.pop()
         if node in needed:
             continue
         needed.add(node)
-        stack.extend(a for a in node.all_input_nodes)
+        if writes_done and node.target in _MUTATING_PRIMS:
+            stack.append(node.args[0])
+        else:
+            stack.extend(a for a in node.all_input_nodes)
     sub, env = Graph(), {}
     for node in graph.nodes:
-        if node.op == "placeholder" or (node in needed and node.op != "output"):
+        if writes_done and node in needed and node.target in _MUTATING_PRIMS:
+            env[node] = env[node.args[0]]
+        elif node.op == "placeholder" or (node in needed and node.op != "output"):
             env[node] = sub.node_copy(node, lambda a: env[a])
     sub.output(tuple(env[o] for o in outputs))
     return sub
@@ -98,10 +109,9 @@ def _subgraph(graph, outputs):
 def _split_outputs(graph, placeholders):
     """(compiled graph or None, view graph or None, per output: (from the view graph?, index)).
     Outputs that are inputs or view chains of inputs are computed eagerly by the view graph (so
-    they alias the inputs as they do eagerly); the rest by the compiled program."""
-    for node in graph.nodes:
-        if node.op == "call_function" and node.target in _MUTATING_PRIMS:
-            raise InductorUnsupported(f"{node.target} writes into a tensor in place ({node.name})")
+    they alias the inputs as they do eagerly); the rest by the compiled program, which also does
+    every in-place write."""
+    writes = [n for n in graph.nodes if n.op == "call_function" and n.target in _MUTATING_PRIMS]
     inputs = set(placeholders)
     computed, views, where = [], [], []
     for out in _outputs(graph):
@@ -115,7 +125,8 @@ def _split_outputs(graph, placeholders):
             computed.append(out)
     if not views:
         return graph, None, where
-    return (_subgraph(graph, computed) if computed else None), _subgraph(graph, views), where
+    compiled = _subgraph(graph, computed, writes) if computed or writes else None
+    return compiled, _subgraph(graph, views, writes_done=True), where
 
 
 # Prims drawing from the default generator: they run eagerly at each call, in program order, and
@@ -169,13 +180,17 @@ def _compile_program(graph):
 
 def _with_input_layouts(gm, example_inputs):
     """gm with placeholder types taken from the example inputs, strides included (the compiled
-    program reads its inputs through the strides it was compiled for)."""
-    if example_inputs is None:
-        return gm
+    program reads its inputs through the strides it was compiled for), and get_attr nodes
+    without a type typed from the attribute they read."""
     graph = gm.graph.clone()
-    for node, value in zip((n for n in graph.nodes if n.op == "placeholder"), example_inputs):
+    for node, value in zip((n for n in graph.nodes if n.op == "placeholder"), example_inputs or ()):
         if isinstance(value, _C.TensorBase):
             node.type = type_of(value)
+    for node in graph.nodes:
+        if node.op == "get_attr" and node.type is None:
+            value = _attribute(gm, node.target)
+            if isinstance(value, _C.TensorBase):
+                node.type = type_of(value)
     return GraphModule(gm, graph, class_name=type(gm).__name__)
 
 
@@ -200,8 +215,10 @@ def compile_graph(gm, example_inputs=None):
             args = args + tuple(draw_fn(*args))
         if view_fn is None:
             return kernel(*args)
-        parts = (view_fn(*args), kernel(*args) if kernel is not None else ())
-        return tuple(parts[0][i] if is_view else parts[1][i] for is_view, i in where)
+        # The program first: views of inputs it writes must show the new values.
+        computed_outputs = kernel(*args) if kernel is not None else ()
+        view_outputs = view_fn(*args)
+        return tuple(view_outputs[i] if is_view else computed_outputs[i] for is_view, i in where)
 
     return run, attr_targets, kernel
 
