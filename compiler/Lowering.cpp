@@ -399,13 +399,20 @@ private:
     KILN_CHECK(target.starts_with("prims."), "lowering: cannot lower ", target,
                " (%", n->name(), "): only prims lower; retrace the graph to prims first");
     std::string prim = target.substr(6);
-    Value v = lowerPrim(n, prim);
-    // Realization policy: a value recomputed by several consumers stays cheap (a view is as
-    // cheap as its root).
-    if (v.storage.empty() && !v.aliasOf &&
-        (v.cost > kRecomputeLimit || (n->users().size() > 1 && v.cost > kSharedRecomputeLimit)))
-      realize(v);
-    values_[n] = std::move(v);
+    values_[n] = lowerPrim(n, prim);
+    Value& v = values_.at(n);
+    // Realization policy: a value recomputed by several consumers stays cheap. For a view the
+    // root is realized (the view keeps aliasing it, and loads it from memory).
+    if (v.storage.empty() &&
+        (v.cost > kRecomputeLimit || (n->users().size() > 1 && v.cost > kSharedRecomputeLimit))) {
+      if (!v.aliasOf) {
+        realize(v);
+      } else if (values_.at(v.aliasOf).storage.empty()) {
+        const Node* root = v.aliasOf;
+        realize(values_.at(root));
+        refreshAliases(root);
+      }
+    }
   }
 
   Value lowerPrim(const Node* n, const std::string& prim) {

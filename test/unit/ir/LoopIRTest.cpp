@@ -43,7 +43,16 @@ const char* kSample = R"(program @f(%x: f32[64, 128], %y: f32[128], %t: f32[128,
     %9 = cast %8 : f16
     store %9
   }
-  output %buf4, %buf2, %x
+  %buf5: f32[64] = pointwise [i0: 64] into %buf1[i0] {
+    %0 = load %buf1[i0]
+    %1 = neg %0
+    store %1
+  }
+  %buf6: f32[2, 64] = pointwise [i0: 2, i1: 64] into %x[i0 + 128*i1 + 3] {
+    %0 = load %buf5[i1]
+    store %0
+  }
+  output %buf4, %buf2, %buf6
 }
 
 program @"sym prog"(%a: i32[s0, 4], %flag: b8[]) {
@@ -231,6 +240,25 @@ TEST(LoopIR, DamagedInputNeverEscapes) {
     EXPECT_EQ(printLoopPrograms(again.programs), printed);
   }
   EXPECT_GT(parsed, 0);
+}
+
+TEST(LoopIR, InPlaceBuffersAreVersionsOfTheirRootsStorage) {
+  LoopParseResult r = parseLoopPrograms(kSample);
+  ASSERT_FALSE(r.error);
+  const LoopProgram& p = r.programs[0];
+  EXPECT_EQ(p.storageRoot("buf5"), "buf1");
+  EXPECT_EQ(p.storageRoot("buf6"), "x");
+  EXPECT_EQ(p.storageRoot("buf4"), "buf4");
+  EXPECT_EQ(p.storageRoot("x"), "x");
+  EXPECT_EQ(*p.findBuffer("buf5")->writesInto(), "buf1");
+  EXPECT_EQ(p.findBuffer("buf1")->writesInto(), nullptr);
+  // The base and the index written are part of the structure.
+  LoopProgram other = p;
+  std::get<Pointwise>(other.buffers[6].computation).intoIndex = IndexExpr::var("i0");
+  EXPECT_FALSE(other == p);
+  other = p;
+  std::get<Pointwise>(other.buffers[5].computation).into = "buf0";
+  EXPECT_FALSE(other == p);
 }
 
 TEST(LoopIRVerifier, AcceptsTheSample) {
