@@ -580,6 +580,13 @@ def test_pointwise_loop_order_follows_most_accesses(lib, blas):
     np.testing.assert_allclose(out, np.tanh(x.T + y.T), rtol=1e-6, atol=1e-7)
 
 
+def test_softmax_computes_exp_once():
+    """The sum loop stores exp(x - max) into the output; the last loop divides it in place."""
+    code = _codegen.emit_cpp(PROGRAMS[SOFTMAX], prelude=False)
+    assert code.count("kiln_expf(") == 1
+    assert "b_out[512*o0 + r0] = t1_3;" in code and "const float t2_3 = b_out[512*o0 + p0];" in code
+
+
 def test_transcendentals_emit_vector_helpers():
     code = _codegen.emit_cpp(PROGRAMS[POINTWISE], prelude=False)
     assert "kiln_tanhf(" in code and "kiln_expf(" in code and "std::" not in code
