@@ -92,7 +92,8 @@ def bench_compile(cxx, repeat, tmp):
     src = generated_source(tmp)
     flags = compile_flags()
     out = os.path.join(tmp, "out.so")
-    text = open(src).read()
+    with open(src) as f:
+        text = f.read()
     prelude = os.path.join(tmp, "prelude.cpp")
     with open(prelude, "w") as f:
         f.write(text.split("// program @")[0])
@@ -101,10 +102,10 @@ def bench_compile(cxx, repeat, tmp):
         "full_ms": time_cmd([cxx, src, *flags, "-lmvec", "-o", out], repeat),
         "prelude_only_ms": time_cmd([cxx, prelude, *flags, "-lmvec", "-o", out], repeat),
         "O0_ms": time_cmd([cxx, src, *flags, "-O0", "-lmvec", "-o", out], repeat),
-        "empty_ms": None,
     }
     empty = os.path.join(tmp, "empty.cpp")
-    open(empty, "w").write("\n")
+    with open(empty, "w") as f:
+        f.write("\n")
     res["empty_ms"] = time_cmd([cxx, empty, *flags, "-o", out], repeat)
     return res
 
@@ -112,7 +113,8 @@ def bench_compile(cxx, repeat, tmp):
 def bench_stream(cxx, n, repeat, threads, tmp):
     src = os.path.join(tmp, "stream.cpp")
     lib = os.path.join(tmp, "stream.so")
-    open(src, "w").write(STREAM_SRC)
+    with open(src, "w") as f:
+        f.write(STREAM_SRC)
     subprocess.run([cxx, src, *compile_flags(), "-o", lib], check=True, capture_output=True)
     so = ctypes.CDLL(lib)
     nt = ctypes.c_int(threads)

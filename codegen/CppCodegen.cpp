@@ -469,6 +469,7 @@ public:
   std::string emit(const std::string& fname, const std::string& label,
                    std::vector<std::string>& params) {
     reorderForContiguity();
+    shareReducedValues();
     int64_t rows = tripCount(nest_.outer), rowWork = 0;
     for (const Phase& p : nest_.phases) rowWork += tripCount(p.loops);
     bool parallel = rows * std::max<int64_t>(rowWork, 1) >= options_.parallelThreshold;
@@ -546,6 +547,64 @@ private:
       }
     }
     if (best < nest_.outer.size()) std::swap(nest_.outer[best], phase.loops[0]);
+  }
+
+  // Whether value `i` of body `a` and value `j` of body `b` compute the same thing: the same ops
+  // on the same constants and loads of the same elements (b's index expressions renamed by
+  // `renames`).
+  static bool sameValue(const LoopBody& a, int i, const LoopBody& b, int j,
+                        const std::map<std::string, IndexExpr>& renames, const RangeFacts& facts) {
+    const LoopOp& x = a.ops[i];
+    const LoopOp& y = b.ops[j];
+    if (x.code != y.code || x.dtype != y.dtype || x.buffer != y.buffer || x.intValue != y.intValue ||
+        x.operands.size() != y.operands.size())
+      return false;
+    if (x.code == LoopOpCode::Constant && !(x.floatValue == y.floatValue ||
+                                            (x.floatValue != x.floatValue && y.floatValue != y.floatValue)))
+      return false;
+    if ((x.code == LoopOpCode::Load || x.code == LoopOpCode::IndexExpr) &&
+        simplify(x.index - y.index.substitute(renames), facts) != IndexExpr(0))
+      return false;
+    for (size_t k = 0; k < x.operands.size(); ++k)
+      if (!sameValue(a, x.operands[k], b, y.operands[k], renames, facts)) return false;
+    return true;
+  }
+
+  // Softmax's pattern: a float sum phase over one loop whose summed value (exp(x - max)) a
+  // following pointwise phase over the same extent computes again for the element it stores.
+  // The sum loop then also stores that value into the pointwise member's output, and the
+  // pointwise member reads it back instead of recomputing it (one exp per element, not two).
+  void shareReducedValues() {
+    for (size_t pi = 0; pi + 1 < nest_.phases.size(); ++pi) {
+      Phase& red = nest_.phases[pi];
+      Phase& pw = nest_.phases[pi + 1];
+      if (!red.isReduction || pw.isReduction || red.members.size() != 1 || red.loops.size() != 1 ||
+          pw.loops.size() != 1 || red.loops[0].extent != pw.loops[0].extent)
+        continue;
+      const Member& rm = red.members[0];
+      Accumulator acc = makeAccumulator(rm);
+      if (acc.kind != ReductionKind::Sum ||
+          (acc.value != ScalarType::Float32 && acc.value != ScalarType::Float64))
+        continue;
+      const int reduced = rm.body.ops.back().operands[0];
+      std::map<std::string, IndexExpr> toReduction{{pw.loops[0].var, IndexExpr::var(red.loops[0].var)}};
+      RangeFacts facts = factsOf(nest_.outer, red.loops);
+      for (Member& m : pw.members) {
+        if (!m.materialize || m.buffer->dtype != acc.value) continue;
+        for (int k = int(m.body.ops.size()) - 2; k >= 0; --k) {
+          if (!sameValue(rm.body, reduced, m.body, k, toReduction, facts)) continue;
+          sideStores_[pi] = {m.buffer->name, simplify(m.flat.substitute(toReduction), facts)};
+          LoopOp load;
+          load.code = LoopOpCode::Load;
+          load.dtype = acc.value;
+          load.buffer = m.buffer->name;
+          load.index = m.flat;
+          m.body.ops[k] = load;
+          break;
+        }
+        if (sideStores_.count(pi)) break;
+      }
+    }
   }
 
   // The constant stride of `index` in variable `v` (nullopt when it is not affine in `v`).
@@ -819,8 +878,15 @@ private:
         code_.lines(update(i, values.back()));
       }
     };
+    auto side = sideStores_.find(current_);
     auto emitBodies = [&](bool part) {
-      emitBodiesWith([&](size_t i, const std::string& v) { return accs[i].update(v, pos, part); });
+      emitBodiesWith([&](size_t i, const std::string& v) {
+        std::vector<std::string> lines = accs[i].update(v, pos, part);
+        if (side != sideStores_.end())
+          lines.push_back(pointer(side->second.first, true) + "[" + cppIndex(side->second.second, e.facts) +
+                          "] = " + v + ";");
+        return lines;
+      });
     };
     bool allWelford = std::all_of(accs.begin(), accs.end(), [](const Accumulator& a) {
       return a.kind == ReductionKind::WelfordMean || a.kind == ReductionKind::WelfordVar;
@@ -936,6 +1002,9 @@ private:
   bool phaseParallel_ = false, usesThreads_ = false;
   std::vector<std::pair<std::string, bool>> pointers_; // name, written
   std::map<std::string, std::pair<std::string, IndexExpr>> locals_; // buffer -> local, flat
+  // Reduction phase -> (buffer, flat index in the phase's variables) its summed value is also
+  // stored into (shareReducedValues).
+  std::map<size_t, std::pair<std::string, IndexExpr>> sideStores_;
 };
 
 // ---------------------------------------------------------------------------------------------

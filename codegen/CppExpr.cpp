@@ -192,6 +192,24 @@ std::string castExpr(ScalarType from, ScalarType to, const std::string& a) {
   return "static_cast<" + std::string(cppComputeType(to)) + ">(" + a + ")";
 }
 
+// pow with a constant exponent of 2, 3, -1 or -2 as eager PyTorch computes it (pow_tensor_scalar's
+// special cases x*x, x*x*x, 1/x, 1/(x*x)), which are exact for every dtype; nullopt for other
+// ops and exponents. (torch's float32 x ** 0.5 is sqrt but its float16 one is pow, and a float16
+// pow is computed on float32 values here, so 0.5 stays pow.)
+std::optional<std::string> constantPow(const LoopBody& body, const LoopOp& op, const std::string& a) {
+  if (op.code != LoopOpCode::Pow || !isFloatingType(op.dtype)) return std::nullopt;
+  const LoopOp& e = body.ops[op.operands[1]];
+  if (e.code != LoopOpCode::Constant) return std::nullopt;
+  const ScalarType t = op.dtype;
+  const std::string T = cppComputeType(t);
+  const double v = e.floatValue;
+  if (v == 2.0) return cppRoundTo(t, a + " * " + a);
+  if (v == 3.0) return cppRoundTo(t, a + " * " + a + " * " + a);
+  if (v == -1.0) return cppRoundTo(t, T + "(1) / " + a);
+  if (v == -2.0) return cppRoundTo(t, T + "(1) / (" + a + " * " + a + ")");
+  return std::nullopt;
+}
+
 } // namespace
 
 const char* cppStorageType(ScalarType t) {
@@ -331,7 +349,9 @@ std::string emitBody(const LoopBody& body, const std::string& prefix, const Body
       expr = operand(0) + " ? " + operand(1) + " : " + operand(2);
       break;
     default:
-      if (loopOpArity(op.code) == 1)
+      if (std::optional<std::string> p = constantPow(body, op, operand(0))) {
+        expr = *p;
+      } else if (loopOpArity(op.code) == 1)
         expr = unaryExpr(op.code, operandDtype(0), operand(0));
       else
         expr = binaryExpr(op.code, operandDtype(0), operand(0), operand(1));

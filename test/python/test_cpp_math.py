@@ -172,3 +172,28 @@ def test_math_loops_vectorize(tmp_path):
     for i, fn in enumerate(names):
         loop_line = next(n for n, l in enumerate(text, 1) if l.startswith(f"void v{i}(")) + 2
         assert loop_line in lines, f"the loop calling {fn} did not vectorize"
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64, np.float16], ids=["f32", "f64", "f16"])
+@pytest.mark.parametrize("exponent", [2.0, 3.0, -1.0, -2.0, 1.7])
+def test_constant_pow_matches_torch(tmp_path, dt, exponent):
+    """x ** c compiles to eager PyTorch's special cases (x*x, x*x*x, 1/x, 1/(x*x)), bit-identical
+    to torch (NaN signs aside), or to libmvec's pow (within a few ulp)."""
+    import kiln
+    kiln.config.cache_dir = str(tmp_path)
+    kiln.compiler.reset()  # one lambda, many dtypes and exponents: stay under the recompile limit
+    r = np.random.default_rng(2)
+    base = np.concatenate([r.standard_normal(500) * 10, [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-30, -1e-30,
+                                                         3e38, 1e-45, 0.5, 4.0]])
+    with np.errstate(over="ignore"):
+        x = base.astype(dt)
+    got = kiln.compile(lambda a: a ** exponent, backend="inductor")(kiln.from_numpy(x)).numpy()
+    ref = (torch.from_numpy(x) ** exponent).numpy()
+    nan = np.isnan(ref)
+    np.testing.assert_array_equal(np.isnan(got), nan)
+    np.testing.assert_array_equal(np.signbit(got[~nan]), np.signbit(ref[~nan]))
+    if exponent == 1.7:  # libmvec's pow: a few ulp
+        rtol = {np.float32: 5e-7, np.float64: 1e-15, np.float16: 2e-3}[dt]
+        np.testing.assert_allclose(got[~nan], ref[~nan], rtol=rtol, atol=0)
+    else:
+        np.testing.assert_array_equal(got[~nan], ref[~nan])
