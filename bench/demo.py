@@ -119,7 +119,7 @@ def main():
 
     debug = tempfile.mkdtemp(prefix="kiln-demo-")
     kiln.config.debug_dir = debug
-    compiled = kiln.compile(block, backend="inductor")
+    compiled = kiln.compile(block)  # the default backend, "inductor"
     with kiln.no_grad():
         t0 = time.perf_counter()
         yc = compiled(x)
