@@ -2,6 +2,7 @@
 #include "ir/loop/Verifier.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <unordered_map>
 
@@ -48,11 +49,20 @@ public:
       }
       checkSizes(b.sizes, b.parsedAt, where);
       checkBuffer(b, where);
+      if (!b.reuses.empty()) checkReuse(b, where);
       buffers_[b.name] = &b;
     }
     for (const std::string& out : p_.outputs)
       if (!available_.count(out) && !buffers_.count(out))
         report(p_.parsedAt, "output %" + out + " is not an input or buffer of the program");
+    for (const std::string& out : p_.outputs)
+      if (const Buffer* b = p_.findBuffer(out); b && !b->reuses.empty())
+        report(b->parsedAt, "%" + b->name + ": an output has storage of its own; it cannot reuse %" +
+                                b->reuses + "'s");
+    for (const auto& [reused, by] : reusedBy_)
+      if (std::count(p_.outputs.begin(), p_.outputs.end(), reused))
+        report(by->parsedAt, "%" + by->name + ": reuses the storage of %" + reused +
+                                 ", an output of the program");
     return std::move(problems_);
   }
 
@@ -62,6 +72,32 @@ private:
   }
 
   void report(TextPos pos, std::string msg) { problems_.push_back({pos, std::move(msg)}); }
+
+  // The structure of a memory-plan entry; that the reused buffer is dead by then is checked by
+  // the code generator, which knows the order its loop nests run in.
+  void checkReuse(const Buffer& b, const std::string& where) {
+    auto it = buffers_.find(b.reuses);
+    if (it == buffers_.end()) {
+      report(b.parsedAt, where + ": reuses %" + b.reuses + ", which is not a buffer defined before it");
+      return;
+    }
+    const Buffer& r = *it->second;
+    if (r.dtype != b.dtype || numel(r.sizes) != numel(b.sizes))
+      report(b.parsedAt, where + ": " + dtypeShortName(b.dtype) + " with " + numel(b.sizes).str() +
+                             " elements cannot reuse the storage of %" + r.name + ": " +
+                             dtypeShortName(r.dtype) + " with " + numel(r.sizes).str() +
+                             " elements (the dtype and element count must match)");
+    auto [prev, fresh] = reusedBy_.emplace(r.name, &b);
+    if (!fresh)
+      report(b.parsedAt, where + ": the storage of %" + r.name + " is already reused by %" +
+                             prev->second->name);
+  }
+
+  static IndexExpr numel(const std::vector<IndexExpr>& sizes) {
+    IndexExpr n(1);
+    for (const IndexExpr& s : sizes) n = n * s;
+    return n;
+  }
 
   // Variables of `e` that are neither size symbols nor in `allowed`.
   std::vector<std::string> strangers(const IndexExpr& e, const std::set<std::string>& allowed) {
@@ -324,6 +360,7 @@ private:
   RangeFacts symbolFacts_;
   std::unordered_map<std::string, const LoopInput*> available_;
   std::unordered_map<std::string, const Buffer*> buffers_;
+  std::map<std::string, const Buffer*> reusedBy_; // buffer -> the buffer taking its storage
   std::vector<Diagnostic> problems_;
 };
 
