@@ -133,10 +133,11 @@ struct Buffer {
   std::vector<kiln::IndexExpr> sizes;
   std::variant<Pointwise, Reduction, Extern> computation;
   std::string kernel; // the kernel it is grouped into; empty when none
+  TextPos parsedAt;
   // The buffer whose storage this one takes over (the memory plan, passes/loop/PlanMemory.h):
   // that buffer's last reader has run before this one is written. Empty: its own storage.
-  std::string reuses;
-  TextPos parsedAt;
+  // Last, with a default, so aggregate initializations ending at parsedAt stay complete.
+  std::string reuses = {};
 
   bool isPointwise() const { return std::holds_alternative<Pointwise>(computation); }
   bool isReduction() const { return std::holds_alternative<Reduction>(computation); }

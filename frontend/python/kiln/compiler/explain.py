@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass, field
 
 _KERNEL_LINE = re.compile(r"^\s*kernel @(\w+) \{$")
-_BUFFER_LINE = re.compile(r"^\s*%(\S+): [^=]+ = (pointwise|reduction|extern (\w+))")
+_BUFFER_LINE = re.compile(r"^\s*%(\S+): \w+\[[^\]]*\](?:\{reuses=%\S+\})? = (pointwise|reduction|extern (\w+))")
 
 
 def _indent(text, spaces):
@@ -117,7 +117,7 @@ class ExplainOutput:
         if self.kernels_per_graph:
             out += "Inductor Kernels per Graph:\n"
             for i, plan in enumerate(self.kernels_per_graph, 1):
-                out += f"  Graph {i}: " + _indent(plan, 4).lstrip()
+                out += f"  Graph {i}: " + _indent(plan, 2).lstrip()
         out += "Guards:\n"
         for i, guards in enumerate(self.guards, 1):
             out += f"  Guard {i}:\n" + _indent(guards, 4)
