@@ -114,15 +114,15 @@ class ExplainOutput:
         out += "Ops per Graph:\n"
         for i, ops in enumerate(self.ops_per_graph, 1):
             out += f"  Ops {i}:\n" + "".join(f"    {op}\n" for op in ops)
-        if self.kernels_per_graph:
-            out += "Inductor Kernels per Graph:\n"
-            for i, plan in enumerate(self.kernels_per_graph, 1):
-                out += f"  Graph {i}: " + _indent(plan, 2).lstrip()
         out += "Guards:\n"
         for i, guards in enumerate(self.guards, 1):
             out += f"  Guard {i}:\n" + _indent(guards, 4)
         if self.compile_times:
             out += f"Compile Times:\n{_indent(self.compile_times, 2)}"
+        if self.kernels_per_graph:
+            out += "Inductor Kernels per Graph:\n"
+            for i, plan in enumerate(self.kernels_per_graph, 1):
+                out += f"  Graph {i}: " + _indent(plan, 2).lstrip()
         return out
 
 
