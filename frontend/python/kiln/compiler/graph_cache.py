@@ -23,14 +23,18 @@ _build_identity = None
 
 
 def build_identity():
-    """The sizes and modification times of kiln's extension module and Python files: a rebuilt
-    kiln (lowering or code generation changed without a version bump) misses the cache."""
+    """The sizes and modification times of kiln's extension module and of the Python packages
+    a captured graph passes through on its way to C++ (kiln.fx, kiln.compiler): a rebuilt kiln
+    (lowering or code generation changed without a version bump) misses the cache."""
     global _build_identity
     if _build_identity is None:
         package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        paths = [_C.__file__]
+        for sub in ("fx", "compiler"):
+            folder = os.path.join(package, sub)
+            paths += [os.path.join(folder, f) for f in os.listdir(folder) if f.endswith(".py")]
         parts = []
-        for path in sorted([_C.__file__] + [os.path.join(root, f) for root, _, files in os.walk(package)
-                                            for f in files if f.endswith(".py")]):
+        for path in sorted(paths):
             st = os.stat(path)
             parts.append(f"{os.path.relpath(path, package)} {st.st_size} {st.st_mtime_ns}")
         _build_identity = "\n".join(parts)
