@@ -6,8 +6,8 @@ a FRESH process (a child of this script), minus one eager call of the same funct
     cold    KILN_CACHE_DIR empty: capture, lowering, C++ compile, load
     warm    the cache filled by an earlier process: the graph-level cache skips lowering and
             compiling (inductor.py, graph_cache.py)
-and, for warm, where the time goes (each phase timed around the function doing it; phases nest,
-so "backend" includes the graph cache and CompiledKernel rows).
+and where the time goes, warm and cold (each phase timed around the function doing it; phases
+nest, so "backend call" includes the graph cache and CompiledKernel rows).
 per_call: microseconds per call of `x + 1` on 8 float32 elements: kiln eager op, an uncompiled
 Python function, the inductor-compiled function (a cache hit of the guards: the compiled
 program runs), and compiled minus uncompiled.
@@ -157,15 +157,18 @@ def main():
         run_child("time", warm_dir, pycache)  # fills the cache
         warm = [run_child("time", warm_dir, pycache) for _ in range(a.runs)]
         profile = [run_child("profile", warm_dir, pycache) for _ in range(a.runs)]
+        cold_profile = [run_child("profile", os.path.join(tmp, f"cold-profile{i}"), pycache)
+                        for i in range(a.runs)]
         for name, runs in (("cold", cold), ("warm", warm)):
             results[name] = {k: statistics.median(r[k] for r in runs)
                              for k in ("latency_ms", "first_call_ms", "eager_ms", "import_ms")}
             results[name]["latency_min_ms"] = min(r["latency_ms"] for r in runs)
-        phases = {}
-        for r in profile:
-            for k, v in r["phases_ms"].items():
-                phases.setdefault(k, []).append(v)
-        results["warm_phases_ms"] = {k: statistics.median(v) for k, v in phases.items()}
+        for name, runs in (("warm_phases_ms", profile), ("cold_phases_ms", cold_profile)):
+            phases = {}
+            for r in runs:
+                for k, v in r["phases_ms"].items():
+                    phases.setdefault(k, []).append(v)
+            results[name] = {k: statistics.median(v) for k, v in phases.items()}
         results["per_call_us"] = per_call(os.path.join(tmp, "per_call"))
     print(json.dumps(results, indent=1))
     if a.json:
