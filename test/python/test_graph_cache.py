@@ -177,3 +177,16 @@ def test_shared_object_removed_from_the_cache_compiles_again(tmp_path):
     assert second.returncode == 0, second.stderr
     assert second.stdout == first.stdout
     assert "graph cache: unusable entry" in second.stderr and "compiled):" in second.stderr
+
+
+def test_cache_folder_moved_to_another_place_still_hits(tmp_path):
+    env = dict(os.environ, KILN_CACHE_DIR=str(tmp_path / "here"), KILN_LOGS="output_code")
+    first = subprocess.run([sys.executable, "-c", _SCRIPT], env=env, capture_output=True, text=True)
+    assert first.returncode == 0, first.stderr
+    shutil.copytree(tmp_path / "here", tmp_path / "there")
+    shutil.rmtree(tmp_path / "here")
+    env["KILN_CACHE_DIR"] = str(tmp_path / "there")
+    second = subprocess.run([sys.executable, "-c", _SCRIPT], env=env, capture_output=True, text=True)
+    assert second.returncode == 0, second.stderr
+    assert second.stdout == first.stdout
+    assert f"output code ({tmp_path / 'there'}/kernels/" in second.stderr and "graph cache hit" in second.stderr

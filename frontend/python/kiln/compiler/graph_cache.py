@@ -18,7 +18,7 @@ from ..fx.graph import parse
 from . import debug_dir
 
 _log = _logging.get_logger("output_code")
-_FORMAT = "kiln-graph-cache-v1"
+_FORMAT = "kiln-graph-cache-v2"
 _build_identity = None
 
 
@@ -43,7 +43,7 @@ def build_identity():
 
 class Entry:
     """program: the scheduled loop program's text (None when every output is a view); path: its
-    shared object; views: the prims graph (text) computing the outputs that are views of inputs,
+    shared object (stored by file name, found in the kernel cache's folder); views: the prims graph (text) computing the outputs that are views of inputs,
     or None; where: per output, (from the view graph?, index); attr_targets: the attributes
     passed after the placeholders. kernel and view_fn are built from these."""
 
@@ -55,7 +55,9 @@ class Entry:
         self.view_fn = None
 
     def to_bytes(self):
-        return json.dumps({"format": _FORMAT, "program": self.program, "path": self.path,
+        # The library by file name: the cache folder may have been moved or copied since.
+        library = os.path.basename(self.path) if self.path is not None else None
+        return json.dumps({"format": _FORMAT, "program": self.program, "library": library,
                            "views": self.views, "where": self.where,
                            "attr_targets": self.attr_targets}).encode()
 
@@ -64,7 +66,11 @@ class Entry:
         d = json.loads(data)
         if d.get("format") != _FORMAT:
             raise ValueError(f"not a {_FORMAT} entry")
-        entry = cls(d["program"], d["path"], d["views"], d["where"], d["attr_targets"])
+        library = d["library"]
+        if library is not None and (not isinstance(library, str) or os.path.basename(library) != library):
+            raise ValueError(f"the library {library!r} is not a file name")
+        path = os.path.join(_codegen.cache_dir(), "kernels", library) if library is not None else None
+        entry = cls(d["program"], path, d["views"], d["where"], d["attr_targets"])
         if entry.program is not None:
             entry.kernel = _codegen.CompiledKernel(entry.path, "kiln_entry", entry.program)
         if entry.views is not None:
