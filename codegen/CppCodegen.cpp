@@ -1,7 +1,8 @@
 // LoopProgram -> C++ source (see CppCodegen.h). The program becomes a list of units run in
 // order: loop nests (a kernel group fused into one nest when its ranges allow, every other
 // buffer alone) and extern GEMM calls; kiln_entry allocates intermediates before the unit that
-// defines them and frees them after the last unit that reads them.
+// defines them and frees them after the last unit that reads them; a buffer planned to reuse a
+// dead one's storage (Buffer::reuses) shares that allocation.
 //
 // A nest is a set of outer loops (run in parallel above the work threshold) around phases: a
 // pointwise phase loops over the inner ranges of pointwise buffers, a reduction phase over the
