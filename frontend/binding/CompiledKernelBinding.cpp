@@ -88,12 +88,6 @@ DimVector constants(const std::vector<IndexExpr>& exprs, const std::string& what
   return out;
 }
 
-int64_t numel(const DimVector& sizes) {
-  int64_t n = 1;
-  for (int64_t s : sizes) n *= s;
-  return n;
-}
-
 // Strides matter only along dims of size > 1, and not at all for an empty tensor.
 bool sameLayout(const Tensor& t, const TensorMeta& m) {
   if (t.numel() == 0) return true;
@@ -127,13 +121,6 @@ public:
         KILN_CHECK_VALUE(in != nullptr, "CompiledKernel: unknown output %", out);
         outputs_.push_back({out, in->dtype, constants(in->sizes, "input %" + out), {}});
       }
-    }
-    for (const TensorMeta& m : inputs_) elements_ += numel(m.sizes);
-    for (const TensorMeta& m : outputs_) elements_ += numel(m.sizes);
-    for (const Buffer& b : p.buffers) {
-      int64_t n = 1;
-      for (const IndexExpr& e : b.sizes) n *= e.constant().value_or(0);
-      elements_ += n;
     }
     entryFn_ = reinterpret_cast<EntryFn>(codegen::KernelCache::load(path_, entry_));
   }
@@ -169,9 +156,8 @@ public:
       ins[i] = t.rawData();
     }
     size_t nOut = outputs_.size();
-    Tensor outStack[4]; // most programs have few outputs: no heap allocation for their list
-    std::vector<Tensor> outHeapTensors(nOut > 4 ? nOut : 0);
-    Tensor* outs = nOut > 4 ? outHeapTensors.data() : outStack;
+    std::vector<Tensor> outs;
+    outs.reserve(nOut);
     void* outPtrs[16];
     std::vector<void*> outHeap;
     void** outp = outPtrs;
@@ -180,14 +166,12 @@ public:
       outp = outHeap.data();
     }
     for (size_t i = 0; i < nOut; ++i) {
-      outs[i] = Tensor::empty(outputs_[i].sizes, outputs_[i].dtype);
-      outp[i] = outs[i].rawData();
+      outs.push_back(Tensor::empty(outputs_[i].sizes, outputs_[i].dtype));
+      outp[i] = outs.back().rawData();
     }
     KilnContext ctx{contextAlloc, contextFree, contextSgemm, contextDgemm, omp_get_max_threads()};
     int status;
-    if (elements_ < kReleaseGilElements) {
-      status = entryFn_(&ctx, ins, outp);
-    } else {
+    {
       nb::gil_scoped_release release;
       status = entryFn_(&ctx, ins, outp);
     }
@@ -212,11 +196,6 @@ private:
   std::vector<TensorMeta> inputs_;
   std::vector<TensorMeta> outputs_;
   EntryFn entryFn_ = nullptr;
-  // Elements of every input, output and buffer: a measure of the work of one call. Below
-  // kReleaseGilElements a call takes about as long as releasing and taking back the GIL would,
-  // so it keeps the GIL.
-  int64_t elements_ = 0;
-  static constexpr int64_t kReleaseGilElements = 1 << 14;
 };
 
 } // namespace
