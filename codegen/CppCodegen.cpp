@@ -1,7 +1,8 @@
 // LoopProgram -> C++ source (see CppCodegen.h). The program becomes a list of units run in
 // order: loop nests (a kernel group fused into one nest when its ranges allow, every other
 // buffer alone) and extern GEMM calls; kiln_entry allocates intermediates before the unit that
-// defines them and frees them after the last unit that reads them.
+// defines them and frees them after the last unit that reads them; a buffer planned to reuse a
+// dead one's storage (Buffer::reuses) shares that allocation.
 //
 // A nest is a set of outer loops (run in parallel above the work threshold) around phases: a
 // pointwise phase loops over the inner ranges of pointwise buffers, a reduction phase over the
@@ -1291,15 +1292,30 @@ public:
       std::string T = cppStorageType(b->dtype);
       entry.line(T + "* " + cNames_[b->name] + " = static_cast<" + T + "*>(outputs[" + std::to_string(i) + "]);");
     }
-    // Intermediates: allocated before the unit defining them, freed after their last reader.
+    // Intermediates: a storage is allocated before the unit defining its first buffer and freed
+    // after the last unit reading any buffer that uses it. A buffer listed as reusing a
+    // materialized one (the memory plan, Buffer::reuses) writes into that one's storage.
+    std::map<std::string, const Buffer*> storageOf;
     std::map<size_t, std::vector<const Buffer*>> freeAfter;
-    for (const Unit& unit : units_)
-      for (const Buffer* b : unit.defines)
-        if (!outputSlot.count(b->name) && materialized_.count(b->name)) {
+    std::map<const Buffer*, size_t> lastUse;
+    for (size_t u = 0; u < units_.size(); ++u)
+      for (const Buffer* b : units_[u].defines) {
+        if (outputSlot.count(b->name) || !materialized_.count(b->name)) continue;
+        auto reused = storageOf.find(b->reuses);
+        if (b->reuses.empty() || reused == storageOf.end()) {
+          storageOf[b->name] = b;
           std::string T = cppStorageType(b->dtype);
           entry.line(T + "* " + cNames_[b->name] + " = nullptr;");
-          freeAfter[*readers_[b->name].rbegin()].push_back(b);
+        } else {
+          size_t lastReader = *readers_[b->reuses].rbegin();
+          KILN_CHECK(lastReader < u, "C++ codegen: %", b->name, " reuses the storage of %", b->reuses,
+                     ", which is still read by a later or the same loop nest (", units_[lastReader].label, ")");
+          storageOf[b->name] = reused->second;
         }
+        size_t& last = lastUse[storageOf[b->name]];
+        last = std::max(last, *readers_[b->name].rbegin());
+      }
+    for (const auto& [storage, u] : lastUse) freeAfter[u].push_back(storage);
     std::vector<const Buffer*> live;
     auto failure = [&]() {
       for (const Buffer* l : live) entry.line("  ctx->free(" + cNames_[l->name] + ");");
@@ -1310,18 +1326,18 @@ public:
       for (const Buffer* b : units_[u].defines) {
         if (outputSlot.count(b->name) || !materialized_.count(b->name)) continue;
         std::string T = cppStorageType(b->dtype), c = cNames_[b->name];
+        if (const Buffer* storage = storageOf[b->name]; storage != b) {
+          entry.line(T + "* " + c + " = " + cNames_[storage->name] + ";");
+          continue;
+        }
         int64_t bytes = std::max<int64_t>(numel(b->sizes, b->name) * int64_t(elementSize(b->dtype)), 1);
         entry.line(c + " = static_cast<" + T + "*>(ctx->alloc(" + std::to_string(bytes) + "));");
         entry.line("if (!" + c + ") {");
         failure();
         live.push_back(b);
       }
-      if (std::holds_alternative<Nest>(units_[u].work)) {
-        entry.line(calls[u]);
-      } else {
-        entry.line(calls[u]);
-        failure();
-      }
+      entry.line(calls[u]);
+      if (!std::holds_alternative<Nest>(units_[u].work)) failure();
       for (const Buffer* b : freeAfter[u]) {
         entry.line("ctx->free(" + cNames_[b->name] + ");");
         live.erase(std::find(live.begin(), live.end(), b));

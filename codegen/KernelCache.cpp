@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
@@ -17,6 +18,7 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <vector>
 
 #include "codegen/Sha256.h"
 
@@ -150,6 +152,32 @@ std::string sharedObjectProblem(const std::string& path) {
   return problem;
 }
 
+// The resolved path of the program `name` as posix_spawnp finds it (PATH searched when it has
+// no '/'), or "" when there is none.
+std::string executablePath(const std::string& name) {
+  std::vector<std::string> candidates;
+  if (name.find('/') != std::string::npos) {
+    candidates.push_back(name);
+  } else if (const char* path = std::getenv("PATH")) {
+    std::string dirs = path;
+    for (size_t pos = 0; pos <= dirs.size();) {
+      size_t colon = std::min(dirs.find(':', pos), dirs.size());
+      std::string dir = dirs.substr(pos, colon - pos);
+      candidates.push_back((dir.empty() ? std::string(".") : dir) + "/" + name);
+      pos = colon + 1;
+    }
+  }
+  for (const std::string& c : candidates) {
+    if (access(c.c_str(), X_OK) != 0) continue;
+    char* real = realpath(c.c_str(), nullptr);
+    if (real == nullptr) continue;
+    std::string resolved = real;
+    std::free(real);
+    return resolved;
+  }
+  return "";
+}
+
 struct OpenedLibrary {
   void* handle = nullptr;
   void* entry = nullptr;
@@ -219,6 +247,34 @@ std::string KernelCache::kernelKey(std::string_view source) const {
   return h.hexDigest();
 }
 
+std::string KernelCache::compilerIdentity() const {
+  std::string exe = executablePath(toolchain_.compiler());
+  struct stat st;
+  if (exe.empty() || stat(exe.c_str(), &st) != 0) return toolchain_.identity();
+  std::string key = strCat("compiler-identity\n", exe, "\n", st.st_size, " ", st.st_mtim.tv_sec, ".",
+                           st.st_mtim.tv_nsec, " ", st.st_ctim.tv_sec, ".", st.st_ctim.tv_nsec, " ",
+                           st.st_ino);
+  if (std::optional<std::string> known = getArtifact(key)) return *known;
+  const std::string& identity = toolchain_.identity();
+  try {
+    putArtifact(key, identity);
+  } catch (const Error&) {
+    // An unwritable cache only means the next process runs the compiler again.
+  }
+  return identity;
+}
+
+std::string KernelCache::toolchainKey() const {
+  Sha256 h;
+  h.updateField("kiln-toolchain-v1");
+  h.updateField(kilnVersion());
+  h.updateField(toolchain_.compiler());
+  h.updateField(compilerIdentity());
+  for (const std::string& flag : toolchain_.flags()) h.updateField(flag);
+  h.updateField(hostCpuFeatures());
+  return h.hexDigest();
+}
+
 std::string KernelCache::kernelPath(const std::string& key) const {
   return strCat(subdir("kernels"), "/", key, ".so");
 }
@@ -277,7 +333,7 @@ std::string KernelCache::artifactPath(std::string_view key) const {
   return strCat(subdir("artifacts"), "/", h.hexDigest(), ".bin");
 }
 
-void KernelCache::putArtifact(std::string_view key, std::string_view bytes) {
+void KernelCache::putArtifact(std::string_view key, std::string_view bytes) const {
   ensurePrivateDir(dir_);
   ensurePrivateDir(subdir("artifacts"));
   std::string header(kArtifactMagic, sizeof kArtifactMagic);
@@ -289,7 +345,7 @@ void KernelCache::putArtifact(std::string_view key, std::string_view bytes) {
   writeFileAtomically(artifactPath(key), header, bytes);
 }
 
-std::optional<std::string> KernelCache::getArtifact(std::string_view key) {
+std::optional<std::string> KernelCache::getArtifact(std::string_view key) const {
   std::string path = artifactPath(key);
   std::optional<std::string> file = readFile(path);
   if (!file) return std::nullopt;

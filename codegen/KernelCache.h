@@ -40,6 +40,17 @@ public:
   // The hex SHA-256 of the source, the compiler's identity and flags, kiln's version and the
   // CPU's features: everything the compiled code depends on.
   std::string kernelKey(std::string_view source) const;
+  // The hex SHA-256 of what every kernel depends on besides its source (the fields of
+  // kernelKey but the source): a graph-level artifact naming a compiled kernel is valid only
+  // under the same toolchain key.
+  // The compiler's identity comes from compilerIdentity().
+  std::string toolchainKey() const;
+  // The toolchain's identity (Toolchain::identity, the `--version` output), remembered in the
+  // cache for the compiler's executable (its resolved path, size, modification and change
+  // times): running the compiler costs milliseconds that a process whose graphs all come
+  // from the cache should not pay. A wrapper script (ccache) hides an upgrade of the compiler
+  // behind it; its cached kernels stay usable, they are just not rebuilt by the new compiler.
+  std::string compilerIdentity() const;
   std::string kernelPath(const std::string& key) const;
   std::string sourcePath(const std::string& key) const;
 
@@ -54,9 +65,9 @@ public:
 
   // Stores `bytes` under `key` (any string: the caller's description of what was computed,
   // such as a graph's text and its inputs' metadata); kiln's version is part of the address.
-  void putArtifact(std::string_view key, std::string_view bytes);
+  void putArtifact(std::string_view key, std::string_view bytes) const;
   // The bytes stored under `key`, or nothing; an entry failing its checksum is removed.
-  std::optional<std::string> getArtifact(std::string_view key);
+  std::optional<std::string> getArtifact(std::string_view key) const;
   std::string artifactPath(std::string_view key) const;
 
   CacheInfo info() const;

@@ -84,6 +84,13 @@ void registerKernelCache(nb::module_& m) {
       "Compiles C++17 `source` into a shared object in the kernel cache (or finds it there) and "
       "loads it; returns (path, cache_hit). A compiler error raises RuntimeError with its output.");
   c.def(
+      "toolchain_key",
+      [](const std::vector<std::string>& extraFlags) { return compilingCache(extraFlags).toolchainKey(); },
+      nb::arg("extra_flags") = std::vector<std::string>(),
+      "the hex SHA-256 of kiln's version, the compiler (kiln.config.cpp_compiler), its identity and "
+      "flags (kiln.config.cpp_flags, then extra_flags) and the CPU's features: what compile_source's "
+      "kernels depend on besides their source");
+  c.def(
       "load",
       [](const std::string& path, const std::string& entry) {
         void* address = codegen::KernelCache::load(path, entry);

@@ -364,7 +364,7 @@ bool operator==(const Extern& a, const Extern& b) {
 
 bool operator==(const Buffer& a, const Buffer& b) {
   return a.name == b.name && a.dtype == b.dtype && a.sizes == b.sizes && a.kernel == b.kernel &&
-         a.computation == b.computation;
+         a.reuses == b.reuses && a.computation == b.computation;
 }
 
 bool operator==(const LoopProgram& a, const LoopProgram& b) {

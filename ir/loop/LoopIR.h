@@ -154,6 +154,10 @@ struct Buffer {
   std::variant<Pointwise, Reduction, Extern> computation;
   std::string kernel; // the kernel it is grouped into; empty when none
   TextPos parsedAt;
+  // The buffer whose storage this one takes over (the memory plan, passes/loop/PlanMemory.h):
+  // that buffer's last reader has run before this one is written. Empty: its own storage.
+  // Last, with a default, so aggregate initializations ending at parsedAt stay complete.
+  std::string reuses = {};
 
   bool isPointwise() const { return std::holds_alternative<Pointwise>(computation); }
   bool isReduction() const { return std::holds_alternative<Reduction>(computation); }

@@ -244,6 +244,17 @@ private:
     b.kernel = kernel;
     b.dtype = parseDtype();
     b.sizes = parseSizes();
+    if (is(K::LBrace)) {
+      advance();
+      Token key = expect(K::Identifier, "'reuses'");
+      if (key.text != "reuses")
+        fail(key.pos, "unknown buffer attribute '" + key.text + "' (expected reuses)");
+      expect(K::Equal, "'=' after reuses");
+      Token reused = expect(K::Value, "the buffer whose storage is reused '%name'");
+      use(reused);
+      b.reuses = reused.text;
+      expect(K::RBrace, "'}' closing the buffer attributes");
+    }
     expect(K::Equal, "'=' after the buffer's type");
     if (isKeyword("pointwise")) {
       advance();

@@ -80,7 +80,9 @@ void printBody(const LoopBody& body, const std::string& indent, std::string& out
 }
 
 void printBuffer(const Buffer& b, const std::string& indent, std::string& out) {
-  out += indent + "%" + b.name + ": " + tensorText(b.dtype, b.sizes) + " = ";
+  out += indent + "%" + b.name + ": " + tensorText(b.dtype, b.sizes);
+  if (!b.reuses.empty()) out += "{reuses=%" + b.reuses + "}";
+  out += " = ";
   if (const auto* pw = std::get_if<Pointwise>(&b.computation)) {
     out += "pointwise " + rangesText(pw->ranges);
     if (!pw->into.empty()) out += " into %" + pw->into + "[" + pw->intoIndex.str() + "]";

@@ -57,6 +57,7 @@ public:
       if (b.writesInto() && !b.kernel.empty() && kernelSizes[b.kernel] > 1)
         report(b.parsedAt, where + ": writes in place, so it is alone in its kernel (@" +
                                b.kernel + " has other buffers)");
+      if (!b.reuses.empty()) checkReuse(b, where);
       buffers_[b.name] = &b;
       const std::string* base = b.writesInto();
       std::string root = base && root_.count(*base) ? root_[*base] : b.name;
@@ -69,6 +70,14 @@ public:
       else
         checkCurrent(out, p_.parsedAt, "output");
     }
+    for (const std::string& out : p_.outputs)
+      if (const Buffer* b = p_.findBuffer(out); b && !b->reuses.empty())
+        report(b->parsedAt, "%" + b->name + ": an output has storage of its own; it cannot reuse %" +
+                                b->reuses + "'s");
+    for (const auto& [reused, by] : reusedBy_)
+      if (std::count(p_.outputs.begin(), p_.outputs.end(), reused))
+        report(by->parsedAt, "%" + by->name + ": reuses the storage of %" + reused +
+                                 ", an output of the program");
     return std::move(problems_);
   }
 
@@ -87,6 +96,32 @@ private:
     const std::string& latest = current_[r->second];
     if (latest != name)
       report(pos, what + " %" + name + ": its storage was overwritten in place by %" + latest);
+  }
+
+  // The structure of a memory-plan entry; that the reused buffer is dead by then is checked by
+  // the code generator, which knows the order its loop nests run in.
+  void checkReuse(const Buffer& b, const std::string& where) {
+    auto it = buffers_.find(b.reuses);
+    if (it == buffers_.end()) {
+      report(b.parsedAt, where + ": reuses %" + b.reuses + ", which is not a buffer defined before it");
+      return;
+    }
+    const Buffer& r = *it->second;
+    if (r.dtype != b.dtype || numel(r.sizes) != numel(b.sizes))
+      report(b.parsedAt, where + ": " + dtypeShortName(b.dtype) + " with " + numel(b.sizes).str() +
+                             " elements cannot reuse the storage of %" + r.name + ": " +
+                             dtypeShortName(r.dtype) + " with " + numel(r.sizes).str() +
+                             " elements (the dtype and element count must match)");
+    auto [prev, fresh] = reusedBy_.emplace(r.name, &b);
+    if (!fresh)
+      report(b.parsedAt, where + ": the storage of %" + r.name + " is already reused by %" +
+                             prev->second->name);
+  }
+
+  static IndexExpr numel(const std::vector<IndexExpr>& sizes) {
+    IndexExpr n(1);
+    for (const IndexExpr& s : sizes) n = n * s;
+    return n;
   }
 
   // Variables of `e` that are neither size symbols nor in `allowed`.
@@ -431,6 +466,7 @@ private:
   std::unordered_map<std::string, const Buffer*> buffers_;
   std::unordered_map<std::string, std::string> root_;    // version -> the storage's root
   std::unordered_map<std::string, std::string> current_; // root -> its latest version
+  std::map<std::string, const Buffer*> reusedBy_; // buffer -> the buffer taking its storage
   std::vector<Diagnostic> problems_;
 };
 

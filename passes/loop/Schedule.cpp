@@ -6,6 +6,7 @@
 #include "passes/loop/FuseVertical.h"
 #include "passes/loop/FusionGroups.h"
 #include "passes/loop/MatchRanges.h"
+#include "passes/loop/PlanMemory.h"
 
 namespace kiln::passes::loop {
 
@@ -18,11 +19,12 @@ struct SchedulePass {
 
 const SchedulePass kPasses[] = {
     {"schedule", "match-ranges, fuse-vertical, fuse-reductions and fuse-horizontal, then kernels "
-                 "@k0, @k1, ..."},
+                 "@k0, @k1, ..., then plan-memory"},
     {"match-ranges", "give pointwise readers of a reduction its row structure as their ranges"},
     {"fuse-vertical", "fuse pointwise producers with their pointwise consumers"},
     {"fuse-reductions", "fuse reductions with their prologue, epilogue and sibling reductions"},
     {"fuse-horizontal", "fuse independent pointwise buffers over the same ranges"},
+    {"plan-memory", "intermediate buffers reuse the storage of dead ones of the same dtype and size"},
 };
 
 } // namespace
@@ -55,11 +57,15 @@ ScheduleResult schedule(LoopProgram& p, const ScheduleOptions& options) {
   }
   ScheduleResult result{groups.logLines()};
   p.buffers = std::move(ordered);
+  if (options.planMemory) {
+    std::vector<std::string> reuses = planMemory(p);
+    result.log.insert(result.log.end(), reuses.begin(), reuses.end());
+  }
   return result;
 }
 
 std::optional<ScheduleOptions> scheduleOptionsFor(const std::vector<std::string>& passNames) {
-  ScheduleOptions o{false, false, false, false};
+  ScheduleOptions o{false, false, false, false, false};
   for (const std::string& n : passNames) {
     if (n == "schedule")
       o = ScheduleOptions{};
@@ -71,6 +77,8 @@ std::optional<ScheduleOptions> scheduleOptionsFor(const std::vector<std::string>
       o.fuseReductions = true;
     else if (n == "fuse-horizontal")
       o.fuseHorizontal = true;
+    else if (n == "plan-memory")
+      o.planMemory = true;
     else
       return std::nullopt;
   }

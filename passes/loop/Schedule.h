@@ -16,6 +16,7 @@ struct ScheduleOptions {
   bool fuseVertical = true;
   bool fuseReductions = true;
   bool fuseHorizontal = true;
+  bool planMemory = true; // after the kernels are formed: storage reuse (PlanMemory.h)
 };
 
 struct ScheduleResult {
@@ -27,8 +28,8 @@ struct ScheduleResult {
 // code generator emits as one loop nest are made; extern buffers stay outside kernels.
 ScheduleResult schedule(LoopProgram& p, const ScheduleOptions& options = {});
 
-// The scheduling passes by pipeline name: "match-ranges", "fuse-vertical", "fuse-reductions", "fuse-horizontal"
-// switch one on; "schedule" all of them. nullopt for another name.
+// The scheduling passes by pipeline name: "match-ranges", "fuse-vertical", "fuse-reductions",
+// "fuse-horizontal", "plan-memory" switch one on; "schedule" all of them. nullopt for another name.
 std::optional<ScheduleOptions> scheduleOptionsFor(const std::vector<std::string>& passNames);
 // "  name  description" lines for --help.
 std::string describeSchedulePasses();

@@ -5,6 +5,9 @@ example_inputs are the real tensors of the call that was traced; kiln.compile ta
 registered name or any such callable.
 """
 from .errors import InvalidBackend
+# Imported with kiln, not at the first compile: an import inside the frame callback runs every
+# frame of the import machinery through the capture hook (~5 ms instead of ~1 ms).
+from .inductor import compile_inductor
 
 _BACKENDS = {}
 
@@ -60,6 +63,4 @@ def inductor(gm, example_inputs, **kwargs):
     """Lowers the captured graph to loop programs and compiles them to one shared object of C++
     (kiln.compiler.inductor); the compiled code runs the graph. Graphs it cannot compile raise,
     and the frame runs eagerly."""
-    from .inductor import compile_inductor
-
     return compile_inductor(gm, example_inputs, **kwargs)

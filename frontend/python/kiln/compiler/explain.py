@@ -1,8 +1,13 @@
 """kiln.explain's result: what compiling a function captured (graphs, ops, guards) and where
-it could not (break reasons), with the fields and text of torch._dynamo.explain; and the
-process-wide recording of every compiled function behind the `kiln explain` command."""
+it could not (break reasons), with the fields and text of torch._dynamo.explain, plus the
+kernels the inductor backend makes of each graph; and the process-wide recording of every
+compiled function behind the `kiln explain` command."""
 import contextlib
+import re
 from dataclasses import dataclass, field
+
+_KERNEL_LINE = re.compile(r"^\s*kernel @(\w+) \{$")
+_BUFFER_LINE = re.compile(r"^\s*%(\S+): \w+\[[^\]]*\](?:\{reuses=%\S+\})? = (pointwise|reduction|extern (\w+))")
 
 
 def _indent(text, spaces):
@@ -10,11 +15,79 @@ def _indent(text, spaces):
 
 
 @dataclass
+class KernelPlan:
+    """The kernels the inductor backend makes of one graph, from its scheduled loop program:
+    kernels: (name, [(buffer, "pointwise" | "reduction"), ...]) in execution order, each one
+    fused loop nest; externs: (buffer, library kernel such as "mm"); reason: why the backend
+    does not compile the graph ("" when it does)."""
+
+    kernels: list = field(default_factory=list)
+    externs: list = field(default_factory=list)
+    reason: str = ""
+
+    @classmethod
+    def from_program(cls, program):
+        """The plan of a scheduled loop program's text (None: nothing to compile)."""
+        plan, kernel = cls(), None
+        for line in (program or "").splitlines():
+            if match := _KERNEL_LINE.match(line):
+                kernel = (match[1], [])
+                plan.kernels.append(kernel)
+            elif match := _BUFFER_LINE.match(line):
+                if match[3]:
+                    plan.externs.append((match[1], match[3]))
+                elif kernel is not None:
+                    kernel[1].append((match[1], match[2]))
+            elif line.strip() == "}" and line.startswith("  }"):
+                kernel = None
+        return plan
+
+    @property
+    def num_kernels(self):
+        return len(self.kernels)
+
+    def summary(self):
+        """`kernels: 1 (k0: pointwise x6)`, with `, extern calls: 1 (mm)` when there are some."""
+        if self.reason:
+            return f"not compiled by inductor: {self.reason}"
+        parts = []
+        for name, members in self.kernels:
+            counts = {}
+            for _, kind in members:
+                counts[kind] = counts.get(kind, 0) + 1
+            parts.append(f"{name}: " + ", ".join(f"{kind} x{n}" for kind, n in counts.items()))
+        out = f"kernels: {len(self.kernels)}" + (f" ({'; '.join(parts)})" if parts else "")
+        if self.externs:
+            out += f", extern calls: {len(self.externs)} ({', '.join(k for _, k in self.externs)})"
+        return out
+
+    def __str__(self):
+        out = self.summary() + "\n"
+        for name, members in self.kernels:
+            out += f"  {name} fuses " + ", ".join(f"%{b}" for b, _ in members) + "\n"
+        for buffer, kernel in self.externs:
+            out += f"  %{buffer} = extern {kernel}\n"
+        return out
+
+
+def plan_of(gm, example_inputs):
+    """The KernelPlan of a captured graph under the inductor backend (lowered and scheduled,
+    not compiled to C++)."""
+    from .inductor import plan_kernels
+
+    try:
+        return KernelPlan.from_program(plan_kernels(gm, example_inputs))
+    except Exception as error:  # noqa: BLE001 - any failure means the graph runs eagerly
+        return KernelPlan(reason=f"{type(error).__name__}: {error}")
+
+
+@dataclass
 class ExplainOutput:
     """graphs: the GraphModules in capture order; break_reasons: a BreakReason per frame that
     ran eagerly (a whole-frame fallback counts one break); op_count: ops over all graphs;
     ops_per_graph: each graph's call targets; guards: each graph's GuardTree; compile_times:
-    the time spent in each compile phase, as text."""
+    the time spent in each compile phase, as text; kernels_per_graph: each graph's KernelPlan
+    (what the inductor backend compiles it to)."""
 
     graphs: list
     graph_count: int
@@ -24,6 +97,7 @@ class ExplainOutput:
     ops_per_graph: list = field(default_factory=list)
     guards: list = field(default_factory=list)
     compile_times: str = ""
+    kernels_per_graph: list = field(default_factory=list)
 
     def __str__(self):
         out = f"Graph Count: {self.graph_count}\n"
@@ -45,6 +119,10 @@ class ExplainOutput:
             out += f"  Guard {i}:\n" + _indent(guards, 4)
         if self.compile_times:
             out += f"Compile Times:\n{_indent(self.compile_times, 2)}"
+        if self.kernels_per_graph:
+            out += "Inductor Kernels per Graph:\n"
+            for i, plan in enumerate(self.kernels_per_graph, 1):
+                out += f"  Graph {i}: " + _indent(plan, 2).lstrip()
         return out
 
 
@@ -52,12 +130,13 @@ class ExplainRecorder:
     """Collects what the frame callback captures and skips, for one kiln.explain call."""
 
     def __init__(self):
-        self.graphs, self.break_reasons, self.guards = [], [], []
+        self.graphs, self.break_reasons, self.guards, self.kernel_plans = [], [], [], []
         self.op_count = 0
         self.phase_times = {}
 
-    def add_graph(self, gm, op_count, guards):
+    def add_graph(self, gm, op_count, guards, example_inputs=None):
         self.graphs.append(gm)
+        self.kernel_plans.append(plan_of(gm, example_inputs))
         self.op_count += op_count
         self.guards.append(guards)
 
@@ -73,7 +152,8 @@ class ExplainRecorder:
         return ExplainOutput(
             graphs=list(self.graphs), graph_count=len(self.graphs),
             graph_break_count=len(self.break_reasons), break_reasons=list(self.break_reasons),
-            op_count=self.op_count, ops_per_graph=ops, guards=list(self.guards), compile_times=times)
+            op_count=self.op_count, ops_per_graph=ops, guards=list(self.guards), compile_times=times,
+            kernels_per_graph=list(self.kernel_plans))
 
 
 @dataclass

@@ -148,7 +148,7 @@ class FrameCallback:
         _guards_log.info("guards of %s (entry %d of %s):\n%s", name, frame_info.num_entries + 1,
                          _where(code), result["guards"])
         for recorder in self._recorders(code):
-            recorder.add_graph(gm, result["op_count"], result["guards"])
+            recorder.add_graph(gm, result["op_count"], result["guards"], examples)
         return result["guards"], glue
 
     def _break(self, code, state, reason):

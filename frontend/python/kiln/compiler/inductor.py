@@ -17,7 +17,7 @@ from .._C import _codegen
 from .. import _C
 from ..fx import Graph, GraphModule, retrace
 from ..fx.graph import type_of
-from . import debug_dir
+from . import debug_dir, graph_cache
 
 _output_code_log = _logging.get_logger("output_code")
 _loops_log = _logging.get_logger("loops")
@@ -161,6 +161,7 @@ def _hoist_random(graph, placeholders):
 
 
 def _compile_program(graph):
+    """(CompiledKernel, scheduled loop program text) of a prims graph."""
     try:
         program, schedule_log = _codegen.schedule(_codegen.lower(graph))
         source = _codegen.emit_cpp(program)
@@ -175,7 +176,7 @@ def _compile_program(graph):
     path, cache_hit = _codegen.compile_source(source)
     _output_code_log.info("output code (%s, %s):\n%s", path, "cache hit" if cache_hit else "compiled",
                           source)
-    return _codegen.CompiledKernel(path, "kiln_entry", program), cache_hit
+    return _codegen.CompiledKernel(path, "kiln_entry", program), program
 
 
 def _with_input_layouts(gm, example_inputs):
@@ -194,21 +195,40 @@ def _with_input_layouts(gm, example_inputs):
     return GraphModule(gm, graph, class_name=type(gm).__name__)
 
 
+def _graph_key(gm, example_inputs):
+    """Everything compile_graph's result depends on: the captured graph's text, the example
+    inputs' types with their strides (the program is compiled for those layouts), the types of
+    the attributes it reads, the compiler, its flags and the CPU (toolchain_key: kiln's version
+    included) and kiln's build."""
+    lines = [graph_cache.build_identity(), _codegen.toolchain_key(), str(gm.graph)]
+    if example_inputs is not None:
+        lines += [f"input {i}: {type_of(v)}" for i, v in enumerate(example_inputs)]
+    lines += [f"attribute {n.target}: {type_of(_attribute(gm, n.target))}"
+              for n in gm.graph.nodes if n.op == "get_attr"]
+    return "\n".join(lines)
+
+
 def compile_graph(gm, example_inputs=None):
     """What `inductor` builds, as (run, attribute paths bound after the placeholders, the
-    CompiledKernel or None): `run(*placeholders, *attributes)` returns the outputs' tuple."""
-    prims_gm = retrace(_with_input_layouts(gm, example_inputs), "prims")
-    graph, placeholders, attr_targets = _lowerable_graph(prims_gm)
-    # Decompositions leave unused values (max.dim's indices when only the values are read);
-    # random draws and in-place writes stay.
-    graph.eliminate_dead_code()
-    draws = _hoist_random(graph, placeholders)  # and other tensor-free ops without lowering
-    computed, views, where = _split_outputs(graph, placeholders)
-    kernel = _compile_program(computed)[0] if computed is not None else None
-    view_fn = GraphModule({}, views).forward if views is not None else None
-    if draws is None and view_fn is None:
+    CompiledKernel or None): `run(*placeholders, *attributes)` returns the outputs' tuple.
+    A graph compiled before (in any process) with the same key comes from the graph cache
+    (graph_cache.py) without being lowered or compiled again."""
+    key = _graph_key(gm, example_inputs)
+    entry = graph_cache.load(key)
+    if entry is None:
+        attr_targets, draws, computed, views, where = _prepare(gm, example_inputs)
+        kernel, program = _compile_program(computed) if computed is not None else (None, None)
+        entry = graph_cache.Entry(program, kernel.path if kernel is not None else None,
+                                  str(views) if views is not None else None, where, attr_targets,
+                                  draws=str(draws) if draws is not None else None)
+        graph_cache.store(key, entry)
+        view_fn = GraphModule({}, views).forward if views is not None else None
+        draw_fn = GraphModule({}, draws).forward if draws is not None else None
+    else:
+        kernel, view_fn, draw_fn = entry.kernel, entry.view_fn, entry.draw_fn
+    attr_targets, where = entry.attr_targets, entry.where
+    if draw_fn is None and view_fn is None:
         return kernel, attr_targets, kernel
-    draw_fn = GraphModule({}, draws).forward if draws is not None else None
 
     def run(*args):
         if draw_fn is not None:
@@ -221,6 +241,32 @@ def compile_graph(gm, example_inputs=None):
         return tuple(view_outputs[i] if is_view else computed_outputs[i] for is_view, i in where)
 
     return run, attr_targets, kernel
+
+
+def _prepare(gm, example_inputs):
+    """The graphs compile_graph builds from `gm`: (attribute targets, the graph of eager draws or
+    None, the graph to compile or None, the view graph or None, where each output comes from)."""
+    prims_gm = retrace(_with_input_layouts(gm, example_inputs), "prims")
+    graph, placeholders, attr_targets = _lowerable_graph(prims_gm)
+    # Decompositions leave unused values (max.dim's indices when only the values are read);
+    # random draws and in-place writes stay.
+    graph.eliminate_dead_code()
+    draws = _hoist_random(graph, placeholders)  # and other tensor-free ops without lowering
+    computed, views, where = _split_outputs(graph, placeholders)
+    return attr_targets, draws, computed, views, where
+
+
+def plan_kernels(gm, example_inputs=None):
+    """The scheduled loop program (text) the inductor backend would compile for `gm`, without
+    compiling it; None when every output is an input or a view of one (nothing to compile).
+    Raises InductorUnsupported for graphs the backend runs eagerly."""
+    _, _, computed, _, _ = _prepare(gm, example_inputs)
+    if computed is None:
+        return None
+    try:
+        return _codegen.schedule(_codegen.lower(computed))[0]
+    except Exception as error:  # noqa: BLE001 - as in _compile_program
+        raise InductorUnsupported(f"{type(error).__name__}: {error}") from error
 
 
 def _attribute(gm, target):
