@@ -1,4 +1,5 @@
 """The machine and software a benchmark run used: CPU model, cores, load, versions of every peer."""
+import importlib.metadata
 import os
 import platform
 import re
@@ -37,7 +38,20 @@ def version(module):
         mod = __import__(module)
     except ImportError:
         return None
-    return getattr(mod, "__version__", "unknown")
+    if hasattr(mod, "__version__"):
+        return mod.__version__
+    try:
+        return importlib.metadata.version(module)
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def kiln_commit():
+    """The commit (and whether the tree has changes) of the kiln checkout the suite runs from."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    head = _first(["git", "-C", root, "rev-parse", "--short", "HEAD"])
+    dirty = _first(["git", "-C", root, "status", "--porcelain", "--untracked-files=no"])
+    return f"{head}{'+changes' if dirty else ''}" if head else None
 
 
 def info():
@@ -46,7 +60,7 @@ def info():
     return {
         "cpu": cpu_model(),
         "physical_cores": physical_cores(),
-        "nproc": int(_first(["nproc"]) or os.cpu_count()),
+        "nproc": len(os.sched_getaffinity(0)),
         "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
         "memory_bytes": mem,
         "loadavg_at_start": os.getloadavg(),
@@ -57,6 +71,7 @@ def info():
         "jax": version("jax"),
         "jaxlib": version("jaxlib"),
         "kiln": version("kiln"),
+        "kiln_commit": kiln_commit(),
         "matplotlib": version("matplotlib"),
         "cc": _first([os.environ.get("CC", "cc"), "--version"]),
         "cxx": _first([os.environ.get("KILN_CXX", "c++"), "--version"]),

@@ -13,6 +13,7 @@ import gc
 import json
 import os
 import re
+import signal
 import sys
 import time
 import traceback
@@ -146,14 +147,33 @@ def make_peer(peer, workload, params, libs):
     return call
 
 
-def run_peer(peer, workload, params, libs, want, budget_s):
+class PeerTimeout(BaseException):
+    """Raised by SIGALRM; a BaseException, so that compilers that catch Exception (and fall back
+    or retry) let it through."""
+
+
+def _on_alarm(signum, frame):
+    raise PeerTimeout()
+
+
+def run_peer(peer, workload, params, libs, want, budget_s, first_call_limit_s=0):
+    """The peer's result dict: status ok with timings and memory, or failed/skipped with a reason.
+    A first call (compile included) longer than first_call_limit_s (0: no limit) fails the peer."""
     res = {}
     kiln = libs.get("kiln")
     try:
         t = time.perf_counter()
         call = make_peer(peer, workload, params, libs)
-        got = to_numpy(call())
+        if first_call_limit_s:
+            signal.signal(signal.SIGALRM, _on_alarm)
+            signal.alarm(first_call_limit_s)
+        try:
+            got = to_numpy(call())
+        finally:
+            signal.alarm(0)
         res["first_call_s"] = time.perf_counter() - t
+    except PeerTimeout:
+        return {"status": "failed", "reason": f"first call (compile included) took over {first_call_limit_s} s"}
     except NotImplementedError as ex:
         return {"status": "skipped", "reason": str(ex)}
     except Exception as ex:
@@ -204,7 +224,7 @@ def load_libs(peers):
     return libs
 
 
-def measure(name, size, peers, budget_s):
+def measure(name, size, peers, budget_s, first_call_limit_s=0):
     workload = by_name(name)
     params = workload.sizes[size]
     libs = load_libs(peers)
@@ -222,7 +242,7 @@ def measure(name, size, peers, budget_s):
         if peer == "jax_jit" and "jax" not in libs:
             out["peers"][peer] = {"status": "skipped", "reason": "jax is not installed"}
             continue
-        out["peers"][peer] = run_peer(peer, workload, params, libs, want, budget_s)
+        out["peers"][peer] = run_peer(peer, workload, params, libs, want, budget_s, first_call_limit_s)
     return out
 
 
@@ -232,8 +252,10 @@ def main():
     ap.add_argument("size")
     ap.add_argument("--peers", default=",".join(PEERS))
     ap.add_argument("--budget", type=float, default=0.3, help="seconds of timed calls per peer")
+    ap.add_argument("--first-call-limit", type=int, default=0,
+                    help="seconds a peer's first call (compiling) may take; 0: no limit")
     a = ap.parse_args()
-    print(json.dumps(measure(a.workload, a.size, a.peers.split(","), a.budget)))
+    print(json.dumps(measure(a.workload, a.size, a.peers.split(","), a.budget, a.first_call_limit)))
 
 
 if __name__ == "__main__":

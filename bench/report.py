@@ -92,7 +92,7 @@ def markdown(results, plots):
         else:
             lines.append(f"| {PEER_TITLES[r['num']]} / {PEER_TITLES[r['den']]} | - | - | - | 0 |")
     lines += ["", "Peers: " + "; ".join(
-        f"{PEER_TITLES[p]} {c['ok']} ok, {c['failed']} failed, {c['skipped']} skipped" for p, c in s["peers"].items()), ""]
+        f"{PEER_TITLES[p]}: {c['ok']} ok, {c['failed']} failed, {c['skipped']} skipped" for p, c in s["peers"].items()), ""]
 
     lines += ["## Machine", ""]
     lines.append(f"- CPU: {m['cpu']}; {m['physical_cores']} physical cores, nproc {m['nproc']}, "
@@ -105,7 +105,7 @@ def markdown(results, plots):
                      f"arrays, LLC {_fmt_bytes(st['llc_bytes'])}): copy {st['copy']:.1f}, scale {st['scale']:.1f}, "
                      f"add {st['add']:.1f}, triad **{st['triad']:.1f} GB/s**")
     lines.append(f"- Versions: python {m['python']}, numpy {m['numpy']}, torch {m['torch']}, "
-                 f"jax {m['jax'] or 'not installed'}, jaxlib {m['jaxlib'] or 'not installed'}, kiln {m['kiln']}, "
+                 f"jax {m['jax'] or 'not installed'}, jaxlib {m['jaxlib'] or 'not installed'}, kiln {m['kiln']} ({m['kiln_commit']}), "
                  f"matplotlib {m['matplotlib'] or 'not installed'}; cc: {m['cc']}; c++: {m['cxx']}")
     lines.append(f"- Wall time of the run: {results['wall_s']:.0f} s")
     lines.append("")

@@ -31,6 +31,8 @@ from workloads import all_workloads  # noqa: E402
 
 PEERS = ["kiln_eager", "kiln_compiled", "torch_eager", "torch_compile", "jax_jit"]
 SMOKE_WORKLOADS = [("pointwise_chain", "small"), ("softmax", "small")]
+# torch.compile's first compile takes many seconds: smoke mode runs it on the first workload only.
+SMOKE_TORCH_COMPILE = {"pointwise_chain"}
 # Compile latency (cold and warm) is measured on these: one pointwise-and-reduction workload and
 # one with matmuls; smoke mode measures kiln on the first only.
 LATENCY_WORKLOADS = [("softmax", "small"), ("transformer_block", "small")]
@@ -57,6 +59,9 @@ def worker_env(cache_root, tag):
     env["KILN_CACHE_DIR"] = os.path.join(cache_root, tag, "kiln")
     env["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(cache_root, tag, "inductor")
     env["PYTHONWARNINGS"] = "ignore"
+    # Inductor compiles in this process instead of a pool of worker processes (each importing
+    # torch), which on a machine of few cores is the faster choice.
+    env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
     return env
 
 
@@ -73,19 +78,31 @@ def selected(args):
     return out
 
 
-def measure_workloads(pairs, peers, args, cache_root):
+def measure_workloads(pairs, peers, args, cache_root, deadline):
+    """Every (workload, size) in its own worker; those not started by `deadline` (perf_counter
+    time) are reported as skipped."""
     results = []
     budget = 0.05 if args.smoke else args.budget
-    timeout = 120 if args.smoke else 300
     for i, (name, size) in enumerate(pairs):
         t = time.perf_counter()
-        cmd = [sys.executable, os.path.join(HERE, "measure.py"), name, size, "--peers", ",".join(peers),
-               "--budget", str(budget)]
+        if t > deadline:
+            why = f"the run's time budget ({args.time_budget:.0f} s, --time-budget) was spent"
+            results.append({"workload": name, "size": size, "wall_s": 0.0,
+                            "peers": {p: {"status": "skipped", "reason": why} for p in peers}})
+            print(f"[{i + 1}/{len(pairs)}] {name} {size}: skipped ({why})", flush=True)
+            continue
+        these = [p for p in peers if not (args.smoke and p == "torch_compile" and name not in SMOKE_TORCH_COMPILE)]
+        cmd = [sys.executable, os.path.join(HERE, "measure.py"), name, size, "--peers", ",".join(these),
+               "--budget", str(budget), "--first-call-limit", str(args.first_call_limit)]
         # One cache folder for all timed runs: torch.compile's FX graph cache then serves a
         # graph met before; the first-call times are not the compile latency measured below.
-        res, err = run_json(cmd, worker_env(cache_root, "timed"), timeout)
+        res, err = run_json(cmd, worker_env(cache_root, "timed"), 60 + len(these) * (args.first_call_limit + 30))
         if res is None:
             res = {"workload": name, "size": size, "error": err, "peers": {}}
+        for p in peers:
+            if p not in these:
+                res["peers"][p] = {"status": "skipped", "reason": "smoke mode runs torch.compile on "
+                                   + ", ".join(sorted(SMOKE_TORCH_COMPILE)) + " only"}
         res["wall_s"] = time.perf_counter() - t
         status = " ".join(f"{p}={r['status']}" for p, r in res["peers"].items()) or res.get("error", "")[:200]
         print(f"[{i + 1}/{len(pairs)}] {name} {size} ({res['wall_s']:.1f} s): {status}", flush=True)
@@ -93,7 +110,7 @@ def measure_workloads(pairs, peers, args, cache_root):
     return results
 
 
-def compile_latency(pairs, libs, cache_root):
+def compile_latency(pairs, libs, cache_root, timeout):
     out = []
     for name, size in pairs:
         for lib in libs:
@@ -101,7 +118,7 @@ def compile_latency(pairs, libs, cache_root):
             env = worker_env(cache_root, f"latency-{lib}-{name}-{size}")
             for phase in ("cold", "warm"):
                 res, err = run_json([sys.executable, os.path.join(HERE, "compile_latency.py"), lib, name, size],
-                                    env, 300)
+                                    env, timeout)
                 row[phase] = res if res is not None else {"error": err}
             print(f"compile latency {lib} {name} {size}: cold "
                   f"{row['cold'].get('first_call_s', float('nan')):.2f} s, warm "
@@ -118,8 +135,15 @@ def main():
     ap.add_argument("--sizes", action="append", help="only these size names (small, medium, large)")
     ap.add_argument("--peers", default=",".join(PEERS))
     ap.add_argument("--budget", type=float, default=0.4, help="seconds of timed calls per peer and workload")
+    ap.add_argument("--first-call-limit", type=int, default=150,
+                    help="seconds a peer's first call (compiling included) may take before it is failed")
+    ap.add_argument("--time-budget", type=float, default=900,
+                    help="seconds after which no further workload is started (the rest are reported "
+                         "as skipped); 0: no limit")
     ap.add_argument("--no-latency", action="store_true", help="skip the cold/warm compile latency")
     args = ap.parse_args()
+    if args.smoke:
+        args.first_call_limit = min(args.first_call_limit, 45)
     start = time.perf_counter()
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     out_dir = args.out or os.path.join(HERE, "results", stamp)
@@ -138,13 +162,15 @@ def main():
                            worker_env(cache_root, "overheads"), 300)
         results["overheads"] = ov if ov is not None else {"error": err}
         print(f"overheads: {results['overheads']}", flush=True)
-        results["workloads"] = measure_workloads(selected(args), peers, args, cache_root)
         if args.no_latency:
             results["compile_latency"] = []
         elif args.smoke:
-            results["compile_latency"] = compile_latency(SMOKE_WORKLOADS[:1], ["kiln"], cache_root)
+            results["compile_latency"] = compile_latency(SMOKE_WORKLOADS[:1], ["kiln"], cache_root, 120)
         else:
-            results["compile_latency"] = compile_latency(LATENCY_WORKLOADS, ["kiln", "torch"], cache_root)
+            results["compile_latency"] = compile_latency(LATENCY_WORKLOADS, ["kiln", "torch"], cache_root,
+                                                        args.first_call_limit + 90)
+        deadline = start + args.time_budget if args.time_budget and not args.smoke else float("inf")
+        results["workloads"] = measure_workloads(selected(args), peers, args, cache_root, deadline)
     finally:
         shutil.rmtree(cache_root, ignore_errors=True)
     results["wall_s"] = time.perf_counter() - start

@@ -25,7 +25,7 @@ def smoke_run(tmp_path_factory):
     need_torch()
     out = tmp_path_factory.mktemp("bench")
     proc = subprocess.run([sys.executable, os.path.join(BENCH, "run.py"), "--smoke", "--out", str(out)],
-                          capture_output=True, text=True, timeout=180)
+                          capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     with open(out / "results.json") as f:
         return out, json.load(f)
