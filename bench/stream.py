@@ -55,7 +55,7 @@ def measure(build_dir, smoke=False):
     if proc.returncode:
         return {"error": f"{' '.join(cmd)} failed: {proc.stderr[-500:]}"}
     n = array_elements(smoke)
-    reps = 3 if smoke else 10
+    reps = 3 if smoke else 5
     proc = subprocess.run([exe, str(n), str(reps)], capture_output=True, text=True)
     if proc.returncode:
         return {"error": f"stream failed: {proc.stderr[-500:]}"}
