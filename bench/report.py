@@ -114,7 +114,8 @@ def markdown(results, plots):
               "Median time per call after warm-up, ± half the interquartile range (percent of the median). "
               "Correctness is checked against PyTorch eager before timing: `failed` means an exception or a "
               "result that differs (reasons below), and is not timed. GB/s: bytes of the inputs and outputs "
-              "(the compulsory traffic) per call of kiln compiled, and its percent of STREAM triad. Peak: "
+              "(the compulsory traffic) per call of kiln compiled, and its percent of STREAM triad (meaningful "
+              "for the memory-bound sizes; cache-resident data can exceed STREAM). Peak: "
               "growth of the process's resident set (VmHWM) over two steady-state calls of kiln compiled / "
               "torch.compile, after freed memory went back to the OS.", ""]
     head = ["workload", "size"] + [PEER_TITLES[p] for p in peers] + [
@@ -154,7 +155,8 @@ def markdown(results, plots):
         c = ov["compiled_per_call"]
         for key, title in (("fn_us", "`fn(x)` = `x + 1`, uncompiled (us/call)"),
                            ("compiled_us", "the same, compiled, inductor backend (us/call)"),
-                           ("overhead_us", "compiled minus uncompiled (us/call)")):
+                           ("overhead_us", "compiled minus uncompiled (us/call; below 0: the compiled call beats "
+                            "the eager op it replaces)")):
             lines.append(f"| {title} | " + " | ".join(
                 f"{c[lib][key]:.2f}" if lib in c and key in c[lib] else "-" for lib in ("kiln", "torch")) + " | - |")
     lines.append("")
