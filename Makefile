@@ -8,7 +8,7 @@ TORCH_VERSION := 2.13.0
 JOBS ?= 2
 export CMAKE_BUILD_PARALLEL_LEVEL := $(JOBS)
 
-.PHONY: run test build deps venv test-ctest test-lit test-pytest bench clean conformance
+.PHONY: run test build deps venv test-ctest test-lit test-pytest bench bench-smoke bench-deps clean conformance
 
 run: build
 	$(PY) bench/demo.py
@@ -48,8 +48,18 @@ test-pytest:
 conformance: build
 	$(PY) ../shared/conformance/run.py --mode eager,compile --backend eager -x tier2
 
-bench: build
-	$(PY) bench/eager_overhead.py
+# The benchmark suite (bench/README.md): results in bench/results/<timestamp>/. matplotlib is
+# installed for the plots; BENCH_JAX=1 also installs jax (about 600 MB) for the jax.jit column.
+# BENCH_ARGS passes options to bench/run.py (e.g. BENCH_ARGS="-k softmax --sizes small").
+bench: build bench-deps
+	$(PY) bench/run.py $(BENCH_ARGS)
+
+bench-smoke: build bench-deps
+	$(PY) bench/run.py --smoke --out $$(mktemp -d)
+
+bench-deps:
+	@$(PY) -c "import matplotlib" 2>/dev/null || $(PIP) install -q matplotlib || echo "matplotlib unavailable: no plots"
+	@if [ "$(BENCH_JAX)" = 1 ]; then $(PY) -c "import jax" 2>/dev/null || $(PIP) install -q jax jaxlib; fi
 
 clean:
 	rm -rf build $(VENV)

@@ -4,13 +4,14 @@
 For each library (kiln, and torch when importable) it times, in microseconds per call:
     x + 1          the operator alone
     fn(x)          an uncompiled Python function doing `return x + 1`
-    compiled(x)    the same function through `compile(fn, backend="eager")` (a cache hit:
-                   the guards are checked and the captured graph runs)
+    compiled(x)    the same function through `compile(fn, backend=BACKEND)` (a cache hit:
+                   the guards are checked and the captured graph runs; BACKEND is "eager"
+                   unless --backend says otherwise, e.g. "inductor")
 and prints compiled-minus-uncompiled, the cost capture adds to a call (kiln's target:
 <= 1 us). Each number is the median over several rounds of timeit after a warm-up.
 kiln's compiled column is left out while kiln has no `compile`.
 
-    python bench/compile_overhead.py [--quick] [--json OUT]
+    python bench/compile_overhead.py [--quick] [--backend NAME] [--json OUT]
 """
 import argparse
 import json
@@ -52,7 +53,7 @@ def make_fn():
     return add_one
 
 
-def measure(quick=False):
+def measure(quick=False, backend="eager"):
     number, rounds = (2000, 3) if quick else (20000, 7)
     results = {}
     for name, (lib, compile_fn) in libraries().items():
@@ -64,7 +65,7 @@ def measure(quick=False):
             "fn_us": per_call_us("fn(x)", env, number, rounds),
         }
         if compile_fn is not None:
-            compiled = compile_fn(make_fn(), backend="eager")
+            compiled = compile_fn(make_fn(), backend=backend)
             got, want = compiled(x), fn(x)
             if got.dtype != want.dtype or tuple(got.shape) != tuple(want.shape) or float(got[0]) != float(want[0]):
                 raise SystemExit(f"{name}: compiled result {got} != eager result {want}")
@@ -82,12 +83,13 @@ def fmt(v):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="fewer repetitions (smoke test)")
+    ap.add_argument("--backend", default="eager", help="compile backend of both libraries")
     ap.add_argument("--json", help="also write the numbers here")
     a = ap.parse_args()
-    res = measure(a.quick)
+    res = measure(a.quick, a.backend)
     cols = [("op_us", "x + 1"), ("fn_us", "fn(x)"), ("compiled_us", "compiled(x)"),
             ("overhead_us", "compiled-fn")]
-    print("microseconds per call, x + 1 on a 1-element float32 tensor, backend='eager'")
+    print(f"microseconds per call, x + 1 on a 1-element float32 tensor, backend={a.backend!r}")
     print(f"{'library':<8}" + "".join(f"{title:>12}" for _, title in cols))
     for name, row in res.items():
         print(f"{name:<8}" + "".join(fmt(row.get(key)) for key, _ in cols))
