@@ -35,7 +35,7 @@ SMOKE_WORKLOADS = [("pointwise_chain", "small"), ("softmax", "small")]
 SMOKE_TORCH_COMPILE = {"pointwise_chain"}
 # Compile latency (cold and warm) is measured on these: one pointwise-and-reduction workload and
 # one with matmuls; smoke mode measures kiln on the first only.
-LATENCY_WORKLOADS = [("softmax", "small"), ("transformer_block", "small")]
+LATENCY_WORKLOADS = [("ten_ops", "small"), ("softmax", "small"), ("transformer_block", "small")]
 
 
 def run_json(cmd, env, timeout):

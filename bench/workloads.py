@@ -50,6 +50,30 @@ def _jax_pointwise(jnp, jax):
     return lambda x, y: jax.nn.relu(jax.nn.sigmoid(x * 1.5 + y) * x - jnp.tanh(y) * 0.5)
 
 
+def _ten_ops(T, p):
+    """Ten pointwise ops (issue 6's compile-latency function; bench/compile_breakdown.py too)."""
+    r = np.random.default_rng(4)
+    x, y = randn(T, r, *p), randn(T, r, *p)
+
+    def fn(x, y):
+        a = x * y
+        b = a + 1.0
+        c = b.tanh()
+        d = c * 0.5
+        e = d - x
+        f = e.exp()
+        g = y.abs()
+        h = g + 1.0
+        i = f / h
+        return i.sigmoid()
+
+    return fn, (x, y)
+
+
+def _jax_ten_ops(jnp, jax):
+    return lambda x, y: jax.nn.sigmoid(jnp.exp(jnp.tanh(x * y + 1.0) * 0.5 - x) / (jnp.abs(y) + 1.0))
+
+
 def _softmax(T, p):
     x = randn(T, np.random.default_rng(2), *p)
     return (lambda x: T.softmax(x, dim=-1)), (x,)
@@ -200,6 +224,8 @@ def _transformer_block(T, p):
 WORKLOADS = [
     Workload("pointwise_chain", {"small": (256, 256), "medium": (1024, 1024), "large": (4096, 4096)},
              _pointwise, _jax_pointwise, tags=["pointwise"]),
+    Workload("ten_ops", {"small": (64, 64), "large": (4096, 4096)}, _ten_ops, _jax_ten_ops,
+             tags=["pointwise"]),
     Workload("softmax", {"small": (256, 512), "large": (4096, 4096)}, _softmax,
              lambda jnp, jax: (lambda x: jax.nn.softmax(x, axis=-1)), tags=["reduction"]),
     Workload("log_softmax", {"small": (256, 512), "large": (4096, 4096)}, _log_softmax,
