@@ -3,24 +3,14 @@
 program) instead of being copied first, and a graph output reshaping an extern's result is that
 result. Values are checked against kiln eager."""
 import logging
-import os
-import shutil
 
 import numpy as np
 import pytest
 
 import kiln
+from conftest import needs_cxx
 
-pytestmark = pytest.mark.skipif(shutil.which(os.environ.get("KILN_CXX", "c++")) is None,
-                                reason="no C++ compiler")
-
-
-@pytest.fixture(autouse=True)
-def cache_dir(tmp_path_factory, monkeypatch):
-    path = str(tmp_path_factory.getbasetemp() / "inductor-cache")
-    monkeypatch.setattr(kiln.config, "cache_dir", path)
-    monkeypatch.setattr(kiln.config, "strict", True)
-    return path
+pytestmark = [needs_cxx, pytest.mark.usefixtures("strict_inductor")]
 
 
 def _rand(*shape, seed=0, dtype=np.float32):

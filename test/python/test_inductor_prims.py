@@ -3,27 +3,15 @@ comparisons, loaded at in-bounds indices), empty_strided, and random draws (run 
 call from the default generator, so compiled results equal eager ones under the same seed;
 compiling itself must not advance the generator: a regression). Checked against PyTorch and
 eager kiln."""
-import os
-import shutil
 
 import numpy as np
 import pytest
 
 import kiln
+from conftest import needs_cxx
 from oracle import need_torch
 
-pytestmark = pytest.mark.skipif(shutil.which(os.environ.get("KILN_CXX", "c++")) is None,
-                                reason="no C++ compiler")
-
-
-@pytest.fixture(autouse=True)
-def cache_dir(tmp_path_factory, monkeypatch):
-    path = str(tmp_path_factory.getbasetemp() / "inductor-cache")
-    monkeypatch.setattr(kiln.config, "cache_dir", path)
-    monkeypatch.setattr(kiln.config, "strict", True)
-    kiln.compiler.reset()
-    yield
-    kiln.compiler.reset()
+pytestmark = [needs_cxx, pytest.mark.usefixtures("strict_inductor")]
 
 
 r = np.random.default_rng(0)

@@ -3,27 +3,15 @@ var, std and layer norm lower to sum(x) then the corrected sum of squared deviat
 Welford update) on data far from zero, every correction including n <= correction, several
 reduced dims; and layer norm / softmax compiled to one kernel."""
 import logging
-import os
-import shutil
 
 import numpy as np
 import pytest
 
 import kiln
+from conftest import needs_cxx
 from oracle import need_torch
 
-pytestmark = pytest.mark.skipif(shutil.which(os.environ.get("KILN_CXX", "c++")) is None,
-                                reason="no C++ compiler")
-
-
-@pytest.fixture(autouse=True)
-def cache_dir(tmp_path_factory, monkeypatch):
-    path = str(tmp_path_factory.getbasetemp() / "inductor-cache")
-    monkeypatch.setattr(kiln.config, "cache_dir", path)
-    monkeypatch.setattr(kiln.config, "strict", True)
-    kiln.compiler.reset()  # parametrized cases share code objects: each compiles afresh
-    yield
-    kiln.compiler.reset()
+pytestmark = [needs_cxx, pytest.mark.usefixtures("strict_inductor")]
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
