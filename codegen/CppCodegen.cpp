@@ -582,6 +582,9 @@ private:
           (acc.value != ScalarType::Float32 && acc.value != ScalarType::Float64))
         continue;
       const int reduced = rm.body.ops.back().operands[0];
+      // A load or constant is as cheap to read again as the stored copy.
+      LoopOpCode rc = rm.body.ops[reduced].code;
+      if (rc == LoopOpCode::Load || rc == LoopOpCode::Constant || rc == LoopOpCode::IndexExpr) continue;
       std::map<std::string, IndexExpr> toReduction{{pw.loops[0].var, IndexExpr::var(red.loops[0].var)}};
       RangeFacts facts = factsOf(nest_.outer, red.loops);
       for (Member& m : pw.members) {
