@@ -589,6 +589,28 @@ def test_softmax_computes_exp_once():
     assert "b_out[512*o0 + r0] = t1_3;" in code and "const float t2_3 = b_out[512*o0 + p0];" in code
 
 
+def test_plain_loads_are_not_shared():
+    """x / x.sum(): the summed value is a load, re-read rather than stored by the sum loop."""
+    code = _codegen.emit_cpp("""
+program @norm(%x: f32[8, 1000]) {
+  kernel @k0 {
+    %sum: f32[8, 1] = reduction sum [i0: 8] over [r0: 1000] {
+      %0 = load %x[1000*i0 + r0]
+      reduce %0
+    }
+    %out: f32[8, 1000] = pointwise [i0: 8, i1: 1000] {
+      %0 = load %x[1000*i0 + i1]
+      %1 = load %sum[i0]
+      %2 = div %0, %1
+      store %2
+    }
+  }
+  output %out
+}
+""", prelude=False)
+    assert code.count("b_out[") == 1
+
+
 def test_transcendentals_emit_vector_helpers():
     code = _codegen.emit_cpp(PROGRAMS[POINTWISE], prelude=False)
     assert "kiln_tanhf(" in code and "kiln_expf(" in code and "std::" not in code
