@@ -202,6 +202,17 @@ std::optional<Nest> buildNest(const std::vector<const Buffer*>& bufs) {
     // of that phase (a reduction) or only the current element of its members (pointwise).
     bool join = !nest.phases.empty() && nest.phases.back().isReduction == reduction &&
                 extents(nest.phases.back().loops) == inner;
+    // Welford and other reductions do not share a phase: a mixed phase would run the sequential
+    // Welford update (a division per element, no simd) and keep the others from vectorizing;
+    // apart, Welford runs in vectorized blocks and the others in a simd loop.
+    if (join && reduction) {
+      auto welford = [](const Buffer* x) {
+        ReductionKind k = std::get<Reduction>(x->computation).kind;
+        return k == ReductionKind::WelfordMean || k == ReductionKind::WelfordVar;
+      };
+      for (const Member& other : nest.phases.back().members)
+        if (welford(other.buffer) != welford(b)) join = false;
+    }
     for (const LoopOp& op : renamed.ops) {
       if (!join || op.code != LoopOpCode::Load || !where.count(op.buffer)) continue;
       auto [pi, mi] = where[op.buffer];
