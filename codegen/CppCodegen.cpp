@@ -785,15 +785,29 @@ private:
     return e;
   }
 
+  std::string storeLine(const Member& m, const std::string& value) {
+    return pointer(m.buffer->name, true) + "[" +
+           cppIndex(m.flat, factsOf(nest_.outer, nest_.phases[current_].loops)) + "] = " +
+           cppToStorage(m.buffer->dtype, value) + ";";
+  }
   void store(const Member& m, const std::string& value) {
-    if (!m.materialize) return;
-    code_.line(pointer(m.buffer->name, true) + "[" +
-               cppIndex(m.flat, factsOf(nest_.outer, nest_.phases[current_].loops)) +
-               "] = " + cppToStorage(m.buffer->dtype, value) + ";");
+    if (m.materialize) code_.line(storeLine(m, value));
   }
 
   void emitPointwisePhase(const Phase& phase) {
     bool parallel = phaseParallel_ && tripCount(phase.loops) >= options_.parallelThreshold;
+    // The members' bodies first: their loop-invariant values go before the loops.
+    BodyEnv e = env(phase);
+    std::set<std::string> loopVars;
+    for (const Loop& l : phase.loops) loopVars.insert(l.var);
+    std::vector<std::string> added, hoisted, inner;
+    for (const Member& m : phase.members) {
+      std::string v = emitBody(m.body, "t" + std::to_string(m.id) + "_", e, inner, hoisted, loopVars);
+      if (m.materialize) inner.push_back(storeLine(m, v));
+      locals_[m.buffer->name] = {v, m.flat};
+      added.push_back(m.buffer->name);
+    }
+    code_.lines(hoisted);
     for (size_t k = 0; k < phase.loops.size(); ++k) {
       bool last = k + 1 == phase.loops.size();
       if (k == 0 && parallel) {
@@ -804,16 +818,7 @@ private:
       }
       code_.open(forLoop(phase.loops[k]));
     }
-    BodyEnv e = env(phase);
-    std::vector<std::string> added;
-    for (const Member& m : phase.members) {
-      std::vector<std::string> body;
-      std::string v = emitBody(m.body, "t" + std::to_string(m.id) + "_", e, body);
-      code_.lines(body);
-      store(m, v);
-      locals_[m.buffer->name] = {v, m.flat};
-      added.push_back(m.buffer->name);
-    }
+    code_.lines(inner);
     for (size_t k = 0; k < phase.loops.size(); ++k) code_.close();
     // The locals of the phase's loop body are out of scope after it.
     if (!phase.loops.empty())

@@ -3,6 +3,7 @@
 #pragma once
 #include <functional>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -45,5 +46,12 @@ struct BodyEnv {
 // already be in the loop variables of the emitted code.
 std::string emitBody(const LoopBody& body, const std::string& prefix, const BodyEnv& env,
                      std::vector<std::string>& lines);
+// The same, with the values that do not depend on `loopVars` (constants, loads at an index free
+// of them, and ops of such values) appended to `hoisted` instead, for the caller to emit before
+// its loops: a per-row value (log of a row sum) inside a simd loop can keep GCC from
+// vectorizing it, and is computed once per row instead of once per element.
+std::string emitBody(const LoopBody& body, const std::string& prefix, const BodyEnv& env,
+                     std::vector<std::string>& lines, std::vector<std::string>& hoisted,
+                     const std::set<std::string>& loopVars);
 
 } // namespace kiln::codegen

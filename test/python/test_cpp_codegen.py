@@ -183,6 +183,35 @@ program @transposed(%x: f32[48, 64], %y: f32[48, 64]) {
 }
 """)
 
+# log_softmax over rows: a per-row log(sum) used inside the pointwise loop.
+LOGSM = program("""
+program @logsm(%x: f32[16, 300]) {
+  kernel @k0 {
+    %amax: f32[16, 1] = reduction max [i0: 16] over [r0: 300] {
+      %0 = load %x[300*i0 + r0]
+      reduce %0
+    }
+    %sum: f32[16, 1] = reduction sum [i0: 16] over [r0: 300] {
+      %0 = load %x[300*i0 + r0]
+      %1 = load %amax[i0]
+      %2 = sub %0, %1
+      %3 = exp %2
+      reduce %3
+    }
+    %out: f32[16, 300] = pointwise [i0: 16, i1: 300] {
+      %0 = load %x[300*i0 + i1]
+      %1 = load %amax[i0]
+      %2 = sub %0, %1
+      %3 = load %sum[i0]
+      %4 = log %3
+      %5 = sub %2, %4
+      store %5
+    }
+  }
+  output %out
+}
+""")
+
 MIDDLE = program("""
 program @middle(%x: f32[8, 100, 16]) {
   kernel @k0 {
@@ -632,6 +661,19 @@ program @stats2(%x: f32[8, 256]) {
 """, prelude=False)
     assert "_n += 1;" not in code
     assert "#pragma omp simd reduction(+:a0)" in code and "#pragma omp simd reduction(+:a1_bm2)" in code
+
+
+def test_row_invariant_values_are_computed_before_the_loop(lib, blas):
+    """log_softmax: log(sum) per row goes before the simd loop (inside it, it kept GCC from
+    vectorizing the loop: softmax_manual's kernel ran 3.6x slower)."""
+    code = _codegen.emit_cpp(PROGRAMS[LOGSM], prelude=False)
+    assert code.index("kiln_logf(") < code.index("for (int64_t p0 = 0; p0 < 300; ++p0)")
+    x = rng(13).standard_normal((16, 300)).astype(np.float32)
+    (out,) = run(lib, blas, LOGSM, [x], [((16, 300), np.float32)])
+    x64 = x.astype(np.float64)
+    ref = x64 - x64.max(1, keepdims=True)
+    ref -= np.log(np.exp(ref).sum(1, keepdims=True))
+    np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5)
 
 
 def test_transcendentals_emit_vector_helpers():
