@@ -203,6 +203,17 @@ std::optional<Nest> buildNest(const std::vector<const Buffer*>& bufs) {
     // of that phase (a reduction) or only the current element of its members (pointwise).
     bool join = !nest.phases.empty() && nest.phases.back().isReduction == reduction &&
                 extents(nest.phases.back().loops) == inner;
+    // Welford and other reductions do not share a phase: a mixed phase would run the sequential
+    // Welford update (a division per element, no simd) and keep the others from vectorizing;
+    // apart, Welford runs in vectorized blocks and the others in a simd loop.
+    if (join && reduction) {
+      auto welford = [](const Buffer* x) {
+        ReductionKind k = std::get<Reduction>(x->computation).kind;
+        return k == ReductionKind::WelfordMean || k == ReductionKind::WelfordVar;
+      };
+      for (const Member& other : nest.phases.back().members)
+        if (welford(other.buffer) != welford(b)) join = false;
+    }
     for (const LoopOp& op : renamed.ops) {
       if (!join || op.code != LoopOpCode::Load || !where.count(op.buffer)) continue;
       auto [pi, mi] = where[op.buffer];
@@ -588,6 +599,9 @@ private:
           (acc.value != ScalarType::Float32 && acc.value != ScalarType::Float64))
         continue;
       const int reduced = rm.body.ops.back().operands[0];
+      // A load or constant is as cheap to read again as the stored copy.
+      LoopOpCode rc = rm.body.ops[reduced].code;
+      if (rc == LoopOpCode::Load || rc == LoopOpCode::Constant || rc == LoopOpCode::IndexExpr) continue;
       std::map<std::string, IndexExpr> toReduction{{pw.loops[0].var, IndexExpr::var(red.loops[0].var)}};
       RangeFacts facts = factsOf(nest_.outer, red.loops);
       for (Member& m : pw.members) {
@@ -780,33 +794,26 @@ private:
     return e;
   }
 
+  std::string storeLine(const Member& m, const std::string& value) {
+    return pointer(m.buffer->name, true) + "[" +
+           cppIndex(m.flat, factsOf(nest_.outer, nest_.phases[current_].loops)) + "] = " +
+           cppToStorage(m.buffer->dtype, value) + ";";
+  }
   void store(const Member& m, const std::string& value) {
-    if (!m.materialize) return;
-    code_.line(pointer(m.buffer->name, true) + "[" +
-               cppIndex(m.flat, factsOf(nest_.outer, nest_.phases[current_].loops)) +
-               "] = " + cppToStorage(m.buffer->dtype, value) + ";");
+    if (m.materialize) code_.line(storeLine(m, value));
   }
 
   void emitPointwisePhase(const Phase& phase) {
     bool parallel = phaseParallel_ && tripCount(phase.loops) >= options_.parallelThreshold;
-    // Loop-invariant values (reading reduction results, not this phase's buffers) are
-    // computed before the phase's loops.
+    // The members' bodies first: their loop-invariant values go before the loops.
     BodyEnv e = env(phase);
-    std::vector<std::string> hoisted;
-    std::set<std::string> members;
-    for (const Member& m : phase.members) members.insert(m.buffer->name);
-    if (!phase.loops.empty()) {
-      e.hoisted = &hoisted;
-      for (const Loop& l : phase.loops) e.loopVars.insert(l.var);
-      e.hoistableLoad = [members](const std::string& b) { return !members.count(b); };
-    }
-    std::vector<std::vector<std::string>> bodies;
-    std::vector<std::string> values, added;
+    std::set<std::string> loopVars;
+    for (const Loop& l : phase.loops) loopVars.insert(l.var);
+    std::vector<std::string> added, hoisted, inner;
     for (const Member& m : phase.members) {
-      bodies.emplace_back();
-      values.push_back(emitBody(m.body, "t" + std::to_string(m.id) + "_", e, bodies.back()));
-      // Later members read this one's value from its local.
-      locals_[m.buffer->name] = {values.back(), m.flat};
+      std::string v = emitBody(m.body, "t" + std::to_string(m.id) + "_", e, inner, hoisted, loopVars);
+      if (m.materialize) inner.push_back(storeLine(m, v));
+      locals_[m.buffer->name] = {v, m.flat};
       added.push_back(m.buffer->name);
     }
     code_.lines(hoisted);
@@ -820,10 +827,7 @@ private:
       }
       code_.open(forLoop(phase.loops[k]));
     }
-    for (size_t i = 0; i < phase.members.size(); ++i) {
-      code_.lines(bodies[i]);
-      store(phase.members[i], values[i]);
-    }
+    code_.lines(inner);
     for (size_t k = 0; k < phase.loops.size(); ++k) code_.close();
     // The locals of the phase's loop body are out of scope after it.
     if (!phase.loops.empty())

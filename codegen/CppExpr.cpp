@@ -2,6 +2,7 @@
 // helper called here (kiln_h2f, kiln_add, ...) is defined by the prelude (CppPrelude.cpp).
 #include "codegen/CppExpr.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -297,6 +298,29 @@ std::string cppExtremeLiteral(ScalarType t, bool greatest) {
 
 std::string emitBody(const LoopBody& body, const std::string& prefix, const BodyEnv& env,
                      std::vector<std::string>& lines) {
+  std::vector<std::string> none;
+  return emitBody(body, prefix, env, lines, none, {});
+}
+
+std::string emitBody(const LoopBody& body, const std::string& prefix, const BodyEnv& env,
+                     std::vector<std::string>& lines, std::vector<std::string>& hoisted,
+                     const std::set<std::string>& loopVars) {
+  // invariant[i]: value i does not depend on loopVars (nothing is hoisted without loop vars).
+  std::vector<bool> invariant(body.ops.size(), false);
+  auto freeOfLoop = [&](const IndexExpr& e) {
+    for (const std::string& v : e.variables())
+      if (loopVars.count(v)) return false;
+    return true;
+  };
+  for (size_t i = 0; i < body.ops.size() && !loopVars.empty(); ++i) {
+    const LoopOp& op = body.ops[i];
+    if (op.code == LoopOpCode::Store || op.code == LoopOpCode::Reduce) continue;
+    if (op.code == LoopOpCode::Load || op.code == LoopOpCode::IndexExpr) {
+      invariant[i] = freeOfLoop(op.index);
+    } else {
+      invariant[i] = std::all_of(op.operands.begin(), op.operands.end(), [&](int o) { return invariant[o]; });
+    }
+  }
   auto name = [&](int i) { return prefix + std::to_string(i); };
   // Only the values the stored or reduced value depends on are emitted.
   std::vector<bool> live(body.ops.size(), false);
@@ -304,25 +328,10 @@ std::string emitBody(const LoopBody& body, const std::string& prefix, const Body
   for (size_t i = body.ops.size(); i-- > 0;)
     if (live[i])
       for (int o : body.ops[i].operands) live[o] = true;
-  // Values independent of the loop variables (a log of a row's sum) are computed once, before
-  // the loops, when the caller asks for it.
-  std::vector<bool> invariant(body.ops.size(), false);
-  auto independent = [&](const IndexExpr& e) {
-    for (const std::string& v : e.variables())
-      if (env.loopVars.count(v)) return false;
-    return true;
-  };
   for (size_t i = 0; i < body.ops.size(); ++i) {
     const LoopOp& op = body.ops[i];
     if (!live[i]) continue;
     ScalarType t = op.dtype;
-    bool inv = env.hoisted != nullptr && op.code != LoopOpCode::Store && op.code != LoopOpCode::Reduce;
-    if (inv && op.code == LoopOpCode::Load)
-      inv = independent(op.index) && env.hoistableLoad && env.hoistableLoad(op.buffer);
-    else if (inv && op.code == LoopOpCode::IndexExpr)
-      inv = independent(op.index);
-    for (int o : op.operands) inv = inv && invariant[o];
-    invariant[i] = inv;
     std::string expr;
     auto operand = [&](size_t k) { return name(op.operands[k]); };
     auto operandDtype = [&](size_t k) { return body.ops[op.operands[k]].dtype; };
@@ -356,7 +365,7 @@ std::string emitBody(const LoopBody& body, const std::string& prefix, const Body
       else
         expr = binaryExpr(op.code, operandDtype(0), operand(0), operand(1));
     }
-    (inv ? *env.hoisted : lines)
+    (invariant[i] ? hoisted : lines)
         .push_back("const " + std::string(cppComputeType(t)) + " " + name(int(i)) + " = " + expr + ";");
   }
   throw Error("C++ codegen: a loop body without store or reduce");

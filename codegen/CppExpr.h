@@ -39,11 +39,6 @@ struct BodyEnv {
       forwarded;
   std::function<std::string(const std::string& buffer)> pointer;
   RangeFacts facts;
-  // When set: values that depend on none of `loopVars` (and load no buffer for which
-  // `hoistableLoad` says no) go to `*hoisted` instead, to be emitted before the loops.
-  std::vector<std::string>* hoisted = nullptr;
-  std::set<std::string> loopVars;
-  std::function<bool(const std::string& buffer)> hoistableLoad;
 };
 
 // Appends one `const T name = expr;` line per value of `body` (locals named `prefix` + op
@@ -51,5 +46,12 @@ struct BodyEnv {
 // already be in the loop variables of the emitted code.
 std::string emitBody(const LoopBody& body, const std::string& prefix, const BodyEnv& env,
                      std::vector<std::string>& lines);
+// The same, with the values that do not depend on `loopVars` (constants, loads at an index free
+// of them, and ops of such values) appended to `hoisted` instead, for the caller to emit before
+// its loops: a per-row value (log of a row sum) inside a simd loop can keep GCC from
+// vectorizing it, and is computed once per row instead of once per element.
+std::string emitBody(const LoopBody& body, const std::string& prefix, const BodyEnv& env,
+                     std::vector<std::string>& lines, std::vector<std::string>& hoisted,
+                     const std::set<std::string>& loopVars);
 
 } // namespace kiln::codegen

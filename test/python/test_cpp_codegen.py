@@ -183,6 +183,35 @@ program @transposed(%x: f32[48, 64], %y: f32[48, 64]) {
 }
 """)
 
+# log_softmax over rows: a per-row log(sum) used inside the pointwise loop.
+LOGSM = program("""
+program @logsm(%x: f32[16, 300]) {
+  kernel @k0 {
+    %amax: f32[16, 1] = reduction max [i0: 16] over [r0: 300] {
+      %0 = load %x[300*i0 + r0]
+      reduce %0
+    }
+    %sum: f32[16, 1] = reduction sum [i0: 16] over [r0: 300] {
+      %0 = load %x[300*i0 + r0]
+      %1 = load %amax[i0]
+      %2 = sub %0, %1
+      %3 = exp %2
+      reduce %3
+    }
+    %out: f32[16, 300] = pointwise [i0: 16, i1: 300] {
+      %0 = load %x[300*i0 + i1]
+      %1 = load %amax[i0]
+      %2 = sub %0, %1
+      %3 = load %sum[i0]
+      %4 = log %3
+      %5 = sub %2, %4
+      store %5
+    }
+  }
+  output %out
+}
+""")
+
 MIDDLE = program("""
 program @middle(%x: f32[8, 100, 16]) {
   kernel @k0 {
@@ -587,6 +616,64 @@ def test_softmax_computes_exp_once():
     code = _codegen.emit_cpp(PROGRAMS[SOFTMAX], prelude=False)
     assert code.count("kiln_expf(") == 1
     assert "b_out[512*o0 + r0] = t1_3;" in code and "const float t2_3 = b_out[512*o0 + p0];" in code
+
+
+def test_plain_loads_are_not_shared():
+    """x / x.sum(): the summed value is a load, re-read rather than stored by the sum loop."""
+    code = _codegen.emit_cpp("""
+program @norm(%x: f32[8, 1000]) {
+  kernel @k0 {
+    %sum: f32[8, 1] = reduction sum [i0: 8] over [r0: 1000] {
+      %0 = load %x[1000*i0 + r0]
+      reduce %0
+    }
+    %out: f32[8, 1000] = pointwise [i0: 8, i1: 1000] {
+      %0 = load %x[1000*i0 + i1]
+      %1 = load %sum[i0]
+      %2 = div %0, %1
+      store %2
+    }
+  }
+  output %out
+}
+""", prelude=False)
+    assert code.count("b_out[") == 1
+
+
+def test_welford_gets_its_own_vectorized_phase():
+    """A Welford variance next to a sum over the same row (hand-written and F.layer_norm's
+    statistics in one kernel) runs in its own blocked phase, not the sequential per-element
+    update that kept the sum from vectorizing (layernorm_manual ran 3x slower than eager)."""
+    code = _codegen.emit_cpp("""
+program @stats2(%x: f32[8, 256]) {
+  kernel @k0 {
+    %s: f32[8] = reduction sum [i0: 8] over [r0: 256] {
+      %0 = load %x[256*i0 + r0]
+      reduce %0
+    }
+    %v: f32[8] = reduction welford_var [i0: 8] over [r0: 256] {
+      %0 = load %x[256*i0 + r0]
+      reduce %0
+    }
+  }
+  output %s, %v
+}
+""", prelude=False)
+    assert "_n += 1;" not in code
+    assert "#pragma omp simd reduction(+:a0)" in code and "#pragma omp simd reduction(+:a1_bm2)" in code
+
+
+def test_row_invariant_values_are_computed_before_the_loop(lib, blas):
+    """log_softmax: log(sum) per row goes before the simd loop (inside it, it kept GCC from
+    vectorizing the loop: softmax_manual's kernel ran 3.6x slower)."""
+    code = _codegen.emit_cpp(PROGRAMS[LOGSM], prelude=False)
+    assert code.index("kiln_logf(") < code.index("for (int64_t p0 = 0; p0 < 300; ++p0)")
+    x = rng(13).standard_normal((16, 300)).astype(np.float32)
+    (out,) = run(lib, blas, LOGSM, [x], [((16, 300), np.float32)])
+    x64 = x.astype(np.float64)
+    ref = x64 - x64.max(1, keepdims=True)
+    ref -= np.log(np.exp(ref).sum(1, keepdims=True))
+    np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5)
 
 
 def test_transcendentals_emit_vector_helpers():
