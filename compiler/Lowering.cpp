@@ -715,6 +715,10 @@ private:
     std::vector<int64_t> inSizes = a.sizes;
     std::vector<int64_t> outSizes = staticInts(tensorTypeOf(n).sizes, "%" + n->name());
     if (inSizes == outSizes) return wholeView(n);
+    // A reshape of no elements reads nothing: any index will do, and the row-major split
+    // below would divide by the zero-size dims' products.
+    if (std::find(inSizes.begin(), inSizes.end(), 0) != inSizes.end())
+      return view(n, [rank = inSizes.size()](const Index&) { return Index(rank, IndexExpr(0)); });
     std::vector<std::pair<std::vector<size_t>, std::vector<size_t>>> groups = reshapeGroups(
         inSizes, outSizes);
     return view(n, [inSizes, outSizes, groups](const Index& idx) {
