@@ -1065,8 +1065,9 @@ private:
     Index idx = loopVars("i", dst.sizes.size());
     pw.intoIndex = simplify(flatIndex(map(idx), strides), c.facts);
     // Eager refuses a write where two elements share a memory location (a broadcast view or
-    // input); so does the compiled program.
-    for (size_t d = 0; d < dst.sizes.size(); ++d) {
+    // input); so does the compiled program. A write of no elements overlaps nothing.
+    bool empty = std::find(dst.sizes.begin(), dst.sizes.end(), 0) != dst.sizes.end();
+    for (size_t d = 0; d < dst.sizes.size() && !empty; ++d) {
       if (dst.sizes[d] < 2) continue;
       std::map<std::string, IndexExpr> one{{"i" + std::to_string(d), IndexExpr(1)}};
       if (simplify(pw.intoIndex.substitute(one) - pw.intoIndex, c.facts).constant() ==
