@@ -65,3 +65,11 @@ def test_in_place_add_into_an_empty_input():
         return x * 2
 
     _check(fn, sample((3, 0), "float32"), sample((0,), "float32"))
+
+
+@pytest.mark.parametrize("shape,dim", [((2, 0, 3), 1), ((0, 3), 0), ((3, 0), 0)])
+def test_softmax_over_a_tensor_with_no_elements(shape, dim):
+    # match-ranges split the softmax's normalization over the rows of its reduction, dividing
+    # by the product of the zero-size extents.
+    _check(lambda T, x: (T.softmax(x, dim=dim), T.nn.functional.log_softmax(x, dim=dim)),
+           sample(shape, "float32"))
