@@ -73,3 +73,15 @@ def test_softmax_over_a_tensor_with_no_elements(shape, dim):
     # by the product of the zero-size extents.
     _check(lambda T, x: (T.softmax(x, dim=dim), T.nn.functional.log_softmax(x, dim=dim)),
            sample(shape, "float32"))
+
+
+@pytest.mark.parametrize("dtype", ["int8", "int32", "int64"])
+def test_float_to_int_to_float_has_no_negative_zero(dtype):
+    # GCC folded float(int(x)) into trunc(x): -0.0 for x in (-1, 0), so 1 / y gave -inf and
+    # atan2(y, 0) gave -pi where torch gives +inf and 0.
+    def fn(T, x):
+        y = x.to(getattr(T, dtype)).float()
+        return 1 / y, T.atan2(y, y.sum() * 0), y.double()
+
+    _check(fn, np.full((1000,), -0.5, np.float32))
+    _check(fn, np.array(-0.25, np.float32))
