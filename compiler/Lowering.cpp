@@ -77,7 +77,16 @@ int emitConstant(BodyContext& c, const Argument& value, ScalarType dtype) {
   } else if (dtype == ScalarType::Bool) {
     c.body.constantInt(f != 0, dtype);
   } else {
-    c.body.constantInt(value.kind() == Argument::Kind::Int ? value.toInt() : int64_t(f), dtype);
+    // Wrapped to the dtype's width as c10's casts do (masked_fill(uint8, -1) writes 255).
+    int64_t v = value.kind() == Argument::Kind::Int ? value.toInt() : int64_t(f);
+    switch (dtype) {
+      case ScalarType::UInt8: v = static_cast<uint8_t>(v); break;
+      case ScalarType::Int8: v = static_cast<int8_t>(v); break;
+      case ScalarType::Int16: v = static_cast<int16_t>(v); break;
+      case ScalarType::Int32: v = static_cast<int32_t>(v); break;
+      default: break;
+    }
+    c.body.constantInt(v, dtype);
   }
   return dedupeLast(c.body);
 }

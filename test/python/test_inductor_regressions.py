@@ -85,3 +85,13 @@ def test_float_to_int_to_float_has_no_negative_zero(dtype):
 
     _check(fn, np.full((1000,), -0.5, np.float32))
     _check(fn, np.array(-0.25, np.float32))
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8", "int16", "int32"])
+def test_negative_or_wide_python_scalar_into_a_narrow_integer_tensor(dtype):
+    # A constant of an integer dtype was emitted unwrapped (-1 : u8), which the loop IR rejects;
+    # torch wraps it to the dtype's width (255).
+    def fn(T, x, m):
+        return x.masked_fill(m, -1), T.where(m, x, -3), x.masked_fill(m, -128)
+
+    _check(fn, sample((4, 5), dtype, low=0), sample((4, 5), "bool"))
