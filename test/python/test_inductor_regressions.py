@@ -95,3 +95,14 @@ def test_negative_or_wide_python_scalar_into_a_narrow_integer_tensor(dtype):
         return x.masked_fill(m, -1), T.where(m, x, -3), x.masked_fill(m, -128)
 
     _check(fn, sample((4, 5), dtype, low=0), sample((4, 5), "bool"))
+
+
+def test_variance_of_a_fused_expression_over_one_element():
+    # With FMA contraction, silu(x) - mean (mean == silu(x)) became fma(x, s, -mean) != 0, so
+    # var/std over a size-1 dim with correction 1 came out +-inf instead of nan.
+    def fn(T, x):
+        y = T.nn.functional.silu(x)
+        return T.var(y, dim=2), T.std(y, dim=2, correction=1), T.var(y * x, dim=0, correction=0)
+
+    with pytest.warns(UserWarning):
+        _check(fn, sample((3, 4, 1, 6), "float64"))
