@@ -39,7 +39,7 @@ class Gen:
     def rand_shape(self):
         r = self.r
         nd = r.choice([0, 1, 1, 2, 2, 2, 3, 3, 4])
-        return tuple(r.choice([1, 2, 3, 4, 5, 7, 8, 0 if r.random() < 0.05 else 6]) for _ in range(nd))
+        return tuple(r.choice([1, 2, 3, 4, 5, 7, 8, 0 if r.random() < 0.08 else 6]) for _ in range(nd))
 
     def add_input(self, shape=None, kind=None):
         r = self.r
@@ -399,16 +399,23 @@ class Gen:
         v = self.pick("f")
         if v is None:
             return
-        target = r.choice(["clone", "input", "view"])
+        target = r.choice(["clone", "input", "view", "input_view"])
         op = r.choice(["add_", "mul_", "sub_", "clamp_", "zero_", "fill_", "relu_", "copy_", "setitem"])
         if target == "clone":
             t = self.emit(f"{v.name}.clone()", v.shape, "f")
             base = t
-        elif target == "input":
+        elif target in ("input", "input_view"):
             ins = [w for w in self.pool if w.name.startswith("x") and w.kind == "f"]
             if not ins:
                 return
             base = t = r.choice(ins)
+            if target == "input_view" and t.shape:
+                # A strided or transposed window of an input: the write reaches the caller.
+                if len(t.shape) >= 2 and r.random() < 0.5:
+                    t = self.emit(f"{t.name}.t()" if len(t.shape) == 2 else f"{t.name}.transpose(0, 1)",
+                                  (t.shape[1], t.shape[0]) + t.shape[2:], "f")
+                else:
+                    t = self.emit(f"{t.name}[1::2]", ((t.shape[0]) // 2,) + t.shape[1:], "f")
         else:
             t0 = self.emit(f"{v.name}.clone()", v.shape, "f")
             base = t0
@@ -449,7 +456,7 @@ class Gen:
         fams = [self.op_unary, self.op_binary, self.op_binary, self.op_reduce, self.op_view,
                 self.op_view, self.op_norm, self.op_cat, self.op_matmul, self.op_where,
                 self.op_cast, self.op_inplace]
-        for _ in range(r.randint(2, 8)):
+        for _ in range(r.randint(2, 12)):
             r.choice(fams)()
         outs = [v for v in self.pool if not v.name.startswith("x")] or self.pool
         k = min(len(outs), r.randint(1, 3))
