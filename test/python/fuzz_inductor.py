@@ -429,7 +429,8 @@ class Gen:
                 self.lines.append(f"{n}.{op}({self.scalar('f')})")
             else:
                 w = self.broadcast_partner(t, "f")
-                if bshape(t.shape, w.shape) != t.shape:
+                # x.t().sub_(x) reads what it writes: torch's result depends on its loop order.
+                if bshape(t.shape, w.shape) != t.shape or (t is not base and w.name == base.name):
                     return
                 self.lines.append(f"{n}.{op}({w.name})")
         elif op == "clamp_":
