@@ -186,6 +186,14 @@ std::string binaryExpr(LoopOpCode c, ScalarType t, const std::string& a, const s
 std::string castExpr(ScalarType from, ScalarType to, const std::string& a) {
   if (from == to) return a;
   if (to == ScalarType::Bool) return "(" + a + " != 0)";
+  // An integer converted to floating point is never -0.0, but GCC (-march=native with
+  // -fno-trapping-math) folds float(int(x)) into trunc(x), which is -0.0 for x in (-1, 0)
+  // (and drops a `+ 0.0`, which it assumes cannot matter); an explicit zero survives.
+  if (isFloatingType(to) && !isFloatingType(from)) {
+    std::string T = isHalfLike(to) ? "float" : cppComputeType(to);
+    std::string f = "(" + a + " == 0 ? " + T + "(0) : static_cast<" + T + ">(" + a + "))";
+    return isHalfLike(to) ? cppRoundTo(to, f) : f;
+  }
   if (isHalfLike(to)) return cppRoundTo(to, "static_cast<float>(" + a + ")");
   // c10 casts floating values to uint8 through int64 (a negative value wraps around).
   if (to == ScalarType::UInt8 && isFloatingType(from))

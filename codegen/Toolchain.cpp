@@ -120,10 +120,11 @@ const std::vector<std::string>& Toolchain::baseFlags() {
   // sqrt/floor/nearbyint, so loops calling them vectorize; -lmvec provides the vector variants
   // of the libm functions the prelude declares `simd`. -mprefer-vector-width=512 lets GCC use
   // AVX-512's full width where -march=native has it (math-heavy loops ~25% faster on this
-  // Xeon; no effect elsewhere).
+  // Xeon; no effect elsewhere). -ffp-contract=off: eager kernels round every op, and a fused
+  // x*y - x*y contracted into an FMA is not 0 (a variance over one element came out -inf).
   static const std::vector<std::string> flags = {
       "-O3",       "-march=native", "-mprefer-vector-width=512", "-fopenmp", "-fno-math-errno",
-      "-fno-trapping-math", "-shared", "-fPIC", "-std=c++17", "-lmvec"};
+      "-fno-trapping-math", "-ffp-contract=off", "-shared", "-fPIC", "-std=c++17", "-lmvec"};
   return flags;
 }
 

@@ -77,7 +77,16 @@ int emitConstant(BodyContext& c, const Argument& value, ScalarType dtype) {
   } else if (dtype == ScalarType::Bool) {
     c.body.constantInt(f != 0, dtype);
   } else {
-    c.body.constantInt(value.kind() == Argument::Kind::Int ? value.toInt() : int64_t(f), dtype);
+    // Wrapped to the dtype's width as c10's casts do (masked_fill(uint8, -1) writes 255).
+    int64_t v = value.kind() == Argument::Kind::Int ? value.toInt() : int64_t(f);
+    switch (dtype) {
+      case ScalarType::UInt8: v = static_cast<uint8_t>(v); break;
+      case ScalarType::Int8: v = static_cast<int8_t>(v); break;
+      case ScalarType::Int16: v = static_cast<int16_t>(v); break;
+      case ScalarType::Int32: v = static_cast<int32_t>(v); break;
+      default: break;
+    }
+    c.body.constantInt(v, dtype);
   }
   return dedupeLast(c.body);
 }
@@ -715,6 +724,10 @@ private:
     std::vector<int64_t> inSizes = a.sizes;
     std::vector<int64_t> outSizes = staticInts(tensorTypeOf(n).sizes, "%" + n->name());
     if (inSizes == outSizes) return wholeView(n);
+    // A reshape of no elements reads nothing: any index will do, and the row-major split
+    // below would divide by the zero-size dims' products.
+    if (std::find(inSizes.begin(), inSizes.end(), 0) != inSizes.end())
+      return view(n, [rank = inSizes.size()](const Index&) { return Index(rank, IndexExpr(0)); });
     std::vector<std::pair<std::vector<size_t>, std::vector<size_t>>> groups = reshapeGroups(
         inSizes, outSizes);
     return view(n, [inSizes, outSizes, groups](const Index& idx) {
@@ -1061,8 +1074,9 @@ private:
     Index idx = loopVars("i", dst.sizes.size());
     pw.intoIndex = simplify(flatIndex(map(idx), strides), c.facts);
     // Eager refuses a write where two elements share a memory location (a broadcast view or
-    // input); so does the compiled program.
-    for (size_t d = 0; d < dst.sizes.size(); ++d) {
+    // input); so does the compiled program. A write of no elements overlaps nothing.
+    bool empty = std::find(dst.sizes.begin(), dst.sizes.end(), 0) != dst.sizes.end();
+    for (size_t d = 0; d < dst.sizes.size() && !empty; ++d) {
       if (dst.sizes[d] < 2) continue;
       std::map<std::string, IndexExpr> one{{"i" + std::to_string(d), IndexExpr(1)}};
       if (simplify(pw.intoIndex.substitute(one) - pw.intoIndex, c.facts).constant() ==

@@ -54,7 +54,10 @@ Tensor matmul(const Tensor& self, const Tensor& other) {
   if (da >= 3 && db <= 2) {
     Tensor b = db == 1 ? ops::unsqueeze(other, 1) : other;
     std::vector<int64_t> outSizes(self.sizes().begin(), self.sizes().end() - 1);
-    Tensor folded = ops::reshape(self, {-1, self.sizes()[size_t(da - 1)]});
+    // The row count spelled out: -1 is ambiguous when k is 0.
+    int64_t rows = 1;
+    for (int64_t s : outSizes) rows *= s;
+    Tensor folded = ops::reshape(self, {rows, self.sizes()[size_t(da - 1)]});
     Tensor out = ops::mm(folded, b);
     if (db == 2) outSizes.push_back(b.sizes()[1]);
     return ops::reshape(out, outSizes);

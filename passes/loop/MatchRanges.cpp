@@ -82,7 +82,8 @@ void matchRanges(LoopProgram& p, std::vector<std::string>& log) {
     auto* pw = std::get_if<Pointwise>(&b.computation);
     if (!pw) continue;
     std::optional<std::vector<int64_t>> extents = constantExtents(pw->ranges);
-    if (!extents) continue;
+    // A buffer of no elements has no rows to match (and the row-major split would divide by 0).
+    if (!extents || product(*extents) == 0) continue;
     for (const LoopOp& op : pw->body.ops) {
       if (op.code != LoopOpCode::Load || !reductions.count(op.buffer)) continue;
       const Reduction& r = *reductions.at(op.buffer);
