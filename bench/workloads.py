@@ -50,24 +50,24 @@ def _jax_pointwise(jnp, jax):
     return lambda x, y: jax.nn.relu(jax.nn.sigmoid(x * 1.5 + y) * x - jnp.tanh(y) * 0.5)
 
 
+def ten_ops(x, y):
+    """Ten pointwise ops (issue 6's compile-latency function; bench/compile_breakdown.py too).
+    Tensor methods only, so the same function runs with either library."""
+    a = x * y
+    b = a + 1.0
+    c = b.tanh()
+    d = c * 0.5
+    e = d - x
+    f = e.exp()
+    g = y.abs()
+    h = g + 1.0
+    i = f / h
+    return i.sigmoid()
+
+
 def _ten_ops(T, p):
-    """Ten pointwise ops (issue 6's compile-latency function; bench/compile_breakdown.py too)."""
     r = np.random.default_rng(4)
-    x, y = randn(T, r, *p), randn(T, r, *p)
-
-    def fn(x, y):
-        a = x * y
-        b = a + 1.0
-        c = b.tanh()
-        d = c * 0.5
-        e = d - x
-        f = e.exp()
-        g = y.abs()
-        h = g + 1.0
-        i = f / h
-        return i.sigmoid()
-
-    return fn, (x, y)
+    return ten_ops, (randn(T, r, *p), randn(T, r, *p))
 
 
 def _jax_ten_ops(jnp, jax):
