@@ -2,6 +2,7 @@
 #include "runtime/Dispatcher.h"
 
 #include "runtime/Error.h"
+#include "runtime/autograd/AutogradKernels.h"
 
 namespace kiln {
 
@@ -9,6 +10,7 @@ Dispatcher& Dispatcher::instance() {
   static Dispatcher* d = [] {
     auto* fresh = new Dispatcher();
     registerGeneratedKernels(*fresh);
+    autograd::registerAutogradKernels(*fresh);
     return fresh;
   }();
   return *d;
@@ -22,6 +24,7 @@ Dispatcher::Dispatcher() {
       if (t == ArgType::Tensor || t == ArgType::TensorList || t == ArgType::OptionalTensorList)
         e.tensorArgs.push_back(int(i));
     }
+    e.tracksViews = s.hasTag(kTagView);
     e.schema = std::move(s);
     ops_.push_back(std::move(e));
   }
@@ -83,6 +86,9 @@ DispatchKeySet Dispatcher::computeKeys(OpId op, const Stack& stack) const {
     }
     ks = ks | DispatchKeySet(backend);
   }
+  // Views are tracked whenever grad mode is on, so that an in-place write through a view can
+  // later rewrite its base's history.
+  if (ops_[size_t(op)].tracksViews && GradMode::isEnabled()) ks = ks | DispatchKeySet(DispatchKey::Autograd);
   const LocalDispatchKeySet& local = localDispatchKeySet();
   return (ks | local.included) - local.excluded;
 }

@@ -47,6 +47,7 @@ private:
     OpSchema schema;
     BoxedKernel kernels[kNumDispatchKeys] = {};
     std::vector<int> tensorArgs; // indices of Tensor / Tensor[] arguments
+    bool tracksViews = false;    // a view op: seen by Autograd whenever grad mode is on
   };
   std::vector<Entry> ops_;
   BoxedFallback fallbacks_[kNumDispatchKeys] = {};

@@ -46,6 +46,11 @@ enum OpTag : uint32_t {
 // How a pointwise op picks its result dtype from its inputs (PyTorch's ELEMENTWISE_TYPE_PROMOTION_KIND).
 enum class PromotionKind : uint8_t { None, Default, IntToFloat, AlwaysBool, NoOpMath };
 
+// How autograd treats an op: a derivative formula of the table, no gradient at all, its
+// composite decomposition, its functional twin (in-place ops), or nothing yet (an error at
+// backward when a gradient must flow through it).
+enum class DerivativeKind : uint8_t { None, Formula, NonDifferentiable, Composite, Inplace };
+
 struct OpSchema {
   std::string ns = "aten"; // the namespace: "aten", or "prims" for the Prims IR
   std::string name;        // "add"
@@ -54,6 +59,7 @@ struct OpSchema {
   std::vector<ReturnSpec> returns;
   uint32_t tags = 0;
   PromotionKind promotion = PromotionKind::None;
+  DerivativeKind derivative = DerivativeKind::None;
   bool isFunction = true; // kiln.add(...)
   bool isMethod = false;  // Tensor.add(...)
   std::string pythonName; // name exposed to Python ("" to hide)

@@ -3,6 +3,8 @@
 
 #include <cstring>
 
+#include "runtime/DispatchKey.h"
+
 namespace kiln {
 
 TensorImpl::TensorImpl(Storage storage, ScalarType dtype, DimVector sizes, DimVector strides,
@@ -10,6 +12,7 @@ TensorImpl::TensorImpl(Storage storage, ScalarType dtype, DimVector sizes, DimVe
     : storage_(std::move(storage)), dtype_(dtype), sizes_(std::move(sizes)),
       strides_(std::move(strides)), offset_(offset) {
   refresh();
+  isInference = InferenceMode::isEnabled();
 }
 
 void TensorImpl::setGeometry(DimVector sizes, DimVector strides, int64_t offset) {

@@ -1,6 +1,7 @@
 // TensorImpl: a strided view (sizes, strides, offset, dtype) of a Storage. Tensor: its handle.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "runtime/DimVector.h"
@@ -13,6 +14,13 @@
 namespace kiln {
 
 class Tensor;
+namespace autograd {
+struct AutogradMeta;
+void destroyAutogradMeta(AutogradMeta* m);
+struct AutogradMetaDeleter {
+  void operator()(AutogradMeta* m) const { destroyAutogradMeta(m); }
+};
+} // namespace autograd
 
 class TensorImpl : public RefCounted {
 public:
@@ -32,9 +40,15 @@ public:
   // Re-points this impl at new geometry (used by in-place view ops such as squeeze_).
   void setGeometry(DimVector sizes, DimVector strides, int64_t offset);
 
+  // Set on leaves by requires_grad_ and on every output autograd recorded: the dispatcher adds
+  // the Autograd key for tensors that have it.
   bool requiresGrad = false;
   // A 0-d tensor made from a Python number: it takes part in type promotion as a number would.
   bool isWrappedNumber = false;
+  // Allocated under inference_mode: never saved for backward (runtime/autograd).
+  bool isInference = false;
+  // grad, grad_fn, hooks, view base: made on first use (runtime/autograd/AutogradMeta.h).
+  std::unique_ptr<autograd::AutogradMeta, autograd::AutogradMetaDeleter> autogradMeta;
 
 private:
   void refresh();

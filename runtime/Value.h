@@ -47,6 +47,9 @@ public:
   bool isBool() const { return std::holds_alternative<bool>(v_); }
   bool isScalar() const { return std::holds_alternative<Scalar>(v_); }
   bool isIntList() const { return std::holds_alternative<std::vector<int64_t>>(v_); }
+  bool isOptionalTensorList() const {
+    return std::holds_alternative<std::vector<std::optional<Tensor>>>(v_);
+  }
 
   const Tensor& toTensor() const { return std::get<Tensor>(v_); }
   Tensor& toTensor() { return std::get<Tensor>(v_); }

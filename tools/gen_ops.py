@@ -6,6 +6,7 @@ Outputs (into OUT_DIR/generated/):
   Ops.h, Ops.cpp  the typed C++ API: kiln::ops::add(self, other, alpha) -> dispatcher
   KernelDecls.h   declarations of the kernels the table names (kiln::kernels::...)
   Registration.cpp  schemas as data, boxed wrappers, kernel registration
+  AutogradFunctions.cpp the Autograd key's kernels from `derivatives:` (tools/gen_autograd.py)
   DecompositionDecls.h  declarations of the decompositions the table names (kiln::decompositions::...)
   Decompositions.cpp    their boxed wrappers and compiler::decompositionOf (compiler/Decompositions.h)
 
@@ -38,6 +39,9 @@ import re
 import sys
 
 import yaml
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gen_autograd  # noqa: E402
 
 TENSOR_TYPES = {"Tensor", "Tensor[]", "Tensor?[]"}
 
@@ -455,6 +459,8 @@ def gen_registration(ops):
         prom = {"none": "None", "default": "Default", "int_to_float": "IntToFloat",
                 "always_bool": "AlwaysBool", "no_opmath": "NoOpMath"}[op.promotion]
         lines.append(f"    o.promotion = PromotionKind::{prom};")
+        kind = gen_autograd.derivative_kind(op, by_id, functional_twin)
+        lines.append(f"    o.derivative = DerivativeKind::{kind};")
         for a in op.args:
             lines.append("    {")
             lines.append("      ArgSpec a;")
@@ -595,6 +601,8 @@ def main():
     write_if_changed(os.path.join(gen, "Registration.cpp"), gen_registration(ops))
     write_if_changed(os.path.join(gen, "DecompositionDecls.h"), gen_decomposition_decls(ops))
     write_if_changed(os.path.join(gen, "Decompositions.cpp"), gen_decompositions(ops))
+    write_if_changed(os.path.join(gen, "AutogradFunctions.cpp"),
+                     gen_autograd.gen_autograd(ops, functional_twin))
 
 
 if __name__ == "__main__":

@@ -4,6 +4,10 @@
     kiln_ops.py                 every op overload, one line each
     kiln_ops.py --tag core      only ops with that tag
     kiln_ops.py --summary       counts per tag and per kernel kind
+    kiln_ops.py --missing-derivatives
+                                differentiable ops (floating-point results, not composite,
+                                in-place or non-differentiable) that have no derivative formula;
+                                backward through one of them raises an error naming it
 """
 import argparse
 import collections
@@ -11,12 +15,37 @@ import collections
 import kiln
 
 
+def missing_derivatives(table):
+    """Ops autograd cannot differentiate yet: aten ops with a floating-point-capable Tensor result
+    that are neither composite, in-place (through their functional twin), random/creation ops,
+    nor marked non_differentiable, and that have no formula."""
+    out = []
+    for e in table:
+        if e["derivative"] != "none" or "prims" in e["tags"] or e["schema"].startswith("prims::"):
+            continue
+        if "random" in e["tags"] or "creation" in e["tags"]:
+            continue
+        returns = e["schema"].rsplit("->", 1)[1]
+        if "Tensor" not in returns or "Tensor" not in e["schema"].split("->", 1)[0]:
+            continue
+        out.append(e)
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tag", help="only ops carrying this tag")
     ap.add_argument("--summary", action="store_true", help="print counts instead of ops")
+    ap.add_argument("--missing-derivatives", action="store_true",
+                    help="list the differentiable ops that lack a derivative formula")
     a = ap.parse_args()
     table = kiln._C._op_table()
+    if a.missing_derivatives:
+        missing = missing_derivatives(table)
+        for e in missing:
+            print(e["schema"])
+        print(f"{len(missing)} differentiable ops without a derivative formula")
+        return
     if a.tag:
         table = [e for e in table if a.tag in e["tags"]]
     if a.summary:

@@ -5,6 +5,7 @@
 
 #include <map>
 
+#include "frontend/binding/AutogradBinding.h"
 #include "frontend/binding/CompiledKernelBinding.h"
 #include "frontend/binding/CppCodegenBinding.h"
 #include "frontend/binding/FxBinding.h"
@@ -69,6 +70,7 @@ NB_MODULE(_C, m) {
   registerTensorData(m, tensorClass);
   registerGenerator(m);
   registerIndexing(tensorClass);
+  registerAutograd(m, tensorClass);
   registerFx(m);
   kiln::capture::registerCapture(m);
   kiln::capture::registerTraceFrame(m);
@@ -115,6 +117,8 @@ NB_MODULE(_C, m) {
       e["tags"] = tags;
       e["kernels"] = kernels;
       e["promotion"] = promotions[int(s.promotion)];
+      static const char* derivatives[] = {"none", "formula", "non_differentiable", "composite", "inplace"};
+      e["derivative"] = derivatives[int(s.derivative)];
       e["python"] = s.pythonName;
       e["function"] = s.isFunction;
       e["method"] = s.isMethod;

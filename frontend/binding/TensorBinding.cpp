@@ -57,25 +57,6 @@ TensorClass registerTensor(nb::module_& m) {
       .def_prop_ro("is_cpu", [](const Tensor& t) { return t.device().isCpu(); })
       .def_prop_ro("is_cuda", [](const Tensor& t) { return t.device().isCuda(); })
       .def_prop_ro("_version", [](const Tensor& t) { return t.storage()->version(); })
-      .def_prop_rw(
-          "requires_grad", [](const Tensor& t) { return t.requiresGrad(); },
-          [](Tensor& t, bool on) {
-            KILN_CHECK(!on || isFloatingType(t.dtype()),
-                       "only Tensors of floating point dtype can require gradients (got ",
-                       scalarTypeName(t.dtype()), ")");
-            t.impl()->requiresGrad = on;
-          })
-      .def(
-          "requires_grad_",
-          [](nb::handle self, bool on) {
-            Tensor& t = *nb::inst_ptr<Tensor>(self);
-            KILN_CHECK(!on || isFloatingType(t.dtype()),
-                       "only Tensors of floating point dtype can require gradients (got ",
-                       scalarTypeName(t.dtype()), ")");
-            t.impl()->requiresGrad = on;
-            return nb::borrow(self);
-          },
-          nb::arg("requires_grad") = true)
       .def("_is_same", [](const Tensor& a, const Tensor& b) { return a.isSame(b); })
       .def("_storage_id", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.storage().get()); })
       .def("item", [](const Tensor& t) -> nb::object {

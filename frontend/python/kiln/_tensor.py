@@ -2,6 +2,7 @@
 from . import _C
 from ._creation import tensor as _tensor_from_data
 from ._tensor_str import _str
+from .autograd.grad_mode import no_grad as _no_grad
 
 # Tensor.type() names, as torch.FloatTensor and the like are called.
 _TYPE_NAMES = {
@@ -182,6 +183,24 @@ class Tensor(_C.TensorBase):
         return _tensor_from_data(data, dtype=dtype if dtype is not None else self.dtype,
                                  device=device if device is not None else self.device,
                                  requires_grad=requires_grad)
+
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+        """Accumulates d(self)/d(leaf) into each leaf's .grad (see kiln.autograd.backward)."""
+        from . import autograd
+
+        autograd.backward(self, gradient, retain_graph, create_graph, inputs=inputs)
+
+    @property
+    def data(self):
+        """The same data, detached from the graph (writes to it are not seen by autograd)."""
+        return self.detach()
+
+    @data.setter
+    def data(self, value):
+        with _no_grad():
+            if tuple(value.shape) != tuple(self.shape) or value.dtype != self.dtype:
+                raise RuntimeError("kiln: assigning .data of another shape or dtype is not supported")
+            self.copy_(value)
 
     # Python number protocols: one-element tensors only, with PyTorch's errors.
     def _one_value(self):

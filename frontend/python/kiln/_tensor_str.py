@@ -224,7 +224,7 @@ def _str(self):
         tensor_str = _tensor_str(self, indent)
     grad_fn = getattr(self, "grad_fn", None)
     if grad_fn is not None:
-        suffixes.append(f"grad_fn=<{type(grad_fn).__name__}>")
+        suffixes.append(f"grad_fn=<{grad_fn.name()}>")
     elif self.requires_grad:
         suffixes.append("requires_grad=True")
     return _add_suffixes(prefix + tensor_str, suffixes, indent)

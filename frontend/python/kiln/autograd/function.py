@@ -1,0 +1,105 @@
+"""kiln.autograd.Function: user-defined ops with a hand-written backward (torch.autograd.Function)."""
+import functools
+
+from .. import _C
+from .grad_mode import no_grad
+
+
+class FunctionCtx:
+    """The `ctx` a Function's forward and backward share."""
+
+    def __init__(self):
+        self.to_save = ()
+        self.dirty_tensors = ()
+        self.non_differentiable = ()
+        self.materialize_grads = True
+        self.needs_input_grad = ()
+
+    def save_for_backward(self, *tensors):
+        for t in tensors:
+            if t is not None and not isinstance(t, _C.TensorBase):
+                raise TypeError("save_for_backward can only save variables, but argument "
+                                f"{tensors.index(t)} is of type {type(t).__name__}")
+        self.to_save = tensors
+
+    def save_for_forward(self, *tensors):
+        self.saved_for_forward = tensors
+
+    @property
+    def saved_tensors(self):
+        saved = getattr(self, "_saved_unpacked", None)
+        if saved is not None:
+            return saved
+        if getattr(self, "_in_forward_done", False):
+            raise RuntimeError("saved_tensors are only available inside backward in kiln")
+        return tuple(self.to_save)
+
+    def mark_dirty(self, *args):
+        self.dirty_tensors = args
+
+    def mark_non_differentiable(self, *args):
+        self.non_differentiable = args
+
+    def set_materialize_grads(self, value):
+        self.materialize_grads = bool(value)
+
+
+class _FunctionMeta(type):
+    def __init__(cls, name, bases, attrs):
+        super().__init__(name, bases, attrs)
+        cls._backward_name = f"{name}Backward"
+
+
+class Function(metaclass=_FunctionMeta):
+    """Subclass with static `forward(ctx, *args)` (or `forward(*args)` plus `setup_context(ctx,
+    inputs, output)`) and `backward(ctx, *grad_outputs)`; call with `apply`."""
+
+    def __init__(self, *args, **kwargs):
+        pass
+
+    @staticmethod
+    def forward(*args, **kwargs):
+        raise NotImplementedError("You must implement the forward function for custom autograd.Function.")
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        raise NotImplementedError("You must implement either the backward or vjp method for your custom "
+                                  "autograd.Function to use it with backward mode AD.")
+
+    vjp = backward
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        raise NotImplementedError("setup_context is not implemented.")
+
+    @classmethod
+    def apply(cls, *args, **kwargs):
+        ctx = FunctionCtx()
+        ctx.needs_input_grad = tuple(isinstance(a, _C.TensorBase) and a.requires_grad for a in args)
+        custom_setup = cls.setup_context is not Function.setup_context
+        with no_grad():
+            if custom_setup:
+                output = cls.forward(*args, **kwargs)
+            else:
+                output = cls.forward(ctx, *args, **kwargs)
+        if custom_setup:
+            cls.setup_context(ctx, args, output)
+        single = not isinstance(output, tuple)
+        outputs = (output,) if single else output
+        if _C.is_grad_enabled() and any(ctx.needs_input_grad):
+            backward = cls.backward if cls.backward is not Function.backward else cls.vjp
+            outputs = tuple(_C._record_function(
+                ctx, backward, cls._backward_name, list(args), list(outputs), list(ctx.to_save),
+                list(ctx.dirty_tensors), list(ctx.non_differentiable), ctx.materialize_grads))
+        return outputs[0] if single else outputs
+
+
+def once_differentiable(fn):
+    """Marks a backward as not differentiable itself: it runs without recording."""
+
+    @functools.wraps(fn)
+    def wrapper(ctx, *args):
+        with no_grad():
+            return fn(ctx, *args)
+
+    return wrapper

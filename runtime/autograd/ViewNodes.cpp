@@ -1,0 +1,75 @@
+// View and in-place-on-view nodes, written in ops so that they are differentiable themselves.
+#include "runtime/autograd/ViewNodes.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "generated/Ops.h"
+
+namespace kiln::autograd {
+
+namespace {
+
+// True when no two elements of the geometry share memory (so a copy equals a sum into it).
+bool nonOverlapping(const Geometry& g) {
+  std::vector<size_t> dims;
+  for (size_t d = 0; d < g.sizes.size(); ++d)
+    if (g.sizes[d] > 1) dims.push_back(d);
+  std::sort(dims.begin(), dims.end(), [&](size_t a, size_t b) { return g.strides[a] < g.strides[b]; });
+  int64_t needed = 1;
+  for (size_t d : dims) {
+    if (g.strides[d] < needed) return false;
+    needed = g.strides[d] * g.sizes[d];
+  }
+  return true;
+}
+
+// A zero tensor with the base's sizes and strides, and the view's geometry inside it.
+std::pair<Tensor, Tensor> baseShapedZeros(const Geometry& base, const Geometry& view, ScalarType dtype,
+                                          Device device) {
+  Tensor z = ops::empty_strided(base.sizes, base.strides, dtype, device);
+  ops::zero_(z);
+  Tensor inner = ops::as_strided(z, view.sizes, view.strides, view.offset - base.offset + z.storageOffset());
+  return {z, inner};
+}
+
+} // namespace
+
+std::vector<Tensor> AsStridedBackward::apply(std::vector<Tensor>&& grads) {
+  const Tensor& grad = grads.at(0);
+  if (!grad.defined()) return {Tensor()};
+  return {asStridedGrad(grad, base_, view_)};
+}
+
+Tensor asStridedGrad(const Tensor& grad, const Geometry& base_, const Geometry& view_) {
+  if (nonOverlapping(view_)) {
+    auto [z, inner] = baseShapedZeros(base_, view_, grad.dtype(), grad.device());
+    ops::copy_(inner, grad, false);
+    return z;
+  }
+  // Overlapping view (an expand): elements that share memory sum their gradients.
+  int64_t span = 1;
+  for (size_t d = 0; d < base_.sizes.size(); ++d) span += (base_.sizes[d] - 1) * base_.strides[d];
+  int64_t lo = std::min(base_.offset, view_.offset);
+  for (size_t d = 0; d < view_.sizes.size(); ++d) span = std::max(span, view_.offset - lo + 1 + (view_.sizes[d] - 1) * view_.strides[d]);
+  span += base_.offset - lo;
+  Tensor flat = ops::zeros({span}, grad.dtype(), grad.device());
+  Tensor positions = ops::as_strided(ops::arange(Scalar(span), ScalarType::Int64, grad.device()),
+                                     view_.sizes, view_.strides, view_.offset - lo);
+  flat = ops::index_put(flat, {std::optional<Tensor>(ops::reshape(positions, {-1}))},
+                        ops::reshape(grad, {-1}), true);
+  return ops::as_strided(flat, base_.sizes, base_.strides, base_.offset - lo);
+}
+
+std::vector<Tensor> CopySlices::apply(std::vector<Tensor>&& grads) {
+  const Tensor& grad = grads.at(0);
+  if (!grad.defined()) return {Tensor(), Tensor()};
+  Tensor res = ops::empty_strided(base_.sizes, base_.strides, grad.dtype(), grad.device());
+  ops::copy_(res, grad, false);
+  Tensor region = ops::as_strided(res, view_.sizes, view_.strides, view_.offset - base_.offset + res.storageOffset());
+  Tensor forValue = ops::clone(region);
+  ops::zero_(region);
+  return {res, forValue};
+}
+
+} // namespace kiln::autograd
