@@ -59,7 +59,7 @@ def _numerical_jacobian(func, inputs, diff, eps):
 
 def _analytical_jacobian(func, inputs, diff):
     from . import grad as autograd_grad
-    zeros_like = _C._ops.zeros_like
+    zeros = _C._ops.zeros
 
     outputs = _outputs(func, inputs)
     targets = [inputs[i] for i in diff]
@@ -71,7 +71,7 @@ def _analytical_jacobian(func, inputs, diff):
             row += o.numel()
             continue
         for k in range(o.numel()):
-            g = zeros_like(o)
+            g = zeros(list(o.shape), dtype=o.dtype)
             g.view(-1)[k] = 1.0
             grads = autograd_grad(o, targets, g, retain_graph=True, allow_unused=True)
             for t, gi in enumerate(grads):
