@@ -27,7 +27,7 @@ def graphs_of(fn, *args):
 
 def close(a, b):
     assert a.dtype == b.dtype and a.shape == b.shape and a.device == b.device
-    np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-6, atol=1e-6)
 
 
 class Base(nn.Module):

@@ -17,6 +17,7 @@ LOG_NAMES = {
     "guards": "the guards of each new cache entry",
     "recompiles": "why a frame is compiled again: the guard each cached entry failed",
     "graph_breaks": "why a frame runs eagerly instead of compiled (+graph_breaks: also the source line)",
+    "aot": "graphs that need autograd and so run op by op rather than through a compiling backend",
     "output_code": "the C++ source the inductor backend generates for each graph (+output_code: "
                    "also its loop program)",
     "loops": "the inductor backend's fusion decisions for each graph: which buffers became one "

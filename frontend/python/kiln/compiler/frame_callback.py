@@ -26,6 +26,14 @@ _graph_log = get_logger("graph")
 _guards_log = get_logger("guards")
 _recompiles_log = get_logger("recompiles")
 _breaks_log = get_logger("graph_breaks")
+_aot_log = get_logger("aot")
+
+
+def _needs_autograd(examples):
+    """True when the graph's result must carry a grad_fn: grad mode is on and an input requires
+    grad. The compiling backends do not differentiate yet (AOT autograd, issue 15), so such a
+    graph runs op by op through the autograd engine instead."""
+    return _C.is_grad_enabled() and any(isinstance(t, _C.TensorBase) and t.requires_grad for t in examples)
 
 
 class _CodeState:
@@ -132,7 +140,13 @@ class FrameCallback:
         start = time.perf_counter()
         try:
             with debug_dir.compiling(dump):
-                compiled = self.backend(gm, examples, **self.backend_kwargs)
+                if _needs_autograd(examples) and getattr(self.backend, "__module__", None) == __package__ + ".backends":
+                    _aot_log.info("%s: %s needs autograd (an input requires grad); it runs op by op under "
+                                  "the autograd engine instead of the %s backend", _where(code), name,
+                                  _backend_name(self.backend))
+                    compiled = gm.forward
+                else:
+                    compiled = self.backend(gm, examples, **self.backend_kwargs)
             if not callable(compiled):
                 raise TypeError(f"the backend returned a {type(compiled).__name__}, which is not callable")
         except Exception as error:  # noqa: BLE001 - any backend error falls back to eager
