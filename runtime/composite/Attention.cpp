@@ -35,6 +35,8 @@ Tensor scaledDotProductAttention(const Tensor& query, const Tensor& key, const T
              "Expected query, key, and value to have the same dtype, but got query.dtype: ",
              scalarTypeShortName(query.dtype()), " key.dtype: ", scalarTypeShortName(key.dtype()),
              " and value.dtype: ", scalarTypeShortName(value.dtype()), " instead.");
+  KILN_CHECK(isFloatingType(query.dtype()), "scaled_dot_product_attention: expected floating-point query, key and value, got ",
+             scalarTypeShortName(query.dtype()));
   KILN_CHECK(!(is_causal && attn_mask), "_scaled_dot_product_attention: Explicit attn_mask should not be set when is_causal=True");
   if (attn_mask)
     KILN_CHECK(attn_mask->dtype() == ScalarType::Bool || attn_mask->dtype() == query.dtype(),
@@ -56,8 +58,7 @@ Tensor scaledDotProductAttention(const Tensor& query, const Tensor& key, const T
   bool mayMaskWholeRows = false;
   if (is_causal) {
     Tensor causal = ops::tril(ops::ones({L, S}, ScalarType::Bool, query.device()));
-    scores = ops::masked_fill(scores, ops::logical_not(causal), -inf);
-    mayMaskWholeRows = L > S;
+    scores = ops::masked_fill(scores, ops::logical_not(causal), -inf); // every row keeps column 0
   } else if (attn_mask) {
     scores = attn_mask->dtype() == ScalarType::Bool ? ops::masked_fill(scores, ops::logical_not(*attn_mask), -inf)
                                                     : ops::add(scores, *attn_mask);

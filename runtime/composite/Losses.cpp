@@ -69,6 +69,7 @@ Tensor smoothL1Loss(const Tensor& self, const Tensor& target, int64_t reduction,
 Tensor nllLoss(const Tensor& self, const Tensor& target, const std::optional<Tensor>& weight,
                int64_t reduction, int64_t ignore_index) {
   KILN_CHECK_VALUE(self.dim() >= 1, "Expected 1 or more dimensions (got ", self.dim(), ")");
+  checkFloating(self, "nll_loss_out_frame");
   KILN_CHECK(target.dtype() == ScalarType::Int64 || target.dtype() == ScalarType::UInt8,
              "expected target dtype to be Long or Byte, but got ", scalarTypeShortName(target.dtype()));
   if (self.dim() == 1) {
@@ -116,14 +117,15 @@ Tensor crossEntropyLoss(const Tensor& self, const Tensor& target, const std::opt
   KILN_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0,
              "label_smoothing must be between 0.0 and 1.0. Got: ", label_smoothing);
   int64_t classDim = self.dim() == 1 ? 0 : 1;
-  Tensor logProbs = ops::log_softmax(self, classDim);
   int64_t numClasses = self.dim() ? self.size(classDim) : 0;
-
-  if (self.sizes() == target.sizes()) {
-    // Class probabilities.
-    KILN_CHECK(isFloatingType(target.dtype()),
-               "Expected floating point type for target with class probabilities, got ",
+  bool probabilities = self.sizes() == target.sizes();
+  if (probabilities)
+    KILN_CHECK(isFloatingType(target.dtype()), "Expected floating point type for target with class probabilities, got ",
                scalarTypeShortName(target.dtype()));
+  checkFloating(self, "log_softmax_lastdim_kernel_impl");
+  Tensor logProbs = ops::log_softmax(self, classDim);
+
+  if (probabilities) {
     Tensor probs = target;
     if (label_smoothing > 0.0)
       probs = ops::add(ops::mul(target, 1.0 - label_smoothing), label_smoothing / double(numClasses));
@@ -179,6 +181,7 @@ Tensor binaryCrossEntropy(const Tensor& self, const Tensor& target, const std::o
 
 Tensor binaryCrossEntropyWithLogits(const Tensor& self, const Tensor& target, const std::optional<Tensor>& weight,
                                     const std::optional<Tensor>& pos_weight, int64_t reduction) {
+  checkFloating(self, "log_sigmoid_cpu");
   // log(sigmoid(x)) = min(x, 0) - log1p(exp(-|x|)), stable for large |x|.
   Tensor logSigmoid = ops::sub(ops::clamp_max(self, 0), ops::log1p(ops::exp(ops::neg(ops::abs(self)))));
   if (pos_weight) logSigmoid = ops::mul(logSigmoid, ops::add(ops::mul(ops::sub(*pos_weight, 1), target), 1));

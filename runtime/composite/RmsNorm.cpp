@@ -24,8 +24,7 @@ Tensor rmsNorm(const Tensor& input, IntArrayRef normalized_shape, const std::opt
   if (weight)
     KILN_CHECK(weight->sizes() == normalized_shape, "rms_norm: expected weight of shape ",
                shapeString(normalized_shape), ", got ", weight->shapeString());
-  KILN_CHECK(isFloatingType(input.dtype()), "rms_norm: expected a floating-point input, got ",
-             scalarTypeShortName(input.dtype()));
+  if (!isFloatingType(input.dtype())) throwUnsupportedDtype("rms_norm", input.dtype());
   bool lowPrecision = input.dtype() == ScalarType::Float16 || input.dtype() == ScalarType::BFloat16;
   Tensor x = lowPrecision ? ops::to(input, ScalarType::Float32) : input;
   // eps=None is the epsilon of the compute type (float32 for 16-bit inputs).

@@ -148,10 +148,10 @@ def test_multihead_attention_parameters_and_init():
     km, tm = nn.MultiheadAttention(16, 4, kdim=8, vdim=8), torch.nn.MultiheadAttention(16, 4, kdim=8, vdim=8)
     assert [(n, tuple(p.shape)) for n, p in km.named_parameters()] == [(n, tuple(p.shape)) for n, p in tm.named_parameters()]
     m = nn.MultiheadAttention(64, 4)
-    w = m.in_proj_weight.numpy()
+    w = m.in_proj_weight.detach().numpy()
     bound = np.sqrt(6.0 / (64 + 3 * 64))
     assert np.abs(w).max() <= bound and np.abs(w).max() > 0.9 * bound
-    assert np.all(m.in_proj_bias.numpy() == 0) and np.all(m.out_proj.bias.numpy() == 0)
+    assert np.all(m.in_proj_bias.detach().numpy() == 0) and np.all(m.out_proj.bias.detach().numpy() == 0)
     with pytest.raises(AssertionError, match="embed_dim must be divisible by num_heads"):
         nn.MultiheadAttention(10, 3)
 

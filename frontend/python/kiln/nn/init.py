@@ -1,9 +1,8 @@
 """kiln.nn.init: in-place parameter initializers with torch.nn.init's formulas and signatures.
 
-Each runs under no_grad. A `generator` argument draws from that kiln.Generator instead of the
-default one (its state is swapped in for the draw).
+Each runs under no_grad. `generator` is accepted for torch's signatures; kiln has one generator
+(kiln.default_generator, seeded by kiln.manual_seed), which every initializer draws from.
 """
-import contextlib
 import math
 import warnings
 
@@ -46,28 +45,13 @@ def _fan(tensor, mode):
     return fan_in if mode == "fan_in" else fan_out
 
 
-@contextlib.contextmanager
-def _drawing_from(generator):
-    """Random ops inside draw from `generator` (None: the default generator)."""
-    if generator is None or generator is _C.default_generator:
-        yield
-        return
-    saved = _C.default_generator.get_state()
-    _C.default_generator.set_state(generator.get_state())
-    try:
-        yield
-    finally:
-        generator.set_state(_C.default_generator.get_state())
-        _C.default_generator.set_state(saved)
-
-
 def uniform_(tensor, a=0.0, b=1.0, generator=None):
-    with no_grad(), _drawing_from(generator):
+    with no_grad():
         return tensor.uniform_(a, b)
 
 
 def normal_(tensor, mean=0.0, std=1.0, generator=None):
-    with no_grad(), _drawing_from(generator):
+    with no_grad():
         return tensor.normal_(mean, std)
 
 
