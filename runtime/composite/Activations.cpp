@@ -47,6 +47,10 @@ Tensor softplus(const Tensor& self, const Scalar& beta, const Scalar& threshold)
 
 Tensor hardtanh(const Tensor& self, const Scalar& min_val, const Scalar& max_val) {
   KILN_CHECK(self.dtype() != ScalarType::Bool, "Bool inputs not supported for hardtanh");
+  KILN_CHECK(self.dtype() != ScalarType::UInt8 || (min_val.toDouble() >= 0 && max_val.toDouble() >= 0),
+             "cannot do hardtanh on an unsigned type with negative limits");
+  // The bounds take the input's type: an integer input stays integer (clamp would promote).
+  if (isIntegralType(self.dtype(), false)) return ops::clamp(self, Scalar(min_val.toInt()), Scalar(max_val.toInt()));
   return ops::clamp(self, min_val, max_val);
 }
 
@@ -65,7 +69,7 @@ Tensor hardswish(const Tensor& self) {
 
 Tensor dropout(const Tensor& input, double p, bool train) {
   KILN_CHECK_VALUE(p >= 0.0 && p <= 1.0, "dropout probability has to be between 0 and 1, but got ", p);
-  if (!train || p == 0.0) return input;
+  if (!train || p == 0.0 || input.numel() == 0) return input;
   if (p == 1.0) return ops::mul(input, ops::zeros_like(input));
   KILN_CHECK(isFloatingType(input.dtype()), "result type Float can't be cast to the desired output type ",
              scalarTypeShortName(input.dtype()));

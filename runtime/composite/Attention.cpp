@@ -42,6 +42,14 @@ Tensor scaledDotProductAttention(const Tensor& query, const Tensor& key, const T
     KILN_CHECK(attn_mask->dtype() == ScalarType::Bool || attn_mask->dtype() == query.dtype(),
                "Expected attn_mask dtype to be bool or float or to match query dtype, but got attn_mask.dtype: ",
                scalarTypeName(attn_mask->dtype()), " and  query.dtype: ", scalarTypeName(query.dtype()), " instead.");
+  // 16-bit inputs are computed in float32 and rounded once, as PyTorch's CPU kernels accumulate.
+  if (query.dtype() == ScalarType::Float16 || query.dtype() == ScalarType::BFloat16) {
+    auto up = [](const Tensor& t) { return ops::to(t, ScalarType::Float32); };
+    std::optional<Tensor> mask = attn_mask;
+    if (mask && mask->dtype() != ScalarType::Bool) mask = up(*mask);
+    return ops::to(scaledDotProductAttention(up(query), up(key), up(value), mask, dropout_p, is_causal, scale, enable_gqa),
+                   query.dtype());
+  }
   Tensor k = key, v = value;
   if (enable_gqa && query.dim() >= 3 && key.dim() >= 3) {
     int64_t qHeads = query.size(-3), kvHeads = key.size(-3);

@@ -65,9 +65,11 @@ Tensor smoothL1Loss(const Tensor& self, const Tensor& target, int64_t reduction,
   return reduce(ops::where(ops::lt(z, beta), quadratic, ops::sub(z, 0.5 * beta)), reduction);
 }
 
-// nll_loss_nd: input (C), (N, C) or (N, C, d1, ...); target (), (N) or (N, d1, ...).
-Tensor nllLoss(const Tensor& self, const Tensor& target, const std::optional<Tensor>& weight,
-               int64_t reduction, int64_t ignore_index) {
+namespace {
+
+// PyTorch's nll_loss_nd: input (C), (N, C) or (N, C, d1, ...); target (), (N) or (N, d1, ...).
+Tensor nllLossNd(const Tensor& self, const Tensor& target, const std::optional<Tensor>& weight,
+                 int64_t reduction, int64_t ignore_index) {
   KILN_CHECK_VALUE(self.dim() >= 1, "Expected 1 or more dimensions (got ", self.dim(), ")");
   checkFloating(self, "nll_loss_out_frame");
   KILN_CHECK(target.dtype() == ScalarType::Int64 || target.dtype() == ScalarType::UInt8,
@@ -77,7 +79,7 @@ Tensor nllLoss(const Tensor& self, const Tensor& target, const std::optional<Ten
     KILN_CHECK(target.dim() <= 1, "0D or 1D target tensor expected, multi-target not supported");
     KILN_CHECK(target.dim() == 0, "size mismatch (got input: ", self.shapeString(), ", target: ",
                target.shapeString(), ")");
-    Tensor loss = nllLoss(ops::unsqueeze(self, 0), ops::unsqueeze(target, 0), weight, reduction, ignore_index);
+    Tensor loss = nllLossNd(ops::unsqueeze(self, 0), ops::unsqueeze(target, 0), weight, reduction, ignore_index);
     return reduction == kNone ? ops::squeeze(loss, 0) : loss;
   }
   int64_t targetBatch = target.dim() ? target.size(0) : 1;
@@ -112,6 +114,15 @@ Tensor nllLoss(const Tensor& self, const Tensor& target, const std::optional<Ten
   return reduce(loss, reduction);
 }
 
+} // namespace
+
+// aten.nll_loss takes (C) or (N, C) inputs; nn.functional.nll_loss flattens the others.
+Tensor nllLoss(const Tensor& self, const Tensor& target, const std::optional<Tensor>& weight, int64_t reduction,
+               int64_t ignore_index) {
+  KILN_CHECK(self.dim() >= 1 && self.dim() <= 2, "input tensor should be 1D or 2D");
+  return nllLossNd(self, target, weight, reduction, ignore_index);
+}
+
 Tensor crossEntropyLoss(const Tensor& self, const Tensor& target, const std::optional<Tensor>& weight,
                         int64_t reduction, int64_t ignore_index, double label_smoothing) {
   KILN_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0,
@@ -139,7 +150,7 @@ Tensor crossEntropyLoss(const Tensor& self, const Tensor& target, const std::opt
     return reduce(terms, reduction); // raises for an invalid reduction
   }
 
-  Tensor nll = nllLoss(logProbs, target, weight, reduction, ignore_index);
+  Tensor nll = nllLossNd(logProbs, target, weight, reduction, ignore_index);
   if (label_smoothing <= 0.0) return nll;
   // Smoothing: the loss against the uniform distribution, ignored targets masked out.
   Tensor weighted = weight ? ops::mul(logProbs, classWeightView(*weight, self.dim(), classDim)) : logProbs;

@@ -13,13 +13,13 @@ namespace kiln::kernels {
 Tensor rmsNorm(const Tensor& input, IntArrayRef normalized_shape, const std::optional<Tensor>& weight,
                std::optional<double> eps) {
   int64_t n = int64_t(normalized_shape.size()), ndim = input.dim();
-  bool matches = n >= 1 && ndim >= n;
+  KILN_CHECK(ndim >= n, "Input tensor must have at least ", n, " dimensions, but got ", ndim);
+  bool matches = n >= 1;
   for (int64_t i = 0; matches && i < n; ++i) matches = input.size(ndim - n + i) == normalized_shape[size_t(i)];
   if (!matches) {
-    std::string trailing;
-    for (int64_t d : normalized_shape) trailing += ", " + std::to_string(d);
+    std::string trailing = shapeString(normalized_shape); // "[3, 4]": PyTorch prints "[*3, 4]"
     throw Error(strCat("Given normalized_shape=", shapeString(normalized_shape), ", expected input with shape [*",
-                       trailing, "], but got input of size", input.shapeString()));
+                       trailing.substr(1), ", but got input of size", input.shapeString()));
   }
   if (weight)
     KILN_CHECK(weight->sizes() == normalized_shape, "rms_norm: expected weight of shape ",

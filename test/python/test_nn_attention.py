@@ -178,7 +178,7 @@ def test_rms_norm_module_and_errors():
     with torch.no_grad():
         assert_match(km(kx), tm(tx))
     for lib in (torch, kiln):
-        with pytest.raises(RuntimeError, match=r"Given normalized_shape=\[4\], expected input with shape \[\*, 4\], but got input of size"):
+        with pytest.raises(RuntimeError, match=r"Given normalized_shape=\[4\], expected input with shape \[\*4\], but got input of size"):
             lib.nn.functional.rms_norm(lib.ones(2, 3), [4])
 
 

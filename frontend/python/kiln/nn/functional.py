@@ -213,7 +213,20 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
 
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
     reduction = _legacy_reduction(size_average, reduce, reduction)
-    return _ops.nll_loss(input, target, weight, _reduction_enum(reduction), ignore_index)
+    if input.dim() < 1:
+        raise ValueError(f"Expected 1 or more dimensions (got {input.dim()})")
+    if input.dim() <= 2:
+        return _ops.nll_loss(input, target, weight, _reduction_enum(reduction), ignore_index)
+    # (N, C, d1, ...): the positions become rows of an (N * d1 * ..., C) input (torch's nll_loss_nd).
+    batch = target.shape[0] if target.dim() else 1
+    if input.shape[0] != batch:
+        raise ValueError(f"Expected input batch_size ({input.shape[0]}) to match target batch_size ({batch}).")
+    expected = [input.shape[0]] + list(input.shape[2:])
+    if list(target.shape) != expected:
+        raise RuntimeError(f"Expected target size {expected}, got {list(target.shape)}")
+    rows = input.movedim(1, -1).reshape(-1, input.shape[1])
+    out = _ops.nll_loss(rows, target.reshape(-1), weight, _reduction_enum(reduction), ignore_index)
+    return out.view(expected) if reduction == "none" else out
 
 
 def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean",
