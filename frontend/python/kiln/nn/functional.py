@@ -125,8 +125,9 @@ def _pad_source_index(mode, input, dim, before, after, pair):
     """For each position of the padded dim, the input position it copies (reflect, replicate, circular)."""
     n = input.shape[dim]
     if mode == "reflect" and (before >= n or after >= n):
-        raise RuntimeError(f"Argument #{4 + 2 * pair}: Padding size should be less than the corresponding input dimension, "
-                           f"but got: padding ({before}, {after}) at dimension {dim} of input {list(input.shape)}")
+        raise RuntimeError(f"Argument #{4 + 2 * pair}: Padding size should be less than the corresponding input "
+                           f"dimension, but got: padding ({before}, {after}) at dimension {dim} of input "
+                           f"{list(input.shape)}")
     if mode == "circular" and (before > n or after > n):
         raise RuntimeError("Padding value causes wrapping around more than once.")
     if n == 0:
@@ -170,8 +171,8 @@ def _legacy_string(size_average, reduce):
 
 def _warn_target_size(input, target):
     if tuple(target.shape) != tuple(input.shape):
-        warnings.warn(f"Using a target size ({_size_repr(target)}) that is different to the input size ({_size_repr(input)}). "
-                      "This will likely lead to incorrect results due to broadcasting. "
+        warnings.warn(f"Using a target size ({_size_repr(target)}) that is different to the input size "
+                      f"({_size_repr(input)}). This will likely lead to incorrect results due to broadcasting. "
                       "Please ensure they have the same size.", stacklevel=3)
 
 
@@ -294,8 +295,8 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
     head_dim = embed_dim // num_heads
     key_padding_mask = _canonical_mask(key_padding_mask, "key_padding_mask", query.dtype)
     if is_causal and attn_mask is None:
-        raise RuntimeError("Need attn_mask if specifying the is_causal hint. You may use the Transformer module method "
-                           "`generate_square_subsequent_mask` to create this mask.")
+        raise RuntimeError("Need attn_mask if specifying the is_causal hint. You may use the Transformer module "
+                           "method `generate_square_subsequent_mask` to create this mask.")
     if is_causal and key_padding_mask is None and not need_weights:
         attn_mask = None  # SDPA builds the causal mask itself
     else:
@@ -336,7 +337,8 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
         if tuple(key_padding_mask.shape) != (bsz, src_len):
             raise AssertionError(f"expecting key_padding_mask shape of {(bsz, src_len)}, but got "
                                  f"{tuple(key_padding_mask.shape)}")
-        padding = key_padding_mask.view(bsz, 1, 1, src_len).expand(-1, num_heads, -1, -1).reshape(bsz * num_heads, 1, src_len)
+        padding = key_padding_mask.view(bsz, 1, 1, src_len).expand(-1, num_heads, -1, -1)
+        padding = padding.reshape(bsz * num_heads, 1, src_len)
         attn_mask = padding if attn_mask is None else attn_mask + padding
     if not training:
         dropout_p = 0.0

@@ -126,10 +126,12 @@ class Hardtanh(Module):
     def __init__(self, min_val=-1.0, max_val=1.0, inplace=False, min_value=None, max_value=None):
         super().__init__()
         if min_value is not None:
-            warnings.warn("keyword argument `min_value` is deprecated and rename to `min_val`", FutureWarning, stacklevel=2)
+            warnings.warn("keyword argument `min_value` is deprecated and rename to `min_val`", FutureWarning,
+                          stacklevel=2)
             min_val = min_value
         if max_value is not None:
-            warnings.warn("keyword argument `max_value` is deprecated and rename to `max_val`", FutureWarning, stacklevel=2)
+            warnings.warn("keyword argument `max_value` is deprecated and rename to `max_val`", FutureWarning,
+                          stacklevel=2)
             max_val = max_value
         if max_val <= min_val:
             raise ValueError(f"max_val ({max_val}) must be greater than min_val ({min_val})")

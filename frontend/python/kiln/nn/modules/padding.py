@@ -52,8 +52,13 @@ def _padding_class(name, base, mode, dims):
     return type(name, (base,), {"mode": mode, "dims": dims, "__module__": __name__})
 
 
-ConstantPad1d, ConstantPad2d, ConstantPad3d = (_padding_class(f"ConstantPad{d}d", _ConstantPadNd, "constant", d) for d in (1, 2, 3))
-ZeroPad1d, ZeroPad2d, ZeroPad3d = (_padding_class(f"ZeroPad{d}d", _ZeroPadNd, "constant", d) for d in (1, 2, 3))
-ReflectionPad1d, ReflectionPad2d, ReflectionPad3d = (_padding_class(f"ReflectionPad{d}d", _PadNd, "reflect", d) for d in (1, 2, 3))
-ReplicationPad1d, ReplicationPad2d, ReplicationPad3d = (_padding_class(f"ReplicationPad{d}d", _PadNd, "replicate", d) for d in (1, 2, 3))
-CircularPad1d, CircularPad2d, CircularPad3d = (_padding_class(f"CircularPad{d}d", _PadNd, "circular", d) for d in (1, 2, 3))
+ConstantPad1d, ConstantPad2d, ConstantPad3d = (
+    _padding_class(f"ConstantPad{d}d", _ConstantPadNd, "constant", d) for d in (1, 2, 3))
+ZeroPad1d, ZeroPad2d, ZeroPad3d = (
+    _padding_class(f"ZeroPad{d}d", _ZeroPadNd, "constant", d) for d in (1, 2, 3))
+ReflectionPad1d, ReflectionPad2d, ReflectionPad3d = (
+    _padding_class(f"ReflectionPad{d}d", _PadNd, "reflect", d) for d in (1, 2, 3))
+ReplicationPad1d, ReplicationPad2d, ReplicationPad3d = (
+    _padding_class(f"ReplicationPad{d}d", _PadNd, "replicate", d) for d in (1, 2, 3))
+CircularPad1d, CircularPad2d, CircularPad3d = (
+    _padding_class(f"CircularPad{d}d", _PadNd, "circular", d) for d in (1, 2, 3))
