@@ -1,4 +1,4 @@
 """kiln.nn: modules, parameters, functional and init, with torch.nn's API."""
-from . import functional, init  # noqa: F401
+from . import functional, init, utils  # noqa: F401
 from .modules import *  # noqa: F401,F403
 from .parameter import Buffer, Parameter  # noqa: F401

@@ -1,7 +1,10 @@
-"""kiln.nn.functional: torch.nn.functional's tier-1 functions over kiln's ops."""
+"""kiln.nn.functional: torch.nn.functional's functions over kiln's ops (composites of the table
+for the activations, losses, padding, RMS norm and attention)."""
+import math
 import warnings
 
 from .. import _C
+from .._creation import tensor as _tensor
 
 _ops = _C._ops
 
@@ -55,10 +58,328 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
 def dropout(input, p=0.5, training=True, inplace=False):
     if p < 0.0 or p > 1.0:
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
-    if not training or p == 0.0:
-        return input
-    if p == 1.0:
-        return input.zero_() if inplace else input * 0
-    keep = _ops.rand_like(input, dtype=input.dtype) >= p
-    out = input * keep / (1.0 - p)
-    return input.copy_(out) if inplace else out
+    return _ops.dropout_(input, p, training) if inplace else _ops.dropout(input, p, training)
+
+
+# -- activations (tier 2): composite ops of the table (ir/ops/activation.yaml) ----------------
+def leaky_relu(input, negative_slope=0.01, inplace=False):
+    return _ops.leaky_relu_(input, negative_slope) if inplace else _ops.leaky_relu(input, negative_slope)
+
+
+def elu(input, alpha=1.0, inplace=False):
+    return _ops.elu_(input, alpha) if inplace else _ops.elu(input, alpha)
+
+
+def softplus(input, beta=1.0, threshold=20.0):
+    return _ops.softplus(input, beta, threshold)
+
+
+def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
+    if min_val > max_val:
+        raise ValueError("min_val cannot be greater than max_val")
+    return _ops.hardtanh_(input, min_val, max_val) if inplace else _ops.hardtanh(input, min_val, max_val)
+
+
+def relu6(input, inplace=False):
+    return _ops.relu6_(input) if inplace else _ops.relu6(input)
+
+
+def mish(input, inplace=False):
+    return _ops.mish_(input) if inplace else _ops.mish(input)
+
+
+def hardswish(input, inplace=False):
+    return _ops.hardswish_(input) if inplace else _ops.hardswish(input)
+
+
+# -- padding -------------------------------------------------------------------------------
+def pad(input, pad, mode="constant", value=None):
+    pad = [int(p) for p in pad]
+    if len(pad) % 2 != 0:
+        raise RuntimeError("Padding length must be divisible by 2")
+    if len(pad) // 2 > input.dim():
+        raise RuntimeError("Padding length should be less than or equal to two times the input dimension but got "
+                           f"padding length {len(pad)} and input of dimension {input.dim()}")
+    if mode == "constant":
+        return _ops.constant_pad_nd(input, pad, 0 if value is None else value)
+    if mode not in ("reflect", "replicate", "circular"):
+        raise NotImplementedError(f"Unrecognised padding mode {mode}")
+    if value is not None and value != 0:
+        raise RuntimeError(f'Padding mode "{mode}" doesn\'t take in value argument')
+    pairs = len(pad) // 2
+    if pairs not in (1, 2, 3) or input.dim() not in (pairs + 1, pairs + 2):
+        raise NotImplementedError(
+            f"Padding size {len(pad)} is not supported for {input.dim()}D input tensor.\n"
+            "Supported combinations for non-constant padding:\n"
+            "  - 2D or 3D input: padding size = 2 (pads last dimension)\n"
+            "  - 3D or 4D input: padding size = 4 (pads last 2 dimensions)\n"
+            "  - 4D or 5D input: padding size = 6 (pads last 3 dimensions)")
+    out = input
+    for i in range(pairs):
+        dim = input.dim() - 1 - i
+        out = out.index_select(dim, _pad_source_index(mode, input, dim, pad[2 * i], pad[2 * i + 1], i))
+    return out
+
+
+def _pad_source_index(mode, input, dim, before, after, pair):
+    """For each position of the padded dim, the input position it copies (reflect, replicate, circular)."""
+    n = input.shape[dim]
+    if mode == "reflect" and (before >= n or after >= n):
+        raise RuntimeError(f"Argument #{4 + 2 * pair}: Padding size should be less than the corresponding input "
+                           f"dimension, but got: padding ({before}, {after}) at dimension {dim} of input "
+                           f"{list(input.shape)}")
+    if mode == "circular" and (before > n or after > n):
+        raise RuntimeError("Padding value causes wrapping around more than once.")
+    if n == 0:
+        raise RuntimeError(f"pad: input of shape {list(input.shape)} has no elements to {mode} along dimension {dim}")
+    positions = range(-before, n + after)
+    if mode == "reflect":
+        index = [abs(j) if j < 0 else (2 * (n - 1) - j if j >= n else j) for j in positions]
+    elif mode == "replicate":
+        index = [min(max(j, 0), n - 1) for j in positions]
+    else:
+        index = [j % n for j in positions]
+    return _tensor(index, dtype=_C.int64)
+
+
+# -- losses (ir/ops/loss.yaml) ---------------------------------------------------------------
+_REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}
+
+
+def _reduction_enum(reduction):
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"{reduction} is not a valid value for reduction")
+    return _REDUCTIONS[reduction]
+
+
+def _legacy_reduction(size_average, reduce, reduction):
+    """torch's deprecated size_average/reduce arguments, when given, decide the reduction."""
+    if size_average is None and reduce is None:
+        return reduction
+    warnings.warn("size_average and reduce args will be deprecated, please use reduction='"
+                  + _legacy_string(size_average, reduce) + "' instead.", stacklevel=3)
+    return _legacy_string(size_average, reduce)
+
+
+def _legacy_string(size_average, reduce):
+    size_average = True if size_average is None else size_average
+    reduce = True if reduce is None else reduce
+    if not reduce:
+        return "none"
+    return "mean" if size_average else "sum"
+
+
+def _warn_target_size(input, target):
+    if tuple(target.shape) != tuple(input.shape):
+        warnings.warn(f"Using a target size ({_size_repr(target)}) that is different to the input size "
+                      f"({_size_repr(input)}). This will likely lead to incorrect results due to broadcasting. "
+                      "Please ensure they have the same size.", stacklevel=3)
+
+
+def _size_repr(t):
+    return f"kiln.Size({list(t.shape)})"
+
+
+def _pointwise_loss(name, input, target, reduction, weight, *extra):
+    _warn_target_size(input, target)
+    if weight is None:
+        return getattr(_ops, name)(input, target, _reduction_enum(reduction), *extra)
+    if tuple(weight.shape) != tuple(input.shape):
+        raise ValueError("Weights and input must have the same size.")
+    weighted = getattr(_ops, name)(input, target, 0, *extra) * weight
+    if reduction == "none":
+        return weighted
+    if reduction == "sum":
+        return weighted.sum()
+    if reduction == "mean":
+        return weighted.sum() / weight.sum()
+    raise ValueError(f"Invalid reduction mode: {reduction}. Expected one of 'none', 'mean', 'sum'.")
+
+
+def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    return _pointwise_loss("mse_loss", input, target, reduction, weight)
+
+
+def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    return _pointwise_loss("l1_loss", input, target, reduction, weight)
+
+
+def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    _warn_target_size(input, target)
+    return _ops.smooth_l1_loss(input, target, _reduction_enum(reduction), beta)
+
+
+def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    if input.dim() < 1:
+        raise ValueError(f"Expected 1 or more dimensions (got {input.dim()})")
+    if input.dim() <= 2:
+        return _ops.nll_loss(input, target, weight, _reduction_enum(reduction), ignore_index)
+    # (N, C, d1, ...): the positions become rows of an (N * d1 * ..., C) input (torch's nll_loss_nd).
+    batch = target.shape[0] if target.dim() else 1
+    if input.shape[0] != batch:
+        raise ValueError(f"Expected input batch_size ({input.shape[0]}) to match target batch_size ({batch}).")
+    expected = [input.shape[0]] + list(input.shape[2:])
+    if list(target.shape) != expected:
+        raise RuntimeError(f"Expected target size {expected}, got {list(target.shape)}")
+    rows = input.movedim(1, -1).reshape(-1, input.shape[1])
+    out = _ops.nll_loss(rows, target.reshape(-1), weight, _reduction_enum(reduction), ignore_index)
+    return out.view(expected) if reduction == "none" else out
+
+
+def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean",
+                  label_smoothing=0.0):
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    return _ops.cross_entropy_loss(input, target, weight, _reduction_enum(reduction), ignore_index, label_smoothing)
+
+
+def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    if tuple(target.shape) != tuple(input.shape):
+        raise ValueError(f"Using a target size ({_size_repr(target)}) that is different to the input size "
+                         f"({_size_repr(input)}) is deprecated. Please ensure they have the same size.")
+    return _ops.binary_cross_entropy(input, target, weight, _reduction_enum(reduction))
+
+
+def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None, reduction="mean",
+                                     pos_weight=None):
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    if tuple(target.shape) != tuple(input.shape):
+        raise ValueError(f"Target size ({_size_repr(target)}) must be the same as input size ({_size_repr(input)})")
+    return _ops.binary_cross_entropy_with_logits(input, target, weight, pos_weight, _reduction_enum(reduction))
+
+
+# -- normalization and attention (ir/ops/attention.yaml) --------------------------------------
+def rms_norm(input, normalized_shape, weight=None, eps=None):
+    return _ops.rms_norm(input, list(normalized_shape), weight, eps)
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+                                 enable_gqa=False):
+    return _ops.scaled_dot_product_attention(query, key, value, attn_mask, dropout_p, is_causal, scale=scale,
+                                             enable_gqa=enable_gqa)
+
+
+def _canonical_mask(mask, name, dtype):
+    """A bool mask (True = masked out) as a float mask of -inf and 0; float masks as they are."""
+    if mask is None:
+        return None
+    if mask.dtype == _C.bool:
+        return _ops.zeros_like(mask, dtype=dtype).masked_fill_(mask, float("-inf"))
+    if not mask.is_floating_point():
+        raise AssertionError(f"only bool and floating types of {name} are supported")
+    return mask
+
+
+def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_heads, in_proj_weight, in_proj_bias,
+                                 bias_k, bias_v, add_zero_attn, dropout_p, out_proj_weight, out_proj_bias,
+                                 training=True, key_padding_mask=None, need_weights=True, attn_mask=None,
+                                 use_separate_proj_weight=False, q_proj_weight=None, k_proj_weight=None,
+                                 v_proj_weight=None, static_k=None, static_v=None, average_attn_weights=True,
+                                 is_causal=False):
+    """torch's multi-head attention over (L, N, E) or unbatched (L, E) inputs: projections, heads,
+    masks (bool True = masked out, or float added), attention, the output projection."""
+    if static_k is not None or static_v is not None:
+        raise NotImplementedError("multi_head_attention_forward: static_k and static_v are not supported by kiln")
+    is_batched = query.dim() == 3
+    if not is_batched:
+        query, key, value = query.unsqueeze(1), key.unsqueeze(1), value.unsqueeze(1)
+        if key_padding_mask is not None:
+            key_padding_mask = key_padding_mask.unsqueeze(0)
+    tgt_len, bsz, embed_dim = query.shape
+    if embed_dim != embed_dim_to_check:
+        raise AssertionError(f"was expecting embedding dimension of {embed_dim_to_check}, but got {embed_dim}")
+    head_dim = embed_dim // num_heads
+    key_padding_mask = _canonical_mask(key_padding_mask, "key_padding_mask", query.dtype)
+    if is_causal and attn_mask is None:
+        raise RuntimeError("Need attn_mask if specifying the is_causal hint. You may use the Transformer module "
+                           "method `generate_square_subsequent_mask` to create this mask.")
+    if is_causal and key_padding_mask is None and not need_weights:
+        attn_mask = None  # SDPA builds the causal mask itself
+    else:
+        attn_mask = _canonical_mask(attn_mask, "attn_mask", query.dtype)
+        if key_padding_mask is not None:
+            is_causal = False
+
+    q, k, v = _in_projection(query, key, value, in_proj_weight, in_proj_bias, use_separate_proj_weight,
+                             q_proj_weight, k_proj_weight, v_proj_weight)
+    if attn_mask is not None:
+        if attn_mask.dim() == 2:
+            if tuple(attn_mask.shape) != (tgt_len, key.shape[0]):
+                raise RuntimeError(f"The shape of the 2D attn_mask is {tuple(attn_mask.shape)}, but should be "
+                                   f"{(tgt_len, key.shape[0])}.")
+            attn_mask = attn_mask.unsqueeze(0)
+        elif attn_mask.dim() == 3:
+            if tuple(attn_mask.shape) != (bsz * num_heads, tgt_len, key.shape[0]):
+                raise RuntimeError(f"The shape of the 3D attn_mask is {tuple(attn_mask.shape)}, but should be "
+                                   f"{(bsz * num_heads, tgt_len, key.shape[0])}.")
+        else:
+            raise RuntimeError(f"attn_mask's dimension {attn_mask.dim()} is not supported")
+    if bias_k is not None and bias_v is not None:
+        k = _ops.cat([k, bias_k.repeat(1, bsz, 1)])
+        v = _ops.cat([v, bias_v.repeat(1, bsz, 1)])
+        attn_mask = None if attn_mask is None else pad(attn_mask, (0, 1))
+        key_padding_mask = None if key_padding_mask is None else pad(key_padding_mask, (0, 1))
+
+    q = q.reshape(tgt_len, bsz * num_heads, head_dim).transpose(0, 1)
+    k = k.reshape(k.shape[0], bsz * num_heads, head_dim).transpose(0, 1)
+    v = v.reshape(v.shape[0], bsz * num_heads, head_dim).transpose(0, 1)
+    if add_zero_attn:
+        k = _ops.cat([k, _ops.zeros([bsz * num_heads, 1, head_dim], dtype=k.dtype)], dim=1)
+        v = _ops.cat([v, _ops.zeros([bsz * num_heads, 1, head_dim], dtype=v.dtype)], dim=1)
+        attn_mask = None if attn_mask is None else pad(attn_mask, (0, 1))
+        key_padding_mask = None if key_padding_mask is None else pad(key_padding_mask, (0, 1))
+    src_len = k.shape[1]
+    if key_padding_mask is not None:
+        if tuple(key_padding_mask.shape) != (bsz, src_len):
+            raise AssertionError(f"expecting key_padding_mask shape of {(bsz, src_len)}, but got "
+                                 f"{tuple(key_padding_mask.shape)}")
+        padding = key_padding_mask.view(bsz, 1, 1, src_len).expand(-1, num_heads, -1, -1)
+        padding = padding.reshape(bsz * num_heads, 1, src_len)
+        attn_mask = padding if attn_mask is None else attn_mask + padding
+    if not training:
+        dropout_p = 0.0
+
+    if need_weights:
+        q_scaled = q * math.sqrt(1.0 / float(head_dim))
+        scores = q_scaled @ k.transpose(-2, -1)
+        if attn_mask is not None:
+            scores = scores + attn_mask
+        weights = softmax(scores, dim=-1)
+        if dropout_p > 0.0:
+            weights = dropout(weights, p=dropout_p)
+        out = _ops.bmm(weights, v).transpose(0, 1).contiguous().view(tgt_len * bsz, embed_dim)
+        out = linear(out, out_proj_weight, out_proj_bias).view(tgt_len, bsz, -1)
+        weights = weights.view(bsz, num_heads, tgt_len, src_len)
+        if average_attn_weights:
+            weights = weights.mean(dim=1)
+        if not is_batched:
+            out, weights = out.squeeze(1), weights.squeeze(0)
+        return out, weights
+
+    if attn_mask is not None:
+        attn_mask = attn_mask.unsqueeze(0) if attn_mask.shape[0] == 1 else attn_mask.view(bsz, num_heads, -1, src_len)
+    q = q.view(bsz, num_heads, tgt_len, head_dim)
+    k = k.view(bsz, num_heads, src_len, head_dim)
+    v = v.view(bsz, num_heads, src_len, head_dim)
+    out = scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_causal)
+    out = out.permute(2, 0, 1, 3).contiguous().view(bsz * tgt_len, embed_dim)
+    out = linear(out, out_proj_weight, out_proj_bias).view(tgt_len, bsz, -1)
+    return (out if is_batched else out.squeeze(1)), None
+
+
+def _in_projection(query, key, value, in_proj_weight, in_proj_bias, separate, w_q, w_k, w_v):
+    """The q, k, v projections: one GEMM for self-attention with the packed weight."""
+    b_q = b_k = b_v = None
+    if in_proj_bias is not None:
+        b_q, b_k, b_v = in_proj_bias.chunk(3)
+    if separate:
+        return linear(query, w_q, b_q), linear(key, w_k, b_k), linear(value, w_v, b_v)
+    if query is key and key is value:
+        qkv = linear(query, in_proj_weight, in_proj_bias)
+        return qkv.chunk(3, dim=-1)
+    w_q, w_k, w_v = in_proj_weight.chunk(3)
+    return linear(query, w_q, b_q), linear(key, w_k, b_k), linear(value, w_v, b_v)

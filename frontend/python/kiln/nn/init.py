@@ -1,6 +1,12 @@
-"""kiln.nn.init: in-place parameter initializers with torch.nn.init's formulas."""
-import math
+"""kiln.nn.init: in-place parameter initializers with torch.nn.init's formulas and signatures.
 
+Each runs under no_grad. `generator` is accepted for torch's signatures; kiln has one generator
+(kiln.default_generator, seeded by kiln.manual_seed), which every initializer draws from.
+"""
+import math
+import warnings
+
+from .. import _C
 from ..autograd.grad_mode import no_grad
 
 
@@ -49,6 +55,42 @@ def normal_(tensor, mean=0.0, std=1.0, generator=None):
         return tensor.normal_(mean, std)
 
 
+def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
+    """Normal(mean, std) restricted to [a, b], by the inverse CDF of a uniform draw (as torch)."""
+    if mean < a - 2 * std or mean > b + 2 * std:
+        warnings.warn("mean is more than 2 std from [a, b] in nn.init.trunc_normal_. "
+                      "The distribution of values may be incorrect.", stacklevel=2)
+    with no_grad():
+        lo, hi = _norm_cdf((a - mean) / std), _norm_cdf((b - mean) / std)
+        uniform_(tensor, 2 * lo - 1, 2 * hi - 1, generator)
+        tensor.copy_(_erfinv(tensor))
+        tensor.mul_(std * math.sqrt(2.0)).add_(mean)
+        return tensor.clamp_(min=a, max=b)
+
+
+def _norm_cdf(x):
+    return (1.0 + math.erf(x / math.sqrt(2.0))) / 2.0
+
+
+def _erfinv(y):
+    """erfinv over kiln ops: Giles' single-precision approximation, then one Newton step on erf."""
+    w = -((1 - y) * (1 + y)).log()
+    central = w - 2.5
+    p = central * 0 + 2.81022636e-08
+    for c in (3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087, -0.00125372503, -0.00417768164,
+              0.246640727, 1.50140941):
+        p = p * central + c
+    tail = w.sqrt() - 3
+    q = tail * 0 - 0.000200214257
+    for c in (0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773, -0.0076224613, 0.00943887047,
+              1.00167406, 2.83297682):
+        q = q * tail + c
+    x = _C._ops.where(w < 5.0, p, q) * y
+    # One Newton step: erf'(x) = 2/sqrt(pi) exp(-x^2). Where y is +-1, x is +-inf: keep it.
+    step = (x.erf() - y) / ((-(x * x)).exp() * (2.0 / math.sqrt(math.pi)))
+    return _C._ops.where(x.isfinite(), x - step, x)
+
+
 def constant_(tensor, val):
     with no_grad():
         return tensor.fill_(val)
@@ -63,27 +105,58 @@ def zeros_(tensor):
         return tensor.zero_()
 
 
+def eye_(tensor):
+    if tensor.dim() != 2:
+        raise ValueError("Only tensors with 2 dimensions are supported")
+    with no_grad():
+        return tensor.copy_(_C._ops.eye(tensor.shape[0], tensor.shape[1], dtype=tensor.dtype))
+
+
 def xavier_uniform_(tensor, gain=1.0, generator=None):
     fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
     a = gain * math.sqrt(6.0 / float(fan_in + fan_out))
-    return uniform_(tensor, -a, a)
+    return uniform_(tensor, -a, a, generator)
 
 
 def xavier_normal_(tensor, gain=1.0, generator=None):
     fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
-    return normal_(tensor, 0.0, gain * math.sqrt(2.0 / float(fan_in + fan_out)))
+    return normal_(tensor, 0.0, gain * math.sqrt(2.0 / float(fan_in + fan_out)), generator)
 
 
 def kaiming_uniform_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
     if 0 in tensor.shape:
+        warnings.warn("Initializing zero-element tensors is a no-op", stacklevel=2)
         return tensor
     std = calculate_gain(nonlinearity, a) / math.sqrt(_fan(tensor, mode))
     bound = math.sqrt(3.0) * std
-    return uniform_(tensor, -bound, bound)
+    return uniform_(tensor, -bound, bound, generator)
 
 
 def kaiming_normal_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
     if 0 in tensor.shape:
+        warnings.warn("Initializing zero-element tensors is a no-op", stacklevel=2)
         return tensor
     std = calculate_gain(nonlinearity, a) / math.sqrt(_fan(tensor, mode))
-    return normal_(tensor, 0.0, std)
+    return normal_(tensor, 0.0, std, generator)
+
+
+def orthogonal_(tensor, gain=1, generator=None):
+    """A (semi-)orthogonal matrix over the first dim vs the rest: QR of a normal draw, signs fixed
+    by R's diagonal (as torch). The factorization runs in numpy."""
+    import numpy as np
+
+    if tensor.dim() < 2:
+        raise ValueError("Only tensors with 2 or more dimensions are supported")
+    if tensor.numel() == 0:
+        return tensor
+    rows, cols = tensor.shape[0], tensor.numel() // tensor.shape[0]
+    with no_grad():
+        flat = normal_(_C._ops.empty([rows, cols], dtype=_C.float64), 0.0, 1.0, generator).numpy()
+        if rows < cols:
+            flat = flat.T
+        q, r = np.linalg.qr(flat)
+        q = q * np.sign(np.diag(r))
+        if rows < cols:
+            q = q.T
+        result = _C.from_numpy(np.ascontiguousarray(q * gain)).view(list(tensor.shape))
+        return tensor.copy_(result)

@@ -443,7 +443,54 @@ def _spec_table():
                               (((), _idx((), 1)), {"dim": 0}),
                               (((3, 2), _idx((0, 2), 3)), {"dim": 0})])
     _prims_specs(s)
+    _nn_specs(s)
     return s
+
+
+def _nn_specs(s):
+    """Specs of the nn composites: activations, dropout, losses, attention, RMS norm, padding."""
+    s["leaky_relu"] = dict(kwargs=[{}, {"negative_slope": 0.2}])
+    s["elu"] = dict(kwargs=[{}, {"alpha": 0.5, "scale": 2.0, "input_scale": 1.5}])
+    s["softplus"] = dict(kwargs=[{}, {"beta": 2.0, "threshold": 3.0}])
+    s["hardtanh"] = dict(kwargs=[{}, {"min_val": -2.0, "max_val": 0.5}])
+    s["hardswish"] = dict(args={"self": dict(low=-5, high=5)})
+    s["dropout"] = dict(cases=[(((2, 3),), {"p": 0.5, "train": True}), ((NC(3, 4),), {"p": 0.0, "train": True}),
+                               (((),), {"p": 0.3, "train": False}), (((0, 3),), {"p": 0.5, "train": True})])
+    for op in ("mse_loss", "l1_loss", "smooth_l1_loss"):
+        s[op] = dict(kwargs=[{}, {"reduction": 0}, {"reduction": 2}, {"beta": 0.5}, {"beta": 0.0}])
+    s["nll_loss"] = dict(cases=[
+        (((3, 5), _idx((3,), 5), (5,)), {}), ((NC(4, 3), _idx((4,), 3)), {"reduction": 0}),
+        (((5,), _idx((), 5)), {}), (((4, 3), T((4,), dtype="int64", values=[0, -100, 2, -100]), (3,)), {}),
+        (((4, 3), T((4,), dtype="int64", values=[1, -1, 2, 0])), {"ignore_index": -1, "reduction": 0}),
+        (((0, 3), _idx((0,), 3)), {"reduction": 2})])
+    s["cross_entropy_loss"] = dict(cases=s["nll_loss"]["cases"] + [
+        (((2, 4, 3), _idx((2, 3), 4), None), {"reduction": 2}),
+        (((4, 3), _idx((4,), 3), (3,)), {"label_smoothing": 0.2}),
+        (((4, 3), T((4,), dtype="int64", values=[1, -1, 2, 0])), {"ignore_index": -1, "label_smoothing": 0.1}),
+        (((2, 3), T((2, 3), low=0, high=1)), {}), (((2, 3, 2), T((2, 3, 2), low=0, high=1), (3,)),
+                                                  {"reduction": 0, "label_smoothing": 0.3})])
+    prob = dict(low=0, high=1)
+    s["binary_cross_entropy"] = dict(
+        cases=[((2, 3), (2, 3)), ((NC(3, 4), (3, 4), (4,)), {"reduction": 0}), (((), ()), {"reduction": 2}),
+               ((0, 3), (0, 3))], args={"self": prob, "target": dict(low=0, high=1)})
+    s["binary_cross_entropy_with_logits"] = dict(
+        cases=[((2, 3), (2, 3)), ((NC(3, 4), (3, 4), (4,), (4,)), {"reduction": 0}),
+               (((2, 3), (2, 3), None, (3,)), {"reduction": 2}), ((0, 3), (0, 3))],
+        args={"self": dict(low=-30, high=30), "target": dict(low=0, high=1), "pos_weight": dict(low=0.5, high=3),
+              "weight": dict(low=0, high=2)})
+    s["scaled_dot_product_attention"] = dict(cases=[
+        ((2, 3, 4), (2, 5, 4), (2, 5, 4)), (((2, 3, 4), (2, 5, 4), (2, 5, 4), _mask((3, 5))), {"scale": 0.3}),
+        (((2, 2, 3, 4), (2, 2, 5, 4), NC(2, 2, 5, 4), (2, 1, 3, 5)), {}),
+        (((2, 4, 4), (2, 4, 4), (2, 4, 4)), {"is_causal": True}),
+        (((2, 4, 3, 8), (2, 2, 5, 8), (2, 2, 5, 8)), {"enable_gqa": True}),
+        (((1, 0, 4), (1, 3, 4), (1, 3, 4)), {})])
+    s["rms_norm"] = dict(cases=[(((2, 3, 4), (4,)), {"normalized_shape": [4]}),
+                                ((NC(3, 4),), {"normalized_shape": [4]}),
+                                (((2, 3, 4), (3, 4)), {"normalized_shape": [3, 4], "eps": 1e-3}),
+                                (((0, 4), None), {"normalized_shape": [4]})])
+    s["constant_pad_nd"] = dict(cases=[(((2, 3),), {"pad": [1, 2]}), ((NC(3, 4),), {"pad": [-1, 1, 2, 0], "value": 2}),
+                                       (((),), {"pad": []}), (((0, 3),), {"pad": [1, 1, 1, 0]}),
+                                       (((2, 3, 4),), {"pad": [0, 0, -1, -1]})])
 
 
 def _prims_specs(s):

@@ -5,3 +5,15 @@ from .dropout import Dropout  # noqa: F401
 from .linear import Flatten, Identity, Linear, Unflatten  # noqa: F401
 from .module import Module  # noqa: F401
 from .normalization import LayerNorm  # noqa: F401
+
+# Tier 2: activations, attention, losses, RMSNorm.
+from .activation import (  # noqa: F401
+    ELU, Hardswish, Hardtanh, LeakyReLU, Mish, MultiheadAttention, ReLU6, Softplus,
+)
+from .loss import BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, MSELoss, NLLLoss, SmoothL1Loss  # noqa: F401
+from .normalization import RMSNorm  # noqa: F401
+from .padding import (  # noqa: F401
+    CircularPad1d, CircularPad2d, CircularPad3d, ConstantPad1d, ConstantPad2d, ConstantPad3d, ReflectionPad1d,
+    ReflectionPad2d, ReflectionPad3d, ReplicationPad1d, ReplicationPad2d, ReplicationPad3d, ZeroPad1d, ZeroPad2d,
+    ZeroPad3d,
+)

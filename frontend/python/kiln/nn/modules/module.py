@@ -1,4 +1,5 @@
 """nn.Module: the container of parameters, buffers and submodules, with torch's API."""
+import warnings
 from collections import OrderedDict, namedtuple
 
 from ..._tensor import Tensor
@@ -7,18 +8,20 @@ from ..parameter import Buffer, Parameter
 _IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
 
 
-class _RemovableHandle:
-    """Returned by hook registration; .remove() unregisters the hook."""
+class RemovableHandle:
+    """Returned by hook registration; .remove() unregisters the hook (also as a context manager)."""
 
     _next_id = 0
 
-    def __init__(self, hooks):
-        self.hooks = hooks
-        self.id = _RemovableHandle._next_id
-        _RemovableHandle._next_id += 1
+    def __init__(self, hooks_dict, *, extra_dict=None):
+        self.id = RemovableHandle._next_id
+        RemovableHandle._next_id += 1
+        self._dicts = [hooks_dict] + (list(extra_dict) if isinstance(extra_dict, (list, tuple)) else
+                                      [] if extra_dict is None else [extra_dict])
 
     def remove(self):
-        self.hooks.pop(self.id, None)
+        for d in self._dicts:
+            d.pop(self.id, None)
 
     def __enter__(self):
         return self
@@ -43,6 +46,10 @@ class Module:
         object.__setattr__(self, "_modules", OrderedDict())
         object.__setattr__(self, "_forward_hooks", OrderedDict())
         object.__setattr__(self, "_forward_pre_hooks", OrderedDict())
+        # Hook ids registered with with_kwargs=True, and forward hooks with always_call=True.
+        object.__setattr__(self, "_forward_pre_hooks_with_kwargs", {})
+        object.__setattr__(self, "_forward_hooks_with_kwargs", {})
+        object.__setattr__(self, "_forward_hooks_always_called", {})
 
     # -- forward ------------------------------------------------------------------------
     def forward(self, *args, **kwargs):
@@ -51,25 +58,66 @@ class Module:
     def __call__(self, *args, **kwargs):
         if not self._forward_pre_hooks and not self._forward_hooks:
             return self.forward(*args, **kwargs)
-        for hook in list(self._forward_pre_hooks.values()):
-            result = hook(self, args)
-            if result is not None:
-                args = result if isinstance(result, tuple) else (result,)
-        out = self.forward(*args, **kwargs)
-        for hook in list(self._forward_hooks.values()):
-            result = hook(self, args, out)
-            if result is not None:
-                out = result
-        return out
+        return self._call_with_hooks(args, kwargs)
 
-    def register_forward_hook(self, hook):
-        handle = _RemovableHandle(self._forward_hooks)
-        self._forward_hooks[handle.id] = hook
+    def _call_with_hooks(self, args, kwargs):
+        for hook_id, hook in list(self._forward_pre_hooks.items()):
+            if hook_id in self._forward_pre_hooks_with_kwargs:
+                result = hook(self, args, kwargs)
+                if result is not None:
+                    if not (isinstance(result, tuple) and len(result) == 2):
+                        raise RuntimeError("forward pre-hook must return None or a tuple of (new_args, new_kwargs), "
+                                           f"but got {result}.")
+                    args, kwargs = result
+            else:
+                result = hook(self, args)
+                if result is not None:
+                    args = result if isinstance(result, tuple) else (result,)
+        called = set()
+        try:
+            out = self.forward(*args, **kwargs)
+            for hook_id, hook in list(self._forward_hooks.items()):
+                called.add(hook_id)
+                if hook_id in self._forward_hooks_with_kwargs:
+                    result = hook(self, args, kwargs, out)
+                else:
+                    result = hook(self, args, out)
+                if result is not None:
+                    out = result
+            return out
+        except Exception:
+            # always_call hooks still run (with no output) when forward or a hook raised.
+            for hook_id, hook in list(self._forward_hooks.items()):
+                if hook_id in self._forward_hooks_always_called and hook_id not in called:
+                    try:
+                        if hook_id in self._forward_hooks_with_kwargs:
+                            hook(self, args, kwargs, None)
+                        else:
+                            hook(self, args, None)
+                    except Exception:
+                        warnings.warn("module forward hook with ``always_call=True`` raised an exception that was "
+                                      "silenced as another error was raised in forward", stacklevel=2)
+            raise
+
+    def register_forward_pre_hook(self, hook, *, prepend=False, with_kwargs=False):
+        handle = RemovableHandle(self._forward_pre_hooks, extra_dict=self._forward_pre_hooks_with_kwargs)
+        self._forward_pre_hooks[handle.id] = hook
+        if with_kwargs:
+            self._forward_pre_hooks_with_kwargs[handle.id] = True
+        if prepend:
+            self._forward_pre_hooks.move_to_end(handle.id, last=False)
         return handle
 
-    def register_forward_pre_hook(self, hook):
-        handle = _RemovableHandle(self._forward_pre_hooks)
-        self._forward_pre_hooks[handle.id] = hook
+    def register_forward_hook(self, hook, *, prepend=False, with_kwargs=False, always_call=False):
+        handle = RemovableHandle(self._forward_hooks,
+                                 extra_dict=[self._forward_hooks_with_kwargs, self._forward_hooks_always_called])
+        self._forward_hooks[handle.id] = hook
+        if with_kwargs:
+            self._forward_hooks_with_kwargs[handle.id] = True
+        if always_call:
+            self._forward_hooks_always_called[handle.id] = True
+        if prepend:
+            self._forward_hooks.move_to_end(handle.id, last=False)
         return handle
 
     # -- registration -------------------------------------------------------------------
@@ -326,12 +374,18 @@ class Module:
         return self
 
     def zero_grad(self, set_to_none=True):
+        """Drops every parameter's .grad (set_to_none) or zeroes it in place, detached."""
         for p in self.parameters():
-            if getattr(p, "grad", None) is not None:
-                if set_to_none:
-                    p.grad = None
+            if getattr(p, "grad", None) is None:
+                continue
+            if set_to_none:
+                p.grad = None
+            else:
+                if getattr(p.grad, "grad_fn", None) is not None:
+                    p.grad.detach_()
                 else:
-                    p.grad.zero_()
+                    p.grad.requires_grad_(False)
+                p.grad.zero_()
 
     def apply(self, fn):
         for module in self.children():

@@ -1,0 +1,3 @@
+"""kiln.nn.utils: gradient clipping and flattening parameters to one vector."""
+from .clip_grad import clip_grad_norm_, clip_grad_value_  # noqa: F401
+from .convert_parameters import parameters_to_vector, vector_to_parameters  # noqa: F401

@@ -1,0 +1,169 @@
+"""nn tier 2: activation functionals and modules, dropout and F.pad against torch."""
+import numpy as np
+import pytest
+
+import kiln
+from kiln import nn
+from oracle import assert_match, both, need_torch, sample
+
+needs_autograd = pytest.mark.skipif(not hasattr(kiln.Tensor, "backward"), reason="autograd not built yet")
+
+# (functional name, kwargs): defaults and non-defaults, including softplus's threshold branch.
+ACTIVATIONS = [
+    ("leaky_relu", {}), ("leaky_relu", {"negative_slope": 0.2}),
+    ("elu", {}), ("elu", {"alpha": 0.5}),
+    ("softplus", {}), ("softplus", {"beta": 2.0, "threshold": 3.0}),
+    ("hardtanh", {}), ("hardtanh", {"min_val": -2.0, "max_val": 0.5}),
+    ("relu6", {}), ("mish", {}), ("hardswish", {}),
+]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("name,kwargs", ACTIVATIONS, ids=[f"{n}{i}" for i, (n, _) in enumerate(ACTIVATIONS)])
+def test_activation_matches_torch(name, kwargs, dtype):
+    torch = need_torch()
+    a = sample((4, 7), dtype, seed=5, low=-8, high=8)
+    a[0, :4] = [0.0, -3.0, 3.0, 6.0]  # the kinks of hardtanh / relu6 / hardswish
+    kx, tx = both(a)
+    assert_match(getattr(kiln.nn.functional, name)(kx, **kwargs), getattr(torch.nn.functional, name)(tx, **kwargs))
+
+
+@pytest.mark.parametrize("name", ["leaky_relu", "elu", "hardtanh", "relu6", "mish", "hardswish"])
+def test_inplace_activation_writes_input(name):
+    torch = need_torch()
+    kx, tx = both(sample((3, 4), "float32", seed=2))
+    kout = getattr(kiln.nn.functional, name)(kx, inplace=True)
+    tout = getattr(torch.nn.functional, name)(tx, inplace=True)
+    assert kout is kx or kout.data_ptr() == kx.data_ptr()
+    assert_match(kx, tx)
+    assert_match(kout, tout)
+
+
+@pytest.mark.parametrize("name,kernel", [("leaky_relu", "leaky_relu_cpu"), ("elu", "elu_cpu"), ("mish", "mish_cpu"),
+                                         ("softplus", "softplus_cpu"), ("hardswish", "hardswish_cpu")])
+def test_integer_input_raises_like_torch(name, kernel):
+    with pytest.raises(NotImplementedError, match=f'"{kernel}" not implemented for \'Long\''):
+        getattr(kiln.nn.functional, name)(kiln.arange(4))
+
+
+def test_hardtanh_and_relu6_keep_integer_dtype():
+    torch = need_torch()
+    kx, tx = both(np.arange(-8, 8, dtype=np.int64))
+    assert_match(kiln.nn.functional.relu6(kx), torch.nn.functional.relu6(tx))
+    assert_match(kiln.nn.functional.hardtanh(kx), torch.nn.functional.hardtanh(tx))
+    with pytest.raises(ValueError, match="min_val cannot be greater than max_val"):
+        kiln.nn.functional.hardtanh(kx, 2.0, 1.0)
+
+
+MODULES = [("LeakyReLU", (0.2, True)), ("LeakyReLU", ()), ("ELU", (0.5,)), ("Softplus", (2, 10)),
+           ("Hardtanh", (-2, 2, True)), ("Mish", ()), ("ReLU6", (True,)), ("ReLU6", ()), ("Hardswish", ()),
+           ("Softmax", (1,)), ("LogSoftmax", (-1,))]
+
+
+@pytest.mark.parametrize("name,args", MODULES, ids=[f"{n}{i}" for i, (n, _) in enumerate(MODULES)])
+def test_activation_modules_match_torch(name, args):
+    torch = need_torch()
+    km, tm = getattr(nn, name)(*args), getattr(torch.nn, name)(*args)
+    assert repr(km) == repr(tm)
+    kx, tx = both(sample((3, 5), "float32", seed=9))
+    assert_match(km(kx), tm(tx))
+
+
+@needs_autograd
+@pytest.mark.parametrize("name", ["leaky_relu", "elu", "softplus", "mish", "hardswish", "hardtanh"])
+def test_activation_gradients_match_torch(name):
+    torch = need_torch()
+    a = sample((4, 5), "float64", seed=3)
+    kx, tx = both(a)
+    kx.requires_grad_(True)
+    tx.requires_grad_(True)
+    getattr(kiln.nn.functional, name)(kx).sum().backward()
+    getattr(torch.nn.functional, name)(tx).sum().backward()
+    assert_match(kx.grad, tx.grad)
+
+
+# -- dropout ------------------------------------------------------------------------------
+def test_dropout_edges_and_modes():
+    x = kiln.ones(1000)
+    F = nn.functional
+    assert np.array_equal(F.dropout(x, 0.0).numpy(), x.numpy())
+    assert np.array_equal(F.dropout(x, 1.0).numpy(), np.zeros(1000, np.float32))
+    assert np.array_equal(F.dropout(x, 0.5, training=False).numpy(), x.numpy())
+    for p in (-0.1, 1.5):
+        with pytest.raises(ValueError, match="dropout probability has to be between 0 and 1"):
+            F.dropout(x, p)
+    with pytest.raises(ValueError, match="dropout probability has to be between 0 and 1"):
+        nn.Dropout(2.0)
+
+
+def test_dropout_is_deterministic_under_manual_seed_and_scales():
+    F = nn.functional
+    kiln.manual_seed(7)
+    a = F.dropout(kiln.ones(4096, dtype=kiln.float64), 0.3).numpy()
+    kiln.manual_seed(7)
+    b = F.dropout(kiln.ones(4096, dtype=kiln.float64), 0.3).numpy()
+    assert np.array_equal(a, b)
+    kept = a[a != 0]
+    assert np.allclose(kept, 1 / 0.7)
+    assert abs(1 - kept.size / a.size - 0.3) < 0.04
+
+
+def test_dropout_module_train_eval_and_inplace():
+    torch = need_torch()
+    m = nn.Dropout(0.4, inplace=True)
+    assert repr(m) == repr(torch.nn.Dropout(0.4, inplace=True))
+    x = kiln.ones(2000)
+    kiln.manual_seed(0)
+    out = m(x)
+    assert (x.numpy() == 0).any() and np.array_equal(out.numpy(), x.numpy())  # written in place
+    m.eval()
+    y = kiln.ones(10)
+    assert np.array_equal(m(y).numpy(), np.ones(10, np.float32))
+
+
+# -- pad ----------------------------------------------------------------------------------
+PADS = [((1, 2), "constant"), ((-1, 2, 0, 1), "constant"), ((2, 0, 1, 1, 1, 0), "constant"), ((0, 0), "constant"),
+        ((2, 1), "reflect"), ((1, 2, 2, 1), "reflect"), ((-1, 2), "reflect"), ((2, 2), "replicate"),
+        ((1, 0, 3, 2), "replicate"), ((2, 1), "circular"), ((1, 2, 0, 1), "circular")]
+
+
+@pytest.mark.parametrize("pad,mode", PADS, ids=[f"{m}{p}" for p, m in PADS])
+def test_pad_matches_torch(pad, mode):
+    torch = need_torch()
+    kx, tx = both(sample((2, 3, 4), "float32", seed=1))
+    assert_match(kiln.nn.functional.pad(kx, pad, mode=mode), torch.nn.functional.pad(tx, pad, mode=mode))
+
+
+def test_pad_constant_value_and_dtypes():
+    torch = need_torch()
+    kx, tx = both(np.arange(6, dtype=np.int64).reshape(2, 3))
+    assert_match(kiln.nn.functional.pad(kx, (1, 1), value=7), torch.nn.functional.pad(tx, (1, 1), value=7))
+    out = kiln.nn.functional.pad(kx, (0, 0))
+    assert out.data_ptr() != kx.data_ptr()  # a new tensor, as torch
+
+
+@pytest.mark.parametrize("pad,mode,shape,exc,msg", [
+    ((1, 1, 1), "constant", (2, 3), RuntimeError, "Padding length must be divisible by 2"),
+    ((1,) * 6, "constant", (2, 3), RuntimeError, "Padding length should be less than or equal to two times"),
+    ((3, 3), "reflect", (1, 2, 3), RuntimeError, "Padding size should be less than the corresponding input dimension"),
+    ((1, 1), "reflect", (3,), NotImplementedError, "Padding size 2 is not supported for 1D input tensor"),
+    ((4, 0), "circular", (1, 2, 3), RuntimeError, "Padding value causes wrapping around more than once"),
+    ((1, 1), "foo", (1, 2, 3), NotImplementedError, "Unrecognised padding mode foo"),
+])
+def test_pad_errors_match_torch(pad, mode, shape, exc, msg):
+    torch = need_torch()
+    with pytest.raises(exc, match=msg):
+        torch.nn.functional.pad(torch.zeros(shape), pad, mode=mode)
+    with pytest.raises(exc, match=msg):
+        kiln.nn.functional.pad(kiln.zeros(*shape), pad, mode=mode)
+
+
+@pytest.mark.parametrize("name,args", [("ZeroPad2d", (1,)), ("ZeroPad1d", ((1, 2),)), ("ConstantPad2d", (2, 3.5)),
+                                       ("ConstantPad1d", ((1, 0), 1)), ("ReflectionPad1d", (2,)),
+                                       ("ReplicationPad2d", ((1, 0, 2, 3),)), ("CircularPad1d", (1,))])
+def test_padding_modules_match_torch(name, args):
+    torch = need_torch()
+    km, tm = getattr(nn, name)(*args), getattr(torch.nn, name)(*args)
+    assert repr(km) == repr(tm)
+    kx, tx = both(sample((2, 3, 4), "float32", seed=2))
+    assert_match(km(kx), tm(tx))

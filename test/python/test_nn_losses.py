@@ -1,0 +1,202 @@
+"""nn tier 2: loss functionals and modules against torch (values, reductions, errors)."""
+import warnings
+
+import numpy as np
+import pytest
+
+import kiln
+from kiln import nn
+from oracle import assert_match, both, need_torch, sample
+
+needs_autograd = pytest.mark.skipif(not hasattr(kiln.Tensor, "backward"), reason="autograd not built yet")
+REDUCTIONS = ["none", "mean", "sum"]
+
+
+def targets(shape, classes, seed, ignore=None):
+    t = np.random.default_rng(seed).integers(0, classes, size=shape).astype(np.int64)
+    if ignore is not None:
+        t.reshape(-1)[::3] = ignore
+    return t
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+@pytest.mark.parametrize("name,kwargs", [("mse_loss", {}), ("l1_loss", {}), ("smooth_l1_loss", {}),
+                                         ("smooth_l1_loss", {"beta": 0.5}), ("smooth_l1_loss", {"beta": 0.0})])
+def test_pointwise_losses(name, kwargs, reduction, dtype):
+    torch = need_torch()
+    kx, tx = both(sample((3, 5), dtype, seed=1))
+    ky, ty = both(sample((3, 5), dtype, seed=2))
+    assert_match(getattr(nn.functional, name)(kx, ky, reduction=reduction, **kwargs),
+                 getattr(torch.nn.functional, name)(tx, ty, reduction=reduction, **kwargs))
+
+
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+def test_weighted_mse_and_l1(reduction):
+    torch = need_torch()
+    (kx, tx), (ky, ty), (kw, tw) = (both(sample((4, 3), "float64", seed=s, low=0.1)) for s in (1, 2, 3))
+    for name in ("mse_loss", "l1_loss"):
+        assert_match(getattr(nn.functional, name)(kx, ky, reduction=reduction, weight=kw),
+                     getattr(torch.nn.functional, name)(tx, ty, reduction=reduction, weight=tw))
+
+
+def test_pointwise_loss_broadcast_warns_and_mismatch_raises():
+    F = nn.functional
+    with pytest.warns(UserWarning, match="Using a target size .* that is different to the input size"):
+        out = F.mse_loss(kiln.ones(3, 1), kiln.zeros(3))
+    assert out.item() == 1.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(RuntimeError, match="The size of tensor a \\(3\\) must match the size of tensor b \\(4\\)"):
+            F.l1_loss(kiln.ones(3), kiln.ones(4))
+    with pytest.raises(RuntimeError, match="smooth_l1_loss does not support negative values for beta"):
+        F.smooth_l1_loss(kiln.ones(3), kiln.ones(3), beta=-1.0)
+
+
+CE_CASES = [  # (input shape, weight, ignore_index, label_smoothing)
+    ((4, 5), False, -100, 0.0), ((4, 5), True, -100, 0.0), ((6, 5), False, 2, 0.0), ((6, 5), True, -1, 0.0),
+    ((4, 5), False, -100, 0.1), ((6, 5), True, -1, 0.2), ((2, 5, 3), False, -100, 0.0), ((2, 5, 3, 2), True, 1, 0.1),
+    ((5,), False, -100, 0.0), ((5,), True, -100, 0.3),
+]
+
+
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+@pytest.mark.parametrize("shape,weighted,ignore,smoothing", CE_CASES, ids=[str(c) for c in CE_CASES])
+def test_cross_entropy_and_nll_class_indices(shape, weighted, ignore, smoothing, reduction):
+    torch = need_torch()
+    kx, tx = both(sample(shape, "float64", seed=4))
+    tshape = () if len(shape) == 1 else (shape[0],) + shape[2:]
+    c = shape[0] if len(shape) == 1 else shape[1]
+    kt, tt = both(targets(tshape, c, seed=5, ignore=ignore if ignore != -100 and tshape else None))
+    kw, tw = both(sample((c,), "float64", seed=6, low=0.2, high=2)) if weighted else (None, None)
+    kwargs = dict(ignore_index=ignore, reduction=reduction)
+    assert_match(nn.functional.cross_entropy(kx, kt, kw, label_smoothing=smoothing, **kwargs),
+                 torch.nn.functional.cross_entropy(tx, tt, tw, label_smoothing=smoothing, **kwargs))
+    klp, tlp = kx.log_softmax(0 if len(shape) == 1 else 1), tx.log_softmax(0 if len(shape) == 1 else 1)
+    assert_match(nn.functional.nll_loss(klp, kt, kw, **kwargs), torch.nn.functional.nll_loss(tlp, tt, tw, **kwargs))
+
+
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+@pytest.mark.parametrize("shape,weighted,smoothing", [((4, 5), False, 0.0), ((4, 5), True, 0.2), ((2, 3, 4), True, 0.0)])
+def test_cross_entropy_probability_targets(shape, weighted, smoothing, reduction):
+    torch = need_torch()
+    kx, tx = both(sample(shape, "float32", seed=1))
+    p = np.random.default_rng(2).random(shape).astype(np.float32)
+    kp, tp = both(p / p.sum(axis=1, keepdims=True))
+    kw, tw = both(sample((shape[1],), "float32", seed=3, low=0.5, high=2)) if weighted else (None, None)
+    assert_match(nn.functional.cross_entropy(kx, kp, kw, reduction=reduction, label_smoothing=smoothing),
+                 torch.nn.functional.cross_entropy(tx, tp, tw, reduction=reduction, label_smoothing=smoothing))
+
+
+def test_cross_entropy_gpt_style_ignore_minus_one():
+    torch = need_torch()
+    logits = sample((2, 8, 11), "float32", seed=8)
+    labels = targets((2, 8), 11, seed=9)
+    labels[:, -2:] = -1
+    (kl, tl), (ky, ty) = both(logits), both(labels)
+    assert_match(nn.functional.cross_entropy(kl.view(-1, 11), ky.view(-1), ignore_index=-1),
+                 torch.nn.functional.cross_entropy(tl.view(-1, 11), ty.view(-1), ignore_index=-1))
+
+
+def test_cross_entropy_all_ignored_mean_is_nan():
+    out = nn.functional.cross_entropy(kiln.randn(3, 4), kiln.tensor([-100, -100, -100]))
+    assert np.isnan(out.item())
+
+
+@pytest.mark.parametrize("call,exc,msg", [
+    (lambda L: L.nn.functional.cross_entropy(L.randn(3, 5), L.tensor([1, 2, 3, 4])), ValueError,
+     r"Expected input batch_size \(3\) to match target batch_size \(4\)\."),
+    (lambda L: L.nn.functional.cross_entropy(L.randn(3, 5), L.tensor([1, 2, 7])), IndexError, "Target 7 is out of bounds."),
+    (lambda L: L.nn.functional.cross_entropy(L.randn(3, 5), L.tensor([1, -3, 2])), IndexError, "Target -3 is out of bounds."),
+    (lambda L: L.nn.functional.nll_loss(L.randn(3, 5), L.tensor([1, 2, 5])), IndexError, "Target 5 is out of bounds."),
+    (lambda L: L.nn.functional.cross_entropy(L.randn(3, 5), L.tensor([1.0, 2.0, 3.0])), RuntimeError,
+     "expected target dtype to be Long or Byte, but got Float"),
+    (lambda L: L.nn.functional.cross_entropy(L.randn(2, 5, 3), L.tensor([[1, 2], [3, 4]])), RuntimeError,
+     r"Expected target size \[2, 3\], got \[2, 2\]"),
+    (lambda L: L.nn.functional.cross_entropy(L.randn(3, 5), L.tensor([1, 2, 3]), weight=L.ones(4)), RuntimeError,
+     r"weight tensor should be defined either for all 5 classes or no classes but got weight tensor of shape: \[4\]"),
+    (lambda L: L.nn.functional.nll_loss(L.tensor(1.0), L.tensor(0)), ValueError, r"Expected 1 or more dimensions \(got 0\)"),
+    (lambda L: L.nn.functional.cross_entropy(L.randn(3, 5), L.tensor([1, 2, 3]), label_smoothing=1.5), RuntimeError,
+     "label_smoothing must be between 0.0 and 1.0. Got: 1.5"),
+    (lambda L: L.nn.functional.binary_cross_entropy(L.rand(3), L.rand(4)), ValueError,
+     r"Using a target size \(.*\[4\]\)\) that is different to the input size \(.*\[3\]\)\) is deprecated"),
+    (lambda L: L.nn.functional.binary_cross_entropy(L.tensor([1.5]), L.rand(1)), RuntimeError,
+     "all elements of input should be between 0 and 1"),
+    (lambda L: L.nn.functional.binary_cross_entropy(L.rand(3), L.tensor([1, 0, 1])), RuntimeError,
+     "Found dtype Long but expected Float"),
+    (lambda L: L.nn.functional.binary_cross_entropy_with_logits(L.rand(3), L.rand(4)), ValueError,
+     r"Target size \(.*\[4\]\)\) must be the same as input size \(.*\[3\]\)\)"),
+    (lambda L: L.nn.functional.mse_loss(L.ones(3), L.ones(3), reduction="bogus"), ValueError,
+     "bogus is not a valid value for reduction"),
+])
+def test_loss_errors_match_torch(call, exc, msg):
+    torch = need_torch()
+    for lib in (torch, kiln):
+        with pytest.raises(exc, match=msg):
+            call(lib)
+
+
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+def test_binary_cross_entropy(reduction):
+    torch = need_torch()
+    p = np.random.default_rng(0).random((4, 3))
+    p[0, 0], p[0, 1] = 0.0, 1.0  # log clamped at -100
+    (kp, tp), (ky, ty), (kw, tw) = both(p), both(np.random.default_rng(1).random((4, 3))), both(sample((4, 3), "float64", seed=2, low=0))
+    for w in ((None, None), (kw, tw)):
+        assert_match(nn.functional.binary_cross_entropy(kp, ky, w[0], reduction=reduction),
+                     torch.nn.functional.binary_cross_entropy(tp, ty, w[1], reduction=reduction))
+
+
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_binary_cross_entropy_with_logits(reduction, dtype):
+    torch = need_torch()
+    kx, tx = both(sample((4, 3), dtype, seed=0, low=-30, high=30))
+    ky, ty = both(np.random.default_rng(1).random((4, 3)).astype(dtype))
+    kw, tw = both(sample((3,), dtype, seed=2, low=0))
+    kpw, tpw = both(sample((3,), dtype, seed=3, low=0.5, high=3))
+    for (a, b), (c, d) in [((None, None), (None, None)), ((kw, tw), (None, None)), ((None, None), (kpw, tpw)),
+                           ((kw, tw), (kpw, tpw))]:
+        assert_match(nn.functional.binary_cross_entropy_with_logits(kx, ky, a, reduction=reduction, pos_weight=c),
+                     torch.nn.functional.binary_cross_entropy_with_logits(tx, ty, b, reduction=reduction, pos_weight=d))
+
+
+def test_loss_modules_match_torch():
+    torch = need_torch()
+    kx, tx = both(sample((4, 5), "float32", seed=1))
+    kt, tt = both(targets((4,), 5, seed=2))
+    kw, tw = both(sample((5,), "float32", seed=3, low=0.5))
+    pairs = [
+        (nn.CrossEntropyLoss(kw, ignore_index=1, label_smoothing=0.1), torch.nn.CrossEntropyLoss(tw, ignore_index=1, label_smoothing=0.1), kt, tt),
+        (nn.NLLLoss(reduction="sum"), torch.nn.NLLLoss(reduction="sum"), kt, tt),
+    ]
+    for km, tm, a, b in pairs:
+        assert repr(km) == repr(tm)
+        assert list(km.state_dict()) == list(tm.state_dict())
+        assert_match(km(kx, a), tm(tx, b))
+    ky, ty = both(sample((4, 5), "float32", seed=4))
+    kp, tp = both(np.random.default_rng(5).random((4, 5)).astype(np.float32))
+    for name, kwargs in [("MSELoss", {}), ("L1Loss", {"reduction": "sum"}), ("SmoothL1Loss", {"beta": 0.5}),
+                         ("BCEWithLogitsLoss", {})]:
+        km, tm = getattr(nn, name)(**kwargs), getattr(torch.nn, name)(**kwargs)
+        assert repr(km) == repr(tm)
+        (a, b) = (kp, tp) if name == "BCEWithLogitsLoss" else (ky, ty)
+        assert_match(km(kx, a), tm(tx, b))
+    km, tm = nn.BCELoss(), torch.nn.BCELoss()
+    assert_match(km(kp, kp), tm(tp, tp))
+    km = nn.BCEWithLogitsLoss(pos_weight=kiln.ones(5))
+    assert list(km.state_dict()) == list(torch.nn.BCEWithLogitsLoss(pos_weight=torch.ones(5)).state_dict())
+    assert nn.MSELoss(size_average=False).reduction == torch.nn.MSELoss(size_average=False).reduction == "sum"
+
+
+@needs_autograd
+@pytest.mark.parametrize("smoothing", [0.0, 0.1])
+def test_cross_entropy_gradient_matches_torch(smoothing):
+    torch = need_torch()
+    kx, tx = both(sample((6, 5), "float64", seed=1))
+    kt, tt = both(targets((6,), 5, seed=2, ignore=-1))
+    kx.requires_grad_(True)
+    tx.requires_grad_(True)
+    nn.functional.cross_entropy(kx, kt, ignore_index=-1, label_smoothing=smoothing).backward()
+    torch.nn.functional.cross_entropy(tx, tt, ignore_index=-1, label_smoothing=smoothing).backward()
+    assert_match(kx.grad, tx.grad)
