@@ -149,7 +149,7 @@ def test_glue_calls_the_graph_and_rebuilds_the_output():
     fn = glue.make_glue(_frame.__code__, gm.forward, result["inputs"], result["output"], result["constants"])
     out = fn(*args)
     assert out.keys() == {"sum", "k"} and out["k"] == 3
-    np.testing.assert_array_equal(out["sum"].numpy(), _frame(*args[:2])["sum"].numpy())
+    np.testing.assert_array_equal(out["sum"].detach().numpy(), _frame(*args[:2])["sum"].detach().numpy())
     assert fn.__code__.co_filename.startswith("<kiln glue _frame #")
     assert skip_policy.is_skipped_file(fn.__code__.co_filename)
     assert glue.glue_source(("a",), [], "()") == "def __kiln_glue(a):\n    __o = __graph()\n    return ()\n"
@@ -236,8 +236,8 @@ def test_callback_compiles_a_traced_frame(hook, capsys):
     assert guards == "L['x'] is a tensor" and tracer.calls == [{"fullgraph": False}]
     (gm, examples, kwargs), = seen
     assert isinstance(gm, fx.GraphModule) and kwargs == {"mode": "default"}
-    np.testing.assert_array_equal(examples[1].numpy(), [10.0, 20.0])
-    np.testing.assert_array_equal(fn(*_frame_args())["sum"].numpy(), [11.0, 44.0])
+    np.testing.assert_array_equal(examples[1].detach().numpy(), [10.0, 20.0])
+    np.testing.assert_array_equal(fn(*_frame_args())["sum"].detach().numpy(), [11.0, 44.0])
     assert hook.skipped == [fn.__code__]  # the glue's code is marked SKIP
     err = capsys.readouterr().err
     assert "[kiln.graph] graph __compiled_fn_0 of _frame (" in err and "aten.add.Tensor" in err
@@ -421,7 +421,7 @@ def test_optimized_module_forwards_to_the_original(compiled_forward):
     opt.training = True
     assert net.training
     x = kiln.ones(4, 2)
-    np.testing.assert_array_equal(opt(x).numpy(), net(x).numpy())
+    np.testing.assert_array_equal(opt(x).detach().numpy(), net(x).detach().numpy())
     assert compiled_forward == [(Net.forward, "the callback")]
     assert bool(kiln.compiler.OptimizedModule(nn.Linear(1, 1), None))
     assert len(kiln.compiler.OptimizedModule(nn.Sequential(nn.ReLU(), nn.ReLU()), None)) == 2
@@ -433,7 +433,7 @@ def test_optimized_module_with_hooks_calls_the_module(compiled_forward):
     seen = []
     handle = net.register_forward_hook(lambda mod, args, out: seen.append(mod) or out + 1)
     x = kiln.ones(1, 2)
-    np.testing.assert_array_equal(opt(x).numpy(), (net.forward(x) + 1).numpy())
+    np.testing.assert_array_equal(opt(x).detach().numpy(), (net.forward(x) + 1).detach().numpy())
     assert seen == [net] and compiled_forward == []
     handle.remove()
     opt(x)
@@ -444,11 +444,11 @@ def test_optimized_module_copies(compiled_forward):
     opt = kiln.compiler.OptimizedModule(Net(), "cb")
     shallow = copy.copy(opt)
     assert type(shallow) is kiln.compiler.OptimizedModule and shallow._orig_mod is opt._orig_mod
-    np.testing.assert_array_equal(shallow(kiln.ones(1, 2)).numpy(), opt(kiln.ones(1, 2)).numpy())
+    np.testing.assert_array_equal(shallow(kiln.ones(1, 2)).detach().numpy(), opt(kiln.ones(1, 2)).detach().numpy())
     relu = kiln.compiler.OptimizedModule(nn.ReLU(), "cb")
     deep = copy.deepcopy(relu)
     assert type(deep) is kiln.compiler.OptimizedModule and deep._orig_mod is not relu._orig_mod
-    np.testing.assert_array_equal(deep(kiln.tensor([-1.0, 2.0])).numpy(), [0.0, 2.0])
+    np.testing.assert_array_equal(deep(kiln.tensor([-1.0, 2.0])).detach().numpy(), [0.0, 2.0])
     assert compiled_forward[-1] == (nn.ReLU.forward, "cb")
 
 
@@ -540,11 +540,11 @@ def test_compiled_function_caches_and_recompiles(tracer, capsys):
     x, y = _xy()
     out = f(x, y)
     assert out["n"] == 3 and eager_runs == [] and tracer == [mul_add.__code__]
-    np.testing.assert_array_equal(out["out"].numpy(), [0.0, 3.0])
+    np.testing.assert_array_equal(out["out"].detach().numpy(), [0.0, 3.0])
     f(*_xy())
     f(x, y=y)
     assert len(tracer) == 1 and eager_runs == []
-    np.testing.assert_array_equal(f(*_xy(3))["out"].numpy(), [0.0, 3.0, 6.0])
+    np.testing.assert_array_equal(f(*_xy(3))["out"].detach().numpy(), [0.0, 3.0, 6.0])
     assert len(tracer) == 2 and len(kiln._C._capture.cache_entries(mul_add.__code__)) == 2
     assert "Recompiling mul_add (" in capsys.readouterr().err
     assert f.__name__ == "mul_add" and f.__wrapped__ is mul_add
@@ -556,7 +556,7 @@ def test_recompile_limit_runs_eagerly_with_one_warning(tracer):
     f(*_xy(1))
     f(*_xy(2))
     with pytest.warns(UserWarning, match=r"mul_add .*recompile_limit \(2\)"):
-        np.testing.assert_array_equal(f(*_xy(3))["out"].numpy(), [0.0, 3.0, 6.0])
+        np.testing.assert_array_equal(f(*_xy(3))["out"].detach().numpy(), [0.0, 3.0, 6.0])
     assert eager_runs == ["mul_add"] and len(tracer) == 2
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -584,7 +584,7 @@ def test_frames_called_from_an_eager_frame_are_captured(tracer):
         json.dumps([1])  # a standard library frame: skipped, never traced
         return mul_add(x, y)["out"]
 
-    np.testing.assert_array_equal(outer(*_xy()).numpy(), [0.0, 3.0])
+    np.testing.assert_array_equal(outer(*_xy()).detach().numpy(), [0.0, 3.0])
     assert tracer == [outer.__wrapped__.__code__, mul_add.__code__] and eager_runs == ["outer"]
     outer(*_xy())
     assert len(tracer) == 2 and eager_runs == ["outer"] * 2
@@ -607,7 +607,7 @@ def test_backend_failure_falls_back_to_eager(tracer):
 
     f = kiln.compile(mul_add, backend=broken)
     with pytest.warns(UserWarning, match="backend 'broken' failed"):
-        np.testing.assert_array_equal(f(*_xy())["out"].numpy(), [0.0, 3.0])
+        np.testing.assert_array_equal(f(*_xy())["out"].detach().numpy(), [0.0, 3.0])
     assert eager_runs == ["mul_add"]
     kiln.compiler.reset()
     kiln.config.strict = True
@@ -625,11 +625,11 @@ def test_compiled_module(tracer):
     scale = Scale()
     opt = kiln.compile(scale)
     assert isinstance(opt, kiln.compiler.OptimizedModule)
-    np.testing.assert_array_equal(opt(kiln.ones(2)).numpy(), [2.0, 3.0])
+    np.testing.assert_array_equal(opt(kiln.ones(2)).detach().numpy(), [2.0, 3.0])
     opt(kiln.ones(2))
     assert tracer == [Scale.forward.__code__] and eager_runs == []
     handle = scale.register_forward_pre_hook(lambda mod, args: (args[0] * 10,))
-    np.testing.assert_array_equal(opt(kiln.ones(2)).numpy(), [20.0, 30.0])
+    np.testing.assert_array_equal(opt(kiln.ones(2)).detach().numpy(), [20.0, 30.0])
     assert eager_runs == ["Scale.forward"]
     handle.remove()
     opt(kiln.ones(2))
