@@ -199,7 +199,7 @@ def _embedding_renorm_(weight, input, max_norm, norm_type):
         if rows.numel() == 0:
             return
         selected = weight.index_select(0, rows)
-        norms = _ops.linalg_vector_norm(selected, norm_type, [1], True)
+        norms = _ops.norm(selected, norm_type, [1], True)
         scale = _ops.where(norms > max_norm, max_norm / (norms + 1e-7), _ops.ones_like(norms))
         weight.index_put_([rows], selected * scale)
 
