@@ -118,7 +118,8 @@ nativeBatchNorm(const Tensor& input, const std::optional<Tensor>& weight,
              "native_batch_norm: running_mean and running_var must be given in evaluation mode ",
              "(training=False)");
   const ScalarType pt = paramType("native_batch_norm", input, {&weight, &bias, &runningMean, &runningVar});
-  const ScalarType statType = isHalf(input.dtype()) ? ScalarType::Float32 : input.dtype();
+  // save_mean / save_invstd have the parameters' dtype, as in PyTorch.
+  const ScalarType statType = pt;
   Tensor out = Tensor::empty(input.sizes(), input.dtype(), input.device());
   Tensor saveMean = Tensor::empty({training ? l.c : 0}, statType, input.device());
   Tensor saveInvstd = Tensor::empty({training ? l.c : 0}, statType, input.device());
@@ -128,7 +129,7 @@ nativeBatchNorm(const Tensor& input, const std::optional<Tensor>& weight,
     using A = opmath_t<T>;
     auto run = [&]<typename P>() {
       Param<P> w(weight), b(bias), rm(runningMean), rv(runningVar);
-      using S = std::conditional_t<std::is_same_v<T, double>, double, float>;
+      using S = P;
       S* sm = training ? saveMean.data<S>() : nullptr;
       S* si = training ? saveInvstd.data<S>() : nullptr;
       const T* xp = x.data<T>();

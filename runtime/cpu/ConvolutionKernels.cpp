@@ -182,6 +182,7 @@ void unfold(const T* in, const ConvShape& s, int64_t n0, int64_t count, int64_t 
 // writing planes [n0, n0 + count) x [c0, c0 + cg) of gradIn whole (each plane by one thread).
 template <typename T>
 void fold(const T* cols, const ConvShape& s, int64_t n0, int64_t count, int64_t c0, T* gradIn) {
+  using A = opmath_t<T>;
   const int64_t l = s.l(), rowLen = count * l, taps = s.kh * s.kw, planes = count * s.cg();
 #pragma omp parallel for schedule(static) if (planes * s.k() * l / s.cg() > kParallelGrain)
   for (int64_t p = 0; p < planes; ++p) {
@@ -199,9 +200,9 @@ void fold(const T* cols, const ConvShape& s, int64_t n0, int64_t count, int64_t 
           T* line = plane + ih * s.w + offW;
           const T* row = src + y * s.ow;
           if (s.sw == 1) {
-            for (int64_t x = lo; x < hi; ++x) line[x] += row[x];
+            for (int64_t x = lo; x < hi; ++x) line[x] = T(A(line[x]) + A(row[x]));
           } else {
-            for (int64_t x = lo; x < hi; ++x) line[x * s.sw] += row[x];
+            for (int64_t x = lo; x < hi; ++x) line[x * s.sw] = T(A(line[x * s.sw]) + A(row[x]));
           }
         }
       }
@@ -278,12 +279,14 @@ void convolutionForward(const ConvShape& s, const Tensor& x, const Tensor& w, co
   }
 }
 
+// perSample: one sample per GEMM, the weight gradient rounded to T after each (PyTorch's 16-bit
+// float backward does this; float32/float64 take whole chunks).
 template <typename T>
 void convolutionBackwardInputWeight(const ConvShape& s, const Tensor& go, const Tensor& x,
                                     const Tensor& w, const Tensor& gradInput,
-                                    const Tensor& gradWeight) {
+                                    const Tensor& gradWeight, bool perSample) {
   const int64_t l = s.l(), k = s.k(), cg = s.cg(), coutg = s.coutg();
-  const int64_t chunk = chunkSize(s, sizeof(T));
+  const int64_t chunk = perSample ? 1 : chunkSize(s, sizeof(T));
   Tensor cols = s.pointwise() ? Tensor() : Tensor::empty({k, chunk * l}, x.dtype());
   Tensor goChunk = chunk > 1 ? Tensor::empty({s.cout, chunk * l}, x.dtype()) : Tensor();
   for (int64_t n0 = 0; n0 < s.n; n0 += chunk) {
@@ -329,7 +332,7 @@ template <typename T> void convolutionBackwardBias(const ConvShape& s, const Ten
       for (int64_t i = 0; i < l; ++i) part += opmath_t<T>(row[i]);
       total += double(part);
     }
-    dst[c] = T(total);
+    dst[c] = T(opmath_t<T>(total));
   }
 }
 
@@ -353,9 +356,12 @@ Tensor convolution(const Tensor& input, const Tensor& weight, const std::optiona
   ConvShape s = convShape(input, weight, biasSizes, biasType, stride, padding, dilation, transposed,
                           outputPadding, groups);
   Tensor out = Tensor::empty(s.outSizes(), input.dtype(), input.device());
-  if (out.isMeta() || out.numel() == 0) return out;
   const ScalarType dt = input.dtype();
-  if (dt == ScalarType::Bool) throwUnsupportedDtype("convolution", dt);
+  if (dt == ScalarType::Bool) throwUnsupportedDtype("slow_conv2d_cpu", dt);
+  // PyTorch's dilated convolution has no integer kernel but int64's.
+  if (!isFloatingType(dt) && dt != ScalarType::Int64 && (s.dh > 1 || s.dw > 1))
+    throwUnsupportedDtype("slow_conv_dilated<>", dt);
+  if (out.isMeta() || out.numel() == 0) return out;
   Tensor x = cpu::contiguousInput(input), w = cpu::contiguousInput(weight);
   Tensor b = bias ? cpu::contiguousInput(*bias) : Tensor();
   if (isHalfPrecision(dt)) {
@@ -399,27 +405,22 @@ convolutionBackward(const Tensor& gradOutput, const Tensor& input, const Tensor&
   if (gi.defined() && gi.numel() > 0 && s.l() == 0) ops::zero_(gi);
   Tensor go = cpu::contiguousInput(gradOutput), x = cpu::contiguousInput(input),
          w = cpu::contiguousInput(weight);
-  if (isHalfPrecision(dt)) {
+  const bool inputOrWeight = (gi.defined() || gw.defined()) && s.n > 0 && s.l() > 0;
+  if (dt == ScalarType::BFloat16) {
+    // PyTorch's bfloat16 backward computes in float32 and rounds once: so does kiln's.
     Tensor wgi = gi.defined() ? Tensor::empty(gi.sizes(), ScalarType::Float32) : Tensor();
     Tensor wgw = gw.defined() ? Tensor::empty(gw.sizes(), ScalarType::Float32) : Tensor();
-    Tensor wgo = widened(go);
-    if ((gi.defined() || gw.defined()) && s.n > 0 && s.l() > 0)
-      convolutionBackwardInputWeight<float>(s, wgo, widened(x), widened(w), wgi, wgw);
-    if (gi.defined()) ops::copy_(gi, wgi, false);
-    if (gw.defined()) ops::copy_(gw, wgw, false);
-    if (gb.defined()) {
-      Tensor wgb = Tensor::empty({s.cout}, ScalarType::Float32);
-      convolutionBackwardBias<float>(s, wgo, wgb);
-      ops::copy_(gb, ops::view(wgb, gb.sizes()), false);
-    }
+    if (inputOrWeight)
+      convolutionBackwardInputWeight<float>(s, widened(go), widened(x), widened(w), wgi, wgw, false);
+    if (gi.defined() && inputOrWeight) ops::copy_(gi, wgi, false);
+    if (gw.defined() && inputOrWeight) ops::copy_(gw, wgw, false);
+    if (gb.defined()) convolutionBackwardBias<BFloat16>(s, go, gb);
     return {gi, gw, gb};
   }
+  // float16 runs natively, one sample at a time, rounding as PyTorch's float16 backward does.
   KILN_DISPATCH_FLOATING(dt, "convolution_backward", [&]<typename T>() {
-    if constexpr (!isHalfPrecision(ScalarTypeOf<T>::value)) {
-      if ((gi.defined() || gw.defined()) && s.n > 0 && s.l() > 0)
-        convolutionBackwardInputWeight<T>(s, go, x, w, gi, gw);
-      if (gb.defined()) convolutionBackwardBias<T>(s, go, gb);
-    }
+    if (inputOrWeight) convolutionBackwardInputWeight<T>(s, go, x, w, gi, gw, dt == ScalarType::Float16);
+    if (gb.defined()) convolutionBackwardBias<T>(s, go, gb);
   });
   return {gi, gw, gb};
 }

@@ -65,14 +65,17 @@ std::tuple<Tensor, Tensor, Tensor> nativeGroupNorm(const Tensor& input,
                                                    int64_t C, int64_t HxW, int64_t group, double eps) {
   checkGroupNorm("native_group_norm", input, weight, bias, N, C, HxW, group);
   const GroupLayout l{N, C, HxW, group};
+  // mean and rstd have the parameters' dtype (float32 for a 16-bit input with float32 parameters).
+  const ScalarType pt = weight && weight->defined() ? weight->dtype()
+                        : bias && bias->defined()   ? bias->dtype()
+                                                    : input.dtype();
   Tensor out = Tensor::empty(input.sizes(), input.dtype(), input.device());
-  Tensor mean = Tensor::empty({N, group}, input.dtype(), input.device());
-  Tensor rstd = Tensor::empty({N, group}, input.dtype(), input.device());
+  Tensor mean = Tensor::empty({N, group}, pt, input.device());
+  Tensor rstd = Tensor::empty({N, group}, pt, input.device());
   if (out.isMeta()) return {out, mean, rstd};
   Tensor x = cpu::contiguousInput(input);
   Tensor w = weight && weight->defined() ? cpu::contiguousInput(*weight) : Tensor();
   Tensor b = bias && bias->defined() ? cpu::contiguousInput(*bias) : Tensor();
-  const ScalarType pt = w.defined() ? w.dtype() : b.defined() ? b.dtype() : input.dtype();
   KILN_DISPATCH_FLOATING(input.dtype(), "GroupNormKernelImpl", [&]<typename T>() {
     using A = opmath_t<T>;
     auto run = [&]<typename P>() {
@@ -80,8 +83,8 @@ std::tuple<Tensor, Tensor, Tensor> nativeGroupNorm(const Tensor& input,
       const P* bp = b.defined() ? b.data<P>() : nullptr;
       const T* xp = x.data<T>();
       T* op = out.data<T>();
-      T* mp = mean.data<T>();
-      T* rp = rstd.data<T>();
+      P* mp = mean.data<P>();
+      P* rp = rstd.data<P>();
       const int64_t d = l.channelsPerGroup(), size = l.blockSize();
       parallelFor(l.blocks(), input.numel(), [&](int64_t blk) {
         const T* src = xp + blk * size;
@@ -104,8 +107,8 @@ std::tuple<Tensor, Tensor, Tensor> nativeGroupNorm(const Tensor& input,
         }
         const double var = size ? sq / double(size) : 0.0;
         const double r = 1.0 / std::sqrt(var + eps);
-        mp[blk] = T(mu);
-        rp[blk] = T(r);
+        mp[blk] = P(mu);
+        rp[blk] = P(r);
         const int64_t c0 = blk % l.groups * d;
         T* dst = op + blk * size;
         for (int64_t ch = 0; ch < d; ++ch) {
@@ -134,10 +137,13 @@ nativeGroupNormBackward(const Tensor& gradOut, const Tensor& input, const Tensor
   KILN_CHECK(DimVector(gradOut.sizes()) == DimVector(input.sizes()),
              "native_group_norm_backward: expected grad_out of size ", input.shapeString(),
              ", but got ", gradOut.shapeString());
-  KILN_CHECK(gradOut.dtype() == input.dtype() && mean.dtype() == input.dtype() && rstd.dtype() == input.dtype(),
-             "native_group_norm_backward: expected grad_out, mean and rstd of dtype ",
-             scalarTypeName(input.dtype()), ", but got ", scalarTypeName(gradOut.dtype()), ", ",
-             scalarTypeName(mean.dtype()), " and ", scalarTypeName(rstd.dtype()));
+  const bool statsOk = mean.dtype() == rstd.dtype() &&
+                       (mean.dtype() == input.dtype() ||
+                        (mean.dtype() == ScalarType::Float32 && input.dtype() != ScalarType::Float64));
+  KILN_CHECK(gradOut.dtype() == input.dtype() && statsOk,
+             "native_group_norm_backward: expected grad_out of dtype ", scalarTypeName(input.dtype()),
+             " and mean and rstd of that dtype (or float32), but got ", scalarTypeName(gradOut.dtype()),
+             ", ", scalarTypeName(mean.dtype()), " and ", scalarTypeName(rstd.dtype()));
   KILN_CHECK(mean.numel() == N * group && rstd.numel() == N * group,
              "native_group_norm_backward: expected mean and rstd of N * group = ", N * group,
              " elements, but got ", mean.shapeString(), " and ", rstd.shapeString());
@@ -148,7 +154,9 @@ nativeGroupNormBackward(const Tensor& gradOut, const Tensor& input, const Tensor
   Tensor gb = outputMask[2] ? Tensor::empty({C}, pt, input.device()) : Tensor();
   if (input.isMeta() || gradOut.isMeta()) return {gi, gw, gb};
   Tensor x = cpu::contiguousInput(input), go = cpu::contiguousInput(gradOut);
-  Tensor mc = cpu::contiguousInput(mean), rc = cpu::contiguousInput(rstd);
+  // The statistics as float64 (N * group values), whatever their dtype.
+  Tensor mc = ops::_to_copy(mean, ScalarType::Float64, std::nullopt);
+  Tensor rc = ops::_to_copy(rstd, ScalarType::Float64, std::nullopt);
   Tensor w = weight && weight->defined() ? cpu::contiguousInput(*weight) : Tensor();
   KILN_DISPATCH_FLOATING(input.dtype(), "GroupNormBackwardKernelImpl", [&]<typename T>() {
     using A = opmath_t<T>;
@@ -156,8 +164,8 @@ nativeGroupNormBackward(const Tensor& gradOut, const Tensor& input, const Tensor
       const P* wp = w.defined() ? w.data<P>() : nullptr;
       const T* xp = x.data<T>();
       const T* gp = go.data<T>();
-      const T* mp = mc.data<T>();
-      const T* rp = rc.data<T>();
+      const double* mp = mc.data<double>();
+      const double* rp = rc.data<double>();
       const int64_t d = l.channelsPerGroup(), size = l.blockSize();
       // Per (sample, channel): ds = sum(go * x), db = sum(go).
       std::vector<double> ds(size_t(N * C)), db(size_t(N * C));

@@ -151,6 +151,7 @@ std::tuple<Tensor, Tensor> maxPool2dWithIndices(const Tensor& self, IntArrayRef 
   PoolShape p = poolShape("max_pool2d", self, kernelSize, stride, padding, dilation, ceilMode);
   Tensor out = Tensor::empty(p.outSizes, self.dtype(), self.device());
   Tensor indices = Tensor::empty(p.outSizes, ScalarType::Int64, self.device());
+  if (self.dtype() == ScalarType::Bool) throwUnsupportedDtype("max_pool2d", self.dtype());
   if (out.isMeta() || out.numel() == 0) return {out, indices};
   Tensor x = cpu::contiguousInput(self);
   KILN_DISPATCH_NUMERIC(self.dtype(), "max_pool2d", [&]<typename T>() {
@@ -232,9 +233,9 @@ Tensor avgPool2d(const Tensor& self, IntArrayRef kernelSize, IntArrayRef stride,
   KILN_CHECK(!divisorOverride || *divisorOverride != 0, "divisor must be not zero");
   PoolShape p = poolShape("avg_pool2d", self, kernelSize, stride, padding, {1}, ceilMode);
   Tensor out = Tensor::empty(p.outSizes, self.dtype(), self.device());
-  if (out.isMeta() || out.numel() == 0) return out;
   const ScalarType dt = self.dtype();
   if (!isFloatingType(dt) && dt != ScalarType::Int64) throwUnsupportedDtype("avg_pool2d", dt);
+  if (out.isMeta() || out.numel() == 0) return out;
   Tensor x = cpu::contiguousInput(self);
   KILN_DISPATCH_NUMERIC(dt, "avg_pool2d", [&]<typename T>() {
     using A = opmath_t<T>;
@@ -328,6 +329,7 @@ Tensor adaptiveAvgPool2d(const Tensor& self, IntArrayRef outputSize) {
   outSizes[size_t(nd - 2)] = oh;
   outSizes[size_t(nd - 1)] = ow;
   Tensor out = Tensor::empty(outSizes, self.dtype(), self.device());
+  if (!isFloatingType(self.dtype())) throwUnsupportedDtype("adaptive_avg_pool2d", self.dtype());
   if (out.isMeta() || out.numel() == 0) return out;
   Tensor x = cpu::contiguousInput(self);
   const int64_t planes = self.numel() / (h * w);
@@ -366,6 +368,7 @@ Tensor adaptiveAvgPool2dBackward(const Tensor& gradOutput, const Tensor& self) {
   KILN_CHECK(gradOutput.dtype() == self.dtype(), "expected dtype ", scalarTypeName(self.dtype()),
              " for `gradOutput` but got dtype ", scalarTypeName(gradOutput.dtype()));
   const int64_t oh = gradOutput.size(-2), ow = gradOutput.size(-1), h = self.size(-2), w = self.size(-1);
+  if (!isFloatingType(self.dtype())) throwUnsupportedDtype("adaptive_avg_pool2d_backward_cpu", self.dtype());
   Tensor gradIn = Tensor::empty(self.sizes(), self.dtype(), self.device());
   if (gradIn.isMeta() || gradIn.numel() == 0) return gradIn;
   Tensor go = cpu::contiguousInput(gradOutput);

@@ -465,8 +465,8 @@ def _nn_kernel_specs(s):
                                                ((NC(2, 6, 5),), dict(kernel_size=[3], dilation=[2])),
                                                (((0, 2, 4, 4),), dict(kernel_size=[2, 2]))])
     s["max_pool2d_with_indices_backward"] = dict(cases=[
-        (((2, 3, 4, 3), (2, 3, 5, 4), _idx((2, 3, 4, 3), 20)), pool),
-        ((NC(2, 2, 2), (2, 6, 5), _idx((2, 2, 2), 30)), dict(pool, kernel_size=[3, 3], stride=[3, 3], padding=[0, 0],
+        (((2, 3, 3, 3), (2, 3, 5, 4), _idx((2, 3, 3, 3), 20)), pool),
+        ((NC(2, 2, 1), (2, 6, 5), _idx((2, 2, 1), 30)), dict(pool, kernel_size=[3, 3], stride=[3, 3], padding=[0, 0],
                                                              ceil_mode=False))])
     avg = dict(kernel_size=[3, 2], stride=[2, 1], padding=[1, 0], ceil_mode=True, count_include_pad=False)
     s["avg_pool2d"] = dict(cases=[(((2, 3, 5, 4),), avg),
@@ -490,13 +490,14 @@ def _nn_kernel_specs(s):
          dict(train=True, eps=1e-5, output_mask=[1, 1, 1])),
         ((NC(5, 3), (5, 3), None, (3,), T((3,), low=0.5, high=2), None, None),
          dict(train=False, eps=1e-5, output_mask=[1, 0, 1]))])
+    # (contiguous inputs: PyTorch's 16-bit group norm misreads non-contiguous ones)
     s["native_group_norm"] = dict(cases=[
         (((2, 4, 3, 2), (4,), (4,)), dict(N=2, C=4, HxW=6, group=2, eps=1e-5)),
-        ((NC(3, 6), None, None), dict(N=3, C=6, HxW=1, group=3, eps=1e-3))])
+        (((3, 6), None, None), dict(N=3, C=6, HxW=1, group=3, eps=1e-3))])
     s["native_group_norm_backward"] = dict(cases=[
         (((2, 4, 3), (2, 4, 3), (2, 2), T((2, 2), low=0.5, high=2), (4,)),
          dict(N=2, C=4, HxW=3, group=2, output_mask=[1, 1, 1])),
-        ((NC(3, 6), (3, 6), (3, 3), T((3, 3), low=0.5, high=2), None),
+        (((3, 6), (3, 6), (3, 3), T((3, 3), low=0.5, high=2), None),
          dict(N=3, C=6, HxW=1, group=3, output_mask=[1, 0, 0]))])
     s["embedding"] = dict(cases=[(((5, 3), _idx((2, 4), 5)), {}),
                                  ((NC(6, 2), _idx((3,), 6)), dict(padding_idx=1)),
