@@ -3,21 +3,24 @@
 
 Each case times the forward op and its backward op (the kernels autograd runs: e.g.
 convolution_backward for conv2d) with identical float32 inputs, and prints the median time per
-call in milliseconds and kiln / torch (below 1.0: kiln faster). Both libraries use all cores
-(torch.get_num_threads(); kiln's OpenMP / OpenBLAS defaults).
+call in milliseconds, median and min, and kiln's min / torch's min (below 1.0: kiln faster). Both libraries use all cores
+(torch.get_num_threads(); kiln's OpenMP / OpenBLAS defaults) unless --threads N pins both
+(OMP_NUM_THREADS / OPENBLAS_NUM_THREADS for kiln, set before it loads; torch.set_num_threads).
 
-    python bench/nn_kernels.py [--rounds N] [--case NAME]
+    python bench/nn_kernels.py [--rounds N] [--case NAME] [--threads N]
 """
 import argparse
+import os
 import statistics
+import sys
 import time
 
 import numpy as np
 
-import kiln
 
-
-def median_ms(fn, rounds):
+def timings_ms(fn, rounds):
+    """(median, min) milliseconds per call over `rounds` calls after two warm-up calls; the min
+    is the steadier number on a shared machine."""
     fn()
     fn()
     times = []
@@ -25,7 +28,7 @@ def median_ms(fn, rounds):
         start = time.perf_counter()
         fn()
         times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1e3
+    return statistics.median(times) * 1e3, min(times) * 1e3
 
 
 def arrays(seed, *shapes):
@@ -34,7 +37,9 @@ def arrays(seed, *shapes):
 
 
 def cases(torch):
-    K, T, A = kiln, torch, torch.ops.aten
+    import kiln
+
+    K, A = kiln, torch.ops.aten
     kt = lambda a: (kiln.from_numpy(a.copy()), torch.from_numpy(a.copy()))  # noqa: E731
 
     # conv2d: a CNN-sized layer, 32x16x32x32 input, 32 3x3 filters, padding 1.
@@ -93,18 +98,27 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--case", default="", help="run only cases whose name contains this")
+    parser.add_argument("--threads", type=int, default=0, help="threads for both libraries (default: theirs)")
     args = parser.parse_args()
+    if args.threads:
+        if "kiln" in sys.modules:
+            raise SystemExit("--threads must be applied before kiln is imported")
+        os.environ["OMP_NUM_THREADS"] = os.environ["OPENBLAS_NUM_THREADS"] = str(args.threads)
     import torch
 
-    print(f"threads: torch {torch.get_num_threads()}, kiln OpenMP default; times in ms (median of {args.rounds})")
-    print(f"{'case':34} {'pass':9} {'kiln':>9} {'torch':>9} {'kiln/torch':>11}")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+
+    kiln_threads = args.threads or "OpenMP default"
+    print(f"threads: torch {torch.get_num_threads()}, kiln {kiln_threads}; ms per call over {args.rounds} calls")
+    print(f"{'case':32} {'pass':9} {'kiln med':>9} {'torch med':>9} {'kiln min':>9} {'torch min':>9} {'min ratio':>9}")
     with torch.no_grad():
         for name, kf, tf, kb, tb in cases(torch):
             if args.case not in name:
                 continue
             for label, k, t in (("forward", kf, tf), ("backward", kb, tb)):
-                km, tm = median_ms(k, args.rounds), median_ms(t, args.rounds)
-                print(f"{name:34} {label:9} {km:9.3f} {tm:9.3f} {km / tm:11.2f}")
+                (km, kn), (tm, tn) = timings_ms(k, args.rounds), timings_ms(t, args.rounds)
+                print(f"{name:32} {label:9} {km:9.3f} {tm:9.3f} {kn:9.3f} {tn:9.3f} {kn / tn:9.2f}")
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@
 
 #include "generated/KernelDecls.h"
 #include "generated/Ops.h"
+#include "runtime/cpu/LaneSums.h"
 #include "runtime/cpu/RowLoops.h"
 
 namespace kiln::kernels {
@@ -36,10 +37,7 @@ template <typename A, typename T, typename F>
 double channelSum(const T* x, const ChannelLayout& l, int64_t c, const F& f) {
   double total = 0;
   for (int64_t n = 0; n < l.n; ++n) {
-    const T* seg = x + (n * l.c + c) * l.s;
-    A part = 0;
-    for (int64_t i = 0; i < l.s; ++i) part += f(A(seg[i]));
-    total += double(part);
+    total += double(cpu::laneSum<A>(x + (n * l.c + c) * l.s, l.s, f));
   }
   return total;
 }
@@ -228,12 +226,8 @@ nativeBatchNormBackward(const Tensor& gradOut, const Tensor& input, const std::o
           for (int64_t n = 0; n < l.n; ++n) {
             const T* xs = xp + (n * l.c + c) * l.s;
             const T* gs = gp + (n * l.c + c) * l.s;
-            A partSum = 0, partDot = 0;
-            for (int64_t i = 0; i < l.s; ++i) {
-              const A g = A(gs[i]);
-              partSum += g;
-              partDot += (A(xs[i]) - m) * g;
-            }
+            A partSum, partDot;
+            cpu::laneSumDot<A>(xs, gs, l.s, [m](A v) { return v - m; }, partSum, partDot);
             sumGrad += double(partSum);
             dot += double(partDot);
           }

@@ -12,6 +12,7 @@
 #include "generated/KernelDecls.h"
 #include "generated/Ops.h"
 #include "runtime/cpu/Gemm.h"
+#include "runtime/cpu/LaneSums.h"
 #include "runtime/cpu/RowLoops.h"
 
 namespace kiln::kernels {
@@ -19,7 +20,7 @@ namespace kiln::kernels {
 namespace {
 
 // The unfolded columns of one chunk stay within this budget (at least one sample per chunk).
-constexpr int64_t kColumnBytes = int64_t(32) << 20;
+constexpr int64_t kColumnBytes = int64_t(1) << 20;
 constexpr int64_t kParallelGrain = 32768;
 
 // A convolution as 2-d: a 1-d one has h = kh = 1, unit stride and dilation, no padding in h.
@@ -327,10 +328,7 @@ template <typename T> void convolutionBackwardBias(const ConvShape& s, const Ten
   for (int64_t c = 0; c < s.cout; ++c) {
     double total = 0;
     for (int64_t n = 0; n < s.n; ++n) {
-      const T* row = src + (n * s.cout + c) * l;
-      opmath_t<T> part = 0;
-      for (int64_t i = 0; i < l; ++i) part += opmath_t<T>(row[i]);
-      total += double(part);
+      total += double(cpu::laneSum<opmath_t<T>>(src + (n * s.cout + c) * l, l, [](opmath_t<T> v) { return v; }));
     }
     dst[c] = T(opmath_t<T>(total));
   }

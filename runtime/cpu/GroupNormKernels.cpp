@@ -9,6 +9,7 @@
 
 #include "generated/KernelDecls.h"
 #include "generated/Ops.h"
+#include "runtime/cpu/LaneSums.h"
 #include "runtime/cpu/RowLoops.h"
 
 namespace kiln::kernels {
@@ -89,22 +90,13 @@ std::tuple<Tensor, Tensor, Tensor> nativeGroupNorm(const Tensor& input,
       parallelFor(l.blocks(), input.numel(), [&](int64_t blk) {
         const T* src = xp + blk * size;
         double sum = 0;
-        for (int64_t ch = 0; ch < d; ++ch) {
-          A part = 0;
-          for (int64_t i = 0; i < l.hw; ++i) part += A(src[ch * l.hw + i]);
-          sum += double(part);
-        }
+        for (int64_t ch = 0; ch < d; ++ch)
+          sum += double(cpu::laneSum<A>(src + ch * l.hw, l.hw, [](A v) { return v; }));
         const double mu = size ? sum / double(size) : 0.0;
         const A m = A(mu);
         double sq = 0;
-        for (int64_t ch = 0; ch < d; ++ch) {
-          A part = 0;
-          for (int64_t i = 0; i < l.hw; ++i) {
-            const A v = A(src[ch * l.hw + i]) - m;
-            part += v * v;
-          }
-          sq += double(part);
-        }
+        for (int64_t ch = 0; ch < d; ++ch)
+          sq += double(cpu::laneSum<A>(src + ch * l.hw, l.hw, [m](A v) { return (v - m) * (v - m); }));
         const double var = size ? sq / double(size) : 0.0;
         const double r = 1.0 / std::sqrt(var + eps);
         mp[blk] = P(mu);
@@ -175,12 +167,8 @@ nativeGroupNormBackward(const Tensor& gradOut, const Tensor& input, const Tensor
         const T* gs = gp + blk * size;
         double dsg = 0, dbg = 0;
         for (int64_t ch = 0; ch < d; ++ch) {
-          A s = 0, bsum = 0;
-          for (int64_t i = 0; i < l.hw; ++i) {
-            const A g = A(gs[ch * l.hw + i]);
-            s += g * A(xs[ch * l.hw + i]);
-            bsum += g;
-          }
+          A s, bsum;
+          cpu::laneSumDot<A>(xs + ch * l.hw, gs + ch * l.hw, l.hw, [](A v) { return v; }, bsum, s);
           ds[size_t(n * C + c0 + ch)] = double(s);
           db[size_t(n * C + c0 + ch)] = double(bsum);
           const double wc = paramAt(wp, 1, c0 + ch, 1.0);

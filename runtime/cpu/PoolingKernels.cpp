@@ -5,6 +5,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
 
@@ -204,13 +205,10 @@ Tensor maxPool2dWithIndicesBackward(const Tensor& gradOutput, const Tensor& self
   if (gradIn.isMeta() || gradIn.numel() == 0) return gradIn;
   Tensor go = cpu::contiguousInput(gradOutput), idx = cpu::contiguousInput(indices);
   const int64_t planeSize = p.h * p.w;
-  // An index outside its plane would write another thread's memory: check them all first.
   const int64_t* ip = idx.data<int64_t>();
-  bool inRange = true;
-#pragma omp parallel for reduction(&& : inRange) if (idx.numel() > kParallelGrain)
-  for (int64_t i = 0; i < idx.numel(); ++i) inRange = inRange && ip[i] >= 0 && ip[i] < planeSize;
-  KILN_CHECK_INDEX(inRange, "max_pool2d_with_indices_backward: an index is out of range for input planes of ",
-                   p.h, "x", p.w);
+  // An index outside its plane is skipped (it would write another thread's plane) and reported
+  // after the loop, which must not throw.
+  std::atomic<bool> outOfRange{false};
   KILN_DISPATCH_FLOATING(self.dtype(), "max_pool2d_backward_out_frame", [&]<typename T>() {
     using A = opmath_t<T>;
     const T* g = go.data<T>();
@@ -221,9 +219,20 @@ Tensor maxPool2dWithIndicesBackward(const Tensor& gradOutput, const Tensor& self
       std::fill(dst, dst + planeSize, T(0));
       const T* src = g + plane * outPlane;
       const int64_t* index = ip + plane * outPlane;
-      for (int64_t i = 0; i < outPlane; ++i) dst[index[i]] = T(A(dst[index[i]]) + A(src[i]));
+      bool bad = false;
+      for (int64_t i = 0; i < outPlane; ++i) {
+        const int64_t at = index[i];
+        if (at < 0 || at >= planeSize) [[unlikely]] {
+          bad = true;
+          continue;
+        }
+        dst[at] = T(A(dst[at]) + A(src[i]));
+      }
+      if (bad) outOfRange.store(true, std::memory_order_relaxed);
     });
   });
+  KILN_CHECK_INDEX(!outOfRange.load(), "max_pool2d_with_indices_backward: an index is out of range for ",
+                   "input planes of ", p.h, "x", p.w);
   return gradIn;
 }
 

@@ -470,3 +470,12 @@ def test_embedding_module():
     kw, tw = pair((5, 3), "float32", 4)
     close(F.embedding(ki, kw, max_norm=1.0), torch.nn.functional.embedding(ti, tw, max_norm=1.0), "float32")
     close(kw, tw, "float32")
+
+
+def test_max_pool2d_backward_rejects_indices_outside_the_plane():
+    x = kiln.ones(1, 2, 4, 4)
+    out, idx = F.max_pool2d(x, 2, return_indices=True)
+    bad = idx.clone()
+    bad[0, 1, 0, 0] = 16  # one past the 4x4 plane: would write into the next plane
+    with pytest.raises(IndexError, match="out of range"):
+        kiln.max_pool2d_with_indices_backward(kiln.ones_like(out), x, [2, 2], [2, 2], [0, 0], [1, 1], False, bad)
