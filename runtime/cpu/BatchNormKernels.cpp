@@ -136,9 +136,9 @@ nativeBatchNorm(const Tensor& input, const std::optional<Tensor>& weight,
       forEachChannel(l, [&](int64_t c) {
         double mean, invstd;
         if (training) {
-          mean = count ? channelSum<A>(xp, l, c, [](A v) { return v; }) / double(count) : 0.0;
+          mean = count ? channelSum<A>(xp, l, c, [](auto v) { return v; }) / double(count) : 0.0;
           const A m = A(mean);
-          double var = count ? channelSum<A>(xp, l, c, [m](A v) { return (v - m) * (v - m); }) /
+          double var = count ? channelSum<A>(xp, l, c, [m](auto v) { return (v - m) * (v - m); }) /
                                    double(count)
                              : 0.0;
           invstd = 1.0 / std::sqrt(var + eps);
@@ -227,7 +227,7 @@ nativeBatchNormBackward(const Tensor& gradOut, const Tensor& input, const std::o
             const T* xs = xp + (n * l.c + c) * l.s;
             const T* gs = gp + (n * l.c + c) * l.s;
             A partSum, partDot;
-            cpu::laneSumDot<A>(xs, gs, l.s, [m](A v) { return v - m; }, partSum, partDot);
+            cpu::laneSumDot<A>(xs, gs, l.s, [m](auto v) { return v - m; }, partSum, partDot);
             sumGrad += double(partSum);
             dot += double(partDot);
           }

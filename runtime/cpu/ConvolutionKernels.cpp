@@ -328,7 +328,7 @@ template <typename T> void convolutionBackwardBias(const ConvShape& s, const Ten
   for (int64_t c = 0; c < s.cout; ++c) {
     double total = 0;
     for (int64_t n = 0; n < s.n; ++n) {
-      total += double(cpu::laneSum<opmath_t<T>>(src + (n * s.cout + c) * l, l, [](opmath_t<T> v) { return v; }));
+      total += double(cpu::laneSum<opmath_t<T>>(src + (n * s.cout + c) * l, l, [](auto v) { return v; }));
     }
     dst[c] = T(opmath_t<T>(total));
   }

@@ -91,12 +91,12 @@ std::tuple<Tensor, Tensor, Tensor> nativeGroupNorm(const Tensor& input,
         const T* src = xp + blk * size;
         double sum = 0;
         for (int64_t ch = 0; ch < d; ++ch)
-          sum += double(cpu::laneSum<A>(src + ch * l.hw, l.hw, [](A v) { return v; }));
+          sum += double(cpu::laneSum<A>(src + ch * l.hw, l.hw, [](auto v) { return v; }));
         const double mu = size ? sum / double(size) : 0.0;
         const A m = A(mu);
         double sq = 0;
         for (int64_t ch = 0; ch < d; ++ch)
-          sq += double(cpu::laneSum<A>(src + ch * l.hw, l.hw, [m](A v) { return (v - m) * (v - m); }));
+          sq += double(cpu::laneSum<A>(src + ch * l.hw, l.hw, [m](auto v) { return (v - m) * (v - m); }));
         const double var = size ? sq / double(size) : 0.0;
         const double r = 1.0 / std::sqrt(var + eps);
         mp[blk] = P(mu);
@@ -168,7 +168,7 @@ nativeGroupNormBackward(const Tensor& gradOut, const Tensor& input, const Tensor
         double dsg = 0, dbg = 0;
         for (int64_t ch = 0; ch < d; ++ch) {
           A s, bsum;
-          cpu::laneSumDot<A>(xs + ch * l.hw, gs + ch * l.hw, l.hw, [](A v) { return v; }, bsum, s);
+          cpu::laneSumDot<A>(xs + ch * l.hw, gs + ch * l.hw, l.hw, [](auto v) { return v; }, bsum, s);
           ds[size_t(n * C + c0 + ch)] = double(s);
           db[size_t(n * C + c0 + ch)] = double(bsum);
           const double wc = paramAt(wp, 1, c0 + ch, 1.0);
