@@ -475,4 +475,8 @@ void gemmInto(const Tensor& a, const Tensor& b, const Tensor& c, bool accumulate
   kernels::batchedGemm("mm", a, b, c, {}, Scalar(int64_t(1)), Scalar(int64_t(accumulate ? 1 : 0)));
 }
 
+int blasThreads() { return openblas_get_num_threads(); }
+
+void setBlasThreads(int threads) { openblas_set_num_threads(threads); }
+
 } // namespace kiln::cpu

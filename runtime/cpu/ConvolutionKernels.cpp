@@ -7,7 +7,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "generated/KernelDecls.h"
 #include "generated/Ops.h"
@@ -246,14 +248,104 @@ int64_t chunkSize(const ConvShape& s, size_t elementBytes) {
   return std::clamp<int64_t>(kColumnBytes / perSample, 1, std::max<int64_t>(s.n, 1));
 }
 
+// OpenMP threads over samples, each unfolding into its own columns and running single-threaded
+// GEMMs straight into its samples' outputs: one parallel region per call (float32/float64).
+template <typename T> int sampleThreads(const ConvShape& s) {
+  if (s.n < 2 || s.n * s.cout * s.l() * s.k() < kParallelGrain) return 1;
+  return int(std::min<int64_t>(omp_get_max_threads(), s.n));
+}
+
+template <typename T>
+std::vector<Tensor> threadColumns(const ConvShape& s, int threads, ScalarType dt) {
+  std::vector<Tensor> cols(static_cast<size_t>(threads), Tensor());
+  if (!s.pointwise())
+    for (auto& c : cols) c = Tensor::empty({s.k(), s.l()}, dt);
+  return cols;
+}
+
+template <typename T>
+void convolutionForwardPerSample(const ConvShape& s, const Tensor& x, const Tensor& w, const Tensor& out) {
+  const int64_t l = s.l(), k = s.k(), cg = s.cg(), coutg = s.coutg();
+  const int threads = sampleThreads<T>(s);
+  cpu::SingleThreadedBlas blas(threads > 1);
+  std::vector<Tensor> cols = threadColumns<T>(s, threads, x.dtype());
+#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
+  for (int64_t n = 0; n < s.n; ++n) {
+    const Tensor& buf = cols[size_t(omp_get_thread_num())];
+    for (int64_t g = 0; g < s.groups; ++g) {
+      Tensor b;
+      if (s.pointwise()) {
+        b = matrix(x, (n * s.c + g * cg) * l, cg, l, l);
+      } else {
+        unfold(x.data<T>(), s, n, 1, g * cg, buf.data<T>());
+        b = matrix(buf, 0, k, l, l);
+      }
+      cpu::gemmInto(matrix(w, g * coutg * k, coutg, k, k), b,
+                    matrix(out, (n * s.cout + g * coutg) * l, coutg, l, l), false);
+    }
+  }
+}
+
+template <typename T>
+void convolutionBackwardPerSample(const ConvShape& s, const Tensor& go, const Tensor& x, const Tensor& w,
+                                  const Tensor& gradInput, const Tensor& gradWeight) {
+  const int64_t l = s.l(), k = s.k(), cg = s.cg(), coutg = s.coutg();
+  const int threads = sampleThreads<T>(s);
+  cpu::SingleThreadedBlas blas(threads > 1);
+  std::vector<Tensor> cols = threadColumns<T>(s, threads, x.dtype());
+  // Each thread sums its samples' weight gradients into its own buffer; the buffers are added
+  // after the loop.
+  std::vector<Tensor> partial(static_cast<size_t>(threads), Tensor());
+  if (gradWeight.defined()) {
+    for (auto& p : partial) p = ops::zeros(gradWeight.sizes(), gradWeight.dtype(), std::nullopt);
+  }
+#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
+  for (int64_t n = 0; n < s.n; ++n) {
+    const int t = omp_get_thread_num();
+    const Tensor& buf = cols[size_t(t)];
+    for (int64_t g = 0; g < s.groups; ++g) {
+      Tensor grad = matrix(go, (n * s.cout + g * coutg) * l, coutg, l, l);
+      if (gradWeight.defined()) {
+        Tensor colsT;
+        if (s.pointwise()) {
+          colsT = transposedMatrix(x, (n * s.c + g * cg) * l, l, cg, l);
+        } else {
+          unfold(x.data<T>(), s, n, 1, g * cg, buf.data<T>());
+          colsT = transposedMatrix(buf, 0, l, k, l);
+        }
+        cpu::gemmInto(grad, colsT, matrix(partial[size_t(t)], g * coutg * k, coutg, k, k), true);
+      }
+      if (gradInput.defined()) {
+        Tensor wT = transposedMatrix(w, g * coutg * k, k, coutg, k);
+        if (s.pointwise()) {
+          cpu::gemmInto(wT, grad, matrix(gradInput, (n * s.c + g * cg) * l, cg, l, l), false);
+        } else {
+          cpu::gemmInto(wT, grad, matrix(buf, 0, k, l, l), false);
+          fold(buf.data<T>(), s, n, 1, g * cg, gradInput.data<T>());
+        }
+      }
+    }
+  }
+  if (!gradWeight.defined()) return;
+  T* dst = gradWeight.data<T>();
+  const int64_t count = gradWeight.numel();
+  std::fill(dst, dst + count, T(0));
+  for (const Tensor& p : partial) {
+    const T* src = p.data<T>();
+    for (int64_t i = 0; i < count; ++i) dst[i] += src[i];
+  }
+}
+
 template <typename T>
 void convolutionForward(const ConvShape& s, const Tensor& x, const Tensor& w, const Tensor& bias,
                         const Tensor& out) {
   const int64_t l = s.l(), k = s.k(), cg = s.cg(), coutg = s.coutg();
   const int64_t chunk = chunkSize(s, sizeof(T));
-  Tensor cols = s.pointwise() ? Tensor() : Tensor::empty({k, chunk * l}, x.dtype());
-  Tensor outChunk = chunk > 1 ? Tensor::empty({s.cout, chunk * l}, x.dtype()) : Tensor();
-  for (int64_t n0 = 0; n0 < s.n; n0 += chunk) {
+  constexpr bool blasType = std::is_same_v<T, float> || std::is_same_v<T, double>;
+  Tensor cols = s.pointwise() || blasType ? Tensor() : Tensor::empty({k, chunk * l}, x.dtype());
+  Tensor outChunk = chunk > 1 && !blasType ? Tensor::empty({s.cout, chunk * l}, x.dtype()) : Tensor();
+  if constexpr (blasType) convolutionForwardPerSample<T>(s, x, w, out);
+  for (int64_t n0 = 0; n0 < s.n && !blasType; n0 += chunk) {
     const int64_t count = std::min(chunk, s.n - n0);
     for (int64_t g = 0; g < s.groups; ++g) {
       Tensor b;
@@ -286,6 +378,9 @@ template <typename T>
 void convolutionBackwardInputWeight(const ConvShape& s, const Tensor& go, const Tensor& x,
                                     const Tensor& w, const Tensor& gradInput,
                                     const Tensor& gradWeight, bool perSample) {
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+    return convolutionBackwardPerSample<T>(s, go, x, w, gradInput, gradWeight);
+  }
   const int64_t l = s.l(), k = s.k(), cg = s.cg(), coutg = s.coutg();
   const int64_t chunk = perSample ? 1 : chunkSize(s, sizeof(T));
   Tensor cols = s.pointwise() ? Tensor() : Tensor::empty({k, chunk * l}, x.dtype());
