@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "generated/KernelDecls.h"
@@ -214,19 +215,22 @@ Tensor maxPool2dWithIndicesBackward(const Tensor& gradOutput, const Tensor& self
     const T* g = go.data<T>();
     T* gi = gradIn.data<T>();
     const int64_t outPlane = p.oh * p.ow;
+    std::memset(static_cast<void*>(gi), 0, size_t(gradIn.numel()) * sizeof(T));
     forEachPlane(p.planes, gradIn.numel() + go.numel(), [&](int64_t plane) {
       T* dst = gi + plane * planeSize;
-      std::fill(dst, dst + planeSize, T(0));
       const T* src = g + plane * outPlane;
       const int64_t* index = ip + plane * outPlane;
       bool bad = false;
       for (int64_t i = 0; i < outPlane; ++i) {
-        const int64_t at = index[i];
-        if (at < 0 || at >= planeSize) [[unlikely]] {
+        const uint64_t at = uint64_t(index[i]);
+        if (at >= uint64_t(planeSize)) [[unlikely]] {
           bad = true;
           continue;
         }
-        dst[at] = T(A(dst[at]) + A(src[i]));
+        if constexpr (std::is_same_v<T, A>)
+          dst[at] += src[i];
+        else
+          dst[at] = T(A(dst[at]) + A(src[i]));
       }
       if (bad) outOfRange.store(true, std::memory_order_relaxed);
     });
