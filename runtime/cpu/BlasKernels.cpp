@@ -14,6 +14,7 @@
 #include "generated/KernelDecls.h"
 #include "generated/Ops.h"
 #include "runtime/CppTypeName.h"
+#include "runtime/cpu/Gemm.h"
 #include "runtime/TensorIterator.h"
 
 namespace kiln::kernels {
@@ -467,3 +468,15 @@ Tensor outer(const Tensor& self, const Tensor& vec2) {
 }
 
 } // namespace kiln::kernels
+
+namespace kiln::cpu {
+
+void gemmInto(const Tensor& a, const Tensor& b, const Tensor& c, bool accumulate) {
+  kernels::batchedGemm("mm", a, b, c, {}, Scalar(int64_t(1)), Scalar(int64_t(accumulate ? 1 : 0)));
+}
+
+int blasThreads() { return openblas_get_num_threads(); }
+
+void setBlasThreads(int threads) { openblas_set_num_threads(threads); }
+
+} // namespace kiln::cpu

@@ -142,8 +142,10 @@ def add_op_call(r, g, tensors, numbers):
     args, kwargs = [], {}
     positional = [a for a in schema["args"] if not a["kwarg_only"]]
     keyword = [a for a in schema["args"] if a["kwarg_only"]]
-    # Required positionals, then a random prefix of the defaulted ones (or some as keywords).
-    required = sum(1 for a in positional if not a["has_default"] and not a["optional"])
+    # Every positional up to the last required one (optional ones may come before it, as in
+    # native_batch_norm_backward), then a random prefix of the defaulted ones (or some as keywords).
+    required = max((i + 1 for i, a in enumerate(positional) if not a["has_default"] and not a["optional"]),
+                   default=0)
     count = r.randint(required, len(positional))
     for i, a in enumerate(positional):
         value = schema_value(r, a, i, tensors, numbers)

@@ -444,6 +444,7 @@ def _spec_table():
                               (((3, 2), _idx((0, 2), 3)), {"dim": 0})])
     _prims_specs(s)
     _nn_specs(s)
+    _nn_kernel_specs(s)
     return s
 
 
@@ -491,6 +492,66 @@ def _nn_specs(s):
     s["constant_pad_nd"] = dict(cases=[(((2, 3),), {"pad": [1, 2]}), ((NC(3, 4),), {"pad": [-1, 1, 2, 0], "value": 2}),
                                        (((),), {"pad": []}), (((0, 3),), {"pad": [1, 1, 1, 0]}),
                                        (((2, 3, 4),), {"pad": [0, 0, -1, -1]})])
+
+
+def _nn_kernel_specs(s):
+    """Convolution, pooling, batch/group norm and embedding (ir/ops/nn.yaml's kernels); the
+    backward ops get gradients of the forward's output shape."""
+    conv2 = dict(stride=[1, 1], padding=[1, 0], dilation=[1, 1], transposed=False, output_padding=[0, 0], groups=1)
+    conv1 = dict(stride=[2], padding=[1], dilation=[2], transposed=False, output_padding=[0], groups=2)
+    empty = dict(conv2, padding=[0, 0])
+    s["convolution"] = dict(cases=[(((2, 3, 5, 5), (4, 3, 2, 2), (4,)), conv2),
+                                   ((NC(2, 4, 6), (2, 2, 3), None), conv1),
+                                   (((0, 2, 4, 4), (3, 2, 1, 1), (3,)), empty)])
+    s["convolution_backward"] = dict(cases=[
+        (((2, 4, 6, 4), (2, 3, 5, 5), (4, 3, 2, 2)), dict(conv2, bias_sizes=[4], output_mask=[1, 1, 1])),
+        ((NC(2, 2, 2), (2, 4, 6), (2, 2, 3)), dict(conv1, bias_sizes=None, output_mask=[1, 1, 0])),
+        (((0, 3, 4, 4), (0, 2, 4, 4), (3, 2, 1, 1)), dict(empty, bias_sizes=[3], output_mask=[0, 1, 1]))])
+    pool = dict(kernel_size=[2, 2], stride=[2, 1], padding=[1, 0], dilation=[1, 1], ceil_mode=True)
+    s["max_pool2d_with_indices"] = dict(cases=[(((2, 3, 5, 4),), pool),
+                                               ((NC(2, 6, 5),), dict(kernel_size=[3], dilation=[2])),
+                                               (((0, 2, 4, 4),), dict(kernel_size=[2, 2]))])
+    s["max_pool2d_with_indices_backward"] = dict(cases=[
+        (((2, 3, 3, 3), (2, 3, 5, 4), _idx((2, 3, 3, 3), 20)), pool),
+        ((NC(2, 2, 1), (2, 6, 5), _idx((2, 2, 1), 30)), dict(pool, kernel_size=[3, 3], stride=[3, 3], padding=[0, 0],
+                                                             ceil_mode=False))])
+    avg = dict(kernel_size=[3, 2], stride=[2, 1], padding=[1, 0], ceil_mode=True, count_include_pad=False)
+    s["avg_pool2d"] = dict(cases=[(((2, 3, 5, 4),), avg),
+                                  ((NC(2, 6, 5),), dict(kernel_size=[2], divisor_override=3)),
+                                  (((0, 2, 4, 4),), dict(kernel_size=[2, 2]))])
+    s["avg_pool2d_backward"] = dict(cases=[
+        (((2, 3, 3, 3), (2, 3, 5, 4)), dict(avg, divisor_override=None)),
+        ((NC(2, 3, 2), (2, 6, 5)), dict(kernel_size=[2, 2], stride=[2, 2], padding=[0, 0], ceil_mode=False,
+                                        count_include_pad=True, divisor_override=3))])
+    s["_adaptive_avg_pool2d"] = dict(cases=[(((2, 3, 5, 7),), dict(output_size=[2, 3])),
+                                            ((NC(2, 4, 6),), dict(output_size=[1, 1])),
+                                            (((0, 2, 4, 4),), dict(output_size=[3, 3]))])
+    s["_adaptive_avg_pool2d_backward"] = dict(cases=[(((2, 3, 2, 3), (2, 3, 5, 7)), {}),
+                                                     ((NC(2, 3, 3), (2, 4, 6)), {})])
+    s["native_batch_norm"] = dict(cases=[
+        (((4, 3, 2, 2), (3,), (3,), (3,), T((3,), low=0.5, high=2)), dict(training=True, momentum=0.1, eps=1e-5)),
+        ((NC(5, 3), None, None, (3,), T((3,), low=0.5, high=2)), dict(training=False, momentum=0.1, eps=1e-3)),
+        (((3, 2, 4), (2,), None, None, None), dict(training=True, momentum=0.5, eps=1e-5))])
+    s["native_batch_norm_backward"] = dict(cases=[
+        (((4, 3, 2, 2), (4, 3, 2, 2), (3,), None, None, (3,), T((3,), low=0.5, high=2)),
+         dict(train=True, eps=1e-5, output_mask=[1, 1, 1])),
+        ((NC(5, 3), (5, 3), None, (3,), T((3,), low=0.5, high=2), None, None),
+         dict(train=False, eps=1e-5, output_mask=[1, 0, 1]))])
+    # (contiguous inputs: PyTorch's 16-bit group norm misreads non-contiguous ones)
+    s["native_group_norm"] = dict(cases=[
+        (((2, 4, 3, 2), (4,), (4,)), dict(N=2, C=4, HxW=6, group=2, eps=1e-5)),
+        (((3, 6), None, None), dict(N=3, C=6, HxW=1, group=3, eps=1e-3))])
+    s["native_group_norm_backward"] = dict(cases=[
+        (((2, 4, 3), (2, 4, 3), (2, 2), T((2, 2), low=0.5, high=2), (4,)),
+         dict(N=2, C=4, HxW=3, group=2, output_mask=[1, 1, 1])),
+        (((3, 6), (3, 6), (3, 3), T((3, 3), low=0.5, high=2), None),
+         dict(N=3, C=6, HxW=1, group=3, output_mask=[1, 0, 0]))])
+    s["embedding"] = dict(cases=[(((5, 3), _idx((2, 4), 5)), {}),
+                                 ((NC(6, 2), _idx((3,), 6)), dict(padding_idx=1)),
+                                 (((4, 2), _idx((0,), 4)), {})])
+    s["embedding_dense_backward"] = dict(cases=[
+        (((2, 4, 3), _idx((2, 4), 5)), dict(num_weights=5, padding_idx=-1, scale_grad_by_freq=False)),
+        ((NC(3, 2), _idx((3,), 6)), dict(num_weights=6, padding_idx=1, scale_grad_by_freq=True))])
 
 
 def _prims_specs(s):
@@ -801,6 +862,16 @@ def _torch_prim(name):
     return op
 
 
+def _with_bool_mask(op):
+    def call(*args, **kwargs):
+        if "output_mask" in kwargs:
+            kwargs["output_mask"] = [bool(b) for b in kwargs["output_mask"]]
+        else:
+            args = args[:-1] + ([bool(b) for b in args[-1]],)
+        return op(*args, **kwargs)
+    return call
+
+
 def torch_op(target):
     """PyTorch's callable for kiln op overload `target`: the overload of the same name in
     torch.ops (aten, prims) or, for the overloads PyTorch only has through its Python parser,
@@ -815,6 +886,10 @@ def torch_op(target):
         "where.Tensor_method": lambda self, condition, other: torch.where(condition, self, other),
         "norm": torch.norm,
         "norm.str": torch.norm,
+        # kiln's backward ops take output_mask as int[3] (the table has no bool lists), PyTorch's bool[3].
+        "convolution_backward": _with_bool_mask(torch.ops.aten.convolution_backward.default),
+        "native_batch_norm_backward": _with_bool_mask(torch.ops.aten.native_batch_norm_backward.default),
+        "native_group_norm_backward": _with_bool_mask(torch.ops.aten.native_group_norm_backward.default),
     }
     key = f"{name}.{ov}" if ov else name
     if key in special:

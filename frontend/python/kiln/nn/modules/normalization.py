@@ -8,6 +8,42 @@ from ..parameter import Parameter
 from .module import Module
 
 
+class GroupNorm(Module):
+    """Normalizes each sample over groups of num_channels // num_groups channels (and all positions),
+    then a per-channel affine."""
+
+    def __init__(self, num_groups, num_channels, eps=1e-5, affine=True, device=None, dtype=None, *, bias=True):
+        super().__init__()
+        if num_channels % num_groups != 0:
+            raise ValueError(f"num_channels ({num_channels}) must be divisible by num_groups ({num_groups})")
+        self.num_groups = num_groups
+        self.num_channels = num_channels
+        self.eps = eps
+        self.affine = affine
+        if affine:
+            self.weight = Parameter(_C._ops.empty([num_channels], dtype=dtype, device=device))
+            if bias:
+                self.bias = Parameter(_C._ops.empty([num_channels], dtype=dtype, device=device))
+            else:
+                self.register_parameter("bias", None)
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        if self.affine:
+            init.ones_(self.weight)
+            if self.bias is not None:
+                init.zeros_(self.bias)
+
+    def forward(self, input):
+        return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
+
+    def extra_repr(self):
+        return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}, bias={self.bias is not None}"
+
+
 class LayerNorm(Module):
     """Normalizes over the last len(normalized_shape) dims, then an elementwise affine."""
 
