@@ -186,7 +186,10 @@ def test_loss_modules_match_torch():
     assert_match(km(kp, kp), tm(tp, tp))
     km = nn.BCEWithLogitsLoss(pos_weight=kiln.ones(5))
     assert list(km.state_dict()) == list(torch.nn.BCEWithLogitsLoss(pos_weight=torch.ones(5)).state_dict())
-    assert nn.MSELoss(size_average=False).reduction == torch.nn.MSELoss(size_average=False).reduction == "sum"
+    with pytest.warns(UserWarning, match="size_average and reduce args will be deprecated, please use reduction='sum'"):
+        assert nn.MSELoss(size_average=False).reduction == "sum"
+    with pytest.warns(UserWarning, match="size_average and reduce args will be deprecated"):
+        assert torch.nn.MSELoss(size_average=False).reduction == "sum"
 
 
 @needs_autograd

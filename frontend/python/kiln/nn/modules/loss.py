@@ -6,9 +6,7 @@ from .module import Module
 class _Loss(Module):
     def __init__(self, size_average=None, reduce=None, reduction="mean"):
         super().__init__()
-        if size_average is not None or reduce is not None:
-            reduction = F._legacy_string(size_average, reduce)
-        self.reduction = reduction
+        self.reduction = F._legacy_reduction(size_average, reduce, reduction)
 
 
 class _WeightedLoss(_Loss):
