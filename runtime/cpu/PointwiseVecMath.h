@@ -1,7 +1,8 @@
-// float32 exp, tanh and erf written with arithmetic and bit operations only, so that the
-// compiler vectorizes the loops that call them (libm's expf/tanhf are opaque calls). Accuracy:
-// exp within 2 ulp, tanh within 3 ulp; gelu's erf is the Abramowitz-Stegun form PyTorch's
-// vectorized kernel uses (absolute error below 1.5e-7).
+// float32 exp, expm1, log1p, tanh and erf written with arithmetic and bit operations only, so
+// that the compiler vectorizes the loops that call them (libm's expf/tanhf are opaque calls, and
+// glibc's expm1f/log1pf take ~20 ns each). Accuracy: exp within 2 ulp, log1p within 2.5 ulp,
+// tanh and expm1 within 3.5 ulp; gelu's erf is the Abramowitz-Stegun form PyTorch's vectorized
+// kernel uses (absolute error below 1.5e-7). Every selection is a select, never a branch.
 #pragma once
 #include <bit>
 #include <cstdint>
@@ -39,6 +40,56 @@ inline float exp(float x) {
   if (x > maxArg) result = std::numeric_limits<float>::infinity();
   if (x < minArg) result = 0.0f;
   return x != x ? x : result;
+}
+
+// e^x - 1: Cephes' polynomial for |x| <= 0.5 (no cancellation there), exp(x) - 1 above.
+inline float expm1(float x) {
+  float p = 1.9618793909e-4f;
+  p = p * x + 1.3888397e-3f;
+  p = p * x + 8.3333076e-3f;
+  p = p * x + 4.1666642e-2f;
+  p = p * x + 1.6666667e-1f;
+  p = p * x + 5.0e-1f;
+  float small = p * (x * x) + x;
+  float a = x < 0 ? -x : x;
+  float r = a <= 0.5f ? small : exp(x) - 1.0f;
+  return x == 0.0f ? x : r; // keeps -0
+}
+
+// log(u) for a positive normal finite u: u = m 2^e with m in [sqrt(1/2), sqrt(2)), Cephes'
+// polynomial in m - 1, ln2 split in two for e. Other inputs give a meaningless finite value.
+inline float logNormal(float u) {
+  int32_t bits = std::bit_cast<int32_t>(u);
+  float e = static_cast<float>(((bits >> 23) & 0xff) - 126);
+  float m = std::bit_cast<float>((bits & 0x007fffff) | 0x3f000000); // in [0.5, 1)
+  bool below = m < 0.707106781186547524f;
+  e = below ? e - 1.0f : e;
+  m = below ? m + m - 1.0f : m - 1.0f;
+  float z = m * m;
+  float y = 7.0376836292e-2f;
+  y = y * m - 1.1514610310e-1f;
+  y = y * m + 1.1676998740e-1f;
+  y = y * m - 1.2420140846e-1f;
+  y = y * m + 1.4249322787e-1f;
+  y = y * m - 1.6668057665e-1f;
+  y = y * m + 2.0000714765e-1f;
+  y = y * m - 2.4999993993e-1f;
+  y = y * m + 3.3333331174e-1f;
+  y = y * m * z - 2.12194440e-4f * e - 0.5f * z;
+  return m + y + 0.693359375f * e;
+}
+
+// log(1 + x) = log(u) * x / (u - 1) with u = fl(1 + x): the factor undoes the rounding of u
+// (Goldberg); x itself where u rounds to 1. u is never subnormal (1 + x is exact near -1).
+inline float log1p(float x) {
+  constexpr float inf = std::numeric_limits<float>::infinity();
+  float u = 1.0f + x;
+  float d = u - 1.0f;
+  float r = logNormal(u) * (x / (d == 0.0f ? 1.0f : d));
+  r = d == 0.0f ? x : r;
+  r = u == 0.0f ? -inf : r;
+  r = u < 0.0f ? std::numeric_limits<float>::quiet_NaN() : r;
+  return u == inf ? inf : r;
 }
 
 // tanh: Cephes' odd polynomial for |x| < 0.625, 1 - 2 / (e^{2|x|} + 1) above (sign restored).

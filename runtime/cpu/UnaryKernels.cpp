@@ -68,8 +68,8 @@ Tensor predicate(const char* name, const Tensor& self, const Tensor& out, F f) {
   return iter.output();
 }
 
-// exp, tanh and gelu's erf in float go through the vectorizable versions of PointwiseVecMath.h;
-// double uses libm.
+// exp, expm1, log1p, tanh and gelu's erf in float go through the vectorizable versions of
+// PointwiseVecMath.h; double uses libm.
 template <typename M> inline M fastExp(M x) {
   if constexpr (std::is_same_v<M, float>)
     return cpu::vec::exp(x);
@@ -92,11 +92,21 @@ template <typename M> inline M geluErf(M x) {
 // The float ops. Each takes and returns the opmath type.
 constexpr auto expOp = [](auto x) { return fastExp(x); };
 constexpr auto exp2Op = [](auto x) { return std::exp2(x); };
-constexpr auto expm1Op = [](auto x) { return std::expm1(x); };
+constexpr auto expm1Op = [](auto x) {
+  if constexpr (std::is_same_v<decltype(x), float>)
+    return cpu::vec::expm1(x);
+  else
+    return std::expm1(x);
+};
 constexpr auto logOp = [](auto x) { return std::log(x); };
 constexpr auto log2Op = [](auto x) { return std::log2(x); };
 constexpr auto log10Op = [](auto x) { return std::log10(x); };
-constexpr auto log1pOp = [](auto x) { return std::log1p(x); };
+constexpr auto log1pOp = [](auto x) {
+  if constexpr (std::is_same_v<decltype(x), float>)
+    return cpu::vec::log1p(x);
+  else
+    return std::log1p(x);
+};
 constexpr auto sqrtOp = [](auto x) { return std::sqrt(x); };
 constexpr auto rsqrtOp = [](auto x) { return decltype(x)(1) / std::sqrt(x); };
 constexpr auto sinOp = [](auto x) { return std::sin(x); };

@@ -167,3 +167,47 @@ def test_padding_modules_match_torch(name, args):
     assert repr(km) == repr(tm)
     kx, tx = both(sample((2, 3, 4), "float32", seed=2))
     assert_match(km(kx), tm(tx))
+
+
+# -- activations in plain Python (selu, celu, logsigmoid, ...) ------------------------------
+MORE = [("selu", {}), ("celu", {"alpha": 0.5}), ("logsigmoid", {}), ("hardsigmoid", {}), ("softsign", {}),
+        ("tanhshrink", {}), ("glu", {"dim": 1}), ("softmin", {"dim": 0}), ("normalize", {}),
+        ("normalize", {"p": 1.0, "dim": 0})]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("name,kwargs", MORE, ids=[f"{n}{i}" for i, (n, _) in enumerate(MORE)])
+def test_more_activations_match_torch(name, kwargs, dtype):
+    torch = need_torch()
+    a = sample((4, 6), dtype, seed=7, low=-40, high=40)
+    a[0, :3] = [0.0, 1e-3, -1e-3]
+    kx, tx = both(a)
+    assert_match(getattr(kiln.nn.functional, name)(kx, **kwargs), getattr(torch.nn.functional, name)(tx, **kwargs))
+
+
+def test_more_activation_modules_match_torch():
+    torch = need_torch()
+    kx, tx = both(sample((3, 4), "float32", seed=8))
+    for name, args in [("SELU", (True,)), ("CELU", (0.5,)), ("Hardsigmoid", ()), ("LogSigmoid", ()), ("Softsign", ()),
+                       ("Tanhshrink", ()), ("GLU", (1,)), ("Softmin", (1,)), ("PReLU", ()), ("PReLU", (4, 0.1))]:
+        km, tm = getattr(nn, name)(*args), getattr(torch.nn, name)(*args)
+        assert repr(km) == repr(tm)
+        with torch.no_grad():
+            assert_match(km(kx.clone()), tm(tx.clone()))
+    km, tm = nn.CosineSimilarity(dim=1), torch.nn.CosineSimilarity(dim=1)
+    ky, ty = both(sample((3, 4), "float32", seed=9))
+    assert_match(km(kx, ky), tm(tx, ty))
+    assert_match(kiln.nn.functional.cosine_similarity(kx, kiln.zeros(3, 4)),
+                 torch.nn.functional.cosine_similarity(tx, torch.zeros(3, 4)))
+
+
+def test_one_hot_and_glu_errors_match_torch():
+    torch = need_torch()
+    kt, tt = both(np.array([[0, 3], [2, 1]], dtype=np.int64))
+    assert_match(kiln.nn.functional.one_hot(kt), torch.nn.functional.one_hot(tt))
+    assert_match(kiln.nn.functional.one_hot(kt, 6), torch.nn.functional.one_hot(tt, 6))
+    for lib in (torch, kiln):
+        with pytest.raises(RuntimeError, match="Class values must be smaller than num_classes"):
+            lib.nn.functional.one_hot(lib.tensor([0, 5]), 3)
+        with pytest.raises(RuntimeError, match="Halving dimension must be even"):
+            lib.nn.functional.glu(lib.ones(3, 5))

@@ -186,7 +186,10 @@ def test_loss_modules_match_torch():
     assert_match(km(kp, kp), tm(tp, tp))
     km = nn.BCEWithLogitsLoss(pos_weight=kiln.ones(5))
     assert list(km.state_dict()) == list(torch.nn.BCEWithLogitsLoss(pos_weight=torch.ones(5)).state_dict())
-    assert nn.MSELoss(size_average=False).reduction == torch.nn.MSELoss(size_average=False).reduction == "sum"
+    with pytest.warns(UserWarning, match="size_average and reduce args will be deprecated, please use reduction='sum'"):
+        assert nn.MSELoss(size_average=False).reduction == "sum"
+    with pytest.warns(UserWarning, match="size_average and reduce args will be deprecated"):
+        assert torch.nn.MSELoss(size_average=False).reduction == "sum"
 
 
 @needs_autograd
@@ -200,3 +203,29 @@ def test_cross_entropy_gradient_matches_torch(smoothing):
     nn.functional.cross_entropy(kx, kt, ignore_index=-1, label_smoothing=smoothing).backward()
     torch.nn.functional.cross_entropy(tx, tt, ignore_index=-1, label_smoothing=smoothing).backward()
     assert_match(kx.grad, tx.grad)
+
+
+@pytest.mark.parametrize("reduction", REDUCTIONS + ["batchmean"])
+@pytest.mark.parametrize("log_target", [False, True])
+def test_kl_div_matches_torch(reduction, log_target):
+    torch = need_torch()
+    kx, tx = both(np.log(np.random.default_rng(1).dirichlet(np.ones(5), size=4)))
+    p = np.random.default_rng(2).dirichlet(np.ones(5), size=4)
+    p[0, 0] = 0.0  # 0 * log 0 = 0
+    kt, tt = both(np.log(p) if log_target else p)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert_match(nn.functional.kl_div(kx, kt, reduction=reduction, log_target=log_target),
+                     torch.nn.functional.kl_div(tx, tt, reduction=reduction, log_target=log_target))
+    assert repr(nn.KLDivLoss(log_target=log_target)) == repr(torch.nn.KLDivLoss(log_target=log_target))
+
+
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+def test_huber_loss_matches_torch(reduction):
+    torch = need_torch()
+    kx, tx = both(sample((4, 5), "float64", seed=1))
+    ky, ty = both(sample((4, 5), "float64", seed=2))
+    for delta in (1.0, 0.3):
+        assert_match(nn.functional.huber_loss(kx, ky, reduction=reduction, delta=delta),
+                     torch.nn.functional.huber_loss(tx, ty, reduction=reduction, delta=delta))
+        assert_match(nn.HuberLoss(reduction, delta)(kx, ky), torch.nn.HuberLoss(reduction, delta)(tx, ty))

@@ -385,13 +385,121 @@ def _in_projection(query, key, value, in_proj_weight, in_proj_bias, separate, w_
     return linear(query, w_q, b_q), linear(key, w_k, b_k), linear(value, w_v, b_v)
 
 
-    if not training or p == 0.0:
-        return input
-    if p == 1.0:
-        return input.zero_() if inplace else input * 0
-    keep = _ops.rand_like(input, dtype=input.dtype) >= p
-    out = input * keep / (1.0 - p)
+# -- more activations and losses, in plain Python over the table's ops ----------------------------
+_SELU_ALPHA, _SELU_SCALE = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
+
+
+def selu(input, inplace=False):
+    fn = _ops.elu_ if inplace else _ops.elu
+    return fn(input, _SELU_ALPHA, _SELU_SCALE)
+
+
+def celu(input, alpha=1.0, inplace=False):
+    fn = _ops.elu_ if inplace else _ops.elu
+    return fn(input, alpha, 1.0, 1.0 / alpha)
+
+
+def logsigmoid(input):
+    # min(x, 0) - log1p(exp(-|x|)): no overflow for large |x|.
+    return input.clamp_max(0) - (-input.abs()).exp().log1p()
+
+
+def hardsigmoid(input, inplace=False):
+    out = _ops.relu6(input + 3) / 6
     return input.copy_(out) if inplace else out
+
+
+def softsign(input):
+    return input / (input.abs() + 1)
+
+
+def tanhshrink(input):
+    return input - input.tanh()
+
+
+def glu(input, dim=-1):
+    if input.dim() == 0:
+        raise RuntimeError("glu does not support scalars because halving size must be even")
+    if input.shape[dim] % 2:
+        raise RuntimeError(f"Halving dimension must be even, but dimension {dim % input.dim()} is size {input.shape[dim]}")
+    a, b = input.chunk(2, dim)
+    return a * b.sigmoid()
+
+
+def softmin(input, dim=None, _stacklevel=3, dtype=None):
+    if dim is None:
+        dim = _softmax_dim("softmin", input.dim())
+    return _ops.softmax(-input, dim, dtype=dtype)
+
+
+def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
+    denom = input.norm(p, dim, keepdim=True).clamp_min(eps).expand_as(input)
+    result = input / denom
+    return result if out is None else out.copy_(result)
+
+
+def one_hot(tensor, num_classes=-1):
+    if tensor.dtype != _C.int64:
+        raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
+    if num_classes == -1:
+        num_classes = int(tensor.max().item()) + 1 if tensor.numel() else 0
+    if tensor.numel() and (int(tensor.min().item()) < 0 or int(tensor.max().item()) >= num_classes):
+        raise RuntimeError("Class values must be smaller than num_classes." if int(tensor.min().item()) >= 0
+                           else "Class values must be non-negative.")
+    classes = _ops.arange(num_classes, dtype=_C.int64)
+    return (tensor.unsqueeze(-1) == classes).to(_C.int64)
+
+
+def cosine_similarity(x1, x2, dim=1, eps=1e-8):
+    # torch clamps each norm at eps separately, then divides the dot product by their product.
+    n1 = x1.norm(2, dim).clamp_min(eps)
+    n2 = x2.norm(2, dim).clamp_min(eps)
+    return (x1 * x2).sum(dim) / (n1 * n2)
+
+
+def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
+    _warn_target_size(input, target)
+    diff = (input - target).abs()
+    loss = _ops.where(diff < delta, diff * diff * 0.5, (diff - 0.5 * delta) * delta)
+    if weight is not None:
+        if tuple(weight.shape) != tuple(input.shape):
+            raise ValueError("Weights and input must have the same size.")
+        loss = loss * weight
+        if reduction == "mean":
+            return loss.sum() / weight.sum()
+    return _reduce(loss, reduction)
+
+
+def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
+    if size_average is not None or reduce is not None:
+        reduction = _legacy_reduction(size_average, reduce, reduction)
+    elif reduction == "mean":
+        warnings.warn("reduction: 'mean' divides the total loss by both the batch size and the support size."
+                      "'batchmean' divides only by the batch size, and aligns with the KL div math definition."
+                      "'mean' will be changed to behave the same as 'batchmean' in the next major release.",
+                      stacklevel=2)
+    if log_target:
+        pointwise = target.exp() * (target - input)
+    else:
+        # xlogy(t, t) - t * input, with 0 * log(0) = 0.
+        pointwise = _ops.where(target == 0, target * 0, target * target.log()) - target * input
+    if reduction == "batchmean":
+        total = pointwise.sum()
+        return total / input.shape[0] if input.dim() else total
+    return _reduce(pointwise, reduction)
+
+
+def _reduce(loss, reduction):
+    enum = _reduction_enum(reduction)
+    return loss if enum == 0 else (loss.mean() if enum == 1 else loss.sum())
+
+
+def prelu(input, weight):
+    if weight.numel() != 1 and (input.dim() < 2 or weight.numel() != input.shape[1]):
+        raise RuntimeError(f"Mismatch of parameter numbers and input channel size. Found parameter numbers = "
+                           f"{weight.numel()} and channel size = {input.shape[1] if input.dim() >= 2 else 1}.")
+    w = weight if weight.numel() == 1 or input.dim() < 2 else weight.view([-1] + [1] * (input.dim() - 2))
+    return _ops.where(input > 0, input, input * w)
 
 
 # ---------------------------------------------------------------------------------------------

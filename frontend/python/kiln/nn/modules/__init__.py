@@ -8,9 +8,13 @@ from .normalization import LayerNorm  # noqa: F401
 
 # Tier 2: activations, attention, losses, RMSNorm.
 from .activation import (  # noqa: F401
-    ELU, Hardswish, Hardtanh, LeakyReLU, Mish, MultiheadAttention, ReLU6, Softplus,
+    CELU, ELU, GLU, SELU, Hardsigmoid, Hardswish, Hardtanh, LeakyReLU, LogSigmoid, Mish, MultiheadAttention, PReLU,
+    ReLU6, Softmin, Softplus, Softsign, Tanhshrink,
 )
-from .loss import BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, MSELoss, NLLLoss, SmoothL1Loss  # noqa: F401
+from .distance import CosineSimilarity  # noqa: F401
+from .loss import (  # noqa: F401
+    BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, KLDivLoss, L1Loss, MSELoss, NLLLoss, SmoothL1Loss,
+)
 from .normalization import RMSNorm  # noqa: F401
 from .padding import (  # noqa: F401
     CircularPad1d, CircularPad2d, CircularPad3d, ConstantPad1d, ConstantPad2d, ConstantPad3d, ReflectionPad1d,
