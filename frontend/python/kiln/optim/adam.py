@@ -21,9 +21,10 @@ class Adam(Optimizer):
         denom = (exp_avg_sq.sqrt() / sqrt(1 - beta2 ** step)).add_(eps)   (max_exp_avg_sq: amsgrad)
         param.addcdiv_(exp_avg, denom, value=-lr / (1 - beta1 ** step))
 
-    `foreach` and `fused` are accepted for compatibility and do not change the arithmetic;
-    `capturable` (CUDA graphs) needs a CUDA device: step() raises AssertionError, as torch does
-    for cpu parameters.
+    By default (fused=None or True) each parameter is updated by one `_fused_adam_` kernel
+    that rounds every step as the ops above do; fused=False runs the ops one by one (same
+    results). `foreach` is accepted for compatibility and changes nothing. `capturable` (CUDA
+    graphs) needs a CUDA device: step() raises AssertionError, as torch does for cpu tensors.
     """
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
@@ -97,17 +98,39 @@ class Adam(Optimizer):
         the loss."""
         loss = self._closure_loss(closure)
         for group in self.param_groups:
+            if group["capturable"]:
+                # torch's check: a capturable step needs params and steps on a CUDA-graph device.
+                raise AssertionError("If capturable=True, params and state_steps must be on "
+                                     "supported devices: ['cuda', 'xla', 'xpu']; kiln's tensors "
+                                     "are on cpu")
             if group["differentiable"]:
                 self._step_group_differentiable(group)
+            elif group["fused"] is False or isinstance(group["lr"], Tensor):
+                self._step_group_ops(group)
             else:
-                self._step_group(group)
+                self._step_group_fused(group)
         return loss
 
-    def _step_group(self, group):
-        if group["capturable"]:
-            # torch's check: a capturable step needs params and steps on a CUDA-graph device.
-            raise AssertionError("If capturable=True, params and state_steps must be on supported "
-                                 "devices: ['cuda', 'xla', 'xpu']; kiln's tensors are on cpu")
+    def _step_group_fused(self, group):
+        # One _fused_adam_ call per parameter: the same arithmetic as _step_group_ops, in one
+        # pass over the parameter and its state.
+        beta1, beta2 = (_to_scalar(b) for b in group["betas"])
+        lr, weight_decay, eps = group["lr"], group["weight_decay"], group["eps"]
+        amsgrad, maximize = group["amsgrad"], group["maximize"]
+        decoupled = group["decoupled_weight_decay"]
+        fused_adam = _C._ops._fused_adam_
+        for param in group["params"]:
+            grad = param.grad
+            if grad is None:
+                continue
+            state = self._init_state(param, amsgrad)
+            fused_adam(param, grad, state["exp_avg"], state["exp_avg_sq"],
+                       state["max_exp_avg_sq"] if amsgrad else None, state["step"], lr=lr,
+                       beta1=beta1, beta2=beta2, weight_decay=weight_decay, eps=eps,
+                       maximize=maximize, decoupled_weight_decay=decoupled)
+
+    def _step_group_ops(self, group):
+        # torch's single-tensor step op for op (fused=False, or a tensor lr).
         beta1, beta2 = (_to_scalar(b) for b in group["betas"])
         lr = group["lr"]
         weight_decay = group["weight_decay"]
