@@ -72,8 +72,9 @@ def test_steps_match_torch(cls_name, kwargs):
     kp, kopt = _run(kiln, cls_name, kwargs)
     tp, topt = _run(torch, cls_name, kwargs)
     for k, t in zip(kp, tp):
-        # Same ops in the same order as torch's CPU path: equal up to float32 rounding.
-        np.testing.assert_allclose(_as_np(k), _as_np(t), rtol=2e-6, atol=1e-7)
+        # Same ops in the same order as torch's CPU path: SGD equal, Adam within float32 rounding
+        # (see test_fused_adam_matches_op_by_op_path).
+        np.testing.assert_array_max_ulp(_as_np(k), _as_np(t), maxulp=2)
     ksd, tsd = kopt.state_dict(), topt.state_dict()
     assert ksd["param_groups"] == tsd["param_groups"]
     assert sorted(ksd["state"]) == sorted(tsd["state"])
@@ -88,16 +89,19 @@ def test_steps_match_torch(cls_name, kwargs):
 ADAM_CONFIGS = [(c, k) for c, k in CONFIGS if c != "SGD"]
 
 
-@pytest.mark.parametrize("cls_name,kwargs", ADAM_CONFIGS, ids=[f"{c}-{i}" for i, (c, _) in enumerate(ADAM_CONFIGS)])
-def test_fused_adam_is_torch_bit_for_bit(cls_name, kwargs):
-    """The default (fused kernel) path rounds as torch's ops do: float32 results are equal, and
-    equal to kiln's op-by-op path (fused=False) within float32 rounding."""
+@pytest.mark.parametrize("cls_name,kwargs", ADAM_CONFIGS,
+                         ids=[f"{c}-{i}" for i, (c, _) in enumerate(ADAM_CONFIGS)])
+def test_fused_adam_matches_op_by_op_path(cls_name, kwargs):
+    """The fused kernel (the default) rounds each element as kiln's op-by-op path (fused=False)
+    does: equal bit for bit. Against torch: within 2 ulp over 8 steps (torch's float32 sqrt, from
+    MKL, is not correctly rounded: about 1 in 6 results is one ulp off the IEEE sqrt that kiln
+    computes, which can move a parameter by one ulp)."""
     fused, _ = _run(kiln, cls_name, kwargs, steps=8)
     ops, _ = _run(kiln, cls_name, dict(kwargs, fused=False), steps=8)
     tp, _ = _run(torch, cls_name, kwargs, steps=8)
     for f, o, t in zip(fused, ops, tp):
-        assert np.array_equal(_as_np(f), _as_np(t))
-        np.testing.assert_allclose(_as_np(o), _as_np(t), rtol=2e-6, atol=1e-7)
+        assert np.array_equal(_as_np(f), _as_np(o))
+        np.testing.assert_array_max_ulp(_as_np(f), _as_np(t), maxulp=2)
 
 
 def test_fused_adam_non_contiguous_and_errors():
@@ -135,7 +139,7 @@ def test_param_groups_and_missing_grads():
     for k, t in zip(kp, tp):
         np.testing.assert_allclose(_as_np(k), _as_np(t), rtol=2e-6, atol=1e-7)
     assert kopt.state_dict()["param_groups"] == topt.state_dict()["param_groups"]
-    assert len(kopt.state[kp[3]]) == 0 and sorted(kopt.state_dict()["state"]) == [0, 1, 2, 4]
+    assert kp[3] not in kopt.state and sorted(kopt.state_dict()["state"]) == [0, 1, 2, 4]
 
 
 @pytest.mark.parametrize("name", ["SGD", "Adam", "AdamW", "Optimizer"])

@@ -56,6 +56,9 @@ class _Global:
     def __init__(self, module, name):
         self.module, self.name = module, name
 
+    def __call__(self, *args):  # pickle requires a reduce function to be callable
+        raise TypeError(f"{self.module}.{self.name} is a name in a saved file, not a function")
+
 
 _REBUILD_TENSOR = _Global("torch._utils", "_rebuild_tensor_v2")
 _REBUILD_PARAMETER = _Global("torch._utils", "_rebuild_parameter")

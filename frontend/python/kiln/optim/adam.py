@@ -120,7 +120,7 @@ class Adam(Optimizer):
         decoupled = group["decoupled_weight_decay"]
         fused_adam = _C._ops._fused_adam_
         for param in group["params"]:
-            grad = param.grad
+            grad = getattr(param, "grad", None)
             if grad is None:
                 continue
             state = self._init_state(param, amsgrad)
@@ -139,7 +139,7 @@ class Adam(Optimizer):
         maximize = group["maximize"]
         decoupled = group["decoupled_weight_decay"]
         for param in group["params"]:
-            grad = param.grad
+            grad = getattr(param, "grad", None)
             if grad is None:
                 continue
             state = self._init_state(param, amsgrad)
@@ -181,7 +181,7 @@ class Adam(Optimizer):
         eps = group["eps"]
         amsgrad = group["amsgrad"]
         for param in group["params"]:
-            grad = param.grad
+            grad = getattr(param, "grad", None)
             if grad is None:
                 continue
             state = self._init_state(param, amsgrad)

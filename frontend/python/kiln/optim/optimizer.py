@@ -311,7 +311,7 @@ class Optimizer:
         """Resets the parameters' gradients: to None (the default), or to zeros in place."""
         for group in self.param_groups:
             for p in group["params"]:
-                grad = p.grad
+                grad = getattr(p, "grad", None)
                 if grad is None:
                     continue
                 if set_to_none:

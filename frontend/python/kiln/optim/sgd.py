@@ -63,7 +63,7 @@ class SGD(Optimizer):
             lr = _to_scalar(group["lr"])
             state = self.state
             for param in group["params"]:
-                grad = param.grad
+                grad = getattr(param, "grad", None)
                 if grad is None:
                     continue
                 if maximize:
