@@ -3,6 +3,9 @@
 // round it (FMA where PyTorch's kernels use one, a rounding to the parameter dtype after each
 // op), so the results are torch's bit for bit; this file is compiled with -ffp-contract=off so
 // that the compiler adds no FMA of its own.
+#include <omp.h>
+
+#include <algorithm>
 #include <cmath>
 
 #include "generated/KernelDecls.h"
@@ -12,6 +15,8 @@
 namespace kiln::kernels {
 
 namespace {
+
+enum class WeightDecay { None, Coupled, Decoupled };
 
 // The numbers torch.optim computes in Python (double) before its tensor ops, from the step
 // after its increment.
@@ -23,7 +28,8 @@ struct AdamScalars {
   double biasCorrection2Sqrt;
   double eps;
   double negStepSize;   // -lr / (1 - beta1 ** step)
-  bool coupled, decoupled, maximize;
+  WeightDecay mode;
+  bool maximize;
 };
 
 AdamScalars adamScalars(double lr, double beta1, double beta2, double weightDecay, double eps,
@@ -37,35 +43,40 @@ AdamScalars adamScalars(double lr, double beta1, double beta2, double weightDeca
   s.biasCorrection2Sqrt = std::pow(1 - std::pow(beta2, step), 0.5);
   s.eps = eps;
   s.negStepSize = -(lr / (1 - std::pow(beta1, step)));
-  s.coupled = weightDecay != 0 && !decoupled;
-  s.decoupled = weightDecay != 0 && decoupled;
+  s.mode = weightDecay == 0 ? WeightDecay::None
+           : decoupled       ? WeightDecay::Decoupled
+                             : WeightDecay::Coupled;
   s.maximize = maximize;
   return s;
 }
 
-template <typename T>
-void adamLoop(T* param, const T* gradIn, T* expAvg, T* expAvgSq, T* maxExpAvgSq, int64_t n,
-              const AdamScalars& s) {
+// One contiguous run of elements. The weight-decay mode and amsgrad are template parameters
+// and maximize a multiplication by -1: GCC does not vectorize the loop with them as selects.
+template <typename T, WeightDecay Decay, bool AmsGrad>
+void adamRun(T* __restrict param, const T* __restrict gradIn, T* __restrict expAvg,
+             T* __restrict expAvgSq, T* __restrict maxExpAvgSq, int64_t n, const AdamScalars& s) {
   using M = opmath_t<T>;
   const M decay = M(s.decay), wd = M(s.weightDecay), w = M(s.lerpWeight), b2 = M(s.beta2),
           v2 = M(s.oneMinusBeta2), bc2 = M(s.biasCorrection2Sqrt), eps = M(s.eps),
           value = M(s.negStepSize);
   const bool lowWeight = std::abs(w) < M(0.5);
+  const M gradSign = s.maximize ? M(-1) : M(1); // * -1 is negation, exactly
   const M oneMinusW = M(1) - w;
-#pragma omp parallel for if (n > 32768)
   for (int64_t i = 0; i < n; ++i) {
     M g = M(gradIn[i]);
-    if (s.maximize) g = -g;
+    g = g * gradSign;                                    // maximize: -grad
     M p = M(param[i]);
-    if (s.decoupled) p = M(T(p * decay));                // param.mul_(1 - lr * wd)
-    if (s.coupled) g = M(T(std::fma(wd, p, g)));         // grad.add(param, alpha=wd)
+    if constexpr (Decay == WeightDecay::Decoupled)
+      p = M(T(p * decay));                               // param.mul_(1 - lr * wd)
+    if constexpr (Decay == WeightDecay::Coupled)
+      g = M(T(std::fma(wd, p, g)));                      // grad.add(param, alpha=wd)
     M m = M(expAvg[i]);                                  // exp_avg.lerp_(grad, 1 - beta1)
     M d = g - m;
     m = M(T(lowWeight ? std::fma(w, d, m) : std::fma(-d, oneMinusW, g)));
     M v = M(T(M(expAvgSq[i]) * b2));                     // exp_avg_sq.mul_(beta2)
     v = M(T(std::fma(v2 * g, g, v)));                    // .addcmul_(grad, grad, 1 - beta2)
     M second = v;
-    if (maxExpAvgSq) {                                   // torch.maximum(max, exp_avg_sq)
+    if constexpr (AmsGrad) {                             // torch.maximum(max, exp_avg_sq)
       M old = M(maxExpAvgSq[i]);
       second = (old != old || old > v) ? old : v;
       maxExpAvgSq[i] = T(second);
@@ -76,6 +87,21 @@ void adamLoop(T* param, const T* gradIn, T* expAvg, T* expAvgSq, T* maxExpAvgSq,
     param[i] = T(p + value * m / denom);                 // param.addcdiv_(exp_avg, denom, -step_size)
     expAvg[i] = T(m);
     expAvgSq[i] = T(v);
+  }
+}
+
+// The whole tensor in runs of kRun elements, in parallel when it is large.
+template <typename T, WeightDecay Decay, bool AmsGrad>
+void adamLoop(T* param, const T* grad, T* expAvg, T* expAvgSq, T* maxExpAvgSq, int64_t n,
+              const AdamScalars& s) {
+  constexpr int64_t kRun = 16384;
+  const int64_t runs = (n + kRun - 1) / kRun;
+  const int threads = omp_in_parallel() || n < 2 * kRun ? 1 : omp_get_max_threads();
+#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
+  for (int64_t r = 0; r < runs; ++r) {
+    const int64_t b = r * kRun;
+    adamRun<T, Decay, AmsGrad>(param + b, grad + b, expAvg + b, expAvgSq + b,
+                               AmsGrad ? maxExpAvgSq + b : nullptr, std::min(kRun, n - b), s);
   }
 }
 
@@ -125,8 +151,18 @@ Tensor fusedAdam_(const Tensor& self, const Tensor& grad, const Tensor& exp_avg,
   std::optional<Operand> mx;
   if (max_exp_avg_sq) mx.emplace(*max_exp_avg_sq);
   KILN_DISPATCH_FLOATING(self.dtype(), "_fused_adam_", [&]<typename T>() {
-    adamLoop<T>(p.data.data<T>(), g.data<T>(), m.data.data<T>(), v.data.data<T>(),
-                mx ? mx->data.data<T>() : nullptr, self.numel(), s);
+    T* max = mx ? mx->data.data<T>() : nullptr;
+    auto run = [&]<WeightDecay Decay>() {
+      if (max)
+        adamLoop<T, Decay, true>(p.data.data<T>(), g.data<T>(), m.data.data<T>(),
+                                 v.data.data<T>(), max, self.numel(), s);
+      else
+        adamLoop<T, Decay, false>(p.data.data<T>(), g.data<T>(), m.data.data<T>(),
+                                  v.data.data<T>(), nullptr, self.numel(), s);
+    };
+    if (s.mode == WeightDecay::None) run.template operator()<WeightDecay::None>();
+    if (s.mode == WeightDecay::Coupled) run.template operator()<WeightDecay::Coupled>();
+    if (s.mode == WeightDecay::Decoupled) run.template operator()<WeightDecay::Decoupled>();
   });
   p.finish();
   m.finish();
