@@ -35,7 +35,8 @@ void registerStorage(nb::module_& m) {
     Storage storage = StorageImpl::allocate(nbytes, Device());
     if (nbytes) std::memcpy(storage->data(), data.c_str(), nbytes);
     int64_t n = int64_t(nbytes / itemSize);
-    Tensor t(makeIntrusive<TensorImpl>(std::move(storage), dtype, DimVector(1, n), DimVector(1, 1), 0));
+    Tensor t(makeIntrusive<TensorImpl>(std::move(storage), dtype, DimVector(1, n),
+                                       DimVector(1, 1), 0));
     return nb::steal(wrapTensor(std::move(t)));
   });
 }

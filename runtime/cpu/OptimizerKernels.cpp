@@ -84,7 +84,7 @@ void adamRun(T* __restrict param, const T* __restrict gradIn, T* __restrict expA
     M denom = M(T(std::sqrt(second)));                   // .sqrt()
     denom = M(T(denom / bc2));                           // / bias_correction2_sqrt
     denom = M(T(denom + eps));                           // .add_(eps)
-    param[i] = T(p + value * m / denom);                 // param.addcdiv_(exp_avg, denom, -step_size)
+    param[i] = T(p + value * m / denom);                 // param.addcdiv_(exp_avg, denom, -lr/bc1)
     expAvg[i] = T(m);
     expAvgSq[i] = T(v);
   }
@@ -116,7 +116,8 @@ void checkAdamOperand(const Tensor& self, const Tensor& t, const char* name) {
 // A contiguous tensor to update in place: `t` itself, or a copy written back by finish().
 struct Operand {
   Tensor original, data;
-  explicit Operand(const Tensor& t) : original(t), data(t.isContiguous() ? t : ops::contiguous(t)) {}
+  explicit Operand(const Tensor& t)
+      : original(t), data(t.isContiguous() ? t : ops::contiguous(t)) {}
   void finish() const {
     if (original.isContiguous())
       original.bumpVersion();

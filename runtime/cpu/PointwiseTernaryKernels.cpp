@@ -249,7 +249,8 @@ Tensor addcInto(const char* name, bool divide, const Tensor& self, const Tensor&
   TensorIterator iter(std::move(c));
   if (iter.isMeta()) return iter.output();
   ScalarType t = iter.computeDtype();
-  if (t == ScalarType::Bool) cpu::throwNotImplemented(divide ? "addcdiv_cpu_out" : "addcmul_cpu_out", t);
+  if (t == ScalarType::Bool)
+    cpu::throwNotImplemented(divide ? "addcdiv_cpu_out" : "addcmul_cpu_out", t);
   KILN_DISPATCH_NUMERIC(t, name, [&]<typename T>() {
     using M = opmath_t<T>;
     M v = cpu::checkedScalarTo<M>(value);
@@ -339,14 +340,16 @@ Tensor lerpTensor_(const Tensor& self, const Tensor& end, const Tensor& weight) 
   });
 }
 
-Tensor addcmul(const Tensor& self, const Tensor& tensor1, const Tensor& tensor2, const Scalar& value) {
+Tensor addcmul(const Tensor& self, const Tensor& tensor1, const Tensor& tensor2,
+               const Scalar& value) {
   return addcInto("addcmul", false, self, tensor1, tensor2, value, {});
 }
 Tensor addcmul_(const Tensor& self, const Tensor& tensor1, const Tensor& tensor2,
                 const Scalar& value) {
   return addcInplace("addcmul_", false, self, tensor1, tensor2, value);
 }
-Tensor addcdiv(const Tensor& self, const Tensor& tensor1, const Tensor& tensor2, const Scalar& value) {
+Tensor addcdiv(const Tensor& self, const Tensor& tensor1, const Tensor& tensor2,
+               const Scalar& value) {
   return addcInto("addcdiv", true, self, tensor1, tensor2, value, {});
 }
 Tensor addcdiv_(const Tensor& self, const Tensor& tensor1, const Tensor& tensor2,

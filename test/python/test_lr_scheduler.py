@@ -126,3 +126,19 @@ def test_errors_as_torch():
         return out
 
     assert errors(kiln) == errors(torch)
+
+
+def test_tensor_lr_is_filled_in_place():
+    def run(lib):
+        lr = lib.tensor(0.1)
+        opt = lib.optim.SGD([lib.zeros(2)], lr=lr)
+        sched = lib.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=5)
+        out = []
+        for _ in range(7):
+            opt.step()
+            sched.step()
+            assert opt.param_groups[0]["lr"] is lr
+            out.append(sched.get_last_lr()[0].item())
+        return out
+
+    assert run(kiln) == run(torch)

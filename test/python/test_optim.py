@@ -291,3 +291,33 @@ def test_torch_state_dict_loads_into_kiln():
         topt.step()
     for k, t in zip(kp, tp):
         np.testing.assert_allclose(_as_np(k), _as_np(t), rtol=2e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("cls_name,kwargs", [
+    ("Adam", dict(weight_decay=0.1)), ("AdamW", dict(amsgrad=True)), ("SGD", dict(momentum=0.9))])
+def test_tensor_lr_matches_torch(cls_name, kwargs):
+    """A one-element tensor lr (torch computes the step size as a float32 tensor then)."""
+    kp, kopt = _run(kiln, cls_name, dict(kwargs, lr=kiln.tensor(0.01)))
+    tp, topt = _run(torch, cls_name, dict(kwargs, lr=torch.tensor(0.01)))
+    for k, t in zip(kp, tp):
+        np.testing.assert_array_max_ulp(_as_np(k), _as_np(t), maxulp=2)
+    with pytest.raises(ValueError, match="Tensor lr must be 1-element"):
+        getattr(kiln.optim, cls_name)([kiln.zeros(2)], lr=kiln.ones(2))
+
+
+@pytest.mark.parametrize("kwargs", [dict(lr=0.01), dict(lr=0.01, amsgrad=True, weight_decay=0.1)])
+def test_differentiable_adam_matches_torch(kwargs):
+    """differentiable=True takes torch's tensor path (bias corrections as tensors)."""
+    kp, _ = _run(kiln, "Adam", dict(kwargs, differentiable=True), steps=4)
+    tp, _ = _run(torch, "Adam", dict(kwargs, differentiable=True), steps=4)
+    for k, t in zip(kp, tp):
+        np.testing.assert_array_max_ulp(_as_np(k), _as_np(t), maxulp=4)
+
+
+def test_capturable_raises_at_step_as_torch():
+    for lib in (kiln, torch):
+        p = lib.zeros(2)
+        p.grad = lib.ones(2)
+        opt = lib.optim.Adam([p], capturable=True)
+        with pytest.raises(AssertionError, match="capturable=True"):
+            opt.step()

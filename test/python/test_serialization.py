@@ -75,7 +75,7 @@ def test_views_share_storage_after_load():
     assert back["row"].storage_offset() == 4 and back["col"].stride() == (4,)
     assert back["t"].stride() == (1, 4) and back["t"].tolist() == base.t().tolist()
     back["base"][1, 2] = 100.0
-    assert back["row"][2].item() == 100.0 and back["col"][1].item() == 100.0 and back["t"][2, 1].item() == 100.0
+    assert back["row"][2].item() == back["col"][1].item() == back["t"][2, 1].item() == 100.0
     assert back["other"].tolist() == [0.0, 0.0]
 
 
