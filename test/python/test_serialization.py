@@ -215,3 +215,25 @@ def test_save_writes_aligned_storages():
             name_len, extra_len = np.frombuffer(raw[info.header_offset + 26:info.header_offset + 30], "<u2")
             assert (info.header_offset + 30 + name_len + extra_len) % 64 == 0
     assert zf.read("archive/byteorder") == b"little" and zf.read("archive/version") == b"3\n"
+
+
+def test_map_location():
+    f = io.BytesIO()
+    kiln.save({"a": kiln.arange(4.0), "b": kiln.ones(2)}, f)
+    seen = []
+
+    def relocate(storage, location):
+        seen.append((storage.numel(), location))
+        return storage
+
+    for where in ("cpu", kiln.device("cpu"), {"cpu": "cpu"}, relocate):
+        f.seek(0)
+        back = kiln.load(f, map_location=where)
+        assert back["a"].tolist() == [0.0, 1.0, 2.0, 3.0] and back["b"].device.type == "cpu"
+    assert seen == [(4, "cpu"), (2, "cpu")]
+    f.seek(0)
+    meta = kiln.load(f, map_location="meta")
+    assert meta["a"].is_meta and tuple(meta["a"].shape) == (4,)
+    with pytest.raises(TypeError, match="map_location must be"):
+        f.seek(0)
+        kiln.load(f, map_location=3)

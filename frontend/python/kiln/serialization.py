@@ -220,8 +220,8 @@ def _map_location_device(map_location, location):
 
 
 class _Unpickler(pickle.Unpickler):
-    def __init__(self, file, zf, prefix, map_location, weights_only):
-        super().__init__(file, encoding="utf-8")
+    def __init__(self, file, zf, prefix, map_location, weights_only, encoding="utf-8"):
+        super().__init__(file, encoding=encoding)
         self.zf, self.prefix = zf, prefix
         self.map_location = map_location
         self.weights_only = weights_only
@@ -303,5 +303,6 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=True, mmap=No
         prefix = pkl[: -len("data.pkl")]
         if f"{prefix}byteorder" in names and zf.read(f"{prefix}byteorder") != b"little":
             raise RuntimeError("kiln.load: big-endian files are not supported")
-        unpickler = _Unpickler(io.BytesIO(zf.read(pkl)), zf, prefix, map_location, weights_only)
+        unpickler = _Unpickler(io.BytesIO(zf.read(pkl)), zf, prefix, map_location, weights_only,
+                               **pickle_load_args)
         return unpickler.load()
