@@ -321,3 +321,17 @@ def test_capturable_raises_at_step_as_torch():
         opt = lib.optim.Adam([p], capturable=True)
         with pytest.raises(AssertionError, match="capturable=True"):
             opt.step()
+
+
+def test_state_dict_hooks():
+    p = kiln.ones(2)
+    opt = kiln.optim.SGD([p], lr=0.5, momentum=0.9)
+    calls = []
+    opt.register_state_dict_pre_hook(lambda o: calls.append("pre"))
+    opt.register_state_dict_post_hook(lambda o, sd: dict(sd, extra=1))
+    opt.register_load_state_dict_pre_hook(lambda o, sd: calls.append(("load_pre", sorted(sd))))
+    opt.register_load_state_dict_post_hook(lambda o: calls.append("load_post"), prepend=True)
+    sd = opt.state_dict()
+    assert sd["extra"] == 1 and calls == ["pre"]
+    opt.load_state_dict(sd)
+    assert calls == ["pre", ("load_pre", ["extra", "param_groups", "state"]), "load_post"]
