@@ -1,6 +1,7 @@
 // Non-core pointwise ops in core ATen ops, following torch/_decomp/decompositions.py and
-// torch/_refs (round.decimals, square, nan_to_num, silu, isfinite, lerp, isclose, exp2). A
-// Scalar operand in first position becomes a 0-d tensor of the dtype it would promote to.
+// torch/_refs (round.decimals, square, nan_to_num, silu, isfinite, lerp, addcmul, addcdiv,
+// isclose, exp2). A Scalar operand in first position becomes a 0-d tensor of the dtype it
+// would promote to.
 #include "compiler/decompositions/CoreAtenSupport.h"
 #include "generated/DecompositionDecls.h"
 
@@ -169,6 +170,26 @@ Tensor lerpTensor(const Tensor& self, const Tensor& end, const Tensor& weight) {
   Tensor high = ops::ge(ops::abs(weight), Scalar(0.5));
   Tensor coeff = ops::where(high, ops::sub(weight, Scalar(int64_t(1))), weight);
   return ops::add(ops::mul(coeff, diff), ops::where(high, end, self));
+}
+
+// torch._refs.addcmul/addcdiv: self + value * tensor1 * tensor2 (or / tensor2). value is cast
+// to the tensors' promoted kind first so that, as in eager, it takes no part in promotion.
+Scalar addcValue(const Tensor& self, const Tensor& tensor1, const Tensor& tensor2,
+                 const Scalar& value) {
+  ScalarType t = promoteTypes(promoteTypes(self.dtype(), tensor1.dtype()), tensor2.dtype());
+  if (isFloatingType(t) || value.isBool()) return value;
+  return Scalar(int64_t(value.toDouble()));
+}
+
+Tensor addcmul(const Tensor& self, const Tensor& tensor1, const Tensor& tensor2,
+               const Scalar& value) {
+  Scalar v = addcValue(self, tensor1, tensor2, value);
+  return ops::add(self, ops::mul(ops::mul(tensor1, v), tensor2));
+}
+
+Tensor addcdiv(const Tensor& self, const Tensor& tensor1, const Tensor& tensor2,
+               const Scalar& value) {
+  return ops::add(self, ops::div(ops::mul(tensor1, value), tensor2));
 }
 
 // torch._refs.isclose: equal, or (for nan with equal_nan) both nan, or a finite difference

@@ -15,6 +15,7 @@
 #include "frontend/binding/KernelCacheBinding.h"
 #include "frontend/binding/OpFunction.h"
 #include "frontend/binding/PythonConvert.h"
+#include "frontend/binding/StorageBinding.h"
 #include "frontend/binding/TensorBinding.h"
 #include "frontend/binding/TensorData.h"
 #include "frontend/capture/CaptureBinding.h"
@@ -67,6 +68,7 @@ NB_MODULE(_C, m) {
   registerOpFunctionType(m.ptr());
   registerOps(m, tensorClass);
   registerInterop(m, tensorClass);
+  registerStorage(m);
   registerTensorData(m, tensorClass);
   registerGenerator(m);
   registerIndexing(tensorClass);

@@ -1,5 +1,5 @@
 // Pointwise ops of up to three operands: where(condition, self, other), clamp/clamp_min/clamp_max
-// with number or tensor bounds, and lerp with a number or tensor weight.
+// with number or tensor bounds, lerp with a number or tensor weight, and addcmul/addcdiv.
 #include <cmath>
 
 #include "generated/KernelDecls.h"
@@ -224,6 +224,54 @@ Tensor lerpTensorInto(const char* name, const Tensor& self, const Tensor& end, c
   return iter.output();
 }
 
+// addcmul/addcdiv: self + value * tensor1 * tensor2 (or / tensor2) in the promoted dtype of the
+// three tensors (value takes no part in promotion and is converted to the computation type).
+// The rounding is PyTorch's CPU kernels': addcmul's final multiply-add is one FMA, addcdiv
+// rounds each step; 16-bit floats compute in float.
+Tensor addcInto(const char* name, bool divide, const Tensor& self, const Tensor& tensor1,
+                const Tensor& tensor2, const Scalar& value, const Tensor& out) {
+  cpu::checkNotNumber(name, tensor1, "tensor1", 2);
+  cpu::checkNotNumber(name, tensor2, "tensor2", 3);
+  KILN_CHECK(!divide || !(isIntegralType(tensor1.dtype(), true) &&
+                          isIntegralType(tensor2.dtype(), true)),
+             "Integer division with addcdiv is no longer supported, and in a future  release "
+             "addcdiv will perform a true division of tensor1 and tensor2. The historic addcdiv "
+             "behavior can be implemented as (input + value * torch.trunc(tensor1 / "
+             "tensor2)).to(input.dtype) for integer inputs and as (input + value * tensor1 / "
+             "tensor2) for float inputs. The future addcdiv behavior is just the latter "
+             "implementation: (input + value * tensor1 / tensor2), for all dtypes.");
+  TensorIteratorConfig c;
+  c.opName = name;
+  c.outputs = {out};
+  c.inputs = {self, tensor1, tensor2};
+  c.promotion = PromotionKind::Default;
+  TensorIterator iter(std::move(c));
+  if (iter.isMeta()) return iter.output();
+  ScalarType t = iter.computeDtype();
+  if (t == ScalarType::Bool)
+    cpu::throwNotImplemented(divide ? "addcdiv_cpu_out" : "addcmul_cpu_out", t);
+  KILN_DISPATCH_NUMERIC(t, name, [&]<typename T>() {
+    using M = opmath_t<T>;
+    M v = cpu::checkedScalarTo<M>(value);
+    if (divide) {
+      cpu::cpuKernel(iter, [v](T a, T b, T d) -> T { return T(M(a) + v * M(b) / M(d)); });
+    } else if constexpr (std::is_floating_point_v<M>) {
+      cpu::cpuKernel(iter, [v](T a, T b, T d) -> T { return T(std::fma(v * M(b), M(d), M(a))); });
+    } else {
+      cpu::cpuKernel(iter, [v](T a, T b, T d) -> T { return T(M(a) + v * M(b) * M(d)); });
+    }
+  });
+  return iter.output();
+}
+
+Tensor addcInplace(const char* name, bool divide, const Tensor& self, const Tensor& tensor1,
+                   const Tensor& tensor2, const Scalar& value) {
+  ScalarType result = cpu::pointwiseResultType({self, tensor1, tensor2}, PromotionKind::Default);
+  return runInplace(name, self, result, {tensor1, tensor2}, [&](const Tensor& out) {
+    return addcInto(name, divide, self, tensor1, tensor2, value, out);
+  });
+}
+
 } // namespace
 
 Tensor where(const Tensor& condition, const Tensor& self, const Tensor& other) {
@@ -289,6 +337,23 @@ Tensor lerpTensor_(const Tensor& self, const Tensor& end, const Tensor& weight) 
   return runInplace("lerp_", self, self.dtype(), {end, weight}, [&](const Tensor& out) {
     return lerpTensorInto("lerp_", self, end, weight, out);
   });
+}
+
+Tensor addcmul(const Tensor& self, const Tensor& tensor1, const Tensor& tensor2,
+               const Scalar& value) {
+  return addcInto("addcmul", false, self, tensor1, tensor2, value, {});
+}
+Tensor addcmul_(const Tensor& self, const Tensor& tensor1, const Tensor& tensor2,
+                const Scalar& value) {
+  return addcInplace("addcmul_", false, self, tensor1, tensor2, value);
+}
+Tensor addcdiv(const Tensor& self, const Tensor& tensor1, const Tensor& tensor2,
+               const Scalar& value) {
+  return addcInto("addcdiv", true, self, tensor1, tensor2, value, {});
+}
+Tensor addcdiv_(const Tensor& self, const Tensor& tensor1, const Tensor& tensor2,
+                const Scalar& value) {
+  return addcInplace("addcdiv_", true, self, tensor1, tensor2, value);
 }
 
 } // namespace kiln::kernels

@@ -571,6 +571,44 @@ def test_lerp():
     same(lambda T, x: T.lerp(x, x, 1e300), a32)
 
 
+@pytest.mark.parametrize("op", ["addcmul", "addcdiv"])
+def test_addcmul_addcdiv(op):
+    for d in FLOAT_DTYPES + ["int32", "uint8", "bool"]:
+        a = sample((2, 3), d, seed=23)
+        b = sample((3,), d, seed=24)
+        c = nonzero(sample((2, 1), d, seed=25)) if d != "bool" else sample((2, 1), d, seed=25)
+        for value in (1, 0.5, -3):
+            same(lambda T, x, y, z: getattr(T, op)(x, y, z, value=value), (a, d), (b, d), (c, d))
+            same(lambda T, x, y, z: getattr(x.clone(), op + "_")(y, z, value=value), (a, d), (b, d), (c, d))
+    big = [sample((257,), "float32", seed=s) for s in (26, 27, 28)]
+    big[2] = nonzero(big[2])
+    same(lambda T, x, y, z: getattr(T, op)(x, y, z, value=0.37), *big)
+    # Bit for bit in float32: addcmul's multiply-add is one FMA in PyTorch's kernel, as in kiln's.
+    k = getattr(kiln, op)(*[kiln.from_numpy(a) for a in big], value=0.37)
+    t = getattr(torch, op)(*[torch.from_numpy(a) for a in big], value=0.37)
+    assert np.array_equal(k.numpy(), t.numpy())
+    same(lambda T, x, y, z: getattr(x, op)(y.t(), z, value=0.1), sample((3, 3), "float32"),
+         sample((3, 3), "float32", seed=1), nonzero(sample((3, 1), "float64", seed=2)))
+    # Mixed dtypes promote (value takes no part); an int self cannot hold the float result.
+    same(lambda T, x, y, z: getattr(T, op)(x, y, z, value=2), (a, "int64"), (b, "float16"), (c, "int32"))
+    same(lambda T, x, y, z: getattr(x, op + "_")(y, z), (a, "int64"), (b, "float32"), (c, "float32"))
+    same(lambda T, x, y, z: getattr(T, op)(x, y, z), sample((2, 3), "float32"), sample((4,), "float32"),
+         sample((3,), "float32"))
+    same(lambda T, x, y, z: getattr(x.clone()[:1].expand(2, 3), op + "_")(y, z),
+         sample((2, 3), "float32"), sample((3,), "float32"), nonzero(sample((3,), "float32")))
+    for fn in (lambda T: getattr(T, op)(T.ones(2), 2.0, T.ones(2)),
+               lambda T: getattr(T.ones(2), op)(T.ones(2), 3)):
+        compare(lambda: fn(kiln), lambda: fn(torch))
+
+
+def test_addcdiv_integer_division_message():
+    x = kiln.ones(2, dtype=kiln.int64)
+    with pytest.raises(RuntimeError, match="Integer division with addcdiv is no longer supported"):
+        kiln.addcdiv(x, x, x)
+    with pytest.raises(RuntimeError, match="Integer division with addcdiv"):
+        kiln.ones(2).addcdiv_(x, x)
+
+
 def test_isclose_allclose_equal():
     a = np.array([1.0, 1.001, np.nan, np.inf, -np.inf, 0.0, 1e-9, 100.0], np.float64)
     b = np.array([1.0, 1.0, np.nan, np.inf, np.inf, 1e-9, 0.0, 100.5], np.float64)

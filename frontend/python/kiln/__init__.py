@@ -20,6 +20,8 @@ from .autograd import (  # noqa: E402,F401
     enable_grad, inference_mode, is_inference_mode_enabled, no_grad, set_grad_enabled,
 )
 from . import autograd, nn  # noqa: E402,F401
+from . import optim  # noqa: E402,F401
+from .serialization import load, save  # noqa: E402,F401
 from . import fx  # noqa: E402,F401
 from . import config  # noqa: E402,F401
 from ._logging import set_logs  # noqa: E402,F401

@@ -229,6 +229,17 @@ def _spec_table():
                                         ((0, 3), (3,), (1, 3))])
         s[op + "_.Tensor"] = s[op + ".Tensor"]
     s["lerp"] = dict(scalar={"weight": 0.25}, args={"weight": dict(low=0, high=1)})
+    s["addcmul"] = dict(kwargs=[{}, {"value": 0.5}])
+    s["addcdiv"] = dict(args={"tensor2": dict(nonzero=True)}, kwargs=[{}, {"value": -2}])
+    sq, step = T((2, 3), low=0), T((), dtype="float32", low=0, high=5)
+    s["_fused_adam_"] = dict(cases=[
+        (((2, 3), (2, 3), (2, 3), sq, None, step), {}),
+        ((NC(3, 4), (3, 4), NC(3, 4), T((3, 4), low=0), T((3, 4), low=0), step),
+         {"weight_decay": 0.1, "maximize": True, "lr": 0.01}),
+        (((), (), (), T((), low=0), None, step), {"weight_decay": 0.1, "decoupled_weight_decay": True}),
+        (((0, 3), (0, 3), (0, 3), T((0, 3), low=0), None, step), {}),
+        (((40000,), (40000,), (40000,), T((40000,), low=0), T((40000,), low=0), step),
+         {"beta1": 0.3, "beta2": 0.5, "eps": 1e-3})])
     s["isclose"] = dict(kwargs=[{}, {"rtol": 0.1, "atol": 0.5, "equal_nan": True}])
     s["allclose"] = s["isclose"]
     s["copy_"] = dict(cases=[((2, 3), (2, 3)), ((2, 3), (3,)), (NC(2, 3), (2, 3)), ((), ()),
@@ -872,6 +883,32 @@ def _with_bool_mask(op):
     return call
 
 
+def _torch_adam_step(self, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, state_step, *, lr=1e-3,
+                     beta1=0.9, beta2=0.999, weight_decay=0.0, eps=1e-8, maximize=False,
+                     decoupled_weight_decay=False):
+    """kiln's _fused_adam_ as torch.optim.Adam's single-tensor step computes it (its op order)."""
+    import torch
+
+    grad = -grad if maximize else grad
+    state_step += 1
+    if weight_decay != 0:
+        if decoupled_weight_decay:
+            self.mul_(1 - lr * weight_decay)
+        else:
+            grad = grad.add(self, alpha=weight_decay)
+    exp_avg.lerp_(grad, 1 - beta1)
+    exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+    step = state_step.item()
+    step_size = lr / (1 - beta1 ** step)
+    bias_correction2_sqrt = (1 - beta2 ** step) ** 0.5
+    second = exp_avg_sq
+    if max_exp_avg_sq is not None:
+        torch.maximum(max_exp_avg_sq, exp_avg_sq, out=max_exp_avg_sq)
+        second = max_exp_avg_sq
+    denom = (second.sqrt() / bias_correction2_sqrt).add_(eps)
+    return self.addcdiv_(exp_avg, denom, value=-step_size)
+
+
 def torch_op(target):
     """PyTorch's callable for kiln op overload `target`: the overload of the same name in
     torch.ops (aten, prims) or, for the overloads PyTorch only has through its Python parser,
@@ -890,6 +927,7 @@ def torch_op(target):
         "convolution_backward": _with_bool_mask(torch.ops.aten.convolution_backward.default),
         "native_batch_norm_backward": _with_bool_mask(torch.ops.aten.native_batch_norm_backward.default),
         "native_group_norm_backward": _with_bool_mask(torch.ops.aten.native_group_norm_backward.default),
+        "_fused_adam_": _torch_adam_step,
     }
     key = f"{name}.{ov}" if ov else name
     if key in special:

@@ -1,0 +1,443 @@
+"""Learning-rate schedulers with torch.optim.lr_scheduler's API and arithmetic.
+
+Each scheduler computes the next lr from the current one (torch's recursive, "chainable" form),
+so a sequence of step() calls gives torch's values step by step, rounding included. step(epoch)
+(deprecated in torch) uses the closed form where a scheduler has one.
+"""
+import math
+import types
+import warnings
+import weakref
+from bisect import bisect_right
+from collections import Counter
+from functools import wraps
+
+from .._tensor import Tensor
+from .optimizer import Optimizer
+
+__all__ = ["LRScheduler", "LambdaLR", "StepLR", "MultiStepLR", "ExponentialLR", "LinearLR",
+           "CosineAnnealingLR", "OneCycleLR"]
+
+EPOCH_DEPRECATION_WARNING = (
+    "The epoch parameter in `scheduler.step()` was not necessary and is being "
+    "deprecated where possible. Please use `scheduler.step()` to step the "
+    "scheduler. During the deprecation, if epoch is different from None, the "
+    "closed form is used instead of the new chainable form, where available.")
+
+
+def _copy(value):
+    return value.clone() if isinstance(value, Tensor) else value
+
+
+def _param_groups_val_list(optimizer, key):
+    """group[key] of every param group (tensors cloned, so nothing aliases the optimizer)."""
+    return [_copy(group[key]) for group in optimizer.param_groups]
+
+
+def _update_param_group_val(param_group, key, val):
+    """Sets group[key]: a tensor lr is filled in place (it may be shared with compiled code)."""
+    if isinstance(param_group[key], Tensor):
+        param_group[key].fill_(val.item() if isinstance(val, Tensor) else val)
+    else:
+        param_group[key] = val
+
+
+def _format_param(name, optimizer, param):
+    """One value per param group: a list/tuple must match the group count; a value repeats."""
+    if isinstance(param, (list, tuple)):
+        if len(param) != len(optimizer.param_groups):
+            raise ValueError(f"{name} must have the same length as optimizer.param_groups. "
+                             f"{name} has {len(param)} values, param_groups has "
+                             f"{len(optimizer.param_groups)}.")
+    else:
+        param = [param] * len(optimizer.param_groups)
+    return [_copy(p) for p in param]
+
+
+class LRScheduler:
+    """Base class: subclasses implement get_lr() (the next lr of each group from the current
+    ones). Construction records each group's "initial_lr" and takes the first step."""
+
+    _get_lr_called_within_step = False
+    _is_initial = False
+
+    def __init__(self, optimizer, last_epoch=-1):
+        if not isinstance(optimizer, Optimizer):
+            raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
+        self.optimizer = optimizer
+        if last_epoch == -1:
+            for group in optimizer.param_groups:
+                group.setdefault("initial_lr", _copy(group["lr"]))
+        else:
+            for i, group in enumerate(optimizer.param_groups):
+                if "initial_lr" not in group:
+                    raise KeyError(
+                        f"param 'initial_lr' is not specified in param_groups[{i}] when resuming "
+                        "scheduler with last_epoch >= 0.\nThis typically happens when:\n"
+                        "1. You're trying to resume training from a checkpoint but haven't "
+                        "properly loaded the optimizer state\n2. You're using last_epoch >= 0 for "
+                        "a fresh training run (not recommended)")
+        self.base_lrs = _param_groups_val_list(optimizer, "initial_lr")
+        self.last_epoch = last_epoch
+        self._patch_optimizer_step()
+        self._initial_step()
+
+    def _patch_optimizer_step(self):
+        # Marks the optimizer when its step runs, to warn about scheduler.step() coming first.
+        opt = self.optimizer
+        if hasattr(opt.step, "_wrapped_by_lr_sched"):
+            return
+        opt_ref = weakref.ref(opt)
+        func = opt.step.__func__
+
+        @wraps(func)
+        def wrapper(*args, **kwargs):
+            o = opt_ref()
+            o._opt_called = True
+            return func.__get__(o, o.__class__)(*args, **kwargs)
+
+        wrapper._wrapped_by_lr_sched = True
+        opt.step = wrapper
+
+    def _initial_step(self):
+        self._step_count = 0
+        self._is_initial = True
+        try:
+            self.step()
+        finally:
+            self._is_initial = False
+
+    def state_dict(self):
+        """Every attribute except the optimizer."""
+        return {key: value for key, value in self.__dict__.items() if key != "optimizer"}
+
+    def load_state_dict(self, state_dict):
+        self.__dict__.update(state_dict)
+
+    def get_last_lr(self):
+        """The lrs the last step() set, one per param group."""
+        return self._last_lr
+
+    def get_lr(self):
+        raise NotImplementedError
+
+    def _warn_get_lr_outside_step(self):
+        if not self._get_lr_called_within_step:
+            warnings.warn("To get the last learning rate computed by the scheduler, please use "
+                          "`get_last_lr()`.", UserWarning, stacklevel=3)
+
+    def step(self, epoch=None):
+        """Advances one epoch (call after optimizer.step()) and sets each group's lr."""
+        if self._step_count == 1:
+            if not hasattr(self.optimizer.step, "_wrapped_by_lr_sched"):
+                warnings.warn(
+                    "Seems like `optimizer.step()` has been overridden after learning rate "
+                    "scheduler initialization. Please, make sure to call `optimizer.step()` "
+                    "before `lr_scheduler.step()`.", UserWarning, stacklevel=2)
+            elif not getattr(self.optimizer, "_opt_called", False):
+                warnings.warn(
+                    "Detected call of `lr_scheduler.step()` before `optimizer.step()`. "
+                    "In PyTorch 1.1.0 and later, you should call them in the opposite order: "
+                    "`optimizer.step()` before `lr_scheduler.step()`.  Failure to do this "
+                    "will result in PyTorch skipping the first value of the learning rate "
+                    "schedule.", UserWarning, stacklevel=2)
+        self._step_count += 1
+        if epoch is not None:
+            warnings.warn(EPOCH_DEPRECATION_WARNING, UserWarning, stacklevel=2)
+        self._get_lr_called_within_step = True
+        try:
+            if epoch is None:
+                self.last_epoch += 1
+                values = self.get_lr()
+            else:
+                self.last_epoch = epoch
+                closed_form = getattr(self, "_get_closed_form_lr", None)
+                values = closed_form() if closed_form is not None else self.get_lr()
+        finally:
+            self._get_lr_called_within_step = False
+        for param_group, lr in zip(self.optimizer.param_groups, values):
+            _update_param_group_val(param_group, "lr", lr)
+        self._last_lr = _param_groups_val_list(self.optimizer, "lr")
+
+
+class LambdaLR(LRScheduler):
+    """lr = initial_lr * lr_lambda(epoch), one lambda per group or one for all."""
+
+    def __init__(self, optimizer, lr_lambda, last_epoch=-1):
+        self.optimizer = optimizer
+        if not isinstance(lr_lambda, (list, tuple)):
+            self.lr_lambdas = [lr_lambda] * len(optimizer.param_groups)
+        else:
+            if len(lr_lambda) != len(optimizer.param_groups):
+                raise ValueError(f"Expected {len(optimizer.param_groups)} lr_lambdas, but got "
+                                 f"{len(lr_lambda)}")
+            self.lr_lambdas = list(lr_lambda)
+        super().__init__(optimizer, last_epoch)
+
+    def state_dict(self):
+        """As the base's, with lr_lambdas' __dict__ for callable objects (functions are not
+        saved)."""
+        state_dict = {key: value for key, value in self.__dict__.items()
+                      if key not in ("optimizer", "lr_lambdas")}
+        state_dict["lr_lambdas"] = [None] * len(self.lr_lambdas)
+        for idx, fn in enumerate(self.lr_lambdas):
+            if not isinstance(fn, types.FunctionType):
+                state_dict["lr_lambdas"][idx] = fn.__dict__.copy()
+        return state_dict
+
+    def load_state_dict(self, state_dict):
+        lr_lambdas = state_dict.pop("lr_lambdas")
+        self.__dict__.update(state_dict)
+        state_dict["lr_lambdas"] = lr_lambdas
+        for idx, fn in enumerate(lr_lambdas):
+            if fn is not None:
+                self.lr_lambdas[idx].__dict__.update(fn)
+
+    def get_lr(self):
+        self._warn_get_lr_outside_step()
+        return [base_lr * lmbda(self.last_epoch)
+                for lmbda, base_lr in zip(self.lr_lambdas, self.base_lrs)]
+
+
+class StepLR(LRScheduler):
+    """Multiplies the lr by gamma every step_size epochs."""
+
+    def __init__(self, optimizer, step_size, gamma=0.1, last_epoch=-1):
+        self.step_size = step_size
+        self.gamma = gamma
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        self._warn_get_lr_outside_step()
+        if (self.last_epoch == 0) or (self.last_epoch % self.step_size != 0):
+            return _param_groups_val_list(self.optimizer, "lr")
+        return [group["lr"] * self.gamma for group in self.optimizer.param_groups]
+
+    def _get_closed_form_lr(self):
+        return [base_lr * self.gamma ** (self.last_epoch // self.step_size)
+                for base_lr in self.base_lrs]
+
+
+class MultiStepLR(LRScheduler):
+    """Multiplies the lr by gamma at each milestone epoch (a repeated milestone, once per
+    repetition)."""
+
+    def __init__(self, optimizer, milestones, gamma=0.1, last_epoch=-1):
+        self.milestones = Counter(milestones)
+        self.gamma = gamma
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        self._warn_get_lr_outside_step()
+        if self.last_epoch not in self.milestones:
+            return _param_groups_val_list(self.optimizer, "lr")
+        return [group["lr"] * self.gamma ** self.milestones[self.last_epoch]
+                for group in self.optimizer.param_groups]
+
+    def _get_closed_form_lr(self):
+        milestones = sorted(self.milestones.elements())
+        return [base_lr * self.gamma ** bisect_right(milestones, self.last_epoch)
+                for base_lr in self.base_lrs]
+
+
+class LinearLR(LRScheduler):
+    """Scales the lr by a factor going linearly from start_factor to end_factor over
+    total_iters epochs."""
+
+    def __init__(self, optimizer, start_factor=1.0 / 3, end_factor=1.0, total_iters=5,
+                 last_epoch=-1):
+        if start_factor > 1.0 or start_factor <= 0:
+            raise ValueError("Starting multiplicative factor expected to be greater than 0 and "
+                             "less or equal to 1.")
+        if end_factor > 1.0 or end_factor < 0:
+            raise ValueError("Ending multiplicative factor expected to be between 0 and 1.")
+        self.start_factor = start_factor
+        self.end_factor = end_factor
+        self.total_iters = total_iters
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        self._warn_get_lr_outside_step()
+        if self.last_epoch == 0:
+            return [group["lr"] * self.start_factor for group in self.optimizer.param_groups]
+        if self._is_initial or self.last_epoch > self.total_iters:
+            return _param_groups_val_list(self.optimizer, "lr")
+        return [group["lr"] * (1.0 + (self.end_factor - self.start_factor)
+                               / (self.total_iters * self.start_factor
+                                  + (self.last_epoch - 1) * (self.end_factor - self.start_factor)))
+                for group in self.optimizer.param_groups]
+
+    def _get_closed_form_lr(self):
+        return [base_lr * (self.start_factor + (self.end_factor - self.start_factor)
+                           * min(self.total_iters, self.last_epoch) / self.total_iters)
+                for base_lr in self.base_lrs]
+
+
+class ExponentialLR(LRScheduler):
+    """Multiplies the lr by gamma every epoch."""
+
+    def __init__(self, optimizer, gamma, last_epoch=-1):
+        self.gamma = gamma
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        self._warn_get_lr_outside_step()
+        if self._is_initial:
+            return _param_groups_val_list(self.optimizer, "lr")
+        return [group["lr"] * self.gamma for group in self.optimizer.param_groups]
+
+    def _get_closed_form_lr(self):
+        return [base_lr * self.gamma ** self.last_epoch for base_lr in self.base_lrs]
+
+
+class CosineAnnealingLR(LRScheduler):
+    """Cosine annealing from the initial lr to eta_min over T_max epochs (and back up after,
+    as torch's recursive form does), computed recursively from the current lr as torch does."""
+
+    def __init__(self, optimizer, T_max, eta_min=0.0, last_epoch=-1):
+        self.T_max = T_max
+        self.eta_min = eta_min
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        self._warn_get_lr_outside_step()
+        if self._is_initial:
+            return _param_groups_val_list(self.optimizer, "lr")
+        if self._step_count == 1 and self.last_epoch > 0:
+            return [self.eta_min + (base_lr - self.eta_min)
+                    * (1 + math.cos((self.last_epoch) * math.pi / self.T_max)) / 2
+                    for base_lr in self.base_lrs]
+        if (self.last_epoch - 1 - self.T_max) % (2 * self.T_max) == 0:
+            return [group["lr"] + (base_lr - self.eta_min) * (1 - math.cos(math.pi / self.T_max)) / 2
+                    for base_lr, group in zip(self.base_lrs, self.optimizer.param_groups)]
+        return [(1 + math.cos(math.pi * self.last_epoch / self.T_max))
+                / (1 + math.cos(math.pi * (self.last_epoch - 1) / self.T_max))
+                * (group["lr"] - self.eta_min) + self.eta_min
+                for group in self.optimizer.param_groups]
+
+    def _get_closed_form_lr(self):
+        return [self.eta_min + (base_lr - self.eta_min)
+                * (1 + math.cos(math.pi * self.last_epoch / self.T_max)) / 2
+                for base_lr in self.base_lrs]
+
+
+class OneCycleLR(LRScheduler):
+    """The 1cycle policy: lr rises from max_lr / div_factor to max_lr over pct_start of the
+    steps, then anneals to initial_lr / final_div_factor (three_phase: back to initial_lr
+    first); momentum (or Adam's beta1) cycles the opposite way when cycle_momentum."""
+
+    def __init__(self, optimizer, max_lr, total_steps=None, epochs=None, steps_per_epoch=None,
+                 pct_start=0.3, anneal_strategy="cos", cycle_momentum=True, base_momentum=0.85,
+                 max_momentum=0.95, div_factor=25.0, final_div_factor=1e4, three_phase=False,
+                 last_epoch=-1):
+        if not isinstance(optimizer, Optimizer):
+            raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
+        self.optimizer = optimizer
+        if total_steps is not None:
+            if total_steps <= 0 or not isinstance(total_steps, int):
+                raise ValueError(f"Expected positive integer total_steps, but got {total_steps}")
+            self.total_steps = total_steps
+        elif epochs is not None and steps_per_epoch is not None:
+            if not isinstance(epochs, int) or epochs <= 0:
+                raise ValueError(f"Expected positive integer epochs, but got {epochs}")
+            if not isinstance(steps_per_epoch, int) or steps_per_epoch <= 0:
+                raise ValueError(
+                    f"Expected positive integer steps_per_epoch, but got {steps_per_epoch}")
+            self.total_steps = epochs * steps_per_epoch
+        else:
+            raise ValueError("You must define either total_steps OR (epochs AND steps_per_epoch)")
+
+        if three_phase:
+            self._schedule_phases = [
+                {"end_step": float(pct_start * self.total_steps) - 1, "start_lr": "initial_lr",
+                 "end_lr": "max_lr", "start_momentum": "max_momentum",
+                 "end_momentum": "base_momentum"},
+                {"end_step": float(2 * pct_start * self.total_steps) - 2, "start_lr": "max_lr",
+                 "end_lr": "initial_lr", "start_momentum": "base_momentum",
+                 "end_momentum": "max_momentum"},
+                {"end_step": self.total_steps - 1, "start_lr": "initial_lr", "end_lr": "min_lr",
+                 "start_momentum": "max_momentum", "end_momentum": "max_momentum"},
+            ]
+        else:
+            self._schedule_phases = [
+                {"end_step": float(pct_start * self.total_steps) - 1, "start_lr": "initial_lr",
+                 "end_lr": "max_lr", "start_momentum": "max_momentum",
+                 "end_momentum": "base_momentum"},
+                {"end_step": self.total_steps - 1, "start_lr": "max_lr", "end_lr": "min_lr",
+                 "start_momentum": "base_momentum", "end_momentum": "max_momentum"},
+            ]
+
+        if pct_start < 0 or pct_start > 1 or not isinstance(pct_start, float):
+            raise ValueError(f"Expected float between 0 and 1 pct_start, but got {pct_start}")
+        if anneal_strategy not in ["cos", "linear"]:
+            raise ValueError("anneal_strategy must be one of 'cos' or 'linear', instead got "
+                             f"{anneal_strategy}")
+        self._anneal_func_type = anneal_strategy
+
+        max_lrs = _format_param("max_lr", self.optimizer, max_lr)
+        if last_epoch == -1:
+            for idx, group in enumerate(self.optimizer.param_groups):
+                group["initial_lr"] = max_lrs[idx] / div_factor
+                group["max_lr"] = max_lrs[idx]
+                group["min_lr"] = group["initial_lr"] / final_div_factor
+
+        self.cycle_momentum = cycle_momentum
+        if self.cycle_momentum:
+            if "momentum" not in self.optimizer.defaults and "betas" not in self.optimizer.defaults:
+                raise ValueError("optimizer must support momentum or beta1 with `cycle_momentum` "
+                                 "option enabled")
+            self.use_beta1 = "betas" in self.optimizer.defaults
+            max_momentums = _format_param("max_momentum", optimizer, max_momentum)
+            base_momentums = _format_param("base_momentum", optimizer, base_momentum)
+            if last_epoch == -1:
+                for m_momentum, b_momentum, group in zip(max_momentums, base_momentums,
+                                                         optimizer.param_groups):
+                    if self.use_beta1:
+                        group["betas"] = (m_momentum, *group["betas"][1:])
+                    else:
+                        group["momentum"] = m_momentum
+                    group["max_momentum"] = m_momentum
+                    group["base_momentum"] = b_momentum
+        super().__init__(optimizer, last_epoch)
+
+    def _anneal_func(self, start, end, pct):
+        if self._anneal_func_type == "cos":
+            return self._annealing_cos(start, end, pct)
+        return self._annealing_linear(start, end, pct)
+
+    @staticmethod
+    def _annealing_cos(start, end, pct):
+        cos_out = math.cos(math.pi * pct) + 1
+        return end + (start - end) / 2.0 * cos_out
+
+    @staticmethod
+    def _annealing_linear(start, end, pct):
+        return (end - start) * pct + start
+
+    def get_lr(self):
+        self._warn_get_lr_outside_step()
+        lrs = []
+        step_num = self.last_epoch
+        if step_num > self.total_steps:
+            raise ValueError(f"Tried to step {step_num} times. The specified number of total "
+                             f"steps is {self.total_steps}")
+        for group in self.optimizer.param_groups:
+            start_step = 0.0
+            for i, phase in enumerate(self._schedule_phases):
+                end_step = phase["end_step"]
+                if step_num <= end_step or i == len(self._schedule_phases) - 1:
+                    pct = (step_num - start_step) / (end_step - start_step)
+                    computed_lr = self._anneal_func(group[phase["start_lr"]],
+                                                    group[phase["end_lr"]], pct)
+                    if self.cycle_momentum:
+                        computed_momentum = self._anneal_func(group[phase["start_momentum"]],
+                                                              group[phase["end_momentum"]], pct)
+                    break
+                start_step = phase["end_step"]
+            lrs.append(computed_lr)
+            if self.cycle_momentum:
+                if self.use_beta1:
+                    group["betas"] = (computed_momentum, *group["betas"][1:])
+                else:
+                    group["momentum"] = computed_momentum
+        return lrs

@@ -1,0 +1,89 @@
+"""SGD with momentum, dampening, Nesterov momentum and weight decay (torch.optim.SGD)."""
+from .._tensor import Tensor
+from .optimizer import Optimizer, _to_scalar, _use_grad_for_differentiable
+
+__all__ = ["SGD"]
+
+
+class SGD(Optimizer):
+    """Stochastic gradient descent, as torch.optim.SGD computes it (its single-tensor CPU path):
+
+        g = grad (negated when maximize) [+ weight_decay * param]
+        buf = g on the first step, else momentum * buf + (1 - dampening) * g
+        g = g + momentum * buf (nesterov) or buf (momentum != 0)
+        param -= lr * g
+
+    `foreach` and `fused` are accepted for compatibility; kiln runs one update per parameter
+    either way (the results are those of torch's default CPU path).
+    """
+
+    def __init__(self, params, lr=1e-3, momentum=0, dampening=0, weight_decay=0, nesterov=False,
+                 *, maximize=False, foreach=None, differentiable=False, fused=None):
+        if isinstance(lr, Tensor) and lr.numel() != 1:
+            raise ValueError("Tensor lr must be 1-element")
+        if lr < 0.0:
+            raise ValueError(f"Invalid learning rate: {lr}")
+        if momentum < 0.0:
+            raise ValueError(f"Invalid momentum value: {momentum}")
+        if weight_decay < 0.0:
+            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        defaults = {"lr": lr, "momentum": momentum, "dampening": dampening,
+                    "weight_decay": weight_decay, "nesterov": nesterov, "maximize": maximize,
+                    "foreach": foreach, "differentiable": differentiable, "fused": fused}
+        if nesterov and (momentum <= 0 or dampening != 0):
+            raise ValueError("Nesterov momentum requires a momentum and zero dampening")
+        super().__init__(params, defaults)
+        if fused:
+            if differentiable:
+                raise RuntimeError("`fused` does not support `differentiable`")
+            if foreach:
+                raise RuntimeError("`fused` and `foreach` cannot be `True` together.")
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        for group in self.param_groups:
+            group.setdefault("nesterov", False)
+            group.setdefault("maximize", False)
+            group.setdefault("foreach", None)
+            group.setdefault("differentiable", False)
+            group.setdefault("fused", False)
+
+    @_use_grad_for_differentiable
+    def step(self, closure=None):
+        """Performs a single optimization step; `closure` re-evaluates the model and returns
+        the loss."""
+        loss = self._closure_loss(closure)
+        for group in self.param_groups:
+            momentum = group["momentum"]
+            uses_momentum = momentum != 0
+            weight_decay = group["weight_decay"]
+            dampening = group["dampening"]
+            nesterov = group["nesterov"]
+            maximize = group["maximize"]
+            lr = _to_scalar(group["lr"])
+            state = self.state
+            for param in group["params"]:
+                grad = getattr(param, "grad", None)
+                if grad is None:
+                    continue
+                if maximize:
+                    grad = -grad
+                if weight_decay != 0:
+                    if isinstance(weight_decay, Tensor) and weight_decay.requires_grad:
+                        grad = grad.addcmul_(param.clone(), weight_decay)
+                    else:
+                        grad = grad.add(param, alpha=_to_scalar(weight_decay))
+                if uses_momentum:
+                    param_state = state[param]
+                    buf = param_state.get("momentum_buffer")
+                    if buf is None:
+                        buf = grad.detach().clone()
+                    else:
+                        buf.mul_(momentum).add_(grad, alpha=1 - dampening)
+                    param_state["momentum_buffer"] = buf
+                    grad = grad.add(buf, alpha=momentum) if nesterov else buf
+                if isinstance(group["lr"], Tensor) and group["lr"].requires_grad:
+                    param.addcmul_(grad, group["lr"], value=-1)
+                else:
+                    param.add_(grad, alpha=-lr)
+        return loss
