@@ -196,15 +196,12 @@ def _check_against_torch(target, dtype):
 # (a) gradcheck in float64.
 
 def _gradcheck_samples(target, limit=3, max_numel=24):
-    """A few small samples with elements to perturb (empty ones have nothing to check)."""
-    picked = []
-    for args, kwargs, paths in _samples(target, "float64"):
-        n = _numel(args, kwargs, paths)
-        if 0 < n <= max_numel:
-            picked.append((args, kwargs, paths))
-        if len(picked) == limit:
-            break
-    return picked
+    """A few small samples with elements to perturb (empty ones have nothing to check); the
+    smallest one where none is under max_numel."""
+    sized = [(_numel(a, k, p), (a, k, p)) for a, k, p in _samples(target, "float64")]
+    sized = [x for x in sized if x[0] > 0]
+    picked = [s for n, s in sized if n <= max_numel][:limit]
+    return picked or [min(sized, key=lambda x: x[0])[1]][:len(sized)]
 
 
 def _as_function(target, args, kwargs, paths):
@@ -384,3 +381,100 @@ def test_inplace_grad_matches_torch(target, mode):
         checked += 1
     if not checked:
         pytest.skip(f"{target}: PyTorch rejects every float64 sample in place")
+
+
+# ---------------------------------------------------------------------------------------------
+# Regression cases for the formulas fixed here.
+
+def _pair(a, requires_grad=True):
+    a = np.asarray(a, dtype=np.float64)
+    return (kiln.from_numpy(a.copy()).requires_grad_(requires_grad),
+            torch.from_numpy(a.copy()).requires_grad_(requires_grad))
+
+
+def _same_grads(fn_k, fn_t, arrays, seed=0):
+    ks, ts = zip(*[_pair(a) for a in arrays])
+    yk, yt = fn_k(*ks), fn_t(*ts)
+    go = np.random.default_rng(seed).standard_normal(tuple(yt.shape))
+    gk = kiln.autograd.grad(yk, list(ks), kiln.from_numpy(go), allow_unused=True)
+    gt = torch.autograd.grad(yt, list(ts), torch.from_numpy(go), allow_unused=True)
+    _compare_grads(gk, gt, ks, "float64", "regression")
+    return ks
+
+
+def test_clamp_tensor_bounds_get_pytorchs_gradients():
+    # min's gradient was where(self < min) even where min > max (clamp then returns max), and
+    # max's missed those places.
+    x = [[-2.0, 0.5, 3.0], [1.0, -1.0, 2.5]]
+    lo = [[-1.0, 1.0, 0.0], [2.0, -3.0, 0.0]]
+    hi = [[1.0, 0.0, 2.0], [1.5, 1.0, 2.0]]
+    for fn in (lambda m, a, b: m.clamp(a, b), lambda m, a, b: m.clip(a, b)):
+        ks = _same_grads(lambda *a: fn(a[0], a[1], a[2]), lambda *a: fn(a[0], a[1], a[2]), [x, lo, hi])
+        assert kiln.autograd.gradcheck(lambda *a: fn(*a), tuple(ks))
+    _same_grads(lambda a, b: a.clamp(min=b), lambda a, b: a.clamp(min=b), [x, lo])
+    _same_grads(lambda a, b: a.clamp(max=b), lambda a, b: a.clamp(max=b), [x, hi])
+
+
+def test_index_put_accumulate_passes_self_gradient():
+    # self's gradient was zeroed at the indexed places even with accumulate=True.
+    idx_k, idx_t = kiln.tensor([0, 2, 0]), torch.tensor([0, 2, 0])
+    for acc in (True, False):
+        _same_grads(lambda s, v: S.run_eager("aten.index_put", (s, [idx_k], v, acc), {}),
+                    lambda s, v: torch.index_put(s, (idx_t,), v, acc),
+                    [np.arange(12.0).reshape(4, 3), np.ones((3, 3))])
+
+
+@pytest.mark.parametrize("target,kwargs", [
+    ("aten.mean.dim", {"dim": [0]}), ("aten.var_mean.correction", {"dim": [0], "correction": 0}),
+    ("aten.std_mean.correction", {"dim": [-1], "correction": 0, "keepdim": True}),
+    ("aten.var.correction", {"dim": [0], "correction": 0})])
+def test_reduction_of_0d_tensor_over_dim_0(target, kwargs):
+    # The reduced count read sizes[0] of a 0-d tensor (garbage) instead of 1.
+    xk, xt = _pair(1.25)
+    rk, rt = S.run_eager(target, (xk,), kwargs), S.torch_op(target)(xt, **kwargs)
+    rk, rt = (rk if isinstance(rk, tuple) else (rk,)), (rt if isinstance(rt, tuple) else (rt,))
+    gk = kiln.autograd.grad([r.sum() * (i + 2) for i, r in enumerate(rk)], [xk])
+    gt = torch.autograd.grad([r.sum() * (i + 2) for i, r in enumerate(rt)], [xt])
+    _compare_grads(gk, gt, [xk], "float64", target)
+
+
+@pytest.mark.parametrize("values,dim", [([[1.5, 0.0, 2.0, -1.0], [0.0, 3.0, 0.0, 0.5]], 1),
+                                        ([[0.0, 2.0], [1.5, -0.5], [2.0, 0.0]], 0)])
+def test_cumprod_with_zeros(values, dim):
+    # Raised NotImplementedError for inputs containing zeros (PyTorch differentiates them).
+    ks = _same_grads(lambda a: a.cumprod(dim), lambda a: a.cumprod(dim), [values])
+    assert kiln.autograd.gradcheck(lambda a: a.cumprod(dim), ks)
+    assert kiln.autograd.gradgradcheck(lambda a: a.cumprod(dim), ks)
+
+
+def test_pow_scalar_base_zero():
+    # 0 ** e: the exponent's gradient was nan (0 * log 0); PyTorch takes 0 where e >= 0.
+    _same_grads(lambda e: kiln.pow(0.0, e), lambda e: torch.pow(0.0, e), [[0.0, 0.5, 2.0]])
+    _same_grads(lambda e: kiln.pow(2.0, e), lambda e: torch.pow(2.0, e), [[-1.0, 0.5, 2.0]])
+
+
+def test_vector_norm_below_one_at_zero():
+    # |x|^(p-1) is infinite at x == 0 for p < 1: PyTorch takes the gradient there as 0.
+    _same_grads(lambda a: S.run_eager("aten.linalg_vector_norm", (a, 0.5), {}),
+                lambda a: torch.linalg.vector_norm(a, 0.5), [[1.0, 0.0, -2.0, 0.5]])
+
+
+def test_floor_divide_and_bitwise_ops_are_non_differentiable():
+    # floor_divide had zero formulas; PyTorch has no derivative for it (nor for bitwise ops).
+    x = kiln.tensor([1.5, -2.5], requires_grad=True)
+    assert not (x // 2).requires_grad and not kiln.floor_divide(x, x).requires_grad
+    kinds = {e["name"]: e["derivative"] for e in _TABLE}
+    for name in ("floor_divide", "floor_divide.Scalar", "floor_divide.Scalar_Tensor", "bitwise_and.Tensor",
+                 "bitwise_or.Scalar", "bitwise_xor.Scalar_Tensor", "bitwise_left_shift.Tensor",
+                 "bitwise_right_shift.Tensor_Scalar"):
+        assert kinds[name] == "non_differentiable", name
+
+
+def test_no_differentiable_op_lacks_a_formula():
+    import importlib.util
+    import os
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "tools", "kiln_ops.py")
+    spec = importlib.util.spec_from_file_location("kiln_ops", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert [e["schema"] for e in mod.missing_derivatives(_TABLE)] == []
