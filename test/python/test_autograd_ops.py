@@ -257,6 +257,14 @@ def test_grad_matches_torch_half(target, dtype):
         pytest.skip(f"{target}: no {dtype} sample has an output that requires grad")
 
 
+# Composite ops (views such as narrow/split/unbind/movedim, linear, ...) decompose before the
+# Autograd key: their gradients come from the formulas of what they decompose into.
+@pytest.mark.parametrize("target", _aten("composite"))
+def test_composite_grad_matches_torch(target):
+    if not _check_against_torch(target, "float64"):
+        pytest.skip(f"{target}: no float64 sample has an output that requires grad")
+
+
 # ---------------------------------------------------------------------------------------------
 # (c) gradgradcheck: the formulas of these families are themselves differentiable.
 
