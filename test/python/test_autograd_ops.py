@@ -43,11 +43,6 @@ TORCH_NO_DERIVATIVE = {
                                     "remainder.Tensor's: -grad * floor(self / other))",
 }
 
-# In-place ops that change a tensor's geometry in place. The engine sends them to the fallback,
-# which makes self a constant: their gradient is lost (PyTorch keeps it). Reported to the lead.
-INPLACE_VIEW_GAP = "engine gap: in-place view ops (t_, transpose_, squeeze_, unsqueeze_) drop self's history"
-
-
 def _at_jump(target, args, kwargs):
     """True where a sample sits on a jump of a piecewise op (self / other an integer for
     remainder and fmod), where finite differences see the jump rather than the derivative."""
@@ -357,16 +352,8 @@ def _inplace_samples(target):
     return out[:3]
 
 
-def _inplace_params():
-    out = []
-    for t in INPLACE_OPS:
-        marks = [pytest.mark.xfail(strict=True, reason=INPLACE_VIEW_GAP)] if "view" in _TAGS[t] else []
-        out.append(pytest.param(t, marks=marks, id=t))
-    return out
-
-
 @pytest.mark.parametrize("mode", ["nonleaf", "view"])
-@pytest.mark.parametrize("target", _inplace_params())
+@pytest.mark.parametrize("target", INPLACE_OPS)
 def test_inplace_grad_matches_torch(target, mode):
     picked = _inplace_samples(target)
     if not picked:
@@ -486,3 +473,27 @@ def test_no_differentiable_op_lacks_a_formula():
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     assert [e["schema"] for e in mod.missing_derivatives(_TABLE)] == []
+
+
+def test_inplace_view_ops_keep_history():
+    # t_/transpose_/squeeze_/unsqueeze_ reached the Autograd fallback, which made self a constant:
+    # the gradient through them was lost.
+    go = np.random.default_rng(1).standard_normal((3, 1, 2))
+    w = np.arange(6.0).reshape(3, 2)
+    grads = []
+    for i, lib in enumerate((kiln, torch)):
+        x = _pair(np.arange(6.0).reshape(2, 3) - 2.0)[i]
+        y = x * 2.0
+        y.t_()                       # a non-leaf: (3, 2)
+        y.unsqueeze_(1)              # (3, 1, 2)
+        loss = (y * lib.from_numpy(go)).sum()
+        y.squeeze_(1)
+        z = lib.stack([x * 1.0, x * 3.0])
+        v = z[1]
+        v.transpose_(0, 1)           # a view of a non-leaf: (3, 2)
+        loss = loss + (y * y).sum() + (v * lib.from_numpy(w)).sum() + (z * z).sum()
+        grads.append(lib.autograd.grad(loss, [x])[0])
+    np.testing.assert_allclose(_to_np(grads[0]), _to_np(grads[1]), rtol=1e-12)
+    leaf = kiln.ones(2, 3, requires_grad=True)
+    with pytest.raises(RuntimeError, match="a leaf Variable that requires grad is being used in an in-place"):
+        leaf.t_()
