@@ -497,3 +497,32 @@ def test_inplace_view_ops_keep_history():
     leaf = kiln.ones(2, 3, requires_grad=True)
     with pytest.raises(RuntimeError, match="a leaf Variable that requires grad is being used in an in-place"):
         leaf.t_()
+
+
+# Points where the ops are not differentiable (ties, zeros, bounds): gradcheck's samples avoid
+# them, so PyTorch's conventions there (ties share evenly, abs'(0) = 0, ...) are checked here.
+_T = [[1.0, 3.0, 3.0], [2.0, 2.0, 0.0]]
+_SPECIAL = {
+    "max ties": (lambda L, x: x.max(), [_T]),
+    "amax ties": (lambda L, x: x.amax(1), [_T]),
+    "max.dim ties": (lambda L, x: x.max(1)[0], [_T]),
+    "maximum ties": (lambda L, x, y: L.maximum(x, y), [[1.0, 2.0, 3.0], [1.0, 5.0, 3.0]]),
+    "minimum ties": (lambda L, x, y: L.minimum(x, y), [[1.0, 2.0, 3.0], [1.0, 5.0, 3.0]]),
+    "prod zeros": (lambda L, x: x.prod(), [[[1.0, 0.0, 3.0], [0.0, 2.0, 5.0]]]),
+    "prod.dim zero": (lambda L, x: x.prod(1), [[[1.0, 0.0, 3.0], [2.0, 2.0, 5.0]]]),
+    "cumprod zeros": (lambda L, x: x.cumprod(0), [[2.0, 0.0, 3.0, 0.0, 4.0]]),
+    "std of constants": (lambda L, x: x.std(1), [[[1.0, 1.0, 1.0], [2.0, 3.0, 5.0]]]),
+    "norm of zeros": (lambda L, x: x.norm(), [[0.0, 0.0, 0.0]]),
+    "inf-norm ties": (lambda L, x: x.norm(float("inf")), [[1.0, -3.0, 3.0]]),
+    "abs at 0": (lambda L, x: x.abs(), [[0.0, -1.0, 2.0]]),
+    "relu at 0": (lambda L, x: x.relu(), [[0.0, -1.0, 2.0]]),
+    "clamp at bounds": (lambda L, x: x.clamp(-1, 1), [[-1.0, 1.0, 0.5, 2.0]]),
+    "pow at 0": (lambda L, x, e: x.pow(e), [[0.0, 0.0, 2.0], [0.0, 2.0, 0.0]]),
+    "sign at 0": (lambda L, x: x.sign(), [[0.0, -1.0, 2.0]]),
+}
+
+
+@pytest.mark.parametrize("case", list(_SPECIAL))
+def test_special_points_match_torch(case):
+    fn, arrays = _SPECIAL[case]
+    _same_grads(lambda *a: fn(kiln, *a), lambda *a: fn(torch, *a), arrays)
