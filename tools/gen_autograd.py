@@ -286,6 +286,12 @@ def gen_autograd(ops, functional_twin):
             registrations.append((op.id, f"autograd_{op.id}"))
         elif d is not None:
             raise ValueError(f"{op.id}: derivatives must be a mapping or 'non_differentiable'")
+        elif "CompositeImplicit" not in op.kernels and ("inplace" in op.tags or op.inplace) and "view" in op.tags:
+            twin = functional_twin(op, by_id)
+            if twin is None or formulas_of(twin) is None:
+                continue
+            lines.append(f"void autograd_{op.id}(Stack& s) {{ autogradInplaceView(OpId::{op.id}, OpId::{twin.id}, s); }}")
+            registrations.append((op.id, f"autograd_{op.id}"))
         elif "CompositeImplicit" not in op.kernels and ("inplace" in op.tags or op.inplace) and "view" not in op.tags:
             twin = functional_twin(op, by_id)
             if twin is None:

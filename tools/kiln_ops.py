@@ -25,6 +25,10 @@ def missing_derivatives(table):
             continue
         if "random" in e["tags"] or "creation" in e["tags"]:
             continue
+        # In-place ops without a functional twin: copy_ has its own Autograd kernel, the others
+        # (fill_) make self a constant (runtime/autograd/AutogradKernels.cpp), as in PyTorch.
+        if "inplace" in e["tags"]:
+            continue
         returns = e["schema"].rsplit("->", 1)[1]
         if "Tensor" not in returns or "Tensor" not in e["schema"].split("->", 1)[0]:
             continue

@@ -190,6 +190,20 @@ void autogradInplace(OpId inplaceOp, OpId functionalOp, bool functionalSavesSelf
   s.emplace_back(std::move(self));
 }
 
+void autogradInplaceView(OpId inplaceOp, OpId viewOp, Stack& s) {
+  Tensor self = s[0].toTensor();
+  if (!GradMode::isEnabled() || !self.requiresGrad()) {
+    redispatchBelowAutograd(inplaceOp, s);
+    return;
+  }
+  checkInplaceTarget(self, inplaceOp);
+  Stack viewStack = s;
+  Dispatcher::instance().call(viewOp, viewStack);
+  Tensor view = viewStack.at(0).toTensor();
+  redispatchBelowAutograd(inplaceOp, s);
+  rebaseHistory(self, view);
+}
+
 void registerAutogradKernels(Dispatcher& d) {
   registerGeneratedAutogradKernels(d);
   d.registerKernel(OpId::copy_, DispatchKey::Autograd, autogradCopy);

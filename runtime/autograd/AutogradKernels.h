@@ -28,6 +28,9 @@ bool anyNeeded(const Node& node, size_t first, size_t count);
 // An in-place op under autograd: the functional twin runs (recorded; on a clone of self when its
 // formula saves self), its result is copied into self, and self's history is rebased onto it.
 void autogradInplace(OpId inplaceOp, OpId functionalOp, bool functionalSavesSelf, Stack& s);
+// An in-place view op (t_, transpose_, squeeze_, unsqueeze_) under autograd: the functional view
+// runs (recorded), self takes its geometry in place and is rebased onto the view's history.
+void autogradInplaceView(OpId inplaceOp, OpId viewOp, Stack& s);
 
 // Registers the generated kernels, copy_ and the fallback.
 void registerAutogradKernels(Dispatcher& d);

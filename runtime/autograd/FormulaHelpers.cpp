@@ -42,6 +42,13 @@ std::vector<int64_t> reducedDims(std::optional<IntArrayRef> dims, int64_t ndim) 
   return out;
 }
 
+int64_t reducedNumel(IntArrayRef sizes, std::optional<IntArrayRef> dims) {
+  int64_t n = 1;
+  if (sizes.empty()) return n; // a 0-d tensor reduces over dim 0 / -1 to itself
+  for (int64_t d : reducedDims(dims, int64_t(sizes.size()))) n *= sizes[size_t(d)];
+  return n;
+}
+
 Tensor expandReduced(const Tensor& grad, IntArrayRef sizes, std::optional<IntArrayRef> dims, bool keepdim) {
   Tensor g = grad;
   int64_t ndim = int64_t(sizes.size());
@@ -55,9 +62,7 @@ Tensor sumBackward(const Tensor& grad, IntArrayRef sizes, std::optional<IntArray
 }
 
 Tensor meanBackward(const Tensor& grad, IntArrayRef sizes, std::optional<IntArrayRef> dims, bool keepdim) {
-  int64_t n = 1;
-  for (int64_t d : reducedDims(dims, int64_t(sizes.size()))) n *= sizes[size_t(d)];
-  return ops::div(expandReduced(grad, sizes, dims, keepdim), Scalar(n));
+  return ops::div(expandReduced(grad, sizes, dims, keepdim), Scalar(reducedNumel(sizes, dims)));
 }
 
 Tensor extremumBackward(const Tensor& grad, const Tensor& self, const Tensor& result,
@@ -89,8 +94,7 @@ Tensor indexSelectingBackward(const Tensor& grad, int64_t dim, const Tensor& ind
 
 Tensor varBackward(const Tensor& grad, const Tensor& self, std::optional<IntArrayRef> dims,
                    double correction, bool keepdim) {
-  int64_t n = 1;
-  for (int64_t d : reducedDims(dims, self.dim())) n *= self.size(d);
+  int64_t n = reducedNumel(self.sizes(), dims);
   double scale = 2.0 / std::max<double>(double(n) - correction, 0.0);
   Tensor centered = ops::sub(self, ops::mean(self, dims, true));
   return ops::mul(ops::mul(expandReduced(grad, self.sizes(), dims, keepdim), centered), Scalar(scale));
@@ -255,6 +259,12 @@ Tensor powScalarBackward(const Tensor& grad, const Tensor& self, const Scalar& e
   return ops::mul(ops::mul(grad, exponent), ops::pow(self, Scalar(e - 1.0)));
 }
 
+Tensor powScalarBaseBackward(const Tensor& grad, const Scalar& self, const Tensor& exponent, const Tensor& result) {
+  Tensor g = ops::mul(grad, ops::mul(result, Scalar(std::log(self.toDouble()))));
+  if (self.toDouble() != 0.0) return g;
+  return ops::masked_fill(g, ops::ge(exponent, Scalar(0.0)), Scalar(0.0));
+}
+
 Tensor clampBackward(const Tensor& grad, const Tensor& self, const std::optional<Scalar>& min,
                      const std::optional<Scalar>& max) {
   Tensor keep;
@@ -271,6 +281,21 @@ Tensor clampTensorBackward(const Tensor& grad, const Tensor& self, const std::op
   if (max) keep = keep.defined() ? ops::logical_and(keep, ops::le(self, *max)) : ops::le(self, *max);
   if (!keep.defined()) return grad;
   return ops::where(keep, grad, ops::zeros_like(grad));
+}
+
+std::vector<Tensor> clampBackwardMinMax(const Tensor& grad, const Tensor& self, const std::optional<Tensor>& min,
+                                        const std::optional<Tensor>& max, const std::vector<bool>& mask) {
+  std::vector<Tensor> out(2);
+  Tensor zero = ops::zeros({}, grad.dtype(), grad.device());
+  if (min && max) {
+    if (mask[0]) out[0] = ops::where(ops::logical_and(ops::lt(self, *min), ops::lt(*min, *max)), grad, zero);
+    if (mask[1]) out[1] = ops::where(ops::logical_or(ops::gt(self, *max), ops::lt(*max, *min)), grad, zero);
+  } else if (min) {
+    if (mask[0]) out[0] = ops::where(ops::lt(self, *min), grad, zero);
+  } else if (max) {
+    if (mask[1]) out[1] = ops::where(ops::gt(self, *max), grad, zero);
+  }
+  return out;
 }
 
 Tensor geluBackward(const Tensor& grad, const Tensor& self, const std::string& approximate) {
@@ -324,19 +349,36 @@ Tensor normBackward(const Tensor& grad, const Tensor& self, const Scalar& ord, c
   }
   Tensor r;
   if (p == 2.0) r = ops::div(ops::mul(self, g), n);
-  else r = ops::div(ops::mul(ops::mul(ops::sign(self), ops::pow(ops::abs(self), Scalar(p - 1.0))), g),
-                    ops::pow(n, Scalar(p - 1.0)));
+  else {
+    Tensor scaled = ops::mul(ops::sign(self), ops::pow(ops::abs(self), Scalar(p - 1.0)));
+    // p < 1: |x|^(p-1) is infinite at 0, where PyTorch takes the gradient as 0.
+    if (p < 1.0) scaled = ops::masked_fill(scaled, ops::eq(self, Scalar(0.0)), Scalar(0.0));
+    r = ops::div(ops::mul(scaled, g), ops::pow(n, Scalar(p - 1.0)));
+  }
   return ops::masked_fill(r, ops::eq(n, Scalar(0.0)), Scalar(0.0));
 }
 
 Tensor cumprodBackward(const Tensor& grad, const Tensor& self, const Tensor& result, int64_t dim) {
-  if (self.dim() == 0) return grad;
-  if (ops::any(ops::eq(self, Scalar(0.0))).item().toBool())
-    throw NotImplementedError("cumprod: the derivative for an input that contains zeros is not implemented");
+  if (self.dim() == 0 || self.numel() == 0) return grad;
   int64_t d = wrapDim(dim, self.dim());
-  std::vector<int64_t> ds{d};
-  Tensor acc = ops::flip(ops::cumsum(ops::flip(ops::mul(grad, result), ds), d), ds);
-  return ops::div(acc, self);
+  if (!ops::any(ops::eq(self, Scalar(0.0))).item().toBool()) {
+    std::vector<int64_t> ds{d};
+    Tensor acc = ops::flip(ops::cumsum(ops::flip(ops::mul(grad, result), ds), d), ds);
+    return ops::div(acc, self);
+  }
+  // With zeros, no division: d/dx_k sum_i g_i prod_{j<=i} x_j = sum_{i>=k} g_i prod_{j<=i, j!=k} x_j
+  //   = (prod_{j<k} x_j) * sum_{i>=k} g_i * P[k, i], P[k, i] = prod_{k<j<=i} x_j,
+  // with P the cumulative product along i of x_j masked to 1 for j <= k (O(n^2) along dim).
+  Tensor x = ops::transpose(self, d, -1), g = ops::transpose(grad, d, -1);
+  int64_t n = x.size(-1);
+  Tensor idx = ops::arange(Scalar(n), ScalarType::Int64, self.device());
+  Tensor row = ops::reshape(idx, {1, n}), col = ops::reshape(idx, {n, 1}); // [k, j]
+  Tensor one = ops::ones({}, x.dtype(), x.device()), zero = ops::zeros({}, grad.dtype(), grad.device());
+  Tensor after = ops::cumprod(ops::where(ops::gt(row, col), ops::unsqueeze(x, -2), one), -1);
+  Tensor terms = ops::where(ops::ge(row, col), ops::mul(after, ops::unsqueeze(g, -2)), zero);
+  std::vector<int64_t> last{-1};
+  Tensor r = ops::mul(exclusiveCumprod(x, x.dim() - 1), ops::sum(terms, IntArrayRef(last), false));
+  return ops::transpose(r, d, -1);
 }
 
 Tensor asStridedBackward(const Tensor& grad, const Tensor& self, IntArrayRef size, IntArrayRef stride,

@@ -13,6 +13,8 @@ bool isExpandableTo(IntArrayRef shape, IntArrayRef desired);
 Tensor sumTo(const Tensor& grad, IntArrayRef shape);
 // The reduced dims of a reduction over `dims` (all dims when empty/none) of a tensor of `ndim` dims.
 std::vector<int64_t> reducedDims(std::optional<IntArrayRef> dims, int64_t ndim);
+// How many elements a reduction over `dims` of a tensor of `sizes` folds into one (1 for a 0-d tensor).
+int64_t reducedNumel(IntArrayRef sizes, std::optional<IntArrayRef> dims);
 // grad of a reduction, with the reduced dims put back (size 1) and expanded to `sizes`.
 Tensor expandReduced(const Tensor& grad, IntArrayRef sizes, std::optional<IntArrayRef> dims, bool keepdim);
 Tensor sumBackward(const Tensor& grad, IntArrayRef sizes, std::optional<IntArrayRef> dims, bool keepdim);
@@ -52,10 +54,17 @@ Tensor matmulBackwardOther(const Tensor& grad, const Tensor& self, const Tensor&
 Tensor powBackwardSelf(const Tensor& grad, const Tensor& self, const Tensor& exponent);
 Tensor powBackwardExponent(const Tensor& grad, const Tensor& self, const Tensor& exponent, const Tensor& result);
 Tensor powScalarBackward(const Tensor& grad, const Tensor& self, const Scalar& exponent);
+// pow(Scalar self, Tensor exponent): grad * result * log(self), 0 where self == 0 and exponent >= 0.
+Tensor powScalarBaseBackward(const Tensor& grad, const Scalar& self, const Tensor& exponent, const Tensor& result);
 Tensor clampBackward(const Tensor& grad, const Tensor& self, const std::optional<Scalar>& min,
                      const std::optional<Scalar>& max);
 Tensor clampTensorBackward(const Tensor& grad, const Tensor& self, const std::optional<Tensor>& min,
                            const std::optional<Tensor>& max);
+// clamp.Tensor's gradients of min and max (PyTorch's clamp_backward_min_max): with both bounds,
+// min gets the gradient where self < min < max, max where self > max or max < min (clamp then
+// returns max).
+std::vector<Tensor> clampBackwardMinMax(const Tensor& grad, const Tensor& self, const std::optional<Tensor>& min,
+                                        const std::optional<Tensor>& max, const std::vector<bool>& mask);
 Tensor geluBackward(const Tensor& grad, const Tensor& self, const std::string& approximate);
 Tensor siluBackward(const Tensor& grad, const Tensor& self);
 // maximum/minimum: the gradient goes to the larger (smaller) input, split evenly on ties.
