@@ -29,12 +29,6 @@ Tensor valueSelectingReductionBackward(const Tensor& grad, int64_t dim, const Te
   return ops::scatter(zerosOf(sizes, grad), dim, ix, g);
 }
 
-Tensor evenlyDistributeBackward(const Tensor& grad, const Tensor& input, const Tensor& value) {
-  bool nanValue = ops::isnan(value).item().toBool();
-  Tensor mask = nanValue ? ops::isnan(input) : ops::eq(input, value);
-  return ops::mul(mask, ops::div(grad, ops::sum(mask)));
-}
-
 std::vector<Tensor> scatterReduceBackward(const Tensor& grad, const Tensor& self, int64_t dim,
                                           const Tensor& index, const Tensor& src,
                                           const std::string& reduce, bool includeSelf,
@@ -83,8 +77,8 @@ std::vector<Tensor> scatterReduceBackward(const Tensor& grad, const Tensor& self
   return {gradSelf, gradSrc};
 }
 
-Tensor maskedSelectBackward(const Tensor& grad, IntArrayRef selfSizes, const Tensor& mask) {
-  DimVector shape = broadcastShapes("masked_select_backward", selfSizes, mask.sizes());
+Tensor maskedSelectBackward(const Tensor& grad, const Tensor& input, const Tensor& mask) {
+  DimVector shape = broadcastShapes("masked_select_backward", input.sizes(), mask.sizes());
   return ops::masked_scatter(zerosOf(shape, grad), mask, grad);
 }
 
@@ -111,21 +105,6 @@ Tensor cumprodBackward(const Tensor& grad, const Tensor& self, int64_t dim, cons
   Tensor withOne = ops::cumprod(ops::masked_fill(self, firstZero, one), dim);
   Tensor atZero = reverseCumsum(ops::mul(grad, ops::masked_fill(withOne, beforeZero, zero)), dim);
   return ops::where(beforeZero, before, ops::masked_fill(atZero, ops::logical_not(firstZero), zero));
-}
-
-Tensor repeatBackward(const Tensor& grad, IntArrayRef repeats, IntArrayRef selfSizes) {
-  // grad viewed as [r0, s0, r1, s1, ...] (s = 1 for the leading new dims), summed over the r.
-  size_t lead = repeats.size() - selfSizes.size();
-  DimVector split;
-  std::vector<int64_t> copies;
-  for (size_t i = 0; i < repeats.size(); ++i) {
-    copies.push_back(int64_t(split.size()));
-    split.push_back(repeats[i]);
-    split.push_back(i < lead ? 1 : selfSizes[i - lead]);
-  }
-  if (split.empty()) return grad;
-  Tensor summed = ops::sum(ops::reshape(grad, split), IntArrayRef(copies), false);
-  return ops::reshape(summed, selfSizes);
 }
 
 } // namespace kiln::kernels

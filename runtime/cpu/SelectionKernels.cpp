@@ -268,7 +268,7 @@ Tensor searchsorted(const Tensor& sortedSequence, const Tensor& self, bool outIn
   Tensor order = sorted ? ops::contiguous(*sorter) : Tensor();
   const int64_t len = bd.sizes()[size_t(bd.dim() - 1)];
   const int64_t valuesPerRow = self.dim() == 0 ? 1 : self.sizes()[size_t(self.dim() - 1)];
-  KILN_DISPATCH_NUMERIC(common, "searchsorted", [&]<typename T>() {
+  KILN_DISPATCH_NUMERIC(common, "searchsorted_out_cpu", [&]<typename T>() {
     searchRows<T>(b, v, order, out, len, oneBoundary ? 0 : valuesPerRow, right);
   });
   return out;

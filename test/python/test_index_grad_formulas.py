@@ -1,4 +1,4 @@
-"""The derivatives: formulas of the indexing, sorting and scan ops (ir/ops/*.yaml), evaluated
+"""The derivatives: formulas of the indexing and sorting ops (ir/ops/*.yaml), evaluated
 with kiln ops as written there, against PyTorch's autograd gradients for the same grad_output.
 (Once kiln's autograd engine runs them, gradcheck covers them as well.)"""
 import kiln
@@ -97,12 +97,12 @@ def test_masked_select_and_scatter():
     n = int(m[0].sum().item())
     g = grad_for((n,))
     (expected,) = torch_grads(lambda T, a, mm: a.masked_select(mm), [x[1], m[1]], g[1])
-    check(kiln._masked_select_backward(g[0], [3, 4], m[0]), expected)
+    check(kiln._masked_select_backward(g[0], x[0], m[0]), expected)
     # A broadcast mask: the gradient comes in the broadcast shape, summed to self's by the engine.
     mb = both(sample((2, 3, 4), "bool", seed=5))
     gb = grad_for((int(mb[0].sum().item()),))
     (expected,) = torch_grads(lambda T, a, mm: a.masked_select(mm), [x[1], mb[1]], gb[1])
-    check(kiln._masked_select_backward(gb[0], [3, 4], mb[0]).sum(0), expected)
+    check(kiln._masked_select_backward(gb[0], x[0], mb[0]).sum(0), expected)
     src = both(sample((14,), "float64", seed=6))
     g = grad_for((3, 4))
     gs, gsrc = torch_grads(lambda T, a, mm, s: a.masked_scatter(mm, s), [x[1], m[1], src[1]], g[1])
@@ -147,33 +147,17 @@ def test_median_all():
         x = both(a)
         g = both(np.array(1.5))
         (expected,) = torch_grads(lambda T, t: t.median(), [x[1]], g[1])
-        check(kiln._evenly_distribute_backward(g[0], x[0], x[0].median()), expected)
+        result = x[0].median()
+        mask = x[0].isnan() if result.isnan().item() else x[0] == result
+        check(mask * (g[0] / mask.sum()), expected)  # median's formula
 
 
 @pytest.mark.parametrize("row", [[1.5, -2.0, 3.0, 0.5], [1.5, 0.0, 3.0, 0.5], [0.0, 2.0, 0.0, 4.0],
                                  [2.0, 3.0, 0.0, 0.0]])
-def test_cumsum_cumprod(row):
+def test_cumprod_backward_with_zeros(row):
+    # cumprod_backward is exact where the input holds zeros (one or several per row).
     x = both(np.array([row, row[::-1]]))
     g = grad_for((2, 4))
-    (expected,) = torch_grads(lambda T, a: a.cumsum(1), [x[1]], g[1])
-    check(g[0].flip([1]).cumsum(1).flip([1]), expected)
-    (expected,) = torch_grads(lambda T, a: a.cumprod(1), [x[1]], g[1])
-    check(kiln._cumprod_backward(g[0], x[0], 1, x[0].cumprod(1)), expected)
-    (expected,) = torch_grads(lambda T, a: a.cumprod(0), [x[1]], g[1])
-    check(kiln._cumprod_backward(g[0], x[0], 0, x[0].cumprod(0)), expected)
-
-
-def test_flip_roll_repeat():
-    x = both(X)
-    g = grad_for((3, 4))
-    (expected,) = torch_grads(lambda T, a: a.flip(0, 1), [x[1]], g[1])
-    check(g[0].flip([0, 1]), expected)
-    (expected,) = torch_grads(lambda T, a: a.roll((1, -3), (0, 1)), [x[1]], g[1])
-    check(g[0].roll((-1, 3), (0, 1)), expected)
-    (expected,) = torch_grads(lambda T, a: a.roll(5), [x[1]], g[1])
-    check(g[0].roll(-5), expected)
-    for reps in [(2, 1), (2, 3, 2), (1, 0, 1)]:
-        out_shape = tuple(kiln.zeros(3, 4).repeat(*reps).shape)
-        gr = grad_for(out_shape)
-        (expected,) = torch_grads(lambda T, a, r=reps: a.repeat(*r), [x[1]], gr[1])
-        check(kiln._repeat_backward(gr[0], list(reps), [3, 4]), expected)
+    for dim in [1, 0]:
+        (expected,) = torch_grads(lambda T, a, d=dim: a.cumprod(d), [x[1]], g[1])
+        check(kiln._cumprod_backward(g[0], x[0], dim, x[0].cumprod(dim)), expected)
