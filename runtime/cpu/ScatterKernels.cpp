@@ -194,7 +194,13 @@ Tensor cloneForScatter(const Tensor& self) { return ops::clone(self); }
 
 // --- scatter / scatter_add ---
 
+// A Python number given for src reaches the src overloads as a wrapped number: it is the value
+// form's value (PyTorch's parser picks scatter.value for numbers).
 Tensor scatterSrc_(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
+  if (src.isWrappedNumber()) {
+    Scalar value = src.isMeta() ? Scalar(int64_t(0)) : src.item();
+    return scatterInto("scatter", self, dim, index, nullptr, &value, Reduce::Assign);
+  }
   return scatterInto("scatter", self, dim, index, &src, nullptr, Reduce::Assign);
 }
 
@@ -204,6 +210,10 @@ Tensor scatterValue_(const Tensor& self, int64_t dim, const Tensor& index, const
 
 Tensor scatterSrcReduce_(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src,
                          const std::string& reduce) {
+  if (src.isWrappedNumber()) {
+    Scalar value = src.isMeta() ? Scalar(int64_t(0)) : src.item();
+    return scatterInto("scatter", self, dim, index, nullptr, &value, reduceOfScatterArg(reduce));
+  }
   return scatterInto("scatter", self, dim, index, &src, nullptr, reduceOfScatterArg(reduce));
 }
 
@@ -428,7 +438,7 @@ Tensor put_(const Tensor& self, const Tensor& index, const Tensor& source, bool 
              "put_(): self and source expected to have the same dtype, but got self.dtype = ",
              scalarTypeShortName(self.dtype()), " and source.dtype = ",
              scalarTypeShortName(source.dtype()));
-  KILN_CHECK(source.numel() == index.numel(), "put_(): Expected source and index to have the same "
+  KILN_CHECK_INDEX(source.numel() == index.numel(), "put_(): Expected source and index to have the same "
              "number of elements, but got source.numel() = ", source.numel(),
              ", index.numel() = ", index.numel());
   KILN_CHECK(!(self.numel() == 0 && index.numel() > 0),

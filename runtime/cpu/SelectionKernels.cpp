@@ -278,8 +278,9 @@ Tensor searchsorted(const Tensor& sortedSequence, const Tensor& self, bool outIn
 
 Tensor repeatInterleaveIndices(const Tensor& repeats, std::optional<int64_t> outputSize) {
   KILN_CHECK(repeats.dim() <= 1, "repeat_interleave only accept 1D vector as repeat");
-  KILN_CHECK(repeats.dtype() == ScalarType::Int64 || repeats.dtype() == ScalarType::Int32,
-             "repeats has to be Long or Int tensor");
+  if (repeats.dtype() != ScalarType::Int64 && repeats.dtype() != ScalarType::Int32)
+    throw NotImplementedError(strCat("\"repeat_interleave_cpu\" not implemented for '",
+                                     scalarTypeShortName(repeats.dtype()), "'"));
   checkNotMeta(repeats, "repeat_interleave");
   Tensor r = ops::contiguous(ops::_to_copy(ops::reshape(repeats, {repeats.numel()}),
                                           ScalarType::Int64));

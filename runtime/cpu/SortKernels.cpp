@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <queue>
 
 #include "generated/KernelDecls.h"
@@ -103,6 +104,84 @@ DimVector reducedShape(IntArrayRef sizes, int64_t dim, bool keepdim, int64_t kee
   return s;
 }
 
+// --- radix sort of long rows ---
+// Each value maps to an unsigned key whose order is the sort order (NaN above everything, -0 equal
+// to 0); an LSD radix sort of (key, index) by bytes is stable and linear in the row length.
+
+template <typename T> using RadixKey = std::conditional_t<(sizeof(T) <= 4), uint32_t, uint64_t>;
+
+template <typename T> RadixKey<T> radixKey(T v) {
+  using K = RadixKey<T>;
+  constexpr K top = K(1) << (sizeof(K) * 8 - 1);
+  if constexpr (std::is_same_v<T, bool>) {
+    return K(v);
+  } else if constexpr (std::is_integral_v<T>) {
+    if constexpr (std::is_unsigned_v<T>) return K(v);
+    else return K(std::make_signed_t<K>(v)) ^ top;
+  } else {
+    using F = std::conditional_t<std::is_same_v<T, double>, double, float>;
+    F f = F(v);
+    if (std::isnan(f)) return ~K(0);
+    if (f == 0) f = 0; // -0 sorts with 0
+    K bits;
+    std::memcpy(&bits, &f, sizeof bits);
+    return bits & top ? ~bits : bits | top;
+  }
+}
+
+// Sorts keys (with their indices) in place; scratch holds n of each.
+template <typename K>
+void radixSort(std::vector<K>& keys, std::vector<int64_t>& index, std::vector<K>& keyScratch,
+               std::vector<int64_t>& indexScratch) {
+  const size_t n = keys.size();
+  for (size_t shift = 0; shift < sizeof(K) * 8; shift += 8) {
+    size_t count[257] = {};
+    for (size_t i = 0; i < n; ++i)
+      ++count[((keys[i] >> shift) & 0xFF) + 1];
+    if (std::any_of(count + 1, count + 257, [n](size_t c) { return c == n; })) continue;
+    for (size_t b = 1; b < 257; ++b)
+      count[b] += count[b - 1];
+    for (size_t i = 0; i < n; ++i) {
+      size_t at = count[(keys[i] >> shift) & 0xFF]++;
+      keyScratch[at] = keys[i];
+      indexScratch[at] = index[i];
+    }
+    keys.swap(keyScratch);
+    index.swap(indexScratch);
+  }
+}
+
+// Rows at least this long are radix sorted (below it std::sort on entries is as fast).
+constexpr int64_t kRadixRow = 512;
+
+template <typename T>
+void radixSortRows(const T* in, T* values, int64_t* indices, const Rows& rows, bool descending) {
+  using K = RadixKey<T>;
+  const int64_t count = rows.count(), n = rows.layout.n, stride = rows.layout.inner;
+  int threads = omp_in_parallel() || count * n < 32768 ? 1 : omp_get_max_threads();
+  threads = int(std::min<int64_t>(threads, count));
+#pragma omp parallel num_threads(threads) if (threads > 1)
+  {
+    std::vector<K> keys(static_cast<size_t>(n)), keyScratch(static_cast<size_t>(n));
+    std::vector<int64_t> order(static_cast<size_t>(n)), orderScratch(static_cast<size_t>(n));
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < count; ++r) {
+      int64_t base = rows.base(r, n);
+      for (int64_t j = 0; j < n; ++j) {
+        K k = radixKey(in[base + j * stride]);
+        keys[size_t(j)] = descending ? K(~k) : k;
+        order[size_t(j)] = j;
+      }
+      radixSort(keys, order, keyScratch, orderScratch);
+      for (int64_t j = 0; j < n; ++j) {
+        int64_t from = order[size_t(j)];
+        values[base + j * stride] = in[base + from * stride];
+        indices[base + j * stride] = from;
+      }
+    }
+  }
+}
+
 } // namespace
 
 // --- sort ---
@@ -119,6 +198,7 @@ std::tuple<Tensor, Tensor> sortStable(const Tensor& self, std::optional<bool> st
     const T* in = p.input.data<T>();
     T* v = values.data<T>();
     int64_t* ix = indices.data<int64_t>();
+    if (n >= kRadixRow) return radixSortRows(in, v, ix, p.rows, descending);
     forEachRow<T>(p.rows, [&](int64_t r, std::vector<Entry<T>>& buf) {
       int64_t base = p.rows.base(r, n);
       readRow(in, base, n, stride, buf);
@@ -177,12 +257,13 @@ std::tuple<Tensor, Tensor> topk(const Tensor& self, int64_t k, int64_t dim, bool
   Prepared p = prepare(self, dim);
   const int64_t n = p.rows.layout.n;
   KILN_CHECK(k >= 0 && k <= n, "selected index k out of range");
-  if (self.dtype() == ScalarType::Bool)
-    throw NotImplementedError("\"topk_cpu\" not implemented for 'Bool'");
+  KILN_CHECK(self.dtype() != ScalarType::Bool, "topk does not support bool dtypes on CPU");
   DimVector shape = reducedShape(self.sizes(), p.dim, true, k);
   Tensor values = Tensor::empty(shape, self.dtype(), self.device());
   Tensor indices = Tensor::empty(shape, ScalarType::Int64, self.device());
   if (self.isMeta() || values.numel() == 0) return {values, indices};
+  // A 0-d tensor has nothing to select among: PyTorch returns it for k = 0 as for k = 1.
+  if (self.dim() == 0) return {ops::clone(self), ops::zeros({}, ScalarType::Int64, self.device())};
   const int64_t stride = p.rows.layout.inner;
   KILN_DISPATCH_NUMERIC(self.dtype(), "topk", [&]<typename T>() {
     const T* in = p.input.data<T>();

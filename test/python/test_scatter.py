@@ -50,7 +50,7 @@ def test_scatter_in_place_returns_self_and_bumps_version():
     assert k._version > before
     view = k[1]
     k.scatter_add_(0, kiln.tensor([[1, 1, 1, 1]]), kiln.ones(1, 4))
-    assert view.tolist() == [2.0, 2.0, 1.0, 2.0]
+    assert view.tolist() == [1.0, 1.0, 2.0, 2.0]
 
 
 @pytest.mark.parametrize("reduce", ["sum", "prod", "mean", "amax", "amin"])
@@ -135,12 +135,14 @@ def test_index_add_copy_fill_dtypes(dtype):
     x = make(sample((4, 3), dtype), dtype)
     src = make(sample((3, 3), dtype, seed=5), dtype)
     i = idx([2, 0, 2])
-    run(lambda T, a, ix, s: a.index_add(0, ix, s), x, i, src)
+    # PyTorch adds repeated rows of a 2-d self in another order: 16-bit sums may differ by an ulp.
+    tol = {"rtol": 1e-2, "atol": 1e-2} if dtype in ("float16", "bfloat16") else {}
+    run(lambda T, a, ix, s: a.index_add(0, ix, s), x, i, src, **tol)
     run(lambda T, a, ix, s: T.index_add(a, 1, ix[:2] // 2, s[:, :2].repeat(2, 1)[:4]), x, i, src)
     run(lambda T, a, ix, s: a.index_copy(0, T.tensor([3, 0, 1]), s), x, i, src)
     run(lambda T, a, ix: a.index_fill(1, T.tensor([2, -3]), True if dtype == "bool" else 7), x, i)
     run(lambda T, a, ix: a.index_fill(0, ix, T.tensor(1).to(a.dtype)), x, i)
-    run(lambda T, a, ix, s: a.clone().index_add_(0, ix, s), x, i, src)
+    run(lambda T, a, ix, s: a.clone().index_add_(0, ix, s), x, i, src, **tol)
     run(lambda T, a, ix, s: a.clone().index_copy_(0, T.tensor([3, 0, 1]), s), x, i, src)
     run(lambda T, a, ix: a.clone().index_fill_(0, ix, 0), x, i)
 
