@@ -87,6 +87,8 @@ Tensor sumProduct(Tensor a, Tensor b, const std::vector<bool>& summed) {
     else if (sa != 1) left.push_back(int64_t(d));
     else right.push_back(int64_t(d));
   }
+  if (!contract.empty() && a.dtype() == ScalarType::Bool)
+    throw NotImplementedError("\"bmm\" not implemented for 'Bool'"); // as in PyTorch
   if (contract.empty() || !isFloatingType(a.dtype())) {
     Tensor p = ops::mul(a, b);
     // dtype= keeps integers as they are, as PyTorch's bmm does.

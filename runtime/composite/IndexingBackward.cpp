@@ -91,6 +91,8 @@ Tensor maskedScatterBackward(const Tensor& gradOutput, const Tensor& mask, IntAr
 }
 
 Tensor cumprodBackward(const Tensor& grad, const Tensor& self, int64_t dim, const Tensor& result) {
+  KILN_CHECK(grad.dtype() != ScalarType::Bool && self.dtype() != ScalarType::Bool,
+             "cumprod_backward(): bool tensors have no gradient");
   if (self.numel() == 0) return ops::zeros_like(self, grad.dtype());
   dim = wrapDim(dim, self.dim());
   // Before a row's first zero: sum_{k >= i} grad_k out_k / x_i. At the first zero z: the same

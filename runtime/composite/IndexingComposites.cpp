@@ -16,6 +16,26 @@ Tensor argsortStable(const Tensor& self, bool stable, int64_t dim, bool descendi
 
 Tensor msort(const Tensor& self) { return std::get<0>(ops::sort(self, 0, false)); }
 
+namespace {
+
+// cumsum_/cumprod_: the scan written back into self, whose dtype a dtype= must name.
+Tensor scanInPlace(const Tensor& self, std::optional<ScalarType> dtype, const Tensor& scanned) {
+  KILN_CHECK(!dtype || *dtype == self.dtype(), "Bad in-place call: input tensor dtype ",
+             scalarTypeName(self.dtype()), " and output tensor dtype ", scalarTypeName(*dtype),
+             " should match");
+  return ops::copy_(self, scanned, false);
+}
+
+} // namespace
+
+Tensor cumsum_(const Tensor& self, int64_t dim, std::optional<ScalarType> dtype) {
+  return scanInPlace(self, dtype, ops::cumsum(self, dim, dtype ? dtype : self.dtype()));
+}
+
+Tensor cumprod_(const Tensor& self, int64_t dim, std::optional<ScalarType> dtype) {
+  return scanInPlace(self, dtype, ops::cumprod(self, dim, dtype ? dtype : self.dtype()));
+}
+
 std::vector<Tensor> nonzeroNumpy(const Tensor& self) {
   // A 0-d tensor is indexed as one of shape [1].
   Tensor t = self.dim() == 0 ? ops::unsqueeze(self, 0) : self;

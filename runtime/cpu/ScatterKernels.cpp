@@ -350,7 +350,8 @@ Tensor indexAdd_(const Tensor& self, int64_t dim, const Tensor& index, const Ten
   Tensor idx = asInt64(index);
   checkIndexValues<Error>(idx, sizeAlong(self, dim), false, "", dim);
   bool unitAlpha = alpha.isIntegral() ? alpha.toInt() == 1 : alpha.toDouble() == 1.0;
-  Tensor src = unitAlpha ? source : ops::mul(source, alpha);
+  // alpha scales in self's dtype (a bool or integer source times alpha is promoted by mul).
+  Tensor src = unitAlpha ? source : ops::_to_copy(ops::mul(source, alpha), self.dtype());
   DimVector shape = shapeOf(source);
   scatterLoop(self, dim, shape, idx, broadcastIndexStrides(idx, shape.size(), dim), src,
               stridesOrUnit(src), Reduce::Sum);

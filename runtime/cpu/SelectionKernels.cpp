@@ -277,7 +277,7 @@ Tensor searchsorted(const Tensor& sortedSequence, const Tensor& self, bool outIn
 // --- repeat_interleave's indices: i repeated repeats[i] times ---
 
 Tensor repeatInterleaveIndices(const Tensor& repeats, std::optional<int64_t> outputSize) {
-  KILN_CHECK(repeats.dim() <= 1, "repeat_interleave only accept 1D vector as repeat");
+  KILN_CHECK(repeats.dim() == 1, "repeat_interleave only accept 1D vector as repeat");
   if (repeats.dtype() != ScalarType::Int64 && repeats.dtype() != ScalarType::Int32)
     throw NotImplementedError(strCat("\"repeat_interleave_cpu\" not implemented for '",
                                      scalarTypeShortName(repeats.dtype()), "'"));

@@ -74,6 +74,7 @@ def test_einsum_errors():
         lambda T, a: T.einsum("i1", a),
         lambda T, a: T.einsum("i.j", a),
         lambda T, a: T.einsum("ij,jk", a, T.ones(3, 2, dtype=T.float64)),
+        lambda T, a: T.einsum("ij,jk", a.bool(), T.ones(3, 2, dtype=T.bool)),
     ]:
         same_error(fn, x)
     with pytest.raises(TypeError):

@@ -165,6 +165,15 @@ def test_index_add_copy_fill_shapes(layout):
     run(lambda T, a: a.index_fill(1, T.tensor([2, 1]), 2.5), xi)
 
 
+def test_index_add_alpha_keeps_self_dtype():
+    # Regression: alpha times a bool (or integer) source was promoted and read as self's dtype.
+    x = make(sample((4, 3), "bool"))
+    src = make(sample((3, 3), "bool", seed=5))
+    run(lambda T, a, s: a.index_add(0, T.tensor([2, 0, 2]), s, alpha=2), x, src)
+    xi = make(sample((4, 3), "int16"))
+    run(lambda T, a: a.index_add(1, T.tensor([0, 2]), T.ones(4, 2, dtype=T.int16), alpha=-3), xi)
+
+
 def test_index_add_copy_fill_errors():
     x = make(np.zeros((3, 4), np.float32))
     for fn in [
@@ -297,5 +306,8 @@ def test_cumsum_cumprod_in_place():
     run(lambda T, a: a.clone().cumsum_(1), x)
     run(lambda T, a: a.clone().cumprod_(0), x)
     run(lambda T, a: a.clone().cumsum_(0, dtype=T.float32), x)
+    run(lambda T, a: a.int().cumsum_(0), x)
     k = kiln.ones(3)
     assert k.cumsum_(0) is k and k.tolist() == [1.0, 2.0, 3.0]
+    same_error(lambda T, a: a.clone().cumsum_(0, dtype=T.float64), x)
+    same_error(lambda T, a: a.clone().cumprod_(1, dtype=T.int64), x)

@@ -270,5 +270,6 @@ def test_repeat_interleave():
                lambda T, a: a.repeat_interleave(T.tensor([1, 2, 3]), dim=0),
                lambda T, a: a.repeat_interleave(T.tensor([1, 2])),
                lambda T, a: a.repeat_interleave(-1),
+               lambda T, a: T.repeat_interleave(T.tensor(2)),
                lambda T, a: a.repeat_interleave(T.tensor([1.0, 2.0]), dim=0)]:
         same_error(fn, x)

@@ -490,9 +490,9 @@ def _indexing_specs(s):
     s["masked_select"] = dict(cases=masks)
     s["masked_scatter"] = dict(cases=[m + ((8,),) for m in masks[:4]] + [((3,), _mask((2, 3)), (2, 4))])
     s["masked_scatter_"] = dict(cases=[m + ((8,),) for m in masks[:4]])
-    s["masked_select_backward"] = dict(cases=[((3,), (2, 3), T((2, 3), values=[[1, 0, 1], [1, 1, 1]],
+    s["masked_select_backward"] = dict(cases=[((5,), (2, 3), T((2, 3), values=[[1, 0, 1], [1, 1, 1]],
                                                                 dtype="bool")),
-                                              ((2,), NC(2, 2), T((2,), values=[1, 1], dtype="bool"))])
+                                              ((4,), NC(2, 2), T((2,), values=[1, 1], dtype="bool"))])
     s["masked_scatter_backward"] = dict(cases=[(((2, 3), _mask((2, 3))), {"sizes": [7]}),
                                                ((NC(2, 3), _mask((3,))), {"sizes": [2, 3]})])
     flat = [(((3, 4), _ints([[0, -1], [11, 5]])), {}), ((NC(4, 3), _ints([3])), {}),
@@ -529,9 +529,12 @@ def _indexing_specs(s):
     s["repeat_interleave.self_int"] = dict(cases=[(((2, 3),), {"repeats": 2}),
                                                   ((NC(2, 3),), {"repeats": 3, "dim": 0}),
                                                   (((),), {"repeats": 2})])
-    s["cumprod_backward"] = dict(cases=[(((2, 4), T((2, 4), values=[[1, 0, 2, 3], [2, 0, 0, 1]]), (2, 4)),
-                                         {"dim": 1}),
-                                        ((NC(3, 4), (3, 4), (3, 4)), {"dim": 0})])
+    # A gradient is floating: every sample is float64, whatever the sample dtype.
+    f64 = dict(dtype="float64")
+    s["cumprod_backward"] = dict(cases=[
+        ((T((2, 4), **f64), T((2, 4), values=[[1, 0, 2, 3], [2, 0, 0, 1]], **f64),
+          T((2, 4), values=[[1, 0, 0, 0], [2, 0, 0, 0]], **f64)), {"dim": 1}),
+        ((T((3, 4), nc=True, **f64), T((3, 4), nonzero=True, **f64), T((3, 4), **f64)), {"dim": 0})])
     # Sorting: rows of distinct values (two per row first, so bool has no ties either).
     pairs = T((2, 2), values=[[1, 0], [0, 1]])
     distinct = T((2, 4), values=[[3, 1, 7, 0], [2, 6, 5, 4]])
