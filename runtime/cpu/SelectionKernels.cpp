@@ -14,7 +14,7 @@ namespace {
 
 void checkNotMeta(const Tensor& t, const char* op) {
   KILN_CHECK(!t.isMeta(), op,
-             "(): the result's shape depends on the data; it cannot run on the meta device");
+             "(): the result's shape is data-dependent; it cannot run on the meta device");
 }
 
 // Calls f with an unsigned integer type of `size` bytes: moving elements needs only their bytes.

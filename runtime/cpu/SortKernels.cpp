@@ -379,7 +379,7 @@ Tensor median(const Tensor& self) {
 std::tuple<Tensor, Tensor, Tensor> unique2(const Tensor& self, bool sorted, bool returnInverse,
                                            bool returnCounts) {
   (void)sorted; // the result is always sorted, one of the orders PyTorch allows
-  KILN_CHECK(!self.isMeta(), "unique(): the result's shape depends on the data; it cannot run on "
+  KILN_CHECK(!self.isMeta(), "unique(): the result's shape is data-dependent; it cannot run on "
              "the meta device");
   Tensor flat = ops::contiguous(ops::reshape(self, {self.numel()}));
   const int64_t n = flat.numel();
