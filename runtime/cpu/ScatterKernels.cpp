@@ -11,6 +11,7 @@
 #include "generated/KernelDecls.h"
 #include "generated/Ops.h"
 #include "runtime/ViewGeometry.h"
+#include "runtime/cpu/IndexLoops.h"
 
 namespace kiln::kernels {
 
@@ -18,61 +19,31 @@ namespace {
 
 enum class Reduce { Assign, Sum, Prod, Max, Min };
 
-// One operand of the loop: its data and element strides over the iteration shape.
-struct Operand {
-  char* data;
-  DimVector strides;
-};
-
-// Calls f(dstOffset, srcOffset, indexOffset) for the first element of every line (positions
-// that differ only along dim), in parallel when the work is large.
-template <typename F>
-void forEachLine(IntArrayRef shape, int64_t dim, const DimVector& dstStrides,
-                 const DimVector& srcStrides, const DimVector& indexStrides, const F& f) {
-  int64_t numel = computeNumel(shape);
-  if (numel == 0) return;
-  int64_t lines = numel / shape[size_t(dim)];
-  int threads = omp_in_parallel() || numel < 32768 ? 1 : omp_get_max_threads();
-  threads = int(std::min<int64_t>(threads, lines));
-#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
-  for (int64_t line = 0; line < lines; ++line) {
-    int64_t rest = line, dOff = 0, sOff = 0, iOff = 0;
-    for (int64_t d = int64_t(shape.size()) - 1; d >= 0; --d) {
-      if (d == dim) continue;
-      int64_t c = rest % shape[size_t(d)];
-      rest /= shape[size_t(d)];
-      dOff += c * dstStrides[size_t(d)];
-      sOff += c * srcStrides[size_t(d)];
-      iOff += c * indexStrides[size_t(d)];
-    }
-    f(dOff, sOff, iOff);
+// The reduction as a compile-time choice, so that the inner loop holds no switch.
+template <Reduce R, typename T> T applyReduce(T d, T v) {
+  using M = opmath_t<T>;
+  if constexpr (R == Reduce::Assign) {
+    return v;
+  } else if constexpr (std::is_same_v<T, bool>) {
+    return R == Reduce::Sum || R == Reduce::Max ? (d || v) : (d && v);
+  } else if constexpr (R == Reduce::Sum) {
+    return T(M(d) + M(v));
+  } else if constexpr (R == Reduce::Prod) {
+    return T(M(d) * M(v));
+  } else {
+    if constexpr (!std::is_integral_v<T>)
+      if (std::isnan(M(v))) return v; // NaN propagates, as in PyTorch
+    return (R == Reduce::Max ? M(v) > M(d) : M(v) < M(d)) ? v : d;
   }
 }
 
-template <typename T> T applyReduce(Reduce r, T d, T v) {
-  using M = opmath_t<T>;
-  if constexpr (std::is_same_v<T, bool>) {
-    switch (r) {
-    case Reduce::Sum: return d || v;
-    case Reduce::Prod: return d && v;
-    case Reduce::Max: return d || v;
-    case Reduce::Min: return d && v;
-    default: return v;
-    }
-  } else {
-    switch (r) {
-    case Reduce::Sum: return T(M(d) + M(v));
-    case Reduce::Prod: return T(M(d) * M(v));
-    case Reduce::Max:
-      if constexpr (!std::is_integral_v<T>)
-        if (std::isnan(M(v))) return v;
-      return M(v) > M(d) ? v : d;
-    case Reduce::Min:
-      if constexpr (!std::is_integral_v<T>)
-        if (std::isnan(M(v))) return v;
-      return M(v) < M(d) ? v : d;
-    default: return v;
-    }
+template <typename F> void dispatchReduce(Reduce r, const F& f) {
+  switch (r) {
+  case Reduce::Assign: return f.template operator()<Reduce::Assign>();
+  case Reduce::Sum: return f.template operator()<Reduce::Sum>();
+  case Reduce::Prod: return f.template operator()<Reduce::Prod>();
+  case Reduce::Max: return f.template operator()<Reduce::Max>();
+  case Reduce::Min: return f.template operator()<Reduce::Min>();
   }
 }
 
@@ -91,16 +62,17 @@ void scatterLoop(const Tensor& self, int64_t dim, IntArrayRef shape, const Tenso
   KILN_DISPATCH_ALL(self.dtype(), "scatter", [&]<typename T>() {
     T* dst = self.data<T>();
     const T* from = src.data<T>();
-    forEachLine(shape, dim, dstStrides, srcStrides, indexStrides,
-                [&](int64_t dOff, int64_t sOff, int64_t iOff) {
-                  for (int64_t j = 0; j < n; ++j) {
-                    int64_t k = idx[iOff + j * iStride];
-                    if (k < 0) k += size;
-                    T& d = dst[dOff + k * dStride];
-                    T v = from[sOff + j * sStride];
-                    d = r == Reduce::Assign ? v : applyReduce(r, d, v);
-                  }
-                });
+    dispatchReduce(r, [&]<Reduce R>() {
+      cpu::forEachLine(shape, dim, dstStrides, srcStrides, indexStrides,
+                  [&](int64_t dOff, int64_t sOff, int64_t iOff) {
+                    for (int64_t j = 0; j < n; ++j) {
+                      int64_t k = idx[iOff + j * iStride];
+                      if (k < 0) k += size;
+                      T& d = dst[dOff + k * dStride];
+                      d = applyReduce<R>(d, from[sOff + j * sStride]);
+                    }
+                  });
+    });
   });
   self.bumpVersion();
 }

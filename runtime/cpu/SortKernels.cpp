@@ -227,16 +227,20 @@ namespace {
 template <typename T>
 void selectRow(const T* in, int64_t base, int64_t n, int64_t stride, int64_t k,
                const EntryOrder<T>& order, std::vector<Entry<T>>& buf) {
+  if (k == 0) return;
   if (k * 16 <= n) {
     // order(a, b): a comes before b; the heap's top is the worst of the best k.
     std::priority_queue<Entry<T>, std::vector<Entry<T>>, EntryOrder<T>> heap(order);
-    for (int64_t j = 0; j < n; ++j) {
-      Entry<T> e{in[base + j * stride], j};
-      if (int64_t(heap.size()) < k) heap.push(e);
-      else if (order(e, heap.top())) {
-        heap.pop();
-        heap.push(e);
-      }
+    for (int64_t j = 0; j < k; ++j)
+      heap.push({in[base + j * stride], j});
+    T worst = heap.top().value;
+    for (int64_t j = k; j < n; ++j) {
+      // A later element beats the worst kept one only by value (it loses ties on index).
+      T v = in[base + j * stride];
+      if (!(order.descending ? lessNanLast(worst, v) : lessNanLast(v, worst))) continue;
+      heap.pop();
+      heap.push({v, j});
+      worst = heap.top().value;
     }
     for (int64_t j = k - 1; j >= 0; --j) {
       buf[size_t(j)] = heap.top();

@@ -311,3 +311,20 @@ def test_cumsum_cumprod_in_place():
     assert k.cumsum_(0) is k and k.tolist() == [1.0, 2.0, 3.0]
     same_error(lambda T, a: a.clone().cumsum_(0, dtype=T.float64), x)
     same_error(lambda T, a: a.clone().cumprod_(1, dtype=T.int64), x)
+
+
+# --- gather / index_select fast paths ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", ["bool", "float16", "int64"])
+def test_gather_lines_and_index_select_blocks(dtype):
+    # gather with a multi-dim index walks lines along dim; index_select of a contiguous self copies
+    # whole rows of at least 8 elements.
+    x = make(sample((5, 4, 9), dtype), dtype)
+    r = np.random.default_rng(4)
+    run(lambda T, a, i: a.gather(0, i), x, make(r.integers(0, 5, (7, 3, 9))))
+    run(lambda T, a, i: a.gather(2, i), x, make(r.integers(0, 9, (5, 2, 11))))
+    run(lambda T, a, i: a.transpose(0, 2).gather(1, i.transpose(0, 2)), x, make(r.integers(0, 4, (3, 4, 9))))
+    run(lambda T, a, i: a.index_select(0, i), x, make(np.array([4, 0, 4, 2])))
+    run(lambda T, a, i: a.index_select(1, i), x, make(np.array([3, 3, 0], np.int32)))
+    run(lambda T, a, i: a.reshape(20, 9).index_select(0, i), x, make(r.integers(0, 20, 50)))
