@@ -106,7 +106,8 @@ Tensor cumprodBackward(const Tensor& grad, const Tensor& self, int64_t dim, cons
   Tensor before = ops::div(reverseCumsum(ops::mul(grad, result), dim), safeSelf);
   Tensor withOne = ops::cumprod(ops::masked_fill(self, firstZero, one), dim);
   Tensor atZero = reverseCumsum(ops::mul(grad, ops::masked_fill(withOne, beforeZero, zero)), dim);
-  return ops::where(beforeZero, before, ops::masked_fill(atZero, ops::logical_not(firstZero), zero));
+  Tensor afterBefore = ops::masked_fill(atZero, ops::logical_not(firstZero), zero);
+  return ops::where(beforeZero, before, afterBefore);
 }
 
 } // namespace kiln::kernels

@@ -231,7 +231,8 @@ Tensor scatterReduceTwo_(const Tensor& self, int64_t dim, const Tensor& index, c
   else if (reduce == "amax") r = Reduce::Max;
   else if (reduce == "amin") r = Reduce::Min;
   else
-    throw Error(strCat("reduce argument must be either sum, prod, mean, amax or amin, got ", reduce));
+    throw Error(
+        strCat("reduce argument must be either sum, prod, mean, amax or amin, got ", reduce));
   dim = wrapDim(dim, self.dim());
   checkScatter("scatter_reduce", self, dim, index, &src);
   if (mean && self.dtype() == ScalarType::Bool)
@@ -284,7 +285,9 @@ DimVector broadcastIndexStrides(const Tensor& index, size_t rank, int64_t dim) {
   return s;
 }
 
-int64_t sizeAlong(const Tensor& t, int64_t dim) { return t.dim() == 0 ? 1 : t.sizes()[size_t(dim)]; }
+int64_t sizeAlong(const Tensor& t, int64_t dim) {
+  return t.dim() == 0 ? 1 : t.sizes()[size_t(dim)];
+}
 
 // source's shape with at least one dim (a 0-d tensor is [1]).
 DimVector shapeOf(const Tensor& t) {
@@ -405,15 +408,17 @@ Tensor indexFillTensor(const Tensor& self, int64_t dim, const Tensor& index, con
 // --- put: self.view(-1)[index] (+)= source ---
 
 Tensor put_(const Tensor& self, const Tensor& index, const Tensor& source, bool accumulate) {
-  KILN_CHECK(index.dtype() == ScalarType::Int64, "put_(): Expected a long tensor for index, but got ",
+  KILN_CHECK(index.dtype() == ScalarType::Int64,
+             "put_(): Expected a long tensor for index, but got ",
              scalarTypeShortName(index.dtype()));
   KILN_CHECK(self.dtype() == source.dtype(),
              "put_(): self and source expected to have the same dtype, but got self.dtype = ",
              scalarTypeShortName(self.dtype()), " and source.dtype = ",
              scalarTypeShortName(source.dtype()));
-  KILN_CHECK_INDEX(source.numel() == index.numel(), "put_(): Expected source and index to have the same "
-             "number of elements, but got source.numel() = ", source.numel(),
-             ", index.numel() = ", index.numel());
+  KILN_CHECK_INDEX(source.numel() == index.numel(),
+                   "put_(): Expected source and index to have the same number of elements, but "
+                   "got source.numel() = ",
+                   source.numel(), ", index.numel() = ", index.numel());
   KILN_CHECK(!(self.numel() == 0 && index.numel() > 0),
              "put_(): Tried to put elements into an empty tensor");
   if (index.numel() == 0 || self.isMeta()) return self;

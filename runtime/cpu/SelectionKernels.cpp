@@ -96,7 +96,8 @@ Tensor maskedScatter(const Tensor& self, const Tensor& mask, const Tensor& sourc
 // --- take: self.view(-1)[index] ---
 
 Tensor take(const Tensor& self, const Tensor& index) {
-  KILN_CHECK(index.dtype() == ScalarType::Int64, "take(): Expected a long tensor for index, but got ",
+  KILN_CHECK(index.dtype() == ScalarType::Int64,
+             "take(): Expected a long tensor for index, but got ",
              scalarTypeShortName(index.dtype()));
   Tensor out = Tensor::empty(index.sizes(), self.dtype(), self.device());
   if (out.isMeta() || out.numel() == 0) return out;

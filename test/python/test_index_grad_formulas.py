@@ -66,8 +66,10 @@ def test_scatter_reduce(reduce, include_self):
     s[0, 3] = a[2, 3]  # a tie for amax/amin
     x, i, src = both(a), both(INDEX), both(s)
     g = grad_for((3, 4))
-    gs, gsrc = torch_grads(lambda T, aa, ix, ss: aa.scatter_reduce(0, ix, ss, reduce, include_self=include_self),
-                           [x[1], i[1], src[1]], g[1])
+    def op(T, aa, ix, ss):
+        return aa.scatter_reduce(0, ix, ss, reduce, include_self=include_self)
+
+    gs, gsrc = torch_grads(op, [x[1], i[1], src[1]], g[1])
     result = x[0].scatter_reduce(0, i[0], src[0], reduce, include_self=include_self)
     ks, ksrc = kiln._scatter_reduce_backward(g[0], x[0], 0, i[0], src[0], reduce, include_self, result)
     check(ks, gs)

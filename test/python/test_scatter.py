@@ -71,7 +71,8 @@ def test_scatter_reduce_nan_and_negative_mean():
     for reduce in ["amax", "amin", "sum"]:
         run(lambda T, a, s, r=reduce: a.scatter_reduce(0, T.tensor([1, 1, 2]), s, r), x, src)
     xi = make(np.zeros(3, np.int64))
-    run(lambda T, a: a.scatter_reduce(0, T.tensor([1, 1]), T.tensor([-2, -3]), "mean", include_self=False), xi)
+    run(lambda T, a: a.scatter_reduce(0, T.tensor([1, 1]), T.tensor([-2, -3]), "mean",
+                                      include_self=False), xi)
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")  # PyTorch deprecates reduce= with a src tensor
@@ -100,7 +101,8 @@ def test_scatter_errors():
         lambda T, a: a.scatter(0, T.zeros(2, 3, dtype=T.int64), T.ones(2, 3), reduce="foo"),
         lambda T, a: a.scatter_add(0, T.tensor([[3]]), T.ones(1, 1)),
         lambda T, a: a.scatter_reduce(0, T.zeros(2, 3, dtype=T.int64), T.ones(2, 3), "foo"),
-        lambda T, a: a.bool().scatter_reduce(0, T.zeros(1, 1, dtype=T.int64), T.ones(1, 1, dtype=T.bool), "mean"),
+        lambda T, a: a.bool().scatter_reduce(0, T.zeros(1, 1, dtype=T.int64),
+                                             T.ones(1, 1, dtype=T.bool), "mean"),
     ]:
         same_error(fn, x)
     err = same_error(lambda T, a: a.scatter_add(1, T.tensor([[7]]), T.ones(1, 1)), x)

@@ -22,7 +22,10 @@ def check_selection(k, t, kx, dim):
     (PyTorch leaves the order of ties open)."""
     check(k[0], t[0])
     assert k[1].dtype == kiln.int64 and tuple(k[1].shape) == tuple(t[1].shape)
-    picked = kx.gather(dim, k[1]) if k[1].dim() == kx.dim() else kx.gather(dim, k[1].unsqueeze(dim)).squeeze(dim)
+    if k[1].dim() == kx.dim():
+        picked = kx.gather(dim, k[1])
+    else:
+        picked = kx.gather(dim, k[1].unsqueeze(dim)).squeeze(dim)
     check(picked, t[0])
 
 

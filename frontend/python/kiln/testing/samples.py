@@ -484,7 +484,8 @@ def _indexing_specs(s):
     s["index_fill.int_Scalar"] = dict(cases=[(((4, 3), _ints([2, 0, -1])), {"dim": 0}),
                                              ((NC(3, 4), _ints(1)), {"dim": 1}),
                                              (((), _ints([0])), {"dim": 0})])
-    s["index_fill.int_Tensor"] = dict(cases=[(c[0] + ((),), c[1]) for c in s["index_fill.int_Scalar"]["cases"]])
+    s["index_fill.int_Tensor"] = dict(cases=[(c[0] + ((),), c[1])
+                                             for c in s["index_fill.int_Scalar"]["cases"]])
     masks = [((2, 3), _mask((2, 3))), (NC(2, 3), _mask((3,))), ((), _mask(())), ((0, 3), _mask((3,))),
              ((3,), _mask((2, 3)))]
     s["masked_select"] = dict(cases=masks)
@@ -515,7 +516,8 @@ def _indexing_specs(s):
                                            ((T((2, 3), values=[[-2, 0, 1], [1, 2, 3]]), (2, 4)),
                                             {"side": "right", "out_int32": True}),
                                            ((sorted_seq, ()), {})])
-    s["searchsorted.Scalar"] = dict(cases=[((sorted_seq,), {"self": 1}), ((sorted_seq,), {"self": 2, "right": True})])
+    s["searchsorted.Scalar"] = dict(cases=[((sorted_seq,), {"self": 1}),
+                                           ((sorted_seq,), {"self": 2, "right": True})])
     s["_unique2"] = dict(cases=[(((2, 3),), {}), ((NC(3, 4),), {"return_inverse": True}),
                                 (((4,),), {"return_counts": True, "return_inverse": True}),
                                 (((),), {}), (((0, 2),), {"return_counts": True})],
@@ -566,7 +568,8 @@ def _indexing_specs(s):
                             (((),), {})])
     s["value_selecting_reduction_backward"] = dict(cases=[
         (((2,), T((2,), values=[1, 0], dtype="int64")), {"dim": 1, "sizes": [2, 3], "keepdim": False}),
-        (((2, 1), T((2, 1), values=[[2], [0]], dtype="int64")), {"dim": 1, "sizes": [2, 3], "keepdim": True})])
+        (((2, 1), T((2, 1), values=[[2], [0]], dtype="int64")),
+         {"dim": 1, "sizes": [2, 3], "keepdim": True})])
     s["multinomial"] = dict(cases=[(((3,),), {"num_samples": 2}),
                                    (((2, 4),), {"num_samples": 6, "replacement": True}),
                                    ((NC(2, 5),), {"num_samples": 5})],
@@ -897,7 +900,8 @@ def _torch_scatter_reduce_backward(grad, self, dim, index, src, reduce, include_
         masked_self_result = masked_self.scatter_reduce(dim, index, src, reduce, include_self=include_self)
         grad_self = grad * masked_self_result / masked_self
         src_zero = src == 0
-        src_num_zeros = torch.zeros_like(self).scatter_add(dim, index, src_zero.to(self.dtype)).gather(dim, index)
+        zeros_per_slot = torch.zeros_like(self).scatter_add(dim, index, src_zero.to(self.dtype))
+        src_num_zeros = zeros_per_slot.gather(dim, index)
         src_single_zero = torch.bitwise_and(src_zero, src_num_zeros == 1)
         masked_src = src.masked_fill(src_single_zero, 1)
         masked_src_result = self.scatter_reduce(dim, index, masked_src, reduce, include_self=include_self)
