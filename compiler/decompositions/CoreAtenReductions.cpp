@@ -97,7 +97,8 @@ Tensor cumprodCore(const Tensor& self, int64_t dim, std::optional<ScalarType> dt
   maskShape[size_t(d + 1)] = n;
   Tensor m = ops::view(mask, maskShape);
   Tensor one = ops::full({}, Scalar(int64_t(1)), result, a.device());
-  return ops::prod(ops::where(m, spread, one), d + 1, false, std::nullopt);
+  // dtype= keeps a narrow integer result (prod alone would widen uint8 to int64).
+  return ops::prod(ops::where(m, spread, one), d + 1, false, result);
 }
 
 Tensor allDim(const Tensor& self, int64_t dim, bool keepdim) {

@@ -2,12 +2,14 @@
 // Gathers and scatters run on TensorIterator over restrided views, as PyTorch's AdvancedIndex
 // does: the indexed dims of the source get stride 0 and each element adds index * stride.
 #include <algorithm>
+#include <cstring>
 
 #include "generated/KernelDecls.h"
 #include "generated/Ops.h"
 #include "runtime/CheckedConvert.h"
 #include "runtime/TensorIterator.h"
 #include "runtime/ViewGeometry.h"
+#include "runtime/cpu/IndexLoops.h"
 
 namespace kiln::kernels {
 
@@ -438,6 +440,23 @@ Tensor indexSelect(const Tensor& self, int64_t dim, const Tensor& index) {
     }
   }
   if (out.numel() == 0) return out;
+  // Rows of a contiguous self along dim are contiguous blocks: copy them whole.
+  int64_t inner = 1;
+  for (int64_t d = dim + 1; d < self.dim(); ++d)
+    inner *= self.sizes()[size_t(d)];
+  if (self.isContiguous() && self.dim() > 0 && inner >= 8) {
+    const int64_t* p = values.data<int64_t>();
+    const int64_t blocks = out.numel() / inner;
+    const size_t bytes = size_t(inner) * elementSize(self.dtype());
+    const char* from = self.rawData();
+    char* to = out.rawData();
+#pragma omp parallel for if (out.numel() > 32768)
+    for (int64_t b = 0; b < blocks; ++b) {
+      int64_t o = b / count, i = b % count;
+      std::memcpy(to + size_t(b) * bytes, from + size_t(o * size + p[i]) * bytes, bytes);
+    }
+    return out;
+  }
   DimVector srcStrides(self.strides()), indexStrides(shape.size(), 0);
   int64_t stride = 0;
   if (self.dim() > 0) {
@@ -474,6 +493,23 @@ Tensor gather(const Tensor& self, int64_t dim, const Tensor& index, bool sparseG
   for (int64_t i = 0; i < values.numel(); ++i)
     KILN_CHECK(p[i] >= 0 && p[i] < size, "index ", p[i], " is out of bounds for dimension ", dim,
                " with size ", size);
+  if (index.dim() > 1) {
+    // Lines along dim in parallel (a 1-d index is one line: TensorIterator splits it instead).
+    DimVector outStrides(out.strides()), selfStrides(self.strides()), idxStrides(values.strides());
+    const int64_t n = index.sizes()[size_t(dim)], oStride = outStrides[size_t(dim)],
+                  sStride = selfStrides[size_t(dim)], iStride = idxStrides[size_t(dim)];
+    const int64_t* ix = values.data<int64_t>();
+    dispatchBySize(elementSize(self.dtype()), [&]<typename T>() {
+      T* o = out.data<T>();
+      const T* s = self.data<T>();
+      cpu::forEachLine(index.sizes(), dim, outStrides, selfStrides, idxStrides,
+                       [&](int64_t oOff, int64_t sOff, int64_t iOff) {
+                         for (int64_t j = 0; j < n; ++j)
+                           o[oOff + j * oStride] = s[sOff + ix[iOff + j * iStride] * sStride];
+                       });
+    });
+    return out;
+  }
   DimVector srcStrides(size_t(index.dim()), 0);
   for (int64_t d = 0; d < self.dim(); ++d)
     if (d != dim) srcStrides[size_t(d)] = self.strides()[size_t(d)];

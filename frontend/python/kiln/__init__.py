@@ -9,12 +9,15 @@ from ._tensor import Tensor, Size  # noqa: F401
 from ._creation import tensor, as_tensor, from_dlpack  # noqa: F401
 from ._tensor_str import set_printoptions, get_printoptions, printoptions  # noqa: F401
 from ._ops import _export_ops
+from ._indexing import einsum, nonzero, unique, _install_methods  # noqa: F401
 
 half, float, double = float16, float32, float64
 long, int, short = int64, int32, int16
 
 _export_ops(globals())
 del _export_ops
+_install_methods(Tensor)
+del _install_methods
 
 from .autograd import (  # noqa: E402,F401
     enable_grad, inference_mode, is_inference_mode_enabled, no_grad, set_grad_enabled,

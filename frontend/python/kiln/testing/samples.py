@@ -453,6 +453,7 @@ def _spec_table():
                               ((NC(4, 3), _idx((4, 5), 3)), {"dim": 1}),
                               (((), _idx((), 1)), {"dim": 0}),
                               (((3, 2), _idx((0, 2), 3)), {"dim": 0})])
+    _indexing_specs(s)
     _prims_specs(s)
     _nn_specs(s)
     _nn_kernel_specs(s)
@@ -563,6 +564,139 @@ def _nn_kernel_specs(s):
     s["embedding_dense_backward"] = dict(cases=[
         (((2, 4, 3), _idx((2, 4), 5)), dict(num_weights=5, padding_idx=-1, scale_grad_by_freq=False)),
         ((NC(3, 2), _idx((3,), 6)), dict(num_weights=6, padding_idx=1, scale_grad_by_freq=True))])
+
+
+def _ints(values):
+    return T((), dtype="int64", values=values)
+
+
+def _indexing_specs(s):
+    """Specs of the scatter, index_*, masked, sorting and counting ops. Sorting samples hold
+    distinct values along the sorted dim (PyTorch leaves the order of ties open); the first
+    three, which every dtype runs, have rows of two (distinct even as bool)."""
+    i24 = _ints([[2, 0, 1, 2], [0, 0, 2, 1]])
+    scatter = [(((3, 4), i24, (2, 4)), {"dim": 0}),
+               ((NC(3, 4), _ints([[3, 1], [0, 0], [2, 2]]), (3, 5)), {"dim": 1}),
+               (((), _ints(0), ()), {"dim": 0}),
+               (((3, 4), _idx((0, 4), 3), (2, 4)), {"dim": 0})]
+    s["scatter.src"] = dict(cases=scatter)
+    s["scatter_add"] = dict(cases=scatter)
+    s["scatter.value"] = dict(cases=[(c[0][:2], c[1]) for c in scatter])
+    s["scatter.reduce"] = dict(cases=[(c[0], dict(c[1], reduce=r)) for c in scatter
+                                      for r in ("add", "multiply")])
+    s["scatter.value_reduce"] = dict(cases=[(c[0][:2], dict(c[1], reduce=r)) for c in scatter
+                                            for r in ("add", "multiply")])
+    s["scatter_reduce.two"] = dict(cases=[(c[0], dict(c[1], reduce=r, include_self=i % 2 == 0))
+                                          for i, (c, r) in enumerate(
+                                              (c, r) for r in ("sum", "prod", "mean", "amax", "amin")
+                                              for c in scatter[:2])])
+    s["scatter_reduce_backward"] = dict(cases=[
+        (((3, 4), (3, 4), i24, (2, 4), (3, 4)), {"dim": 0, "reduce": r, "include_self": inc})
+        for r in ("sum", "mean", "amax", "amin", "prod") for inc in (True, False)],
+        args={"self": dict(low=1, high=3), "src": dict(low=1, high=3)})
+    index1 = [(((4, 3), _ints([2, 0, 2]), (3, 3)), {"dim": 0}),
+              ((NC(3, 4), _ints([3, 1]), NC(3, 2)), {"dim": 1}),
+              (((), _ints(0), ()), {"dim": 0}),
+              (((3, 4), _idx((0,), 3), (0, 4)), {"dim": 0})]
+    s["index_add"] = dict(cases=index1[:2] + [(index1[0][0], {"dim": 0, "alpha": 2})] + index1[2:])
+    s["index_copy"] = dict(cases=[(((4, 3), _ints([2, 0, 3]), (3, 3)), {"dim": 0})] + index1[1:])
+    s["index_fill.int_Scalar"] = dict(cases=[(((4, 3), _ints([2, 0, -1])), {"dim": 0}),
+                                             ((NC(3, 4), _ints(1)), {"dim": 1}),
+                                             (((), _ints([0])), {"dim": 0})])
+    s["index_fill.int_Tensor"] = dict(cases=[(c[0] + ((),), c[1])
+                                             for c in s["index_fill.int_Scalar"]["cases"]])
+    masks = [((2, 3), _mask((2, 3))), (NC(2, 3), _mask((3,))), ((), _mask(())), ((0, 3), _mask((3,))),
+             ((3,), _mask((2, 3)))]
+    s["masked_select"] = dict(cases=masks)
+    s["masked_scatter"] = dict(cases=[m + ((8,),) for m in masks[:4]] + [((3,), _mask((2, 3)), (2, 4))])
+    s["masked_scatter_"] = dict(cases=[m + ((8,),) for m in masks[:4]])
+    s["masked_select_backward"] = dict(cases=[((5,), (2, 3), T((2, 3), values=[[1, 0, 1], [1, 1, 1]],
+                                                                dtype="bool")),
+                                              ((4,), NC(2, 2), T((2,), values=[1, 1], dtype="bool"))])
+    s["masked_scatter_backward"] = dict(cases=[(((2, 3), _mask((2, 3))), {"sizes": [7]}),
+                                               ((NC(2, 3), _mask((3,))), {"sizes": [2, 3]})])
+    flat = [(((3, 4), _ints([[0, -1], [11, 5]])), {}), ((NC(4, 3), _ints([3])), {}),
+            (((), _ints([0, -1])), {}), (((2, 3), _idx((0,), 1)), {})]
+    s["take"] = dict(cases=flat)
+    s["put"] = dict(cases=[(c[0] + (_t(c[0][1]).shape if c[0][1].values is None
+                                     else np.array(c[0][1].values).shape,), c[1]) for c in flat]
+                    + [(((3, 4), _ints([1, 1, -11]), (3,)), {"accumulate": True})])
+    s["put_"] = dict(cases=s["put"]["cases"][:4])
+    s["nonzero"] = dict(args={"self": dict(low=-1, high=1)})
+    for op in ("nonzero_numpy", "argwhere", "where"):
+        s[op] = s["nonzero"]
+    s["bincount"] = dict(cases=[((T((6,), values=[1, 4, 1, 0, 4, 4], dtype="int64"), None), {}),
+                                ((T((5,), values=[0, 2, 2, 3, 1], dtype="int64"), (5,)), {}),
+                                ((T((3,), values=[1, 0, 1], dtype="int64"), None), {"minlength": 4}),
+                                ((T((0,), dtype="int64"), None), {"minlength": 2})])
+    sorted_seq = T((5,), values=[-3, -1, 0, 2, 3])
+    s["searchsorted.Tensor"] = dict(cases=[((sorted_seq, (2, 3)), {}),
+                                           ((sorted_seq, NC(4,)), {"right": True}),
+                                           ((T((2, 3), values=[[-2, 0, 1], [1, 2, 3]]), (2, 4)),
+                                            {"side": "right", "out_int32": True}),
+                                           ((sorted_seq, ()), {})])
+    s["searchsorted.Scalar"] = dict(cases=[((sorted_seq,), {"self": 1}),
+                                           ((sorted_seq,), {"self": 2, "right": True})])
+    s["_unique2"] = dict(cases=[(((2, 3),), {}), ((NC(3, 4),), {"return_inverse": True}),
+                                (((4,),), {"return_counts": True, "return_inverse": True}),
+                                (((),), {}), (((0, 2),), {"return_counts": True})],
+                         args={"self": dict(low=-2, high=2)})
+    s["repeat_interleave.Tensor"] = dict(cases=[((T((3,), values=[1, 0, 2], dtype="int64"),), {}),
+                                                ((T((), values=3, dtype="int64"),), {})])
+    s["repeat_interleave.self_Tensor"] = dict(cases=[
+        (((2, 3), T((3,), values=[1, 0, 2], dtype="int64")), {"dim": 1}),
+        ((NC(2, 3), T((), values=2, dtype="int64")), {}),
+        (((0, 3), T((1,), values=[2], dtype="int64")), {"dim": 0})])
+    s["repeat_interleave.self_int"] = dict(cases=[(((2, 3),), {"repeats": 2}),
+                                                  ((NC(2, 3),), {"repeats": 3, "dim": 0}),
+                                                  (((),), {"repeats": 2})])
+    # A gradient is floating: every sample is float64, whatever the sample dtype.
+    f64 = dict(dtype="float64")
+    s["cumprod_backward"] = dict(cases=[
+        ((T((2, 4), **f64), T((2, 4), values=[[1, 0, 2, 3], [2, 0, 0, 1]], **f64),
+          T((2, 4), values=[[1, 0, 0, 0], [2, 0, 0, 0]], **f64)), {"dim": 1}),
+        ((T((3, 4), nc=True, **f64), T((3, 4), nonzero=True, **f64), T((3, 4), **f64)), {"dim": 0})])
+    # Sorting: rows of distinct values (two per row first, so bool has no ties either).
+    pairs = T((2, 2), values=[[1, 0], [0, 1]])
+    distinct = T((2, 4), values=[[3, 1, 7, 0], [2, 6, 5, 4]])
+    distinct_t = T((4, 2), values=[[3, 1], [7, 0], [2, 6], [5, 4]])
+    rows = [((pairs,), {}), ((pairs,), {"dim": 0, "descending": True}),
+            ((T((2,), values=[0, 1]),), {"descending": True}),
+            ((distinct,), {}), ((distinct_t,), {"dim": 0}), ((distinct,), {"descending": True}),
+            (((),), {}), (((0, 3),), {})]
+    s["sort"] = dict(cases=rows)
+    s["argsort"] = dict(cases=rows)
+    s["sort.stable"] = dict(cases=[(c[0], dict(c[1], stable=i % 2 == 0)) for i, c in enumerate(rows)],
+                            args={"self": dict(low=-1, high=1)})
+    s["argsort.stable"] = dict(cases=[(c[0], dict(c[1], stable=True)) for c in rows])
+    s["msort"] = dict(cases=[((pairs,), {}), ((distinct_t,), {}), (((),), {})])
+    s["topk"] = dict(cases=[((pairs,), {"k": 1}), ((pairs,), {"k": 1, "dim": 0, "largest": False}),
+                            ((pairs,), {"k": 2}), ((distinct,), {"k": 3}),
+                            ((distinct_t,), {"k": 2, "dim": 0, "largest": False}),
+                            (((),), {"k": 1}), (((0, 3),), {"k": 0, "dim": 0})])
+    s["kthvalue"] = dict(cases=[((pairs,), {"k": 1}), ((pairs,), {"k": 2, "dim": 0, "keepdim": True}),
+                                ((distinct,), {"k": 3}), ((distinct_t,), {"k": 2, "dim": 0}),
+                                (((),), {"k": 1})])
+    s["median.dim"] = dict(cases=[((pairs,), {"dim": 1}), ((pairs,), {"dim": 0, "keepdim": True}),
+                                  ((distinct,), {"dim": 1}), ((distinct_t,), {"dim": 0}),
+                                  (((),), {"dim": 0})])
+    s["median"] = dict(cases=[((pairs,), {}), ((T((3,), values=[2, 0, 1]),), {}),
+                              ((distinct,), {}), ((distinct_t,), {})])
+    s["mode"] = dict(cases=[((T((2, 3), values=[[1, 1, 0], [0, 1, 0]]),), {}),
+                            ((T((3, 2), values=[[1, 1], [1, 0], [0, 0]]),), {"dim": 0, "keepdim": True}),
+                            (((),), {})])
+    s["value_selecting_reduction_backward"] = dict(cases=[
+        (((2,), T((2,), values=[1, 0], dtype="int64")), {"dim": 1, "sizes": [2, 3], "keepdim": False}),
+        (((2, 1), T((2, 1), values=[[2], [0]], dtype="int64")),
+         {"dim": 1, "sizes": [2, 3], "keepdim": True})])
+    s["multinomial"] = dict(cases=[(((3,),), {"num_samples": 2}),
+                                   (((2, 4),), {"num_samples": 6, "replacement": True}),
+                                   ((NC(2, 5),), {"num_samples": 5})],
+                            args={"self": dict(low=0.5, high=2)})
+    s["einsum"] = dict(cases=[(([(2, 3), (3, 4)],), {"equation": "ij,jk->ik"}),
+                              (([NC(3, 3)],), {"equation": "ii->i"}),
+                              (([(2, 2, 3), (3,)],), {"equation": "...j,j"}),
+                              (([(0, 3), (3,)],), {"equation": "ij,j->i"})])
 
 
 def _prims_specs(s):
@@ -909,6 +1043,44 @@ def _torch_adam_step(self, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, state_step
     return self.addcdiv_(exp_avg, denom, value=-step_size)
 
 
+def _torch_scatter_reduce_backward(grad, self, dim, index, src, reduce, include_self, result):
+    """PyTorch's scatter_reduce gradients (torch/csrc/autograd/FunctionsManual.cpp), which it
+    does not expose as an op."""
+    import torch
+
+    if reduce == "sum":
+        grad_self, grad_src = grad, grad.gather(dim, index)
+    elif reduce == "prod":
+        masked_self = self.masked_fill(self == 0, 1)
+        masked_self_result = masked_self.scatter_reduce(dim, index, src, reduce, include_self=include_self)
+        grad_self = grad * masked_self_result / masked_self
+        src_zero = src == 0
+        zeros_per_slot = torch.zeros_like(self).scatter_add(dim, index, src_zero.to(self.dtype))
+        src_num_zeros = zeros_per_slot.gather(dim, index)
+        src_single_zero = torch.bitwise_and(src_zero, src_num_zeros == 1)
+        masked_src = src.masked_fill(src_single_zero, 1)
+        masked_src_result = self.scatter_reduce(dim, index, masked_src, reduce, include_self=include_self)
+        grad_src = torch.where(src_single_zero, (grad * masked_src_result).gather(dim, index),
+                               (grad * result).gather(dim, index) / src.masked_fill(src_zero, 1))
+    elif reduce == "mean":
+        n = torch.ones_like(grad) if include_self else torch.zeros_like(grad)
+        n = n.scatter_add(dim, index, torch.ones_like(src))
+        n = n.masked_fill(n == 0, 1)
+        grad_self = grad / n
+        grad_src = grad.gather(dim, index) / n.gather(dim, index)
+    else:
+        value = result.gather(dim, index)
+        self_is_result = self == result
+        src_is_result = src == value
+        count = self_is_result.to(grad.dtype).scatter_add(dim, index, src_is_result.to(grad.dtype))
+        share = grad / count
+        grad_self = self_is_result * share
+        grad_src = src_is_result * share.gather(dim, index)
+    if not include_self:
+        grad_self = grad_self.scatter(dim, index, 0)
+    return [grad_self, grad_src]
+
+
 def torch_op(target):
     """PyTorch's callable for kiln op overload `target`: the overload of the same name in
     torch.ops (aten, prims) or, for the overloads PyTorch only has through its Python parser,
@@ -919,6 +1091,7 @@ def torch_op(target):
     if ns == "prims":
         return _torch_prim(name)
     special = {
+        "scatter_reduce_backward": _torch_scatter_reduce_backward,
         "empty": torch.ops.aten.empty.memory_format,
         "where.Tensor_method": lambda self, condition, other: torch.where(condition, self, other),
         "norm": torch.norm,
