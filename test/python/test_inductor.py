@@ -79,14 +79,30 @@ def test_module_mlp(strict):
     kiln.manual_seed(0)
     mlp = kiln.nn.Sequential(kiln.nn.Linear(16, 32), kiln.nn.GELU(), kiln.nn.Linear(32, 8))
     x = _rand(5, 16)
-    want = mlp(x)
-    got = kiln.compile(mlp, backend="inductor")(x)
-    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-4, atol=1e-5)
-    # Parameters are read at every call: an update after compiling is seen.
-    with kiln.no_grad():
+    with kiln.no_grad():  # inference: parameters require grad, the graph needs no autograd
+        want = mlp(x)
+        got = kiln.compile(mlp, backend="inductor")(x)
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-4, atol=1e-5)
+        # Parameters are read at every call: an update after compiling is seen.
         mlp[2].bias.add_(1.0)
-    np.testing.assert_allclose(kiln.compile(mlp, backend="inductor")(x).numpy(), mlp(x).numpy(),
-                               rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(kiln.compile(mlp, backend="inductor")(x).numpy(), mlp(x).numpy(),
+                                   rtol=1e-4, atol=1e-5)
+
+
+def test_graph_needing_autograd_runs_through_the_engine(strict):
+    # Until AOT autograd (issue 15), a graph whose inputs require grad runs op by op so that its
+    # result has a grad_fn and backward reaches the parameters.
+    kiln.manual_seed(0)
+    lin = kiln.nn.Linear(4, 3)
+    x = _rand(2, 4)
+    out = kiln.compile(lambda x: lin(x).relu().sum(), backend="inductor")(x)
+    assert out.grad_fn is not None
+    out.backward()
+    want = kiln.nn.Linear(4, 3)
+    with kiln.no_grad():
+        want.weight.copy_(lin.weight), want.bias.copy_(lin.bias)
+    want(x).relu().sum().backward()
+    np.testing.assert_allclose(lin.weight.grad.numpy(), want.weight.grad.numpy(), rtol=1e-6)
 
 
 def test_views_and_non_contiguous_inputs(strict):
