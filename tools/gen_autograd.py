@@ -236,7 +236,14 @@ def gen_kernel(op, formulas, members, results, by_id):
             lines.append(f"  node->{a.name}_count_ = s[{i}].toOptionalTensorList().size();")
     lines.append("  node->setNextEdges(std::move(edges));")
     conds = save_conditions(op, formulas)
+    # Arguments the op writes: `Tensor(a!)` ones, and those its entry lists under `writes:` (batch
+    # norm updates its running statistics though PyTorch's schema does not mark them).
+    mutated = {a.name for a in op.args if a.mutated} | set(op.entry.get("writes", []))
+    after = []  # arguments the op writes (batch norm's running stats): saved at their new version
     for (decl, capture, _, _), name in zip(members, [m for m in member_names(op, formulas)]):
+        if name in mutated:
+            after += capture
+            continue
         cond = conds.get(name)
         if cond:
             lines.append(f"  if ({cond}) {{")
@@ -246,9 +253,13 @@ def gen_kernel(op, formulas, members, results, by_id):
             lines += ["  " + c for c in capture]
     if is_view:
         lines.append("  Tensor input = s[0].toTensor();")
+    if after:
+        lines.append("  Stack saved = s;")
     lines.append(f"  redispatchBelowAutograd(OpId::{op.id}, s);")
     if is_view:
         lines.append("  markViews(s, input);")
+    if after:
+        lines += ["  " + c.replace("s[", "saved[") for c in after]
     lines.append("  recordOutputs(s, node);")
     exprs = [e for _, e in formulas]
     for i, r in results:
@@ -296,7 +307,8 @@ def gen_autograd(ops, functional_twin):
             twin = functional_twin(op, by_id)
             if twin is None:
                 continue
-            saves_self = False
+            # A composite twin may save self anywhere inside: clone to be safe.
+            saves_self = "CompositeImplicit" in twin.kernels
             tf = formulas_of(twin)
             if tf:
                 saves_self = uses("self", [e for _, e in tf]) and not metadata_only("self", [e for _, e in tf])

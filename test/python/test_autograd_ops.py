@@ -43,6 +43,25 @@ TORCH_NO_DERIVATIVE = {
                                     "remainder.Tensor's: -grad * floor(self / other))",
 }
 
+# Floating arguments that PyTorch does not differentiate (it raises when they require grad):
+# they stay constants here. (target, argument position or keyword name)
+NONDIFF_ARGS = {
+    "aten.native_batch_norm": {3, 4, "running_mean", "running_var"},
+    "aten.nll_loss": {2, "weight"},
+    "aten.cross_entropy_loss": {2, "weight"},
+    "aten.binary_cross_entropy": {2, "weight"},
+}
+
+# Samples whose PyTorch gradient is not the derivative: mse_loss's target gradient under
+# broadcasting is scaled by input.numel() / target.numel() in PyTorch (its backward reuses
+# mse_loss_backward with the roles swapped); kiln's is the true derivative (gradcheck checks it).
+def _torch_gradient_differs(target, args, kwargs):
+    if target != "aten.mse_loss":
+        return False
+    a, b = args[0], args[1]
+    return tuple(a.shape) != tuple(b.shape)
+
+
 def _at_jump(target, args, kwargs):
     """True where a sample sits on a jump of a piecewise op (self / other an integer for
     remainder and fmod), where finite differences see the jump rather than the derivative."""
@@ -99,8 +118,9 @@ def _numel(args, kwargs, paths):
 def _samples(target, dtype):
     """The op's samples for `dtype` whose floating inputs exist (there is a gradient to check)."""
     out = []
+    skip = NONDIFF_ARGS.get(target, set())
     for args, kwargs in S.sample_inputs(target, dtype):
-        paths = _leaf_paths(args, kwargs)
+        paths = [p for p in _leaf_paths(args, kwargs) if p[1] not in skip]
         if paths:
             out.append((args, kwargs, paths))
     return out
@@ -171,6 +191,8 @@ def _check_against_torch(target, dtype):
     checked = 0
     for n, (args, kwargs, paths) in enumerate(samples):
         what = f"{target} {dtype} sample {n}"
+        if _torch_gradient_differs(target, args, kwargs):
+            continue
         try:
             _, kg = _kiln_grads(target, args, kwargs, paths, go_seed=n)
         except NotImplementedError:  # a missing derivative fails the test
