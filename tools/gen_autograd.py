@@ -260,7 +260,12 @@ def gen_kernel(op, formulas, members, results, by_id):
         lines.append("  markViews(s, input);")
     if after:
         lines += ["  " + c.replace("s[", "saved[") for c in after]
-    lines.append("  recordOutputs(s, node);")
+    diff = op.entry.get("output_differentiability")
+    if diff:
+        mask = ", ".join("true" if d else "false" for d in diff)
+        lines.append(f"  recordOutputs(s, node, {{{mask}}});")
+    else:
+        lines.append("  recordOutputs(s, node);")
     exprs = [e for _, e in formulas]
     for i, r in results:
         if conds.get(r):

@@ -35,9 +35,12 @@ void markViews(const Stack& s, const Tensor& input) {
   }
 }
 
-void recordOutputs(const Stack& s, const IntrusivePtr<Node>& node) {
+void recordOutputs(const Stack& s, const IntrusivePtr<Node>& node, std::vector<bool> differentiable) {
+  size_t index = 0;
   auto one = [&](const Tensor& t) {
-    if (t.defined() && isFloatingType(t.dtype())) setHistory(t, node);
+    bool diff = differentiable.empty() || (index < differentiable.size() && differentiable[index]);
+    ++index;
+    if (t.defined() && isFloatingType(t.dtype()) && diff) setHistory(t, node);
     else if (t.defined()) node->addInputMetadata(t);
     else node->addInputMetadata(Tensor::empty({}, ScalarType::Float32, Device(DeviceType::Meta)));
   };

@@ -17,7 +17,8 @@ void redispatchBelowAutograd(OpId op, Stack& s);
 // Marks every tensor output of a view op as a view of `input`.
 void markViews(const Stack& s, const Tensor& input);
 // Gives each floating-point tensor output `node` as its grad_fn (output numbers in order).
-void recordOutputs(const Stack& s, const IntrusivePtr<Node>& node);
+// `differentiable` (one flag per output, empty: all) leaves the others without a history.
+void recordOutputs(const Stack& s, const IntrusivePtr<Node>& node, std::vector<bool> differentiable = {});
 
 bool anyDefined(const std::vector<Tensor>& grads);
 // Undefined gradients of a multi-output node become zeros of the output's shape.

@@ -25,8 +25,10 @@ def _diff_inputs(inputs):
     return [i for i, x in enumerate(inputs) if _is_tensor(x) and x.requires_grad]
 
 
-def _outputs(func, inputs):
-    return [o for o in _tuple(func(*inputs)) if _is_tensor(o) and o.dtype.is_floating_point]
+def _outputs(func, inputs, mask=None):
+    """func's floating outputs; with `mask`, only those it marks (the differentiable ones)."""
+    outs = [o for o in _tuple(func(*inputs)) if _is_tensor(o) and o.dtype.is_floating_point]
+    return outs if mask is None else [o for o, m in zip(outs, mask) if m]
 
 
 def _flat_values(outputs):
@@ -36,7 +38,7 @@ def _flat_values(outputs):
     return vals
 
 
-def _numerical_jacobian(func, inputs, diff, eps):
+def _numerical_jacobian(func, inputs, diff, eps, mask):
     """cols[input][element] = d(all outputs, flattened) / d input[element]."""
     from .grad_mode import no_grad
 
@@ -48,9 +50,9 @@ def _numerical_jacobian(func, inputs, diff, eps):
             with no_grad():
                 orig = x[idx].item()
                 x[idx] = orig + eps
-                plus = _flat_values(_outputs(func, inputs))
+                plus = _flat_values(_outputs(func, inputs, mask))
                 x[idx] = orig - eps
-                minus = _flat_values(_outputs(func, inputs))
+                minus = _flat_values(_outputs(func, inputs, mask))
                 x[idx] = orig
             cols.append([(p - m) / (2 * eps) for p, m in zip(plus, minus)])
         jac.append(cols)
@@ -61,15 +63,12 @@ def _analytical_jacobian(func, inputs, diff):
     from . import grad as autograd_grad
     zeros = _C._ops.zeros
 
-    outputs = _outputs(func, inputs)
+    outputs = [o for o in _outputs(func, inputs) if o.requires_grad]
     targets = [inputs[i] for i in diff]
     # rows[input][element][output_flat_index]
     jac = [[[0.0] * sum(o.numel() for o in outputs) for _ in range(inputs[i].numel())] for i in diff]
     row = 0
     for o in outputs:
-        if not o.requires_grad:
-            row += o.numel()
-            continue
         for k in range(o.numel()):
             g = zeros(list(o.shape), dtype=o.dtype)
             g.view(-1)[k] = 1.0
@@ -97,7 +96,9 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
     if not diff:
         raise ValueError("gradcheck expects at least one input tensor to require gradient, but none of "
                          "the them have requires_grad=True.")
-    numerical = _numerical_jacobian(func, inputs, diff, eps)
+    # Outputs that carry no gradient (integer ones, or marked non-differentiable) are not checked.
+    mask = [o.requires_grad for o in _outputs(func, inputs)]
+    numerical = _numerical_jacobian(func, inputs, diff, eps, mask)
     analytical = _analytical_jacobian(func, inputs, diff)
     for t, i in enumerate(diff):
         for e, (ncol, arow) in enumerate(zip(numerical[t], analytical[t])):
