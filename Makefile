@@ -46,7 +46,7 @@ test-pytest:
 	$(PY) -m pytest test/python -q
 
 conformance: build
-	$(PY) ../shared/conformance/run.py --mode eager,compile --backend eager -x tier2
+	$(PY) ../shared/conformance/run.py --mode eager,compile
 
 # The benchmark suite (bench/README.md): results in bench/results/<timestamp>/. matplotlib is
 # installed for the plots; BENCH_JAX=1 also installs jax (about 600 MB) for the jax.jit column.

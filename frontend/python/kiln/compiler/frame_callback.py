@@ -29,11 +29,15 @@ _breaks_log = get_logger("graph_breaks")
 _aot_log = get_logger("aot")
 
 
-def _needs_autograd(examples):
-    """True when the graph's result must carry a grad_fn: grad mode is on and an input requires
-    grad. The compiling backends do not differentiate yet (AOT autograd, issue 15), so such a
-    graph runs op by op through the autograd engine instead."""
-    return _C.is_grad_enabled() and any(isinstance(t, _C.TensorBase) and t.requires_grad for t in examples)
+def _needs_autograd(examples, attrs):
+    """True when the graph's result must carry a grad_fn: grad mode is on and an input or a
+    tensor the graph reads as an attribute (a module's parameter) requires grad. The compiling
+    backends do not differentiate yet (AOT autograd, issue 15), so such a graph runs op by op
+    through the autograd engine instead."""
+    if not _C.is_grad_enabled():
+        return False
+    values = list(examples) + list(attrs.values() if isinstance(attrs, dict) else attrs)
+    return any(isinstance(t, _C.TensorBase) and t.requires_grad for t in values)
 
 
 class _CodeState:
@@ -140,8 +144,8 @@ class FrameCallback:
         start = time.perf_counter()
         try:
             with debug_dir.compiling(dump):
-                if _needs_autograd(examples) and getattr(self.backend, "__module__", None) == __package__ + ".backends":
-                    _aot_log.info("%s: %s needs autograd (an input requires grad); it runs op by op under "
+                if _needs_autograd(examples, result["attrs"]) and getattr(self.backend, "__module__", None) == __package__ + ".backends":
+                    _aot_log.info("%s: %s needs autograd (an input or a parameter requires grad); it runs op by op under "
                                   "the autograd engine instead of the %s backend", _where(code), name,
                                   _backend_name(self.backend))
                     compiled = gm.forward
