@@ -352,7 +352,7 @@ def test_trace_sequential_mlp_matches_module_and_torch_fx(layernorm):
     assert gm.code.startswith("def forward(self, input):")
     namespace = {"kiln": kiln}
     exec(gm.code, namespace)
-    np.testing.assert_array_equal(namespace["forward"](gm, x).numpy(), gm(x).numpy())
+    np.testing.assert_array_equal(namespace["forward"](gm, x).detach().numpy(), gm(x).detach().numpy())
     assert [n for n, _ in gm.named_parameters()] == [n for n, _ in km.named_parameters()]
 
 
@@ -414,7 +414,7 @@ def test_trace_functions_autowrap_and_constants():
     assert targets[:3] == ["x", "y", "kiln.add"] and "_tensor_constant0" in targets and "math.sqrt" in targets
     assert kiln.add is kiln._C._ops.add and kiln_add is kiln._C._ops.add  # patches are undone
     x, y = kiln.tensor([1.0, 2.0, 3.0]), kiln.tensor([0.5, -1.0, 2.0])
-    np.testing.assert_allclose(gm(x, y).numpy(), fn(x, y).numpy(), rtol=1e-6)
+    np.testing.assert_allclose(gm(x, y).detach().numpy(), fn(x, y).detach().numpy(), rtol=1e-6)
     assert fx.parse(str(gm.graph)).structurally_equal(gm.graph)
 
 
@@ -441,10 +441,10 @@ def test_wrap_and_autowrap_functions_make_leaves():
     assert [n.target for n in graph.nodes] == ["x", "test_fx.clipped_scale", "test_fx.leaky", "operator.add", "output"]
     gm = fx.GraphModule(tracer.attributes(), graph)
     x = kiln.tensor([1.0, -3.0])
-    np.testing.assert_allclose(gm(x).numpy(), fn(x).numpy())
+    np.testing.assert_allclose(gm(x).detach().numpy(), fn(x).detach().numpy())
     assert fx.resolve_target("test_fx.leaky") is leaky
     fx.register_target("helpers.scaled", lambda x: x * 3)
-    np.testing.assert_array_equal(fx.resolve_target("helpers.scaled")(kiln.ones(1)).numpy(), [3.0])
+    np.testing.assert_array_equal(fx.resolve_target("helpers.scaled")(kiln.ones(1)).detach().numpy(), [3.0])
     with pytest.raises(NameError, match="no function named 'nope'"):
         fx.wrap("nope")
 
@@ -471,7 +471,7 @@ def test_trace_errors_and_options():
 
     gm = fx.symbolic_trace(scaled, concrete_args={"flip": True})
     assert [n.op for n in gm.graph.nodes] == ["placeholder", "placeholder", "call_function", "call_function", "output"]
-    np.testing.assert_array_equal(gm(kiln.ones(2), 3.0).numpy(), [-3.0, -3.0])
+    np.testing.assert_array_equal(gm(kiln.ones(2), 3.0).detach().numpy(), [-3.0, -3.0])
     with pytest.raises(fx.TraceError, match="does not take"):
         fx.symbolic_trace(scaled, concrete_args={"nope": 1})
 
@@ -502,7 +502,7 @@ def test_graph_module_from_dict_code_and_recompile():
     assert type(gm).__name__ == "Affine" and [n for n, _ in gm.named_buffers()] == ["layer.0.weight"]
     assert "mul = aten.mul.Tensor(x, layer_0_weight)" in gm.code and "getattr(self.layer, '0').weight" in gm.code
     x_value = kiln.ones(2, 3)
-    np.testing.assert_array_equal(gm(x_value).numpy(), [[3.0, 4.0, 5.0]] * 2)
+    np.testing.assert_array_equal(gm(x_value).detach().numpy(), [[3.0, 4.0, 5.0]] * 2)
     text = gm.print_readable(print_output=False)
     assert "# x: f32[2, 3]" in text and "# f32[3]" in text and "class Affine(kiln.nn.Module):" in text
     # Edit the graph, recompile, and forward follows.
@@ -512,7 +512,7 @@ def test_graph_module_from_dict_code_and_recompile():
     neg.update_arg(0, m)
     gm.recompile()
     assert "neg = -mul" in gm.code
-    np.testing.assert_array_equal(gm(x_value).numpy(), [[1.0, 0.0, -1.0]] * 2)
+    np.testing.assert_array_equal(gm(x_value).detach().numpy(), [[1.0, 0.0, -1.0]] * 2)
     with pytest.raises(RuntimeError, match="not in the dict"):
         fx.GraphModule({}, g)
     unknown = fx.parse("graph @u(%x) {\n  %y = call_function no_such_module.fn(%x)\n  output %y\n}\n")
@@ -528,7 +528,7 @@ def test_graph_module_deep_copy():
     deep = copy.deepcopy(gm)
     assert deep.graph is not gm.graph and deep.get_submodule("1") is not gm.get_submodule("1")
     assert type(deep).__name__ == "Sequential" and deep.code == gm.code
-    np.testing.assert_array_equal(deep(kiln.tensor([-1.0, 2.0])).numpy(), gm(kiln.tensor([-1.0, 2.0])).numpy())
+    np.testing.assert_array_equal(deep(kiln.tensor([-1.0, 2.0])).detach().numpy(), gm(kiln.tensor([-1.0, 2.0])).detach().numpy())
 
 
 def test_codegen_names_and_constants():
@@ -554,7 +554,7 @@ def test_codegen_names_and_constants():
     src = g.python_code().src
     assert "uniform_ = aten.uniform_(x, to=3.0, **{'from': 2.0})" in src
     assert "random_ = _fx_target_0(uniform_, 5, 6)" in src
-    np.testing.assert_array_equal(fx.GraphModule({}, g)(kiln.zeros(3)).numpy(), [5.0, 5.0, 5.0])
+    np.testing.assert_array_equal(fx.GraphModule({}, g)(kiln.zeros(3)).detach().numpy(), [5.0, 5.0, 5.0])
 
 
 # -- (c) the Interpreter --------------------------------------------------------------------------
@@ -572,7 +572,7 @@ def test_interpreter_matches_direct_calls():
             return super().call_module(target, args, kwargs)
 
     reference = nn.Sequential(km[0], km[1], nn.ReLU(), km[3])
-    np.testing.assert_array_equal(SwapGelu(gm).run(x).numpy(), reference(x).numpy())
+    np.testing.assert_array_equal(SwapGelu(gm).run(x).detach().numpy(), reference(x).detach().numpy())
     interp = fx.Interpreter(gm, garbage_collect_values=False)
     interp.run(x)
     assert len(interp.env) == len(gm.graph)
@@ -594,8 +594,8 @@ def test_interpreter_runs_aten_targets_and_reports_the_failing_node():
     assert "While executing %mm = call_function aten.mm(%add, %add)" in "".join(info.value.__notes__)
     g2 = fx.parse(str(g).replace("aten.mm(%add, %add)", "aten.mul.Tensor(%add, %add)"))
     add, mul = fx.Interpreter(fx.GraphModule({}, g2)).run(x, y)
-    np.testing.assert_array_equal(add.numpy(), kiln.add(x, y, alpha=2).numpy())
-    np.testing.assert_array_equal(mul.numpy(), (add * add).numpy())
+    np.testing.assert_array_equal(add.detach().numpy(), kiln.add(x, y, alpha=2).detach().numpy())
+    np.testing.assert_array_equal(mul.detach().numpy(), (add * add).detach().numpy())
     assert fx.resolve_target("aten.add.Tensor") is fx.aten.add.Tensor
     assert fx.qualified_name(fx.aten.add.Tensor) == "aten.add.Tensor" and fx.qualified_name(kiln.add) == "kiln.add"
     assert fx.qualified_name(math.sqrt) == "math.sqrt" and fx.resolve_target("operator.add")(2, 3) == 5
@@ -729,7 +729,7 @@ def test_passes_dce_cse_shape_prop():
     assert "IR after shape-prop" in log
     assert str(g.find_node("m").meta["type"]) == "f32[4, 3]" and str(g.find_node("t").type) == "f32[3, 4]{strides=[1, 3]}"
     x, y = kiln.ones(4, 3), kiln.arange(3.0)
-    np.testing.assert_array_equal(fx.GraphModule({}, g)(x, y).numpy(), ((x + y) * (x + y)).t().numpy())
+    np.testing.assert_array_equal(fx.GraphModule({}, g)(x, y).detach().numpy(), ((x + y) * (x + y)).t().detach().numpy())
     with pytest.raises(RuntimeError, match="unknown pass 'fold'"):
         fx.passes.run(g, "fold")
     assert g.eliminate_dead_code() is False
@@ -752,4 +752,4 @@ def test_shape_prop_pass_errors_and_python_shape_prop():
     gm2 = fx.symbolic_trace(with_dead_code)
     fx.passes.run(gm2, "dce")
     assert [n.target for n in gm2.graph.nodes] == ["x", "operator.add", "output"] and "*" not in gm2.code
-    np.testing.assert_array_equal(gm2(kiln.ones(2)).numpy(), [2.0, 2.0])
+    np.testing.assert_array_equal(gm2(kiln.ones(2)).detach().numpy(), [2.0, 2.0])

@@ -57,7 +57,7 @@ def _gm(text=_GRAPH):
 
 
 def _run(compiled, *args):
-    return [t.numpy() for t in compiled[0](*args)]
+    return [t.detach().numpy() for t in compiled[0](*args)]
 
 
 def test_second_compile_is_a_cache_hit(lowerings):
@@ -68,7 +68,7 @@ def test_second_compile_is_a_cache_hit(lowerings):
     assert len(lowerings) == 1  # rebuilt from the artifact
     for a, b in zip(first, second):
         np.testing.assert_array_equal(a, b)
-    np.testing.assert_allclose(second[1], (x * y).numpy(), rtol=1e-6)
+    np.testing.assert_allclose(second[1], (x * y).detach().numpy(), rtol=1e-6)
 
 
 def _damage_artifacts(cache_dir, how):
@@ -137,12 +137,12 @@ def test_views_and_attributes_from_the_cache(lowerings):
         with kiln.no_grad():  # the module's parameters require grad: inference compiles
             t, y = kiln.compile(fn, backend="inductor")(x)
         assert t.data_ptr() == x.data_ptr() and tuple(t.shape) == (6, 4)
-        np.testing.assert_allclose(y.numpy(), want[1].detach().numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(y.detach().numpy(), want[1].detach().numpy(), rtol=1e-5, atol=1e-6)
     assert len(lowerings) == 1
     with kiln.no_grad():
         lin.weight.mul_(0.0)  # attributes are read at every call, also on a cache hit
-    np.testing.assert_allclose(kiln.compile(fn, backend="inductor")(x)[1].numpy(),
-                               fn(x)[1].numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(kiln.compile(fn, backend="inductor")(x)[1].detach().numpy(),
+                               fn(x)[1].detach().numpy(), rtol=1e-5, atol=1e-6)
 
 
 _SCRIPT = """
