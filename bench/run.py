@@ -162,6 +162,18 @@ def main():
                            worker_env(cache_root, "overheads"), 300)
         results["overheads"] = ov if ov is not None else {"error": err}
         print(f"overheads: {results['overheads']}", flush=True)
+        if not args.smoke:
+            # Eager training steps (MLP, CNN, GPT-style) and the autograd overhead per op.
+            out_json = os.path.join(cache_root, "training.json")
+            proc = subprocess.run([sys.executable, os.path.join(HERE, "training_steps.py"), "--json", out_json],
+                                  env=worker_env(cache_root, "training"), capture_output=True, text=True,
+                                  timeout=900)
+            if proc.returncode == 0 and os.path.exists(out_json):
+                with open(out_json) as fh:
+                    results["training"] = json.load(fh)
+            else:
+                results["training"] = {"error": (proc.stderr.strip().splitlines() or ["failed"])[-1]}
+            print(f"training: {results['training']}", flush=True)
         if args.no_latency:
             results["compile_latency"] = []
         elif args.smoke:
