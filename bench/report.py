@@ -79,6 +79,35 @@ def _ratio_cell(v):
     return "-" if v is None else f"{v:.2f}"
 
 
+def training_lines(tr):
+    """The "Eager training steps" section (bench/training_steps.py's results), or nothing."""
+    lines = []
+    if not tr:
+        return lines
+    lines += ["## Eager training steps", "", "bench/training_steps.py: forward, loss, backward and optimizer step "
+              "(median ms per step), and the peak resident memory of a process that only trains that model.", ""]
+    if "error" in tr:
+        lines.append(f"failed: {tr['error']}")
+    else:
+        lines += ["| model | kiln ms/step | torch ms/step | kiln/torch | kiln peak MB | torch peak MB |",
+                  "|---|---:|---:|---:|---:|---:|"]
+        for model in ("mlp", "cnn", "gpt"):
+            k, t = tr.get(f"{model}/kiln"), tr.get(f"{model}/torch")
+            if not k:
+                continue
+            rel = f"{k['ms'] / t['ms']:.2f}" if t else "-"
+            lines.append(f"| {model} | {k['ms']:.2f} | {t['ms']:.2f} | {rel} | {k['peak_mb']:.0f} | "
+                         f"{t['peak_mb']:.0f} |" if t else f"| {model} | {k['ms']:.2f} | - | - | "
+                         f"{k['peak_mb']:.0f} | - |")
+        for lib in ("kiln", "torch"):
+            o = tr.get(f"overhead/{lib}")
+            if o:
+                lines.append(f"\nautograd overhead, {lib}: `x * y` (one element, requires grad) forward "
+                             f"{o['forward_us']:.2f} us, forward + backward {o['forward_backward_us']:.2f} us")
+    lines.append("")
+    return lines
+
+
 def markdown(results, plots):
     m, st, s = results["machine"], results.get("stream", {}), results["summary"]
     peers = results["peers"]
@@ -161,29 +190,7 @@ def markdown(results, plots):
                 f"{c[lib][key]:.2f}" if lib in c and key in c[lib] else "-" for lib in ("kiln", "torch")) + " | - |")
     lines.append("")
 
-    tr = results.get("training")
-    if tr:
-        lines += ["## Eager training steps", "", "bench/training_steps.py: forward, loss, backward and optimizer step "
-                  "(median ms per step), and the peak resident memory of a process that only trains that model.", ""]
-        if "error" in tr:
-            lines.append(f"failed: {tr['error']}")
-        else:
-            lines += ["| model | kiln ms/step | torch ms/step | kiln/torch | kiln peak MB | torch peak MB |",
-                      "|---|---:|---:|---:|---:|---:|"]
-            for model in ("mlp", "cnn", "gpt"):
-                k, t = tr.get(f"{model}/kiln"), tr.get(f"{model}/torch")
-                if not k:
-                    continue
-                rel = f"{k['ms'] / t['ms']:.2f}" if t else "-"
-                lines.append(f"| {model} | {k['ms']:.2f} | {t['ms']:.2f} | {rel} | {k['peak_mb']:.0f} | "
-                             f"{t['peak_mb']:.0f} |" if t else f"| {model} | {k['ms']:.2f} | - | - | "
-                             f"{k['peak_mb']:.0f} | - |")
-            for lib in ("kiln", "torch"):
-                o = tr.get(f"overhead/{lib}")
-                if o:
-                    lines.append(f"\nautograd overhead, {lib}: `x * y` (one element, requires grad) forward "
-                                 f"{o['forward_us']:.2f} us, forward + backward {o['forward_backward_us']:.2f} us")
-        lines.append("")
+    lines += training_lines(results.get("training"))
 
     lines += ["## Compile latency", "", "First call of the compiled function in a fresh process (it compiles): cold = "
               "empty cache folder (KILN_CACHE_DIR / TORCHINDUCTOR_CACHE_DIR), warm = a second fresh process on the "
