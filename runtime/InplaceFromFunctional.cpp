@@ -11,15 +11,19 @@ void inplaceFromFunctional(OpId inplaceOp, OpId functionalOp, Stack& stack) {
   Tensor self = stack.at(0).toTensor();
   d.call(functionalOp, stack);
   Tensor result = stack.at(0).toTensor();
-  const std::string& name = d.schema(inplaceOp).name;
+  checkInplaceResult(inplaceOp, self, result);
+  ops::copy_(self, result, false);
+  stack.clear();
+  stack.emplace_back(std::move(self));
+}
+
+void checkInplaceResult(OpId inplaceOp, const Tensor& self, const Tensor& result) {
+  const std::string& name = Dispatcher::instance().schema(inplaceOp).name;
   KILN_CHECK(DimVector(result.sizes()) == DimVector(self.sizes()), name, ": output with shape ",
              self.shapeString(), " doesn't match the broadcast shape ", result.shapeString());
   KILN_CHECK(canCast(result.dtype(), self.dtype()), name, ": result type ",
              scalarTypeShortName(result.dtype()), " can't be cast to the desired output type ",
              scalarTypeShortName(self.dtype()));
-  ops::copy_(self, result, false);
-  stack.clear();
-  stack.emplace_back(std::move(self));
 }
 
 } // namespace kiln

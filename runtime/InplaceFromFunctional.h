@@ -7,5 +7,7 @@
 namespace kiln {
 
 void inplaceFromFunctional(OpId inplaceOp, OpId functionalOp, Stack& stack);
+// The checks of an in-place op's functional result against self (PyTorch's messages).
+void checkInplaceResult(OpId inplaceOp, const Tensor& self, const Tensor& result);
 
 } // namespace kiln

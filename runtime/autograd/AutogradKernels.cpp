@@ -4,6 +4,7 @@
 
 #include "generated/Ops.h"
 #include "runtime/Dispatcher.h"
+#include "runtime/InplaceFromFunctional.h"
 
 namespace kiln::autograd {
 
@@ -178,12 +179,7 @@ void autogradInplace(OpId inplaceOp, OpId functionalOp, bool functionalSavesSelf
   if (functionalSavesSelf && self.requiresGrad()) s[0] = Value(ops::clone(self));
   d.call(functionalOp, s);
   Tensor result = s.at(0).toTensor();
-  const std::string& name = d.schema(inplaceOp).name;
-  KILN_CHECK(DimVector(result.sizes()) == DimVector(self.sizes()), name, ": output with shape ",
-             self.shapeString(), " doesn't match the broadcast shape ", result.shapeString());
-  KILN_CHECK(canCast(result.dtype(), self.dtype()), name, ": result type ",
-             scalarTypeShortName(result.dtype()), " can't be cast to the desired output type ",
-             scalarTypeShortName(self.dtype()));
+  checkInplaceResult(inplaceOp, self, result);
   {
     ExcludeDispatchKeyGuard below(DispatchKey::Autograd);
     ops::copy_(self, result, false);
