@@ -25,7 +25,10 @@ bool anyRequiresGrad(const Value& v) {
 
 void redispatchBelowAutograd(OpId op, Stack& s) {
   const Dispatcher& d = Dispatcher::instance();
-  d.redispatch(op, d.computeKeys(op, s).below(DispatchKey::Autograd), s);
+  DispatchKeySet keys = d.computeKeys(op, s).below(DispatchKey::Autograd);
+  // Ops a kernel calls inside (a copy, a contiguous) are part of this op: they record nothing.
+  ExcludeDispatchKeyGuard below(DispatchKey::Autograd);
+  d.redispatch(op, keys, s);
 }
 
 void markViews(const Stack& s, const Tensor& input) {
@@ -121,7 +124,10 @@ void autogradInplaceOpaque(OpId op, DispatchKeySet remaining, Stack& s) {
     if (anyRequiresGrad(s[i]))
       throw NotImplementedError(strCat("the derivative for '", d.schema(op).qualifiedName(),
                                        "' is not implemented."));
-  d.redispatch(op, remaining, s);
+  {
+    ExcludeDispatchKeyGuard below(DispatchKey::Autograd);
+    d.redispatch(op, remaining, s);
+  }
   rebaseHistory(self, Tensor());
 }
 
@@ -140,7 +146,10 @@ void autogradFallback(OpId op, DispatchKeySet remaining, Stack& s) {
       autogradInplaceOpaque(op, remaining, s);
       return;
     }
-    d.redispatch(op, remaining, s);
+    {
+      ExcludeDispatchKeyGuard below(DispatchKey::Autograd);
+      d.redispatch(op, remaining, s);
+    }
     if (view) markViews(s, input);
     return;
   }
@@ -159,7 +168,10 @@ void autogradFallback(OpId op, DispatchKeySet remaining, Stack& s) {
       for (const auto& t : v.toOptionalTensorList()) edges.push_back(t ? gradientEdge(*t) : Edge());
   }
   node->setNextEdges(std::move(edges));
-  d.redispatch(op, remaining, s);
+  {
+    ExcludeDispatchKeyGuard below(DispatchKey::Autograd);
+    d.redispatch(op, remaining, s);
+  }
   if (view) markViews(s, input);
   recordOutputs(s, node);
 }
