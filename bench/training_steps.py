@@ -95,13 +95,11 @@ def main():
     if a.worker:
         worker(a.worker[0], a.worker[1], a.steps)
         return
-    libs = ["kiln"]
-    try:
-        import torch  # noqa: F401
+    # torch is looked up, not imported: Linux keeps a process's peak RSS across exec, so the
+    # workers must be forked from a small parent for their peaks to mean anything.
+    import importlib.util
 
-        libs.append("torch")
-    except ImportError:
-        pass
+    libs = ["kiln"] + (["torch"] if importlib.util.find_spec("torch") else [])
     results = {}
     print(f"{'model':8} {'library':7} {'ms/step':>9} {'peak MB':>9} {'loss':>9}")
     for model in ("mlp", "cnn", "gpt"):
@@ -116,7 +114,10 @@ def main():
             print(f"{model:8} {lib:7} {r['ms']:9.2f} {r['peak_mb']:9.1f} {r['loss']:9.4f}")
     print("\nautograd overhead per op (x * y, one element, requires_grad):")
     for lib in libs:
-        fwd, both = overhead(lib)
+        out = subprocess.run([sys.executable, "-c", f"import sys; sys.path.insert(0, {HERE!r}); "
+                              f"import training_steps as t; print(*t.overhead({lib!r}))"],
+                             capture_output=True, text=True)
+        fwd, both = (float(v) for v in out.stdout.split())
         results[f"overhead/{lib}"] = {"forward_us": fwd, "forward_backward_us": both}
         print(f"  {lib:6} forward {fwd:6.2f} us   forward + backward {both:7.2f} us")
     if a.json:
