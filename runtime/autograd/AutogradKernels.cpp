@@ -94,6 +94,9 @@ bool anyTensorRequiresGrad(OpId op, const Stack& s) {
 void checkInplaceTarget(const Tensor& self, OpId op) {
   if (self.requiresGrad() && isLeaf(self))
     throw Error("a leaf Variable that requires grad is being used in an in-place operation.");
+  // Writing through a view of such a leaf would turn the leaf (a parameter) into a non-leaf.
+  if (AutogradMeta* m = metaIfAny(self); m && m->isView() && m->viewBase.requiresGrad() && isLeaf(m->viewBase))
+    throw Error("a view of a leaf Variable that requires grad is being used in an in-place operation.");
   (void)op;
 }
 

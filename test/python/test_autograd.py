@@ -99,6 +99,19 @@ def test_inplace_on_leaf_raises():
     assert x.tolist() == [2.0, 2.0, 2.0]
 
 
+def test_inplace_through_view_of_leaf_raises():
+    # Regression: w[0] = 5 made the parameter w a non-leaf (its history rebased onto the write).
+    w = kiln.ones(3, requires_grad=True)
+    with pytest.raises(RuntimeError, match="a view of a leaf Variable that requires grad is being used"):
+        w[0] = 5.0
+    with pytest.raises(RuntimeError, match="a view of a leaf Variable that requires grad is being used"):
+        w[1:].mul_(2)
+    assert w.is_leaf and w.grad_fn is None
+    with kiln.no_grad():
+        w[0] = 5.0
+    assert w.tolist() == [5.0, 1.0, 1.0] and w.is_leaf
+
+
 def test_no_grad_at_all_raises():
     x = kiln.ones(3)
     with pytest.raises(RuntimeError, match="does not require grad and does not have a grad_fn"):
