@@ -61,11 +61,7 @@ class Adam(Optimizer):
                     "capturable": capturable, "differentiable": differentiable, "fused": fused,
                     "decoupled_weight_decay": decoupled_weight_decay}
         super().__init__(params, defaults)
-        if fused:
-            if differentiable:
-                raise RuntimeError("`fused` does not support `differentiable`")
-            if foreach:
-                raise RuntimeError("`fused` and `foreach` cannot be `True` together.")
+        self._check_fused(fused, differentiable, foreach)
 
     def __setstate__(self, state):
         super().__setstate__(state)

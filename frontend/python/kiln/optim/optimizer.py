@@ -307,6 +307,15 @@ class Optimizer:
         for post_hook in self._optimizer_load_state_dict_post_hooks.values():
             post_hook(self)
 
+    @staticmethod
+    def _check_fused(fused, differentiable, foreach):
+        """PyTorch's errors for `fused` combined with `differentiable` or `foreach`."""
+        if fused:
+            if differentiable:
+                raise RuntimeError("`fused` does not support `differentiable`")
+            if foreach:
+                raise RuntimeError("`fused` and `foreach` cannot be `True` together.")
+
     def zero_grad(self, set_to_none=True):
         """Resets the parameters' gradients: to None (the default), or to zeros in place."""
         for group in self.param_groups:

@@ -1,4 +1,4 @@
-"""LayerNorm and RMSNorm."""
+"""GroupNorm, LayerNorm and RMSNorm."""
 import numbers
 
 from ... import _C
@@ -6,6 +6,22 @@ from .. import functional as F
 from .. import init
 from ..parameter import Parameter
 from .module import Module
+
+
+def _affine_parameters(module, shape, affine, bias, dtype, device):
+    """weight (ones) and bias (zeros) of `shape` when affine, else both registered as None."""
+    module.register_parameter("weight", Parameter(_C._ops.empty(list(shape), dtype=dtype, device=device))
+                              if affine else None)
+    module.register_parameter("bias", Parameter(_C._ops.empty(list(shape), dtype=dtype, device=device))
+                              if affine and bias else None)
+    _reset_affine(module)
+
+
+def _reset_affine(module):
+    if module.weight is not None:
+        init.ones_(module.weight)
+    if module.bias is not None:
+        init.zeros_(module.bias)
 
 
 class GroupNorm(Module):
@@ -20,22 +36,10 @@ class GroupNorm(Module):
         self.num_channels = num_channels
         self.eps = eps
         self.affine = affine
-        if affine:
-            self.weight = Parameter(_C._ops.empty([num_channels], dtype=dtype, device=device))
-            if bias:
-                self.bias = Parameter(_C._ops.empty([num_channels], dtype=dtype, device=device))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
-        self.reset_parameters()
+        _affine_parameters(self, [num_channels], affine, bias, dtype, device)
 
     def reset_parameters(self):
-        if self.affine:
-            init.ones_(self.weight)
-            if self.bias is not None:
-                init.zeros_(self.bias)
+        _reset_affine(self)
 
     def forward(self, input):
         return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
@@ -54,22 +58,10 @@ class LayerNorm(Module):
         self.normalized_shape = tuple(normalized_shape)
         self.eps = eps
         self.elementwise_affine = elementwise_affine
-        if elementwise_affine:
-            self.weight = Parameter(_C._ops.empty(list(self.normalized_shape), dtype=dtype, device=device))
-            if bias:
-                self.bias = Parameter(_C._ops.empty(list(self.normalized_shape), dtype=dtype, device=device))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
-        self.reset_parameters()
+        _affine_parameters(self, self.normalized_shape, elementwise_affine, bias, dtype, device)
 
     def reset_parameters(self):
-        if self.elementwise_affine:
-            init.ones_(self.weight)
-            if self.bias is not None:
-                init.zeros_(self.bias)
+        _reset_affine(self)
 
     def forward(self, input):
         return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
