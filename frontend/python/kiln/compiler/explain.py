@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 
 _KERNEL_LINE = re.compile(r"^\s*kernel @(\w+) \{$")
 _BUFFER_LINE = re.compile(r"^\s*%(\S+): \w+\[[^\]]*\](?:\{reuses=%\S+\})? = (pointwise|reduction|extern (\w+))")
+_SEGMENT_LINE = re.compile(r"^# segment (\d+)$")
+_FALLBACK_LINE = re.compile(r"^# fallback %(\S+) = (\S+) \(eager\)$")
 
 
 def _indent(text, spaces):
@@ -18,20 +20,26 @@ def _indent(text, spaces):
 class KernelPlan:
     """The kernels the inductor backend makes of one graph, from its scheduled loop program:
     kernels: (name, [(buffer, "pointwise" | "reduction"), ...]) in execution order, each one
-    fused loop nest; externs: (buffer, library kernel such as "mm"); reason: why the backend
-    does not compile the graph ("" when it does)."""
+    fused loop nest; externs: (buffer, library kernel such as "mm"); fallbacks: (node, op) run
+    eagerly between compiled segments (ops without a lowering); reason: why the backend does
+    not compile the graph ("" when it does)."""
 
     kernels: list = field(default_factory=list)
     externs: list = field(default_factory=list)
+    fallbacks: list = field(default_factory=list)
     reason: str = ""
 
     @classmethod
     def from_program(cls, program):
         """The plan of a scheduled loop program's text (None: nothing to compile)."""
-        plan, kernel = cls(), None
+        plan, kernel, segment = cls(), None, ""
         for line in (program or "").splitlines():
-            if match := _KERNEL_LINE.match(line):
-                kernel = (match[1], [])
+            if match := _SEGMENT_LINE.match(line):
+                segment = f"s{match[1]}."  # kernels of a segmented graph: s2.k0
+            elif match := _FALLBACK_LINE.match(line):
+                plan.fallbacks.append((match[1], match[2]))
+            elif match := _KERNEL_LINE.match(line):
+                kernel = (segment + match[1], [])
                 plan.kernels.append(kernel)
             elif match := _BUFFER_LINE.match(line):
                 if match[3]:
@@ -59,6 +67,9 @@ class KernelPlan:
         out = f"kernels: {len(self.kernels)}" + (f" ({'; '.join(parts)})" if parts else "")
         if self.externs:
             out += f", extern calls: {len(self.externs)} ({', '.join(k for _, k in self.externs)})"
+        if self.fallbacks:
+            out += (f", fallback ops (eager): {len(self.fallbacks)} "
+                    f"({', '.join(op for _, op in self.fallbacks)})")
         return out
 
     def __str__(self):
@@ -67,6 +78,8 @@ class KernelPlan:
             out += f"  {name} fuses " + ", ".join(f"%{b}" for b, _ in members) + "\n"
         for buffer, kernel in self.externs:
             out += f"  %{buffer} = extern {kernel}\n"
+        for node, op in self.fallbacks:
+            out += f"  %{node} = {op} (eager fallback: no lowering)\n"
         return out
 
 

@@ -17,7 +17,7 @@ from .._C import _codegen
 from .. import _C
 from ..fx import Graph, GraphModule, retrace
 from ..fx.graph import type_of
-from . import debug_dir, graph_cache
+from . import debug_dir, fallback, graph_cache
 
 _output_code_log = _logging.get_logger("output_code")
 _loops_log = _logging.get_logger("loops")
@@ -161,7 +161,11 @@ def _hoist_random(graph, placeholders):
 
 
 def _compile_program(graph):
-    """(CompiledKernel, scheduled loop program text) of a prims graph."""
+    """(CompiledKernel, scheduled loop program text) of a prims graph; for a graph with fallback
+    ops (fallback.py), (PartitionedProgram, the segments' programs joined)."""
+    steps = fallback.plan(graph)
+    if steps is not None:
+        return _compile_partitioned(graph, steps)
     try:
         program, schedule_log = _codegen.schedule(_codegen.lower(graph))
         source = _codegen.emit_cpp(program)
@@ -177,6 +181,47 @@ def _compile_program(graph):
     _output_code_log.info("output code (%s, %s):\n%s", path, "cache hit" if cache_hit else "compiled",
                           source)
     return _codegen.CompiledKernel(path, "kiln_entry", program), program
+
+
+def _compile_partitioned(graph, steps):
+    if any(n.op == "call_function" and n.target in _MUTATING_PRIMS for n in graph.nodes):
+        ops = sorted({str(n.target) for n in graph.nodes if fallback.is_fallback(n)})
+        raise InductorUnsupported(f"cannot lower {', '.join(ops)} in a graph that writes in place "
+                                  "(fallback kernels need a graph without in-place writes)")
+
+    def compile_segment(segment):
+        placeholders = list(segment.placeholders())
+        computed, views, where = _split_outputs(segment, placeholders)
+        kernel, program = _compile_program(computed) if computed is not None else (None, None)
+        view_fn = GraphModule({}, views).forward if views is not None else None
+        return _runner(kernel, view_fn, None, where), program
+
+    program = fallback.PartitionedProgram(graph, steps, compile_segment)
+    _loops_log.info("fallback kernels (run eagerly between compiled segments): %s",
+                    ", ".join(program.fallbacks))
+    return program, _partitioned_text(program)
+
+
+def _partitioned_text(program):
+    """The segments' loop programs and the fallback ops between them, in execution order."""
+    parts = []
+    segments = iter(enumerate(program.segments))
+    for step in program.steps:
+        if step.kind == "compiled":
+            i, text = next(segments)
+            parts.append(f"# segment {i}\n" + (text or ""))
+        else:
+            parts.append(_fallback_line(step))
+    return "".join(parts)
+
+
+def _fallback_line(step):
+    """`# fallback %sort = aten.sort (eager)`; none for the getitems taking a fallback's
+    results apart."""
+    node = step.outputs[0]
+    if node.target == "operator.getitem":
+        return ""
+    return f"# fallback %{node.name} = {node.target} (eager)\n"
 
 
 def _with_input_layouts(gm, example_inputs):
@@ -218,17 +263,26 @@ def compile_graph(gm, example_inputs=None):
     if entry is None:
         attr_targets, draws, computed, views, where = _prepare(gm, example_inputs)
         kernel, program = _compile_program(computed) if computed is not None else (None, None)
+        view_fn = GraphModule({}, views).forward if views is not None else None
+        draw_fn = GraphModule({}, draws).forward if draws is not None else None
+        if isinstance(kernel, fallback.PartitionedProgram):
+            # Not in the graph cache (its entries hold one program); the segments' C++ still
+            # comes from the kernel cache.
+            return _runner(kernel, view_fn, draw_fn, where), attr_targets, kernel
         entry = graph_cache.Entry(program, kernel.path if kernel is not None else None,
                                   str(views) if views is not None else None, where, attr_targets,
                                   draws=str(draws) if draws is not None else None)
         graph_cache.store(key, entry)
-        view_fn = GraphModule({}, views).forward if views is not None else None
-        draw_fn = GraphModule({}, draws).forward if draws is not None else None
     else:
         kernel, view_fn, draw_fn = entry.kernel, entry.view_fn, entry.draw_fn
-    attr_targets, where = entry.attr_targets, entry.where
+    return _runner(kernel, view_fn, draw_fn, entry.where), entry.attr_targets, kernel
+
+
+def _runner(kernel, view_fn, draw_fn, where):
+    """The callable running the program `kernel` (outputs computed by it), the eager view graph
+    `view_fn` (outputs that alias inputs) and the eager draws `draw_fn` (inputs appended)."""
     if draw_fn is None and view_fn is None:
-        return kernel, attr_targets, kernel
+        return kernel
 
     def run(*args):
         if draw_fn is not None:
@@ -240,7 +294,7 @@ def compile_graph(gm, example_inputs=None):
         view_outputs = view_fn(*args)
         return tuple(view_outputs[i] if is_view else computed_outputs[i] for is_view, i in where)
 
-    return run, attr_targets, kernel
+    return run
 
 
 def _prepare(gm, example_inputs):
@@ -263,8 +317,20 @@ def plan_kernels(gm, example_inputs=None):
     _, _, computed, _, _ = _prepare(gm, example_inputs)
     if computed is None:
         return None
+    steps = fallback.plan(computed)
     try:
-        return _codegen.schedule(_codegen.lower(computed))[0]
+        if steps is None:
+            return _codegen.schedule(_codegen.lower(computed))[0]
+        parts = []
+        for step in steps:
+            if step.kind == "eager":
+                parts.append(_fallback_line(step))
+                continue
+            seg = _split_outputs(step.graph, list(step.graph.placeholders()))[0]
+            parts.append(f"# segment {sum(p.startswith('# segment') for p in parts)}\n")
+            if seg is not None:
+                parts.append(_codegen.schedule(_codegen.lower(seg))[0])
+        return "".join(parts)
     except Exception as error:  # noqa: BLE001 - as in _compile_program
         raise InductorUnsupported(f"{type(error).__name__}: {error}") from error
 

@@ -1,0 +1,177 @@
+"""Fallback kernels: ops the loop IR cannot lower run eagerly between compiled segments.
+
+An op left without a prims decomposition (gather, convolution, sort, scatter, ...) has no
+lowering; before this, one of them sent its whole graph back to eager execution. Now the prims
+graph is cut into compiled segments and eager steps, as Inductor calls its fallback kernels from
+the wrapper code:
+
+    segment 0 (compiled) -> the fallbacks whose inputs are ready -> segment 1 (compiled) -> ...
+
+A lowerable node goes into the earliest segment after every value it reads is ready (a
+segment's own values, or a fallback's that ran before it); a fallback runs right after the
+segment that last feeds it, in program order among the fallbacks there. Nodes without inputs
+(prims.full) are copied into each segment that reads them rather than passed between them.
+Values crossing into a segment are made contiguous (each segment is compiled for contiguous
+inputs there); the graph's own inputs keep their layouts.
+
+Graphs that write in place (prims.copy_to) are not cut: a write and an eager op reading the
+written storage would need program order across segments. Such a graph with a fallback op
+raises InductorUnsupported, as before.
+"""
+from ..fx import Graph, GraphModule
+from ..fx.graph import tensor_type
+
+
+def is_fallback(node):
+    """A call the loop IR has no lowering for: anything but a prims op."""
+    return node.op == "call_function" and not str(node.target).startswith("prims.")
+
+
+class _Step:
+    """One step of the plan: a compiled segment or an eager fallback op.
+    inputs: the original nodes whose values it takes (in its placeholders' order);
+    outputs: the original nodes whose values it produces (in its outputs' order)."""
+
+    def __init__(self, kind, graph, inputs, outputs):
+        self.kind, self.graph, self.inputs, self.outputs = kind, graph, inputs, outputs
+        self.run = None
+
+
+def _levels(nodes):
+    """Per fallback the segment it runs after (as early as its inputs allow); per lowerable node
+    the segment it joins: as late as its users allow, so that views and broadcasts of the
+    graph's inputs (a transposed weight, a bias) are read where they are used instead of being
+    copied out of an earlier segment."""
+    level = {}
+    for node in nodes:
+        if node.op in ("placeholder", "output"):
+            continue
+        lvl = 0
+        for a in node.all_input_nodes:
+            if a.op == "placeholder":
+                continue
+            # A fallback's value is ready for the segment after the one it runs after, and for
+            # another fallback at once (it runs after it, in program order).
+            lvl = max(lvl, level[a] + 1 if is_fallback(a) and not is_fallback(node) else level[a])
+        level[node] = lvl
+    top = max(level.values(), default=0)
+    for node in reversed(nodes):
+        if node not in level or is_fallback(node):
+            continue
+        users = [u for u in node.users if u.op != "output"]
+        if len(users) < len(node.users) or not users:
+            level[node] = top
+        else:
+            level[node] = min(level[u] for u in users)
+    return level
+
+
+def _segment_graph(members, placeholders_of, name):
+    """A prims graph computing `members` (original nodes, in order) from placeholders for the
+    values they read from outside (placeholders_of: original node -> type to compile for);
+    returns (graph, inputs, outputs-to-be-filled-by-the-caller's choice) as (graph, inputs, env)."""
+    graph, env, inputs = Graph(), {}, []
+    member_set = set(members)
+
+    def value(a):
+        if a in env:
+            return env[a]
+        if a not in member_set and a.op != "placeholder" and not a.all_input_nodes:
+            # A constant-like node (prims.full): copied, not passed in.
+            env[a] = graph.node_copy(a, value)
+            return env[a]
+        inputs.append(a)
+        env[a] = graph.placeholder(f"in_{len(inputs) - 1}_{a.name}", type_expr=placeholders_of(a))
+        return env[a]
+
+    for node in members:
+        for a in node.all_input_nodes:
+            if a not in member_set:
+                value(a)
+    for node in members:
+        env[node] = graph.node_copy(node, value)
+    return graph, inputs, env
+
+
+def plan(graph):
+    """The steps computing `graph`'s outputs (a prims graph whose placeholders are the
+    program's inputs); None when it has no fallback op."""
+    nodes = list(graph.nodes)
+    fallbacks = [n for n in nodes if is_fallback(n)]
+    if not fallbacks:
+        return None
+    level = _levels(nodes)
+    # Constant-like nodes (no inputs) are copied into the segments that read them.
+    output_node = graph.output_node
+    lowerable = [n for n in nodes if n.op == "call_function" and not is_fallback(n)
+                 and (n.all_input_nodes or any(is_fallback(u) or u is output_node for u in n.users))]
+    users = {n: list(n.users) for n in nodes}
+    top = max(level[n] for n in lowerable + fallbacks)
+
+    def type_for(a):
+        if a.op == "placeholder":
+            return a.type
+        t = a.type
+        return tensor_type(t.dtype, t.shape) if t is not None and t.kind == "tensor" else t
+
+    steps = []
+    for lvl in range(top + 1):
+        members = [n for n in lowerable if level[n] == lvl]
+        if members:
+            seg_graph, inputs, env = _segment_graph(members, type_for, f"segment{lvl}")
+            member_set = set(members)
+            outputs = [n for n in members
+                       if any(u not in member_set for u in users[n]) or n in output_node.all_input_nodes]
+            seg_graph.output(tuple(env[n] for n in outputs))
+            steps.append(_Step("compiled", seg_graph, inputs, outputs))
+        for node in fallbacks:
+            if level[node] != lvl:
+                continue
+            g, env, inputs = Graph(), {}, []
+
+            def value(a, g=g, env=env, inputs=inputs):
+                if a not in env:
+                    inputs.append(a)
+                    env[a] = g.placeholder(f"in_{len(inputs) - 1}_{a.name}", type_expr=a.type)
+                return env[a]
+
+            for a in node.all_input_nodes:
+                value(a)
+            copy = g.node_copy(node, value)
+            g.output((copy,))
+            steps.append(_Step("eager", g, inputs, [node]))
+    return steps
+
+
+class PartitionedProgram:
+    """Runs the steps of `plan(graph)`: compiled segments (compile_segment(prims graph) gives a
+    callable returning the outputs' tuple) and eager fallbacks, then returns the graph's outputs
+    as a tuple. `fallbacks` names the eager ops; `segments` holds each segment's loop program
+    (text, None for one without a program) for kiln.explain and debugging."""
+
+    def __init__(self, graph, steps, compile_segment):
+        self.placeholders = list(graph.placeholders())
+        outs = graph.output_node.args[0]
+        self.results = list(outs) if isinstance(outs, (tuple, list)) else [outs]
+        self.steps = steps
+        self.fallbacks = [str(s.outputs[0].target) for s in steps if s.kind == "eager"]
+        self.segments = []
+        for step in steps:
+            if step.kind == "compiled":
+                step.run, program = compile_segment(step.graph)
+                self.segments.append(program)
+            else:
+                step.run = GraphModule({}, step.graph).forward
+
+    def __call__(self, *args):
+        env = dict(zip(self.placeholders, args))
+        for step in self.steps:
+            ins = []
+            for a in step.inputs:
+                v = env[a]
+                if step.kind == "compiled" and a.op != "placeholder" and not v.is_contiguous():
+                    v = v.contiguous()
+                ins.append(v)
+            for node, value in zip(step.outputs, step.run(*ins)):
+                env[node] = value
+        return tuple(env[r] for r in self.results)

@@ -1,0 +1,147 @@
+"""Fallback kernels (kiln/compiler/fallback.py): an op without a lowering runs eagerly between
+compiled segments instead of sending its whole graph back to eager mode."""
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+import kiln
+import kiln.nn as nn
+from kiln.compiler import fallback, inductor
+from kiln.compiler.errors import BackendCompilerFailed
+
+pytestmark = pytest.mark.skipif(shutil.which(os.environ.get("KILN_CXX", "c++")) is None,
+                                reason="no C++ compiler")
+
+
+@pytest.fixture(autouse=True)
+def strict(monkeypatch, tmp_path_factory):
+    path = str(tmp_path_factory.getbasetemp() / "fallback-cache")
+    monkeypatch.setattr(kiln.config, "cache_dir", path)
+    monkeypatch.setenv("KILN_CACHE_DIR", path)
+    monkeypatch.setattr(kiln.config, "strict", True)
+
+
+def _rand(*shape, seed=0):
+    return kiln.from_numpy(np.random.default_rng(seed).standard_normal(shape).astype(np.float32))
+
+
+def _flat(out):
+    return list(out) if isinstance(out, (tuple, list)) else [out]
+
+
+def _check(fn, *args, tol=1e-5):
+    want = _flat(fn(*args))
+    got = _flat(kiln.compile(fn)(*args))
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype and tuple(g.shape) == tuple(w.shape)
+        np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=tol, atol=tol)
+
+
+def _plan(fn, *args):
+    out = kiln.explain(fn)(*args)
+    assert out.graph_count == 1
+    return out.kernels_per_graph[0]
+
+
+def cross_entropy(logits, target):
+    return -kiln.log_softmax(logits, dim=-1).gather(1, target).mean()
+
+
+def test_gather_between_two_compiled_segments():
+    logits, target = _rand(16, 10), kiln.randint(0, 10, (16, 1))
+    _check(cross_entropy, logits, target)
+    plan = _plan(cross_entropy, logits, target)
+    assert plan.reason == ""
+    assert [op for _, op in plan.fallbacks] == ["aten.gather"]
+    # log_softmax's reductions before the gather, the mean after it.
+    assert [name for name, _ in plan.kernels] == ["s0.k0", "s1.k0"]
+    assert "fallback ops (eager): 1 (aten.gather)" in plan.summary()
+
+
+def test_out_of_range_index_raises_as_eager():
+    logits, target = _rand(4, 10), kiln.randint(0, 10, (4, 1))
+    compiled = kiln.compile(cross_entropy)
+    compiled(logits, target)
+    target[2, 0] = 10
+    with pytest.raises(RuntimeError) as eager:
+        cross_entropy(logits, target)
+    with pytest.raises(RuntimeError) as got:
+        compiled(logits, target)
+    assert str(got.value).endswith(str(eager.value))  # "aten.gather(): ..." vs "gather(): ..."
+    assert "out of bounds" in str(got.value)
+
+
+def test_multi_output_fallback_and_two_levels():
+    def fn(x, idx):
+        values, indices = x.sort(dim=-1)
+        y = values * 2 + indices.to(kiln.float32)       # segment after the sort
+        z = y.gather(1, idx)                             # a fallback reading that segment
+        return z + x.sum(), (x * 3).exp()                # x.sum() and exp need no fallback
+
+    x, idx = _rand(6, 8), kiln.randint(0, 8, (6, 3))
+    _check(fn, x, idx)
+    plan = _plan(fn, x, idx)
+    assert [op for _, op in plan.fallbacks] == ["aten.sort", "aten.gather"]
+
+
+def test_plan_levels():
+    """Lowerable nodes join the latest segment their users allow; fallbacks run as early as
+    their inputs allow."""
+    def fn(x, w, idx):
+        a = x.gather(1, idx)         # fallback at level 0: reads only an input
+        b = (a + 1).sort(dim=1)[0]   # the add in segment 0, the sort after it
+        return b * w.t()             # w.t() is read where it is used: the last segment
+
+    steps = fallback.plan(_computed_graph(fn, _rand(4, 5), _rand(3, 4), kiln.randint(0, 5, (4, 3))))
+    kinds = [(s.kind, [str(n.target) for n in s.outputs]) for s in steps]
+    assert kinds[0] == ("eager", ["aten.gather"])
+    assert kinds[1][0] == "compiled"
+    assert kinds[2] == ("eager", ["aten.sort"])
+    last = steps[-1]
+    assert last.kind == "compiled"
+    assert any(n.target == "prims.transpose" for n in last.graph.nodes)
+    assert fallback.plan(_computed_graph(lambda x: x.exp() + 1, _rand(3))) is None
+
+
+def _computed_graph(fn, *args):
+    """The prims graph the inductor backend compiles for fn's one captured graph."""
+    captured = []
+
+    def backend(gm, example_inputs):
+        captured.append((gm, example_inputs))
+        return gm.forward
+
+    kiln.compile(fn, backend=backend)(*args)
+    (gm, example_inputs), = captured
+    return inductor._prepare(gm, example_inputs)[2]
+
+
+def test_convolution_module_compiles_around_the_convolution():
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.Flatten(),
+                          nn.Linear(8 * 6 * 6, 5))
+    x = _rand(2, 3, 6, 6)
+    with kiln.no_grad():
+        _check(model, x, tol=1e-4)
+        plan = _plan(model, x)
+    assert plan.reason == "" and plan.num_kernels >= 1
+    assert "aten.convolution" in [op for _, op in plan.fallbacks]
+
+
+def test_in_place_write_with_a_fallback_runs_eagerly():
+    def fn(x, idx):
+        x.add_(1)
+        return x.gather(1, idx) * 2
+
+    idx = kiln.randint(0, 5, (3, 2))
+    with pytest.raises(BackendCompilerFailed, match="writes in place"):
+        kiln.compile(fn)(_rand(3, 5), idx)
+    kiln.config.strict = False
+    x, x_eager = _rand(3, 5), _rand(3, 5)
+    with pytest.warns(UserWarning):
+        got = kiln.compile(fn)(x, idx)
+    want = fn(x_eager, idx)
+    np.testing.assert_allclose(got.numpy(), want.numpy())
+    np.testing.assert_allclose(x.numpy(), x_eager.numpy())
