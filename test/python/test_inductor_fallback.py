@@ -136,7 +136,7 @@ def test_in_place_write_with_a_fallback_runs_eagerly():
         return x.gather(1, idx) * 2
 
     idx = kiln.randint(0, 5, (3, 2))
-    with pytest.raises(BackendCompilerFailed, match="writes in place"):
+    with pytest.raises(BackendCompilerFailed, match="reads storage the graph writes in place"):
         kiln.compile(fn)(_rand(3, 5), idx)
     kiln.config.strict = False
     x, x_eager = _rand(3, 5), _rand(3, 5)
@@ -145,3 +145,44 @@ def test_in_place_write_with_a_fallback_runs_eagerly():
     want = fn(x_eager, idx)
     np.testing.assert_allclose(got.numpy(), want.numpy())
     np.testing.assert_allclose(x.numpy(), x_eager.numpy())
+
+
+def test_write_into_an_input_no_fallback_touches_is_cut():
+    def fn(x, y, idx):
+        y.mul_(2)
+        return x.gather(1, idx) + y.sum()
+
+    x, idx = _rand(3, 5), kiln.randint(0, 5, (3, 2))
+    y, y_eager = _rand(4, seed=1), _rand(4, seed=1)
+    got = kiln.compile(fn)(x, y, idx)
+    want = fn(x, y_eager, idx)
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
+    np.testing.assert_allclose(y.numpy(), y_eager.numpy())
+
+
+@pytest.mark.parametrize("training", [False, True])
+def test_batch_norm_decomposes_and_compiles_around_the_convolution(training):
+    """native_batch_norm decomposes (eval: the running statistics normalize; training: batch
+    statistics, and the running statistics are written in place as eagerly)."""
+    def make():
+        kiln.manual_seed(0)
+        m = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU())
+        m.train(training)
+        m[1].running_mean.copy_(kiln.randn(4))
+        m[1].running_var.copy_(kiln.rand(4) + 0.5)
+        return m
+
+    eager, compiled = make(), make()
+    x = _rand(2, 3, 6, 6)
+    with kiln.no_grad():
+        for _ in range(2):
+            want = eager(x)
+            got = kiln.compile(compiled)(x)
+            np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-4, atol=1e-5)
+        for name in ("running_mean", "running_var"):
+            np.testing.assert_allclose(getattr(compiled[1], name).numpy(),
+                                       getattr(eager[1], name).numpy(), rtol=1e-5, atol=1e-6)
+        assert int(compiled[1].num_batches_tracked) == int(eager[1].num_batches_tracked)
+        plan = _plan(compiled, x)
+    assert [op for _, op in plan.fallbacks] == ["aten.convolution"]
+    assert plan.num_kernels >= 1

@@ -14,10 +14,16 @@ segment that last feeds it, in program order among the fallbacks there. Nodes wi
 Values crossing into a segment are made contiguous (each segment is compiled for contiguous
 inputs there); the graph's own inputs keep their layouts.
 
-Graphs that write in place (prims.copy_to) are not cut: a write and an eager op reading the
-written storage would need program order across segments. Such a graph with a fallback op
-raises InductorUnsupported, as before.
+In-place writes (prims.copy_to: batch norm's running statistics, `x.add_(1)`) stay in program
+order only within one segment, so a graph is cut only when, for each written storage (an input
+or an intermediate), the write, every view of that storage and every reader of those all land in
+one segment, and no fallback touches them; otherwise plan() raises Uncuttable and the graph runs
+eagerly, as before.
 """
+
+
+class Uncuttable(ValueError):
+    """A graph whose in-place writes cannot keep their order once cut into segments."""
 from ..fx import Graph, GraphModule
 from ..fx.graph import tensor_type
 
@@ -93,14 +99,43 @@ def _segment_graph(members, placeholders_of, name):
     return graph, inputs, env
 
 
-def plan(graph):
+def _check_writes(nodes, level, views, writes):
+    """Raises Uncuttable unless each written storage is written, viewed and read within one
+    segment and by no fallback (views, writes: the targets of view and in-place prims)."""
+    for w in nodes:
+        if w.op != "call_function" or w.target not in writes:
+            continue
+        root = w.args[0]
+        while root.op == "call_function" and root.target in views | writes:
+            root = root.args[0]
+        group, stack = set(), [root]
+        while stack:  # the root, its views, writes into them and views of those
+            node = stack.pop()
+            if node in group:
+                continue
+            group.add(node)
+            stack.extend(u for u in node.users if u.target in views | writes)
+        touching = {u for g in group for u in g.users if u.op != "output"} | (group - {root})
+        if root.op != "placeholder":
+            touching.add(root)
+        bad = sorted({str(n.target) for n in touching if is_fallback(n)})
+        if bad:
+            raise Uncuttable(f"{', '.join(bad)} reads storage the graph writes in place (%{w.name})")
+        if len({level[n] for n in touching}) > 1:
+            raise Uncuttable(f"the in-place write %{w.name} and the reads of its storage would fall "
+                             "into different segments")
+
+
+def plan(graph, views=frozenset(), writes=frozenset()):
     """The steps computing `graph`'s outputs (a prims graph whose placeholders are the
-    program's inputs); None when it has no fallback op."""
+    program's inputs); None when it has no fallback op. views and writes: the targets of the
+    view prims and of the in-place prims (see _check_writes)."""
     nodes = list(graph.nodes)
     fallbacks = [n for n in nodes if is_fallback(n)]
     if not fallbacks:
         return None
     level = _levels(nodes)
+    _check_writes(nodes, level, views, writes)
     # Constant-like nodes (no inputs) are copied into the segments that read them.
     output_node = graph.output_node
     lowerable = [n for n in nodes if n.op == "call_function" and not is_fallback(n)

@@ -163,7 +163,7 @@ def _hoist_random(graph, placeholders):
 def _compile_program(graph):
     """(CompiledKernel, scheduled loop program text) of a prims graph; for a graph with fallback
     ops (fallback.py), (PartitionedProgram, the segments' programs joined)."""
-    steps = fallback.plan(graph)
+    steps = _plan(graph)
     if steps is not None:
         return _compile_partitioned(graph, steps)
     try:
@@ -183,12 +183,16 @@ def _compile_program(graph):
     return _codegen.CompiledKernel(path, "kiln_entry", program), program
 
 
-def _compile_partitioned(graph, steps):
-    if any(n.op == "call_function" and n.target in _MUTATING_PRIMS for n in graph.nodes):
-        ops = sorted({str(n.target) for n in graph.nodes if fallback.is_fallback(n)})
-        raise InductorUnsupported(f"cannot lower {', '.join(ops)} in a graph that writes in place "
-                                  "(fallback kernels need a graph without in-place writes)")
+def _plan(graph):
+    """fallback.plan of a prims graph; InductorUnsupported when its writes forbid cutting it."""
+    try:
+        return fallback.plan(graph, _VIEW_PRIMS, _MUTATING_PRIMS)
+    except fallback.Uncuttable as error:
+        raise InductorUnsupported(f"cannot run the graph's ops without a lowering eagerly between "
+                                  f"compiled segments: {error}") from error
 
+
+def _compile_partitioned(graph, steps):
     def compile_segment(segment):
         placeholders = list(segment.placeholders())
         computed, views, where = _split_outputs(segment, placeholders)
@@ -317,7 +321,7 @@ def plan_kernels(gm, example_inputs=None):
     _, _, computed, _, _ = _prepare(gm, example_inputs)
     if computed is None:
         return None
-    steps = fallback.plan(computed)
+    steps = _plan(computed)
     try:
         if steps is None:
             return _codegen.schedule(_codegen.lower(computed))[0]
