@@ -7,6 +7,7 @@
 #include "ir/SchemaBinding.h"
 #include "runtime/Dispatcher.h"
 #include "runtime/Error.h"
+#include "runtime/autograd/Engine.h"
 
 namespace kiln::compiler {
 
@@ -27,6 +28,85 @@ public:
 
   Graph run() {
     OpRecorder::Scope scope(recorder_);
+    const Node* out = body();
+    if (out) graph_.output(outputArgument(*out, out->args().empty() ? Argument() : out->args()[0]));
+    return std::move(graph_);
+  }
+
+  // The forward (grad mode on, placeholders i with requiresGrad[i] as leaves that require
+  // grad), then the backward from the outputs that require grad, all recorded (see traceJoint).
+  JointGraph runJoint(const std::vector<bool>& requiresGrad) {
+    requiresGrad_ = requiresGrad;
+    recorder_.decomposeOpsWithoutFormula = true;
+    OpRecorder::Scope scope(recorder_);
+    const bool gradMode = GradMode::isEnabled();
+    GradMode::setEnabled(true);
+    struct Restore {
+      bool on;
+      ~Restore() { GradMode::setEnabled(on); }
+    } restore{gradMode};
+
+    const Node* out = body();
+    if (!out || out->args().empty()) throw Error("trace_joint: the graph has no output");
+    const Argument& result = out->args()[0];
+    std::vector<Argument> items = result.isSequence() ? result.items() : std::vector<Argument>{result};
+    JointGraph joint;
+    std::vector<Argument> outputs;
+    std::vector<Tensor> roots, tangents;
+    Node* lastInput = nullptr;
+    for (Node* n : graph_.nodes())
+      if (n->opcode() == Opcode::Placeholder || n->opcode() == Opcode::GetAttr) lastInput = n;
+    for (const Argument& item : items) {
+      if (!item.isNode()) fail(*out, "trace_joint: every output must be a tensor");
+      const Traced& t = traced(*out, item.toNode());
+      if (t.isTuple || !t.value.isTensor()) fail(*out, "trace_joint: every output must be a tensor");
+      outputs.push_back(tracedArgument(*out, t));
+      const Tensor& fake = t.value.toTensor();
+      joint.tangentFor.push_back(fake.requiresGrad());
+      if (!fake.requiresGrad()) continue;
+      // The gradient flowing into this output: a new placeholder after the inputs.
+      Node* ph = graph_.placeholder(graph_.uniqueName("tangents_" + std::to_string(tangents.size() + 1)));
+      if (lastInput) graph_.moveAfter(ph, lastInput);
+      lastInput = ph;
+      Tensor tangent = Tensor::empty(fake.sizes(), fake.dtype(), Device(DeviceType::Meta));
+      ph->meta.type = Type(tensorTypeOf(tangent, recorder_.deviceOf(fake)));
+      recorder_.bind(tangent, ph, recorder_.deviceOf(fake));
+      roots.push_back(fake);
+      tangents.push_back(tangent);
+    }
+    joint.numForwardOutputs = outputs.size();
+    std::vector<Tensor> leaves;
+    for (size_t i = 0; i < inputFakes_.size(); ++i)
+      if (i < requiresGrad.size() && requiresGrad[i]) {
+        leaves.push_back(inputFakes_[i]);
+        joint.gradInputs.push_back(i);
+      }
+    std::vector<Tensor> grads;
+    if (!roots.empty() && !leaves.empty()) {
+      GradMode::setEnabled(false);
+      autograd::BackwardOptions options;
+      options.accumulateGrad = false;
+      options.allowUnused = true;
+      grads = autograd::runBackward(roots, tangents, leaves, options);
+    }
+    for (size_t i = 0; i < leaves.size(); ++i) {
+      if (i < grads.size() && grads[i].defined()) {
+        Node* node = recorder_.nodeOf(grads[i]);
+        if (!node) throw Error("trace_joint: a gradient was made by no traced op");
+        outputs.emplace_back(node);
+      } else {
+        outputs.emplace_back(); // None: no gradient reaches this input
+      }
+    }
+    graph_.output(Argument::tuple(std::move(outputs)));
+    joint.graph = std::move(graph_);
+    return joint;
+  }
+
+private:
+  // Traces every node but the output, which it returns (null when there is none).
+  const Node* body() {
+    const Node* out = nullptr;
     for (Node* n : old_.nodes()) {
       recorder_.location = n->meta.loc;
       switch (n->opcode()) {
@@ -35,16 +115,15 @@ public:
         input(*n);
         break;
       case Opcode::Output:
-        graph_.output(outputArgument(*n, n->args().empty() ? Argument() : n->args()[0]));
+        out = n;
         break;
       default:
         call(*n);
       }
     }
-    return std::move(graph_);
+    return out;
   }
 
-private:
   [[noreturn]] void fail(const Node& n, const std::string& msg) const {
     throw Error(strCat("retrace: %", n.name(), ": ", msg));
   }
@@ -69,6 +148,9 @@ private:
     Node* copy = graph_.create(n.opcode(), n.target(), n.args(), n.kwargs(), n.name());
     copy->meta = n.meta;
     Tensor fake = fakeOf(n, n.meta.type->tensor());
+    if (inputFakes_.size() < requiresGrad_.size() && requiresGrad_[inputFakes_.size()])
+      fake.impl()->requiresGrad = true;
+    inputFakes_.push_back(fake);
     recorder_.bind(fake, copy, n.meta.type->tensor().device);
     env_[&n] = Traced{Value(fake), {}, false};
   }
@@ -239,10 +321,16 @@ private:
   Graph graph_;
   OpRecorder recorder_;
   std::unordered_map<const Node*, Traced> env_;
+  std::vector<bool> requiresGrad_; // per placeholder/get_attr, in order (traceJoint)
+  std::vector<Tensor> inputFakes_; // the fakes of the placeholders and get_attrs, in order
 };
 
 } // namespace
 
 Graph retrace(const Graph& g, DecomposeTo level) { return GraphTracer(g, level).run(); }
+
+JointGraph traceJoint(const Graph& g, const std::vector<bool>& requiresGrad) {
+  return GraphTracer(g, DecomposeTo::None).runJoint(requiresGrad);
+}
 
 } // namespace kiln::compiler

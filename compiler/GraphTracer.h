@@ -21,4 +21,20 @@ namespace kiln::compiler {
 
 Graph retrace(const Graph& g, DecomposeTo level);
 
+// AOT autograd's joint graph (make_fx of the forward and the backward): `g`'s ops are traced
+// with grad mode on and the inputs (placeholders and get_attrs, in order) flagged in
+// `requiresGrad` as leaves that require grad, so the Autograd key below the recorder builds the
+// backward graph on the fakes; then the engine runs it from the outputs that require grad, each
+// seeded by a new placeholder `tangents_k` (after the inputs), and the ops the backward runs
+// are recorded too. The output is the tuple (forward outputs..., gradient of each flagged
+// input...), None where no gradient reaches an input. Ops are recorded as called (no
+// decomposition: retrace the result to a level).
+struct JointGraph {
+  Graph graph{""};
+  size_t numForwardOutputs = 0;
+  std::vector<bool> tangentFor;   // per forward output: it requires grad (has a tangent)
+  std::vector<size_t> gradInputs; // the inputs whose gradients follow the forward outputs
+};
+JointGraph traceJoint(const Graph& g, const std::vector<bool>& requiresGrad);
+
 } // namespace kiln::compiler

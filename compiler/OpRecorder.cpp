@@ -7,10 +7,6 @@
 
 namespace kiln::compiler {
 
-namespace {
-
-thread_local OpRecorder* gCurrent = nullptr;
-
 TensorType tensorTypeOf(const Tensor& t, Device device) {
   TensorType tt;
   tt.dtype = t.dtype();
@@ -24,6 +20,10 @@ TensorType tensorTypeOf(const Tensor& t, Device device) {
   tt.device = device;
   return tt;
 }
+
+namespace {
+
+thread_local OpRecorder* gCurrent = nullptr;
 
 Argument scalarArgument(const Scalar& s) {
   if (s.isBool()) return Argument(s.toDouble() != 0);
@@ -110,10 +110,11 @@ void OpRecorder::fallback(OpId op, DispatchKeySet remaining, Stack& stack) {
 
 // The node standing for tensor t, replacing t by its fake when t is a real tensor.
 Node* OpRecorder::nodeFor(Tensor& t, Device& device) {
-  auto it = nodes_.find(t.impl());
+  decltype(nodes_)::const_iterator it = nodes_.find(t.impl());
+  if (it == nodes_.end() && t.isMeta()) it = aliasOf(t);
   if (it == nodes_.end()) {
     KILN_CHECK(!t.isMeta(), "kiln tracing met a meta tensor that is not part of the graph: ",
-               t.describe());
+               t.describe(), currentOp_ ? strCat(" (an argument of aten.", Dispatcher::instance().schema(*currentOp_).qualifiedName(), ")") : std::string());
     if (!liftTensor)
       throw Error(strCat("kiln tracing met a real tensor that is not an input of the graph: ",
                          t.describe()));
@@ -248,6 +249,12 @@ void OpRecorder::record(OpId op, Stack& stack) {
                                                                         : Value(*decompositionDevice_);
   if (needsDecomposition(op, decompose) && decompositionOf(op))
     return runDecomposition(op, stack);
+  // Under autograd (AOT's joint trace), an op with no derivative formula of its own (a
+  // composite: its backward is its parts') runs its decomposition with tracing on, so that the
+  // parts autograd saves for the backward are nodes of the graph.
+  if (decomposeOpsWithoutFormula && !Dispatcher::instance().hasKernel(op, DispatchKey::Autograd) &&
+      decompositionOf(op))
+    return runDecomposition(op, stack);
   const bool factory = !hasTensorArgument(s, stack);
   Device device; // of the result: the first tensor input's, or the one a factory names
 
@@ -260,7 +267,9 @@ void OpRecorder::record(OpId op, Stack& stack) {
     // it stands for lives where the op's tensor inputs live.
     if (s.args[i].type == ArgType::Device && !stack[i].isNone() && stack[i].toDevice().isMeta())
       stack[i] = Value(device);
+    currentOp_ = op;
     converted[i] = toArgument(stack[i], device);
+    currentOp_.reset();
     if (!s.args[i].kwargOnly && !sameAsDefault(s.args[i], stack[i])) lastPositional = i + 1;
   }
   for (size_t i = 0; i < s.args.size(); ++i) {
@@ -303,8 +312,14 @@ void OpRecorder::record(OpId op, Stack& stack) {
     }
   }
   for (Tensor& t : results)
-    if (!t.isMeta()) t = makeFake(t); // ops without a device argument made a real tensor
+    if (t.defined() && !t.isMeta()) t = makeFake(t); // ops without a device argument made a real tensor
+  // An undefined result (a backward op's gradient that its output_mask left out) has no node;
+  // its type is the empty tuple.
   if (!tuple) {
+    if (!results[0].defined()) {
+      node->meta.type = Type::tuple({});
+      return;
+    }
     node->meta.type = Type(tensorTypeOf(results[0], device));
     bindResult(results[0], node, device);
     stack[0] = Value(results[0]);
@@ -312,6 +327,10 @@ void OpRecorder::record(OpId op, Stack& stack) {
   }
   std::vector<Type> types;
   for (size_t i = 0; i < results.size(); ++i) {
+    if (!results[i].defined()) {
+      types.push_back(Type::tuple({}));
+      continue;
+    }
     types.emplace_back(tensorTypeOf(results[i], device));
     Node* item = graph_.callFunction("operator.getitem", {Argument(node), Argument(int64_t(i))});
     item->meta.type = types.back();
@@ -325,6 +344,21 @@ void OpRecorder::record(OpId op, Stack& stack) {
     for (size_t i = 0; i < results.size(); ++i)
       stack[i] = Value(results[i]);
   }
+}
+
+// A fake of the same storage with the same geometry stands for the same value: the autograd
+// engine keeps a saved output as a new tensor over the output's storage (without its history).
+std::unordered_map<const TensorImpl*, OpRecorder::Bound>::const_iterator
+OpRecorder::aliasOf(const Tensor& t) const {
+  if (!t.storage()) return nodes_.end();
+  for (auto it = nodes_.begin(); it != nodes_.end(); ++it) {
+    const Tensor& f = it->second.fake;
+    if (f.storage().get() == t.storage().get() && f.storageOffset() == t.storageOffset() &&
+        f.dtype() == t.dtype() && DimVector(f.sizes()) == DimVector(t.sizes()) &&
+        DimVector(f.strides()) == DimVector(t.strides()))
+      return it;
+  }
+  return nodes_.end();
 }
 
 void OpRecorder::bindResult(const Tensor& fake, Node* node, Device device) {

@@ -19,6 +19,9 @@
 
 namespace kiln::compiler {
 
+// The graph type of a (fake) tensor living on `device`: strides only when not contiguous.
+TensorType tensorTypeOf(const Tensor& t, Device device);
+
 // A meta tensor with the sizes, strides, offset, dtype and requires_grad of `real`.
 Tensor makeFake(const Tensor& real);
 
@@ -57,6 +60,9 @@ public:
 
   // The op set recorded nodes must belong to (see DecomposeTo).
   DecomposeTo decompose = DecomposeTo::None;
+  // Decompose every op that has no Autograd kernel (derivative formula) of its own but has a
+  // decomposition (composites), whatever the level: AOT autograd's joint trace (GraphTracer.h).
+  bool decomposeOpsWithoutFormula = false;
 
   // While a Scope is alive, ops dispatched on this thread are recorded into this recorder
   // (ops that recorded ops call internally are not). Scopes nest; the innermost records.
@@ -91,6 +97,9 @@ private:
 
   Graph& graph_;
   std::unordered_map<const TensorImpl*, Bound> nodes_;
+  std::optional<OpId> currentOp_; // the op whose arguments are being converted (for errors)
+  // The bound fake viewing the same storage with the same geometry as `t` (nodeFor's fallback).
+  std::unordered_map<const TensorImpl*, Bound>::const_iterator aliasOf(const Tensor& t) const;
   int numRecorded_ = 0;
   // While a decomposition runs: the device of its op's result. Factories it calls with the
   // fakes' meta device (`self.device()`) make tensors on this device instead.

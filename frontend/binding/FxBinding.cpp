@@ -12,6 +12,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/string_view.h>
 #include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
 
 #include <sstream>
 #include <unordered_map>
@@ -773,6 +774,25 @@ void registerFx(nb::module_& m) {
       "(every node typed): 'aten' records the ops as called, 'core_aten' decomposes every op "
       "that is neither core nor a prim, 'prims' every op that is not a prim (where they have "
       "decompositions).");
+  fx.def(
+      "trace_joint",
+      [](nb::handle graph, std::vector<bool> requiresGrad) {
+        if (!nb::isinstance<GraphHandle>(graph))
+          throw TypeError("trace_joint() expects a kiln.fx.Graph");
+        compiler::JointGraph joint = compiler::traceJoint(graphOf(graph).graph, requiresGrad);
+        nb::list tangentFor, gradInputs;
+        for (bool b : joint.tangentFor)
+          tangentFor.append(b);
+        for (size_t i : joint.gradInputs)
+          gradInputs.append(i);
+        return nb::make_tuple(wrapGraph(std::move(joint.graph)), joint.numForwardOutputs, tangentFor,
+                              gradInputs);
+      },
+      nb::arg("graph"), nb::arg("requires_grad"),
+      "AOT autograd's joint graph of `graph` (compiler/GraphTracer.h): (graph, number of forward "
+      "outputs, per forward output whether it has a tangent input, the inputs whose gradients "
+      "follow the forward outputs). requires_grad flags the inputs (placeholders and get_attrs, "
+      "in order) that require grad.");
   fx.def("passes", [] {
     nb::list out;
     for (const PassInfo& p : registeredPasses())

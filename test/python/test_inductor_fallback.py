@@ -186,3 +186,13 @@ def test_batch_norm_decomposes_and_compiles_around_the_convolution(training):
         plan = _plan(compiled, x)
     assert [op for _, op in plan.fallbacks] == ["aten.convolution"]
     assert plan.num_kernels >= 1
+
+
+def test_value_read_by_a_fallback_and_returned():
+    """A node both returned and read by an early fallback is computed before that fallback (it
+    was put in the last segment, after the fallback that needs it)."""
+    def fn(table, n_rows):
+        rows = kiln.arange(4)
+        return kiln.nn.functional.embedding(rows, table) * 2, rows * 1
+
+    _check(fn, _rand(6, 3), 4)

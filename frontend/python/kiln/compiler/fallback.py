@@ -64,11 +64,12 @@ def _levels(nodes):
     for node in reversed(nodes):
         if node not in level or is_fallback(node):
             continue
-        users = [u for u in node.users if u.op != "output"]
-        if len(users) < len(node.users) or not users:
-            level[node] = top
-        else:
-            level[node] = min(level[u] for u in users)
+        # An output (or an unused node, such as an in-place write) is computed in the last
+        # segment unless a user needs it earlier.
+        levels = [level[u] for u in node.users if u.op != "output"]
+        if len(levels) < len(node.users) or not levels:
+            levels.append(top)
+        level[node] = min(levels)
     return level
 
 

@@ -145,10 +145,7 @@ class FrameCallback:
         try:
             with debug_dir.compiling(dump):
                 if _needs_autograd(examples, result["attrs"]) and getattr(self.backend, "__module__", None) == __package__ + ".backends":
-                    _aot_log.info("%s: %s needs autograd (an input or a parameter requires grad); it runs op by op under "
-                                  "the autograd engine instead of the %s backend", _where(code), name,
-                                  _backend_name(self.backend))
-                    compiled = gm.forward
+                    compiled = self._compile_training(code, name, gm, examples)
                 else:
                     compiled = self.backend(gm, examples, **self.backend_kwargs)
             if not callable(compiled):
@@ -168,6 +165,38 @@ class FrameCallback:
         for recorder in self._recorders(code):
             recorder.add_graph(gm, result["op_count"], result["guards"], examples)
         return result["guards"], glue
+
+    def _compile_training(self, code, name, gm, examples):
+        """AOT autograd (aot.py) for the inductor and aot_eager backends; the eager backend, and
+        graphs AOT autograd does not handle yet, run op by op under the autograd engine."""
+        backend = _backend_name(self.backend)
+        if backend in ("inductor", "aot_eager"):
+            from .aot import AOTUnsupported, compile_training
+            from .inductor import _attribute, compile_graph
+
+            if backend == "inductor":
+                def compile_part(part):
+                    return compile_graph(part)[0]
+            else:
+                def compile_part(part):
+                    from ..fx import retrace
+                    return retrace(part, "prims").forward
+            try:
+                run, attr_targets = compile_training(
+                    gm, examples, {n.target: _attribute(gm, n.target) for n in gm.graph.nodes
+                                   if n.op == "get_attr"}, compile_part)
+            except AOTUnsupported as error:
+                _aot_log.info("%s: %s needs autograd and AOT autograd cannot compile it (%s); it runs op "
+                              "by op under the autograd engine", _where(code), name, error)
+                return gm.forward
+            _aot_log.info("%s: %s compiled for training (AOT autograd, %s backend)", _where(code), name,
+                          backend)
+            if not attr_targets:
+                return run
+            return lambda *args: run(*args, *[_attribute(gm, t) for t in attr_targets])
+        _aot_log.info("%s: %s needs autograd (an input or a parameter requires grad); it runs op by op "
+                      "under the autograd engine instead of the %s backend", _where(code), name, backend)
+        return gm.forward
 
     def _break(self, code, state, reason):
         state.break_reason = reason
