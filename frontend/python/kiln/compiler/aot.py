@@ -265,8 +265,12 @@ def compile_training(gm, example_inputs, attributes, compile_graph):
     _log.info("forward graph:\n%s\nbackward graph:\n%s", forward, backward)
     _log.info("saved for backward: %d inputs, %d intermediates", len(saved_inputs), num_saved)
 
-    plan = _Plan(compile_graph(GraphModule({}, forward)), compile_graph(GraphModule({}, backward)),
-                 num_outputs, tangent_for, grad_inputs, saved_inputs, len(values))
+    with debug_dir.stage("forward_"):
+        compiled_forward = compile_graph(GraphModule({}, forward))
+    with debug_dir.stage("backward_"):
+        compiled_backward = compile_graph(GraphModule({}, backward))
+    plan = _Plan(compiled_forward, compiled_backward, num_outputs, tangent_for, grad_inputs,
+                 saved_inputs, len(values))
     grads = list(joint.output_node.args[0])[num_outputs:]
     plan.grad_present = [g is not None for g in grads]
     function = _function_class(plan)

@@ -20,6 +20,7 @@ Later stages are written by the backend that computes them: while a backend comp
 `write(filename, text)` adds a file to that graph's folder (the loop program, the generated
 C++), and does nothing when no debug folder is set.
 """
+import contextlib
 import contextvars
 import os
 import re
@@ -31,6 +32,7 @@ _function_dirs = weakref.WeakKeyDictionary()  # FrameCallback -> its folder name
 _used_names = set()
 # The GraphDump of the graph a backend is compiling now (per thread and async context).
 _current = contextvars.ContextVar("kiln_debug_graph", default=None)
+_prefix = contextvars.ContextVar("kiln_debug_prefix", default="")
 
 
 def enabled():
@@ -127,4 +129,15 @@ def write(filename, text):
     folder is set or no graph is being compiled."""
     dump = _current.get()
     if dump is not None:
-        dump.write(filename, text)
+        dump.write(_prefix.get() + filename, text)
+
+
+@contextlib.contextmanager
+def stage(prefix):
+    """Files written inside are named `prefix` + their name (AOT autograd's forward and
+    backward programs: forward_loops.kir, backward_output_code.cpp)."""
+    token = _prefix.set(prefix)
+    try:
+        yield
+    finally:
+        _prefix.reset(token)

@@ -28,9 +28,15 @@ from ..fx import Graph, GraphModule
 from ..fx.graph import tensor_type
 
 
+# Prims the loop IR does not lower (an arbitrary strided window: the backward of a write through
+# a view of an intermediate).
+_UNLOWERED_PRIMS = frozenset({"prims.as_strided"})
+
+
 def is_fallback(node):
-    """A call the loop IR has no lowering for: anything but a prims op."""
-    return node.op == "call_function" and not str(node.target).startswith("prims.")
+    """A call the loop IR has no lowering for: anything but a prims op, and the prims above."""
+    target = str(node.target)
+    return node.op == "call_function" and (not target.startswith("prims.") or target in _UNLOWERED_PRIMS)
 
 
 class _Step:
