@@ -80,25 +80,35 @@ def _ratio_cell(v):
 
 
 def training_lines(tr):
-    """The "Eager training steps" section (bench/training_steps.py's results), or nothing."""
+    """The "Training steps" section (bench/training_steps.py's results), or nothing."""
     lines = []
     if not tr:
         return lines
-    lines += ["## Eager training steps", "", "bench/training_steps.py: forward, loss, backward and optimizer step "
-              "(median ms per step), and the peak resident memory of a process that only trains that model.", ""]
+    lines += ["## Training steps", "", "bench/training_steps.py: forward, loss, backward and optimizer step "
+              "(median ms per step; compiled: `kiln.compile` / `torch.compile` of the forward and loss, "
+              "backward compiled by AOT autograd, first step cold), and the peak resident memory of a "
+              "process that only trains that model.", ""]
     if "error" in tr:
         lines.append(f"failed: {tr['error']}")
     else:
-        lines += ["| model | kiln ms/step | torch ms/step | kiln/torch | kiln peak MB | torch peak MB |",
-                  "|---|---:|---:|---:|---:|---:|"]
+        libs = ("kiln", "kiln-compiled", "torch", "torch-compiled")
+        lines += ["| model | " + " | ".join(f"{lib} ms/step" for lib in libs) +
+                  " | kiln-compiled / torch-compiled | kiln-compiled first step ms | torch-compiled first step ms | "
+                  + " | ".join(f"{lib} peak MB" for lib in libs) + " |",
+                  "|---|" + "---:|" * (len(libs) * 2 + 3)]
+
+        def cell(r, key, fmt):
+            return format(r[key], fmt) if r else "-"
+
         for model in ("mlp", "cnn", "gpt"):
-            k, t = tr.get(f"{model}/kiln"), tr.get(f"{model}/torch")
-            if not k:
+            rs = [tr.get(f"{model}/{lib}") for lib in libs]
+            if not any(rs):
                 continue
-            rel = f"{k['ms'] / t['ms']:.2f}" if t else "-"
-            lines.append(f"| {model} | {k['ms']:.2f} | {t['ms']:.2f} | {rel} | {k['peak_mb']:.0f} | "
-                         f"{t['peak_mb']:.0f} |" if t else f"| {model} | {k['ms']:.2f} | - | - | "
-                         f"{k['peak_mb']:.0f} | - |")
+            kc, tc = rs[1], rs[3]
+            rel = f"{kc['ms'] / tc['ms']:.2f}" if kc and tc else "-"
+            lines.append(f"| {model} | " + " | ".join(cell(r, "ms", ".2f") for r in rs) + f" | {rel} | "
+                         f"{cell(kc, 'first_step_ms', '.0f')} | {cell(tc, 'first_step_ms', '.0f')} | "
+                         + " | ".join(cell(r, "peak_mb", ".0f") for r in rs) + " |")
         for lib in ("kiln", "torch"):
             o = tr.get(f"overhead/{lib}")
             if o:

@@ -163,11 +163,11 @@ def main():
         results["overheads"] = ov if ov is not None else {"error": err}
         print(f"overheads: {results['overheads']}", flush=True)
         if not args.smoke:
-            # Eager training steps (MLP, CNN, GPT-style) and the autograd overhead per op.
+            # Training steps (MLP, CNN, GPT-style; eager and compiled) and the autograd overhead.
             out_json = os.path.join(cache_root, "training.json")
             proc = subprocess.run([sys.executable, os.path.join(HERE, "training_steps.py"), "--json", out_json],
                                   env=worker_env(cache_root, "training"), capture_output=True, text=True,
-                                  timeout=900)
+                                  timeout=1800)
             if proc.returncode == 0 and os.path.exists(out_json):
                 with open(out_json) as fh:
                     results["training"] = json.load(fh)

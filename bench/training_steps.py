@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
-"""Eager training steps and autograd overhead: kiln against PyTorch eager.
+"""Training steps and autograd overhead: kiln against PyTorch, eager and compiled.
 
-    python bench/training_steps.py [--steps N] [--json out.json]
+    python bench/training_steps.py [--steps N] [--json out.json] [--no-torch-compile]
 
 For an MLP, the small CNN and the GPT-style model of training_models.py (forward, loss,
 backward, optimizer step), the median time per step and the peak resident memory of a process
 that only builds the model and trains it (each (library, model) runs in its own subprocess, so
-the peaks do not mix). Then the autograd overhead per op: `x * y` on one-element tensors that
+the peaks do not mix). "kiln-compiled" and "torch-compiled" compile the forward and the loss
+(`kiln.compile` / `torch.compile` of the loss function: AOT autograd compiles the backward too;
+the optimizer step runs eagerly in both); their first step (compiling, on an empty kiln cache
+folder) is reported apart. Then the autograd overhead per op: `x * y` on one-element tensors that
 require grad, forward alone and forward + backward, in microseconds.
 """
 import argparse
@@ -50,11 +53,14 @@ def make(lib, model):
 
 
 def worker(lib, model, steps):
-    if lib == "torch":
+    name, _, mode = lib.partition("-")
+    if name == "torch":
         import torch
 
         torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", os.cpu_count())))
-    loss_fn, opt = make(lib, model)
+    loss_fn, opt = make(name, model)
+    if mode == "compiled":
+        loss_fn = __import__(name).compile(loss_fn)
     times = []
     for i in range(steps + 3):
         t = time.perf_counter()
@@ -62,10 +68,13 @@ def worker(lib, model, steps):
         loss = loss_fn()
         loss.backward()
         opt.step()
+        if i == 0:
+            first = time.perf_counter() - t
         if i >= 3:
             times.append(time.perf_counter() - t)
     peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print(json.dumps({"ms": statistics.median(times) * 1e3, "peak_mb": peak_kb / 1024, "loss": float(loss.item())}))
+    print(json.dumps({"ms": statistics.median(times) * 1e3, "peak_mb": peak_kb / 1024,
+                      "loss": float(loss.item()), "first_step_ms": first * 1e3}))
 
 
 def overhead(lib):
@@ -91,6 +100,8 @@ def main():
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--json")
     ap.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
+    ap.add_argument("--no-torch-compile", action="store_true",
+                    help="skip torch.compile (its first training step compiles for tens of seconds)")
     a = ap.parse_args()
     if a.worker:
         worker(a.worker[0], a.worker[1], a.steps)
@@ -99,24 +110,34 @@ def main():
     # workers must be forked from a small parent for their peaks to mean anything.
     import importlib.util
 
-    libs = ["kiln"] + (["torch"] if importlib.util.find_spec("torch") else [])
+    import tempfile
+
+    has_torch = importlib.util.find_spec("torch") is not None
+    libs = ["kiln", "kiln-compiled"] + (["torch"] if has_torch else []) + (
+        ["torch-compiled"] if has_torch and not a.no_torch_compile else [])
     results = {}
-    print(f"{'model':8} {'library':7} {'ms/step':>9} {'peak MB':>9} {'loss':>9}")
+    print(f"{'model':8} {'library':14} {'ms/step':>9} {'peak MB':>9} {'loss':>9} {'first step ms':>14}")
     for model in ("mlp", "cnn", "gpt"):
         for lib in libs:
-            out = subprocess.run([sys.executable, __file__, "--steps", str(a.steps), "--worker", lib, model],
-                                 capture_output=True, text=True)
+            with tempfile.TemporaryDirectory() as cache:  # compiled: a cold first step
+                env = dict(os.environ, KILN_CACHE_DIR=cache, TORCHINDUCTOR_CACHE_DIR=cache,
+                           TORCHINDUCTOR_COMPILE_THREADS="1")
+                out = subprocess.run([sys.executable, __file__, "--steps", str(a.steps), "--worker", lib, model],
+                                     capture_output=True, text=True, env=env)
             if out.returncode != 0:
-                print(f"{model:8} {lib:7} failed: {out.stderr.strip().splitlines()[-1:]}")
+                print(f"{model:8} {lib:14} failed: {out.stderr.strip().splitlines()[-1:]}")
                 continue
             r = json.loads(out.stdout.strip().splitlines()[-1])
             results[f"{model}/{lib}"] = r
-            print(f"{model:8} {lib:7} {r['ms']:9.2f} {r['peak_mb']:9.1f} {r['loss']:9.4f}")
+            print(f"{model:8} {lib:14} {r['ms']:9.2f} {r['peak_mb']:9.1f} {r['loss']:9.4f} {r['first_step_ms']:14.1f}")
     print("\nautograd overhead per op (x * y, one element, requires_grad):")
     for lib in libs:
         out = subprocess.run([sys.executable, "-c", f"import sys; sys.path.insert(0, {HERE!r}); "
                               f"import training_steps as t; print(*t.overhead({lib!r}))"],
                              capture_output=True, text=True)
+        if out.returncode != 0 or len(out.stdout.split()) != 2:
+            print(f"  {lib:6} failed: {out.stderr.strip().splitlines()[-1:]}")
+            continue
         fwd, both = (float(v) for v in out.stdout.split())
         results[f"overhead/{lib}"] = {"forward_us": fwd, "forward_backward_us": both}
         print(f"  {lib:6} forward {fwd:6.2f} us   forward + backward {both:7.2f} us")
