@@ -1,6 +1,6 @@
 // convolution (1-d and 2-d, not transposed) and convolution_backward through im2col + GEMM. A
 // chunk of samples is unfolded into columns [C/groups * kh * kw, samples * OH * OW], so that one
-// GEMM per group covers the whole chunk (OpenBLAS threads it); unfolding, folding and the layout
+// GEMM per group covers the whole chunk (cpu/Gemm.h threads it); unfolding, folding and the layout
 // copies between [N, C, L] and [C, N * L] run in OpenMP loops. A 1x1 kernel with unit stride and
 // no padding multiplies the input directly, one sample at a time.
 #include <omp.h>
@@ -267,7 +267,6 @@ template <typename T>
 void convolutionForwardPerSample(const ConvShape& s, const Tensor& x, const Tensor& w, const Tensor& out) {
   const int64_t l = s.l(), k = s.k(), cg = s.cg(), coutg = s.coutg();
   const int threads = sampleThreads<T>(s);
-  cpu::SingleThreadedBlas blas(threads > 1);
   std::vector<Tensor> cols = threadColumns<T>(s, threads, x.dtype());
 #pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
   for (int64_t n = 0; n < s.n; ++n) {
@@ -291,7 +290,6 @@ void convolutionBackwardPerSample(const ConvShape& s, const Tensor& go, const Te
                                   const Tensor& gradInput, const Tensor& gradWeight) {
   const int64_t l = s.l(), k = s.k(), cg = s.cg(), coutg = s.coutg();
   const int threads = sampleThreads<T>(s);
-  cpu::SingleThreadedBlas blas(threads > 1);
   std::vector<Tensor> cols = threadColumns<T>(s, threads, x.dtype());
   // Each thread sums its samples' weight gradients into its own buffer; the buffers are added
   // after the loop.
