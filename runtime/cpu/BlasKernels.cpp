@@ -490,8 +490,9 @@ template <typename F> void withThreads(int threads, F&& f) {
 
 int gemmThreads(int64_t m, int64_t n, int64_t k) {
   // Below this many multiply-adds a second thread costs more (waking it, splitting the
-  // blocks) than it saves: bench/gemm_candidates.py, oneDNN at 1 and 2 threads.
-  constexpr double kSingleThreadMacs = 96.0 * 96 * 96;
+  // blocks) than it saves: oneDNN at 1 vs 2 threads, 64^3 8.3 vs 8.8 us, 80^3 10.8 vs 9.2 us,
+  // 96^3 17.4 vs 12.5 us (2 cores, bench/gemm_candidates.py's shapes).
+  constexpr double kSingleThreadMacs = 64.0 * 64 * 80;
   return double(m) * double(n) * double(k) < kSingleThreadMacs ? 1 : omp_get_max_threads();
 }
 
