@@ -386,6 +386,14 @@ template <typename T>
 void convolutionBackwardInputWeight(const ConvShape& s, const Tensor& go, const Tensor& x,
                                     const Tensor& w, const Tensor& gradInput,
                                     const Tensor& gradWeight, bool perSample) {
+  if constexpr (std::is_same_v<T, float>) {
+    cpu::DnnlConvShape d{s.n, s.c, s.h, s.w, s.cout, s.kh, s.kw, s.sh, s.sw,
+                         s.ph, s.pw, s.dh, s.dw, s.oh, s.ow, s.groups};
+    if (cpu::dnnlConvolutionBackward(d, go.data<T>(), x.data<T>(), w.data<T>(),
+                                     gradInput.defined() ? gradInput.data<T>() : nullptr,
+                                     gradWeight.defined() ? gradWeight.data<T>() : nullptr))
+      return;
+  }
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
     return convolutionBackwardPerSample<T>(s, go, x, w, gradInput, gradWeight);
   }

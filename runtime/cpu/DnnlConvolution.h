@@ -1,4 +1,4 @@
-// Float32 2-d convolution forward through oneDNN (DnnlConvolution.cpp).
+// Float32 2-d convolution forward and backward through oneDNN (DnnlConvolution.cpp).
 #pragma once
 #include <cstdint>
 
@@ -14,5 +14,10 @@ struct DnnlConvShape {
 // writes nothing) when oneDNN has no primitive for this shape.
 bool dnnlConvolutionForward(const DnnlConvShape& s, const float* x, const float* w, const float* b,
                             float* out);
+
+// The input and weight gradients (either may be null: not wanted) of that convolution, from
+// grad_output go; the same contract as dnnlConvolutionForward.
+bool dnnlConvolutionBackward(const DnnlConvShape& s, const float* go, const float* x,
+                             const float* w, float* gi, float* gw);
 
 } // namespace kiln::cpu
