@@ -4,8 +4,9 @@
 Each case times the forward op and its backward op (the kernels autograd runs: e.g.
 convolution_backward for conv2d) with identical float32 inputs, and prints the median time per
 call in milliseconds, median and min, and kiln's min / torch's min (below 1.0: kiln faster). Both libraries use all cores
-(torch.get_num_threads(); kiln's OpenMP / OpenBLAS defaults) unless --threads N pins both
-(OMP_NUM_THREADS / OPENBLAS_NUM_THREADS for kiln, set before it loads; torch.set_num_threads).
+(torch.get_num_threads(); kiln's OpenMP default, which its GEMMs and oneDNN's convolutions
+share) unless --threads N pins both (OMP_NUM_THREADS for kiln, set before it loads;
+torch.set_num_threads).
 
     python bench/nn_kernels.py [--rounds N] [--case NAME] [--threads N]
 """
@@ -58,6 +59,17 @@ def cases(torch):
            lambda: K.convolution(kx2, kw2, None, *conv2), lambda: A.convolution(tx2, tw2, None, *conv2),
            lambda: K.convolution_backward(kg2, kx2, kw2, None, *conv2, [1, 1, 0]),
            lambda: A.convolution_backward(tg2, tx2, tw2, None, *conv2, [True, True, False]))
+
+    # A ResNet block's 3x3 layer at batch 1, and the small CNN's first layer at batch 32.
+    for seed, (n, c, hw, co) in ((8, (1, 64, 56, 64)), (9, (32, 3, 16, 16))):
+        (kx3, tx3), (kw3, tw3), (kg3, tg3) = map(kt, arrays(seed, (n, c, hw, hw), (co, c, 3, 3),
+                                                            (n, co, hw, hw)))
+        yield (f"conv2d {n}x{c}x{hw}x{hw} k3 ->{co}",
+               lambda x=kx3, w=kw3: K.convolution(x, w, None, *conv),
+               lambda x=tx3, w=tw3: A.convolution(x, w, None, *conv),
+               lambda g=kg3, x=kx3, w=kw3: K.convolution_backward(g, x, w, None, *conv, [1, 1, 0]),
+               lambda g=tg3, x=tx3, w=tw3: A.convolution_backward(g, x, w, None, *conv,
+                                                                  [True, True, False]))
 
     # max_pool2d 2x2 over the conv output.
     (kp, tp), = map(kt, arrays(2, (32, 32, 32, 32)))

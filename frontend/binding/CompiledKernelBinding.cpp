@@ -2,7 +2,6 @@
 // graphs stays here in C++: check the inputs, allocate the outputs, call the entry.
 #include "frontend/binding/CompiledKernelBinding.h"
 
-#include <cblas.h>
 #include <omp.h>
 
 #include <nanobind/stl/string.h>
@@ -17,6 +16,7 @@
 #include "runtime/Allocator.h"
 #include "runtime/Error.h"
 #include "runtime/TensorImpl.h"
+#include "runtime/cpu/Gemm.h"
 
 namespace nb = nanobind;
 
@@ -58,16 +58,18 @@ void contextFree(void* ptr) noexcept {
   CpuAllocator::instance().free(base, *reinterpret_cast<size_t*>(base));
 }
 
+// The generated code calls these with CBLAS's row-major convention (order 101; 111 = no
+// transpose, 112 = transpose): kiln's own GEMMs (runtime/cpu/Gemm.h), on kiln's OpenMP threads.
 void contextSgemm(int order, int transA, int transB, int m, int n, int k, float alpha, const float* a,
                   int lda, const float* b, int ldb, float beta, float* c, int ldc) {
-  cblas_sgemm(CBLAS_ORDER(order), CBLAS_TRANSPOSE(transA), CBLAS_TRANSPOSE(transB), m, n, k, alpha, a,
-              lda, b, ldb, beta, c, ldc);
+  KILN_CHECK(order == 101, "compiled sgemm: only the row-major order (101) is supported");
+  cpu::sgemm(transA == 112, transB == 112, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 void contextDgemm(int order, int transA, int transB, int m, int n, int k, double alpha, const double* a,
                   int lda, const double* b, int ldb, double beta, double* c, int ldc) {
-  cblas_dgemm(CBLAS_ORDER(order), CBLAS_TRANSPOSE(transA), CBLAS_TRANSPOSE(transB), m, n, k, alpha, a,
-              lda, b, ldb, beta, c, ldc);
+  KILN_CHECK(order == 101, "compiled dgemm: only the row-major order (101) is supported");
+  cpu::dgemm(transA == 112, transB == 112, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 struct TensorMeta {

@@ -1,9 +1,11 @@
 // Matrix products: mm, bmm, mv, dot, addmm, addmv, baddbmm, matmul (every rank case of
-// torch.matmul) and outer. float32/float64 run through OpenBLAS: a column-major operand (a .t()
-// view) is passed with the transpose flag, only operands BLAS cannot address are copied. Other
+// torch.matmul) and outer. float32 GEMMs run through oneDNN, float64 ones and the vector shapes
+// through OpenBLAS (cpu/Gemm.h): a column-major operand (a .t() view) is passed with the
+// transpose flag, only operands BLAS cannot address are copied. Other
 // dtypes run a loop that accumulates in a wider type: 64-bit integer arithmetic for integers
 // (wrapping exactly as PyTorch's narrower accumulation does), float for float16/bfloat16.
 #include <cblas.h>
+#include <oneapi/dnnl/dnnl.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -100,13 +102,10 @@ struct GemmShape {
 template <typename T>
 void blasGemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda,
               const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
-  auto flag = [](bool t) { return t ? CblasTrans : CblasNoTrans; };
   if constexpr (std::is_same_v<T, float>)
-    cblas_sgemm(CblasRowMajor, flag(ta), flag(tb), int(m), int(n), int(k), alpha, a, int(lda), b,
-                int(ldb), beta, c, int(ldc));
+    cpu::sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   else
-    cblas_dgemm(CblasRowMajor, flag(ta), flag(tb), int(m), int(n), int(k), alpha, a, int(lda), b,
-                int(ldb), beta, c, int(ldc));
+    cpu::dgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 // y[m] = alpha * A[m, k] x[k] + beta * y, A as a BLAS layout, x with stride incx, y contiguous.
@@ -475,8 +474,47 @@ void gemmInto(const Tensor& a, const Tensor& b, const Tensor& c, bool accumulate
   kernels::batchedGemm("mm", a, b, c, {}, Scalar(int64_t(1)), Scalar(int64_t(accumulate ? 1 : 0)));
 }
 
-int blasThreads() { return openblas_get_num_threads(); }
+namespace {
 
-void setBlasThreads(int threads) { openblas_set_num_threads(threads); }
+// Runs f with at most `threads` OpenMP threads for the parallel regions it opens (oneDNN and
+// OpenBLAS's OpenMP build both read omp_get_max_threads() per call).
+template <typename F> void withThreads(int threads, F&& f) {
+  int saved = omp_get_max_threads();
+  if (threads >= saved || omp_in_parallel()) return f();
+  omp_set_num_threads(threads);
+  f();
+  omp_set_num_threads(saved);
+}
+
+} // namespace
+
+int gemmThreads(int64_t m, int64_t n, int64_t k) {
+  // Below this many multiply-adds a second thread costs more (waking it, splitting the
+  // blocks) than it saves: oneDNN at 1 vs 2 threads, 64^3 8.3 vs 8.8 us, 80^3 10.8 vs 9.2 us,
+  // 96^3 17.4 vs 12.5 us (2 cores, bench/gemm_candidates.py's shapes).
+  constexpr double kSingleThreadMacs = 64.0 * 64 * 80;
+  return double(m) * double(n) * double(k) < kSingleThreadMacs ? 1 : omp_get_max_threads();
+}
+
+void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  dnnl_status_t status = dnnl_success;
+  withThreads(gemmThreads(m, n, k), [&] {
+    // dnnl_sgemm is row-major (unlike Fortran BLAS), as CBLAS with CblasRowMajor.
+    status = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb, beta, c,
+                        ldc);
+  });
+  KILN_CHECK(status == dnnl_success, "sgemm: oneDNN's dnnl_sgemm failed with status ",
+             int(status), " (m=", m, ", n=", n, ", k=", k, ", lda=", lda, ", ldb=", ldb,
+             ", ldc=", ldc, ")");
+}
+
+void dgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a,
+           int64_t lda, const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
+  withThreads(gemmThreads(m, n, k), [&] {
+    cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                int(m), int(n), int(k), alpha, a, int(lda), b, int(ldb), beta, c, int(ldc));
+  });
+}
 
 } // namespace kiln::cpu

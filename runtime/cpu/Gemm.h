@@ -1,6 +1,10 @@
-// The GEMM behind mm/addmm (BlasKernels.cpp) for kernels that multiply into buffers of their own
-// (convolution's im2col products): OpenBLAS for float32/float64, a widening loop otherwise.
+// The GEMMs behind mm/addmm/bmm/matmul (BlasKernels.cpp), convolution's im2col products and
+// compiled code's extern mm (through KilnContext): float32 through oneDNN's dnnl_sgemm, float64
+// through OpenBLAS (its OpenMP build). Both thread with libgomp, kiln's own OpenMP runtime: one
+// pool for every kernel, and a GEMM called inside a parallel region runs on its calling thread.
 #pragma once
+#include <cstdint>
+
 #include "runtime/TensorImpl.h"
 
 namespace kiln::cpu {
@@ -9,24 +13,16 @@ namespace kiln::cpu {
 // b may be any strided views (transposes are free); c must be contiguous.
 void gemmInto(const Tensor& a, const Tensor& b, const Tensor& c, bool accumulate);
 
-int blasThreads();
-void setBlasThreads(int threads);
+// Row-major C[m, n] = alpha * op(A) @ op(B) + beta * C (op: transposed when ta / tb), the
+// CBLAS convention; beta == 0 does not read C. Products too small to gain from threads run on
+// the calling thread (gemmThreads).
+void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+void dgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a,
+           int64_t lda, const double* b, int64_t ldb, double beta, double* c, int64_t ldc);
 
-// OpenBLAS single-threaded for this scope (when active): OpenMP threads that each run their own
-// GEMMs must not each start OpenBLAS's thread pool too.
-class SingleThreadedBlas {
-public:
-  explicit SingleThreadedBlas(bool active) : saved_(active ? blasThreads() : 0) {
-    if (active) setBlasThreads(1);
-  }
-  ~SingleThreadedBlas() {
-    if (saved_) setBlasThreads(saved_);
-  }
-  SingleThreadedBlas(const SingleThreadedBlas&) = delete;
-  SingleThreadedBlas& operator=(const SingleThreadedBlas&) = delete;
-
-private:
-  int saved_;
-};
+// The threads a GEMM of this size gets: 1 below a measured number of multiply-adds (about
+// 64 x 64 x 80), else omp_get_max_threads().
+int gemmThreads(int64_t m, int64_t n, int64_t k);
 
 } // namespace kiln::cpu

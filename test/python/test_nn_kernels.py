@@ -85,6 +85,52 @@ def test_convolution_backward(case, bits, dtype):
             close(g, w, dtype)
 
 
+# float32 convolutions run through oneDNN's primitives, whose blocked kernels take channel counts
+# of 8 or 16 and more (smaller ones take its reference kernels): both kinds, against PyTorch.
+@pytest.mark.parametrize("case", [
+    ((3, 16, 10, 9), (32, 16, 3, 3), True, 1, 1, 1, 1),
+    ((2, 32, 9, 9), (64, 8, 3, 3), False, 2, 1, 1, 4),         # grouped, strided
+    ((2, 16, 11, 11), (16, 16, 3, 3), True, 1, 2, 2, 1),       # dilated
+    ((2, 64, 7, 7), (32, 64, 1, 1), True, 1, 0, 1, 1),         # 1x1
+    ((2, 16, 12), (16, 16, 5), True, 2, 2, 1, 1),              # 1-d
+])
+def test_convolution_float32_blocked_shapes(case):
+    torch = need_torch()
+    ishape, wshape, has_bias, stride, padding, dilation, groups = case
+    (kx, tx), (kw, tw), (kb, tb) = (pair(ishape, "float32", 1), pair(wshape, "float32", 2),
+                                    pair(wshape[:1], "float32", 3))
+    d = len(ishape) - 2
+    args = [[stride] * d, [padding] * d, [dilation] * d, False, [0] * d, groups]
+    got = kiln.convolution(kx, kw, kb if has_bias else None, *args)
+    want = torch.ops.aten.convolution(tx, tw, tb if has_bias else None, *args)
+    assert_match(got, want, rtol=1e-4, atol=2e-4)
+    kg, tg = pair(tuple(want.shape), "float32", 4)
+    got = kiln.convolution_backward(kg, kx, kw, [wshape[0]], *args, [1, 1, 1])
+    want = torch.ops.aten.convolution_backward(tg, tx, tw, [wshape[0]], *args, [True, True, True])
+    for g, w in zip(got, want):
+        assert_match(g, w, rtol=1e-4, atol=5e-4)
+    # Only the input gradient, then only the weight's: the primitives are cached per request.
+    gi, gw, _ = kiln.convolution_backward(kg, kx, kw, [wshape[0]], *args, [1, 0, 0])
+    assert gw is None
+    assert_match(gi, want[0], rtol=1e-4, atol=5e-4)
+    gi, gw, _ = kiln.convolution_backward(kg, kx, kw, [wshape[0]], *args, [0, 1, 0])
+    assert gi is None
+    assert_match(gw, want[1], rtol=1e-4, atol=5e-4)
+
+
+def test_gemm_libraries_share_kiln_openmp_runtime():
+    """kiln's GEMMs are oneDNN and OpenBLAS's OpenMP build: the pthread OpenBLAS (whose threads
+    spun against kiln's OpenMP ones) must not be what the process loaded."""
+    a = kiln.ones(64, 64)
+    (a @ a).sum().item()
+    maps = open("/proc/self/maps").read()
+    assert "libdnnl" in maps
+    # Debian's builds (numpy's wheel may bring an OpenBLAS of its own, elsewhere).
+    blas = {line.split()[-1] for line in maps.splitlines()
+            if "/usr/lib/x86_64-linux-gnu/openblas" in line}
+    assert blas and all("openblas-openmp" in path for path in blas), blas
+
+
 def test_convolution_backward_conv1d_and_noncontiguous():
     torch = need_torch()
     (kx, tx), (kw, tw) = pair((3, 8, 4), "float64", 1), pair((3, 4, 2), "float64", 2)
