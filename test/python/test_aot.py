@@ -139,3 +139,59 @@ def test_debug_dir_has_the_joint_forward_and_backward_graphs(tmp_path, monkeypat
     backward = next(os.path.join(d, "backward.txt") for d, _, names in os.walk(tmp_path)
                     if "backward.txt" in names)
     assert "tangents_1" in open(backward).read()
+
+
+def _saved(partitioner):
+    """(tensors, bytes) the backward of a Linear-GELU-Linear block receives."""
+    from kiln.compiler import aot
+
+    kiln.manual_seed(0)
+    m = nn.Sequential(nn.Linear(8, 32), nn.GELU(), nn.Linear(32, 8))
+    captured = []
+    kiln.compile(lambda x: m(x).sum(), backend=lambda gm, ex: captured.append((gm, ex)) or gm.forward)(_rand(16, 8))
+    gm, examples = captured[0]
+    attrs = {n.target: _attr(gm, n.target) for n in gm.graph.nodes if n.op == "get_attr"}
+    _, _, part = aot.plan_training(gm, examples, attrs, partitioner)
+    return len(part.saved_inputs) + part.num_saved, part.saved_bytes
+
+
+def _attr(gm, path):
+    for atom in path.split("."):
+        gm = getattr(gm, atom)
+    return gm
+
+
+def test_explain_reports_training_kernels_and_saved_bytes():
+    kiln.manual_seed(0)
+    m = nn.Sequential(nn.Linear(8, 32), nn.GELU(), nn.Linear(32, 8))
+    out = kiln.explain(lambda x: m(x).sum())(_rand(16, 8))
+    plan = out.kernels_per_graph[0]
+    assert plan.partitioner == "min_cut" and plan.forward.num_kernels >= 1 and plan.backward.num_kernels >= 1
+    assert (plan.saved_tensors, plan.saved_bytes) == _saved("min_cut")
+    assert "saved for backward:" in str(out) and "backward kernels:" in str(out)
+
+
+def test_min_cut_saves_less_than_the_default_partitioner():
+    """The default saves the GELU's output path values; min-cut saves the matmul's output and
+    recomputes the GELU's derivative from it."""
+    tensors_min, bytes_min = _saved("min_cut")
+    tensors_default, bytes_default = _saved("default")
+    assert bytes_min < bytes_default and tensors_min <= tensors_default
+
+
+@pytest.mark.parametrize("partitioner", ["default", "min_cut"])
+def test_both_partitioners_give_eager_gradients(partitioner):
+    eager, compiled = _mlp(), _mlp()
+    x = _rand(5, 6)
+    want = eager(x).tanh().sum()
+    got = kiln.compile(lambda x: compiled(x).tanh().sum(), options={"partitioner": partitioner})(x)
+    want.backward()
+    got.backward()
+    for p, q in zip(eager.parameters(), compiled.parameters()):
+        _close(q.grad, p.grad)
+
+
+def test_unknown_partitioner_is_an_error():
+    model = _mlp()
+    with pytest.raises(Exception, match="unknown partitioner 'fastest'"):
+        kiln.compile(model, options={"partitioner": "fastest"})(_rand(2, 6))

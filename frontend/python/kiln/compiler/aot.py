@@ -4,9 +4,9 @@ requiring grad) is compiled for training, as torch/_functorch/aot_autograd.py do
     captured graph (get_attr parameters lifted to placeholders)
     -> joint graph: kiln._C._fx.trace_joint runs the forward on fake tensors with autograd on and
        then the backward engine from the outputs, recording both (compiler/GraphTracer.h)
-    -> partition (default partitioner): the forward graph computes the outputs and the values the
-       backward reads; the backward graph takes those and the outputs' gradients (tangents) and
-       returns the inputs' gradients
+    -> partition (partitioners.py: min-cut by default, or the default partitioner): the forward
+       graph computes the outputs and the values the backward reads; the backward graph takes
+       those and the outputs' gradients (tangents) and returns the inputs' gradients
     -> each graph compiled by the backend's compiler (inductor: C++; aot_eager: prims, eagerly)
     -> at each call, one autograd node (CompiledFunctionBackward) runs the compiled forward and,
        on backward, the compiled backward.
@@ -20,8 +20,7 @@ from .. import _C, _logging
 from .._C import _fx
 from ..autograd.function import Function
 from ..fx import Graph, GraphModule
-from ..fx.graph import tensor_type
-from . import debug_dir
+from . import debug_dir, partitioners
 
 _log = _logging.get_logger("aot")
 _op_info = None
@@ -123,82 +122,6 @@ def _tangent_dependent(joint, num_tangents):
     return backward
 
 
-def _partition(joint, num_forward_outputs, num_tangents, backward, writes):
-    """The default partitioner: (forward graph, backward graph, saved placeholders' indices,
-    number of saved intermediates). The forward returns its outputs then the intermediates the
-    backward reads; the backward takes the saved inputs, the saved intermediates and the
-    tangents, and returns the gradients that are not None."""
-    nodes = list(joint.nodes)
-    placeholders = [n for n in nodes if n.op == "placeholder"]
-    primals, tangents = placeholders[:len(placeholders) - num_tangents], placeholders[len(placeholders) - num_tangents:]
-    outputs = list(joint.output_node.args[0])
-    forward_outputs, grads = outputs[:num_forward_outputs], outputs[num_forward_outputs:]
-    # The writes into each storage: reading a value needs the writes into its storage before it
-    # (a gradient assembled by copies into slices of a zero-filled tensor).
-    writers = {}
-    for node in nodes:
-        for arg in _written_arguments(node):
-            writers.setdefault(_storage_root(arg), []).append(node)
-
-    def inputs_of(node):
-        return list(node.all_input_nodes) + writers.get(_storage_root(node), [])
-
-    # Views of inputs (a transposed weight) are recomputed in the backward from the input rather
-    # than saved: they cost nothing there, and a saved view would be a copy.
-    backward = set(backward)
-    for node in nodes:
-        if node.op != "call_function" or node in backward or not any(u in backward for u in node.users):
-            continue
-        chain, root = [], node
-        while root.op == "call_function" and _ops().get(str(root.target), (False, ()))[0]:
-            chain.append(root)
-            root = root.args[0]
-        if root.op == "placeholder" and chain and not writers.get(root):
-            backward.update(chain)
-
-    needed = set()
-    stack = [g for g in grads if g is not None]
-    while stack:
-        node = stack.pop()
-        if node in needed:
-            continue
-        needed.add(node)
-        if node in backward:
-            stack.extend(inputs_of(node))
-    # Forward values the backward reads (a gradient that depends on no tangent counts too).
-    saved = [n for n in nodes if n in needed and n not in backward]
-    saved_inputs = [n for n in saved if n.op == "placeholder"]
-    saved_values = [n for n in saved if n.op != "placeholder"]
-
-    forward = Graph()
-    env = {p: forward.placeholder(p.name, type_expr=p.type) for p in primals}
-    in_forward, stack = set(), list(forward_outputs) + saved_values + writes
-    while stack:
-        node = stack.pop()
-        if node in in_forward or not hasattr(node, "op"):
-            continue
-        in_forward.add(node)
-        stack.extend(inputs_of(node))
-    for node in nodes:
-        if node in in_forward and node.op == "call_function":
-            env[node] = forward.node_copy(node, lambda a: env[a])
-    forward.output(tuple(env[n] for n in forward_outputs + saved_values))
-
-    backward_graph = Graph()
-    env = {}
-    contiguous = set(saved_values)  # the forward hands them over contiguous (_function_class)
-    for n in saved_inputs + saved_values + tangents:
-        t = n.type
-        if n in contiguous and t is not None and t.kind == "tensor":
-            t = tensor_type(t.dtype, t.shape, device=t.device)
-        env[n] = backward_graph.placeholder(n.name, type_expr=t)
-    for node in nodes:
-        if node in needed and node in backward and node.op == "call_function":
-            env[node] = backward_graph.node_copy(node, lambda a: env[a])
-    backward_graph.output(tuple(env[g] for g in grads if g is not None))
-    return forward, backward_graph, [primals.index(p) for p in saved_inputs], len(saved_values)
-
-
 class _Plan:
     """What a compiled training graph runs: the compiled forward and backward and how their
     inputs and outputs line up with the graph's."""
@@ -240,11 +163,12 @@ def _function_class(plan):
     return CompiledFunction
 
 
-def compile_training(gm, example_inputs, attributes, compile_graph):
-    """The callable running `gm` (placeholders, then the attributes named by the returned paths)
-    with a compiled forward and backward: (run, attribute paths). `attributes`: the tensors the
-    get_attr nodes read (path -> tensor); compile_graph(GraphModule) -> callable returning a
-    tuple."""
+def _trace_and_partition(gm, example_inputs, attributes, partitioner):
+    """(Partition, JointInfo-ish facts: the joint graph, number of forward outputs, tangent_for,
+    grad_inputs, number of inputs, attribute paths)."""
+    if partitioner not in partitioners.PARTITIONERS:
+        raise ValueError(f"unknown partitioner {partitioner!r}: expected one of "
+                         f"{sorted(partitioners.PARTITIONERS)}")
     from .inductor import _lowerable_graph, _with_input_layouts
 
     typed = _with_input_layouts(gm, example_inputs)
@@ -258,24 +182,45 @@ def compile_training(gm, example_inputs, attributes, compile_graph):
     _log.debug("joint graph:\n%s", joint)
     backward_side = _tangent_dependent(joint, sum(tangent_for))
     writes = _check_writes(joint, requires_grad, backward_side)
-    forward, backward, saved_inputs, num_saved = _partition(joint, num_outputs, sum(tangent_for),
-                                                            backward_side, writes)
-    debug_dir.write("forward.txt", forward)
-    debug_dir.write("backward.txt", backward)
-    _log.info("forward graph:\n%s\nbackward graph:\n%s", forward, backward)
-    _log.info("saved for backward: %d inputs, %d intermediates", len(saved_inputs), num_saved)
-
-    with debug_dir.stage("forward_"):
-        compiled_forward = compile_graph(GraphModule({}, forward))
-    with debug_dir.stage("backward_"):
-        compiled_backward = compile_graph(GraphModule({}, backward))
-    plan = _Plan(compiled_forward, compiled_backward, num_outputs, tangent_for, grad_inputs,
-                 saved_inputs, len(values))
+    info = partitioners.JointInfo(joint, num_outputs, sum(tangent_for), backward_side, writes, _ops,
+                                  _storage_root, _written_arguments)
+    part = partitioners.PARTITIONERS[partitioner](info)
+    debug_dir.write("forward.txt", part.forward)
+    debug_dir.write("backward.txt", part.backward)
+    _log.info("forward graph:\n%s\nbackward graph:\n%s", part.forward, part.backward)
+    _log.info("saved for backward (%s partitioner): %d inputs, %d intermediates, %d bytes", partitioner,
+              len(part.saved_inputs), part.num_saved, part.saved_bytes)
     grads = list(joint.output_node.args[0])[num_outputs:]
-    plan.grad_present = [g is not None for g in grads]
+    return part, (num_outputs, tangent_for, grad_inputs, [g is not None for g in grads], len(values),
+                  attr_targets)
+
+
+def compile_training(gm, example_inputs, attributes, compile_graph, partitioner="min_cut"):
+    """The callable running `gm` (placeholders, then the attributes named by the returned paths)
+    with a compiled forward and backward: (run, attribute paths). `attributes`: the tensors the
+    get_attr nodes read (path -> tensor); compile_graph(GraphModule) -> callable returning a
+    tuple; partitioner: "min_cut" or "default" (partitioners.py)."""
+    part, (num_outputs, tangent_for, grad_inputs, grad_present, num_inputs, attr_targets) = \
+        _trace_and_partition(gm, example_inputs, attributes, partitioner)
+    with debug_dir.stage("forward_"):
+        compiled_forward = compile_graph(GraphModule({}, part.forward))
+    with debug_dir.stage("backward_"):
+        compiled_backward = compile_graph(GraphModule({}, part.backward))
+    plan = _Plan(compiled_forward, compiled_backward, num_outputs, tangent_for, grad_inputs,
+                 part.saved_inputs, num_inputs)
+    plan.grad_present = grad_present
     function = _function_class(plan)
 
     def run(*args):
         return function.apply(*args)
 
     return run, attr_targets
+
+
+def plan_training(gm, example_inputs, attributes, partitioner="min_cut"):
+    """What compile_training would build, not compiled: (forward loop program text, backward loop
+    program text, Partition), for kiln.explain."""
+    from .inductor import plan_kernels
+
+    part, _ = _trace_and_partition(gm, example_inputs, attributes, partitioner)
+    return plan_kernels(GraphModule({}, part.forward)), plan_kernels(GraphModule({}, part.backward)), part

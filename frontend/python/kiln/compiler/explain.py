@@ -83,12 +83,47 @@ class KernelPlan:
         return out
 
 
+@dataclass
+class TrainingPlan:
+    """A graph compiled for training (AOT autograd, aot.py): the forward's and the backward's
+    KernelPlans and what the forward saves for the backward."""
+
+    forward: KernelPlan
+    backward: KernelPlan
+    saved_tensors: int
+    saved_bytes: int
+    partitioner: str
+    reason: str = ""
+
+    @property
+    def num_kernels(self):
+        return self.forward.num_kernels + self.backward.num_kernels
+
+    def summary(self):
+        return (f"training ({self.partitioner} partitioner): forward {self.forward.summary()}; backward "
+                f"{self.backward.summary()}; saved for backward: {self.saved_tensors} tensors, "
+                f"{self.saved_bytes} bytes")
+
+    def __str__(self):
+        return (f"{self.summary()}\n  forward:\n{_indent(self.forward, 4)}"
+                f"  backward:\n{_indent(self.backward, 4)}")
+
+
 def plan_of(gm, example_inputs):
     """The KernelPlan of a captured graph under the inductor backend (lowered and scheduled,
-    not compiled to C++)."""
-    from .inductor import plan_kernels
+    not compiled to C++); a TrainingPlan for a graph that needs autograd."""
+    from .inductor import _attribute, plan_kernels
 
     try:
+        attrs = {n.target: _attribute(gm, n.target) for n in gm.graph.nodes if n.op == "get_attr"}
+        from .frame_callback import _needs_autograd
+
+        if example_inputs is not None and _needs_autograd(example_inputs, attrs):
+            from .aot import plan_training
+
+            forward, backward, part = plan_training(gm, example_inputs, attrs)
+            return TrainingPlan(KernelPlan.from_program(forward), KernelPlan.from_program(backward),
+                                len(part.saved_inputs) + part.num_saved, part.saved_bytes, "min_cut")
         return KernelPlan.from_program(plan_kernels(gm, example_inputs))
     except Exception as error:  # noqa: BLE001 - any failure means the graph runs eagerly
         return KernelPlan(reason=f"{type(error).__name__}: {error}")

@@ -181,10 +181,14 @@ class FrameCallback:
                 def compile_part(part):
                     from ..fx import retrace
                     return retrace(part, "prims").forward
+            # The inductor's default is the min-cut partitioner (as PyTorch's); options={"partitioner":
+            # "default"} picks the other; aot_eager uses the default one, as PyTorch's does.
+            options = self.backend_kwargs.get("options") or {}
+            partitioner = options.get("partitioner", "min_cut" if backend == "inductor" else "default")
             try:
                 run, attr_targets = compile_training(
                     gm, examples, {n.target: _attribute(gm, n.target) for n in gm.graph.nodes
-                                   if n.op == "get_attr"}, compile_part)
+                                   if n.op == "get_attr"}, compile_part, partitioner)
             except AOTUnsupported as error:
                 _aot_log.info("%s: %s needs autograd and AOT autograd cannot compile it (%s); it runs op "
                               "by op under the autograd engine", _where(code), name, error)
