@@ -131,7 +131,7 @@ def main():
             results[f"{model}/{lib}"] = r
             print(f"{model:8} {lib:14} {r['ms']:9.2f} {r['peak_mb']:9.1f} {r['loss']:9.4f} {r['first_step_ms']:14.1f}")
     print("\nautograd overhead per op (x * y, one element, requires_grad):")
-    for lib in libs:
+    for lib in [lib for lib in libs if "-" not in lib]:
         out = subprocess.run([sys.executable, "-c", f"import sys; sys.path.insert(0, {HERE!r}); "
                               f"import training_steps as t; print(*t.overhead({lib!r}))"],
                              capture_output=True, text=True)

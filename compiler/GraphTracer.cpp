@@ -37,6 +37,7 @@ public:
   // grad), then the backward from the outputs that require grad, all recorded (see traceJoint).
   JointGraph runJoint(const std::vector<bool>& requiresGrad) {
     requiresGrad_ = requiresGrad;
+    joint_ = true;
     recorder_.decomposeOpsWithoutFormula = true;
     OpRecorder::Scope scope(recorder_);
     const bool gradMode = GradMode::isEnabled();
@@ -157,6 +158,13 @@ private:
 
   void call(const Node& n) {
     if (n.opcode() == Opcode::CallFunction && n.target() == "kiln._C._set_grad_enabled") {
+      // The joint trace follows the graph's grad mode (what it computes under no_grad is not
+      // differentiated); a plain retrace copies the node and does not depend on it.
+      if (joint_) {
+        if (n.args().size() == 1 && n.args()[0].kind() == Argument::Kind::Bool)
+          GradMode::setEnabled(n.args()[0].toBool());
+        return;
+      }
       Node* copy = graph_.callFunction(n.target(), n.args(), n.kwargs());
       copy->meta = n.meta;
       return;
@@ -322,6 +330,7 @@ private:
   OpRecorder recorder_;
   std::unordered_map<const Node*, Traced> env_;
   std::vector<bool> requiresGrad_; // per placeholder/get_attr, in order (traceJoint)
+  bool joint_ = false;
   std::vector<Tensor> inputFakes_; // the fakes of the placeholders and get_attrs, in order
 };
 

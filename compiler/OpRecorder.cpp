@@ -247,6 +247,7 @@ void OpRecorder::record(OpId op, Stack& stack) {
       if (s.args[i].type == ArgType::Device && !stack[i].isNone() && stack[i].toDevice().isMeta())
         stack[i] = decompositionDevice_->isCpu() && s.args[i].optional ? Value()
                                                                         : Value(*decompositionDevice_);
+  if (beforeRecord) beforeRecord();
   if (needsDecomposition(op, decompose) && decompositionOf(op))
     return runDecomposition(op, stack);
   // Under autograd (AOT's joint trace), an op with no derivative formula of its own (a

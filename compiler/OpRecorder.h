@@ -60,6 +60,10 @@ public:
 
   // The op set recorded nodes must belong to (see DecomposeTo).
   DecomposeTo decompose = DecomposeTo::None;
+  // Called before each op is recorded (capture: a grad mode the autograd engine set while
+  // running a backward inside the traced code becomes a _set_grad_enabled node).
+  std::function<void()> beforeRecord;
+
   // Decompose every op that has no Autograd kernel (derivative formula) of its own but has a
   // decomposition (composites), whatever the level: AOT autograd's joint trace (GraphTracer.h).
   bool decomposeOpsWithoutFormula = false;

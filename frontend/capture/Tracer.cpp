@@ -75,6 +75,16 @@ Tracer::Tracer(nb::handle func, nb::handle code, nb::handle args, nb::handle glo
       graph_(sanitize(nb::cast<std::string>(code.attr("co_name")))), recorder_(graph_),
       guards_(std::make_shared<GuardTree>()), gradMode_(GradMode::isEnabled()),
       initialGradMode_(gradMode_) {
+  // kiln.autograd.grad / backward inside the traced code run the engine on the fakes, which
+  // turns grad mode off while it records the backward's ops: the graph says so, so that those
+  // results do not require grad when the graph runs (as eagerly) and are not differentiated by
+  // AOT autograd.
+  recorder_.beforeRecord = [this] {
+    if (GradMode::isEnabled() == gradMode_) return;
+    gradMode_ = GradMode::isEnabled();
+    Node* n = graph_.callFunction("kiln._C._set_grad_enabled", {Argument(gradMode_)});
+    n->meta.loc = location();
+  };
   recorder_.liftTensor = [this](const Tensor& real) -> Node* {
     auto it = knownParams_.find(real.impl());
     if (it != knownParams_.end()) return getAttr(it->second.second, it->second.first);

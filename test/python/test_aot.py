@@ -195,3 +195,20 @@ def test_unknown_partitioner_is_an_error():
     model = _mlp()
     with pytest.raises(Exception, match="unknown partitioner 'fastest'"):
         kiln.compile(model, options={"partitioner": "fastest"})(_rand(2, 6))
+
+
+def test_autograd_grad_inside_a_compiled_function():
+    """kiln.autograd.grad in the traced code records the backward's ops in the graph under
+    no_grad (as the engine runs them): its results do not require grad, as eagerly, and AOT
+    autograd does not differentiate them."""
+    def fn(a, b):
+        y = (a.tanh() @ b).sigmoid()
+        loss = (y * y).sum() + a.exp().mean()
+        ga, gb = kiln.autograd.grad(loss, [a, b])
+        return loss.detach(), ga, gb
+
+    a, b = _rand(8, 16, requires_grad=True), _rand(16, 4, seed=1, requires_grad=True)
+    got, want = kiln.compile(fn)(a, b), fn(a, b)
+    assert [t.requires_grad for t in got] == [t.requires_grad for t in want] == [False] * 3
+    for g, w in zip(got, want):
+        _close(g, w)
