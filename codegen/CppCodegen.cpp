@@ -1505,4 +1505,52 @@ bool fusesIntoOneNest(const std::vector<const Buffer*>& bufs) {
   }
 }
 
+std::optional<PointwiseNestFacts> pointwiseNestFacts(const Buffer& b) {
+  const auto* pw = std::get_if<Pointwise>(&b.computation);
+  if (!pw || b.writesInto()) return std::nullopt;
+  // buildNest for a group of pointwise buffers of these extents: the outer loops are all ranges
+  // but the last, every member's phase loops the last range, and its flat offset the same.
+  std::map<std::string, IndexExpr> renames;
+  std::vector<Loop> kept;
+  try {
+    kept = keptRanges(pw->ranges, "%" + b.name, renames);
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+  PointwiseNestFacts f;
+  f.extents = extents(kept);
+  std::vector<int64_t> outerExtents = f.extents, inner;
+  if (!outerExtents.empty()) {
+    inner.push_back(outerExtents.back());
+    outerExtents.pop_back();
+  }
+  std::vector<Loop> outer = named(outerExtents, "o"), loops = named(inner, "p");
+  for (size_t i = 0; i < outer.size(); ++i) renames[kept[i].var] = IndexExpr::var(outer[i].var);
+  for (size_t i = outer.size(); i < kept.size(); ++i)
+    renames[kept[i].var] = IndexExpr::var(loops[i - outer.size()].var);
+  RangeFacts facts = factsOf(outer, loops);
+  IndexExpr outerFlat = flatIndex(outer);
+  IndexExpr flat = simplify(IndexExpr(tripCount(loops)) * outerFlat + flatIndex(loops), facts);
+  int64_t rowLength = tripCount(loops);
+  for (const LoopOp& op : pw->body.ops) {
+    if (op.code != LoopOpCode::Load) continue;
+    IndexExpr index = simplify(op.index.substitute(renames), facts);
+    PointwiseNestFacts::Read read = PointwiseNestFacts::Read::Other;
+    if (simplify(index - flat, facts) == IndexExpr(0)) {
+      read = PointwiseNestFacts::Read::Element;
+    } else if (!loops.empty()) {
+      // As buildNest: a read of an earlier phase's member within the current row.
+      IndexExpr offset = simplify(index - IndexExpr(rowLength) * outerFlat, facts);
+      bool inner = true;
+      for (const std::string& v : offset.variables())
+        if (v != loops[0].var) inner = false;
+      Bounds bo = bounds(offset, facts);
+      if (inner && bo.lo && bo.hi && *bo.lo >= 0 && *bo.hi < rowLength)
+        read = PointwiseNestFacts::Read::Row;
+    }
+    f.loads.push_back({op.buffer, read});
+  }
+  return f;
+}
+
 } // namespace kiln::codegen

@@ -45,12 +45,12 @@ ScheduleResult schedule(LoopProgram& p, const ScheduleOptions& options) {
   if (options.fuseHorizontal) fuseHorizontal(groups);
   std::vector<Buffer> ordered;
   int kernels = 0;
-  for (size_t g = 0; g < groups.groups().size(); ++g) {
+  for (size_t g : groups.executionOrder()) {
     std::string kernel;
     if (!groups.hasExtern(g)) kernel = "k" + std::to_string(kernels++);
     groups.log((kernel.empty() ? std::string("extern") : "kernel @" + kernel) + ": " +
                groups.describe(g));
-    for (size_t i : groups.groups()[g]) {
+    for (size_t i : groups.members(g)) {
       ordered.push_back(p.buffers[i]);
       ordered.back().kernel = kernel;
     }
