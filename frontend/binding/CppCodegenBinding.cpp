@@ -10,6 +10,7 @@
 
 #include "codegen/CppCodegen.h"
 #include "compiler/Lowering.h"
+#include "frontend/binding/FxBinding.h"
 #include "ir/Parser.h"
 #include "ir/Verifier.h"
 #include "ir/loop/Parser.h"
@@ -46,7 +47,12 @@ void registerCppCodegen(nb::module_& m) {
   c.def(
       "lower",
       [](nb::handle graph) {
-        // A kiln.fx.Graph goes through its text form, which keeps every node's type.
+        // A kiln.fx.Graph is lowered as it is (its nodes carry their types); anything else
+        // through its text form.
+        // (A graph failing verification goes the text way too: its diagnostic then points
+        // into the text.)
+        if (const Graph* g = cppGraphOf(graph); g && verify(*g).empty())
+          return printLoopProgram(compiler::lowerToLoops(*g));
         std::string text = nb::cast<std::string>(nb::str(graph));
         ParseResult r = parseGraphs(text);
         if (r.error) throw ValueError(formatDiagnostic(*r.error, "<graph>", text));
