@@ -7,7 +7,7 @@
 namespace kiln::passes::loop {
 
 void fusePairs(FusionGroups& groups, const std::string& pass, const FusionCandidate& wants,
-               const RelatedGroups& related) {
+               const RelatedGroups& related, bool revisit) {
   std::unordered_set<std::string> refused;
   for (size_t cursor = 0; cursor < groups.slots();) {
     size_t a = groups.at(cursor);
@@ -42,6 +42,7 @@ void fusePairs(FusionGroups& groups, const std::string& pass, const FusionCandid
     // The merged group (named a) may now be wanted by a related group before it: look again
     // from the first of those, else at a itself.
     cursor = groups.position(a);
+    if (!revisit) continue;
     for (size_t x : related(groups, a))
       if (groups.alive(x) && groups.position(x) < cursor) cursor = groups.position(x);
   }

@@ -18,12 +18,13 @@ using FusionCandidate =
 using RelatedGroups = std::function<std::vector<size_t>(const FusionGroups&, size_t g)>;
 
 // Visits the groups in execution order; a group merges with the first related group after it
-// that the pass wants and that can merge, again while there is one. After a merge, the related
-// groups before the merged one are visited again first (it may now be wanted by them), so the
-// result is that of always merging the first legal wanted pair in execution order. Logs every
-// merge and every refused candidate (once) as "<pass>: ...". The work is proportional to the
-// related pairs looked at, not to all pairs of groups.
+// that the pass wants and that can merge, again while there is one. With `revisit`, after a
+// merge the related groups before the merged one are visited again first (it may now be wanted
+// by them), so the result is that of always merging the first legal wanted pair in execution
+// order; without, a pass declares that a merge never makes an earlier refused pair legal. Logs
+// every merge and every refused candidate (once) as "<pass>: ...". The work is proportional to
+// the related pairs looked at, not to all pairs of groups.
 void fusePairs(FusionGroups& groups, const std::string& pass, const FusionCandidate& wants,
-               const RelatedGroups& related);
+               const RelatedGroups& related, bool revisit = true);
 
 } // namespace kiln::passes::loop

@@ -18,16 +18,13 @@
 
 #include "codegen/CppCodegen.h"
 #include "ir/loop/LoopIR.h"
+#include "passes/loop/Schedule.h"
 
 namespace kiln::passes::loop {
 
 // "[4, 8]": the extents of loop ranges, for the decision log.
 std::string sizesText(const std::vector<IterVar>& ranges);
 
-// A kernel holds at most this many body ops (loads, constants, math; counted over its buffers):
-// beyond it g++'s time per op grows (docs/loop-ir.md, "Kernel size"), so a longer chain is split
-// into kernels of about this size, the value at each split written to memory.
-constexpr int64_t kMaxKernelOps = 2000;
 
 class FusionGroups {
 public:
@@ -55,6 +52,9 @@ public:
   size_t position(size_t g) const { return pos_[g]; }
   const std::vector<size_t>& members(size_t g) const { return members_[g]; }
 
+  // Body ops of g's buffers, and the most a kernel may have.
+  int64_t ops(size_t g) const { return ops_[g]; }
+  int64_t maxKernelOps() const { return maxKernelOps_; }
   bool hasReduction(size_t g) const { return reductions_[g] > 0; }
   bool hasExtern(size_t g) const { return externs_[g] > 0; }
   // Whether a buffer of group `b` reads a buffer of group `a`.

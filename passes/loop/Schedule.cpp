@@ -1,8 +1,6 @@
 // The loop scheduler's entry point (see Schedule.h).
 #include "passes/loop/Schedule.h"
 
-#include <cstdlib>
-
 #include "passes/loop/FuseHorizontal.h"
 #include "passes/loop/FuseReductions.h"
 #include "passes/loop/FuseVertical.h"
@@ -40,9 +38,7 @@ std::string ScheduleResult::logText() const {
 ScheduleResult schedule(LoopProgram& p, const ScheduleOptions& options) {
   std::vector<std::string> rangeLog;
   if (options.matchRanges) matchRanges(p, rangeLog);
-  int64_t cap = kMaxKernelOps;
-  if (const char* e = std::getenv("KILN_SCALE_EXPERIMENT_CAP")) cap = std::atoll(e);  // TEMP
-  FusionGroups groups(p, cap);
+  FusionGroups groups(p, options.maxKernelOps);
   for (const std::string& line : rangeLog) groups.log(line);
   if (options.fuseVertical) fuseVertical(groups);
   if (options.fuseReductions) fuseReductions(groups);
