@@ -152,8 +152,12 @@ def child(shape, n):
     got = got.numpy()
     err = float(np.max(np.abs(got - want)))
     ok = bool(np.allclose(got, want, rtol=1e-4, atol=1e-4))
-    phases = {k: v for k, v in phases.items()}
     phases["other"] = first_s - sum(phases.values())
+    if "lower" not in phases:
+        # Nothing was compiled: the frame ran eagerly (a graph break, e.g. the capture's
+        # instruction budget), which kiln.config.strict does not turn into an error.
+        ok = False
+        facts["error"] = "not compiled: the frame ran eagerly (KILN_LOGS=graph_breaks says why)"
     print(json.dumps({"shape": shape, "n": n, "ops": ops, "first_call_s": first_s, "eager_s": eager_s,
                       "phases_s": phases, "max_abs_err": err, "ok": ok, **facts}))
 
