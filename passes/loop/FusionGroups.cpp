@@ -6,6 +6,8 @@
 #include <queue>
 #include <unordered_map>
 
+#include "runtime/Error.h"
+
 namespace kiln::passes::loop {
 
 namespace {
@@ -146,6 +148,9 @@ std::vector<size_t> FusionGroups::executionOrder() const {
     for (size_t h : depSucc_[g])
       if (--waiting[h] == 0) ready.push({members_[h][0], h});
   }
+  size_t live = size_t(std::count(alive_.begin(), alive_.end(), true));
+  KILN_CHECK(out.size() == live, "loop scheduler: the fusion groups depend on each other in a cycle (",
+             out.size(), " of ", live, " ordered)");
   return out;
 }
 
