@@ -57,3 +57,33 @@ def test_long_chain_is_split_into_bounded_kernels():
     assert sum(ops) >= 1000
     # Each kernel stays within the bound (a kernel may be one buffer above it).
     assert max(ops) <= 512 + 64, ops
+
+
+def _softmax_steps(x, steps=4):
+    for _ in range(steps):
+        x = kiln.softmax(x * 1.5, -1) + x
+        x = x - x.mean(-1, keepdim=True)
+    return x
+
+
+def test_row_nest_of_many_phases_runs_rows_through_a_function():
+    # Several softmaxes over the rows are one kernel of many phases, in parallel over the rows:
+    # each row is a function of its own (g++ compiled the whole nest inside the OpenMP region
+    # 4x slower); the result is eager's.
+    from kiln._C import _codegen
+
+    programs = []
+
+    def backend(gm, example_inputs):
+        programs.append(inductor.plan_kernels(gm, example_inputs))
+        return gm.forward
+
+    x = kiln.from_numpy(np.random.default_rng(1).standard_normal((64, 64)).astype(np.float32))
+    kiln.compile(_softmax_steps, backend=backend)(x)
+    source = _codegen.emit_cpp(programs[0])
+    assert "__attribute__((noinline)) static void kiln_unit0_row(" in source
+    assert re.search(r"#pragma omp parallel for num_threads\(nt\)\n\s+for \(int64_t o0 = 0; o0 < 64; \+\+o0\) \{\n"
+                     r"\s+kiln_unit0_row\([^;]*o0\);", source), source[-3000:]
+    kiln.compiler.reset()
+    got = kiln.compile(_softmax_steps, backend="inductor")(x).numpy()
+    np.testing.assert_allclose(got, _softmax_steps(x).numpy(), rtol=1e-5, atol=1e-5)
