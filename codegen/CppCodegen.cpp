@@ -18,6 +18,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <thread>
 #include <sstream>
 
 #include "codegen/CppExpr.h"
@@ -36,6 +37,9 @@ constexpr int64_t kMinParallelRows = 32;
 // A reduction over a strided dim runs over column blocks of this many output elements, the
 // reduction loop outside the contiguous column loop (one accumulator per column, on the stack).
 constexpr int64_t kColumnBlock = 256;
+// A program whose kernels have this much C++ source or more is split into several translation
+// units (CppOptions::translationUnits), compiled in parallel.
+constexpr size_t kSplitBytes = 256 * 1024;
 // A row nest in parallel with at least this many phases runs each row in a function of its own
 // (NestEmitter::emit).
 constexpr size_t kRowFunctionPhases = 4;
@@ -1267,7 +1271,7 @@ public:
     buildUnits();
     decideMaterialization();
 
-    std::string kernels;
+    std::vector<std::string> unitTexts(units_.size());
     Code entry;
     std::vector<std::string> calls(units_.size());
     bool usesThreads = false;
@@ -1276,7 +1280,7 @@ public:
       std::string fname = "kiln_unit" + std::to_string(u);
       if (const Nest* nest = std::get_if<Nest>(&units_[u].work)) {
         NestEmitter ne(*nest, options_, cNames_, dtypes_, roots_);
-        kernels += ne.emit(fname, units_[u].label, params) + "\n";
+        unitTexts[u] = ne.emit(fname, units_[u].label, params) + "\n";
         calls[u] = fname + "(" + (ne.usesThreads() ? std::string("nt") : "");
         usesThreads |= ne.usesThreads();
         for (size_t i = 0; i < params.size(); ++i)
@@ -1293,7 +1297,7 @@ public:
           if (const std::optional<StridedView>& v = x.viewOf(i))
             ops.back() = Operand{storage, v->sizes, v->strides, v->offset};
         }
-        kernels += emitExtern(*b, fname, ops, cNames_, params) + "\n";
+        unitTexts[u] = emitExtern(*b, fname, ops, cNames_, params) + "\n";
         calls[u] = "if (" + fname + "(ctx";
         for (const std::string& q : params) calls[u] += ", " + cNames_[q];
         calls[u] += ") != 0) {";
@@ -1406,8 +1410,54 @@ public:
     entry.close();
 
     std::string out = options_.prelude ? cppPrelude() + "\n" : "";
-    out += "// program @" + p_.name + "\n\n" + kernels + entry.str();
+    size_t parts = translationUnits(unitTexts);
+    if (parts <= 1) {
+      out += "// program @" + p_.name + "\n\n";
+      for (const std::string& t : unitTexts) out += t;
+      return out + entry.str();
+    }
+    // Several translation units (the toolchain compiles them in parallel, kTranslationUnitMarker):
+    // the units get external linkage (hidden), declared before the entry; each part is the
+    // prelude and its units, the first also the entry.
+    size_t total = 0, done = 0;
+    for (const std::string& t : unitTexts) total += t.size();
+    std::vector<std::string> partTexts(parts);
+    std::string declarations;
+    for (size_t u = 0; u < unitTexts.size(); ++u) {
+      std::string fname = "kiln_unit" + std::to_string(u);
+      std::string& t = unitTexts[u];
+      for (const char* ret : {"void ", "int "}) {
+        std::string from = std::string("\nstatic ") + ret + fname + "(";
+        size_t at = t.find(from);
+        if (at == std::string::npos) continue;
+        std::string to = std::string("\n__attribute__((visibility(\"hidden\"))) ") + ret + fname + "(";
+        t.replace(at, from.size(), to);
+        size_t end = t.find(" {\n", at);
+        declarations += t.substr(at + 1, end - at - 1) + ";\n";
+      }
+      partTexts[std::min(parts - 1, done * parts / std::max<size_t>(total, 1))] += t;
+      done += t.size();
+    }
+    out += std::string(kEndOfPreludeMarker) + "\n// program @" + p_.name + "\n\n" + declarations + "\n" +
+           partTexts[0] + entry.str();
+    for (size_t k = 1; k < parts; ++k)
+      out += "\n" + std::string(kTranslationUnitMarker) + "\n// program @" + p_.name + ", part " +
+             std::to_string(k + 1) + " of " + std::to_string(parts) + "\n\n" + partTexts[k];
     return out;
+  }
+
+  // How many translation units the kernels go in: options_.translationUnits, or (0) for a
+  // program with a prelude whose kernels have kSplitBytes of source or more, min(cores, 4).
+  size_t translationUnits(const std::vector<std::string>& unitTexts) const {
+    if (!options_.prelude || unitTexts.size() < 2) return 1;
+    size_t n = size_t(std::max(options_.translationUnits, 0));
+    if (n == 0) {
+      size_t bytes = 0;
+      for (const std::string& t : unitTexts) bytes += t.size();
+      if (bytes < kSplitBytes) return 1;
+      n = std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 4);
+    }
+    return std::min(n, unitTexts.size());
   }
 
 private:

@@ -27,7 +27,16 @@ struct CppOptions {
   // and entry only, to follow one prelude in a source holding several programs (each inside its
   // own namespace, with its own entry name).
   bool prelude = true;
+  // How many translation units the kernels are spread over (with a prelude only): 0 (default)
+  // splits a program with 256 KB of kernel source or more over min(cores, 4); 1 never splits;
+  // n > 1 always (at most one per kernel). The parts are separated by kTranslationUnitMarker
+  // lines, the prelude ends with kEndOfPreludeMarker: Toolchain::compileSharedObject compiles
+  // each part (the prelude and its kernels) in parallel and links them.
+  int translationUnits = 0;
 };
+
+inline constexpr const char* kEndOfPreludeMarker = "// kiln: end of prelude";
+inline constexpr const char* kTranslationUnitMarker = "// kiln: translation unit";
 
 // The C++ source of `p`. Throws kiln::Error for what the code generator does not handle:
 // symbolic sizes, extern kernels other than mm/bmm/addmm on f32/f64.

@@ -87,3 +87,41 @@ def test_row_nest_of_many_phases_runs_rows_through_a_function():
     kiln.compiler.reset()
     got = kiln.compile(_softmax_steps, backend="inductor")(x).numpy()
     np.testing.assert_allclose(got, _softmax_steps(x).numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_program_split_into_translation_units_computes_the_same():
+    # The code generator can spread a program's kernels over several translation units, which
+    # the toolchain compiles in parallel and links (automatic for 256 KB of kernels or more).
+    from kiln._C import _codegen
+
+    programs = []
+
+    def backend(gm, example_inputs):
+        programs.append(inductor.plan_kernels(gm, example_inputs))
+        return gm.forward
+
+    fn, _ = make_fn(kiln, "chain", 1000)
+    x = kiln.from_numpy(np.random.default_rng(2).standard_normal((64, 64)).astype(np.float32))
+    kiln.compile(fn, backend=backend)(x)
+    (program,) = programs
+    whole = _codegen.emit_cpp(program)
+    assert "// kiln: translation unit" not in whole  # 87 KB: one unit
+    split = _codegen.emit_cpp(program, translation_units=3)
+    assert split.count("\n// kiln: translation unit\n") == 2 and "// kiln: end of prelude\n" in split
+    assert 'extern "C" int kiln_entry' in split.split("// kiln: translation unit")[0]
+    results = []
+    for source in (whole, split):
+        path, _ = _codegen.compile_source(source)
+        (out,) = _codegen.CompiledKernel(path, "kiln_entry", program)(x)
+        results.append(out.numpy())
+    np.testing.assert_array_equal(results[0], results[1])
+    np.testing.assert_allclose(results[1], fn(x).numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_failing_translation_unit_names_its_part():
+    from kiln._C import _codegen
+
+    source = ("// kiln: end of prelude\nint kiln_ok() { return 1; }\n"
+              "\n// kiln: translation unit\nint kiln_broken( { }\n")
+    with pytest.raises(RuntimeError, match=r"C\+\+ compilation failed[\s\S]*\(part 2 of 2\)[\s\S]*kiln_broken"):
+        _codegen.compile_source(source)
