@@ -218,6 +218,22 @@ def markdown(results, plots):
                      f"{_fmt_time(cold['import_s'])} | {_fmt_bytes(cold['maxrss_bytes'])} |")
     lines.append("")
 
+    scale = results.get("compile_scale")
+    if scale is not None:
+        lines += ["## Compile time against graph size", "",
+                  "bench/compile_scale.py: the first call of a compiled function of N pointwise ops on a "
+                  "64x64 float32 tensor (a chain, and a wide DAG of independent branches summed pairwise), "
+                  "cold cache, a fresh process per point; seconds per phase (phases do not overlap), the "
+                  "number of kernels and the size of the C++ source. The result is checked against eager.", ""]
+        if "error" in scale:
+            lines.append(f"failed: {scale['error']}")
+            failures.append(("compile_scale", "-", "kiln_compiled", scale["error"]))
+        else:
+            from compile_scale import markdown as scale_markdown
+
+            lines.append(scale_markdown(scale))
+        lines.append("")
+
     if failures:
         lines += ["## Failed and skipped", ""]
         for w, size, peer, why in failures:
@@ -293,4 +309,7 @@ def plots(results, out_dir):
         fig.savefig(os.path.join(out_dir, "compile_latency.png"), dpi=110)
         plt.close(fig)
         written.append("compile_latency.png")
+    # Compile time against graph size (drawn by bench/compile_scale.py).
+    if results.get("compile_scale", {}).get("plot"):
+        written.append(results["compile_scale"]["plot"])
     return written

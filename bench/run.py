@@ -9,7 +9,8 @@ bench/workloads.py and the conformance programs; writes report.md, results.json 
 
 Each workload size runs in a fresh subprocess (bench/measure.py): correctness against PyTorch
 eager first, then the timed calls of every peer. Compile latency runs in fresh processes on an
-empty, then a filled, cache folder (bench/compile_latency.py). STREAM (bench/stream.c) gives the
+empty, then a filled, cache folder (bench/compile_latency.py); compile time against graph size
+(chains and wide DAGs of 100 to 10,000 ops) by bench/compile_scale.py. STREAM (bench/stream.c) gives the
 bandwidth the achieved GB/s are set against.
 """
 import argparse
@@ -127,6 +128,28 @@ def compile_latency(pairs, libs, cache_root, timeout):
     return out
 
 
+def compile_scale(args, cache_root, out_dir):
+    """bench/compile_scale.py in a subprocess (each size in fresh processes of its own): compile
+    time per phase against graph size; smoke mode: the 100-op chain only."""
+    out_json = os.path.join(cache_root, "compile_scale.json")
+    cmd = [sys.executable, os.path.join(HERE, "compile_scale.py"), "--json", out_json,
+           "--plot", os.path.join(out_dir, "compile_scale.png")]
+    if args.smoke:
+        cmd += ["--sizes", "100", "--shapes", "chain"]
+    try:
+        proc = subprocess.run(cmd, env=worker_env(cache_root, "scale"), capture_output=True, text=True,
+                              timeout=120 if args.smoke else 1800)
+    except subprocess.TimeoutExpired:
+        return {"error": "timed out"}
+    if not os.path.exists(out_json):
+        return {"error": (proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1]}
+    with open(out_json) as fh:
+        result = json.load(fh)
+    if os.path.exists(os.path.join(out_dir, "compile_scale.png")):
+        result["plot"] = "compile_scale.png"
+    return result
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--smoke", action="store_true", help="tiny and quick (for make test)")
@@ -141,6 +164,8 @@ def main():
                     help="seconds after which no further workload is started (the rest are reported "
                          "as skipped); 0: no limit")
     ap.add_argument("--no-latency", action="store_true", help="skip the cold/warm compile latency")
+    ap.add_argument("--no-scale", action="store_true",
+                    help="skip compile time against graph size (bench/compile_scale.py)")
     args = ap.parse_args()
     if args.smoke:
         args.first_call_limit = min(args.first_call_limit, 45)
@@ -181,6 +206,9 @@ def main():
         else:
             results["compile_latency"] = compile_latency(LATENCY_WORKLOADS, ["kiln", "torch"], cache_root,
                                                         args.first_call_limit + 90)
+        if not args.no_scale:
+            results["compile_scale"] = compile_scale(args, cache_root, out_dir)
+            print(f"compile scale: {results['compile_scale'].get('summary', results['compile_scale'])}", flush=True)
         deadline = start + args.time_budget if args.time_budget and not args.smoke else float("inf")
         results["workloads"] = measure_workloads(selected(args), peers, args, cache_root, deadline)
     finally:

@@ -10,6 +10,7 @@
 // source itself (codegen/CppPrelude.cpp); only standard headers are included.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,7 +27,16 @@ struct CppOptions {
   // and entry only, to follow one prelude in a source holding several programs (each inside its
   // own namespace, with its own entry name).
   bool prelude = true;
+  // How many translation units the kernels are spread over (with a prelude only): 0 (default)
+  // splits a program with 256 KB of kernel source or more over min(cores, 4); 1 never splits;
+  // n > 1 always (at most one per kernel). The parts are separated by kTranslationUnitMarker
+  // lines, the prelude ends with kEndOfPreludeMarker: Toolchain::compileSharedObject compiles
+  // each part (the prelude and its kernels) in parallel and links them.
+  int translationUnits = 0;
 };
+
+inline constexpr const char* kEndOfPreludeMarker = "// kiln: end of prelude";
+inline constexpr const char* kTranslationUnitMarker = "// kiln: translation unit";
 
 // The C++ source of `p`. Throws kiln::Error for what the code generator does not handle:
 // symbolic sizes, extern kernels other than mm/bmm/addmm on f32/f64.
@@ -36,5 +46,19 @@ std::string emitCpp(const LoopProgram& p, const CppOptions& options = {});
 // one kernel, as one loop nest rather than a nest per buffer. The scheduler fuses only such
 // groups.
 bool fusesIntoOneNest(const std::vector<const Buffer*>& bufs);
+
+// What fusesIntoOneNest decides for a group of pointwise buffers only (none written in place),
+// kept per buffer so a scheduler can decide without building the nest: such a group is one nest
+// exactly when every member has the same `extents` and every load of one member by another is
+// `Element` or `Row`. `extents`: the ranges without extent-1 ones; per load of the body, the
+// buffer read and how: `Element` the element being computed, `Row` another element of the
+// current row (the last range) of the same extents, `Other` anything else.
+struct PointwiseNestFacts {
+  enum class Read { Element, Row, Other };
+  std::vector<int64_t> extents;
+  std::vector<std::pair<std::string, Read>> loads;
+};
+// nullopt for buffers that are not pointwise, written in place, or of symbolic extents.
+std::optional<PointwiseNestFacts> pointwiseNestFacts(const Buffer& b);
 
 } // namespace kiln::codegen

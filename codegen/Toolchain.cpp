@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -14,6 +15,9 @@
 #include <map>
 #include <mutex>
 #include <sstream>
+#include <thread>
+
+#include "codegen/CppCodegen.h"
 
 extern char** environ;
 
@@ -147,8 +151,47 @@ const std::string& Toolchain::identity() const {
   return identities.emplace(compiler_, std::move(version.output)).first->second;
 }
 
+namespace {
+
+std::string readFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+// The translation units of a source split by the code generator (CppOptions::translationUnits):
+// each is the prelude (up to kEndOfPreludeMarker) followed by its part; empty when not split.
+std::vector<std::string> translationUnits(const std::string& source) {
+  std::string endOfPrelude = std::string(kEndOfPreludeMarker) + "\n";
+  std::string marker = std::string("\n") + kTranslationUnitMarker + "\n";
+  size_t preludeEnd = source.find(endOfPrelude);
+  if (preludeEnd == std::string::npos || source.find(marker) == std::string::npos) return {};
+  std::string prelude = source.substr(0, preludeEnd);
+  std::vector<std::string> units;
+  size_t begin = preludeEnd + endOfPrelude.size();
+  for (;;) {
+    size_t at = source.find(marker, begin);
+    // Blank lines keep the line numbers of each part the source's (for diagnostics).
+    std::string lines(size_t(std::count(source.begin() + std::ptrdiff_t(preludeEnd),
+                                        source.begin() + std::ptrdiff_t(begin), '\n')),
+                      '\n');
+    units.push_back(prelude + lines + source.substr(begin, at == std::string::npos ? at : at - begin));
+    if (at == std::string::npos) break;
+    begin = at + marker.size();
+  }
+  return units;
+}
+
+} // namespace
+
 void Toolchain::compileSharedObject(const std::string& sourcePath,
                                     const std::string& outputPath) const {
+  std::vector<std::string> units = translationUnits(readFile(sourcePath));
+  if (!units.empty()) {
+    compileUnits(sourcePath, outputPath, units);
+    return;
+  }
   std::vector<std::string> args = {compiler_, sourcePath};
   for (const std::string& flag : flags()) args.push_back(flag);
   args.push_back("-o");
@@ -160,6 +203,68 @@ void Toolchain::compileSharedObject(const std::string& sourcePath,
                               "\n", result.output),
                        sourcePath, result.output);
   }
+}
+
+void Toolchain::compileUnits(const std::string& sourcePath, const std::string& outputPath,
+                             const std::vector<std::string>& units) const {
+  // Each unit compiled to an object in parallel (a process each), then linked: g++'s time on a
+  // program of thousands of ops divides by the cores it gets.
+  std::vector<std::string> sources, objects;
+  for (size_t k = 0; k < units.size(); ++k) {
+    std::string base = strCat(outputPath, ".part", k);
+    sources.push_back(base + ".cpp");
+    objects.push_back(base + ".o");
+    std::ofstream out(sources.back(), std::ios::binary);
+    out << units[k];
+    KILN_CHECK(out.good(), "kiln: cannot write ", sources.back());
+  }
+  auto cleanup = [&] {
+    for (const std::string& f : sources) unlink(f.c_str());
+    for (const std::string& f : objects) unlink(f.c_str());
+  };
+  std::vector<std::vector<std::string>> commands(units.size());
+  std::vector<ProcessResult> results(units.size(), ProcessResult{0, ""});
+  std::vector<std::string> failures(units.size());
+  std::vector<std::thread> threads;
+  for (size_t k = 0; k < units.size(); ++k) {
+    commands[k] = {compiler_, sources[k], "-c"};
+    for (const std::string& flag : flags()) commands[k].push_back(flag);
+    commands[k].push_back("-o");
+    commands[k].push_back(objects[k]);
+    threads.emplace_back([&, k] {
+      try {
+        results[k] = runProcess(commands[k]);
+      } catch (const std::exception& e) {
+        failures[k] = e.what();
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (size_t k = 0; k < units.size(); ++k) {
+    if (!failures[k].empty()) {
+      cleanup();
+      throw Error(failures[k]);
+    }
+    if (results[k].exitCode != 0) {
+      cleanup();
+      throw CompileError(strCat("kiln: C++ compilation failed (exit status ", results[k].exitCode,
+                                ")\n  command: ", commandLine(commands[k]), "\n  source: ", sourcePath,
+                                " (part ", k + 1, " of ", units.size(), ")\n", results[k].output),
+                         sourcePath, results[k].output);
+    }
+  }
+  std::vector<std::string> link = {compiler_};
+  link.insert(link.end(), objects.begin(), objects.end());
+  for (const std::string& flag : flags()) link.push_back(flag);
+  link.push_back("-o");
+  link.push_back(outputPath);
+  ProcessResult linked = runProcess(link);
+  cleanup();
+  if (linked.exitCode != 0)
+    throw CompileError(strCat("kiln: linking the compiled kernels failed (exit status ", linked.exitCode,
+                              ")\n  command: ", commandLine(link), "\n  source: ", sourcePath, "\n",
+                              linked.output),
+                       sourcePath, linked.output);
 }
 
 const std::string& hostCpuFeatures() {

@@ -30,10 +30,17 @@ public:
   // upgrade changes it and so every cache key.
   const std::string& identity() const;
   // Compiles the C++ file `sourcePath` into the shared object `outputPath`; a CompileError
-  // when the compiler fails, an Error when it cannot be run at all.
+  // when the compiler fails, an Error when it cannot be run at all. A source the code generator
+  // split into translation units (kTranslationUnitMarker) is compiled a unit per process, in
+  // parallel, and linked.
   void compileSharedObject(const std::string& sourcePath, const std::string& outputPath) const;
 
 private:
+  // A source split into translation units by the code generator: each compiled in parallel,
+  // then linked.
+  void compileUnits(const std::string& sourcePath, const std::string& outputPath,
+                    const std::vector<std::string>& units) const;
+
   std::string compiler_;
   std::vector<std::string> extraFlags_;
 };

@@ -250,6 +250,8 @@ Graph Graph::clone() const {
   Graph copy(name_);
   copy.parsedAt = parsedAt;
   std::unordered_map<const Node*, Node*> mapping;
+  mapping.reserve(size_);
+  copy.byName_.reserve(size_);
   auto remap = [&](Node* n) {
     auto it = mapping.find(n);
     if (it == mapping.end())
@@ -264,7 +266,14 @@ Graph Graph::clone() const {
     Kwargs kwargs;
     for (const auto& [k, v] : n->kwargs_)
       kwargs.emplace_back(k, v.mapNodes(remap));
-    Node* c = copy.create(n->opcode_, n->target_, std::move(args), std::move(kwargs), n->name_);
+    // The nodes of a graph are valid already (targets resolved, names unique, arguments
+    // defined before use): copied without create()'s checks and target lookups.
+    Node* c = new Node(&copy, n->opcode_, n->target_, n->op_, n->name_);
+    c->args_ = std::move(args);
+    c->kwargs_ = std::move(kwargs);
+    copy.byName_[c->name_] = c;
+    copy.link(c, copy.insertBefore_);
+    c->attachInputs();
     c->meta = n->meta;
     c->parsedAt = n->parsedAt;
     mapping[n] = c;

@@ -47,9 +47,11 @@ void Node::detachInputs() {
 }
 
 void Node::attachInputs() {
+  // inputs() lists each node once, and a node being attached is no user yet (new, or detached
+  // by reset): no search through the users (a value read by thousands of nodes made building a
+  // graph quadratic).
   for (Node* in : inputs())
-    if (std::find(in->users_.begin(), in->users_.end(), this) == in->users_.end())
-      in->users_.push_back(this);
+    in->users_.push_back(this);
 }
 
 void Node::reset(std::vector<Argument> args, Kwargs kwargs) {

@@ -53,7 +53,7 @@ std::vector<Chunk> splitInput(const std::string& s, bool split) {
 
 void usage(std::ostream& out) {
   out << "usage: kiln-opt [file|-] [--pipeline=p1,p2] [--print-after-all] [--split-input-file]\n"
-         "                [--emit=cpp]\n"
+         "                [--emit=cpp] [--print-schedule-log] [--max-kernel-ops=N]\n"
          "passes:\n";
   for (const PassInfo& p : registeredPasses())
     out << "  " << p.name << "  " << p.description << "\n";
@@ -95,10 +95,13 @@ LoopPipeline takeLoopPasses(std::string& pipeline) {
 
 // Schedules `p` when the pipeline has scheduling passes; the decisions go to stderr with
 // --print-schedule-log.
+int64_t gMaxKernelOps = passes::loop::kMaxKernelOps; // --max-kernel-ops=N
+
 void scheduleIfAsked(LoopProgram& p, const LoopPipeline& lp, bool printLog) {
   if (lp.schedulePasses.empty()) return;
-  passes::loop::ScheduleResult r =
-      passes::loop::schedule(p, *passes::loop::scheduleOptionsFor(lp.schedulePasses));
+  passes::loop::ScheduleOptions options = *passes::loop::scheduleOptionsFor(lp.schedulePasses);
+  options.maxKernelOps = gMaxKernelOps;
+  passes::loop::ScheduleResult r = passes::loop::schedule(p, options);
   if (printLog) std::cerr << "// schedule @" << p.name << "\n" << r.logText();
 }
 
@@ -206,6 +209,13 @@ int main(int argc, char** argv) {
       split = true;
     } else if (arg == "--print-schedule-log") {
       printLog = true;
+    } else if (arg.starts_with("--max-kernel-ops=")) {
+      try {
+        gMaxKernelOps = std::stoll(arg.substr(17));
+      } catch (const std::exception&) {
+        std::cerr << "kiln-opt: --max-kernel-ops needs a number\n";
+        return 1;
+      }
     } else if (arg == "--emit=cpp") {
       emitCpp = true;
     } else if (arg == "--help" || arg == "-h") {

@@ -10,6 +10,7 @@
 
 #include "codegen/CppCodegen.h"
 #include "compiler/Lowering.h"
+#include "frontend/binding/FxBinding.h"
 #include "ir/Parser.h"
 #include "ir/Verifier.h"
 #include "ir/loop/Parser.h"
@@ -27,7 +28,8 @@ void registerCppCodegen(nb::module_& m) {
   nb::module_ c = m.def_submodule("_codegen", "generated C++: code generation and compilation");
   c.def(
       "emit_cpp",
-      [](std::string_view text, int64_t parallelThreshold, std::string entryName, bool prelude) {
+      [](std::string_view text, int64_t parallelThreshold, std::string entryName, bool prelude,
+         int translationUnits) {
         LoopParseResult r = parseLoopPrograms(text);
         if (r.error) throw ValueError(formatDiagnostic(*r.error, "<program>", text));
         KILN_CHECK_VALUE(r.programs.size() == 1, "emit_cpp: expected one loop program, got ",
@@ -38,15 +40,22 @@ void registerCppCodegen(nb::module_& m) {
         options.parallelThreshold = parallelThreshold;
         options.entryName = std::move(entryName);
         options.prelude = prelude;
+        options.translationUnits = translationUnits;
         return codegen::emitCpp(r.programs[0], options);
       },
       nb::arg("program_text"), nb::arg("parallel_threshold") = 32768,
       nb::arg("entry_name") = "kiln_entry", nb::arg("prelude") = true,
+      nb::arg("translation_units") = 0,
       "the C++ source of a loop program given in its text form (docs/loop-ir.md)");
   c.def(
       "lower",
       [](nb::handle graph) {
-        // A kiln.fx.Graph goes through its text form, which keeps every node's type.
+        // A kiln.fx.Graph is lowered as it is (its nodes carry their types); anything else
+        // through its text form.
+        // (A graph failing verification goes the text way too: its diagnostic then points
+        // into the text.)
+        if (const Graph* g = cppGraphOf(graph); g && verify(*g).empty())
+          return printLoopProgram(compiler::lowerToLoops(*g));
         std::string text = nb::cast<std::string>(nb::str(graph));
         ParseResult r = parseGraphs(text);
         if (r.error) throw ValueError(formatDiagnostic(*r.error, "<graph>", text));

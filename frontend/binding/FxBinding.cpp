@@ -801,4 +801,10 @@ void registerFx(nb::module_& m) {
   });
 }
 
+const Graph* cppGraphOf(nb::handle graph) {
+  GraphHandle* h = nullptr;
+  if (!nb::try_cast<GraphHandle*>(graph, h) || !h) return nullptr;
+  return &h->graph;
+}
+
 } // namespace kiln::python

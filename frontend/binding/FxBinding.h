@@ -10,5 +10,7 @@ namespace kiln::python {
 void registerFx(nanobind::module_& m);
 // A kiln.fx.Graph owning `g`.
 nanobind::object wrapGraph(Graph g);
+// The C++ graph of a kiln.fx.Graph, or null when `graph` is not one.
+const Graph* cppGraphOf(nanobind::handle graph);
 
 } // namespace kiln::python

@@ -38,19 +38,19 @@ std::string ScheduleResult::logText() const {
 ScheduleResult schedule(LoopProgram& p, const ScheduleOptions& options) {
   std::vector<std::string> rangeLog;
   if (options.matchRanges) matchRanges(p, rangeLog);
-  FusionGroups groups(p);
+  FusionGroups groups(p, options.maxKernelOps);
   for (const std::string& line : rangeLog) groups.log(line);
   if (options.fuseVertical) fuseVertical(groups);
   if (options.fuseReductions) fuseReductions(groups);
   if (options.fuseHorizontal) fuseHorizontal(groups);
   std::vector<Buffer> ordered;
   int kernels = 0;
-  for (size_t g = 0; g < groups.groups().size(); ++g) {
+  for (size_t g : groups.executionOrder()) {
     std::string kernel;
     if (!groups.hasExtern(g)) kernel = "k" + std::to_string(kernels++);
     groups.log((kernel.empty() ? std::string("extern") : "kernel @" + kernel) + ": " +
                groups.describe(g));
-    for (size_t i : groups.groups()[g]) {
+    for (size_t i : groups.members(g)) {
       ordered.push_back(p.buffers[i]);
       ordered.back().kernel = kernel;
     }

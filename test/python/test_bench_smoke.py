@@ -59,12 +59,17 @@ def test_smoke_results_structure(smoke_run):
     assert _finite(lat["cold"]["first_call_s"]) and _finite(lat["warm"]["first_call_s"])
     for r in res["summary"]["ratios"]:
         assert r["geomean"] is None or _finite(r["geomean"])
+    (scale,) = res["compile_scale"]["rows"]
+    assert (scale["shape"], scale["ops"], scale["ok"]) == ("chain", 100, True)
+    assert _finite(scale["first_call_s"]) and scale["kernels"] >= 1
+    assert {"capture", "decompose", "lower", "schedule", "emit", "c++ compile"} <= set(scale["phases_s"])
 
 
 def test_smoke_report_markdown(smoke_run):
     out, res = smoke_run
     text = (out / "report.md").read_text()
-    for heading in ("## Summary", "## Machine", "## Workloads", "## Overheads", "## Compile latency"):
+    for heading in ("## Summary", "## Machine", "## Workloads", "## Overheads", "## Compile latency",
+                    "## Compile time against graph size"):
         assert heading in text
     assert "| kiln eager / torch eager |" in text
     assert f"triad **{res['stream']['triad']:.1f} GB/s**" in text

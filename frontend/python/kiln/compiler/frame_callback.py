@@ -159,7 +159,8 @@ class FrameCallback:
         capture_module().skip_code(glue.__code__)  # the hook never captures the glue itself
 
         _graph_log.info("graph %s of %s:\n%s", name, _where(code), result["graph"])
-        _graph_log.debug("Python code of %s:\n%s", name, gm.code)
+        if _graph_log.isEnabledFor(logging.DEBUG):  # gm.code generates the Python source
+            _graph_log.debug("Python code of %s:\n%s", name, gm.code)
         _guards_log.info("guards of %s (entry %d of %s):\n%s", name, frame_info.num_entries + 1,
                          _where(code), result["guards"])
         for recorder in self._recorders(code):

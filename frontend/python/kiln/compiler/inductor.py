@@ -51,9 +51,9 @@ def _aliased_input(node, inputs):
 
 
 def _lowerable_graph(prims_gm):
-    """A copy of the prims graph whose get_attr nodes are placeholders after the graph's own, and
-    the targets of those get_attr nodes, in order."""
-    graph = prims_gm.graph.clone()
+    """The prims graph of `prims_gm` (edited in place) with its get_attr nodes made placeholders
+    after the graph's own, the placeholders, and the targets of those get_attr nodes, in order."""
+    graph = prims_gm.graph  # retraced for this compile alone: edited in place, not copied
     nodes = list(graph.nodes)
     modules = [n.target for n in nodes if n.op == "call_module"]
     if modules:

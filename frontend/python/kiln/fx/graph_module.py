@@ -2,6 +2,7 @@
 import copy
 import itertools
 import linecache
+import weakref
 
 from .._tensor import Tensor
 from ..nn.modules.module import Module
@@ -47,12 +48,30 @@ def _assign_attr(value, target, path):
     _set_attr(target, field, value)
 
 
+class _LazyForward:
+    """GraphModule's forward before its code is generated: the first access (gm.forward, a call,
+    type(gm).forward) generates it (recompile) and puts the function in its place."""
+
+    def __init__(self, gm):
+        self.gm = weakref.ref(gm)
+
+    def __get__(self, obj, cls=None):
+        gm = obj if obj is not None else self.gm()
+        if gm is None:
+            raise RuntimeError("the GraphModule of this forward no longer exists")
+        if type(gm).__dict__.get("forward") is self:
+            gm.recompile()
+        forward = type(gm).__dict__["forward"]
+        return forward if obj is None else forward.__get__(obj, cls)
+
+
 class GraphModule(Module):
     """A Module made from a root (a Module or a dict of qualified name -> value) and a Graph.
 
     It holds the parameters, buffers and submodules the graph's get_attr and call_module nodes
     refer to (copied from the root), and its forward is the graph's Python code (`.code`), made
-    by `recompile()`: call it after editing `.graph` in place (assigning `.graph` recompiles).
+    by `recompile()`: call it after editing `.graph` in place (assigning `.graph` recompiles). The
+    code is generated when first needed (`.forward`, a call, `.code`), not at construction.
     """
 
     def __new__(cls, *args, **kwargs):
@@ -92,11 +111,16 @@ class GraphModule(Module):
         if not isinstance(graph, Graph):
             raise TypeError(f"GraphModule.graph must be a kiln.fx.Graph, got {type(graph).__name__}")
         self.__dict__["_graph"] = graph
-        self.recompile()
+        # forward is generated when first used (most graphs of the compile path never run as
+        # Python: generating and compiling the code of a 10,000-node graph takes seconds).
+        self.__dict__.pop("_code", None)
+        type(self).forward = _LazyForward(self)
 
     @property
     def code(self):
         """The Python source of forward."""
+        if "_code" not in self.__dict__:
+            self.recompile()
         return self.__dict__["_code"]
 
     def recompile(self):
