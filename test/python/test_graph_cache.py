@@ -191,3 +191,26 @@ def test_cache_folder_moved_to_another_place_still_hits(tmp_path):
     assert second.returncode == 0, second.stderr
     assert second.stdout == first.stdout
     assert f"output code ({tmp_path / 'there'}/kernels/" in second.stderr and "graph cache hit" in second.stderr
+
+
+def test_cache_hit_writes_the_debug_stages(tmp_path, monkeypatch, lowerings):
+    """A graph cache hit writes the stages a compile writes (schedule.log, loops.kir,
+    output_code.cpp) to the debug folder: `make run`'s demo read schedule.log and failed on its
+    second run."""
+    debug = tmp_path / "debug"
+    monkeypatch.setattr(kiln.config, "debug_dir", str(debug))
+
+    def fn(x, y):
+        return (x * y).tanh().sum(dim=1)
+
+    x, y = _rand(4, 6), _rand(6, seed=1)
+    for run in range(2):
+        shutil.rmtree(debug, ignore_errors=True)
+        kiln.compiler.reset()
+        kiln.compile(fn)(x, y)
+        folders = [d for d, _, names in os.walk(debug) if "captured.txt" in names]
+        latest = max(folders, key=os.path.getmtime)
+        stages = {name: open(os.path.join(latest, name)).read() for name in
+                  ("schedule.log", "loops.kir", "output_code.cpp")}
+        assert "kernel @k0" in stages["schedule.log"] and "kiln_entry" in stages["output_code.cpp"]
+    assert len(lowerings) == 1  # the second run was a cache hit

@@ -18,7 +18,7 @@ from ..fx.graph import parse
 from . import debug_dir
 
 _log = _logging.get_logger("output_code")
-_FORMAT = "kiln-graph-cache-v3"
+_FORMAT = "kiln-graph-cache-v4"
 _build_identity = None
 
 
@@ -49,8 +49,10 @@ class Entry:
     (from the view graph?, index); attr_targets: the attributes passed after the placeholders.
     kernel, view_fn and draw_fn are built from these."""
 
-    def __init__(self, program, path, views, where, attr_targets, kernel=None, draws=None):
+    def __init__(self, program, path, views, where, attr_targets, kernel=None, draws=None,
+                 schedule_log=None):
         self.program, self.path, self.views, self.draws = program, path, views, draws
+        self.schedule_log = schedule_log
         self.where = [(bool(is_view), int(i)) for is_view, i in where]
         self.attr_targets = list(attr_targets)
         self.kernel = kernel
@@ -61,7 +63,7 @@ class Entry:
         library = os.path.basename(self.path) if self.path is not None else None
         return json.dumps({"format": _FORMAT, "program": self.program, "library": library,
                            "views": self.views, "draws": self.draws, "where": self.where,
-                           "attr_targets": self.attr_targets}).encode()
+                           "attr_targets": self.attr_targets, "schedule_log": self.schedule_log}).encode()
 
     @classmethod
     def from_bytes(cls, data):
@@ -72,7 +74,8 @@ class Entry:
         if library is not None and (not isinstance(library, str) or os.path.basename(library) != library):
             raise ValueError(f"the library {library!r} is not a file name")
         path = os.path.join(_codegen.cache_dir(), "kernels", library) if library is not None else None
-        entry = cls(d["program"], path, d["views"], d["where"], d["attr_targets"], draws=d["draws"])
+        entry = cls(d["program"], path, d["views"], d["where"], d["attr_targets"], draws=d["draws"],
+                    schedule_log=d.get("schedule_log"))
         if entry.program is not None:
             entry.kernel = _codegen.CompiledKernel(entry.path, "kiln_entry", entry.program)
         if entry.views is not None:
@@ -93,10 +96,15 @@ def load(key):
         _log.info("graph cache: unusable entry (%s: %s); compiling again", type(error).__name__, error)
         return None
     if entry.program is not None:
+        # The debug folder gets the stages a compile writes, from the cache (a graph cache hit
+        # neither schedules nor emits).
         debug_dir.write("loops.kir", entry.program)
-        if _log.isEnabledFor(logging.INFO):
-            source = os.path.splitext(entry.path)[0] + ".cpp"
+        if entry.schedule_log is not None:
+            debug_dir.write("schedule.log", entry.schedule_log)
+        source = os.path.splitext(entry.path)[0] + ".cpp"
+        if debug_dir.enabled() or _log.isEnabledFor(logging.INFO):
             text = open(source).read() if os.path.exists(source) else "(source not in the cache)\n"
+            debug_dir.write("output_code.cpp", text)
             _log.info("output code (%s, graph cache hit):\n%s", entry.path, text)
     return entry
 

@@ -161,8 +161,9 @@ def _hoist_random(graph, placeholders):
 
 
 def _compile_program(graph):
-    """(CompiledKernel, scheduled loop program text) of a prims graph; for a graph with fallback
-    ops (fallback.py), (PartitionedProgram, the segments' programs joined)."""
+    """(CompiledKernel, scheduled loop program text, the scheduler's log) of a prims graph; for a
+    graph with fallback ops (fallback.py), (PartitionedProgram, the segments' programs joined,
+    their logs joined)."""
     steps = _plan(graph)
     if steps is not None:
         return _compile_partitioned(graph, steps)
@@ -180,7 +181,7 @@ def _compile_program(graph):
     path, cache_hit = _codegen.compile_source(source)
     _output_code_log.info("output code (%s, %s):\n%s", path, "cache hit" if cache_hit else "compiled",
                           source)
-    return _codegen.CompiledKernel(path, "kiln_entry", program), program
+    return _codegen.CompiledKernel(path, "kiln_entry", program), program, schedule_log
 
 
 def _plan(graph):
@@ -196,14 +197,16 @@ def _compile_partitioned(graph, steps):
     def compile_segment(segment):
         placeholders = list(segment.placeholders())
         computed, views, where = _split_outputs(segment, placeholders)
-        kernel, program = _compile_program(computed) if computed is not None else (None, None)
+        kernel, program, schedule_log = _compile_program(computed) if computed is not None else (None,) * 3
         view_fn = GraphModule({}, views).forward if views is not None else None
+        logs.append(schedule_log or "")
         return _runner(kernel, view_fn, None, where), program
 
+    logs = []
     program = fallback.PartitionedProgram(graph, steps, compile_segment)
     _loops_log.info("fallback kernels (run eagerly between compiled segments): %s",
                     ", ".join(program.fallbacks))
-    return program, _partitioned_text(program)
+    return program, _partitioned_text(program), "".join(logs)
 
 
 def _partitioned_text(program):
@@ -266,7 +269,7 @@ def compile_graph(gm, example_inputs=None):
     entry = graph_cache.load(key)
     if entry is None:
         attr_targets, draws, computed, views, where = _prepare(gm, example_inputs)
-        kernel, program = _compile_program(computed) if computed is not None else (None, None)
+        kernel, program, schedule_log = _compile_program(computed) if computed is not None else (None,) * 3
         view_fn = GraphModule({}, views).forward if views is not None else None
         draw_fn = GraphModule({}, draws).forward if draws is not None else None
         if isinstance(kernel, fallback.PartitionedProgram):
@@ -275,7 +278,8 @@ def compile_graph(gm, example_inputs=None):
             return _runner(kernel, view_fn, draw_fn, where), attr_targets, kernel
         entry = graph_cache.Entry(program, kernel.path if kernel is not None else None,
                                   str(views) if views is not None else None, where, attr_targets,
-                                  draws=str(draws) if draws is not None else None)
+                                  draws=str(draws) if draws is not None else None,
+                                  schedule_log=schedule_log)
         graph_cache.store(key, entry)
     else:
         kernel, view_fn, draw_fn = entry.kernel, entry.view_fn, entry.draw_fn
