@@ -544,6 +544,15 @@ private:
       for (auto [pos, arg] : {std::pair<size_t, const char*>{0, "self"}, {1, "mat2"}}) {
         Value& v = operand(n, pos, arg);
         auto view = stridedView(v);
+        if (!view && v.aliasOf && values_.at(v.aliasOf).storage.empty()) {
+          // A view (a transpose) of a value not computed yet: compute the value in its own
+          // order and let the GEMM read the view, rather than computing it in the view's order
+          // (strided writes or reads in the loop nest).
+          const Node* root = v.aliasOf;
+          realize(values_.at(root));
+          refreshAliases(root);
+          view = stridedView(v);
+        }
         x.inputs.push_back(view ? view->first : realize(v));
         x.views.push_back(view ? std::optional(view->second) : std::nullopt);
       }

@@ -3,8 +3,11 @@
 
 #include <algorithm>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "ir/Effects.h"
+#include "ir/OpTarget.h"
+#include "ir/SchemaBinding.h"
 
 namespace kiln {
 
@@ -42,12 +45,49 @@ bool mergeable(const Node& n) {
   }
 }
 
+// The node whose tensor `n`'s result views (the schema's alias of its first return), or null.
+const Node* aliasedInput(const Node& n) {
+  if (n.opcode() != Opcode::CallFunction) return nullptr;
+  OpId op = resolveCall(n);
+  if (op == OpId::NumOps) return nullptr;
+  const OpSchema& s = opSchema(op);
+  if (s.returns.empty() || s.returns[0].aliasOf < 0 || size_t(s.returns[0].aliasOf) >= n.args().size())
+    return nullptr;
+  const Argument& a = n.args()[size_t(s.returns[0].aliasOf)];
+  return a.isNode() ? a.toNode() : nullptr;
+}
+
+// Nodes whose tensors an op with side effects takes (an in-place write, directly or through
+// views of them): two equal calls making such tensors are two storages, not one (three
+// `zeros` each written through a slice in a backward graph).
+std::unordered_set<const Node*> possiblyWritten(const Graph& g) {
+  std::unordered_set<const Node*> out;
+  auto mark = [&](const Argument& a, auto& self) -> void {
+    if (a.isNode()) {
+      for (const Node* x = a.toNode(); x && out.insert(x).second;)
+        x = aliasedInput(*x);
+    } else if (a.isSequence()) {
+      for (const Argument& item : a.items())
+        self(item, self);
+    }
+  };
+  for (Node* n : g.nodes()) {
+    if (n->opcode() == Opcode::Output || !hasSideEffects(*n)) continue;
+    for (const Argument& a : n->args())
+      mark(a, mark);
+    for (const auto& [name, a] : n->kwargs())
+      mark(a, mark);
+  }
+  return out;
+}
+
 } // namespace
 
 void eliminateCommonSubexpressions(Graph& g) {
   std::unordered_map<CallKey, Node*, CallKeyHash> seen;
+  const std::unordered_set<const Node*> written = possiblyWritten(g);
   for (Node* n : g.nodes()) {
-    if (!mergeable(*n)) continue;
+    if (!mergeable(*n) || written.count(n)) continue;
     CallKey key{n->opcode(), n->target(), n->args(), n->kwargs()};
     std::sort(key.kwargs.begin(), key.kwargs.end(),
               [](const auto& a, const auto& b) { return a.first < b.first; });

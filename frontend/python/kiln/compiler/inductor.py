@@ -310,8 +310,11 @@ def _prepare(gm, example_inputs):
     None, the graph to compile or None, the view graph or None, where each output comes from)."""
     prims_gm = retrace(_with_input_layouts(gm, example_inputs), "prims")
     graph, placeholders, attr_targets = _lowerable_graph(prims_gm)
+    # Identical pure calls computed once (a backward formula's `grad * x + grad * x`, the same
+    # broadcast made for two consumers): the loop IR would compute each in its own buffer.
     # Decompositions leave unused values (max.dim's indices when only the values are read);
     # random draws and in-place writes stay.
+    graph._run_passes("cse")
     graph.eliminate_dead_code()
     draws = _hoist_random(graph, placeholders)  # and other tensor-free ops without lowering
     computed, views, where = _split_outputs(graph, placeholders)
