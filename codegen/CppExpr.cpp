@@ -249,6 +249,9 @@ std::string cppIndex(const IndexExpr& e, const RangeFacts& facts) {
 std::string cppFromStorage(ScalarType t, const std::string& x) {
   if (t == ScalarType::Float16) return call("kiln_h2f", x);
   if (t == ScalarType::BFloat16) return call("kiln_bf2f", x);
+  // A bool read as a bool keeps GCC 12 from vectorizing a loop that mixes it with floats under
+  // AVX-512 ("no vectype"): read through int (the masked softmax of attention now vectorizes).
+  if (t == ScalarType::Bool) return "bool(int(" + x + "))";
   return x;
 }
 
