@@ -88,7 +88,11 @@ Tracer::Tracer(nb::handle func, nb::handle code, nb::handle args, nb::handle glo
   recorder_.liftTensor = [this](const Tensor& real) -> Node* {
     auto it = knownParams_.find(real.impl());
     if (it != knownParams_.end()) return getAttr(it->second.second, it->second.first);
-    return getAttr(nb::steal(python::wrapTensor(real)), "_tensor_constant");
+    // A real tensor kiln's library code made while it ran on the fakes (kiln.from_numpy of data
+    // computed in Python - a mask drawn with numpy inside a patched nn.functional.dropout):
+    // baked into the graph it would be the same on every call. The frame runs eagerly instead.
+    throw Unsupported{"a tensor made from Python data while kiln library code ran (" + real.describe() +
+                      "): its value could differ on the next call"};
   };
 }
 

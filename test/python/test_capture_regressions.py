@@ -97,3 +97,24 @@ def test_replacing_a_submodule_of_a_container_recompiles():
     assert len(calls) == 2
     names = [n.target for n in calls[1].graph.nodes if n.op == "get_attr"]
     assert names == ["_0_weight", "_0_bias"]
+
+
+def test_tensor_made_from_python_data_inside_library_code_is_not_baked(monkeypatch):
+    """A patched kiln.nn.functional.dropout drawing its mask with numpy inside nn.Dropout.forward
+    (kiln library code, run for real on the fakes while tracing) made a real tensor that was
+    lifted into the graph as a constant: every later call reused the first mask. Now the frame
+    runs eagerly and each call draws."""
+    import numpy as np
+
+    r = np.random.default_rng(0)
+
+    def dropout(input, p=0.5, training=True, inplace=False):
+        mask = (r.random(tuple(input.shape)) >= p).astype(np.float32)
+        return input * kiln.from_numpy(mask)
+
+    monkeypatch.setattr(kiln.nn.functional, "dropout", dropout)
+    model = kiln.nn.Sequential(kiln.nn.ReLU(), kiln.nn.Dropout(0.5))
+    compiled = kiln.compile(model)
+    x = kiln.ones(64)
+    outs = [compiled(x).tolist() for _ in range(3)]
+    assert outs[0] != outs[1] or outs[1] != outs[2]
