@@ -505,13 +505,7 @@ public:
       emitColumnNest(parallel);
     } else if (rowFunction) {
       usesThreads_ = true;
-      for (size_t i = 0; i < nest_.phases.size(); ++i) {
-        current_ = i;
-        if (nest_.phases[i].isReduction)
-          emitReductionPhase(nest_.phases[i]);
-        else
-          emitPointwisePhase(nest_.phases[i]);
-      }
+      emitPhases();
     } else {
       emitRowNest(outerParallel);
     }
@@ -551,13 +545,8 @@ public:
 
 private:
   // The outer loops (in parallel when `outerParallel`) around the phases, in order.
-  void emitRowNest(bool outerParallel) {
-    if (outerParallel) {
-      usesThreads_ = true;
-      std::string collapse = nest_.outer.size() > 1 ? " collapse(" + std::to_string(nest_.outer.size()) + ")" : "";
-      code_.line("#pragma omp parallel for" + collapse + " num_threads(nt)");
-    }
-    for (const Loop& l : nest_.outer) code_.open(forLoop(l));
+  // Every phase of the nest, in order, at the current point of the code.
+  void emitPhases() {
     for (size_t i = 0; i < nest_.phases.size(); ++i) {
       current_ = i;
       if (nest_.phases[i].isReduction)
@@ -565,6 +554,16 @@ private:
       else
         emitPointwisePhase(nest_.phases[i]);
     }
+  }
+
+  void emitRowNest(bool outerParallel) {
+    if (outerParallel) {
+      usesThreads_ = true;
+      std::string collapse = nest_.outer.size() > 1 ? " collapse(" + std::to_string(nest_.outer.size()) + ")" : "";
+      code_.line("#pragma omp parallel for" + collapse + " num_threads(nt)");
+    }
+    for (const Loop& l : nest_.outer) code_.open(forLoop(l));
+    emitPhases();
     for (size_t i = 0; i < nest_.outer.size(); ++i) code_.close();
   }
 

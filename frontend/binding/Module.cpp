@@ -116,7 +116,11 @@ NB_MODULE(_C, m) {
         if (s.hasTag(tag)) tags.append(name);
       for (int k = 0; k < kNumDispatchKeys; ++k)
         if (d.hasKernel(OpId(i), DispatchKey(k))) kernels.append(dispatchKeyName(DispatchKey(k)));
+      nb::list mutated; // positions of the arguments the op writes ("Tensor(a!)")
+      for (size_t a = 0; a < s.args.size(); ++a)
+        if (s.args[a].mutated) mutated.append(a);
       e["tags"] = tags;
+      e["mutated"] = mutated;
       e["kernels"] = kernels;
       e["promotion"] = promotions[int(s.promotion)];
       static const char* derivatives[] = {"none", "formula", "non_differentiable", "composite", "inplace"};

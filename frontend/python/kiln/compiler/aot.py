@@ -33,44 +33,29 @@ class AOTUnsupported(RuntimeError):
 
 
 def _ops():
-    """Per graph target ("aten.add_.Tensor"): (is a view, positions of the arguments it writes)."""
+    """Per graph target ("aten.add_.Tensor"): (its tags, positions of the arguments it writes)."""
     global _op_info
     if _op_info is None:
-        _op_info = {}
-        for e in _C._op_table():
-            params = e["schema"][e["schema"].index("(") + 1:e["schema"].rindex(") ->")]
-            written = tuple(i for i, p in enumerate(_split_params(params)) if "!)" in p)
-            _op_info["aten." + e["name"]] = ("view" in e["tags"], written)
+        _op_info = {"aten." + e["name"]: (frozenset(e["tags"]), tuple(e["mutated"])) for e in _C._op_table()}
         for target, written in _UNANNOTATED_WRITES.items():
             _op_info[target] = (_op_info[target][0], written)
     return _op_info
 
 
-def _split_params(text):
-    parts, depth, current = [], 0, ""
-    for ch in text:
-        if ch in "([":
-            depth += 1
-        elif ch in ")]":
-            depth -= 1
-        if ch == "," and depth == 0:
-            parts.append(current)
-            current = ""
-        else:
-            current += ch
-    return parts + [current] if current.strip() else parts
+def _is_view(node):
+    return node.op == "call_function" and "view" in _ops().get(str(node.target), ((), ()))[0]
 
 
 def _written_arguments(node):
     if node.op != "call_function":
         return ()
-    _, written = _ops().get(str(node.target), (False, ()))
+    _, written = _ops().get(str(node.target), ((), ()))
     return tuple(node.args[i] for i in written if i < len(node.args) and hasattr(node.args[i], "op"))
 
 
 def _storage_root(node):
     """The node owning the storage `node` views (through view ops)."""
-    while node.op == "call_function" and _ops().get(str(node.target), (False, ()))[0] and node.args:
+    while _is_view(node) and node.args:
         node = node.args[0]
     return node
 
@@ -183,7 +168,7 @@ def _trace_and_partition(gm, example_inputs, attributes, partitioner):
     backward_side = _tangent_dependent(joint, sum(tangent_for))
     writes = _check_writes(joint, requires_grad, backward_side)
     info = partitioners.JointInfo(joint, num_outputs, sum(tangent_for), backward_side, writes, _ops,
-                                  _storage_root, _written_arguments)
+                                  _is_view, _storage_root, _written_arguments)
     part = partitioners.PARTITIONERS[partitioner](info)
     debug_dir.write("forward.txt", part.forward)
     debug_dir.write("backward.txt", part.backward)

@@ -79,10 +79,11 @@ def _levels(nodes):
     return level
 
 
-def _segment_graph(members, placeholders_of, name):
+def _segment_graph(members, placeholders_of):
     """A prims graph computing `members` (original nodes, in order) from placeholders for the
     values they read from outside (placeholders_of: original node -> type to compile for);
-    returns (graph, inputs, outputs-to-be-filled-by-the-caller's choice) as (graph, inputs, env)."""
+    returns (graph without its output node, the outside nodes read in placeholder order, the
+    map from original nodes to the graph's)."""
     graph, env, inputs = Graph(), {}, []
     member_set = set(members)
 
@@ -160,7 +161,7 @@ def plan(graph, views=frozenset(), writes=frozenset()):
     for lvl in range(top + 1):
         members = [n for n in lowerable if level[n] == lvl]
         if members:
-            seg_graph, inputs, env = _segment_graph(members, type_for, f"segment{lvl}")
+            seg_graph, inputs, env = _segment_graph(members, type_for)
             member_set = set(members)
             outputs = [n for n in members
                        if any(u not in member_set for u in users[n]) or n in output_node.all_input_nodes]

@@ -17,7 +17,6 @@ and the network lives only while partitioning; no library is needed for that).
 """
 from collections import deque
 
-from .. import _C
 from ..fx import Graph
 from ..fx.graph import tensor_type
 
@@ -28,14 +27,15 @@ _BYTES = {"b8": 1, "u8": 1, "i8": 1, "i16": 2, "i32": 4, "i64": 8, "f16": 2, "bf
 class JointInfo:
     """What the partitioners need to know about a joint graph: the number of forward outputs and
     tangents, the backward side (tangent-dependent nodes, aot._tangent_dependent), the writes
-    the forward must keep (into inputs), and helpers: ops() (target -> (is view, written
-    argument positions)), storage_root(node), written_arguments(node)."""
+    the forward must keep (into inputs), and helpers: ops() (target -> (tags, written argument
+    positions)), is_view(node), storage_root(node), written_arguments(node)."""
 
-    def __init__(self, joint, num_forward_outputs, num_tangents, backward, writes, ops, storage_root,
-                 written_arguments):
+    def __init__(self, joint, num_forward_outputs, num_tangents, backward, writes, ops, is_view,
+                 storage_root, written_arguments):
         self.joint, self.num_forward_outputs, self.num_tangents = joint, num_forward_outputs, num_tangents
         self.backward, self.writes = backward, writes
-        self.ops, self.storage_root, self.written_arguments = ops, storage_root, written_arguments
+        self.ops, self.is_view = ops, is_view
+        self.storage_root, self.written_arguments = storage_root, written_arguments
 
 
 class Partition:
@@ -129,7 +129,7 @@ def _views_of_inputs(j, backward):
         if node.op != "call_function" or node in backward or not any(u in backward for u in node.users):
             continue
         chain, root = [], node
-        while root.op == "call_function" and j.info.ops().get(str(root.target), (False, ()))[0]:
+        while j.info.is_view(root):
             chain.append(root)
             root = root.args[0]
         if root.op == "placeholder" and chain and not j.writers.get(root):
@@ -145,18 +145,12 @@ def default_partition(info):
     return j.build({n for n in needed if n in backward}, saved)
 
 
-_op_tags = None
-
-
 def _recomputable(node, info):
     """Cheap to compute again in the backward: pointwise ops, views and factories of the table
     that draw no random numbers (prims-level names are not in the joint graph)."""
-    global _op_tags
-    if _op_tags is None:
-        _op_tags = {"aten." + e["name"]: set(e["tags"]) for e in _C._op_table()}
     if node.op != "call_function":
         return False
-    tags = _op_tags.get(str(node.target))
+    tags = info.ops().get(str(node.target), (None, ()))[0]
     if tags is None or "random" in tags or "nondeterministic" in tags:
         return False
     if info.written_arguments(node):
