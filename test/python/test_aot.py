@@ -212,3 +212,108 @@ def test_autograd_grad_inside_a_compiled_function():
     assert [t.requires_grad for t in got] == [t.requires_grad for t in want] == [False] * 3
     for g, w in zip(got, want):
         _close(g, w)
+
+
+def _compiled_and_eager(fn, make_args, backend="inductor"):
+    """fn compiled and eagerly on fresh copies of the same arguments: (result, args) each."""
+    got_args, want_args = make_args(), make_args()
+    got = kiln.compile(fn, backend=backend)(*got_args)
+    want = fn(*want_args)
+    return (got, got_args), (want, want_args)
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+def test_write_into_an_argument_compiles_for_training(backend):
+    """x.add_(1) on an argument: functionalized (an add, then one copy_ back into x at the end
+    of the forward), so the graph compiles for training instead of running op by op; the
+    caller sees x written as eagerly."""
+    def fn(x, w):
+        x.add_(1)
+        return (x.tanh() * w).sum()
+
+    def args():
+        return _rand(3, 4), _rand(3, 4, seed=1, requires_grad=True)
+
+    (got, (x, w)), (want, (xe, we)) = _compiled_and_eager(fn, args, backend)
+    assert got.grad_fn.name() == "CompiledFunctionBackward"
+    got.backward()
+    want.backward()
+    _close(got, want)
+    _close(x, xe)
+    _close(w.grad, we.grad)
+
+
+def test_write_through_a_view_of_an_intermediate_compiles_with_the_inductor():
+    """h[0] = 0 becomes a select_scatter: its backward needs no as_strided, so the inductor
+    compiles it (it used to need aot_eager)."""
+    def fn(x):
+        h = x * 2
+        h[0] = 0
+        h[:, 1:3] *= 3
+        return (h * h).sum()
+
+    (got, (x,)), (want, (xe,)) = _compiled_and_eager(fn, lambda: (_rand(3, 4, requires_grad=True),))
+    assert got.grad_fn.name() == "CompiledFunctionBackward"
+    got.backward()
+    want.backward()
+    _close(got, want)
+    _close(x.grad, xe.grad)
+
+
+def test_in_place_update_of_a_buffer_under_no_grad():
+    """A running average kept in an argument, updated in place under no_grad (as batch norm's
+    running statistics): the forward writes it back; gradients are untouched by it."""
+    def fn(x, w, avg):
+        y = x @ w
+        with kiln.no_grad():
+            avg.mul_(0.9).add_(y.mean(0), alpha=0.1)
+        return y.relu().sum()
+
+    def args():
+        return _rand(5, 3), _rand(3, 4, seed=1, requires_grad=True), _rand(4, seed=2)
+
+    (got, (_, w, avg)), (want, (_, we, avg_e)) = _compiled_and_eager(fn, args)
+    assert got.grad_fn.name() == "CompiledFunctionBackward"
+    got.backward()
+    want.backward()
+    _close(avg, avg_e)
+    _close(w.grad, we.grad)
+    assert not avg.requires_grad
+
+
+def test_batch_norm_running_statistics_in_a_compiled_training_step():
+    def make():
+        kiln.manual_seed(0)
+        return nn.Sequential(nn.Linear(4, 6), nn.BatchNorm1d(6), nn.ReLU(), nn.Linear(6, 1))
+
+    eager, compiled = make(), make()
+    step = kiln.compile(lambda m, x: m(x).square().mean())
+    for seed in range(2):
+        x = _rand(8, 4, seed=seed)
+        got, want = step(compiled, x), eager(x).square().mean()
+        assert got.grad_fn.name() == "CompiledFunctionBackward"
+        got.backward()
+        want.backward()
+        _close(got, want)
+    bn, bn_eager = compiled[1], eager[1]
+    _close(bn.running_mean, bn_eager.running_mean)
+    _close(bn.running_var, bn_eager.running_var)
+    assert int(bn.num_batches_tracked) == int(bn_eager.num_batches_tracked) == 2
+    for p, q in zip(eager.parameters(), compiled.parameters()):
+        _close(q.grad, p.grad)
+
+
+def test_write_into_an_argument_that_requires_grad_runs_op_by_op():
+    """Not compiled yet (PyTorch returns the new value and copies it into the input in its
+    runtime wrapper): the graph runs op by op under the autograd engine, as eagerly."""
+    def fn(h):
+        h.mul_(2)
+        return (h * h).sum()
+
+    a, a_eager = _rand(3, requires_grad=True), _rand(3, requires_grad=True)
+    got, want = kiln.compile(fn)(a * 1), fn(a_eager * 1)
+    assert got.grad_fn.name() != "CompiledFunctionBackward"
+    got.backward()
+    want.backward()
+    _close(got, want)
+    _close(a.grad, a_eager.grad)
