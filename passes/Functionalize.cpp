@@ -6,6 +6,7 @@
 
 #include "ir/Effects.h"
 #include "ir/OpTarget.h"
+#include "ir/SchemaBinding.h"
 #include "passes/ShapePropagation.h"
 
 namespace kiln {
@@ -76,6 +77,7 @@ private:
                                "(retrace first)");
       return readArguments(n);
     }
+    if (n->op() == OpId::native_batch_norm) return batchNorm(n);
     const OpSchema& s = opSchema(n->op());
     bool writes = false;
     for (const ArgSpec& a : s.args)
@@ -199,6 +201,66 @@ private:
       inverse[size_t(d < 0 ? d + rank : d)] = Argument(i);
     }
     return Argument::list(std::move(inverse));
+  }
+
+  // -- batch norm ------------------------------------------------------------------------------
+
+  // native_batch_norm in training updates running_mean and running_var in place (its schema does
+  // not say so): the op without them, then their updates as values (PyTorch's
+  // _native_batch_norm_legit_functional), written back like any other write.
+  void batchNorm(Node* n) {
+    const OpSchema& s = opSchema(n->op());
+    std::string error;
+    auto bound = bindArguments(s, n->args(), n->kwargs(), &error);
+    if (!bound) fail(*n, n->target() + " " + error);
+    std::vector<Argument> args;
+    for (size_t i = 0; i < s.args.size(); ++i)
+      args.push_back((*bound)[i] ? *(*bound)[i] : Argument());
+    Node* runningMean = args[3].isNode() ? args[3].toNode() : nullptr;
+    Node* runningVar = args[4].isNode() ? args[4].toNode() : nullptr;
+    const bool training = args[5].kind() == Argument::Kind::Bool && args[5].toBool();
+    if (!training || (!runningMean && !runningVar)) return readArguments(n);
+    if (!args[6].isNumber()) fail(*n, "native_batch_norm with a computed momentum");
+    const double momentum = args[6].kind() == Argument::Kind::Float ? args[6].toFloat()
+                                                                    : double(args[6].toInt());
+    auto current = [this](Node* x) { return Argument(read(x)); };
+    for (Argument& a : args)
+      a = a.mapNodes(current);
+    Node* input = args[0].toNode();
+    args[3] = args[4] = Argument();
+    n->setArgs(args);
+    n->setKwargs({});
+
+    Graph::InsertionGuard guard(g_);
+    g_.setInsertionPointAfter(n);
+    auto update = [&](Node* stat, Node* batchValue) {
+      Node* old = read(stat);
+      Node* blended = call(OpId::add_Tensor,
+                           {Argument(call(OpId::mul_Scalar, {Argument(batchValue), Argument(momentum)})),
+                            Argument(call(OpId::mul_Scalar, {Argument(old), Argument(1 - momentum)}))});
+      write(stat, castTo(blended, tensorTypeOf(*stat)));
+    };
+    if (runningMean) {
+      Node* saveMean = g_.callFunction("operator.getitem", {Argument(n), Argument(int64_t(1))});
+      if (n->meta.type && n->meta.type->isTuple()) saveMean->meta.type = n->meta.type->elements()[1];
+      update(runningMean, saveMean);
+    }
+    if (runningVar) update(runningVar, unbiasedBatchVariance(n, input));
+  }
+
+  // The per-channel variance of `input` over every dim but 1, with Bessel's correction, in the
+  // computation dtype (float for 16-bit inputs), as the running variance takes it.
+  Node* unbiasedBatchVariance(Node* n, Node* input) {
+    const TensorType& t = tensorTypeOf(*input);
+    std::vector<Argument> dims{Argument(int64_t(0))};
+    for (size_t d = 2; d < t.sizes.size(); ++d)
+      dims.emplace_back(int64_t(d));
+    if (t.sizes.size() < 2) fail(*n, "native_batch_norm of an input with fewer than 2 dims");
+    Node* x = input;
+    if (t.dtype == ScalarType::Float16 || t.dtype == ScalarType::BFloat16)
+      x = call(OpId::_to_copy, {Argument(input)}, {{"dtype", Argument(ScalarType::Float32)}});
+    return call(OpId::var_correction, {Argument(x), Argument::list(std::move(dims))},
+                {{"correction", Argument(int64_t(1))}});
   }
 
   // -- writes ----------------------------------------------------------------------------------

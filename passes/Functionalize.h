@@ -16,9 +16,12 @@
 //    value into it before the output, so the caller sees the write as in eager mode; outputs
 //    that are the input or views of it are taken from that copy_ (they alias the input).
 //
+//  - aten.native_batch_norm in training, which updates its running statistics in place though
+//    its schema does not say so, runs without them; their updates (momentum-weighted with the
+//    batch mean and the unbiased batch variance) are written back as above.
+//
 // New nodes are typed (the types of the nodes they read are needed: run shape-prop first on
-// untyped text). aten.native_batch_norm's updates of its running statistics (which its schema
-// does not mark as written) stay inside that op. Raises IRError naming the node for what it
+// untyped text). Raises IRError naming the node for what it
 // cannot express: in-place view ops (unsqueeze_), writes through views without an inverse here
 // (expand, as_strided, an element of split), ops writing into arguments without a functional
 // form, and calls whose effects are unknown (call_method, call_module: retrace to ATen first).
