@@ -14,14 +14,16 @@ requiring grad) is compiled for training, as torch/_functorch/aot_autograd.py do
 Before the joint trace the graph is functionalized (passes/Functionalize.h): in-place writes and
 writes through views become values, and an input written in place gets one copy_ back at the end
 of the forward. What is not handled yet raises AOTUnsupported, and the frame callback then runs
-the graph op by op under the eager autograd engine (as before this module): writes into inputs
-that require grad, writes the pass cannot express that are not kept in order within one side of
-the partition, non-tensor inputs. A backward with create_graph=True through a compiled region
+the graph op by op under the eager autograd engine (as before this module): writes the pass cannot
+express that are not kept in order within one side of the partition, outputs that alias an input
+written while it requires grad, non-tensor inputs. (New values of inputs that require grad are
+extra outputs, copied into the inputs by the runtime wrapper.) A backward with create_graph=True through a compiled region
 raises (no double backward).
 """
 from .. import _C, _logging
 from .._C import _fx
 from ..autograd.function import Function
+from ..autograd.grad_mode import no_grad
 from ..fx import Graph, GraphModule
 from . import debug_dir, partitioners
 
@@ -89,25 +91,55 @@ def _check_writes(joint, requires_grad, backward):
 
 
 def _functionalized(graph, requires_grad):
-    """`graph` traced at ATen level as the joint trace records it (composites decomposed, so that
-    aliasing is explicit) and functionalized (passes/Functionalize.h): in-place writes become
-    values, and an input written in place gets one copy_ of its final value at the end of the
-    forward. A graph the pass cannot express (an op writing without a functional form) is
-    returned as it was: _check_writes then decides whether its writes can be kept in order."""
+    """(graph, written): `graph` traced at ATen level as the joint trace records it (composites
+    decomposed, so that aliasing is explicit) and functionalized (passes/Functionalize.h):
+    in-place writes become values, and an input written in place gets one copy_ of its final
+    value at the end of the forward. An input that requires grad is not written by the graph:
+    its new value becomes an extra output, and `written` lists those inputs' indices, in order
+    (the runtime wrapper copies the values in, as PyTorch's does). A graph the pass cannot
+    express (an op writing without a functional form) is returned as it was, with no written
+    inputs: _check_writes then decides whether its writes can be kept in order."""
     aten = _fx.retrace(graph, "aten", True)
     try:
         aten._run_passes("functionalize,dce")
     except RuntimeError as e:
         _log.info("graph not functionalized, its in-place writes are kept in order: %s", e)
-        return graph
-    placeholders = [n for n in aten.nodes if n.op == "placeholder"]
-    flags = dict(zip(placeholders, requires_grad))
-    for node in aten.nodes:
-        if node.target == "aten.copy_" and flags.get(node.args[0]):
-            raise AOTUnsupported(f"the graph writes in place into its input %{node.args[0].name}, "
-                                 "which requires grad")
+        return graph, []
+    written = _return_new_values_of_inputs_requiring_grad(aten, requires_grad)
     debug_dir.write("functional.txt", aten)
-    return aten
+    return aten, written
+
+
+def _return_new_values_of_inputs_requiring_grad(graph, requires_grad):
+    """The copy_ of a new value into an input that requires grad leaves the graph: the value is
+    returned after the graph's outputs, and the input's other readers read a clone of it taken
+    first (a partition saving the input itself would see the caller's write). The inputs'
+    indices, in the order of the extra outputs."""
+    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+    index = {p: i for i, p in enumerate(placeholders)}
+    copies = [n for n in graph.nodes if n.target == "aten.copy_" and n.args[0] in index
+              and requires_grad[index[n.args[0]]]]
+    if not copies:
+        return []
+    out = graph.output_node
+    outputs = list(out.args[0]) if isinstance(out.args[0], (tuple, list)) else [out.args[0]]
+    written = []
+    for copy in copies:
+        target, value = copy.args[0], copy.args[1]
+        if copy.users:
+            raise AOTUnsupported(f"the graph returns its input %{target.name} (or a view of it), "
+                                 "written in place while it requires grad")
+        graph.erase_node(copy)
+        readers = list(target.users)
+        if readers:
+            with graph.inserting_after(placeholders[-1]):
+                clone = graph.call_function("aten.clone", (target,), type_expr=target.type)
+            for user in readers:
+                user.replace_input_with(target, clone)
+        outputs.append(value)
+        written.append(index[target])
+    out.args = (tuple(outputs),)
+    return written
 
 
 def _read_written_inputs_through_clones(joint, writes):
@@ -233,7 +265,7 @@ def _trace_and_partition(gm, example_inputs, attributes, partitioner):
     if any(not isinstance(v, _C.TensorBase) for v in values) or len(values) != len(placeholders):
         raise AOTUnsupported("AOT autograd compiles graphs whose inputs are all tensors")
     requires_grad = [v.requires_grad for v in values]
-    graph = _functionalized(graph, requires_grad)
+    graph, written = _functionalized(graph, requires_grad)
     joint, num_outputs, tangent_for, grad_inputs = _fx.trace_joint(graph, requires_grad)
     debug_dir.write("joint.txt", joint)
     _log.debug("joint graph:\n%s", joint)
@@ -245,7 +277,7 @@ def _trace_and_partition(gm, example_inputs, attributes, partitioner):
               len(part.saved_inputs), part.num_saved, part.saved_bytes)
     grads = list(joint.output_node.args[0])[num_outputs:]
     return part, (num_outputs, tangent_for, grad_inputs, [g is not None for g in grads], len(values),
-                  attr_targets)
+                  attr_targets, written)
 
 
 def compile_training(gm, example_inputs, attributes, compile_graph, partitioner="min_cut"):
@@ -253,7 +285,7 @@ def compile_training(gm, example_inputs, attributes, compile_graph, partitioner=
     with a compiled forward and backward: (run, attribute paths). `attributes`: the tensors the
     get_attr nodes read (path -> tensor); compile_graph(GraphModule) -> callable returning a
     tuple; partitioner: "min_cut" or "default" (partitioners.py)."""
-    part, (num_outputs, tangent_for, grad_inputs, grad_present, num_inputs, attr_targets) = \
+    part, (num_outputs, tangent_for, grad_inputs, grad_present, num_inputs, attr_targets, written) = \
         _trace_and_partition(gm, example_inputs, attributes, partitioner)
     with debug_dir.stage("forward_"):
         compiled_forward = compile_graph(GraphModule({}, part.forward))
@@ -263,9 +295,23 @@ def compile_training(gm, example_inputs, attributes, compile_graph, partitioner=
                  part.saved_inputs, num_inputs)
     plan.grad_present = grad_present
     function = _function_class(plan)
+    if not written:
+        return (lambda *args: function.apply(*args)), attr_targets
+    num_returned = num_outputs - len(written)
+    differentiable = tangent_for[num_returned:]
 
     def run(*args):
-        return function.apply(*args)
+        # New values of inputs that require grad, copied in as the eager program wrote them: under
+        # autograd when the value requires grad (the input's history goes through the compiled
+        # node), else as a write under no_grad.
+        results = function.apply(*args)
+        for i, value, grad in zip(written, results[num_returned:], differentiable):
+            if grad:
+                args[i].copy_(value)
+            else:
+                with no_grad():
+                    args[i].copy_(value)
+        return results[:num_returned]
 
     return run, attr_targets
 
