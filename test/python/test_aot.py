@@ -351,3 +351,24 @@ def test_write_into_a_parameter_under_no_grad():
     got.backward()
     want.backward()
     _close(w.grad, w_eager.grad)
+
+
+def test_writes_through_reshape_follow_its_aliasing():
+    """reshape is a view of a contiguous tensor and a copy of a transposed one: functionalization
+    sees which (the composite is decomposed before it runs), so only the first write reaches h."""
+    def fn(x, w):
+        h = x * 1
+        h.reshape(-1)[0:2].add_(1)
+        g = h.t().reshape(-1)
+        g.add_(5)
+        return (h * w).sum() + g.sum()
+
+    def args():
+        return _rand(3, 4), _rand(3, 4, seed=1, requires_grad=True)
+
+    (got, (_, w)), (want, (_, w_eager)) = _compiled_and_eager(fn, args)
+    assert got.grad_fn.name() == "CompiledFunctionBackward"
+    _close(got, want)
+    got.backward()
+    want.backward()
+    _close(w.grad, w_eager.grad)
