@@ -402,7 +402,8 @@ std::string emitBody(const LoopBody& body, const std::string& prefix, const Body
       expr = isFloatingType(t) ? cppFloatLiteral(op.floatValue, t) : cppIntLiteral(op.intValue, t);
       break;
     case LoopOpCode::IndexExpr:
-      expr = "static_cast<" + std::string(cppComputeType(t)) + ">(" + cppIndex(op.index, env.facts) + ")";
+      expr = "static_cast<" + std::string(cppComputeType(t)) + ">(" +
+             cppIndex(indirect.empty() ? op.index : op.index.substitute(indirect), env.facts) + ")";
       break;
     case LoopOpCode::Cast:
       expr = castExpr(operandDtype(0), t, operand(0));

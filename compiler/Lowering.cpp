@@ -1445,13 +1445,14 @@ private:
     std::vector<int64_t> strides = contiguousStrides(self.sizes);
     Loader at = index.load, value;
     ScalarType dtype = self.dtype;
-    if (op == "scatter.value") {
-      const Argument* v = argOf(n, 3, "value");
-      KILN_CHECK(v && v->isNumber(), "lowering: scatter.value needs a number value");
+    const Argument* v = argOf(n, 3, op == "scatter.value" ? "value" : "src");
+    KILN_CHECK(v && (v->isNumber() || v->isNode()), "lowering: ", op, " needs a tensor or number source");
+    // (Captured graphs may call scatter.src with a number: the capture wraps it.)
+    if (v->isNumber()) {
       Argument number = *v;
       value = [number, dtype](BodyContext& c, const Index&) { return emitConstant(c, number, dtype); };
     } else {
-      value = operand(n, 3, "src").load;
+      value = valueOf(v->toNode()).load;
     }
     std::string error = boundsError("RuntimeError", dim);
     bool scalar = self.sizes.empty();

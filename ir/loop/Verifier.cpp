@@ -324,7 +324,7 @@ private:
         visible.insert(op.var);
         break;
       case LoopOpCode::IndexExpr:
-        for (const std::string& v : strangers(op.index, vars))
+        for (const std::string& v : strangers(op.index, visible))
           report(pos, at + "'" + v + "' is not a loop variable of " + where +
                           " or a size symbol");
         if (op.dtype != ScalarType::Int64 && op.dtype != ScalarType::Int32)

@@ -160,3 +160,11 @@ def test_embedding_training_compiles_the_backward():
     assert type(plan).__name__ == "TrainingPlan" and plan.reason == "", plan
     # The embedding (forward) and its backward (an accumulating indirect store) are compiled.
     assert plan.forward.fallbacks == [] and plan.backward.fallbacks == []
+
+
+def test_roll_and_flip_of_3d_tensors():
+    # Fuzz seed 1000082: roll decomposes into index_select, whose kernel copied rows of meta
+    # tensors while the graph was retraced (a crash).
+    x = _rand(8, 5, 3)
+    _check(lambda x: kiln.roll(x, 3, 0) * 2, x)
+    _check(lambda x: kiln.flip(x, (0, 2)) + 1, x)

@@ -109,7 +109,10 @@ def _lowers_indexing(node):
     size = self_t.shape[dim % rank] if self_t.shape else 1
     if size == 0:
         return False
-    if target in ("aten.scatter.src", "aten.scatter_add"):
+    if target == "aten.scatter.src" and len(args) > 3 and isinstance(args[3], (int, float)) \
+            and not isinstance(args[3], bool):
+        pass  # a number source (the capture calls scatter.src with one): scatter.value
+    elif target in ("aten.scatter.src", "aten.scatter_add"):
         src = _tensor_type(args[3]) if len(args) > 3 else None
         if src is None or src.dtype != self_t.dtype:
             return False
