@@ -494,9 +494,10 @@ public:
                    std::vector<std::string>& params) {
     reorderForContiguity();
     shareReducedValues();
+    serial_ = scatters();
     int64_t rows = tripCount(nest_.outer), rowWork = 0;
     for (const Phase& p : nest_.phases) rowWork += tripCount(p.loops);
-    bool parallel = rows * std::max<int64_t>(rowWork, 1) >= options_.parallelThreshold;
+    bool parallel = !serial_ && rows * std::max<int64_t>(rowWork, 1) >= options_.parallelThreshold;
     bool outerParallel = parallel && rows >= 2 &&
                          (rows >= kMinParallelRows || rowWork < options_.parallelThreshold);
     phaseParallel_ = parallel && !outerParallel;
@@ -516,6 +517,10 @@ public:
     }
 
     std::string sig, args;
+    if (usesErrors_) {
+      sig = "KilnError* __restrict kerr";
+      args = "kerr";
+    }
     for (const auto& [name, written] : pointers_) {
       params.push_back(name);
       sig += std::string(sig.empty() ? "" : ", ") + (written ? "" : "const ") +
@@ -547,6 +552,9 @@ public:
 
   // Whether the function takes the thread count `nt` as its first parameter.
   bool usesThreads() const { return usesThreads_; }
+  // Whether it takes the KilnError* its indirect indices report to (after nt): the caller
+  // checks it after the call.
+  bool usesErrors() const { return usesErrors_; }
 
 private:
   // The outer loops (in parallel when `outerParallel`) around the phases, in order.
@@ -825,8 +833,23 @@ private:
     return cNames_.at(name);
   }
 
+  // Whether a member stores through an indirect index or accumulates: such a nest runs
+  // serially, without simd, so duplicate indices add up (or the last write wins) as in eager's
+  // loops instead of racing.
+  bool scatters() const {
+    for (const Phase& p : nest_.phases)
+      for (const Member& m : p.members)
+        if (const auto* pw = std::get_if<Pointwise>(&m.buffer->computation))
+          if (!pw->into.empty() && (pw->accumulate || !indirectVars(pw->body).empty())) return true;
+    return false;
+  }
+
   BodyEnv env(const Phase& phase) {
     BodyEnv e;
+    e.errors = [this]() {
+      usesErrors_ = true;
+      return std::string("kerr");
+    };
     e.facts = factsOf(nest_.outer, phase.loops);
     e.pointer = [this](const std::string& b) { return pointer(b, false); };
     RangeFacts facts = e.facts;
@@ -840,9 +863,15 @@ private:
   }
 
   std::string storeLine(const Member& m, const std::string& value) {
-    return pointer(m.buffer->name, true) + "[" +
-           cppIndex(m.flat, factsOf(nest_.outer, nest_.phases[current_].loops)) + "] = " +
-           cppToStorage(m.buffer->dtype, value) + ";";
+    // A scatter's index names the locals of the body's indirect ops.
+    std::map<std::string, IndexExpr> indirect = indirectNames(m.body, "t" + std::to_string(m.id) + "_");
+    std::string at = pointer(m.buffer->name, true) + "[" +
+                     cppIndex(indirect.empty() ? m.flat : m.flat.substitute(indirect),
+                              factsOf(nest_.outer, nest_.phases[current_].loops)) + "]";
+    const auto* pw = std::get_if<Pointwise>(&m.buffer->computation);
+    if (pw && pw->accumulate)
+      return at + " = " + cppToStorage(m.buffer->dtype, cppFromStorage(m.buffer->dtype, at) + " + " + value) + ";";
+    return at + " = " + cppToStorage(m.buffer->dtype, value) + ";";
   }
   void store(const Member& m, const std::string& value) {
     if (m.materialize) code_.line(storeLine(m, value));
@@ -867,7 +896,7 @@ private:
       if (k == 0 && parallel) {
         usesThreads_ = true;
         code_.line(std::string("#pragma omp parallel for") + (last ? " simd" : "") + " num_threads(nt)");
-      } else if (last) {
+      } else if (last && !serial_) {
         code_.line("#pragma omp simd");
       }
       code_.open(forLoop(phase.loops[k]));
@@ -1049,7 +1078,7 @@ private:
   const std::map<std::string, std::string>& roots_;
   Code code_;
   size_t current_ = 0;
-  bool phaseParallel_ = false, usesThreads_ = false;
+  bool phaseParallel_ = false, usesThreads_ = false, usesErrors_ = false, serial_ = false;
   std::vector<std::pair<std::string, bool>> pointers_; // name, written
   std::map<std::string, std::pair<std::string, IndexExpr>> locals_; // buffer -> local, flat
   // Reduction phase -> (buffer, flat index in the phase's variables) its summed value is also
@@ -1322,6 +1351,7 @@ public:
     std::vector<std::string> unitTexts(units_.size());
     Code entry;
     std::vector<std::string> calls(units_.size());
+    std::vector<bool> checksErrors(units_.size(), false); // units reporting index errors
     bool usesThreads = false;
     for (size_t u = 0; u < units_.size(); ++u) {
       std::vector<std::string> params;
@@ -1329,11 +1359,15 @@ public:
       if (const Nest* nest = std::get_if<Nest>(&units_[u].work)) {
         NestEmitter ne(*nest, options_, cNames_, dtypes_, roots_);
         unitTexts[u] = ne.emit(fname, units_[u].label, params) + "\n";
-        calls[u] = fname + "(" + (ne.usesThreads() ? std::string("nt") : "");
-        usesThreads |= ne.usesThreads();
-        for (size_t i = 0; i < params.size(); ++i)
-          calls[u] += (i || ne.usesThreads() ? ", " : "") + cNames_[params[i]];
+        std::vector<std::string> args;
+        if (ne.usesThreads()) args.push_back("nt");
+        if (ne.usesErrors()) args.push_back("ctx->error");
+        for (const std::string& q : params) args.push_back(cNames_[q]);
+        calls[u] = fname + "(";
+        for (size_t i = 0; i < args.size(); ++i) calls[u] += (i ? ", " : "") + args[i];
         calls[u] += ");";
+        usesThreads |= ne.usesThreads();
+        checksErrors[u] = ne.usesErrors();
       } else {
         const Buffer* b = std::get<const Buffer*>(units_[u].work);
         std::vector<Operand> ops;
@@ -1357,7 +1391,7 @@ public:
     entry.open("extern \"C\" int " + options_.entryName +
                "(const KilnContext* ctx, void* const* inputs, void* const* outputs) {");
     if (usesThreads) entry.line("const int nt = kiln_num_threads(ctx);");
-    bool usesCtx = usesThreads;
+    bool usesCtx = usesThreads || std::count(checksErrors.begin(), checksErrors.end(), true);
     for (const Unit& unit : units_)
       for (const Buffer* b : unit.defines)
         usesCtx |= b->isExtern() || (materialized_.count(b->name) &&
@@ -1411,9 +1445,10 @@ public:
       }
     for (const auto& [storage, u] : lastUse) freeAfter[u].push_back(storage);
     std::vector<const Buffer*> live;
-    auto failure = [&]() {
+    // Frees the live intermediates and returns `status` (1: out of memory, 2: an index error).
+    auto failure = [&](int status = 1) {
       for (const Buffer* l : live) entry.line("  ctx->free(" + cNames_[l->name] + ");");
-      entry.line("  return 1;");
+      entry.line("  return " + std::to_string(status) + ";");
       entry.line("}");
     };
     for (size_t u = 0; u < units_.size(); ++u) {
@@ -1432,6 +1467,10 @@ public:
       }
       entry.line(calls[u]);
       if (!std::holds_alternative<Nest>(units_[u].work)) failure();
+      if (checksErrors[u]) {
+        entry.line("if (ctx->error->set) {");
+        failure(2);
+      }
       for (const Buffer* b : freeAfter[u]) {
         entry.line("ctx->free(" + cNames_[b->name] + ");");
         live.erase(std::find(live.begin(), live.end(), b));
