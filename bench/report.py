@@ -198,6 +198,12 @@ def markdown(results, plots):
                             "the eager op it replaces)")):
             lines.append(f"| {title} | " + " | ".join(
                 f"{c[lib][key]:.2f}" if lib in c and key in c[lib] else "-" for lib in ("kiln", "torch")) + " | - |")
+        b = ov.get("graph_break_per_call", {})
+        for key, title in (("fn_us", "`fn(x)` with one graph break, uncompiled (us/call)"),
+                           ("compiled_us", "the same, compiled: 2 graphs + resume function, eager backend (us/call)"),
+                           ("overhead_us", "graph break: compiled minus uncompiled (us/call; target <= 3)")):
+            lines.append(f"| {title} | " + " | ".join(
+                f"{b[lib][key]:.2f}" if lib in b and key in b[lib] else "-" for lib in ("kiln", "torch")) + " | - |")
     lines.append("")
 
     lines += training_lines(results.get("training"))

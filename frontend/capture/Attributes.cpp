@@ -28,6 +28,8 @@ bool isModuleDictEntry(nb::handle obj, const char* dict, const std::string& name
 } // namespace
 
 VT* InstructionTranslator::loadAttr(VT* obj, const std::string& name) {
+  if (obj->kind == VT::Kind::Module || obj->kind == VT::Kind::Object)
+    if (VT* stored = t_.storedValue(Tracer::SideEffect::Kind::Attr, identityOf(obj).ptr(), name)) return stored;
   switch (obj->kind) {
   case VT::Kind::Tensor: {
     auto* t = static_cast<TensorVT*>(obj);
@@ -209,6 +211,31 @@ VT* InstructionTranslator::loadClassAttr(VT* obj, nb::handle x, const std::strin
                     " (a descriptor)"};
 }
 
+// Whether `obj.name = value` on an object from outside the frame can be replayed by setattr after
+// the graph, with reads later in the trace seeing `value`: a plain instance attribute (the type's
+// own __setattr__, no descriptor of that name), or an nn.Module attribute that is not one of its
+// parameters, buffers or submodules (those the graph reads as attributes it captured).
+bool InstructionTranslator::replayableStore(VT* obj, const std::string& name, VT* value) {
+  nb::handle target = identityOf(obj);
+  if (!target.is_valid() || value->kind == VT::Kind::Module) return false;
+  PyTypeObject* tp = Py_TYPE(target.ptr());
+  if (obj->kind == VT::Kind::Module) {
+    for (const char* registry : {"_parameters", "_buffers", "_modules"}) {
+      PyObject** dictPtr = _PyObject_GetDictPtr(target.ptr());
+      PyObject* reg = dictPtr && *dictPtr ? PyDict_GetItemString(*dictPtr, registry) : nullptr;
+      if (!reg) continue;
+      int has = PyDict_Check(reg) ? PyDict_Contains(reg, nb::str(name.c_str()).ptr()) : 1;
+      if (has != 0) return false;
+    }
+    return true;
+  }
+  if (obj->kind != VT::Kind::Object || PyType_Check(target.ptr()) || PyModule_Check(target.ptr()) ||
+      !_PyObject_GetDictPtr(target.ptr()) || tp->tp_setattro != PyObject_GenericSetAttr)
+    return false;
+  PyObject* descr = _PyType_Lookup(tp, nb::str(name.c_str()).ptr());
+  return !descr || Py_TYPE(descr)->tp_descr_set == nullptr;
+}
+
 void InstructionTranslator::storeAttr(VT* obj, const std::string& name, VT* value) {
   if (obj->kind == VT::Kind::NewObject) {
     // An object made while tracing: its state lives in the trace (it may not escape it).
@@ -219,6 +246,12 @@ void InstructionTranslator::storeAttr(VT* obj, const std::string& name, VT* valu
         return;
       }
     o->attrs.emplace_back(name, value);
+    return;
+  }
+  if (replayableStore(obj, name, value)) {
+    // An nn.Module's or plain object's attribute: replayed with setattr after the graph; reads
+    // later in the trace see the stored value.
+    t_.recordStore(Tracer::SideEffect::Kind::Attr, identityOf(obj), name, value);
     return;
   }
   throw Unsupported{"assigning the attribute " + name + " of a " + kindName(obj) +
@@ -294,9 +327,9 @@ void InstructionTranslator::setItem(VT* obj, VT* key, VT* value) {
 void InstructionTranslator::deleteItem(VT* obj, VT* key) {
   if (obj->kind == VT::Kind::Dict) {
     auto* d = static_cast<DictVT*>(obj);
-    if (d->source) throw Unsupported{"mutating a dict that the compiled function was given"};
     int i = d->find(constantValue(key, "a dict key").ptr());
     if (i < 0) throw TraceError{"KeyError"};
+    mutateDict(d);
     d->entries.erase(d->entries.begin() + i);
     return;
   }

@@ -379,7 +379,7 @@ VT* InstructionTranslator::callDictMethod(DictVT* d, const std::string& name, VT
       if (args.size() > 1) return args[1];
       throw TraceError{"KeyError: " + nb::cast<std::string>(nb::repr(key))};
     }
-    if (d->source) throw Unsupported{"mutating a dict that the compiled function was given"};
+    mutateDict(d);
     VT* v = d->entries[size_t(i)].second;
     d->entries.erase(d->entries.begin() + i);
     return v;

@@ -65,6 +65,14 @@ VT* InstructionTranslator::run(VTs locals, const VTs& closure) {
       throw Unsupported{"the frame runs too many instructions while tracing (a long loop?)"};
     size_t here = pc_++;
     t_.setPosition(code_, int(here));
+    if (depth_ > 0) {
+      step(ops_[here], args_[here]);
+      continue;
+    }
+    if (t_.visitRoot(int(here), ops_[here], args_[here])) {
+      t_.stopped = std::make_unique<Tracer::StopState>(Tracer::StopState{locals_, stack_, kwNames_});
+      return nullptr;
+    }
     step(ops_[here], args_[here]);
   }
   if (isGenerator_) return t_.make<IteratorVT>(yielded_);
@@ -136,6 +144,12 @@ void InstructionTranslator::step(int op, int arg) {
       static_cast<CellVT*>(cell)->contents = value;
       return;
     }
+    if (cell && cell->kind == VT::Kind::RealCell) { // a nonlocal of an enclosing, outside function
+      auto* real = static_cast<RealCellVT*>(cell);
+      real->contents = value;
+      t_.recordStore(Tracer::SideEffect::Kind::Cell, real->cell, "", value);
+      return;
+    }
     throw Unsupported{"assigning the nonlocal variable '" + localName(arg) +
                       "' of a function outside the compiled one"};
   }
@@ -144,8 +158,10 @@ void InstructionTranslator::step(int op, int arg) {
     push(loadGlobal(name(arg >> 1)));
     return;
   case STORE_GLOBAL:
+    t_.recordStore(Tracer::SideEffect::Kind::Global, globals_, name(arg), pop());
+    return;
   case DELETE_GLOBAL:
-    throw Unsupported{"assigning the global variable '" + name(arg) + "'"};
+    throw Unsupported{"deleting the global variable '" + name(arg) + "'"};
   case LOAD_ATTR:
     push(loadAttr(pop(), name(arg)));
     return;
@@ -494,6 +510,7 @@ VT* InstructionTranslator::loadCell(VT* cell, int index) {
 }
 
 VT* InstructionTranslator::loadGlobal(const std::string& name) {
+  if (VT* stored = t_.storedValue(Tracer::SideEffect::Kind::Global, globals_.ptr(), name)) return stored;
   PyObject* v = PyDict_GetItemString(globals_.ptr(), name.c_str());
   if (!v) {
     nb::object builtins = nb::module_::import_("builtins");
@@ -713,13 +730,19 @@ DictVT* InstructionTranslator::dictOf(VT* v) {
   return static_cast<DictVT*>(v);
 }
 
+// A list or dict from outside the frame changes in place: the glue replays its final contents.
 void InstructionTranslator::mutateList(SequenceVT* l) {
-  if (l->source) throw Unsupported{"mutating a list that the compiled function was given"};
+  if (l->original.is_valid()) t_.recordContainer(l);
   l->mutated = true;
 }
 
+void InstructionTranslator::mutateDict(DictVT* d) {
+  if (d->original.is_valid()) t_.recordContainer(d);
+  d->mutated = true;
+}
+
 void InstructionTranslator::dictSet(DictVT* d, VT* key, VT* value) {
-  if (d->source) throw Unsupported{"mutating a dict that the compiled function was given"};
+  mutateDict(d);
   nb::object k = constantValue(key, "a dict key");
   int i = d->find(k.ptr());
   if (i >= 0) d->entries[size_t(i)].second = value;

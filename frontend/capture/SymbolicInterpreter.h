@@ -52,15 +52,61 @@ public:
   // Runs the top frame; returns the result dict of kiln._C._capture.trace_frame.
   nb::dict run();
   nb::dict failure(const char* kind, const std::string& reason);
+  // Counts a start of the top frame's instruction `here`; true when the trace must stop there.
+  bool visitRoot(int here, int op, int arg);
 
   int instructionBudget = 200000;
   int maxInlineDepth = 24;
+
+  // Graph breaks (docs/capture.md). A first trace that fails records where the top frame was:
+  // the instruction it was running and how many times it had started it (loops run one
+  // instruction many times). trace_frame's caller then traces again with stopAt set to that
+  // instruction and occurrence: the top frame stops *before* running it (so nothing the failing
+  // instruction began, e.g. an inlined call's first ops, is in the graph) and `stopped` holds its
+  // locals, stack and pending keyword names. `live` says which locals the code after the break
+  // reads (the others are not rebuilt, so their tensors need not be graph outputs).
+  struct RootPosition {
+    int instruction = -1, occurrence = 0, op = 0, arg = 0;
+  };
+  struct StopState {
+    VTs locals, stack;
+    nb::object kwNames;
+  };
+  // Side effects on objects that existed before the frame: recorded while tracing, replayed by
+  // the glue after the graph runs, in program order (a container's final contents at its
+  // first mutation's place; attribute, global and closure-cell stores as they happened).
+  struct SideEffect {
+    enum class Kind { Container, Attr, Global, Cell } kind;
+    VT* container = nullptr; // Container
+    nb::object object;       // Attr: the object; Global: the globals dict; Cell: the cell
+    std::string name;        // Attr, Global
+    VT* value = nullptr;
+  };
+  std::vector<SideEffect> sideEffects;
+  void recordContainer(VT* container);
+  bool replayed(VT* container) const;
+  void recordStore(SideEffect::Kind kind, nb::handle object, const std::string& name, VT* value);
+  // The value last stored while tracing (nullptr: none).
+  VT* storedValue(SideEffect::Kind kind, PyObject* object, const std::string& name) const;
+
+  RootPosition rootPosition;
+  int stopAt = -1, stopOccurrence = 0;
+  std::vector<bool> live;
+  std::unique_ptr<StopState> stopped;
+  std::unordered_map<int, int> rootVisits;
 
 private:
   Node* placeholder(const std::string& hint);
   Node* getAttr(nb::handle tensor, const std::string& hint);
   VT* wrapTensor(nb::handle value, const SourcePtr& source, bool viaModule, const std::string& path);
   std::string outputExpr(VT* v, std::vector<Node*>& outputs, nb::list& constants);
+  nb::dict breakState(std::vector<Node*>& outputs, nb::list& constants);
+  nb::list sideEffectLines(std::vector<Node*>& outputs, nb::list& constants);
+  // New lists, dicts and sets the glue rebuilds get one name each (`__vN`, bound by `lets_` in
+  // order), so two locals holding one list still hold one list after the glue.
+  std::string memoized(VT* v, const std::string& expr);
+  std::unordered_map<VT*, std::string> memo_;
+  std::vector<std::string> lets_;
   void guardTraining(nb::handle module, const SourcePtr& source);
 
   nb::object func_, code_, args_, globals_, builtins_;
@@ -109,6 +155,7 @@ private:
   SetVT* setOf(VT* v);
   DictVT* dictOf(VT* v);
   void mutateList(SequenceVT* l);
+  void mutateDict(DictVT* d);
   void dictSet(DictVT* d, VT* key, VT* value);
   VT* loadCell(VT* cell, int index);
   VT* loadGlobal(const std::string& name);
@@ -123,6 +170,7 @@ private:
   VT* loadClassAttr(VT* obj, nb::handle x, const std::string& name);
   VT* wrapSubmodule(ModuleVT* parent, nb::handle sub);
   void storeAttr(VT* obj, const std::string& name, VT* value);
+  bool replayableStore(VT* obj, const std::string& name, VT* value);
   VT* getItem(VT* obj, VT* key);
   void setItem(VT* obj, VT* key, VT* value);
   void deleteItem(VT* obj, VT* key);

@@ -42,12 +42,13 @@ std::string Tracer::outputExpr(VT* v, std::vector<Node*>& outputs, nb::list& con
   case VT::Kind::List:
   case VT::Kind::Tuple: {
     auto* s = static_cast<SequenceVT*>(v);
-    if (s->original.is_valid() && !s->mutated && !containsTensor(s))
+    if (s->original.is_valid() && (replayed(v) || (!s->mutated && !containsTensor(s))))
       return s->source && s->source->isArgument() ? s->source->expr() : constantRef(s->original);
+    if (memo_.count(v)) return memo_[v];
     std::string body;
     for (VT* x : s->items)
       body += outputExpr(x, outputs, constants) + ", ";
-    if (v->kind == VT::Kind::List) return "[" + body + "]";
+    if (v->kind == VT::Kind::List) return memoized(v, "[" + body + "]");
     std::string tuple = "(" + body + ")";
     if (!s->namedType.is_valid()) return tuple;
     if (PyObject_HasAttrString(s->namedType.ptr(), "_make"))
@@ -56,25 +57,148 @@ std::string Tracer::outputExpr(VT* v, std::vector<Node*>& outputs, nb::list& con
   }
   case VT::Kind::Dict: {
     auto* d = static_cast<DictVT*>(v);
-    if (d->original.is_valid() && !d->mutated && !containsTensor(d))
+    if (d->original.is_valid() && (replayed(v) || (!d->mutated && !containsTensor(d))))
       return d->source && d->source->isArgument() ? d->source->expr() : constantRef(d->original);
+    if (memo_.count(v)) return memo_[v];
     std::string body;
     for (auto& [k, x] : d->entries) {
       std::string key = PyUnicode_CheckExact(k.ptr()) || PyLong_CheckExact(k.ptr()) ? literal(k) : constantRef(k);
       body += key + ": " + outputExpr(x, outputs, constants) + ", ";
     }
-    return "{" + body + "}";
+    return memoized(v, "{" + body + "}");
   }
-  case VT::Kind::Set: return "set(" + constantRef(toPython(v)) + ")";
+  case VT::Kind::Set:
+    if (memo_.count(v)) return memo_[v];
+    return memoized(v, "set(" + constantRef(toPython(v)) + ")");
   case VT::Kind::Function:
   case VT::Kind::Module:
   case VT::Kind::Object: return constantRef(toPython(v));
+  case VT::Kind::Method: { // a bound method, e.g. `t.item` on the stack at a graph break
+    auto* m = static_cast<MethodVT*>(v);
+    std::string self = outputExpr(m->self, outputs, constants);
+    if (m->function.is_valid()) return constantRef(m->function) + ".__get__(" + self + ")";
+    return "(" + self + ")." + m->name;
+  }
   default:
     throw Unsupported{std::string("returning a value of this kind (") +
                       (v->kind == VT::Kind::NestedFunction ? "a function defined inside the compiled one"
                        : v->kind == VT::Kind::NewObject ? "an object created inside the compiled one"
                                                         : "an iterator or internal value") + ")"};
   }
+}
+
+std::string Tracer::memoized(VT* v, const std::string& expr) {
+  std::string name = "__v" + std::to_string(lets_.size());
+  lets_.push_back(name + " = " + expr);
+  memo_[v] = name;
+  return name;
+}
+
+void Tracer::recordContainer(VT* container) {
+  if (replayed(container)) return;
+  // The glue replays into the argument it names, or else into this very object: guard that the
+  // next call reaches the same one.
+  if (container->source && !container->source->isArgument()) {
+    nb::handle original = container->kind == VT::Kind::Dict ? static_cast<DictVT*>(container)->original
+                                                            : static_cast<SequenceVT*>(container)->original;
+    container->source->guardNode(*guards_).checkId(original.ptr());
+  }
+  sideEffects.push_back({SideEffect::Kind::Container, container, {}, {}, nullptr});
+}
+
+bool Tracer::replayed(VT* container) const {
+  for (const SideEffect& e : sideEffects)
+    if (e.container == container) return true;
+  return false;
+}
+
+void Tracer::recordStore(SideEffect::Kind kind, nb::handle object, const std::string& name, VT* value) {
+  sideEffects.push_back({kind, nullptr, nb::borrow(object), name, value});
+}
+
+VT* Tracer::storedValue(SideEffect::Kind kind, PyObject* object, const std::string& name) const {
+  for (auto it = sideEffects.rbegin(); it != sideEffects.rend(); ++it)
+    if (it->kind == kind && it->object.ptr() == object && it->name == name) return it->value;
+  return nullptr;
+}
+
+// The statements replaying the trace's side effects (after the graph, before the return or the
+// graph break's instruction), in program order.
+nb::list Tracer::sideEffectLines(std::vector<Node*>& outputs, nb::list& constants) {
+  auto ref = [&](nb::handle o) {
+    constants.append(o);
+    return "__c[" + std::to_string(nb::len(constants) - 1) + "]";
+  };
+  auto target = [&](VT* c, nb::handle original) {
+    return c->source && c->source->isArgument() ? c->source->expr() : ref(original);
+  };
+  nb::list lines;
+  for (const SideEffect& e : sideEffects) {
+    std::string line;
+    switch (e.kind) {
+    case SideEffect::Kind::Container: {
+      VT* c = e.container;
+      if (c->kind == VT::Kind::List) {
+        auto* s = static_cast<SequenceVT*>(c);
+        std::string items;
+        for (VT* x : s->items)
+          items += outputExpr(x, outputs, constants) + ", ";
+        line = target(c, s->original) + "[:] = [" + items + "]";
+      } else {
+        auto* d = static_cast<DictVT*>(c);
+        std::string body;
+        for (auto& [k, x] : d->entries)
+          body += ref(k) + ": " + outputExpr(x, outputs, constants) + ", ";
+        std::string t = target(c, d->original);
+        line = t + ".clear(); " + t + ".update({" + body + "})";
+      }
+      break;
+    }
+    case SideEffect::Kind::Attr:
+      line = "setattr(" + ref(e.object) + ", " + nb::cast<std::string>(nb::repr(nb::str(e.name.c_str()))) +
+             ", " + outputExpr(e.value, outputs, constants) + ")";
+      break;
+    case SideEffect::Kind::Global:
+      line = ref(e.object) + "[" + nb::cast<std::string>(nb::repr(nb::str(e.name.c_str()))) + "] = " +
+             outputExpr(e.value, outputs, constants);
+      break;
+    case SideEffect::Kind::Cell:
+      line = ref(e.object) + ".cell_contents = " + outputExpr(e.value, outputs, constants);
+      break;
+    }
+    lines.append(nb::str(line.c_str()));
+  }
+  return lines;
+}
+
+bool Tracer::visitRoot(int here, int op, int arg) {
+  int visits = ++rootVisits[here];
+  rootPosition = {here, visits, op, arg};
+  return here == stopAt && visits == stopOccurrence;
+}
+
+// What the glue needs to go on where the top frame stopped (docs/capture.md, "Graph breaks"):
+// an expression per live local slot (None: not passed) and per stack value (None: the NULL a
+// call pushes below its callable), over the graph's outputs `__o`, the constants `__c`, the
+// frame's arguments and the `lets` names.
+nb::dict Tracer::breakState(std::vector<Node*>& outputs, nb::list& constants) {
+  nb::dict d;
+  nb::list locals, stack;
+  for (size_t i = 0; i < stopped->locals.size(); ++i) {
+    VT* v = stopped->locals[i];
+    if (v && (v->kind == VT::Kind::Cell)) v = static_cast<CellVT*>(v)->contents;
+    bool passed = v && v->kind != VT::Kind::RealCell && (i >= live.size() || live[i]);
+    if (passed) locals.append(nb::str(outputExpr(v, outputs, constants).c_str()));
+    else locals.append(nb::none());
+  }
+  for (VT* v : stopped->stack) {
+    if (v->kind == VT::Kind::Null) stack.append(nb::none());
+    else stack.append(nb::str(outputExpr(v, outputs, constants).c_str()));
+  }
+  d["locals"] = locals;
+  d["stack"] = stack;
+  d["kw_names"] = stopped->kwNames.is_valid() ? stopped->kwNames : nb::none();
+  return d;
 }
 
 nb::dict Tracer::run() {
@@ -107,7 +231,14 @@ nb::dict Tracer::run() {
 
   std::vector<Node*> outputs;
   nb::list constants;
-  std::string output = outputExpr(result, outputs, constants);
+  nb::dict brk;
+  std::string output;
+  nb::list effects = sideEffectLines(outputs, constants);
+  if (stopped) brk = breakState(outputs, constants);
+  else output = outputExpr(result, outputs, constants);
+  nb::list lets;
+  for (const std::string& l : lets_)
+    lets.append(nb::str(l.c_str()));
   std::vector<Argument> outs;
   for (Node* n : outputs)
     outs.emplace_back(n);
@@ -120,6 +251,9 @@ nb::dict Tracer::run() {
     inputs.append(nb::str(e.c_str()));
   d["inputs"] = inputs;
   d["output"] = nb::str(output.c_str());
+  d["lets"] = lets;
+  d["side_effects"] = effects;
+  if (stopped) d["break_state"] = brk;
   d["constants"] = constants;
   d["attrs"] = attrs_;
   d["op_count"] = recorder_.numRecorded();
@@ -148,10 +282,33 @@ nb::dict Tracer::failure(const char* kind, const std::string& reason) {
 nb::dict traceFrame(nb::handle frameInfo, nb::handle options) {
   Tracer tracer(frameInfo.attr("func"), frameInfo.attr("code"), frameInfo.attr("args"),
                 frameInfo.attr("globals"), frameInfo.attr("builtins"));
+  if (!options.is_none() && nb::borrow<nb::dict>(options).contains("stop_at")) {
+    nb::dict o = nb::borrow<nb::dict>(options);
+    nb::object stopAt = o["stop_at"], occurrence = o["occurrence"];
+    tracer.stopAt = nb::cast<int>(stopAt);
+    tracer.stopOccurrence = nb::cast<int>(occurrence);
+    if (o.contains("live")) {
+      nb::object live = o["live"];
+      for (nb::handle b : live)
+        tracer.live.push_back(nb::cast<bool>(b));
+    }
+  }
   try {
-    return tracer.run();
+    nb::dict d = tracer.run();
+    if (tracer.stopAt >= 0 && !tracer.stopped)
+      return tracer.failure("error", "internal: the retrace did not reach its graph break");
+    return d;
   } catch (const Unsupported& u) {
-    return tracer.failure("unsupported", u.reason);
+    nb::dict d = tracer.failure("unsupported", u.reason);
+    // Where the top frame was, for a graph break there (the caller decides).
+    const Tracer::RootPosition& p = tracer.rootPosition;
+    if (p.instruction >= 0 && tracer.stopAt < 0) {
+      d["instruction"] = p.instruction;
+      d["occurrence"] = p.occurrence;
+      d["op"] = p.op;
+      d["arg"] = p.arg;
+    }
+    return d;
   } catch (const TraceError& e) {
     return tracer.failure("error", e.reason);
   } catch (nb::python_error& e) {

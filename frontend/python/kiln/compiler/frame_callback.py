@@ -15,7 +15,7 @@ import weakref
 from .. import _C, config
 from .._logging import get_logger
 from ..fx import GraphModule
-from . import debug_dir
+from . import debug_dir, resume
 from .errors import BackendCompilerFailed, BreakReason, Unsupported
 from .explain import session_recorder
 from .glue import GLUE_NAMES, argument_names, example_inputs, make_glue
@@ -61,6 +61,7 @@ def reset_state():
     """Forgets every code object's state and restarts graph numbering (kiln.compiler.reset)."""
     global _graph_ids
     _code_states.clear()
+    resume.reset_state()
     _graph_ids = itertools.count()
 
 
@@ -122,6 +123,10 @@ class FrameCallback:
         self._time(code, "trace_frame", start)
         if not result["ok"]:
             if result["kind"] == "unsupported":
+                if not self.fullgraph and "instruction" in result:
+                    entry = self._partial(code, state, frame_info, resume.BreakSite(code, result))
+                    if entry is not None:
+                        return entry
                 return self._break(code, state, BreakReason(
                     result["reason"], result["filename"], result["lineno"], result["line"]))
             # The user's code raised: running it eagerly gives them the real exception.
@@ -130,9 +135,56 @@ class FrameCallback:
             return None
         return self._compile(code, state, frame_info, result)
 
-    def _compile(self, code, state, frame_info, result):
+    def _partial(self, code, state, frame_info, site):
+        """A graph break that keeps compiling (resume.py): the cache entry of the graph up to
+        `site` and a glue going on from there, or None when the frame must run eagerly."""
+        why = site.resumable()
+        if why is None:
+            result = self._retrace(code, frame_info, site)
+            if not result["ok"]:  # the values at the instruction cannot be rebuilt
+                moved = site.at_statement_start()
+                if moved is not None:
+                    site, result = moved, self._retrace(code, frame_info, moved)
+            if not result["ok"]:
+                why = f"tracing up to the break failed: {result['reason']}"
+            elif site.kind == "generic" and not result["op_count"]:
+                # As TorchDynamo: nothing to compile before an instruction that is not a call or
+                # a branch, so the frame runs eagerly as a whole.
+                why = "no operation before it"
+        if why is not None:
+            _breaks_log.debug("graph break in %s at %s:%d not resumed (%s)", _where(code),
+                              site.reason.filename, site.reason.lineno, why)
+            return None
+        try:
+            entry = self._compile(code, state, frame_info, result, site)
+        except resume.ResumeUnsupported as error:
+            _breaks_log.debug("graph break in %s not resumed (%s)", _where(code), error)
+            return None
+        if entry is not None:
+            graphs = "1 graph" if result["op_count"] else "no graph"
+            after = {"call": "a resume function after the call",
+                     "jump": "a resume function at either branch",
+                     "generic": "the rest of the frame eagerly"}[site.kind]
+            _breaks_log.info("graph break in %s: %s (%s:%d); %s before it (%d ops), then %s",
+                             _where(code), site.reason.reason, site.reason.filename,
+                             site.reason.lineno, graphs, result["op_count"], after)
+            debug_dir.dump_break(self, code, site.reason)
+            for recorder in self._recorders(code):
+                recorder.add_break(site.reason)
+        return entry
+
+    def _retrace(self, code, frame_info, site):
+        start = time.perf_counter()
+        result = trace_frame(frame_info, {"fullgraph": False, **site.retrace_options()})
+        self._time(code, "trace_frame", start)
+        return result
+
+    def _compile(self, code, state, frame_info, result, site=None):
         gm = GraphModule(result["attrs"], result["graph"])
         examples = example_inputs(code, frame_info.args, result["inputs"])
+        if site is not None and not result["op_count"]:
+            # Nothing to compile before the break: the graph only hands inputs through, if that.
+            return self._glue_entry(code, frame_info, result, site, gm.forward)
         name = f"__compiled_fn_{next(_graph_ids)}"
         # Compiling (retracing, debug dumps) may run random ops; the generator must not advance,
         # so the compiled call draws what the eager call would.
@@ -155,8 +207,7 @@ class FrameCallback:
         finally:
             self._time(code, "backend", start)
             _C.set_rng_state(rng_state)
-        glue = make_glue(code, compiled, result["inputs"], result["output"], result["constants"])
-        capture_module().skip_code(glue.__code__)  # the hook never captures the glue itself
+        entry = self._glue_entry(code, frame_info, result, site, compiled)
 
         _graph_log.info("graph %s of %s:\n%s", name, _where(code), result["graph"])
         if _graph_log.isEnabledFor(logging.DEBUG):  # gm.code generates the Python source
@@ -165,6 +216,17 @@ class FrameCallback:
                          _where(code), result["guards"])
         for recorder in self._recorders(code):
             recorder.add_graph(gm, result["op_count"], result["guards"], examples)
+        return entry
+
+    def _glue_entry(self, code, frame_info, result, site, compiled):
+        capture = capture_module()
+        body, namespace = None, {}
+        if site is not None:
+            body = resume.glue_body(site, frame_info, result["break_state"], namespace, capture, self)
+        prelude = list(result.get("lets", ())) + list(result.get("side_effects", ()))
+        glue = make_glue(code, compiled, result["inputs"], result["output"], result["constants"], body,
+                         namespace, prelude)
+        capture.skip_code(glue.__code__)  # the hook never captures the glue itself
         return result["guards"], glue
 
     def _compile_training(self, code, name, gm, examples):

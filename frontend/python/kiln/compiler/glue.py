@@ -13,7 +13,8 @@ import linecache
 from .skip_policy import GLUE_FILENAME_PREFIX
 
 # The glue's own names; a frame argument spelled like one would shadow it.
-GLUE_NAMES = ("__graph", "__c", "__o")
+GLUE_NAMES = ("__graph", "__c", "__o", "__r", "__t", "__resume", "__resume_jump", "__resume_next",
+              "__resume_eager", "__prev", "__set_callback", "__callback")
 
 _glue_ids = itertools.count()
 
@@ -36,17 +37,27 @@ def _filename(code, suffix=""):
     return f"{GLUE_FILENAME_PREFIX}{code.co_qualname} #{next(_glue_ids)}{suffix}>"
 
 
-def glue_source(names, inputs, output):
-    """The glue's source for argument `names`, input expressions and output expression."""
-    return (f"def __kiln_glue({', '.join(names)}):\n"
-            f"    __o = __graph({', '.join(inputs)})\n"
-            f"    return {output}\n")
+def glue_source(names, inputs, output, body=None, prelude=()):
+    """The glue's source for argument `names`, input expressions and output expression.
+    `prelude` (lines) runs after the graph: the tracer's `lets` and replayed side effects. At a
+    graph break, `body` (lines) replaces the return (resume.glue_body), and inputs of None (no
+    graph before the break) mean no graph call."""
+    source = f"def __kiln_glue({', '.join(names)}):\n"
+    if inputs is not None:
+        source += f"    __o = __graph({', '.join(inputs)})\n"
+    source += "".join(f"    {line}\n" for line in prelude)
+    if body is None:
+        return source + f"    return {output}\n"
+    return source + "".join(f"    {line}\n" for line in body)
 
 
-def make_glue(code, compiled_graph, inputs, output, constants):
-    """The glue function of a traced frame of `code` calling `compiled_graph`."""
-    namespace = {"__graph": compiled_graph, "__c": constants}
-    _define(glue_source(argument_names(code), inputs, output), _filename(code), namespace)
+def make_glue(code, compiled_graph, inputs, output, constants, body=None, namespace=None, prelude=()):
+    """The glue function of a traced frame of `code` calling `compiled_graph` (None: no graph)."""
+    namespace = dict(namespace or {})
+    namespace.update({"__graph": compiled_graph, "__c": constants})
+    source = glue_source(argument_names(code), None if compiled_graph is None else inputs, output, body,
+                         prelude)
+    _define(source, _filename(code), namespace)
     return namespace["__kiln_glue"]
 
 

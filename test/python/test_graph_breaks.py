@@ -1,0 +1,263 @@
+"""Graph breaks that keep compiling (issue 16): the graph before a break, the breaking
+instruction in Python, and a resume function (captured in turn) for the rest of the frame.
+
+The stress test puts one break (a print, an .item() whose value flows on, a numpy call, a
+data-dependent `if`) at each statement of a 30-line function in turn, and checks each variant
+against eager and its graph count: one graph for each side of the break that has operations.
+The same runs inside a loop (the frame runs eagerly, as torch.compile's does) and inside an
+inlined helper (the break is at the helper's call in the outer frame).
+"""
+import io
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import kiln
+from kiln.compiler import bytecode_py311
+
+pytestmark = pytest.mark.skipif(not bytecode_py311.supported(), reason="graph breaks resume on 3.11 only")
+
+# 30 statements, each with tensor operations; `y` and `z` are live everywhere.
+BODY = [
+    "y = x * 2",
+    "z = y + x",
+    "y = y.sin()",
+    "z = z * y",
+    "y = y + 1.5",
+    "z = z - y",
+    "y = y.abs()",
+    "z = z.cos()",
+    "y = y * z",
+    "z = z + 0.25",
+    "y = y.exp() * 0.1",
+    "z = z * 3",
+    "y = y - z",
+    "z = z.tanh()",
+    "y = y + z * 2",
+    "z = z.neg()",
+    "y = y * 0.5",
+    "z = z + y",
+    "y = y.relu()",
+    "z = z * z",
+    "y = y + 2",
+    "z = z.sigmoid()",
+    "y = y / 3",
+    "z = z - 1",
+    "y = y + z",
+    "z = z.abs()",
+    "y = y * y",
+    "z = z + y",
+    "y = y.sqrt()",
+    "z = z * 0.5",
+]
+
+# Each break: its lines (using `y`; may rebind `y`) and whether it leaves ops before it in the
+# same statement (the .item()'s sum, the if's sum and comparison).
+BREAKS = {
+    "print": (["print('at', 1, file=SINK)"], False),
+    "item": (["s = y.sum().item()", "y = y * (1.0 if s > 0 else -1.0)"], True),
+    "numpy": (["n = np.tanh(0.5)", "y = y + float(n)"], False),
+    "if": (["if y.sum() > 0:", "    y = y + 1", "else:", "    y = y - 1"], True),
+}
+
+
+def _define(source, name):
+    namespace = {"np": np, "kiln": kiln, "SINK": io.StringIO()}
+    exec(compile(source, f"<graph-breaks {name}>", "exec"), namespace)  # noqa: S102 - test programs
+    return namespace[name]
+
+
+def _flat(at, kind):
+    lines = BODY[:at] + BREAKS[kind][0] + BODY[at:]
+    return "def fn(x, y, z):\n" + textwrap.indent("\n".join(lines + ["return y + z"]), "    ") + "\n"
+
+
+def _expected_graphs(at, kind):
+    before = at > 0 or BREAKS[kind][1]
+    return int(before) + 1  # the code after every break position has operations
+
+
+def _x():
+    return kiln.from_numpy(np.random.default_rng(0).standard_normal((8,)).astype("float32"))
+
+
+def _check(fn, expected_graphs, expected_breaks=1, nargs=1):
+    x = _x()
+    args = (x, x * 0.5, x - 1)[:nargs]
+    eager = fn(*args)
+    kiln.compiler.reset()
+    compiled = kiln.compile(fn, backend="eager")
+    for _ in range(2):  # the second call runs the cached glue and resume function
+        got = compiled(*args)
+        np.testing.assert_allclose(got.numpy(), eager.numpy(), rtol=1e-5, atol=1e-6)
+    kiln.compiler.reset()
+    e = kiln.explain(fn)(*args)
+    assert (e.graph_count, e.graph_break_count) == (expected_graphs, expected_breaks), str(e)
+
+
+@pytest.mark.parametrize("kind", sorted(BREAKS))
+def test_break_at_each_statement(kind):
+    for at in range(len(BODY)):
+        _check(_define(_flat(at, kind), "fn"), _expected_graphs(at, kind), nargs=3)
+
+
+@pytest.mark.parametrize("kind", sorted(BREAKS))
+def test_break_in_inlined_helper(kind):
+    """The break is at the helper's call in the outer frame: a graph before the call, the
+    helper's own frame captured when it runs (graphs around its break), a graph after."""
+    for at in (0, 11, 29):
+        helper = BODY[:at] + BREAKS[kind][0] + BODY[at:]
+        source = ("def helper(x, y, z):\n" + textwrap.indent("\n".join(helper + ["return y, z"]), "    ") +
+                  "\ndef fn(x):\n    y = x + 1\n    z = x * 3\n    y, z = helper(x, y, z)\n    return y - z\n")
+        fn = _define(source, "fn")
+        helper_graphs = _expected_graphs(at, kind)
+        _check(fn, 2 + helper_graphs, expected_breaks=2)
+
+
+@pytest.mark.parametrize("kind", sorted(BREAKS))
+def test_break_in_loop(kind):
+    """A break inside a for loop of the top frame: the frame runs eagerly (as torch.compile's:
+    a resume function would call itself once per iteration)."""
+    for at in (0, 15, 29):
+        lines = BODY[:at] + BREAKS[kind][0] + BODY[at:]
+        source = ("def fn(x):\n    y = z = x\n    for i in range(3):\n" +
+                  textwrap.indent("\n".join(lines), "        ") + "\n        x = y + z * 0.1\n    return y + z\n")
+        _check(_define(source, "fn"), 0)
+
+
+_LOCALS = []
+
+
+def _with_cells_and_handler(x, y=3, *rest):
+    z = x + 1
+    w = 5
+    g = lambda: w + z  # noqa: E731 - makes w and z cells
+    print("at", z)
+    _LOCALS.append(sorted(sys._getframe().f_locals))  # a resumed frame's locals are readable
+    try:
+        q = 1 / (y - 3)
+    except ZeroDivisionError:
+        q = -1
+    return g() + q + len(rest)
+
+
+def test_resume_code_keeps_cells_handlers_and_lines():
+    """A resume code object made at the print: cells refilled from arguments, the try block's
+    handler still found (the exception table moved with the code), line numbers unchanged."""
+    import dis
+    import types
+
+    code = _with_cells_and_handler.__code__
+    call = next(i for i in dis.get_instructions(code) if i.opname == "CALL")
+    target = bytecode_py311.next_index(code, call.offset // 2)
+    assert not bytecode_py311.in_loop(code, call.offset // 2)
+    rcode = bytecode_py311.make_resume_code(code, target, [False], [True, True], "__kiln_resume_test")
+    assert rcode.co_varnames[:len(code.co_varnames)] == code.co_varnames
+    fn = types.FunctionType(rcode, globals(), "r")
+    # locals x, y, rest, g, q; cells w, z; the print's result on the stack
+    assert fn(1, 3, (), lambda: 7, None, 5, 2, None) == 6  # 7 + (-1) from the handler + 0
+    assert fn(1, 4, (1, 2), lambda: 7, None, 5, 2, None) == 10.0
+    assert _LOCALS[-1] == sorted(["x", "y", "rest", "g", "q", "w", "z", "__kiln_cell0", "__kiln_cell1", "__kiln_stack0"])
+    lines = {i.positions.lineno for i in dis.get_instructions(rcode)} - {None}
+    assert lines <= {i.positions.lineno for i in dis.get_instructions(code)}
+
+
+def test_live_locals_skip_dead_and_overwritten():
+    def f(a, b, c):
+        print(a)
+        b = 2
+        return a + b
+
+    code = f.__code__
+    call = next(i for i in dis_instructions(code) if i.opname == "CALL")
+    assert bytecode_py311.live_locals(code, call.offset // 2) == [True, False, False]
+
+
+def dis_instructions(code):
+    import dis
+    return list(dis.get_instructions(code))
+
+
+# --- side effects on objects from outside the frame: replayed after the graph, no break -----
+
+LOG = []
+COUNTER = 0
+
+
+class Box:
+    pass
+
+
+def _plain(v):
+    if isinstance(v, list):
+        return [_plain(a) for a in v]
+    if isinstance(v, dict):
+        return {k: _plain(a) for k, a in v.items()}
+    return v.numpy().tolist() if hasattr(v, "numpy") else v
+
+
+def test_list_append_and_dict_setitem_on_inputs_replay():
+    def fn(x, acc, d):
+        y = x * 2
+        acc.append(y)
+        acc.append(3)
+        d["k"] = y + 1
+        del d["old"]
+        return y.sum()
+
+    x = _x()
+    acc, d = [], {"old": 1}
+    want = fn(x, acc, d)
+    want_state = _plain([acc, d])
+    kiln.compiler.reset()
+    compiled = kiln.compile(fn, backend="eager")
+    for _ in range(2):  # the second call runs the cached glue
+        acc2, d2 = [], {"old": 1}
+        got = compiled(x, acc2, d2)
+        np.testing.assert_allclose(got.numpy(), want.numpy())
+        assert _plain([acc2, d2]) == want_state
+    kiln.compiler.reset()
+    e = kiln.explain(fn)(x, [], {"old": 1})
+    assert e.graph_break_count == 0 and e.graph_count == 1, str(e)
+
+
+def test_attribute_global_and_nonlocal_stores_replay():
+    box, module = Box(), kiln.nn.Linear(2, 2)
+
+    def make():
+        seen = 0
+
+        def fn(x):
+            nonlocal seen
+            global COUNTER
+            y = x + 1
+            box.last = y
+            module.tag = "done"
+            COUNTER = COUNTER + 1
+            seen = seen + 2
+            LOG.append(seen)
+            return y * box.last
+        return fn
+
+    fn_eager, fn_compiled = make(), make()
+    global COUNTER
+    x = _x()
+    COUNTER = 0
+    LOG.clear()
+    want = fn_eager(x)
+    state_eager = (COUNTER, list(LOG), box.last.numpy().tolist(), module.tag)
+    COUNTER = 0
+    LOG.clear()
+    del box.last, module.tag
+    kiln.compiler.reset()
+    compiled = kiln.compile(fn_compiled, backend="eager")
+    got = compiled(x)
+    np.testing.assert_allclose(got.numpy(), want.numpy())
+    assert (COUNTER, list(LOG), box.last.numpy().tolist(), module.tag) == state_eager
+    compiled(x)  # a new entry (COUNTER and the cell changed): replays again
+    assert COUNTER == 2 and LOG == [2, 4]
+    kiln.compiler.reset()
+    e = kiln.explain(make())(x)
+    assert e.graph_break_count == 0, str(e)
