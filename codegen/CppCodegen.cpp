@@ -23,6 +23,7 @@
 
 #include "codegen/CppExpr.h"
 #include "codegen/CppPrelude.h"
+#include "ir/loop/GemmEpilogue.h"
 #include "runtime/Error.h"
 
 namespace kiln::codegen {
@@ -132,6 +133,10 @@ struct Unit {
   std::variant<Nest, const Buffer*> work; // a loop nest or an extern call
   std::string label;
   std::vector<const Buffer*> defines;
+  // An extern mm with a fused epilogue (passes/loop/FuseGemmEpilogue.h): the pointwise buffer
+  // the GEMM's post-ops compute (what the unit defines); the product itself is never stored.
+  const Buffer* epilogue = nullptr;
+  std::vector<GemmPostOp> postOps = {};
 };
 
 RangeFacts factsOf(const std::vector<Loop>& outer, const std::vector<Loop>& inner) {
@@ -1137,10 +1142,43 @@ void emitGather(Code& code, const std::string& dst, const std::string& src,
 
 std::string num(double v, bool isDouble) { return cppFloatLiteral(v, isDouble ? ScalarType::Float64 : ScalarType::Float32); }
 
+// The call of ctx->sgemm_post for an mm whose epilogue runs as its post-ops: the steps as static
+// tables, the binary steps' tensors (`tensorParam` gives a tensor's storage pointer) in an array.
+void emitPostOpCall(Code& code, const std::vector<GemmPostOp>& ops, const MatrixLayout& la,
+                    const MatrixLayout& lb, int64_t m, int64_t n, int64_t k, const std::string& pa,
+                    const std::string& pb, const std::string& c,
+                    const std::function<std::string(const std::string&)>& tensorParam) {
+  std::string kinds, scalars, tensors, strides;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const GemmPostOp& op = ops[i];
+    std::string sep = i ? ", " : "";
+    kinds += sep + std::to_string(int(op.kind)) + " /* " + gemmPostOpName(op.kind) + " */";
+    scalars += sep + cppFloatLiteral(op.alpha, ScalarType::Float32) + ", " +
+               cppFloatLiteral(op.beta, ScalarType::Float32);
+    tensors += sep + (op.isBinary() ? at(tensorParam(op.tensor), op.offset) : std::string("nullptr"));
+    strides += sep + std::to_string(op.rowStride);
+  }
+  size_t nops = ops.size();
+  std::string count = std::to_string(std::max<size_t>(nops, 1));
+  code.open("{");
+  code.line("static const int kinds[" + count + "] = {" + (nops ? kinds : "0") + "};");
+  code.line("static const float scalars[" + std::to_string(2 * std::max<size_t>(nops, 1)) + "] = {" +
+            (nops ? scalars : "0.0f, 0.0f") + "};");
+  code.line("const float* const tensors[" + count + "] = {" + (nops ? tensors : "nullptr") + "};");
+  code.line("static const int64_t row_strides[" + count + "] = {" + (nops ? strides : "0") + "};");
+  code.line("ctx->sgemm_post(" + std::string(la.transposed ? "112" : "111") + ", " +
+            (lb.transposed ? "112" : "111") + ", " + std::to_string(m) + ", " + std::to_string(n) +
+            ", " + std::to_string(k) + ", " + pa + ", " + std::to_string(la.ld) + ", " + pb + ", " +
+            std::to_string(lb.ld) + ", " + c + ", " + std::to_string(n) + ", " + std::to_string(nops) +
+            ", kinds, scalars, tensors, row_strides);");
+  code.close();
+}
+
 // An extern mm / bmm / addmm as a static function returning 0, or 1 when a copy could not be
 // allocated.
 std::string emitExtern(const Buffer& b, const std::string& fname, const std::vector<Operand>& ops,
-                       const std::map<std::string, std::string>& cNames, std::vector<std::string>& params) {
+                       const std::map<std::string, std::string>& cNames, std::vector<std::string>& params,
+                       const Unit& unit, const std::function<std::string(const std::string&)>& rootOf) {
   const Extern& x = std::get<Extern>(b.computation);
   std::string what = "C++ codegen: extern " + x.kernel + " (%" + b.name + ")";
   bool batched = x.kernel == "bmm", addmm = x.kernel == "addmm";
@@ -1180,7 +1218,7 @@ std::string emitExtern(const Buffer& b, const std::string& fname, const std::vec
     sig += std::string(", ") + (written ? "" : "const ") + T + "* " + cNames.at(o.name);
     return cNames.at(o.name);
   };
-  std::string c = param({b.name, outSizes, {}}, true);
+  std::string c = param({unit.epilogue ? unit.epilogue->name : b.name, outSizes, {}}, true);
   // The result starts as beta * bias (broadcast) for addmm.
   bool fillBias = addmm && beta != 0.0;
   if (addmm) {
@@ -1245,7 +1283,12 @@ std::string emitExtern(const Buffer& b, const std::string& fname, const std::vec
                        (lb.transposed ? "112" : "111") + ", " + std::to_string(m) + ", " +
                        std::to_string(n) + ", " + std::to_string(k) + ", " + num(alpha, isDouble) + ", ";
     std::string tail = ", " + num(fillBias ? beta : 0.0, isDouble) + ", ";
-    if (batched) {
+    if (unit.epilogue) {
+      KILN_CHECK(!batched && !addmm && alpha == 1.0 && !isDouble, what, ": a fused epilogue needs an f32 mm");
+      emitPostOpCall(code, unit.postOps, la, lb, m, n, k, pa, pb, c, [&](const std::string& tensor) {
+        return param({rootOf(tensor), {}, {}}, false);
+      });
+    } else if (batched) {
       code.open("for (int64_t bt = 0; bt < " + std::to_string(batch) + "; ++bt) {");
       code.line(call + pa + " + bt * " + std::to_string(sa) + ", " + std::to_string(la.ld) + ", " + pb +
                 " + bt * " + std::to_string(sb) + ", " + std::to_string(lb.ld) + tail + c + " + bt * " +
@@ -1262,6 +1305,12 @@ std::string emitExtern(const Buffer& b, const std::string& fname, const std::vec
   label << "// %" << b.name << " = " << x.kernel << "(";
   for (size_t i = 0; i < x.inputs.size(); ++i) label << (i ? ", %" : "%") << x.inputs[i];
   label << ")";
+  if (unit.epilogue) {
+    label << " -> %" << unit.epilogue->name << " (post-ops:";
+    for (const GemmPostOp& op : unit.postOps)
+      label << " " << gemmPostOpName(op.kind) << (op.isBinary() ? " %" + op.tensor : "");
+    label << ")";
+  }
   return label.str() + "\nstatic int " + fname + "(" + sig + ") {\n" + code.str() + "}\n";
 }
 
@@ -1330,7 +1379,8 @@ public:
           if (const std::optional<StridedView>& v = x.viewOf(i))
             ops.back() = Operand{storage, v->sizes, v->strides, v->offset};
         }
-        unitTexts[u] = emitExtern(*b, fname, ops, cNames_, params) + "\n";
+        unitTexts[u] = emitExtern(*b, fname, ops, cNames_, params, units_[u],
+                                  [&](const std::string& n) { return rootOf(n); }) + "\n";
         calls[u] = "if (" + fname + "(ctx";
         for (const std::string& q : params) calls[u] += ", " + cNames_[q];
         calls[u] += ") != 0) {";
@@ -1540,6 +1590,15 @@ private:
       std::vector<const Buffer*> run;
       std::string members;
       for (size_t k = i; k < j; ++k) members += (k > i ? ", %" : ": %") + bs[k].name;
+      // An mm and the epilogue fused into its kernel: one GEMM call with post-ops.
+      if (j == i + 2 && bs[i].isExtern() && bs[i + 1].isPointwise()) {
+        auto steps = gemmEpilogueOf(p_, bs[i], bs[i + 1]);
+        if (auto* ops = std::get_if<std::vector<GemmPostOp>>(&steps)) {
+          units_.push_back({&bs[i], label + members, {&bs[i + 1]}, &bs[i + 1], std::move(*ops)});
+          i = j;
+          continue;
+        }
+      }
       for (size_t k = i; k <= j; ++k) {
         if (k < j && !bs[k].isExtern()) {
           run.push_back(&bs[k]);
@@ -1577,6 +1636,8 @@ private:
       } else {
         for (const std::string& in : std::get<Extern>(std::get<const Buffer*>(units_[u].work)->computation).inputs)
           note(in);
+        for (const GemmPostOp& op : units_[u].postOps)
+          if (op.isBinary()) note(op.tensor);
       }
     }
     for (Unit& unit : units_) {

@@ -31,6 +31,12 @@ struct KilnContext {
                 const double* a, int lda, const double* b, int ldb, double beta, double* c,
                 int ldc);
   int num_threads; // <= 0: OpenMP's default
+  // c = post(op(a) @ op(b)), row-major f32 (ir/loop/GemmEpilogue.h): post-op i is kinds[i]
+  // (GemmPostOp::Kind), scalars[2i], scalars[2i+1] (a linear step's alpha, beta), and for a
+  // binary step tensors[i] read at [row * row_strides[i] + col].
+  void (*sgemm_post)(int trans_a, int trans_b, int m, int n, int k, const float* a, int lda,
+                     const float* b, int ldb, float* c, int ldc, int nops, const int* kinds,
+                     const float* scalars, const float* const* tensors, const int64_t* row_strides);
   KilnError* error; // where an out-of-range indirect index is reported
 };
 

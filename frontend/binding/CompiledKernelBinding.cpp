@@ -16,6 +16,7 @@
 #include "runtime/Allocator.h"
 #include "runtime/Error.h"
 #include "runtime/TensorImpl.h"
+#include "runtime/cpu/DnnlMatmul.h"
 #include "runtime/cpu/Gemm.h"
 
 namespace nb = nanobind;
@@ -39,6 +40,9 @@ struct KilnContext {
   void (*dgemm)(int order, int transA, int transB, int m, int n, int k, double alpha, const double* a,
                 int lda, const double* b, int ldb, double beta, double* c, int ldc);
   int numThreads;
+  void (*sgemmPost)(int transA, int transB, int m, int n, int k, const float* a, int lda, const float* b,
+                    int ldb, float* c, int ldc, int nops, const int* kinds, const float* scalars,
+                    const float* const* tensors, const int64_t* rowStrides);
   KilnError* error;
 };
 
@@ -89,6 +93,16 @@ void contextDgemm(int order, int transA, int transB, int m, int n, int k, double
                   int lda, const double* b, int ldb, double beta, double* c, int ldc) {
   KILN_CHECK(order == 101, "compiled dgemm: only the row-major order (101) is supported");
   cpu::dgemm(transA == 112, transB == 112, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+// A GEMM with post-ops (runtime/cpu/DnnlMatmul.h), transposes as in contextSgemm.
+void contextSgemmPost(int transA, int transB, int m, int n, int k, const float* a, int lda, const float* b,
+                      int ldb, float* c, int ldc, int nops, const int* kinds, const float* scalars,
+                      const float* const* tensors, const int64_t* rowStrides) {
+  std::vector<cpu::PostOp> ops(size_t(std::max(nops, 0)));
+  for (int i = 0; i < nops; ++i)
+    ops[size_t(i)] = {cpu::PostOpKind(kinds[i]), scalars[2 * i], scalars[2 * i + 1], tensors[i], rowStrides[i]};
+  cpu::sgemmPostOps(transA == 112, transB == 112, m, n, k, a, lda, b, ldb, c, ldc, ops.data(), nops);
 }
 
 struct TensorMeta {
@@ -193,7 +207,8 @@ public:
       outp[i] = outs.back().rawData();
     }
     KilnError error{0, 0, 0, nullptr};
-    KilnContext ctx{contextAlloc, contextFree, contextSgemm, contextDgemm, omp_get_max_threads(), &error};
+    KilnContext ctx{contextAlloc, contextFree, contextSgemm, contextDgemm, omp_get_max_threads(), contextSgemmPost,
+                    &error};
     int status;
     {
       nb::gil_scoped_release release;

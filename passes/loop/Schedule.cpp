@@ -1,6 +1,7 @@
 // The loop scheduler's entry point (see Schedule.h).
 #include "passes/loop/Schedule.h"
 
+#include "passes/loop/FuseGemmEpilogue.h"
 #include "passes/loop/FuseHorizontal.h"
 #include "passes/loop/FuseReductions.h"
 #include "passes/loop/FuseVertical.h"
@@ -19,11 +20,13 @@ struct SchedulePass {
 
 const SchedulePass kPasses[] = {
     {"schedule", "match-ranges, fuse-vertical, fuse-reductions and fuse-horizontal, then kernels "
-                 "@k0, @k1, ..., then plan-memory"},
+                 "@k0, @k1, ..., then fuse-gemm-epilogue and plan-memory"},
     {"match-ranges", "give pointwise readers of a reduction its row structure as their ranges"},
     {"fuse-vertical", "fuse pointwise producers with their pointwise consumers"},
     {"fuse-reductions", "fuse reductions with their prologue, epilogue and sibling reductions"},
     {"fuse-horizontal", "fuse independent pointwise buffers over the same ranges"},
+    {"fuse-gemm-epilogue", "a kernel computing a chain of post-ops (bias, activation, residual) "
+                           "of an mm's product takes the mm in"},
     {"plan-memory", "intermediate buffers reuse the storage of dead ones of the same dtype and size"},
 };
 
@@ -57,6 +60,10 @@ ScheduleResult schedule(LoopProgram& p, const ScheduleOptions& options) {
   }
   ScheduleResult result{groups.logLines()};
   p.buffers = std::move(ordered);
+  if (options.fuseGemmEpilogue) {
+    std::vector<std::string> lines = fuseGemmEpilogues(p);
+    result.log.insert(result.log.end(), lines.begin(), lines.end());
+  }
   if (options.planMemory) {
     std::vector<std::string> reuses = planMemory(p);
     result.log.insert(result.log.end(), reuses.begin(), reuses.end());
@@ -65,7 +72,7 @@ ScheduleResult schedule(LoopProgram& p, const ScheduleOptions& options) {
 }
 
 std::optional<ScheduleOptions> scheduleOptionsFor(const std::vector<std::string>& passNames) {
-  ScheduleOptions o{false, false, false, false, false};
+  ScheduleOptions o{false, false, false, false, false, false};
   for (const std::string& n : passNames) {
     if (n == "schedule")
       o = ScheduleOptions{};
@@ -77,6 +84,8 @@ std::optional<ScheduleOptions> scheduleOptionsFor(const std::vector<std::string>
       o.fuseReductions = true;
     else if (n == "fuse-horizontal")
       o.fuseHorizontal = true;
+    else if (n == "fuse-gemm-epilogue")
+      o.fuseGemmEpilogue = true;
     else if (n == "plan-memory")
       o.planMemory = true;
     else

@@ -24,6 +24,7 @@ struct ScheduleOptions {
   bool fuseVertical = true;
   bool fuseReductions = true;
   bool fuseHorizontal = true;
+  bool fuseGemmEpilogue = true; // after the kernels are formed (FuseGemmEpilogue.h)
   bool planMemory = true; // after the kernels are formed: storage reuse (PlanMemory.h)
   int64_t maxKernelOps = kMaxKernelOps;
 };

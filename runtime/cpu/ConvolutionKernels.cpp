@@ -380,12 +380,11 @@ void convolutionForward(const ConvShape& s, const Tensor& x, const Tensor& w, co
   }
 }
 
-// perSample: one sample per GEMM, the weight gradient rounded to T after each (PyTorch's 16-bit
-// float backward does this; float32/float64 take whole chunks).
+// 16-bit floats come here widened to float32 (convolutionBackward).
 template <typename T>
 void convolutionBackwardInputWeight(const ConvShape& s, const Tensor& go, const Tensor& x,
                                     const Tensor& w, const Tensor& gradInput,
-                                    const Tensor& gradWeight, bool perSample) {
+                                    const Tensor& gradWeight) {
   if constexpr (std::is_same_v<T, float>) {
     cpu::DnnlConvShape d{s.n, s.c, s.h, s.w, s.cout, s.kh, s.kw, s.sh, s.sw,
                          s.ph, s.pw, s.dh, s.dw, s.oh, s.ow, s.groups};
@@ -398,7 +397,7 @@ void convolutionBackwardInputWeight(const ConvShape& s, const Tensor& go, const 
     return convolutionBackwardPerSample<T>(s, go, x, w, gradInput, gradWeight);
   }
   const int64_t l = s.l(), k = s.k(), cg = s.cg(), coutg = s.coutg();
-  const int64_t chunk = perSample ? 1 : chunkSize(s, sizeof(T));
+  const int64_t chunk = chunkSize(s, sizeof(T));
   Tensor cols = s.pointwise() ? Tensor() : Tensor::empty({k, chunk * l}, x.dtype());
   Tensor goChunk = chunk > 1 ? Tensor::empty({s.cout, chunk * l}, x.dtype()) : Tensor();
   for (int64_t n0 = 0; n0 < s.n; n0 += chunk) {
@@ -515,20 +514,24 @@ convolutionBackward(const Tensor& gradOutput, const Tensor& input, const Tensor&
   Tensor go = cpu::contiguousInput(gradOutput), x = cpu::contiguousInput(input),
          w = cpu::contiguousInput(weight);
   const bool inputOrWeight = (gi.defined() || gw.defined()) && s.n > 0 && s.l() > 0;
-  if (dt == ScalarType::BFloat16) {
-    // PyTorch's bfloat16 backward computes in float32 and rounds once: so does kiln's.
+  if (isHalfPrecision(dt)) {
+    // PyTorch's bfloat16 backward computes in float32 and rounds once: so does kiln's. Its
+    // float16 backward does too on CPUs with AVX512-FP16 (oneDNN's kernels); elsewhere it rounds
+    // per sample (within a few float16 ulps of this). kiln takes the accurate one everywhere.
     Tensor wgi = gi.defined() ? Tensor::empty(gi.sizes(), ScalarType::Float32) : Tensor();
     Tensor wgw = gw.defined() ? Tensor::empty(gw.sizes(), ScalarType::Float32) : Tensor();
     if (inputOrWeight)
-      convolutionBackwardInputWeight<float>(s, widened(go), widened(x), widened(w), wgi, wgw, false);
+      convolutionBackwardInputWeight<float>(s, widened(go), widened(x), widened(w), wgi, wgw);
     if (gi.defined() && inputOrWeight) ops::copy_(gi, wgi, false);
     if (gw.defined() && inputOrWeight) ops::copy_(gw, wgw, false);
-    if (gb.defined()) convolutionBackwardBias<BFloat16>(s, go, gb);
+    if (gb.defined()) {
+      if (dt == ScalarType::BFloat16) convolutionBackwardBias<BFloat16>(s, go, gb);
+      else convolutionBackwardBias<Half>(s, go, gb);
+    }
     return {gi, gw, gb};
   }
-  // float16 runs natively, one sample at a time, rounding as PyTorch's float16 backward does.
   KILN_DISPATCH_FLOATING(dt, "convolution_backward", [&]<typename T>() {
-    if (inputOrWeight) convolutionBackwardInputWeight<T>(s, go, x, w, gi, gw, dt == ScalarType::Float16);
+    if (inputOrWeight) convolutionBackwardInputWeight<T>(s, go, x, w, gi, gw);
     if (gb.defined()) convolutionBackwardBias<T>(s, go, gb);
   });
   return {gi, gw, gb};

@@ -161,29 +161,41 @@ std::tuple<Tensor, Tensor> maxPool2dWithIndices(const Tensor& self, IntArrayRef 
     const T* in = x.data<T>();
     T* op = out.data<T>();
     int64_t* ip = indices.data<int64_t>();
+    // Each output row is swept window offset by window offset (iy, then kx), so the inner loop
+    // runs over the row's outputs with no branch on window bounds; per output, the window's
+    // elements are still visited in row-major order (the first maximum wins, a NaN replaces it).
+    std::vector<int64_t> firstX(size_t(p.ow));
+    for (int64_t ox = 0; ox < p.ow; ++ox) firstX[size_t(ox)] = maxWindow(ox, p.sw, p.pw, p.kw, p.dw, p.w).start;
     forEachPlane(p.planes, out.numel() * p.kh * p.kw, [&](int64_t plane) {
       const T* src = in + plane * p.h * p.w;
       T* dst = op + plane * p.oh * p.ow;
       int64_t* idx = ip + plane * p.oh * p.ow;
+      std::vector<A> rowBest(size_t(p.ow));
+      A* __restrict best = rowBest.data();
       for (int64_t oy = 0; oy < p.oh; ++oy) {
         const Span ys = maxWindow(oy, p.sh, p.ph, p.kh, p.dh, p.h);
+        int64_t* __restrict where = idx + oy * p.ow;
         for (int64_t ox = 0; ox < p.ow; ++ox) {
-          const Span xs = maxWindow(ox, p.sw, p.pw, p.kw, p.dw, p.w);
-          int64_t best = ys.start * p.w + xs.start;
-          A bestValue = std::is_integral_v<A> ? std::numeric_limits<A>::lowest()
-                                              : -std::numeric_limits<A>::infinity();
-          for (int64_t iy = ys.start; iy < ys.end; iy += p.dh) {
-            for (int64_t ix = xs.start; ix < xs.end; ix += p.dw) {
-              const A v = A(src[iy * p.w + ix]);
-              if (v > bestValue || isNan(v)) {
-                bestValue = v;
-                best = iy * p.w + ix;
-              }
+          best[ox] = std::is_integral_v<A> ? std::numeric_limits<A>::lowest() : -std::numeric_limits<A>::infinity();
+          where[ox] = ys.start * p.w + firstX[size_t(ox)];
+        }
+        for (int64_t iy = ys.start; iy < ys.end; iy += p.dh) {
+          const T* __restrict row = src + iy * p.w;
+          for (int64_t kx = 0; kx < p.kw; ++kx) {
+            // The outputs whose window column kx lies inside the row: 0 <= ox*sw + off < w.
+            const int64_t off = kx * p.dw - p.pw;
+            const int64_t lo = off < 0 ? (-off + p.sw - 1) / p.sw : 0;
+            const int64_t hi = off >= p.w ? 0 : std::min(p.ow, (p.w - 1 - off) / p.sw + 1);
+            for (int64_t ox = lo; ox < hi; ++ox) {
+              const int64_t ix = ox * p.sw + off;
+              const A v = A(row[ix]);
+              const bool take = v > best[ox] || isNan(v);
+              best[ox] = take ? v : best[ox];
+              where[ox] = take ? iy * p.w + ix : where[ox];
             }
           }
-          dst[oy * p.ow + ox] = T(bestValue);
-          idx[oy * p.ow + ox] = best;
         }
+        for (int64_t ox = 0; ox < p.ow; ++ox) dst[oy * p.ow + ox] = T(best[ox]);
       }
     });
   });

@@ -24,6 +24,12 @@ TORCH_PRIMS_QUIRKS = {(op, d) for op in ("prims.sum", "prims.prod")
                       for d in ("bool", "uint8", "int8", "int16", "int32")}
 
 
+# PyTorch's own results that vary with the CPU: its float16 convolution backward rounds once on
+# CPUs with AVX512-FP16 (oneDNN) and per sample elsewhere; kiln rounds once everywhere, within a
+# few float16 ulps of the per-sample result.
+LOOSE_TOLERANCE = {("aten.convolution_backward", "float16"): (2e-2, 2e-2)}
+
+
 def _values_are_defined(target):
     return target.split(".")[1] not in UNINITIALIZED and "random" not in testing.op_tags(target)
 
@@ -60,7 +66,8 @@ def _check(target, args, kwargs):
             return
         raise AssertionError(f"{where}: kiln raises {kiln_err!r}, PyTorch returns") from kiln_err
     if _values_are_defined(target):
-        assert_match(got, expected)
+        dtype = next((str(a.dtype).split(".")[-1] for a in args if isinstance(a, kiln.Tensor)), None)
+        assert_match(got, expected, *LOOSE_TOLERANCE.get((target, dtype), (None, None)))
         schema = kiln._C._fx.op_schema(target)
         for i, a in enumerate(schema["args"][: len(args)]):
             if a["mutated"]:

@@ -19,8 +19,8 @@ def _indent(text, spaces):
 @dataclass
 class KernelPlan:
     """The kernels the inductor backend makes of one graph, from its scheduled loop program:
-    kernels: (name, [(buffer, "pointwise" | "reduction"), ...]) in execution order, each one
-    fused loop nest; externs: (buffer, library kernel such as "mm"); fallbacks: (node, op) run
+    kernels: (name, [(buffer, "pointwise" | "reduction" | "mm"), ...]) in execution order, each one
+    fused loop nest (or an mm with its epilogue run as the GEMM's post-ops); externs: (buffer, library kernel such as "mm"); fallbacks: (node, op) run
     eagerly between compiled segments (ops without a lowering); reason: why the backend does
     not compile the graph ("" when it does)."""
 
@@ -44,6 +44,8 @@ class KernelPlan:
             elif match := _BUFFER_LINE.match(line):
                 if match[3]:
                     plan.externs.append((match[1], match[3]))
+                    if kernel is not None:  # an mm whose epilogue runs as its post-ops
+                        kernel[1].append((match[1], match[3]))
                 elif kernel is not None:
                     kernel[1].append((match[1], match[2]))
             elif line.strip() == "}" and line.startswith("  }"):
@@ -76,8 +78,10 @@ class KernelPlan:
         out = self.summary() + "\n"
         for name, members in self.kernels:
             out += f"  {name} fuses " + ", ".join(f"%{b}" for b, _ in members) + "\n"
+        fused = {b: name for name, members in self.kernels for b, _ in members}
         for buffer, kernel in self.externs:
-            out += f"  %{buffer} = extern {kernel}\n"
+            where = f" (in {fused[buffer]}, its epilogue as post-ops)" if buffer in fused else ""
+            out += f"  %{buffer} = extern {kernel}{where}\n"
         for node, op in self.fallbacks:
             out += f"  %{node} = {op} (eager fallback: no lowering)\n"
         return out

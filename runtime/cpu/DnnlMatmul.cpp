@@ -1,0 +1,191 @@
+// Float32 GEMMs with fused post-ops through oneDNN's matmul primitive (see DnnlMatmul.h).
+#include "runtime/cpu/DnnlMatmul.h"
+
+#include <oneapi/dnnl/dnnl.hpp>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "runtime/cpu/Gemm.h"
+
+namespace kiln::cpu {
+
+namespace {
+
+using dnnl::memory;
+
+dnnl::engine& engine() {
+  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  return e;
+}
+
+int64_t floatBits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return int64_t(u);
+}
+
+memory::desc matrix(int64_t rows, int64_t cols, int64_t rowStride, int64_t colStride) {
+  return memory::desc({rows, cols}, memory::data_type::f32, memory::dims{rowStride, colStride});
+}
+
+dnnl::algorithm eltwiseOf(PostOpKind k) {
+  using A = dnnl::algorithm;
+  switch (k) {
+  case PostOpKind::Linear: return A::eltwise_linear;
+  case PostOpKind::Relu: return A::eltwise_relu;
+  case PostOpKind::GeluErf: return A::eltwise_gelu_erf;
+  case PostOpKind::GeluTanh: return A::eltwise_gelu_tanh;
+  case PostOpKind::Tanh: return A::eltwise_tanh;
+  case PostOpKind::Sigmoid: return A::eltwise_logistic;
+  case PostOpKind::Silu: return A::eltwise_swish;
+  case PostOpKind::Exp: return A::eltwise_exp;
+  case PostOpKind::Abs: return A::eltwise_abs;
+  case PostOpKind::Sqrt: return A::eltwise_sqrt;
+  default: return A::undef;
+  }
+}
+
+dnnl::algorithm binaryOf(PostOpKind k) {
+  using A = dnnl::algorithm;
+  switch (k) {
+  case PostOpKind::Add: return A::binary_add;
+  case PostOpKind::Sub: return A::binary_sub;
+  case PostOpKind::Mul: return A::binary_mul;
+  case PostOpKind::Div: return A::binary_div;
+  case PostOpKind::Max: return A::binary_max;
+  case PostOpKind::Min: return A::binary_min;
+  default: return A::undef;
+  }
+}
+
+bool isBinary(PostOpKind k) { return int(k) >= int(PostOpKind::Add); }
+
+struct Matmul {
+  dnnl::matmul primitive;
+  memory::desc a, b, c;
+  std::vector<memory::desc> binaries; // per post-op (empty desc for eltwise ones)
+};
+
+// The primitive for one call's geometry, built once; nullptr when oneDNN has none.
+Matmul* primitiveFor(bool ta, bool tb, int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb,
+                     int64_t ldc, const PostOp* ops, int nops, int threads) {
+  std::vector<int64_t> key{ta, tb, m, n, k, lda, ldb, ldc, threads};
+  for (int i = 0; i < nops; ++i)
+    key.insert(key.end(), {int64_t(ops[i].kind), floatBits(ops[i].alpha), floatBits(ops[i].beta),
+                           isBinary(ops[i].kind) ? ops[i].rowStride : -1});
+  static std::mutex mutex;
+  static std::map<std::vector<int64_t>, std::unique_ptr<Matmul>> cache;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second.get();
+  if (cache.size() >= 512) cache.clear(); // a bound, not an LRU: shapes rarely churn
+  std::unique_ptr<Matmul> mm;
+  // oneDNN 2.6 gives every linear post-op the first one's constants: the plain path runs those.
+  int linears = 0;
+  for (int i = 0; i < nops; ++i) linears += ops[i].kind == PostOpKind::Linear;
+  if (linears > 1) return cache.emplace(std::move(key), nullptr).first->second.get();
+  try {
+    auto p = std::make_unique<Matmul>();
+    p->a = ta ? matrix(m, k, 1, lda) : matrix(m, k, lda, 1);
+    p->b = tb ? matrix(k, n, 1, ldb) : matrix(k, n, ldb, 1);
+    p->c = matrix(m, n, ldc, 1);
+    dnnl::post_ops post;
+    for (int i = 0; i < nops; ++i) {
+      const PostOp& op = ops[i];
+      if (isBinary(op.kind)) {
+        memory::desc d = op.rowStride == 0 ? matrix(1, n, n, 1) : matrix(m, n, op.rowStride, 1);
+        post.append_binary(binaryOf(op.kind), d);
+        p->binaries.push_back(d);
+      } else {
+        float alpha = op.kind == PostOpKind::Linear ? op.alpha : op.kind == PostOpKind::Silu ? 1.f : 0.f;
+        float beta = op.kind == PostOpKind::Linear ? op.beta : 0.f;
+        post.append_eltwise(1.f, eltwiseOf(op.kind), alpha, beta);
+        p->binaries.emplace_back();
+      }
+    }
+    dnnl::primitive_attr attr;
+    attr.set_post_ops(post);
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(p->a, p->b, p->c), attr, engine());
+    p->primitive = dnnl::matmul(pd);
+    mm = std::move(p);
+  } catch (const dnnl::error&) {
+    mm = nullptr; // remembered as "none": the plain path runs
+  }
+  return cache.emplace(std::move(key), std::move(mm)).first->second.get();
+}
+
+// Runs f with at most `threads` OpenMP threads (as BlasKernels.cpp's withThreads).
+template <typename F> void withThreads(int threads, F&& f) {
+  int saved = omp_get_max_threads();
+  if (threads >= saved || omp_in_parallel()) return f();
+  omp_set_num_threads(threads);
+  f();
+  omp_set_num_threads(saved);
+}
+
+} // namespace
+
+float applyPostOps(float v, const PostOp* ops, int nops, int64_t row, int64_t col) {
+  for (int i = 0; i < nops; ++i) {
+    const PostOp& op = ops[i];
+    float t = isBinary(op.kind) ? op.tensor[row * op.rowStride + col] : 0.f;
+    switch (op.kind) {
+    case PostOpKind::Linear: v = op.alpha * v + op.beta; break;
+    case PostOpKind::Relu: v = v <= 0.f ? 0.f : v; break;
+    case PostOpKind::GeluErf: v = 0.5f * v * (1.f + std::erf(v * 0.70710678118654752f)); break;
+    case PostOpKind::GeluTanh:
+      v = 0.5f * v * (1.f + std::tanh(0.7978845608028654f * (v + 0.044715f * v * v * v)));
+      break;
+    case PostOpKind::Tanh: v = std::tanh(v); break;
+    case PostOpKind::Sigmoid: v = 1.f / (1.f + std::exp(-v)); break;
+    case PostOpKind::Silu: v = v / (1.f + std::exp(-v)); break;
+    case PostOpKind::Exp: v = std::exp(v); break;
+    case PostOpKind::Abs: v = std::fabs(v); break;
+    case PostOpKind::Sqrt: v = std::sqrt(v); break;
+    case PostOpKind::Add: v = v + t; break;
+    case PostOpKind::Sub: v = v - t; break;
+    case PostOpKind::Mul: v = v * t; break;
+    case PostOpKind::Div: v = v / t; break;
+    case PostOpKind::Max: v = std::isnan(v) || std::isnan(t) ? NAN : std::max(v, t); break;
+    case PostOpKind::Min: v = std::isnan(v) || std::isnan(t) ? NAN : std::min(v, t); break;
+    }
+  }
+  return v;
+}
+
+void sgemmPostOps(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+                  const float* b, int64_t ldb, float* c, int64_t ldc, const PostOp* ops, int nops) {
+  int threads = std::min(gemmThreads(m, n, k), omp_in_parallel() ? 1 : omp_get_max_threads());
+  bool done = false;
+  withThreads(threads, [&] {
+    Matmul* mm = primitiveFor(ta, tb, m, n, k, lda, ldb, ldc, ops, nops, threads);
+    if (!mm) return;
+    dnnl::stream stream(engine());
+    std::unordered_map<int, memory> args{
+        {DNNL_ARG_SRC, memory(mm->a, engine(), const_cast<float*>(a))},
+        {DNNL_ARG_WEIGHTS, memory(mm->b, engine(), const_cast<float*>(b))},
+        {DNNL_ARG_DST, memory(mm->c, engine(), c)}};
+    for (int i = 0; i < nops; ++i)
+      if (isBinary(ops[i].kind))
+        args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(i) | DNNL_ARG_SRC_1,
+                     memory(mm->binaries[size_t(i)], engine(), const_cast<float*>(ops[i].tensor)));
+    mm->primitive.execute(stream, args);
+    stream.wait();
+    done = true;
+  });
+  if (done) return;
+  sgemm(ta, tb, m, n, k, 1.f, a, lda, b, ldb, 0.f, c, ldc);
+#pragma omp parallel for if (m * n > 65536)
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = applyPostOps(c[i * ldc + j], ops, nops, i, j);
+}
+
+} // namespace kiln::cpu

@@ -1,0 +1,32 @@
+// Float32 GEMMs with fused post-ops through oneDNN's matmul primitive (DnnlMatmul.cpp): compiled
+// code runs a GEMM and the pointwise chain after it (bias, activation, residual add) in one call,
+// each output tile transformed while it is still in registers (ir/loop/GemmEpilogue.h).
+#pragma once
+#include <cstdint>
+
+namespace kiln::cpu {
+
+// The steps, numbered as GemmPostOp::Kind (ir/loop/GemmEpilogue.h): the generated code passes
+// these integers.
+enum class PostOpKind : int {
+  Linear, Relu, GeluErf, GeluTanh, Tanh, Sigmoid, Silu, Exp, Abs, Sqrt,
+  Add, Sub, Mul, Div, Max, Min,
+};
+
+struct PostOp {
+  PostOpKind kind;
+  float alpha, beta;      // Linear: alpha * v + beta
+  const float* tensor;    // binary: element [i, j] at tensor[i * rowStride + j]
+  int64_t rowStride;      // 0: one row broadcast over all rows
+};
+
+// Row-major c[m, n] = post(op(a) @ op(b)) (op: transposed when ta / tb; CBLAS's leading
+// dimensions). Primitives are cached by shape, layout, post-ops and thread count; where oneDNN
+// has none, sgemm and a plain loop over the post-ops compute the same thing.
+void sgemmPostOps(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+                  const float* b, int64_t ldb, float* c, int64_t ldc, const PostOp* ops, int nops);
+
+// The post-ops applied to one value by the plain loop (also the reference the tests use).
+float applyPostOps(float v, const PostOp* ops, int nops, int64_t row, int64_t col);
+
+} // namespace kiln::cpu
