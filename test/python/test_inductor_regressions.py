@@ -117,3 +117,32 @@ def test_reads_on_both_sides_of_an_in_place_write_stay_apart():
         return v, x.float() * 1
 
     _check(fn, sample((6, 4), "float16"), sample((6, 3), "float32"), sample((3, 4), "float32"))
+
+
+def test_no_grad_block_inside_a_compiled_inference_function():
+    # The grad-mode switches of `with no_grad():` were taken for eager draws (placeholders
+    # without a tensor type), so the inductor gave up on the whole graph.
+    def fn(x):
+        y = x * 2
+        with kiln.no_grad():
+            z = y + 1
+        return y.sum() + z.sum()
+
+    x = kiln.randn(5)
+    assert_match(kiln.compile(fn)(x), fn(x))
+    assert kiln.is_grad_enabled()
+    with kiln.no_grad():
+        assert_match(kiln.compile(fn)(x), fn(x))
+        assert not kiln.is_grad_enabled()
+
+
+def test_a_graph_leaving_grad_mode_switched_is_not_compiled():
+    def fn(x):
+        kiln.set_grad_enabled(False)
+        return x + 1
+
+    try:
+        with pytest.raises(kiln.compiler.errors.BackendCompilerFailed, match="leaves grad mode switched"):
+            kiln.compile(fn)(kiln.randn(3))
+    finally:
+        kiln.set_grad_enabled(True)
