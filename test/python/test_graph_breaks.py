@@ -159,9 +159,39 @@ def test_resume_code_keeps_cells_handlers_and_lines():
     # locals x, y, rest, g, q; cells w, z; the print's result on the stack
     assert fn(1, 3, (), lambda: 7, None, 5, 2, None) == 6  # 7 + (-1) from the handler + 0
     assert fn(1, 4, (1, 2), lambda: 7, None, 5, 2, None) == 10.0
-    assert _LOCALS[-1] == sorted(["x", "y", "rest", "g", "q", "w", "z", "__kiln_cell0", "__kiln_cell1", "__kiln_stack0"])
+    assert _LOCALS[-1] == sorted(["x", "y", "rest", "g", "q", "w", "z", "__kiln_cell5", "__kiln_cell6", "__kiln_stack7"])
     lines = {i.positions.lineno for i in dis.get_instructions(rcode)} - {None}
     assert lines <= {i.positions.lineno for i in dis.get_instructions(code)}
+
+
+def test_two_breaks_resume_a_resume_function():
+    """The resume function after the first break breaks again: its own resume function adds
+    arguments beside the ones it has (train_step_sgd failed with a duplicate argument name)."""
+    def fn(x):
+        y = x * 2
+        print("one", file=SINK)
+        y = y + 1
+        print("two", file=SINK)
+        return y * 3
+
+    SINK = io.StringIO()
+    _check(fn, 3, expected_breaks=2)
+
+
+def test_with_over_an_untraceable_manager_runs_the_rest_eagerly():
+    """`with redirect_stdout(...)`: one graph before the statement, which and the rest of the
+    frame run eagerly, one break (as torch.compile's graph count on the conformance program)."""
+    import contextlib
+
+    sink = io.StringIO()
+
+    def fn(x):
+        y = x.sin() * 2
+        with contextlib.redirect_stdout(sink):
+            print("checkpoint")
+        return (y + 1).cos()
+
+    _check(fn, 1)
 
 
 def test_live_locals_skip_dead_and_overwritten():

@@ -76,6 +76,12 @@ def next_index(code, index):
     return index + 1 + _CACHES[op]
 
 
+def enters_with(code, index):
+    """Whether the instruction after `index` enters a `with` block on its result."""
+    ins = _instructions(code).get(next_index(code, index))
+    return ins is not None and ins.opname == "BEFORE_WITH"
+
+
 def jump_target(code, index):
     ins = _instructions(code)[index]
     return ins.argval // 2
@@ -235,8 +241,12 @@ def make_resume_code(code, target, stack_nulls, bound_cells, name):
     names = localsplus_names(code)
     nvar = len(code.co_varnames)
     cell_slots = [i for i, n in enumerate(names) if n in code.co_cellvars]
-    cell_args = [f"__kiln_cell{k}" for k, b in enumerate(bound_cells) if b]
-    stack_args = [f"__kiln_stack{k}" for k, null in enumerate(stack_nulls) if not null]
+    # Numbered from the slot they take, so a resume function's own resume functions (a second
+    # break) add names of their own.
+    first = nvar
+    cell_args = [f"__kiln_cell{first + k}" for k, b in enumerate(bound_cells) if b]
+    first += len(cell_args)
+    stack_args = [f"__kiln_stack{first + k}" for k, null in enumerate(stack_nulls) if not null]
     added = cell_args + stack_args
     shift = len(added)
 

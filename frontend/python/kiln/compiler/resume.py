@@ -49,6 +49,15 @@ class BreakSite:
         self.opname = bytecode.dis.opname[self.op]
         self.kind = bytecode.break_kind(self.opname)
         self.reason = BreakReason(failure["reason"], failure["filename"], failure["lineno"], failure["line"])
+        start = bytecode.statement_start(code, self.index) if bytecode.supported() else None
+        if (self.kind == "call" and start is not None and bytecode.enters_with(code, self.index) and
+                not bytecode.in_loop(code, self.index)):
+            # `with make_manager():` where the manager is not traceable: resuming after the call
+            # would only break again at the `with` (a second break, no graph between), so the
+            # statement and the rest of the frame run eagerly.
+            self.kind = "generic"
+            self.index = start
+            self.occurrence = 1
 
     def resumable(self):
         """None when the break can keep compiling, else why the whole frame runs eagerly."""
