@@ -159,6 +159,27 @@ def _jax_cross_entropy(jnp, jax):
         jax.nn.log_softmax(logits, axis=-1), target, axis=1).mean()
 
 
+def _embedding_linear(T, p):
+    batch, seq, vocab, d = p
+    r = np.random.default_rng(11)
+    F = T.nn.functional
+    tokens = T.from_numpy(r.integers(0, vocab, size=(batch, seq)).astype(np.int64))
+    emb = randn(T, r, vocab, d)
+    w, b = randn(T, r, d, d, scale=d ** -0.5), randn(T, r, d)
+
+    def fn(tokens, emb, w, b):
+        return F.linear(F.embedding(tokens, emb) * math.sqrt(d), w, b)
+
+    return fn, (tokens, emb, w, b)
+
+
+def _jax_embedding_linear(jnp, jax):
+    def fn(tokens, emb, w, b):
+        return (emb[tokens] * math.sqrt(emb.shape[1])) @ w.T + b
+
+    return fn
+
+
 def _attention(T, p):
     batch, heads, seq, dim = p
     r = np.random.default_rng(8)
@@ -238,6 +259,8 @@ WORKLOADS = [
              _jax_gelu_mlp, rtol=1e-3, atol=1e-4, tags=["matmul"]),
     Workload("cross_entropy", {"small": (256, 1000), "large": (4096, 32000)}, _cross_entropy,
              _jax_cross_entropy, rtol=1e-4, atol=1e-5, tags=["reduction"]),
+    Workload("embedding_linear", {"small": (8, 64, 1000, 128), "large": (32, 512, 32000, 512)},
+             _embedding_linear, _jax_embedding_linear, rtol=1e-3, atol=1e-4, tags=["matmul"]),
     Workload("attention", {"small": (1, 4, 64, 32), "large": (8, 8, 512, 64)}, _attention,
              _jax_attention, rtol=1e-3, atol=1e-4, tags=["matmul"]),
     Workload("small_cnn", {"small": (2, 16), "large": (32, 64)}, _cnn, rtol=1e-3, atol=1e-4,

@@ -564,9 +564,10 @@ public:
                    std::vector<std::string>& params) {
     reorderForContiguity();
     shareReducedValues();
+    serial_ = scatters();
     int64_t rows = hint(tripCount(nest_.outer)), rowWork = 0;
     for (const Phase& p : nest_.phases) rowWork += hint(tripCount(p.loops));
-    bool parallel = rows * std::max<int64_t>(rowWork, 1) >= options_.parallelThreshold;
+    bool parallel = !serial_ && rows * std::max<int64_t>(rowWork, 1) >= options_.parallelThreshold;
     bool outerParallel = parallel && rows >= 2 &&
                          (rows >= kMinParallelRows || rowWork < options_.parallelThreshold);
     phaseParallel_ = parallel && !outerParallel;
@@ -586,13 +587,17 @@ public:
     }
 
     std::string sig, args;
+    if (usesErrors_) {
+      sig = "KilnError* __restrict kerr";
+      args = "kerr";
+    }
     for (const auto& [name, written] : pointers_) {
       params.push_back(name);
       sig += std::string(sig.empty() ? "" : ", ") + (written ? "" : "const ") +
              cppStorageType(dtypes_.at(name)) + "* __restrict " + cNames_.at(name);
       args += std::string(args.empty() ? "" : ", ") + cNames_.at(name);
     }
-    // Every size symbol, after the pointers (the caller passes them all, see symbolArgs).
+    // Every size symbol, after the pointers (ProgramEmitter passes them all to every unit).
     for (const std::string& sym : symbols_) {
       sig += std::string(sig.empty() ? "" : ", ") + "[[maybe_unused]] int64_t " + sym;
       args += std::string(args.empty() ? "" : ", ") + sym;
@@ -622,6 +627,9 @@ public:
 
   // Whether the function takes the thread count `nt` as its first parameter.
   bool usesThreads() const { return usesThreads_; }
+  // Whether it takes the KilnError* its indirect indices report to (after nt): the caller
+  // checks it after the call.
+  bool usesErrors() const { return usesErrors_; }
 
 private:
   int64_t hint(const IndexExpr& e) const { return hinted(e, options_.sizeHints); }
@@ -903,8 +911,23 @@ private:
     return cNames_.at(name);
   }
 
+  // Whether a member stores through an indirect index or accumulates: such a nest runs
+  // serially, without simd, so duplicate indices add up (or the last write wins) as in eager's
+  // loops instead of racing.
+  bool scatters() const {
+    for (const Phase& p : nest_.phases)
+      for (const Member& m : p.members)
+        if (const auto* pw = std::get_if<Pointwise>(&m.buffer->computation))
+          if (!pw->into.empty() && (pw->accumulate || !indirectVars(pw->body).empty())) return true;
+    return false;
+  }
+
   BodyEnv env(const Phase& phase) {
     BodyEnv e;
+    e.errors = [this]() {
+      usesErrors_ = true;
+      return std::string("kerr");
+    };
     e.facts = factsOf(nest_.outer, phase.loops);
     e.pointer = [this](const std::string& b) { return pointer(b, false); };
     RangeFacts facts = e.facts;
@@ -918,9 +941,15 @@ private:
   }
 
   std::string storeLine(const Member& m, const std::string& value) {
-    return pointer(m.buffer->name, true) + "[" +
-           cppIndex(m.flat, factsOf(nest_.outer, nest_.phases[current_].loops)) + "] = " +
-           cppToStorage(m.buffer->dtype, value) + ";";
+    // A scatter's index names the locals of the body's indirect ops.
+    std::map<std::string, IndexExpr> indirect = indirectNames(m.body, "t" + std::to_string(m.id) + "_");
+    std::string at = pointer(m.buffer->name, true) + "[" +
+                     cppIndex(indirect.empty() ? m.flat : m.flat.substitute(indirect),
+                              factsOf(nest_.outer, nest_.phases[current_].loops)) + "]";
+    const auto* pw = std::get_if<Pointwise>(&m.buffer->computation);
+    if (pw && pw->accumulate)
+      return at + " = " + cppToStorage(m.buffer->dtype, cppFromStorage(m.buffer->dtype, at) + " + " + value) + ";";
+    return at + " = " + cppToStorage(m.buffer->dtype, value) + ";";
   }
   void store(const Member& m, const std::string& value) {
     if (m.materialize) code_.line(storeLine(m, value));
@@ -945,7 +974,7 @@ private:
       if (k == 0 && parallel) {
         usesThreads_ = true;
         code_.line(std::string("#pragma omp parallel for") + (last ? " simd" : "") + " num_threads(nt)");
-      } else if (last) {
+      } else if (last && !serial_) {
         code_.line("#pragma omp simd");
       }
       code_.open(forLoop(phase.loops[k]));
@@ -1128,7 +1157,7 @@ private:
   const std::vector<std::string>& symbols_;
   Code code_;
   size_t current_ = 0;
-  bool phaseParallel_ = false, usesThreads_ = false;
+  bool phaseParallel_ = false, usesThreads_ = false, usesErrors_ = false, serial_ = false;
   std::vector<std::pair<std::string, bool>> pointers_; // name, written
   std::map<std::string, std::pair<std::string, IndexExpr>> locals_; // buffer -> local, flat
   // Reduction phase -> (buffer, flat index in the phase's variables) its summed value is also
@@ -1416,6 +1445,7 @@ public:
     std::vector<std::string> unitTexts(units_.size());
     Code entry;
     std::vector<std::string> calls(units_.size());
+    std::vector<bool> checksErrors(units_.size(), false); // units reporting index errors
     bool usesThreads = false;
     for (size_t u = 0; u < units_.size(); ++u) {
       std::vector<std::string> params;
@@ -1425,12 +1455,14 @@ public:
         unitTexts[u] = ne.emit(fname, units_[u].label, params) + "\n";
         std::vector<std::string> args;
         if (ne.usesThreads()) args.push_back("nt");
+        if (ne.usesErrors()) args.push_back("ctx->error");
         for (const std::string& q : params) args.push_back(cNames_[q]);
         args.insert(args.end(), symbols_.begin(), symbols_.end());
         calls[u] = fname + "(";
         for (size_t i = 0; i < args.size(); ++i) calls[u] += (i ? ", " : "") + args[i];
         calls[u] += ");";
         usesThreads |= ne.usesThreads();
+        checksErrors[u] = ne.usesErrors();
       } else {
         const Buffer* b = std::get<const Buffer*>(units_[u].work);
         std::vector<Operand> ops;
@@ -1459,7 +1491,7 @@ public:
     for (size_t i = 0; i < symbols_.size(); ++i)
       entry.line("[[maybe_unused]] const int64_t " + symbols_[i] + " = sizes[" + std::to_string(i) + "];");
     if (usesThreads) entry.line("const int nt = kiln_num_threads(ctx);");
-    bool usesCtx = usesThreads;
+    bool usesCtx = usesThreads || std::count(checksErrors.begin(), checksErrors.end(), true);
     for (const Unit& unit : units_)
       for (const Buffer* b : unit.defines)
         usesCtx |= b->isExtern() || (materialized_.count(b->name) &&
@@ -1513,9 +1545,10 @@ public:
       }
     for (const auto& [storage, u] : lastUse) freeAfter[u].push_back(storage);
     std::vector<const Buffer*> live;
-    auto failure = [&]() {
+    // Frees the live intermediates and returns `status` (1: out of memory, 2: an index error).
+    auto failure = [&](int status = 1) {
       for (const Buffer* l : live) entry.line("  ctx->free(" + cNames_[l->name] + ");");
-      entry.line("  return 1;");
+      entry.line("  return " + std::to_string(status) + ";");
       entry.line("}");
     };
     for (size_t u = 0; u < units_.size(); ++u) {
@@ -1534,6 +1567,10 @@ public:
       }
       entry.line(calls[u]);
       if (!std::holds_alternative<Nest>(units_[u].work)) failure();
+      if (checksErrors[u]) {
+        entry.line("if (ctx->error->set) {");
+        failure(2);
+      }
       for (const Buffer* b : freeAfter[u]) {
         entry.line("ctx->free(" + cNames_[b->name] + ");");
         live.erase(std::find(live.begin(), live.end(), b));

@@ -318,14 +318,49 @@ std::string emitBody(const LoopBody& body, const std::string& prefix, const Body
   return emitBody(body, prefix, env, lines, none, {});
 }
 
+std::map<std::string, IndexExpr> indirectNames(const LoopBody& body, const std::string& prefix) {
+  std::map<std::string, IndexExpr> names;
+  for (size_t i = 0; i < body.ops.size(); ++i)
+    if (body.ops[i].code == LoopOpCode::Indirect)
+      names[body.ops[i].var] = IndexExpr::var(prefix + std::to_string(i));
+  return names;
+}
+
+std::string cppStringLiteral(const std::string& s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += char(c);
+    } else if (c < 32 || c >= 127) {
+      const char* digits = "01234567";
+      out += '\\';
+      out += digits[(c >> 6) & 7];
+      out += digits[(c >> 3) & 7];
+      out += digits[c & 7];
+    } else {
+      out += char(c);
+    }
+  }
+  return out + "\"";
+}
+
 std::string emitBody(const LoopBody& body, const std::string& prefix, const BodyEnv& env,
                      std::vector<std::string>& lines, std::vector<std::string>& hoisted,
                      const std::set<std::string>& loopVars) {
+  // Indirect index variables become the locals of their indirect ops.
+  std::map<std::string, IndexExpr> indirect = indirectNames(body, prefix);
+  std::map<std::string, int> indirectOp;
+  for (size_t i = 0; i < body.ops.size(); ++i)
+    if (body.ops[i].code == LoopOpCode::Indirect) indirectOp[body.ops[i].var] = int(i);
   // invariant[i]: value i does not depend on loopVars (nothing is hoisted without loop vars).
   std::vector<bool> invariant(body.ops.size(), false);
   auto freeOfLoop = [&](const IndexExpr& e) {
-    for (const std::string& v : e.variables())
+    for (const std::string& v : e.variables()) {
       if (loopVars.count(v)) return false;
+      // An indirect variable varies with the loop when its op does.
+      if (auto it = indirectOp.find(v); it != indirectOp.end() && !invariant[it->second]) return false;
+    }
     return true;
   };
   for (size_t i = 0; i < body.ops.size() && !loopVars.empty(); ++i) {
@@ -341,6 +376,8 @@ std::string emitBody(const LoopBody& body, const std::string& prefix, const Body
   // Only the values the stored or reduced value depends on are emitted.
   std::vector<bool> live(body.ops.size(), false);
   if (!body.ops.empty()) live.back() = true;
+  // Indirect ops are used through their index variables (and check their values): all live.
+  for (size_t i = 0; i < body.ops.size(); ++i) live[i] = live[i] || body.ops[i].code == LoopOpCode::Indirect;
   for (size_t i = body.ops.size(); i-- > 0;)
     if (live[i])
       for (int o : body.ops[i].operands) live[o] = true;
@@ -356,16 +393,22 @@ std::string emitBody(const LoopBody& body, const std::string& prefix, const Body
     case LoopOpCode::Reduce:
       return operand(0);
     case LoopOpCode::Load: {
-      std::optional<std::string> f = env.forwarded(op.buffer, op.index);
-      expr = f ? *f
-               : cppFromStorage(t, env.pointer(op.buffer) + "[" + cppIndex(op.index, env.facts) + "]");
+      IndexExpr index = indirect.empty() ? op.index : op.index.substitute(indirect);
+      std::optional<std::string> f = env.forwarded(op.buffer, index);
+      expr = f ? *f : cppFromStorage(t, env.pointer(op.buffer) + "[" + cppIndex(index, env.facts) + "]");
       break;
     }
+    case LoopOpCode::Indirect:
+      KILN_CHECK(env.errors, "C++ codegen: an indirect index (", op.var, ") where no error can be reported");
+      expr = "kiln_index(static_cast<int64_t>(" + operand(0) + "), " + cppIndex(op.index, env.facts) + ", " +
+             (op.wrap ? "1" : "0") + ", " + env.errors() + ", " + cppStringLiteral(op.error) + ")";
+      break;
     case LoopOpCode::Constant:
       expr = isFloatingType(t) ? cppFloatLiteral(op.floatValue, t) : cppIntLiteral(op.intValue, t);
       break;
     case LoopOpCode::IndexExpr:
-      expr = "static_cast<" + std::string(cppComputeType(t)) + ">(" + cppIndex(op.index, env.facts) + ")";
+      expr = "static_cast<" + std::string(cppComputeType(t)) + ">(" +
+             cppIndex(indirect.empty() ? op.index : op.index.substitute(indirect), env.facts) + ")";
       break;
     case LoopOpCode::Cast:
       expr = castExpr(operandDtype(0), t, operand(0));

@@ -2,6 +2,7 @@
 // arithmetic, and loop bodies as straight-line code (one const local per op).
 #pragma once
 #include <functional>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -39,7 +40,16 @@ struct BodyEnv {
       forwarded;
   std::function<std::string(const std::string& buffer)> pointer;
   RangeFacts facts;
+  // The KilnError* expression indirect ops report to (and whose use the caller records); unset
+  // where bodies have no indirect ops.
+  std::function<std::string()> errors;
 };
+
+// The C++ names of a body's indirect index variables: the locals of their ops (prefix + op
+// index), for substituting into index expressions (loads, an in-place store's index).
+std::map<std::string, IndexExpr> indirectNames(const LoopBody& body, const std::string& prefix);
+// `s` as a C++ string literal.
+std::string cppStringLiteral(const std::string& s);
 
 // Appends one `const T name = expr;` line per value of `body` (locals named `prefix` + op
 // index) and returns the expression of the stored or reduced value. Index expressions must

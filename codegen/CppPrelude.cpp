@@ -12,6 +12,14 @@ const std::string& cppPrelude() {
 extern "C" int omp_get_max_threads(void);
 #endif
 
+// The first out-of-range index a kernel met: the program returns 2 after the kernel, and the
+// caller raises `message` ("IndexError: ..." with {index} and {size}) for it.
+struct KilnError {
+  int set; // 0 until an error is recorded (the first one wins, across threads)
+  int64_t index, size;
+  const char* message;
+};
+
 // What the caller provides: an allocator for intermediate buffers and the BLAS GEMMs
 // (cblas_sgemm / cblas_dgemm: row-major = 101, no transpose = 111, transpose = 112).
 struct KilnContext {
@@ -29,7 +37,30 @@ struct KilnContext {
   void (*sgemm_post)(int trans_a, int trans_b, int m, int n, int k, const float* a, int lda,
                      const float* b, int ldb, float* c, int ldc, int nops, const int* kinds,
                      const float* scalars, const float* const* tensors, const int64_t* row_strides);
+  KilnError* error; // where an out-of-range indirect index is reported
 };
+
+__attribute__((cold, noinline)) static void kiln_index_error(struct KilnError* err, int64_t index,
+                                                             int64_t size, const char* message) {
+  if (__atomic_exchange_n(&err->set, 1, __ATOMIC_ACQ_REL) == 0) {
+    err->index = index;
+    err->size = size;
+    err->message = message;
+  }
+}
+
+// An indirect index: `v` (v + size when negative and `wrap`) if it is in [0, size), else the
+// error is recorded and 0 returned, so the loads and stores through it stay inside a nonempty
+// buffer while the kernel finishes.
+static inline int64_t kiln_index(int64_t v, int64_t size, int wrap, struct KilnError* err,
+                                 const char* message) {
+  const int64_t w = (wrap && v < 0) ? v + size : v;
+  if (__builtin_expect(static_cast<uint64_t>(w) >= static_cast<uint64_t>(size), 0)) {
+    kiln_index_error(err, v, size, message);
+    return 0;
+  }
+  return w;
+}
 
 static inline int kiln_num_threads(const KilnContext* ctx) {
 #ifdef _OPENMP

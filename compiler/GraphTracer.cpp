@@ -26,6 +26,8 @@ public:
     recorder_.decompose = level;
   }
 
+  void decomposeComposites(bool on) { recorder_.decomposeOpsWithoutFormula = on; }
+
   Graph run() {
     OpRecorder::Scope scope(recorder_);
     const Node* out = body();
@@ -336,7 +338,11 @@ private:
 
 } // namespace
 
-Graph retrace(const Graph& g, DecomposeTo level) { return GraphTracer(g, level).run(); }
+Graph retrace(const Graph& g, DecomposeTo level, bool decomposeComposites) {
+  GraphTracer tracer(g, level);
+  tracer.decomposeComposites(decomposeComposites);
+  return tracer.run();
+}
 
 JointGraph traceJoint(const Graph& g, const std::vector<bool>& requiresGrad) {
   return GraphTracer(g, DecomposeTo::None).runJoint(requiresGrad);

@@ -19,7 +19,11 @@
 
 namespace kiln::compiler {
 
-Graph retrace(const Graph& g, DecomposeTo level);
+// With `decomposeComposites`, ops without a derivative formula of their own are decomposed too,
+// whatever the level, as the joint trace does (OpRecorder::decomposeOpsWithoutFormula): at level
+// None that is the ATen graph autograd sees, where aliasing is explicit (reshape is a view or a
+// copy, contiguous an alias or a clone), which functionalization needs.
+Graph retrace(const Graph& g, DecomposeTo level, bool decomposeComposites = false);
 
 // AOT autograd's joint graph (make_fx of the forward and the backward): `g`'s ops are traced
 // with grad mode on and the inputs (placeholders and get_attrs, in order) flagged in

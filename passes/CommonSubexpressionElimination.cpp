@@ -18,13 +18,16 @@ struct CallKey {
   std::string target;
   std::vector<Argument> args;
   Kwargs kwargs; // sorted by name
+  // For a call reading a tensor whose storage is written in place somewhere in the graph: the
+  // number of in-place writes before it, so reads on either side of a write stay apart.
+  int64_t writesBefore = -1;
 
   bool operator==(const CallKey&) const = default;
 };
 
 struct CallKeyHash {
   size_t operator()(const CallKey& k) const {
-    size_t h = std::hash<std::string>()(k.target) ^ size_t(k.opcode);
+    size_t h = (std::hash<std::string>()(k.target) ^ size_t(k.opcode)) * 31 + size_t(k.writesBefore);
     for (const Argument& a : k.args)
       h = h * 31 + a.hash();
     for (const auto& [name, v] : k.kwargs)
@@ -81,14 +84,32 @@ std::unordered_set<const Node*> possiblyWritten(const Graph& g) {
   return out;
 }
 
+// Whether `a` holds a tensor whose storage some in-place write touches: a node of `written` or
+// a view of one (a view taken before its base was written reads the new values after).
+bool readsWritten(const Argument& a, const std::unordered_set<const Node*>& written) {
+  if (a.isSequence())
+    return std::any_of(a.items().begin(), a.items().end(),
+                       [&](const Argument& item) { return readsWritten(item, written); });
+  for (const Node* x = a.isNode() ? a.toNode() : nullptr; x; x = aliasedInput(*x))
+    if (written.count(x)) return true;
+  return false;
+}
+
 } // namespace
 
 void eliminateCommonSubexpressions(Graph& g) {
   std::unordered_map<CallKey, Node*, CallKeyHash> seen;
   const std::unordered_set<const Node*> written = possiblyWritten(g);
+  int64_t writes = 0;
   for (Node* n : g.nodes()) {
+    if (n->opcode() != Opcode::Output && hasSideEffects(*n)) ++writes;
     if (!mergeable(*n) || written.count(n)) continue;
     CallKey key{n->opcode(), n->target(), n->args(), n->kwargs()};
+    bool reads = std::any_of(n->args().begin(), n->args().end(),
+                             [&](const Argument& a) { return readsWritten(a, written); }) ||
+                 std::any_of(n->kwargs().begin(), n->kwargs().end(),
+                             [&](const auto& kv) { return readsWritten(kv.second, written); });
+    if (reads) key.writesBefore = writes;
     std::sort(key.kwargs.begin(), key.kwargs.end(),
               [](const auto& a, const auto& b) { return a.first < b.first; });
     auto [it, inserted] = seen.emplace(std::move(key), n);

@@ -9,7 +9,8 @@
 //
 // Mergeable: get_attr, and call_function / call_method nodes without side effects that are
 // deterministic (ir/Effects.h). Never merged: mutating ops, random or nondeterministic ops
-// (tags random, nondeterministic), call_module, placeholders, the output.
+// (tags random, nondeterministic), call_module, placeholders, the output; nor two reads of a
+// storage that an in-place write changes between them (their keys count the writes before).
 #pragma once
 #include "ir/Graph.h"
 

@@ -8,6 +8,7 @@
 #include "passes/DeadCodeElimination.h"
 #include "passes/DecomposeCoreAten.h"
 #include "passes/DecomposePrims.h"
+#include "passes/Functionalize.h"
 #include "passes/ShapePropagation.h"
 
 namespace kiln {

@@ -26,6 +26,15 @@ class ShapePropagation {
 public:
   explicit ShapePropagation(Graph& g) : g_(g) {}
 
+  // Types one node from the types its inputs already carry.
+  void runOne(Node& n) {
+    for (Node* in : n.inputs()) {
+      if (!in->meta.type) fail(n, "uses %" + in->name() + ", which has no type; run shape-prop first");
+      env_[in] = fromType(*in, *in->meta.type);
+    }
+    n.meta.type = typeOf(n, evaluate(n));
+  }
+
   void run() {
     for (Node* n : g_.nodes()) {
       if (n->opcode() == Opcode::Output) continue;
@@ -288,5 +297,7 @@ private:
 } // namespace
 
 void propagateShapes(Graph& g) { ShapePropagation(g).run(); }
+
+void propagateShape(Node& n) { ShapePropagation(*n.graph()).runOne(n); }
 
 } // namespace kiln

@@ -22,5 +22,7 @@
 namespace kiln {
 
 void propagateShapes(Graph& g);
+// The same for one node, from the types its inputs carry (a pass typing the nodes it makes).
+void propagateShape(Node& n);
 
 } // namespace kiln

@@ -1,10 +1,11 @@
 // Core ATen -> Prims: views (view, permute, squeeze, unsqueeze, expand, select, slice,
-// as_strided, alias) as the view prims with explicit, non-negative arguments, and the shape
-// ops built from them (cat, repeat, flip), after torch/_refs.
+// as_strided, alias) as the view prims with explicit, non-negative arguments, the shape ops
+// built from them (cat, repeat, flip), after torch/_refs, and the scatters into slices/selects.
 #include <algorithm>
 
 #include "compiler/decompositions/PrimsCommon.h"
 #include "generated/DecompositionDecls.h"
+#include "generated/KernelDecls.h"
 #include "runtime/TensorIterator.h"
 #include "runtime/ViewGeometry.h"
 
@@ -164,6 +165,17 @@ Tensor flip(const Tensor& self, IntArrayRef dims) {
     if (self.dim() > 0) wrapped.push_back(w);
   }
   return P::rev(self, wrapped);
+}
+
+// The scatters' kernels are written in ops (clone, the view, copy_): traced, they are these ops,
+// which decompose in turn (copy_ into the view of the clone becomes prims.copy_to).
+Tensor sliceScatter(const Tensor& self, const Tensor& src, int64_t dim, std::optional<int64_t> start,
+                    std::optional<int64_t> end, int64_t step) {
+  return kernels::sliceScatter(self, src, dim, start, end, step);
+}
+
+Tensor selectScatter(const Tensor& self, const Tensor& src, int64_t dim, int64_t index) {
+  return kernels::selectScatter(self, src, dim, index);
 }
 
 } // namespace kiln::decompositions

@@ -28,7 +28,13 @@ namespace kiln::python {
 
 namespace {
 
-// The layout the generated source declares (codegen/CppPrelude.cpp, docs/cpp-codegen.md).
+// The layouts the generated source declares (codegen/CppPrelude.cpp, docs/cpp-codegen.md).
+struct KilnError {
+  int set;
+  int64_t index, size;
+  const char* message;
+};
+
 struct KilnContext {
   void* (*alloc)(size_t bytes);
   void (*free)(void* ptr);
@@ -40,7 +46,20 @@ struct KilnContext {
   void (*sgemmPost)(int transA, int transB, int m, int n, int k, const float* a, int lda, const float* b,
                     int ldb, float* c, int ldc, int nops, const int* kinds, const float* scalars,
                     const float* const* tensors, const int64_t* rowStrides);
+  KilnError* error;
 };
+
+// The exception of an out-of-range indirect index (status 2): the indirect op's error,
+// "IndexError: index {index} is out of bounds for dimension 0 with size {size}", filled in and
+// raised as its type, as eager's kernel raises it.
+[[noreturn]] void throwIndexError(const KilnError& e) {
+  std::string text = e.message ? e.message : "IndexError: index {index} is out of bounds";
+  for (auto [key, value] : {std::pair<std::string, int64_t>{"{index}", e.index}, {"{size}", e.size}})
+    for (size_t at = text.find(key); at != std::string::npos; at = text.find(key, at))
+      text.replace(at, key.size(), std::to_string(value));
+  if (text.starts_with("RuntimeError: ")) throw Error(text.substr(14));
+  throw IndexError(text.starts_with("IndexError: ") ? text.substr(12) : text);
+}
 
 using EntryFn = int (*)(const KilnContext*, void* const*, void* const*, const int64_t*);
 
@@ -230,12 +249,15 @@ public:
                                    outputs_[i].dtype));
       outp[i] = outs.back().rawData();
     }
-    KilnContext ctx{contextAlloc, contextFree, contextSgemm, contextDgemm, omp_get_max_threads(), contextSgemmPost};
+    KilnError error{0, 0, 0, nullptr};
+    KilnContext ctx{contextAlloc, contextFree, contextSgemm, contextDgemm, omp_get_max_threads(), contextSgemmPost,
+                    &error};
     int status;
     {
       nb::gil_scoped_release release;
       status = entryFn_(&ctx, ins, outp, sizeArgs.data());
     }
+    if (status == 2) throwIndexError(error);
     KILN_CHECK(status == 0, "compiled program @", name_, " failed (status ", status,
                "): out of memory allocating its intermediates");
     PyObject* tuple = PyTuple_New(Py_ssize_t(nOut));

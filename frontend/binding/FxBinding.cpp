@@ -757,7 +757,7 @@ void registerFx(nb::module_& m) {
       "The function calling one op overload of the table: op_callable(\"aten.add.Tensor\").");
   fx.def(
       "retrace",
-      [](nb::handle graph, std::string_view level) {
+      [](nb::handle graph, std::string_view level, bool decomposeComposites) {
         if (!nb::isinstance<GraphHandle>(graph))
           throw TypeError("retrace() expects a kiln.fx.Graph");
         compiler::DecomposeTo to;
@@ -767,13 +767,14 @@ void registerFx(nb::module_& m) {
         else
           throw ValueError(strCat("retrace(): unknown level '", level,
                                   "' (expected 'aten', 'core_aten' or 'prims')"));
-        return wrapGraph(compiler::retrace(graphOf(graph).graph, to));
+        return wrapGraph(compiler::retrace(graphOf(graph).graph, to, decomposeComposites));
       },
-      nb::arg("graph"), nb::arg("level"),
+      nb::arg("graph"), nb::arg("level"), nb::arg("decompose_composites") = false,
       "A new graph computing the same as `graph`, traced through the dispatcher on fake tensors "
       "(every node typed): 'aten' records the ops as called, 'core_aten' decomposes every op "
       "that is neither core nor a prim, 'prims' every op that is not a prim (where they have "
-      "decompositions).");
+      "decompositions). decompose_composites: also every op without a derivative formula of "
+      "its own (what the joint trace records).");
   fx.def(
       "trace_joint",
       [](nb::handle graph, std::vector<bool> requiresGrad) {

@@ -3,6 +3,7 @@
 #include "frontend/binding/GeneratorBinding.h"
 
 #include <cstring>
+#include <memory>
 
 #include "frontend/binding/PythonConvert.h"
 #include "generated/Ops.h"
@@ -12,9 +13,10 @@ namespace kiln::python {
 
 namespace {
 
-// A handle on a generator owned by the runtime (only the default one exists).
+// A handle on the default generator (owned by the runtime) or on one made by kiln.Generator().
 struct GeneratorHandle {
   Generator* generator;
+  std::shared_ptr<Generator> owned = {};
 };
 
 // Any Python integer in [-2^63, 2^64): negative seeds wrap, as in PyTorch.
@@ -61,6 +63,18 @@ void setStateFrom(Generator& g, nb::handle state) {
 
 void registerGenerator(nb::module_& m) {
   nb::class_<GeneratorHandle>(m, "Generator")
+      // kiln.Generator(device="cpu"): a generator of its own, seeded as a fresh process's default
+      // one (PyTorch's default seed), for the generator= argument of random ops.
+      .def("__init__",
+           [](GeneratorHandle* self, nb::handle device) {
+             Device d;
+             if (!device.is_none())
+               KILN_CHECK_TYPE(toDevice(device.ptr(), d), "Generator(): device must be a string or kiln.device");
+             KILN_CHECK(d.isCpu(), "Generator(): only CPU generators are supported, not ", d.str());
+             auto g = std::make_shared<Generator>();
+             new (self) GeneratorHandle{g.get(), g};
+           },
+           nb::arg("device") = nb::none())
       .def("manual_seed",
            [](nb::handle self, nb::handle seed) {
              nb::cast<GeneratorHandle&>(self).generator->manualSeed(seedFromPython(seed));

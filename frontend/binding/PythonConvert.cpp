@@ -162,6 +162,12 @@ void setPythonErrorFromException(const char* opName) {
     PyErr_SetString(PyExc_MemoryError, "kiln: out of memory");
   } catch (const std::exception& e) {
     PyErr_SetString(PyExc_RuntimeError, msg(e).c_str());
+  } catch (...) {
+    // Nothing may unwind through CPython's frames (the caller may be Python code run for real
+    // while tracing): an exception of another type leaves the interpreter's frame chain
+    // dangling, and the next Python C API call crashes.
+    PyErr_SetString(PyExc_RuntimeError, (std::string(opName ? opName : "kiln") +
+                                         "(): an unexpected C++ exception (not a std::exception)").c_str());
   }
 }
 

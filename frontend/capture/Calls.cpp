@@ -27,9 +27,14 @@ std::string moduleOf(nb::handle obj) {
 }
 
 // kiln's library code: run for real on fakes rather than traced instruction by instruction.
+// kiln code that runs for real on the fakes while tracing. Not kiln.compiler, and not kiln.optim:
+// an optimizer's step updates Python state (its state dict, step counts) and reaches the real
+// parameters, so run for real inside a trace it would do half a step and then give up (AdamW's
+// state left without exp_avg); it is interpreted like user code instead.
 bool isKilnLibrary(nb::handle fn) {
   std::string mod = moduleOf(fn);
-  return (startsWith(mod, "kiln.") || mod == "kiln") && !startsWith(mod, "kiln.compiler");
+  return (startsWith(mod, "kiln.") || mod == "kiln") && !startsWith(mod, "kiln.compiler") &&
+         mod != "kiln.optim" && !startsWith(mod, "kiln.optim.");
 }
 
 const char* kDataDependentMethods[] = {"item", "tolist", "numpy", "__bool__", "__int__",

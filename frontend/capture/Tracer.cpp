@@ -91,8 +91,12 @@ Tracer::Tracer(nb::handle func, nb::handle code, nb::handle args, nb::handle glo
     // A real tensor kiln's library code made while it ran on the fakes (kiln.from_numpy of data
     // computed in Python - a mask drawn with numpy inside a patched nn.functional.dropout):
     // baked into the graph it would be the same on every call. The frame runs eagerly instead.
-    throw Unsupported{"a tensor made from Python data while kiln library code ran (" + real.describe() +
-                      "): its value could differ on the next call"};
+    // Thrown inside an op called from Python code running for real: it must reach callReal as a
+    // Python exception (NotImplementedError: callReal makes it Unsupported), never as a C++ one
+    // unwinding through CPython's frames.
+    throw NotImplementedError("a tensor made from Python data while kiln library code ran (" + real.describe() +
+                              "), or one it reached by itself (an optimizer's parameters): its value "
+                              "could differ on the next call");
   };
 }
 

@@ -35,6 +35,7 @@ constexpr OpInfo kOps[] = {
     {LoopOpCode::IndexExpr, "index_expr", 0, DtypeRule::None},
     {LoopOpCode::Cast, "cast", 1, DtypeRule::None},
     {LoopOpCode::Reduce, "reduce", 1, DtypeRule::Passthrough},
+    {LoopOpCode::Indirect, "indirect", 1, DtypeRule::None},
     {LoopOpCode::Store, "store", 1, DtypeRule::Passthrough},
     {LoopOpCode::Neg, "neg", 1, DtypeRule::Signed},
     {LoopOpCode::Abs, "abs", 1, DtypeRule::Signed},
@@ -111,6 +112,8 @@ bool equalOps(const LoopOp& a, const LoopOp& b) {
     return a.buffer == b.buffer && a.index == b.index;
   case LoopOpCode::IndexExpr:
     return a.index == b.index;
+  case LoopOpCode::Indirect:
+    return a.index == b.index && a.var == b.var && a.wrap == b.wrap && a.error == b.error;
   case LoopOpCode::Constant:
     return isFloatingType(a.dtype) ? sameBits(a.floatValue, b.floatValue)
                                    : a.intValue == b.intValue;
@@ -245,6 +248,27 @@ int LoopBody::indexExpr(kiln::IndexExpr value, ScalarType dtype) {
   return int(ops.size()) - 1;
 }
 
+int LoopBody::indirect(int value, kiln::IndexExpr size, std::string var, bool wrap,
+                       std::string error) {
+  LoopOp op;
+  op.code = LoopOpCode::Indirect;
+  op.dtype = ScalarType::Int64;
+  op.operands = {value};
+  op.index = std::move(size);
+  op.var = std::move(var);
+  op.wrap = wrap;
+  op.error = std::move(error);
+  ops.push_back(std::move(op));
+  return int(ops.size()) - 1;
+}
+
+std::vector<std::string> indirectVars(const LoopBody& body) {
+  std::vector<std::string> vars;
+  for (const LoopOp& op : body.ops)
+    if (op.code == LoopOpCode::Indirect) vars.push_back(op.var);
+  return vars;
+}
+
 int LoopBody::cast(int value, ScalarType dtype) {
   LoopOp op;
   op.code = LoopOpCode::Cast;
@@ -338,7 +362,7 @@ bool operator==(const LoopBody& a, const LoopBody& b) {
 
 bool operator==(const Pointwise& a, const Pointwise& b) {
   return a.ranges == b.ranges && a.body == b.body && a.into == b.into &&
-         (a.into.empty() || a.intoIndex == b.intoIndex);
+         (a.into.empty() || (a.intoIndex == b.intoIndex && a.accumulate == b.accumulate));
 }
 
 bool operator==(const Reduction& a, const Reduction& b) {

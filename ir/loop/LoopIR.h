@@ -38,6 +38,8 @@ enum class LoopOpCode : uint8_t {
   IndexExpr, // index_expr 16*i0 + i1 : i64 (the integer value of an index expression)
   Cast,      // cast %v : f16
   Reduce,    // reduce %v: the value a reduction accumulates (last op of a reduction body)
+  Indirect,  // indirect %v size 64 [wrap] as t0 error "...": an integer value checked against
+             // a size (negatives wrapped first when `wrap`) and bound to the index variable t0
   Store,     // store %v: the value a pointwise computation writes (last op of a pointwise body)
   // unary, the operand's dtype
   Neg, Abs, Sign, Floor, Ceil, Trunc, Round, Reciprocal,
@@ -66,11 +68,20 @@ struct LoopOp {
   ScalarType dtype = ScalarType::Float32;
   std::vector<int> operands; // indices of earlier ops in the same body
   std::string buffer;        // load: the buffer or input read
-  kiln::IndexExpr index;     // load: the flat element offset; index_expr: the value
+  kiln::IndexExpr index;     // load: the flat element offset; index_expr: the value;
+                             // indirect: the size the value indexes (valid values [0, size))
   // constant: integral and b8 constants in intValue, floating ones in floatValue.
   int64_t intValue = 0;
   double floatValue = 0;
   TextPos parsedAt; // not part of equality
+  // indirect: the index variable it defines (later loads and the in-place index use it), whether
+  // a negative value v stands for v + size (as eager indexing wraps), and the error an
+  // out-of-range value raises: "IndexError: index {index} is out of bounds ... {size}" (the
+  // exception type, ": ", the message with {index} and {size} filled in by the caller).
+  // Last, with defaults, so aggregate initializations ending at parsedAt stay complete.
+  std::string var = {};
+  bool wrap = false;
+  std::string error = {};
 };
 
 // The expression DAG of one computation, in definition order. Builders return op indices.
@@ -82,6 +93,8 @@ struct LoopBody {
   int constantFloat(double value, ScalarType dtype);
   int indexExpr(kiln::IndexExpr value, ScalarType dtype = ScalarType::Int64);
   int cast(int value, ScalarType dtype);
+  // Binds `var` to the integer value `value`, checked against `size` (see LoopOpCode::Indirect).
+  int indirect(int value, kiln::IndexExpr size, std::string var, bool wrap, std::string error);
   // A unary, binary or where op; the dtype follows inferLoopOpDtype.
   int math(LoopOpCode code, std::vector<int> operands);
   void store(int value);
@@ -107,12 +120,22 @@ struct IterVar {
 // the element of loop point p goes to flat offset `intoIndex(p)` of the storage of `into` (an
 // input, a buffer or an earlier in-place buffer: a version of the same storage). The buffer
 // then names the storage's new version (see LoopProgram::storageRoot).
+//
+// The in-place index may use index variables bound by the body's `indirect` ops (a scatter:
+// the element goes where an index tensor says), and with `accumulate` the stored value is
+// added to the element there instead of replacing it (index_put(accumulate=True), scatter_add,
+// embedding backward). Such a computation runs serially in loop order, so duplicate indices
+// are correct (accumulated, or the last write wins as eager's serial loops do).
 struct Pointwise {
   std::vector<IterVar> ranges;
   LoopBody body;
   std::string into;          // the version written over; empty for a fresh buffer
   kiln::IndexExpr intoIndex; // the flat storage offset written, over `ranges`
+  bool accumulate = false;   // into only: add the stored value to the element
 };
+
+// The index variables the body's indirect ops bind, in order.
+std::vector<std::string> indirectVars(const LoopBody& body);
 
 struct Reduction {
   ReductionKind kind = ReductionKind::Sum;

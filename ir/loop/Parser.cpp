@@ -268,6 +268,10 @@ private:
         expect(K::LBracket, "'[' and the index written");
         pw.intoIndex = parseExpr();
         expect(K::RBracket, "']' closing the index written");
+        if (isKeyword("accumulate")) {
+          advance();
+          pw.accumulate = true;
+        }
       }
       pw.body = parseBody();
       b.computation = std::move(pw);
@@ -495,6 +499,25 @@ private:
       expect(K::Colon, "':' and the index value's dtype");
       op.dtype = parseDtype();
       return;
+    case LoopOpCode::Indirect: {
+      // indirect %v size <expr> [wrap] as <var> error "<Type: message>"
+      Token v = expect(K::Value, "the index value '%value' of indirect");
+      auto it = values.find(v.text);
+      if (it == values.end()) fail(v.pos, "use of undefined value %" + v.text);
+      op.operands.push_back(it->second.first);
+      op.dtype = ScalarType::Int64;
+      expectKeyword("size", " and the size the value indexes");
+      op.index = parseExpr();
+      if (isKeyword("wrap")) {
+        advance();
+        op.wrap = true;
+      }
+      expectKeyword("as", " and the index variable it binds");
+      op.var = expect(K::Identifier, "the index variable bound by indirect").text;
+      expectKeyword("error", " and the error an out-of-range value raises");
+      op.error = expect(K::String, "the error message \"Type: message\"").text;
+      return;
+    }
     default:
       break;
     }

@@ -70,6 +70,10 @@ void printBody(const LoopBody& body, const std::string& indent, std::string& out
     case LoopOpCode::IndexExpr:
       out += " " + op.index.str() + " : " + dtypeShortName(op.dtype);
       break;
+    case LoopOpCode::Indirect:
+      out += " " + ref(op.operands.empty() ? -1 : op.operands[0]) + " size " + op.index.str() +
+             (op.wrap ? " wrap" : "") + " as " + op.var + " error " + quoteString(op.error);
+      break;
     default:
       for (size_t i = 0; i < op.operands.size(); ++i)
         out += (i ? ", " : " ") + ref(op.operands[i]);
@@ -86,6 +90,7 @@ void printBuffer(const Buffer& b, const std::string& indent, std::string& out) {
   if (const auto* pw = std::get_if<Pointwise>(&b.computation)) {
     out += "pointwise " + rangesText(pw->ranges);
     if (!pw->into.empty()) out += " into %" + pw->into + "[" + pw->intoIndex.str() + "]";
+    if (!pw->into.empty() && pw->accumulate) out += " accumulate";
     out += " {\n";
     printBody(pw->body, indent + "  ", out);
     out += indent + "}\n";

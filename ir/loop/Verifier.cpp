@@ -264,7 +264,16 @@ private:
       body = &pw.body;
       outRanges = pw.ranges;
     }
-    if (!red) checkInPlace(b, std::get<Pointwise>(b.computation), where, vars, facts);
+    // Indirect index variables range over [0, size): the op checks its value against the size.
+    std::set<std::string> withIndirect = vars;
+    for (const LoopOp& op : body->ops) {
+      if (op.code != LoopOpCode::Indirect) continue;
+      withIndirect.insert(op.var);
+      if (!vars.count(op.var) && !symbols_.count(op.var))
+        facts[op.var] = VarRange{0, op.index.constant()};
+    }
+    if (!red) checkInPlace(b, std::get<Pointwise>(b.computation), where, withIndirect, facts);
+
     std::vector<IndexExpr> extents;
     for (const IterVar& r : outRanges)
       extents.push_back(r.extent);
@@ -283,6 +292,7 @@ private:
                  const std::string& where, const std::set<std::string>& vars,
                  const RangeFacts& facts) {
     LoopOpCode last = red ? LoopOpCode::Reduce : LoopOpCode::Store;
+    std::set<std::string> visible = vars; // loop variables and the indirect ones bound so far
     if (body.ops.empty() || body.ops.back().code != last)
       report(b.parsedAt, where + ": the body must end with " + loopOpName(last));
     for (size_t k = 0; k < body.ops.size(); ++k) {
@@ -308,10 +318,14 @@ private:
       if (!operandsOk) continue;
       switch (op.code) {
       case LoopOpCode::Load:
-        checkLoad(op, pos, at, vars, facts);
+        checkLoad(op, pos, at, visible, facts);
+        break;
+      case LoopOpCode::Indirect:
+        checkIndirect(op, dtypes, pos, at, vars, visible);
+        visible.insert(op.var);
         break;
       case LoopOpCode::IndexExpr:
-        for (const std::string& v : strangers(op.index, vars))
+        for (const std::string& v : strangers(op.index, visible))
           report(pos, at + "'" + v + "' is not a loop variable of " + where +
                           " or a size symbol");
         if (op.dtype != ScalarType::Int64 && op.dtype != ScalarType::Int32)
@@ -384,6 +398,33 @@ private:
         report(op.parsedAt.known() ? op.parsedAt : b.parsedAt,
                at + "reads %" + pw.into + "[" + op.index.str() + "] while writing it in place at [" +
                    pw.intoIndex.str() + "]: only the element written may be read");
+  }
+
+  // indirect: an integer operand, a fresh index variable, a size over size symbols and an
+  // error "IndexError: ..." or "RuntimeError: ...".
+  void checkIndirect(const LoopOp& op, const std::vector<ScalarType>& dtypes, TextPos pos,
+                     const std::string& at, const std::set<std::string>& loopVars,
+                     const std::set<std::string>& visible) {
+    if (dtypes.size() != 1) {
+      report(pos, at + "takes 1 operand");
+      return;
+    }
+    if (isFloatingType(dtypes[0]) || dtypes[0] == ScalarType::Bool)
+      report(pos, at + "the index value is an integer, not " + dtypeShortName(dtypes[0]));
+    if (op.dtype != ScalarType::Int64)
+      report(pos, at + "the value is i64, not " + dtypeShortName(op.dtype));
+    if (!isIdentifier(op.var))
+      report(pos, at + "invalid index variable name '" + op.var + "'");
+    else if (loopVars.count(op.var) || symbols_.count(op.var))
+      report(pos, at + "the index variable " + op.var + " is already a loop variable or size symbol");
+    else if (visible.count(op.var))
+      report(pos, at + "the index variable " + op.var + " is bound twice");
+    for (const std::string& v : strangers(op.index, {}))
+      report(pos, at + "the size " + op.index.str() + " uses '" + v + "', which is not a size symbol");
+    if (auto c = op.index.constant(); c && *c < 0)
+      report(pos, at + "negative size " + std::to_string(*c));
+    if (!op.error.starts_with("IndexError: ") && !op.error.starts_with("RuntimeError: "))
+      report(pos, at + "the error must start with 'IndexError: ' or 'RuntimeError: '");
   }
 
   void checkReduce(const Reduction& red, ScalarType value, const Buffer& b, TextPos pos,

@@ -79,7 +79,8 @@ void matchRanges(LoopProgram& p, std::vector<std::string>& log) {
     if (const auto* r = std::get_if<Reduction>(&b.computation)) reductions[b.name] = r;
   for (Buffer& b : p.buffers) {
     auto* pw = std::get_if<Pointwise>(&b.computation);
-    if (!pw) continue;
+    // An in-place write keeps its ranges: its index written is over them.
+    if (!pw || !pw->into.empty()) continue;
     std::optional<std::vector<int64_t>> extents = constantExtents(pw->ranges);
     // A buffer of no elements has no rows to match (and the row-major split would divide by 0).
     if (!extents || product(*extents) == 0) continue;

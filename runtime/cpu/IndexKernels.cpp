@@ -421,7 +421,8 @@ Tensor indexSelect(const Tensor& self, int64_t dim, const Tensor& index) {
   DimVector shape(self.sizes());
   if (self.dim() > 0) shape[size_t(dim)] = count;
   Tensor out = Tensor::empty(shape, self.dtype(), self.device());
-  if (count == 0) return out;
+  // Meta tensors (tracing: a roll decomposes into index_select) have no data to copy.
+  if (count == 0 || out.isMeta()) return out;
   int64_t size = self.dim() > 0 ? self.sizes()[size_t(dim)] : 1;
   KILN_CHECK(size > 0 || self.dim() <= 1 || self.numel() > 0,
              "index_select(): self indexing axis dim should be positive");

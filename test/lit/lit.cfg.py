@@ -24,6 +24,7 @@ if not os.path.exists(kiln_opt):
 
 config.substitutions.append(("%python", python))
 config.substitutions.append(("%kiln-ops", f"{python} {repo}/tools/kiln_ops.py"))
+config.substitutions.append(("%kiln-partition", f"{python} {repo}/tools/kiln_partition.py"))
 config.substitutions.append(("%kiln-opt", kiln_opt))
 config.substitutions.append(("FileCheck", filecheck))
 config.environment["PYTHONPATH"] = os.environ.get("PYTHONPATH", "")

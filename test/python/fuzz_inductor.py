@@ -25,8 +25,12 @@ class Gen:
     """Builds one program: a list of statements over a pool of variables with known shapes and
     kinds ('f' float, 'i' integer, 'b' bool); shapes are tracked so most views are valid."""
 
-    def __init__(self, rng):
+    def __init__(self, rng, indexing=False):
         self.r = rng
+        self.indexing = indexing  # also generate indexing ops (op_index)
+        # The values op_index made (by number): all returned, so that an out-of-range index is
+        # never dead code (which a compiler may drop with its error, as torch.compile does).
+        self.index_outs = []
         self.lines = []
         self.pool = []
         self.inputs = []  # (name, shape, dtype, layout)
@@ -450,6 +454,82 @@ class Gen:
             self.lines.append(f"{n}[{r.randrange(max(t.shape[0], 1))}:] = {self.scalar('f')}")
         self.pool.append(Var(base.name, base.shape, "f"))
 
+    def index_tensor(self, shape, n, mode):
+        """An int64 index expression of `shape` computed from a new integer input: values in
+        [0, n) ('in'), [-n, n) ('wrap': negatives count from the end where the op allows
+        them) or [0, n] ('bad': n is out of range, drawn for some elements only)."""
+        x = self.add_input(tuple(shape), "i")
+        if mode == "wrap":
+            return f"(T.remainder({x.name}, {2 * n}) - {n}).to(T.int64)"
+        return f"T.remainder({x.name}, {n + 1 if mode == 'bad' else n}).to(T.int64)"
+
+    def op_index(self):
+        """Reads and writes through index tensors (gather, index_select, embedding, advanced
+        indexing, scatter, scatter_add, index_put) and the index-permuting views (flip, roll,
+        cumsum), with indices sometimes negative or out of range: the compiled program must
+        raise exactly when eager does."""
+        r = self.r
+        v = self.pick("f")
+        if not v.shape or 0 in v.shape:
+            return
+        nd = len(v.shape)
+        d = r.randrange(nd)
+        n = v.shape[d]
+        mode = r.choices(["in", "wrap", "bad"], [6, 2, 1])[0]
+        op = r.choice(["gather", "index_select", "index", "index2", "embedding", "scatter_add",
+                       "scatter_value", "index_put_acc", "index_put", "flip", "roll", "cumsum"])
+        name = v.name
+        self.index_outs.append(self.n + 1)  # the value emitted below is returned (see build)
+        if op == "gather":
+            shape = [r.randint(1, 5) if k == d else r.randint(1, s) for k, s in enumerate(v.shape)]
+            self.emit(f"T.gather({name}, {d - nd if r.random() < 0.3 else d}, {self.index_tensor(shape, n, mode)})",
+                      tuple(shape), "f")
+        elif op == "index_select":
+            m = r.randint(1, 5)
+            shape = list(v.shape)
+            shape[d] = m
+            self.emit(f"T.index_select({name}, {d}, {self.index_tensor([m], n, mode)})", tuple(shape), "f")
+        elif op == "index":
+            ishape = [r.randint(1, 4) for _ in range(r.randint(1, 2))]
+            self.emit(f"{name}[{self.index_tensor(ishape, v.shape[0], mode)}]", tuple(ishape) + v.shape[1:], "f")
+        elif op == "index2":
+            if nd < 2:
+                return
+            m = r.randint(1, 4)
+            a = self.index_tensor([m], v.shape[0], mode)
+            b = self.index_tensor([1 if r.random() < 0.3 else m], v.shape[1], mode)
+            self.emit(f"{name}[{a}, {b}]", (m,) + v.shape[2:], "f")
+        elif op == "embedding":
+            if nd != 2:
+                return
+            ishape = [r.randint(1, 4) for _ in range(r.randint(1, 2))]
+            self.emit(f"T.nn.functional.embedding({self.index_tensor(ishape, v.shape[0], mode)}, {name})",
+                      tuple(ishape) + (v.shape[1],), "f")
+        elif op in ("scatter_add", "scatter_value"):
+            shape = [r.randint(1, s) for s in v.shape]
+            idx = self.index_tensor(shape, n, mode)
+            if op == "scatter_add":
+                src = self.add_input(tuple(shape), "f")
+                self.emit(f"T.scatter_add({name}, {d}, {idx}, {src.name}.to({name}.dtype))", v.shape, "f")
+            else:
+                self.emit(f"T.scatter({name}, {d}, {idx}, {self.scalar('f')})", v.shape, "f")
+        elif op in ("index_put_acc", "index_put"):
+            m = r.randint(1, 5)
+            idx = self.index_tensor([m], v.shape[0], mode)
+            if op == "index_put_acc":
+                vals = self.add_input((m,) + v.shape[1:], "f")
+                self.emit(f"T.index_put({name}, ({idx},), {vals.name}.to({name}.dtype), True)", v.shape, "f")
+            else:
+                # One value for every element written: duplicate indices write the same thing.
+                self.emit(f"T.index_put({name}, ({idx},), T.full({(m,) + v.shape[1:]}, 2.5).to({name}.dtype))",
+                          v.shape, "f")
+        elif op == "flip":
+            self.emit(f"T.flip({name}, ({d},))", v.shape, "f")
+        elif op == "roll":
+            self.emit(f"T.roll({name}, {r.randint(-3, 3)}, {d})", v.shape, "f")
+        else:
+            self.emit(f"T.cumsum({name}, {d})", v.shape, "f")
+
     def build(self):
         r = self.r
         for _ in range(r.randint(1, 2)):
@@ -457,11 +537,15 @@ class Gen:
         fams = [self.op_unary, self.op_binary, self.op_binary, self.op_reduce, self.op_view,
                 self.op_view, self.op_norm, self.op_cat, self.op_matmul, self.op_where,
                 self.op_cast, self.op_inplace]
+        if self.indexing:
+            fams += [self.op_index] * 4
         for _ in range(r.randint(2, 12)):
             r.choice(fams)()
         outs = [v for v in self.pool if not v.name.startswith("x")] or self.pool
         k = min(len(outs), r.randint(1, 3))
-        chosen = list(dict.fromkeys(v.name for v in outs[-k:]))
+        made = {v.name for v in self.pool}
+        chosen = list(dict.fromkeys([f"v{i}" for i in self.index_outs if f"v{i}" in made] +
+                                    [v.name for v in outs[-k:]]))
         args = ", ".join(i[0] for i in self.inputs)
         body = "\n".join("    " + line for line in self.lines)
         ret = ", ".join(chosen) + ("," if len(chosen) == 1 and r.random() < 0.3 else "")
@@ -487,9 +571,14 @@ def rand_factor(r, numel):
     return out
 
 
+# Seeds from here on also generate indexing ops (Gen.op_index); the programs of smaller seeds
+# stay what they were.
+INDEXING_SEEDS = 1_000_000
+
+
 def generate(seed):
     """(source, input specs) of program `seed`."""
-    g = Gen(random.Random(seed))
+    g = Gen(random.Random(seed), indexing=seed >= INDEXING_SEEDS)
     src = g.build()
     return src, g.inputs
 
@@ -604,6 +693,8 @@ def run_one(seed, verbose=False):
     try:
         want = fn_for(torch)(*t_in)
     except Exception as e:  # noqa: BLE001 - torch rejecting the program means skip it
+        if seed >= INDEXING_SEEDS:
+            return raises_alike(seed, src, fn_for, arrays, inputs, e)
         return "skip", f"torch: {type(e).__name__}: {e}", src
     want_in = [x.clone() for x in t_in]
 
@@ -637,6 +728,41 @@ def run_one(seed, verbose=False):
         # Eager differs from torch too: report eager's difference and the compiled one.
         return "eager-bug", f"eager: {diff}; compiled: {cdiff}", src
     return status, diff or "", src
+
+
+def _index_error(e):
+    return isinstance(e, (IndexError, RuntimeError)) and ("out of bounds" in str(e) or "out of range" in str(e))
+
+
+def raises_alike(seed, src, fn_for, arrays, inputs, torch_error):
+    """A program torch rejects (an index out of range, or an invalid program): when kiln eager
+    rejects it too, the compiled program must raise an exception of the same type ('raises');
+    else 'skip' as for other programs torch rejects."""
+    import kiln
+
+    try:
+        fn_for(kiln)(*materialize(kiln, arrays, inputs))
+    except Exception as e:  # noqa: BLE001
+        eager = e
+    else:
+        return "skip", f"torch: {type(torch_error).__name__}: {torch_error}", src
+    kiln.compiler.reset()
+    old = kiln.config.strict
+    kiln.config.strict = True
+    try:
+        kiln.compile(fn_for(kiln))(*materialize(kiln, arrays, inputs))
+    except Exception as e:  # noqa: BLE001
+        # An invalid program (a dtype or shape error) fails while compiling (tracing finds it
+        # before any kernel runs), in strict mode as BackendCompilerFailed. A program with
+        # several out-of-range indices may report another one first: the kernels run in
+        # another order than eager's ops (as with torch.compile).
+        traced = type(e).__name__ == "BackendCompilerFailed" and "InductorUnsupported" not in str(e)
+        if isinstance(e, type(eager)) or traced or (_index_error(e) and _index_error(eager)):
+            return "raises", f"{type(e).__name__}: {e}", src
+        return "compile-bug", f"eager raised {type(eager).__name__}: {eager}; compiled raised {type(e).__name__}: {e}", src
+    finally:
+        kiln.config.strict = old
+    return "compile-bug", f"eager raised {type(eager).__name__}: {eager}; compiled did not raise", src
 
 
 def main(argv=None):

@@ -212,3 +212,163 @@ def test_autograd_grad_inside_a_compiled_function():
     assert [t.requires_grad for t in got] == [t.requires_grad for t in want] == [False] * 3
     for g, w in zip(got, want):
         _close(g, w)
+
+
+def _compiled_and_eager(fn, make_args, backend="inductor"):
+    """fn compiled and eagerly on fresh copies of the same arguments: (result, args) each."""
+    got_args, want_args = make_args(), make_args()
+    got = kiln.compile(fn, backend=backend)(*got_args)
+    want = fn(*want_args)
+    return (got, got_args), (want, want_args)
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+def test_write_into_an_argument_compiles_for_training(backend):
+    """x.add_(1) on an argument: functionalized (an add, then one copy_ back into x at the end
+    of the forward), so the graph compiles for training instead of running op by op; the
+    caller sees x written as eagerly."""
+    def fn(x, w):
+        x.add_(1)
+        return (x.tanh() * w).sum()
+
+    def args():
+        return _rand(3, 4), _rand(3, 4, seed=1, requires_grad=True)
+
+    (got, (x, w)), (want, (xe, we)) = _compiled_and_eager(fn, args, backend)
+    assert got.grad_fn.name() == "CompiledFunctionBackward"
+    got.backward()
+    want.backward()
+    _close(got, want)
+    _close(x, xe)
+    _close(w.grad, we.grad)
+
+
+def test_write_through_a_view_of_an_intermediate_compiles_with_the_inductor():
+    """h[0] = 0 becomes a select_scatter: its backward needs no as_strided, so the inductor
+    compiles it (it used to need aot_eager)."""
+    def fn(x):
+        h = x * 2
+        h[0] = 0
+        h[:, 1:3] *= 3
+        return (h * h).sum()
+
+    (got, (x,)), (want, (xe,)) = _compiled_and_eager(fn, lambda: (_rand(3, 4, requires_grad=True),))
+    assert got.grad_fn.name() == "CompiledFunctionBackward"
+    got.backward()
+    want.backward()
+    _close(got, want)
+    _close(x.grad, xe.grad)
+
+
+def test_in_place_update_of_a_buffer_under_no_grad():
+    """A running average kept in an argument, updated in place under no_grad (as batch norm's
+    running statistics): the forward writes it back; gradients are untouched by it."""
+    def fn(x, w, avg):
+        y = x @ w
+        with kiln.no_grad():
+            avg.mul_(0.9).add_(y.mean(0), alpha=0.1)
+        return y.relu().sum()
+
+    def args():
+        return _rand(5, 3), _rand(3, 4, seed=1, requires_grad=True), _rand(4, seed=2)
+
+    (got, (_, w, avg)), (want, (_, we, avg_e)) = _compiled_and_eager(fn, args)
+    assert got.grad_fn.name() == "CompiledFunctionBackward"
+    got.backward()
+    want.backward()
+    _close(avg, avg_e)
+    _close(w.grad, we.grad)
+    assert not avg.requires_grad
+
+
+def test_batch_norm_running_statistics_in_a_compiled_training_step():
+    def make():
+        kiln.manual_seed(0)
+        return nn.Sequential(nn.Linear(4, 6), nn.BatchNorm1d(6), nn.ReLU(), nn.Linear(6, 1))
+
+    eager, compiled = make(), make()
+    step = kiln.compile(lambda m, x: m(x).square().mean())
+    for seed in range(2):
+        x = _rand(8, 4, seed=seed)
+        got, want = step(compiled, x), eager(x).square().mean()
+        assert got.grad_fn.name() == "CompiledFunctionBackward"
+        got.backward()
+        want.backward()
+        _close(got, want)
+    bn, bn_eager = compiled[1], eager[1]
+    _close(bn.running_mean, bn_eager.running_mean)
+    _close(bn.running_var, bn_eager.running_var)
+    assert int(bn.num_batches_tracked) == int(bn_eager.num_batches_tracked) == 2
+    for p, q in zip(eager.parameters(), compiled.parameters()):
+        _close(q.grad, p.grad)
+
+
+@pytest.mark.parametrize("partitioner", ["default", "min_cut"])
+def test_write_into_an_argument_that_requires_grad(partitioner):
+    """The new value of an input that requires grad is an extra output of the compiled graph,
+    copied into the input by the runtime wrapper under autograd (as PyTorch's wrapper does), so
+    the input's history goes through the compiled node as it goes through mul_ eagerly. (Through
+    kiln.compile the capture refuses the write first: its fake of a non-leaf input is a leaf.)"""
+    from kiln.compiler import aot
+    from kiln.fx import GraphModule
+
+    gm = GraphModule({}, kiln.fx.parse("""graph @fn(%h: f32[3]) {
+  %m = call_function aten.mul_.Scalar(%h, 2)
+  %sq = call_function aten.mul.Tensor(%h, %h)
+  %s = call_function aten.sum(%sq)
+  output (%s,)
+}"""))
+    a, a_eager = _rand(3, requires_grad=True), _rand(3, requires_grad=True)
+    h, h_eager = a * 1, a_eager * 1
+    run, _ = aot.compile_training(gm, [h], {}, lambda g: kiln.fx.retrace(g, "prims").forward, partitioner)
+    (got,) = run(h)
+    h_eager.mul_(2)
+    want = (h_eager * h_eager).sum()
+    assert got.grad_fn.name() == "CompiledFunctionBackward"
+    _close(got, want)
+    _close(h, h_eager)
+    (got + h.sum()).backward()
+    (want + h_eager.sum()).backward()
+    _close(a.grad, a_eager.grad)
+
+
+def test_write_into_a_parameter_under_no_grad():
+    """A parameter scaled in place under no_grad inside a training graph (weight clipping): the
+    wrapper writes it under no_grad, and the backward reads its value from before the write."""
+    def fn(x, w):
+        y = (x * w).tanh().sum()
+        with kiln.no_grad():
+            w.mul_(0.5)
+        return y
+
+    def args():
+        return _rand(4), _rand(4, seed=1, requires_grad=True)
+
+    (got, (_, w)), (want, (_, w_eager)) = _compiled_and_eager(fn, args)
+    assert got.grad_fn.name() == "CompiledFunctionBackward"
+    _close(w, w_eager)
+    assert w.is_leaf and w.requires_grad
+    got.backward()
+    want.backward()
+    _close(w.grad, w_eager.grad)
+
+
+def test_writes_through_reshape_follow_its_aliasing():
+    """reshape is a view of a contiguous tensor and a copy of a transposed one: functionalization
+    sees which (the composite is decomposed before it runs), so only the first write reaches h."""
+    def fn(x, w):
+        h = x * 1
+        h.reshape(-1)[0:2].add_(1)
+        g = h.t().reshape(-1)
+        g.add_(5)
+        return (h * w).sum() + g.sum()
+
+    def args():
+        return _rand(3, 4), _rand(3, 4, seed=1, requires_grad=True)
+
+    (got, (_, w)), (want, (_, w_eager)) = _compiled_and_eager(fn, args)
+    assert got.grad_fn.name() == "CompiledFunctionBackward"
+    _close(got, want)
+    got.backward()
+    want.backward()
+    _close(w.grad, w_eager.grad)

@@ -118,3 +118,25 @@ def test_tensor_made_from_python_data_inside_library_code_is_not_baked(monkeypat
     x = kiln.ones(64)
     outs = [compiled(x).tolist() for _ in range(3)]
     assert outs[0] != outs[1] or outs[1] != outs[2]
+
+
+@pytest.mark.parametrize("make", [lambda p: kiln.optim.SGD(p, lr=0.1, momentum=0.9),
+                                  lambda p: kiln.optim.AdamW(p, lr=0.01)], ids=["sgd", "adamw"])
+def test_compiled_optimizer_step_runs_and_matches_eager(make):
+    """kiln.compile(lambda: opt.step()) segfaulted: the step (kiln library code, run for real
+    while tracing) met the real parameters, and the recorder's C++ 'unsupported' exception
+    unwound through the step's Python frame, leaving CPython's frame chain dangling. Now the
+    frame runs eagerly (until optimizer steps compile) and updates what eager updates."""
+    results = []
+    for compiled in (False, True):
+        kiln.manual_seed(0)
+        model = kiln.nn.Linear(4, 3)
+        opt = make(model.parameters())
+        step = kiln.compile(lambda: opt.step()) if compiled else opt.step
+        for _ in range(3):
+            opt.zero_grad()
+            model(kiln.ones(2, 4)).square().sum().backward()
+            step()
+        results.append([p.detach().numpy().copy() for p in model.parameters()])
+    for a, b in zip(*results):
+        np.testing.assert_array_equal(a, b)

@@ -318,3 +318,17 @@ def test_decomposition_matches_eager(target, args, decls):
                                    rtol=2e-3, atol=2e-3)
     for a, b in zip(graph_in, eager_in):  # in-place ops mutate their input the same way
         np.testing.assert_allclose(a.numpy(), b.numpy())
+
+
+def test_retrace_with_composites_decomposed_makes_aliasing_explicit():
+    """What AOT autograd functionalizes: ops as called, but composites without a derivative
+    formula of their own decomposed (reshape: a view, or a clone and a view)."""
+    g = fx.parse("""graph @f(%x: f32[3, 4]) {
+  %t = call_function aten.t(%x)
+  %r = call_function aten.reshape(%t, [12])
+  %r2 = call_function aten.reshape(%x, [12])
+  output (%r, %r2)
+}""")
+    targets = [n.target for n in kiln._C._fx.retrace(g, "aten", True).nodes if n.op == "call_function"]
+    assert targets == ["aten.t", "aten.clone", "aten.view", "aten.view"]
+    assert "aten.reshape" in [n.target for n in kiln._C._fx.retrace(g, "aten").nodes]

@@ -15,7 +15,11 @@ pytestmark = pytest.mark.skipif(shutil.which(os.environ.get("KILN_CXX", "c++")) 
 
 # The programs that found bugs (zero-size softmax/matmul/in-place, uint8 constants, -0.0 from
 # float->int->float, FMA contraction in a variance), then the first seeds of the generator.
-SEEDS = [38, 281, 435, 484, 916, 1676, 1929, 1952, 2072, 2241, 2244, 2255, 2422, 0, 1, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 19, 20, 21, 22, 23, 24, 26, 27, 28, 29]
+# Seeds from 1,000,000 generate indexing programs (gather, scatter_add, index_put, ... with
+# indices sometimes out of range): 1000072 (index_expr over an indirect variable), 1000082 (roll
+# of a 3-d tensor crashed the retrace), 1000140 (scatter.src with a number), then the first ones.
+INDEXING_SEEDS = [1000072, 1000082, 1000140] + list(range(1000000, 1000012))
+SEEDS = INDEXING_SEEDS + [38, 281, 435, 484, 916, 1676, 1929, 1952, 2072, 2241, 2244, 2255, 2422, 0, 1, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 19, 20, 21, 22, 23, 24, 26, 27, 28, 29]
 
 
 @pytest.fixture(autouse=True)
@@ -29,4 +33,5 @@ def cache(tmp_path_factory, monkeypatch):
 def test_fuzz_program(seed):
     need_torch()
     status, detail, src = run_one(seed)
-    assert status == "ok", f"seed {seed}: {status}: {detail}\n{src}"
+    # "raises": torch, kiln eager and kiln compiled all reject the program (an index out of range).
+    assert status in ("ok", "raises"), f"seed {seed}: {status}: {detail}\n{src}"

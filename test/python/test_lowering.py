@@ -151,7 +151,9 @@ def _prims(name):
 
 class KilnContext(ctypes.Structure):
     _fields_ = [("alloc", ctypes.c_void_p), ("free", ctypes.c_void_p), ("sgemm", ctypes.c_void_p),
-                ("dgemm", ctypes.c_void_p), ("num_threads", ctypes.c_int)]
+                ("dgemm", ctypes.c_void_p), ("num_threads", ctypes.c_int),
+                ("sgemm_post", ctypes.c_void_p),
+                ("error", ctypes.c_void_p)]  # KilnError*: only programs with indirect indices use it
 
 
 ALLOC = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_size_t)

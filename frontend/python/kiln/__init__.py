@@ -18,6 +18,9 @@ _export_ops(globals())
 del _export_ops
 _install_methods(Tensor)
 del _install_methods
+from ._random import install as _install_random  # noqa: E402
+_install_random(globals(), Tensor)
+del _install_random
 
 from .autograd import (  # noqa: E402,F401
     enable_grad, inference_mode, is_inference_mode_enabled, no_grad, set_grad_enabled,

@@ -11,14 +11,19 @@ requiring grad) is compiled for training, as torch/_functorch/aot_autograd.py do
     -> at each call, one autograd node (CompiledFunctionBackward) runs the compiled forward and,
        on backward, the compiled backward.
 
-What is not handled yet raises AOTUnsupported, and the frame callback then runs the graph op by
-op under the eager autograd engine (as before this module): in-place writes other than into
-inputs that do not require grad (functionalization is not written yet), non-tensor inputs. A
-backward with create_graph=True through a compiled region raises (no double backward).
+Before the joint trace the graph is functionalized (passes/Functionalize.h): in-place writes and
+writes through views become values, and an input written in place gets one copy_ back at the end
+of the forward. What is not handled yet raises AOTUnsupported, and the frame callback then runs
+the graph op by op under the eager autograd engine (as before this module): writes the pass cannot
+express that are not kept in order within one side of the partition, outputs that alias an input
+written while it requires grad, non-tensor inputs. (New values of inputs that require grad are
+extra outputs, copied into the inputs by the runtime wrapper.) A backward with create_graph=True through a compiled region
+raises (no double backward).
 """
 from .. import _C, _logging
 from .._C import _fx
 from ..autograd.function import Function
+from ..autograd.grad_mode import no_grad
 from ..fx import Graph, GraphModule
 from . import debug_dir, partitioners
 
@@ -85,6 +90,85 @@ def _check_writes(joint, requires_grad, backward):
     return roots
 
 
+def _functionalized(graph, requires_grad):
+    """(graph, written): `graph` traced at ATen level as the joint trace records it (composites
+    decomposed, so that aliasing is explicit) and functionalized (passes/Functionalize.h):
+    in-place writes become values, and an input written in place gets one copy_ of its final
+    value at the end of the forward. An input that requires grad is not written by the graph:
+    its new value becomes an extra output, and `written` lists those inputs' indices, in order
+    (the runtime wrapper copies the values in, as PyTorch's does). A graph the pass cannot
+    express (an op writing without a functional form) is returned as it was, with no written
+    inputs: _check_writes then decides whether its writes can be kept in order."""
+    aten = _fx.retrace(graph, "aten", True)
+    try:
+        aten._run_passes("functionalize,dce")
+    except RuntimeError as e:
+        _log.info("graph not functionalized, its in-place writes are kept in order: %s", e)
+        return graph, []
+    written = _return_new_values_of_inputs_requiring_grad(aten, requires_grad)
+    debug_dir.write("functional.txt", aten)
+    return aten, written
+
+
+def _return_new_values_of_inputs_requiring_grad(graph, requires_grad):
+    """The copy_ of a new value into an input that requires grad leaves the graph: the value is
+    returned after the graph's outputs, and the input's other readers read a clone of it taken
+    first (a partition saving the input itself would see the caller's write). The inputs'
+    indices, in the order of the extra outputs."""
+    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+    index = {p: i for i, p in enumerate(placeholders)}
+    copies = [n for n in graph.nodes if n.target == "aten.copy_" and n.args[0] in index
+              and requires_grad[index[n.args[0]]]]
+    if not copies:
+        return []
+    out = graph.output_node
+    outputs = list(out.args[0]) if isinstance(out.args[0], (tuple, list)) else [out.args[0]]
+    written = []
+    for copy in copies:
+        target, value = copy.args[0], copy.args[1]
+        if copy.users:
+            raise AOTUnsupported(f"the graph returns its input %{target.name} (or a view of it), "
+                                 "written in place while it requires grad")
+        graph.erase_node(copy)
+        readers = list(target.users)
+        if readers:
+            with graph.inserting_after(placeholders[-1]):
+                clone = graph.call_function("aten.clone", (target,), type_expr=target.type)
+            for user in readers:
+                user.replace_input_with(target, clone)
+        outputs.append(value)
+        written.append(index[target])
+    out.args = (tuple(outputs),)
+    return written
+
+
+def _read_written_inputs_through_clones(joint, writes):
+    """An input the forward writes into (the copy_ back at the end of a functionalized graph,
+    batch norm's running statistics) holds its new value by the time the backward runs: its
+    other readers read a clone taken before any write instead, so that a partition saving the
+    input, or recomputing from it in the backward, gets the value the forward read. (Inputs
+    written through a view are left alone: their views would then view the clone.) True when
+    the graph changed."""
+    writers, through_views = {}, set()
+    for node in writes:
+        for arg in _written_arguments(node):
+            writers.setdefault(arg, set()).add(node)
+            if _storage_root(arg) is not arg:
+                through_views.add(_storage_root(arg))
+    readers = {p: [u for u in p.users if u not in writers[p]] for p in joint.nodes
+               if p.op == "placeholder" and p in writers and p not in through_views}
+    written = [p for p, users in readers.items() if users]
+    if not written:
+        return False
+    last = [n for n in joint.nodes if n.op == "placeholder"][-1]
+    for p in written:
+        with joint.inserting_after(last):
+            clone = joint.call_function("aten.clone", (p,), type_expr=p.type)
+        for user in readers[p]:
+            user.replace_input_with(p, clone)
+    return True
+
+
 def _tangent_dependent(joint, num_tangents):
     """The backward side: the tangents, every node computed from one, and the nodes computed
     from no input at all (a zero-filled gradient, views of it) that only the backward uses."""
@@ -148,12 +232,31 @@ def _function_class(plan):
     return CompiledFunction
 
 
-def _trace_and_partition(gm, example_inputs, attributes, partitioner):
-    """(Partition, JointInfo-ish facts: the joint graph, number of forward outputs, tangent_for,
-    grad_inputs, number of inputs, attribute paths)."""
+def _check_partitioner(partitioner):
     if partitioner not in partitioners.PARTITIONERS:
         raise ValueError(f"unknown partitioner {partitioner!r}: expected one of "
                          f"{sorted(partitioners.PARTITIONERS)}")
+
+
+def partition_joint(joint, num_outputs, num_tangents, requires_grad, partitioner="min_cut"):
+    """The Partition (partitioners.py) of a joint graph: placeholders (the primals, then
+    `num_tangents` tangents), output (the `num_outputs` forward outputs, then the gradients of
+    the primals flagged in `requires_grad`, None where none reaches one). Raises AOTUnsupported
+    for in-place writes the partition cannot keep in order."""
+    _check_partitioner(partitioner)
+    backward_side = _tangent_dependent(joint, num_tangents)
+    writes = _check_writes(joint, requires_grad, backward_side)
+    if _read_written_inputs_through_clones(joint, writes):
+        backward_side = _tangent_dependent(joint, num_tangents)
+    info = partitioners.JointInfo(joint, num_outputs, num_tangents, backward_side, writes, _ops,
+                                  _is_view, _storage_root, _written_arguments)
+    return partitioners.PARTITIONERS[partitioner](info)
+
+
+def _trace_and_partition(gm, example_inputs, attributes, partitioner):
+    """(Partition, JointInfo-ish facts: the joint graph, number of forward outputs, tangent_for,
+    grad_inputs, number of inputs, attribute paths)."""
+    _check_partitioner(partitioner)
     from .inductor import _lowerable_graph, _with_input_layouts
 
     typed = _with_input_layouts(gm, example_inputs)
@@ -162,14 +265,11 @@ def _trace_and_partition(gm, example_inputs, attributes, partitioner):
     if any(not isinstance(v, _C.TensorBase) for v in values) or len(values) != len(placeholders):
         raise AOTUnsupported("AOT autograd compiles graphs whose inputs are all tensors")
     requires_grad = [v.requires_grad for v in values]
+    graph, written = _functionalized(graph, requires_grad)
     joint, num_outputs, tangent_for, grad_inputs = _fx.trace_joint(graph, requires_grad)
     debug_dir.write("joint.txt", joint)
     _log.debug("joint graph:\n%s", joint)
-    backward_side = _tangent_dependent(joint, sum(tangent_for))
-    writes = _check_writes(joint, requires_grad, backward_side)
-    info = partitioners.JointInfo(joint, num_outputs, sum(tangent_for), backward_side, writes, _ops,
-                                  _is_view, _storage_root, _written_arguments)
-    part = partitioners.PARTITIONERS[partitioner](info)
+    part = partition_joint(joint, num_outputs, sum(tangent_for), requires_grad, partitioner)
     debug_dir.write("forward.txt", part.forward)
     debug_dir.write("backward.txt", part.backward)
     _log.info("forward graph:\n%s\nbackward graph:\n%s", part.forward, part.backward)
@@ -177,7 +277,7 @@ def _trace_and_partition(gm, example_inputs, attributes, partitioner):
               len(part.saved_inputs), part.num_saved, part.saved_bytes)
     grads = list(joint.output_node.args[0])[num_outputs:]
     return part, (num_outputs, tangent_for, grad_inputs, [g is not None for g in grads], len(values),
-                  attr_targets)
+                  attr_targets, written)
 
 
 def compile_training(gm, example_inputs, attributes, compile_graph, partitioner="min_cut"):
@@ -185,7 +285,7 @@ def compile_training(gm, example_inputs, attributes, compile_graph, partitioner=
     with a compiled forward and backward: (run, attribute paths). `attributes`: the tensors the
     get_attr nodes read (path -> tensor); compile_graph(GraphModule) -> callable returning a
     tuple; partitioner: "min_cut" or "default" (partitioners.py)."""
-    part, (num_outputs, tangent_for, grad_inputs, grad_present, num_inputs, attr_targets) = \
+    part, (num_outputs, tangent_for, grad_inputs, grad_present, num_inputs, attr_targets, written) = \
         _trace_and_partition(gm, example_inputs, attributes, partitioner)
     with debug_dir.stage("forward_"):
         compiled_forward = compile_graph(GraphModule({}, part.forward))
@@ -195,9 +295,23 @@ def compile_training(gm, example_inputs, attributes, compile_graph, partitioner=
                  part.saved_inputs, num_inputs)
     plan.grad_present = grad_present
     function = _function_class(plan)
+    if not written:
+        return (lambda *args: function.apply(*args)), attr_targets
+    num_returned = num_outputs - len(written)
+    differentiable = tangent_for[num_returned:]
 
     def run(*args):
-        return function.apply(*args)
+        # New values of inputs that require grad, copied in as the eager program wrote them: under
+        # autograd when the value requires grad (the input's history goes through the compiled
+        # node), else as a write under no_grad.
+        results = function.apply(*args)
+        for i, value, grad in zip(written, results[num_returned:], differentiable):
+            if grad:
+                args[i].copy_(value)
+            else:
+                with no_grad():
+                    args[i].copy_(value)
+        return results[:num_returned]
 
     return run, attr_targets
 

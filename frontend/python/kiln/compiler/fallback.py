@@ -34,9 +34,110 @@ _UNLOWERED_PRIMS = frozenset({"prims.as_strided"})
 
 
 def is_fallback(node):
-    """A call the loop IR has no lowering for: anything but a prims op, and the prims above."""
+    """A call the loop IR has no lowering for: anything but a prims op or a lowered indexing op
+    (below), and the prims above."""
     target = str(node.target)
-    return node.op == "call_function" and (not target.startswith("prims.") or target in _UNLOWERED_PRIMS)
+    if node.op != "call_function":
+        return False
+    if target in _INDEXING_OPS:
+        return not _lowers_indexing(node)
+    return not target.startswith("prims.") or target in _UNLOWERED_PRIMS
+
+
+# Core ATen indexing ops the loop IR lowers directly (compiler/Lowering.cpp, "Indexing ops"),
+# with indirect loads and stores; the variants it does not take run eagerly (_lowers_indexing).
+_INDEXING_OPS = frozenset({
+    "aten.gather", "aten.index_select", "aten.embedding", "aten.index.Tensor", "aten.index_put",
+    "aten.scatter.src", "aten.scatter.value", "aten.scatter_add", "aten.embedding_dense_backward",
+})
+
+
+def _tensor_type(a):
+    t = getattr(a, "type", None) if hasattr(a, "op") else None
+    return t if t is not None and t.kind == "tensor" else None
+
+
+def _static(t):
+    return t is not None and all(isinstance(s, int) for s in t.shape)
+
+
+def _lowers_indexing(node):
+    """Whether the lowering takes this indexing call: static shapes, integer index tensors (a
+    boolean mask selects a data-dependent count), matching dtypes where eager requires them
+    (eager raises its own error otherwise), and nonempty indexed dims (every index into an empty
+    dim is an error eager reports)."""
+    target = str(node.target)
+    args = list(node.args)
+    tensors = [_tensor_type(a) for a in node.all_input_nodes]
+    if not all(_static(t) for t in tensors) or not _static(_tensor_type(node)):
+        return False
+    out = _tensor_type(node)
+    if target == "aten.embedding_dense_backward":
+        grad, indices = _tensor_type(args[0]), _tensor_type(args[1])
+        scale = args[4] if len(args) > 4 else node.kwargs.get("scale_grad_by_freq", False)
+        return scale is False and out.dtype == grad.dtype and not indices.dtype.is_floating_point             and indices.dtype != _bool_dtype() and len(out.shape) == 2 and out.shape[0] > 0
+    self_t = _tensor_type(args[0])
+    if self_t is None:
+        return False
+    if target == "aten.embedding":
+        return len(self_t.shape) == 2 and self_t.shape[0] > 0 and _integer(_tensor_type(args[1]))
+    if target in ("aten.index.Tensor", "aten.index_put"):
+        indices = args[1]
+        if not isinstance(indices, (list, tuple)) or len(indices) > len(self_t.shape):
+            return False
+        present = [(d, _tensor_type(i)) for d, i in enumerate(indices) if i is not None]
+        if not present or not all(_integer(t) for _, t in present):
+            return False
+        if any(self_t.shape[d] == 0 for d, _ in present):
+            return False
+        if target == "aten.index_put":
+            values = _tensor_type(args[2])
+            accumulate = args[3] if len(args) > 3 else node.kwargs.get("accumulate", False)
+            if values is None or values.dtype != self_t.dtype:
+                return False
+            if accumulate and self_t.dtype == _bool_dtype():
+                return False
+        return True
+    # gather, index_select, scatter*: (self, dim, index, ...)
+    dim = args[1] if len(args) > 1 else node.kwargs.get("dim")
+    index = _tensor_type(args[2]) if len(args) > 2 else None
+    if not isinstance(dim, int) or not _integer(index):
+        return False
+    rank = max(len(self_t.shape), 1)
+    if not -rank <= dim < rank:
+        return False
+    size = self_t.shape[dim % rank] if self_t.shape else 1
+    if size == 0:
+        return False
+    if target == "aten.scatter.src" and len(args) > 3 and isinstance(args[3], (int, float)) \
+            and not isinstance(args[3], bool):
+        pass  # a number source (the capture calls scatter.src with one): scatter.value
+    elif target in ("aten.scatter.src", "aten.scatter_add"):
+        src = _tensor_type(args[3]) if len(args) > 3 else None
+        if src is None or src.dtype != self_t.dtype:
+            return False
+        # Eager requires index no larger than src (and self apart from dim); the lowering reads
+        # src at index's positions, so it needs the same.
+        if len(src.shape) != len(index.shape) or any(i > s for i, s in zip(index.shape, src.shape)):
+            return False
+    if target.startswith("aten.scatter") or target == "aten.gather":
+        if len(index.shape) != len(self_t.shape):
+            return False
+        if any(i > s for d, (i, s) in enumerate(zip(index.shape, self_t.shape)) if d != dim % rank):
+            return False
+    if target == "aten.index_select" and len(index.shape) > 1:
+        return False
+    return True
+
+
+def _integer(t):
+    return t is not None and not t.dtype.is_floating_point and t.dtype != _bool_dtype() \
+        and not getattr(t.dtype, "is_complex", False)
+
+
+def _bool_dtype():
+    from .. import bool as kiln_bool
+    return kiln_bool
 
 
 class _Step:

@@ -305,11 +305,27 @@ def _runner(kernel, view_fn, draw_fn, where):
     return run
 
 
+def _drop_grad_mode_changes(graph):
+    """Removes the grad-mode switches (`with no_grad():` inside the compiled code) from a graph
+    compiled for inference: nothing in it records autograd, so they change no value. They must
+    leave grad mode as the call found it (a `with` block does); a graph that ends in another
+    mode raises InductorUnsupported (it runs eagerly, which switches the mode for real)."""
+    switches = [n for n in graph.nodes if n.op == "call_function"
+                and getattr(n.target, "__name__", str(n.target)).endswith("_set_grad_enabled")]
+    if not switches:
+        return
+    if bool(switches[-1].args[0]) != _C.is_grad_enabled():
+        raise InductorUnsupported("the graph leaves grad mode switched (set_grad_enabled without restoring it)")
+    for node in switches:
+        graph.erase_node(node)
+
+
 def _prepare(gm, example_inputs):
     """The graphs compile_graph builds from `gm`: (attribute targets, the graph of eager draws or
     None, the graph to compile or None, the view graph or None, where each output comes from)."""
     prims_gm = retrace(_with_input_layouts(gm, example_inputs), "prims")
     graph, placeholders, attr_targets = _lowerable_graph(prims_gm)
+    _drop_grad_mode_changes(graph)
     # Identical pure calls computed once (a backward formula's `grad * x + grad * x`, the same
     # broadcast made for two consumers): the loop IR would compute each in its own buffer.
     # Decompositions leave unused values (max.dim's indices when only the values are read);

@@ -398,6 +398,13 @@ def _spec_table():
     s["slice.Tensor"] = dict(cases=[(((4, 5),), {"dim": 1, "start": 1, "end": None, "step": 2}),
                                     ((NC(6, 5),), {"dim": 0, "start": -4, "end": 100}),
                                     (((4,),), {}), (((4, 3),), {"dim": 0, "start": 3, "end": 1})])
+    s["slice_scatter"] = dict(cases=[(((4, 5), (4, 2)), {"dim": 1, "start": 1, "end": None, "step": 2}),
+                                     ((NC(6, 5), (4, 5)), {"dim": 0, "start": -4, "end": 100}),
+                                     (((4,), (4,)), {}), (((4, 3), (0, 3)), {"dim": 0, "start": 3, "end": 1}),
+                                     (((4, 5), (4, 3)), {"dim": 1, "start": 1})])
+    s["select_scatter"] = dict(cases=[(((4, 5), (4,)), {"dim": 1, "index": 2}),
+                                      ((NC(4, 5), (5,)), {"dim": 0, "index": -1}),
+                                      (((3, 0), (0,)), {"dim": 0, "index": 1}), (((3,), ()), {"dim": 0, "index": 2})])
     for op in ("movedim", "moveaxis"):
         s[op + ".intlist"] = dict(cases=[(((2, 3, 4),), {"source": [0, 1], "destination": [2, 0]}),
                                          ((NC(3, 4),), {"source": [-1], "destination": [0]}),
