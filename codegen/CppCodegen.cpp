@@ -45,19 +45,21 @@ constexpr size_t kSplitBytes = 256 * 1024;
 // (NestEmitter::emit).
 constexpr size_t kRowFunctionPhases = 4;
 
+// A loop from 0 to `extent`, an expression over the program's size symbols (a constant for
+// static sizes). Size symbols are in scope in every generated function (ProgramEmitter::emit).
 struct Loop {
   std::string var;
-  int64_t extent = 0;
+  IndexExpr extent;
 };
 
-int64_t tripCount(const std::vector<Loop>& loops) {
-  int64_t n = 1;
-  for (const Loop& l : loops) n *= l.extent;
+IndexExpr tripCount(const std::vector<Loop>& loops) {
+  IndexExpr n(1);
+  for (const Loop& l : loops) n = n * l.extent;
   return n;
 }
 
-std::vector<int64_t> extents(const std::vector<Loop>& loops) {
-  std::vector<int64_t> e;
+std::vector<IndexExpr> extents(const std::vector<Loop>& loops) {
+  std::vector<IndexExpr> e;
   for (const Loop& l : loops) e.push_back(l.extent);
   return e;
 }
@@ -67,34 +69,77 @@ IndexExpr flatIndex(const std::vector<Loop>& loops) {
   IndexExpr flat(0), stride(1);
   for (size_t i = loops.size(); i-- > 0;) {
     flat = flat + stride * IndexExpr::var(loops[i].var);
-    stride = stride * IndexExpr(loops[i].extent);
+    stride = stride * loops[i].extent;
   }
   return flat;
 }
 
-int64_t constantExtent(const IndexExpr& e, const std::string& what) {
-  std::optional<int64_t> c = e.constant();
-  KILN_CHECK(c, "C++ codegen: ", what, " has the symbolic size ", e.str(),
-             "; only static sizes are supported");
-  return *c;
-}
-
-int64_t numel(const std::vector<IndexExpr>& sizes, const std::string& what) {
-  int64_t n = 1;
-  for (const IndexExpr& s : sizes) n *= constantExtent(s, what);
+IndexExpr numel(const std::vector<IndexExpr>& sizes) {
+  IndexExpr n(1);
+  for (const IndexExpr& s : sizes) n = n * s;
   return n;
 }
 
+// Decisions that depend on sizes (run in parallel, block a sum) take a symbolic size at its
+// hint: the value CppOptions::sizeHints gives its symbols (kDefaultSizeHint for the others).
+constexpr int64_t kDefaultSizeHint = 1024;
+
+int64_t hinted(const IndexExpr& e, const std::map<std::string, int64_t>& hints) {
+  if (std::optional<int64_t> c = e.constant()) return *c;
+  std::map<std::string, int64_t> values;
+  for (const std::string& v : e.variables()) {
+    auto it = hints.find(v);
+    values[v] = it == hints.end() ? kDefaultSizeHint : it->second;
+  }
+  try {
+    return e.evaluate(values);
+  } catch (const Error&) {
+    return kDefaultSizeHint; // a hint only steers heuristics; overflow must not fail codegen
+  }
+}
+
+// Whether `offset`, over the variables of `loops` and size symbols, stays in [0, rowLength) at
+// every point: interval bounds decide for a static row length; for a symbolic one, an offset
+// affine in the loop variables with strides of known sign is checked at its extreme points.
+bool withinRow(const IndexExpr& offset, const std::vector<Loop>& loops, const IndexExpr& rowLength,
+               const RangeFacts& facts) {
+  if (std::optional<int64_t> length = rowLength.constant()) {
+    Bounds bo = bounds(offset, facts);
+    return bo.lo && bo.hi && *bo.lo >= 0 && *bo.hi < *length;
+  }
+  std::map<std::string, IndexExpr> least, most;
+  for (const Loop& l : loops) {
+    IndexExpr stride = simplify(offset.substitute({{l.var, IndexExpr::var(l.var) + 1}}) - offset, facts);
+    for (const Loop& other : loops)
+      for (const std::string& v : stride.variables())
+        if (v == other.var) return false; // not affine
+    Bounds b = bounds(stride, facts);
+    bool up = b.lo && *b.lo >= 0, down = b.hi && *b.hi <= 0;
+    if (!up && !down) return false;
+    least[l.var] = up ? IndexExpr(0) : l.extent - 1;
+    most[l.var] = up ? l.extent - 1 : IndexExpr(0);
+  }
+  Bounds lo = bounds(offset.substitute(least), facts);
+  Bounds room = bounds(rowLength - 1 - offset.substitute(most), facts);
+  return lo.lo && *lo.lo >= 0 && room.lo && *room.lo >= 0;
+}
+
+// Whether a float sum over `extent` elements is blocked (two-level summation): always for a
+// symbolic extent, so the result does not depend on where the hint fell.
+bool blocksSum(const IndexExpr& extent) {
+  std::optional<int64_t> c = extent.constant();
+  return !c || *c > kSumBlock;
+}
+
 // A computation's ranges without extent-1 ones (their variables are 0 everywhere).
-std::vector<Loop> keptRanges(const std::vector<IterVar>& ranges, const std::string& what,
+std::vector<Loop> keptRanges(const std::vector<IterVar>& ranges,
                              std::map<std::string, IndexExpr>& zeroed) {
   std::vector<Loop> kept;
   for (const IterVar& v : ranges) {
-    int64_t e = constantExtent(v.extent, what);
-    if (e == 1)
+    if (v.extent.constant() == 1)
       zeroed[v.name] = IndexExpr(0);
     else
-      kept.push_back({v.name, e});
+      kept.push_back({v.name, v.extent});
   }
   return kept;
 }
@@ -139,14 +184,26 @@ struct Unit {
   std::vector<GemmPostOp> postOps = {};
 };
 
+// What the loop variables range over; a symbolic extent bounds its variable below only (facts
+// are constant intervals). Size symbols are at least kMinSizeSymbol (ir/loop/LoopIR.h).
 RangeFacts factsOf(const std::vector<Loop>& outer, const std::vector<Loop>& inner) {
   RangeFacts f;
-  for (const Loop& l : outer) f[l.var] = {0, l.extent};
-  for (const Loop& l : inner) f[l.var] = {0, l.extent};
+  for (const std::vector<Loop>* loops : {&outer, &inner})
+    for (const Loop& l : *loops) {
+      f[l.var] = {0, l.extent.constant()};
+      for (const std::string& s : l.extent.variables()) f[s] = {kMinSizeSymbol, std::nullopt};
+    }
   return f;
 }
 
-std::vector<Loop> named(const std::vector<int64_t>& extents, const std::string& prefix) {
+// The facts about the size symbols of `e`.
+RangeFacts symbolFacts(const IndexExpr& e) {
+  RangeFacts f;
+  for (const std::string& v : e.variables()) f[v] = {kMinSizeSymbol, std::nullopt};
+  return f;
+}
+
+std::vector<Loop> named(const std::vector<IndexExpr>& extents, const std::string& prefix) {
   std::vector<Loop> loops;
   for (size_t i = 0; i < extents.size(); ++i) loops.push_back({prefix + std::to_string(i), extents[i]});
   return loops;
@@ -160,23 +217,22 @@ std::optional<Nest> buildNest(const std::vector<const Buffer*>& bufs) {
     std::map<std::string, IndexExpr> zeroed;
   };
   std::vector<Normalized> norm;
-  std::optional<std::vector<int64_t>> outerExtents;
+  std::optional<std::vector<IndexExpr>> outerExtents;
   for (const Buffer* b : bufs) {
     Normalized n;
-    std::string what = "%" + b->name;
     if (const auto* pw = std::get_if<Pointwise>(&b->computation)) {
-      n.ranges = keptRanges(pw->ranges, what, n.zeroed);
+      n.ranges = keptRanges(pw->ranges, n.zeroed);
     } else {
       const auto& r = std::get<Reduction>(b->computation);
-      n.ranges = keptRanges(r.ranges, what, n.zeroed);
-      n.reductionRanges = keptRanges(r.reductionRanges, what, n.zeroed);
+      n.ranges = keptRanges(r.ranges, n.zeroed);
+      n.reductionRanges = keptRanges(r.reductionRanges, n.zeroed);
       if (!outerExtents) outerExtents = extents(n.ranges);
     }
     norm.push_back(std::move(n));
   }
   if (!outerExtents) {
     // Pointwise only: every buffer over the same ranges; the last one is the inner loop.
-    std::vector<int64_t> e = extents(norm[0].ranges);
+    std::vector<IndexExpr> e = extents(norm[0].ranges);
     for (const Normalized& n : norm)
       if (extents(n.ranges) != e) return std::nullopt;
     if (!e.empty()) e.pop_back();
@@ -189,11 +245,11 @@ std::optional<Nest> buildNest(const std::vector<const Buffer*>& bufs) {
   for (size_t k = 0; k < bufs.size(); ++k) {
     const Buffer* b = bufs[k];
     const Normalized& n = norm[k];
-    std::vector<int64_t> e = extents(n.ranges);
+    std::vector<IndexExpr> e = extents(n.ranges);
     if (e.size() < outerExtents->size() ||
         !std::equal(outerExtents->begin(), outerExtents->end(), e.begin()))
       return std::nullopt;
-    std::vector<int64_t> inner(e.begin() + outerExtents->size(), e.end());
+    std::vector<IndexExpr> inner(e.begin() + outerExtents->size(), e.end());
     bool reduction = b->isReduction();
     if (reduction) {
       if (!inner.empty()) return std::nullopt;
@@ -238,7 +294,7 @@ std::optional<Nest> buildNest(const std::vector<const Buffer*>& bufs) {
     Member m;
     m.buffer = b;
     m.body = std::move(renamed);
-    m.flat = reduction ? outerFlat : simplify(IndexExpr(tripCount(phase.loops)) * outerFlat +
+    m.flat = reduction ? outerFlat : simplify(tripCount(phase.loops) * outerFlat +
                                                   flatIndex(phase.loops), facts);
     // An in-place write stores at its offset into the storage it overwrites.
     if (!reduction && b->writesInto())
@@ -246,8 +302,6 @@ std::optional<Nest> buildNest(const std::vector<const Buffer*>& bufs) {
     m.id = int(k);
     // Reads of earlier members: a reduction's value or the current element of a member of the
     // same pointwise phase come from locals; other elements of a member's row from memory.
-    std::set<std::string> innerVars;
-    for (const Loop& l : phase.loops) innerVars.insert(l.var);
     for (const LoopOp& op : m.body.ops) {
       if (op.code != LoopOpCode::Load || !where.count(op.buffer)) continue;
       auto [pi, mi] = where[op.buffer];
@@ -259,12 +313,13 @@ std::optional<Nest> buildNest(const std::vector<const Buffer*>& bufs) {
         if (simplify(op.index - producer.flat, facts) == IndexExpr(0)) continue;
         return std::nullopt;
       }
-      int64_t rowLength = tripCount(from.loops);
-      IndexExpr offset = simplify(op.index - IndexExpr(rowLength) * outerFlat, facts);
+      IndexExpr rowLength = tripCount(from.loops);
+      IndexExpr offset = simplify(op.index - rowLength * outerFlat, facts);
+      // (Variables other than the phase's loops are the outer loops' or size symbols.)
       for (const std::string& v : offset.variables())
-        if (!innerVars.count(v)) return std::nullopt;
-      Bounds bo = bounds(offset, facts);
-      if (!bo.lo || !bo.hi || *bo.lo < 0 || *bo.hi >= rowLength) return std::nullopt;
+        for (const Loop& l : nest.outer)
+          if (v == l.var) return std::nullopt;
+      if (!withinRow(offset, phase.loops, rowLength, facts)) return std::nullopt;
       nest.memoryReads.insert(op.buffer);
     }
     where[b->name] = {nest.phases.size() - 1, phase.members.size()};
@@ -301,8 +356,22 @@ private:
   std::vector<std::string> lines_;
 };
 
+// C++ for an extent or size: a constant, or an expression over the size symbols.
+std::string sizeText(const IndexExpr& e) {
+  if (std::optional<int64_t> c = e.constant()) return std::to_string(*c);
+  std::string s = cppIndex(e, symbolFacts(e));
+  return e.kind() == IndexExpr::Kind::Var ? s : "(" + s + ")";
+}
+
+// The bytes of `count` elements of `elementBytes` each, at least 1 (what ctx->alloc gets).
+std::string allocBytes(const IndexExpr& count, int64_t elementBytes) {
+  if (std::optional<int64_t> c = count.constant())
+    return std::to_string(std::max<int64_t>(*c * elementBytes, 1));
+  return "kiln_max<int64_t>(" + sizeText(count) + " * " + std::to_string(elementBytes) + ", 1)";
+}
+
 std::string forLoop(const Loop& l) {
-  return "for (int64_t " + l.var + " = 0; " + l.var + " < " + std::to_string(l.extent) + "; ++" +
+  return "for (int64_t " + l.var + " = 0; " + l.var + " < " + sizeText(l.extent) + "; ++" +
          l.var + ") {";
 }
 
@@ -486,8 +555,9 @@ public:
   NestEmitter(const Nest& nest, const CppOptions& options,
               const std::map<std::string, std::string>& cNames,
               const std::map<std::string, ScalarType>& dtypes,
-              const std::map<std::string, std::string>& roots)
-      : nest_(nest), options_(options), cNames_(cNames), dtypes_(dtypes), roots_(roots) {}
+              const std::map<std::string, std::string>& roots, const std::vector<std::string>& symbols)
+      : nest_(nest), options_(options), cNames_(cNames), dtypes_(dtypes), roots_(roots),
+        symbols_(symbols) {}
 
   // The function text; `params` gets the names behind its pointer parameters, in order.
   std::string emit(const std::string& fname, const std::string& label,
@@ -495,8 +565,8 @@ public:
     reorderForContiguity();
     shareReducedValues();
     serial_ = scatters();
-    int64_t rows = tripCount(nest_.outer), rowWork = 0;
-    for (const Phase& p : nest_.phases) rowWork += tripCount(p.loops);
+    int64_t rows = hint(tripCount(nest_.outer)), rowWork = 0;
+    for (const Phase& p : nest_.phases) rowWork += hint(tripCount(p.loops));
     bool parallel = !serial_ && rows * std::max<int64_t>(rowWork, 1) >= options_.parallelThreshold;
     bool outerParallel = parallel && rows >= 2 &&
                          (rows >= kMinParallelRows || rowWork < options_.parallelThreshold);
@@ -526,6 +596,11 @@ public:
       sig += std::string(sig.empty() ? "" : ", ") + (written ? "" : "const ") +
              cppStorageType(dtypes_.at(name)) + "* __restrict " + cNames_.at(name);
       args += std::string(args.empty() ? "" : ", ") + cNames_.at(name);
+    }
+    // Every size symbol, after the pointers (ProgramEmitter passes them all to every unit).
+    for (const std::string& sym : symbols_) {
+      sig += std::string(sig.empty() ? "" : ", ") + "[[maybe_unused]] int64_t " + sym;
+      args += std::string(args.empty() ? "" : ", ") + sym;
     }
     if (rowFunction) {
       std::string rowSig = sig, rowArgs = args;
@@ -557,6 +632,8 @@ public:
   bool usesErrors() const { return usesErrors_; }
 
 private:
+  int64_t hint(const IndexExpr& e) const { return hinted(e, options_.sizeHints); }
+
   // The outer loops (in parallel when `outerParallel`) around the phases, in order.
   // Every phase of the nest, in order, at the current point of the code.
   void emitPhases() {
@@ -718,16 +795,17 @@ private:
     const Phase& red = nest_.phases[0];
     const Loop& col = nest_.outer.back();
     const Loop& r = red.loops[0];
-    const int64_t block = std::min(col.extent, kColumnBlock);
+    // The accumulator arrays are on the stack: a symbolic column count gets full-size blocks.
+    const int64_t block = std::min(col.extent.constant().value_or(kColumnBlock), kColumnBlock);
     std::vector<Accumulator> accs;
     for (const Member& m : red.members) accs.push_back(makeAccumulator(m));
     bool anyPart = std::any_of(accs.begin(), accs.end(), [](const Accumulator& a) { return a.usesPart(); });
-    bool blocked = r.extent > kSumBlock && anyPart;
+    bool blocked = blocksSum(r.extent) && anyPart;
     auto nanFlag = [](const Accumulator& a) {
       return a.floating() && (a.kind == ReductionKind::Max || a.kind == ReductionKind::Min);
     };
     size_t outerCount = nest_.outer.size() - 1;
-    std::string L = std::to_string(col.extent), B = std::to_string(block);
+    std::string L = sizeText(col.extent), B = std::to_string(block);
     code_.line("// column order: the reduction loop outside the contiguous loop over " + col.var);
     if (parallel) {
       usesThreads_ = true;
@@ -777,7 +855,7 @@ private:
       code_.close();
     };
     if (blocked) {
-      std::string N = std::to_string(r.extent), SB = std::to_string(kSumBlock);
+      std::string N = sizeText(r.extent), SB = std::to_string(kSumBlock);
       code_.open("for (int64_t rb = 0; rb < " + N + "; rb += " + SB + ") {");
       code_.line("const int64_t re = kiln_min<int64_t>(" + N + ", rb + " + SB + ");");
       code_.line("#pragma omp simd");
@@ -878,7 +956,7 @@ private:
   }
 
   void emitPointwisePhase(const Phase& phase) {
-    bool parallel = phaseParallel_ && tripCount(phase.loops) >= options_.parallelThreshold;
+    bool parallel = phaseParallel_ && hint(tripCount(phase.loops)) >= options_.parallelThreshold;
     // The members' bodies first: their loop-invariant values go before the loops.
     BodyEnv e = env(phase);
     std::set<std::string> loopVars;
@@ -930,7 +1008,7 @@ private:
     }
     bool allSimd = std::all_of(accs.begin(), accs.end(), [](const Accumulator& a) { return a.simd(); });
     bool anyPart = std::any_of(accs.begin(), accs.end(), [](const Accumulator& a) { return a.usesPart(); });
-    int64_t trip = tripCount(phase.loops);
+    int64_t trip = hint(tripCount(phase.loops));
     bool parallel = phaseParallel_ && allSimd && trip >= options_.parallelThreshold && !phase.loops.empty();
     if (parallel) usesThreads_ = true;
     auto clauses = [&](bool part) {
@@ -982,10 +1060,10 @@ private:
       emitWelfordBlocks(phase.loops.back(), accs, emitBodiesWith);
     } else {
       const Loop& inner = phase.loops.back();
-      bool blocked = inner.extent > kSumBlock && (anyPart || parallel);
+      bool blocked = blocksSum(inner.extent) && (anyPart || parallel);
       bool parallelHere = parallel && n == 1;
       if (blocked) {
-        std::string N = std::to_string(inner.extent), B = std::to_string(kSumBlock);
+        std::string N = sizeText(inner.extent), B = std::to_string(kSumBlock);
         if (parallelHere) code_.line("#pragma omp parallel for num_threads(nt)" + clauses(false));
         code_.open("for (int64_t rb = 0; rb < " + N + "; rb += " + B + ") {");
         code_.line("const int64_t re = kiln_min<int64_t>(" + N + ", rb + " + B + ");");
@@ -1033,7 +1111,7 @@ private:
       return c;
     };
     auto isOwn = [&](size_t i) { return !accs[i].shared; };
-    std::string N = std::to_string(inner.extent), B = std::to_string(kSumBlock);
+    std::string N = sizeText(inner.extent), B = std::to_string(kSumBlock);
     std::string loop = "for (int64_t " + inner.var + " = rb; " + inner.var + " < re; ++" + inner.var + ") {";
     code_.open("for (int64_t rb = 0; rb < " + N + "; rb += " + B + ") {");
     code_.line("const int64_t re = kiln_min<int64_t>(" + N + ", rb + " + B + ");");
@@ -1076,6 +1154,7 @@ private:
   const std::map<std::string, std::string>& cNames_;
   const std::map<std::string, ScalarType>& dtypes_;
   const std::map<std::string, std::string>& roots_;
+  const std::vector<std::string>& symbols_;
   Code code_;
   size_t current_ = 0;
   bool phaseParallel_ = false, usesThreads_ = false, usesErrors_ = false, serial_ = false;
@@ -1091,7 +1170,7 @@ private:
 
 struct Operand {
   std::string name;
-  std::vector<int64_t> sizes, strides;
+  std::vector<IndexExpr> sizes, strides;
   int64_t offset = 0; // in elements, from the start of the input or buffer
 };
 
@@ -1104,15 +1183,23 @@ std::string at(const std::string& pointer, int64_t offset) {
 // dimension, or a contiguous copy first.
 struct MatrixLayout {
   bool transposed = false, copy = false;
-  int64_t ld = 1;
+  IndexExpr ld = 1;
 };
 
-MatrixLayout matrixLayout(int64_t rows, int64_t cols, int64_t s0, int64_t s1) {
-  if (rows == 1) s0 = std::max<int64_t>(cols, 1);
-  if (cols == 1) s1 = 1;
-  if (s1 == 1 && s0 >= std::max<int64_t>(cols, 1)) return {false, false, s0};
-  if (s0 == 1 && s1 >= std::max<int64_t>(rows, 1)) return {true, false, s1};
-  return {false, true, std::max<int64_t>(cols, 1)};
+// a >= b for every value of the size symbols.
+bool alwaysAtLeast(const IndexExpr& a, const IndexExpr& b) {
+  IndexExpr d = a - b;
+  std::optional<int64_t> lo = bounds(d, symbolFacts(d)).lo;
+  return lo && *lo >= 0;
+}
+
+MatrixLayout matrixLayout(const IndexExpr& rows, const IndexExpr& cols, IndexExpr s0, IndexExpr s1) {
+  IndexExpr one(1), colsOrOne = simplify(max(cols, one), symbolFacts(cols));
+  if (rows == one) s0 = colsOrOne;
+  if (cols == one) s1 = one;
+  if (s1 == one && alwaysAtLeast(s0, colsOrOne)) return {false, false, s0};
+  if (s0 == one && alwaysAtLeast(s1, simplify(max(rows, one), symbolFacts(rows)))) return {true, false, s1};
+  return {false, true, colsOrOne};
 }
 
 double externScalar(const Extern& x, const std::string& key, double dflt) {
@@ -1128,16 +1215,22 @@ double externScalar(const Extern& x, const std::string& key, double dflt) {
 
 // Nested loops copying a strided view into contiguous memory.
 void emitGather(Code& code, const std::string& dst, const std::string& src,
-                const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides) {
+                const std::vector<IndexExpr>& sizes, const std::vector<IndexExpr>& strides) {
   std::vector<Loop> loops = named(sizes, "c");
   IndexExpr from(0);
   for (size_t i = 0; i < loops.size(); ++i) {
     code.open(forLoop(loops[i]));
-    from = from + IndexExpr(strides[i]) * IndexExpr::var(loops[i].var);
+    from = from + strides[i] * IndexExpr::var(loops[i].var);
   }
   RangeFacts facts = factsOf(loops, {});
   code.line(dst + "[" + cppIndex(flatIndex(loops), facts) + "] = " + src + "[" + cppIndex(from, facts) + "];");
   for (size_t i = 0; i < loops.size(); ++i) code.close();
+}
+
+// A GEMM size or leading dimension as BLAS's int: symbolic ones are converted (static ones are
+// checked to fit by emitExtern).
+std::string blasInt(const IndexExpr& e) {
+  return e.isConstant() ? sizeText(e) : "static_cast<int>(" + sizeText(e) + ")";
 }
 
 std::string num(double v, bool isDouble) { return cppFloatLiteral(v, isDouble ? ScalarType::Float64 : ScalarType::Float32); }
@@ -1145,7 +1238,8 @@ std::string num(double v, bool isDouble) { return cppFloatLiteral(v, isDouble ? 
 // The call of ctx->sgemm_post for an mm whose epilogue runs as its post-ops: the steps as static
 // tables, the binary steps' tensors (`tensorParam` gives a tensor's storage pointer) in an array.
 void emitPostOpCall(Code& code, const std::vector<GemmPostOp>& ops, const MatrixLayout& la,
-                    const MatrixLayout& lb, int64_t m, int64_t n, int64_t k, const std::string& pa,
+                    const MatrixLayout& lb, const IndexExpr& m, const IndexExpr& n, const IndexExpr& k,
+                    const std::string& pa,
                     const std::string& pb, const std::string& c,
                     const std::function<std::string(const std::string&)>& tensorParam) {
   std::string kinds, scalars, tensors, strides;
@@ -1167,18 +1261,18 @@ void emitPostOpCall(Code& code, const std::vector<GemmPostOp>& ops, const Matrix
   code.line("const float* const tensors[" + count + "] = {" + (nops ? tensors : "nullptr") + "};");
   code.line("static const int64_t row_strides[" + count + "] = {" + (nops ? strides : "0") + "};");
   code.line("ctx->sgemm_post(" + std::string(la.transposed ? "112" : "111") + ", " +
-            (lb.transposed ? "112" : "111") + ", " + std::to_string(m) + ", " + std::to_string(n) +
-            ", " + std::to_string(k) + ", " + pa + ", " + std::to_string(la.ld) + ", " + pb + ", " +
-            std::to_string(lb.ld) + ", " + c + ", " + std::to_string(n) + ", " + std::to_string(nops) +
-            ", kinds, scalars, tensors, row_strides);");
+            (lb.transposed ? "112" : "111") + ", " + blasInt(m) + ", " + blasInt(n) + ", " + blasInt(k) +
+            ", " + pa + ", " + blasInt(la.ld) + ", " + pb + ", " + blasInt(lb.ld) + ", " + c + ", " +
+            blasInt(n) + ", " + std::to_string(nops) + ", kinds, scalars, tensors, row_strides);");
   code.close();
 }
 
 // An extern mm / bmm / addmm as a static function returning 0, or 1 when a copy could not be
 // allocated.
 std::string emitExtern(const Buffer& b, const std::string& fname, const std::vector<Operand>& ops,
-                       const std::map<std::string, std::string>& cNames, std::vector<std::string>& params,
-                       const Unit& unit, const std::function<std::string(const std::string&)>& rootOf) {
+                       const std::map<std::string, std::string>& cNames, const std::vector<std::string>& symbols,
+                       std::vector<std::string>& params, const Unit& unit,
+                       const std::function<std::string(const std::string&)>& rootOf) {
   const Extern& x = std::get<Extern>(b.computation);
   std::string what = "C++ codegen: extern " + x.kernel + " (%" + b.name + ")";
   bool batched = x.kernel == "bmm", addmm = x.kernel == "addmm";
@@ -1193,18 +1287,17 @@ std::string emitExtern(const Buffer& b, const std::string& fname, const std::vec
   size_t rank = batched ? 3 : 2;
   const Operand &A = ops[first], &B = ops[first + 1];
   KILN_CHECK(A.sizes.size() == rank && B.sizes.size() == rank, what, ": operands must be ", rank, "-D");
-  int64_t batch = batched ? A.sizes[0] : 1;
-  int64_t m = A.sizes[rank - 2], k = A.sizes[rank - 1], n = B.sizes[rank - 1];
-  std::vector<int64_t> outSizes = {m, n};
+  IndexExpr batch = batched ? A.sizes[0] : IndexExpr(1);
+  IndexExpr m = A.sizes[rank - 2], k = A.sizes[rank - 1], n = B.sizes[rank - 1];
+  std::vector<IndexExpr> outSizes = {m, n};
   if (batched) outSizes.insert(outSizes.begin(), batch);
   // The result is written row-major; its buffer may have another shape of as many elements
   // (a graph output reshaping it).
-  int64_t bufNumel = 1;
-  for (const IndexExpr& s : b.sizes) bufNumel *= *s.constant();
   KILN_CHECK(B.sizes[rank - 2] == k && (!batched || B.sizes[0] == batch) &&
-                 bufNumel == batch * m * n,
+                 numel(b.sizes) == batch * m * n,
              what, ": operand and result sizes do not match");
-  KILN_CHECK(m <= INT_MAX && n <= INT_MAX && k <= INT_MAX, what, ": sizes beyond BLAS's int range");
+  for (const IndexExpr& d : {m, n, k})
+    KILN_CHECK(!d.isConstant() || *d.constant() <= INT_MAX, what, ": sizes beyond BLAS's int range");
   double alpha = externScalar(x, "alpha", 1.0), beta = addmm ? externScalar(x, "beta", 1.0) : 0.0;
   for (const auto& [key, v] : x.args)
     KILN_CHECK(key == "alpha" || (addmm && key == "beta"), what, ": unknown argument ", key);
@@ -1225,46 +1318,47 @@ std::string emitExtern(const Buffer& b, const std::string& fname, const std::vec
     const Operand& bias = ops[0];
     std::string p = at(param(bias, false), bias.offset);
     KILN_CHECK(bias.sizes.size() <= 2, what, ": the bias must have at most 2 dims");
-    std::vector<int64_t> bs(2, 0);
+    std::vector<IndexExpr> bs(2, IndexExpr(0));
     for (size_t i = 0; i < bias.sizes.size(); ++i) {
       size_t d = 2 - bias.sizes.size() + i;
-      KILN_CHECK(bias.sizes[i] == 1 || bias.sizes[i] == outSizes[rank - 2 + d], what,
+      KILN_CHECK(bias.sizes[i] == IndexExpr(1) || bias.sizes[i] == outSizes[rank - 2 + d], what,
                  ": the bias does not broadcast to the result");
-      bs[d] = bias.sizes[i] == 1 ? 0 : bias.strides[i];
+      bs[d] = bias.sizes[i] == IndexExpr(1) ? IndexExpr(0) : bias.strides[i];
     }
     if (fillBias) {
       std::vector<Loop> loops = named({m, n}, "c");
       for (const Loop& l : loops) code.open(forLoop(l));
       RangeFacts facts = factsOf(loops, {});
-      std::string scale = (k == 0 && beta != 1.0) ? num(beta, isDouble) + " * " : "";
+      std::string scale = (k.constant() == 0 && beta != 1.0) ? num(beta, isDouble) + " * " : "";
       code.line(c + "[" + cppIndex(flatIndex(loops), facts) + "] = " + scale + p + "[" +
-                cppIndex(IndexExpr(bs[0]) * IndexExpr::var("c0") + IndexExpr(bs[1]) * IndexExpr::var("c1"), facts) +
+                cppIndex(bs[0] * IndexExpr::var("c0") + bs[1] * IndexExpr::var("c1"), facts) +
                 "];");
       for (size_t i = 0; i < loops.size(); ++i) code.close();
     }
   }
   std::string a = param(A, false), bb = param(B, false);
-  if (m == 0 || n == 0) {
+  // (Size symbols are never 0: only static sizes can make the product empty.)
+  if (m.constant() == 0 || n.constant() == 0) {
     code.line("(void)ctx;");
-  } else if (k == 0) {
+  } else if (k.constant() == 0) {
     // An empty inner dimension: the product is zero (BLAS needs k >= 1 for its leading dims).
     if (!fillBias) {
-      code.line("__builtin_memset(" + c + ", 0, " + std::to_string(batch * m * n) + " * sizeof(" + T + "));");
+      code.line("__builtin_memset(" + c + ", 0, " + sizeText(batch * m * n) + " * sizeof(" + T + "));");
     }
     code.line("(void)ctx;");
   } else {
     std::vector<std::string> frees;
-    auto layoutFor = [&](const Operand& o, const std::string& p, int64_t rows, int64_t cols,
-                         std::string& ptr, int64_t& batchStride) {
+    auto layoutFor = [&](const Operand& o, const std::string& p, const IndexExpr& rows,
+                         const IndexExpr& cols, std::string& ptr, IndexExpr& batchStride) {
       size_t r = o.sizes.size();
       MatrixLayout l = matrixLayout(rows, cols, o.strides[r - 2], o.strides[r - 1]);
-      batchStride = batched ? o.strides[0] : 0;
+      batchStride = batched ? o.strides[0] : IndexExpr(0);
       ptr = at(p, o.offset);
       if (l.copy) {
         std::string tmp = "copy" + std::to_string(frees.size());
-        int64_t count = batch * rows * cols;
+        IndexExpr count = batch * rows * cols;
         code.line(T + "* " + tmp + " = static_cast<" + T + "*>(ctx->alloc(" +
-                  std::to_string(std::max<int64_t>(count * (isDouble ? 8 : 4), 1)) + "));");
+                  allocBytes(count, isDouble ? 8 : 4) + "));");
         code.line("if (!" + tmp + ") {");
         for (const std::string& f : frees) code.line("  ctx->free(" + f + ");");
         code.line("  return 1;");
@@ -1277,11 +1371,11 @@ std::string emitExtern(const Buffer& b, const std::string& fname, const std::vec
       return l;
     };
     std::string pa, pb;
-    int64_t sa = 0, sb = 0;
+    IndexExpr sa(0), sb(0);
     MatrixLayout la = layoutFor(A, a, m, k, pa, sa), lb = layoutFor(B, bb, k, n, pb, sb);
     std::string call = gemm + "(101, " + (la.transposed ? "112" : "111") + ", " +
-                       (lb.transposed ? "112" : "111") + ", " + std::to_string(m) + ", " +
-                       std::to_string(n) + ", " + std::to_string(k) + ", " + num(alpha, isDouble) + ", ";
+                       (lb.transposed ? "112" : "111") + ", " + blasInt(m) + ", " + blasInt(n) +
+                       ", " + blasInt(k) + ", " + num(alpha, isDouble) + ", ";
     std::string tail = ", " + num(fillBias ? beta : 0.0, isDouble) + ", ";
     if (unit.epilogue) {
       KILN_CHECK(!batched && !addmm && alpha == 1.0 && !isDouble, what, ": a fused epilogue needs an f32 mm");
@@ -1289,18 +1383,19 @@ std::string emitExtern(const Buffer& b, const std::string& fname, const std::vec
         return param({rootOf(tensor), {}, {}}, false);
       });
     } else if (batched) {
-      code.open("for (int64_t bt = 0; bt < " + std::to_string(batch) + "; ++bt) {");
-      code.line(call + pa + " + bt * " + std::to_string(sa) + ", " + std::to_string(la.ld) + ", " + pb +
-                " + bt * " + std::to_string(sb) + ", " + std::to_string(lb.ld) + tail + c + " + bt * " +
-                std::to_string(m * n) + ", " + std::to_string(n) + ");");
+      code.open("for (int64_t bt = 0; bt < " + sizeText(batch) + "; ++bt) {");
+      code.line(call + pa + " + bt * " + sizeText(sa) + ", " + blasInt(la.ld) + ", " + pb + " + bt * " +
+                sizeText(sb) + ", " + blasInt(lb.ld) + tail + c + " + bt * " + sizeText(m * n) + ", " +
+                blasInt(n) + ");");
       code.close();
     } else {
-      code.line(call + pa + ", " + std::to_string(la.ld) + ", " + pb + ", " + std::to_string(lb.ld) +
-                tail + c + ", " + std::to_string(n) + ");");
+      code.line(call + pa + ", " + blasInt(la.ld) + ", " + pb + ", " + blasInt(lb.ld) + tail + c + ", " +
+                blasInt(n) + ");");
     }
     for (const std::string& f : frees) code.line("ctx->free(" + f + ");");
   }
   code.line("return 0;");
+  for (const std::string& sym : symbols) sig += ", [[maybe_unused]] int64_t " + sym;
   std::ostringstream label;
   label << "// %" << b.name << " = " << x.kernel << "(";
   for (size_t i = 0; i < x.inputs.size(); ++i) label << (i ? ", %" : "%") << x.inputs[i];
@@ -1328,14 +1423,13 @@ public:
   ProgramEmitter(const LoopProgram& p, const CppOptions& o) : p_(p), options_(o) {}
 
   std::string emit() {
+    symbols_ = p_.sizeSymbols();
+    checkSymbols();
     for (const LoopInput& in : p_.inputs) {
-      numel(in.sizes, "%" + in.name);
-      for (const IndexExpr& s : in.strides) constantExtent(s, "%" + in.name);
       name(in.name, "in_");
       dtypes_[in.name] = in.dtype;
     }
     for (const Buffer& b : p_.buffers) {
-      numel(b.sizes, "%" + b.name);
       if (b.writesInto()) {
         roots_[b.name] = p_.storageRoot(b.name);
         continue; // no storage of its own
@@ -1357,12 +1451,13 @@ public:
       std::vector<std::string> params;
       std::string fname = "kiln_unit" + std::to_string(u);
       if (const Nest* nest = std::get_if<Nest>(&units_[u].work)) {
-        NestEmitter ne(*nest, options_, cNames_, dtypes_, roots_);
+        NestEmitter ne(*nest, options_, cNames_, dtypes_, roots_, symbols_);
         unitTexts[u] = ne.emit(fname, units_[u].label, params) + "\n";
         std::vector<std::string> args;
         if (ne.usesThreads()) args.push_back("nt");
         if (ne.usesErrors()) args.push_back("ctx->error");
         for (const std::string& q : params) args.push_back(cNames_[q]);
+        args.insert(args.end(), symbols_.begin(), symbols_.end());
         calls[u] = fname + "(";
         for (size_t i = 0; i < args.size(); ++i) calls[u] += (i ? ", " : "") + args[i];
         calls[u] += ");";
@@ -1377,19 +1472,24 @@ public:
           std::string storage = rootOf(x.inputs[i]);
           ops.push_back(operand(storage));
           if (const std::optional<StridedView>& v = x.viewOf(i))
-            ops.back() = Operand{storage, v->sizes, v->strides, v->offset};
+            ops.back() = Operand{storage, {v->sizes.begin(), v->sizes.end()},
+                                 {v->strides.begin(), v->strides.end()}, v->offset};
         }
-        unitTexts[u] = emitExtern(*b, fname, ops, cNames_, params, units_[u],
+        unitTexts[u] = emitExtern(*b, fname, ops, cNames_, symbols_, params, units_[u],
                                   [&](const std::string& n) { return rootOf(n); }) + "\n";
         calls[u] = "if (" + fname + "(ctx";
         for (const std::string& q : params) calls[u] += ", " + cNames_[q];
+        for (const std::string& sym : symbols_) calls[u] += ", " + sym;
         calls[u] += ") != 0) {";
       }
       for (const std::string& q : params) readers_[q].insert(u);
     }
 
     entry.open("extern \"C\" int " + options_.entryName +
-               "(const KilnContext* ctx, void* const* inputs, void* const* outputs) {");
+               "(const KilnContext* ctx, void* const* inputs, void* const* outputs, const int64_t* sizes) {");
+    if (symbols_.empty()) entry.line("(void)sizes;");
+    for (size_t i = 0; i < symbols_.size(); ++i)
+      entry.line("[[maybe_unused]] const int64_t " + symbols_[i] + " = sizes[" + std::to_string(i) + "];");
     if (usesThreads) entry.line("const int nt = kiln_num_threads(ctx);");
     bool usesCtx = usesThreads || std::count(checksErrors.begin(), checksErrors.end(), true);
     for (const Unit& unit : units_)
@@ -1459,8 +1559,8 @@ public:
           entry.line(T + "* " + c + " = " + cNames_[storage->name] + ";");
           continue;
         }
-        int64_t bytes = std::max<int64_t>(numel(b->sizes, b->name) * int64_t(elementSize(b->dtype)), 1);
-        entry.line(c + " = static_cast<" + T + "*>(ctx->alloc(" + std::to_string(bytes) + "));");
+        entry.line(c + " = static_cast<" + T + "*>(ctx->alloc(" +
+                   allocBytes(numel(b->sizes), int64_t(elementSize(b->dtype))) + "));");
         entry.line("if (!" + c + ") {");
         failure();
         live.push_back(b);
@@ -1482,16 +1582,13 @@ public:
       ScalarType t = *p_.dtypeOf(o);
       std::string T = cppStorageType(t), dst = "static_cast<" + T + "*>(outputs[" + std::to_string(i) + "])";
       if (const LoopInput* in = p_.findInput(o)) {
-        std::vector<int64_t> sizes, strides;
-        for (const IndexExpr& s : in->sizes) sizes.push_back(*s.constant());
-        for (const IndexExpr& s : in->strides) strides.push_back(*s.constant());
         entry.open("{");
         entry.line(T + "* dst = " + dst + ";");
-        emitGather(entry, "dst", cNames_[o], sizes, strides);
+        emitGather(entry, "dst", cNames_[o], in->sizes, in->strides);
         entry.close();
       } else if (outputSlot[o] != i) {
         entry.line("__builtin_memcpy(" + dst + ", " + cNames_[o] + ", " +
-                   std::to_string(numel(p_.findBuffer(o)->sizes, o)) + " * sizeof(" + T + "));");
+                   sizeText(numel(p_.findBuffer(o)->sizes)) + " * sizeof(" + T + "));");
       }
     }
     entry.line("return 0;");
@@ -1557,17 +1654,20 @@ private:
   }
 
   Operand operand(const std::string& n) {
-    Operand o{n, {}, {}};
-    if (const LoopInput* in = p_.findInput(n)) {
-      for (const IndexExpr& s : in->sizes) o.sizes.push_back(*s.constant());
-      for (const IndexExpr& s : in->strides) o.strides.push_back(*s.constant());
-    } else {
-      const Buffer* b = p_.findBuffer(n);
-      std::vector<IndexExpr> st = contiguousStrides(b->sizes);
-      for (const IndexExpr& s : b->sizes) o.sizes.push_back(*s.constant());
-      for (const IndexExpr& s : st) o.strides.push_back(*s.constant());
+    if (const LoopInput* in = p_.findInput(n)) return Operand{n, in->sizes, in->strides};
+    const Buffer* b = p_.findBuffer(n);
+    return Operand{n, b->sizes, contiguousStrides(b->sizes)};
+  }
+
+  // Size symbols become C++ locals and parameters of every generated function, so their names
+  // must not collide with the names the emitter makes up: s0, s1, ... (as capture names them).
+  void checkSymbols() const {
+    for (const std::string& sym : symbols_) {
+      bool ok = sym.size() >= 2 && sym[0] == 's' &&
+                std::all_of(sym.begin() + 1, sym.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
+      KILN_CHECK(ok, "C++ codegen: size symbol '", sym, "' of program @", p_.name,
+                 ": name size symbols s0, s1, ... (other names could collide with generated ones)");
     }
-    return o;
   }
 
   void addNest(const std::vector<const Buffer*>& bufs, const std::string& label) {
@@ -1672,6 +1772,7 @@ private:
   std::map<std::string, ScalarType> dtypes_;
   std::set<std::string> used_, materialized_;
   std::map<std::string, std::set<size_t>> readers_; // buffer -> units passing it (incl. its own)
+  std::vector<std::string> symbols_;                // the program's size symbols, in order
 };
 
 } // namespace
@@ -1684,11 +1785,7 @@ bool fusesIntoOneNest(const std::vector<const Buffer*>& bufs) {
   if (bufs.empty()) return false;
   for (const Buffer* b : bufs)
     if (b->isExtern()) return false;
-  try {
-    return buildNest(bufs).has_value();
-  } catch (const Error&) {
-    return false; // symbolic extents: emitCpp rejects the program anyway
-  }
+  return buildNest(bufs).has_value();
 }
 
 std::optional<PointwiseNestFacts> pointwiseNestFacts(const Buffer& b) {
@@ -1697,15 +1794,10 @@ std::optional<PointwiseNestFacts> pointwiseNestFacts(const Buffer& b) {
   // buildNest for a group of pointwise buffers of these extents: the outer loops are all ranges
   // but the last, every member's phase loops the last range, and its flat offset the same.
   std::map<std::string, IndexExpr> renames;
-  std::vector<Loop> kept;
-  try {
-    kept = keptRanges(pw->ranges, "%" + b.name, renames);
-  } catch (const Error&) {
-    return std::nullopt;
-  }
+  std::vector<Loop> kept = keptRanges(pw->ranges, renames);
   PointwiseNestFacts f;
   f.extents = extents(kept);
-  std::vector<int64_t> outerExtents = f.extents, inner;
+  std::vector<IndexExpr> outerExtents = f.extents, inner;
   if (!outerExtents.empty()) {
     inner.push_back(outerExtents.back());
     outerExtents.pop_back();
@@ -1716,8 +1808,8 @@ std::optional<PointwiseNestFacts> pointwiseNestFacts(const Buffer& b) {
     renames[kept[i].var] = IndexExpr::var(loops[i - outer.size()].var);
   RangeFacts facts = factsOf(outer, loops);
   IndexExpr outerFlat = flatIndex(outer);
-  IndexExpr flat = simplify(IndexExpr(tripCount(loops)) * outerFlat + flatIndex(loops), facts);
-  int64_t rowLength = tripCount(loops);
+  IndexExpr flat = simplify(tripCount(loops) * outerFlat + flatIndex(loops), facts);
+  IndexExpr rowLength = tripCount(loops);
   for (const LoopOp& op : pw->body.ops) {
     if (op.code != LoopOpCode::Load) continue;
     IndexExpr index = simplify(op.index.substitute(renames), facts);
@@ -1726,13 +1818,12 @@ std::optional<PointwiseNestFacts> pointwiseNestFacts(const Buffer& b) {
       read = PointwiseNestFacts::Read::Element;
     } else if (!loops.empty()) {
       // As buildNest: a read of an earlier phase's member within the current row.
-      IndexExpr offset = simplify(index - IndexExpr(rowLength) * outerFlat, facts);
+      IndexExpr offset = simplify(index - rowLength * outerFlat, facts);
       bool inner = true;
       for (const std::string& v : offset.variables())
-        if (v != loops[0].var) inner = false;
-      Bounds bo = bounds(offset, facts);
-      if (inner && bo.lo && bo.hi && *bo.lo >= 0 && *bo.hi < rowLength)
-        read = PointwiseNestFacts::Read::Row;
+        for (const Loop& l : outer)
+          if (v == l.var) inner = false;
+      if (inner && withinRow(offset, loops, rowLength, facts)) read = PointwiseNestFacts::Read::Row;
     }
     f.loads.push_back({op.buffer, read});
   }

@@ -1,15 +1,20 @@
 // C++ code generation: a LoopProgram -> one self-contained C++17 translation unit with a loop
 // nest per kernel group and the entry point
 //
-//   extern "C" int kiln_entry(const KilnContext* ctx, void* const* inputs, void* const* outputs);
+//   extern "C" int kiln_entry(const KilnContext* ctx, void* const* inputs, void* const* outputs,
+//                             const int64_t* sizes);
 //
 // `inputs` are the data pointers of the program's inputs (laid out as their sizes and strides
 // declare), `outputs` caller-allocated contiguous buffers in output order; intermediates come
-// from ctx->alloc and go back to ctx->free after their last use. It returns 0, or 1 when an
-// allocation failed. KilnContext (allocator, cblas_sgemm/dgemm, thread count) is declared by the
+// from ctx->alloc and go back to ctx->free after their last use. `sizes` holds the values of the
+// program's size symbols (LoopProgram::sizeSymbols, in that order; unused without symbols),
+// each at least kMinSizeSymbol (ir/loop/LoopIR.h): loop extents, buffer sizes and extern GEMM
+// shapes may be expressions over them, so one compiled program serves every size. It returns
+// 0, or 1 when an allocation failed. KilnContext (allocator, cblas_sgemm/dgemm, thread count) is declared by the
 // source itself (codegen/CppPrelude.cpp); only standard headers are included.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -33,13 +38,18 @@ struct CppOptions {
   // lines, the prelude ends with kEndOfPreludeMarker: Toolchain::compileSharedObject compiles
   // each part (the prelude and its kernels) in parallel and links them.
   int translationUnits = 0;
+  // The values size symbols are expected to take (the sizes of the first call): decisions that
+  // depend on a size (parallel or not) take a symbolic one at its hint; symbols without a hint
+  // count as 1024. Only speed depends on hints, never results.
+  std::map<std::string, int64_t> sizeHints;
 };
+
 
 inline constexpr const char* kEndOfPreludeMarker = "// kiln: end of prelude";
 inline constexpr const char* kTranslationUnitMarker = "// kiln: translation unit";
 
 // The C++ source of `p`. Throws kiln::Error for what the code generator does not handle:
-// symbolic sizes, extern kernels other than mm/bmm/addmm on f32/f64.
+// extern kernels other than mm/bmm/addmm on f32/f64, size symbols not named s0, s1, ...
 std::string emitCpp(const LoopProgram& p, const CppOptions& options = {});
 
 // Whether emitCpp emits these pointwise and reduction buffers (in program order), grouped in
@@ -55,10 +65,11 @@ bool fusesIntoOneNest(const std::vector<const Buffer*>& bufs);
 // current row (the last range) of the same extents, `Other` anything else.
 struct PointwiseNestFacts {
   enum class Read { Element, Row, Other };
-  std::vector<int64_t> extents;
+  std::vector<IndexExpr> extents;
   std::vector<std::pair<std::string, Read>> loads;
 };
-// nullopt for buffers that are not pointwise, written in place, or of symbolic extents.
+// nullopt for buffers that are not pointwise or written in place. (Over a symbolic row length,
+// a `Row` read needs an index affine in the row's loop variable.)
 std::optional<PointwiseNestFacts> pointwiseNestFacts(const Buffer& b);
 
 } // namespace kiln::codegen

@@ -23,7 +23,8 @@ std::string renderIndex(const IndexExpr& e, const RangeFacts& facts);
 std::string atom(const IndexExpr& e, const RangeFacts& facts) {
   std::string s = renderIndex(e, facts);
   if (e.kind() == IndexExpr::Kind::Var || (e.isConstant() && *e.constant() >= 0) ||
-      e.kind() == IndexExpr::Kind::FloorDiv || e.kind() == IndexExpr::Kind::Mod)
+      e.kind() == IndexExpr::Kind::FloorDiv || e.kind() == IndexExpr::Kind::Mod ||
+      e.kind() == IndexExpr::Kind::Min || e.kind() == IndexExpr::Kind::Max)
     return s;
   return "(" + s + ")";
 }
@@ -69,6 +70,10 @@ std::string renderIndex(const IndexExpr& e, const RangeFacts& facts) {
     return renderDivMod(e, facts, true);
   case IndexExpr::Kind::Mod:
     return renderDivMod(e, facts, false);
+  case IndexExpr::Kind::Min:
+  case IndexExpr::Kind::Max:
+    return std::string(e.kind() == IndexExpr::Kind::Min ? "kiln_min<int64_t>(" : "kiln_max<int64_t>(") +
+           renderIndex(e.operands()[0], facts) + ", " + renderIndex(e.operands()[1], facts) + ")";
   case IndexExpr::Kind::Add: {
     std::string s;
     for (const IndexExpr& t : e.operands()) {

@@ -135,11 +135,11 @@ private:
     if (!tt.isStatic())
       fail(n, "type " + tt.str() + " has symbolic sizes; retrace handles static sizes only");
     std::vector<int64_t> sizes, strides;
-    for (const SymInt& s : tt.sizes)
+    for (const IndexExpr& s : tt.sizes)
       sizes.push_back(*s.constant());
     Device meta(DeviceType::Meta);
     if (!tt.strides) return Tensor::empty(sizes, tt.dtype, meta);
-    for (const SymInt& s : *tt.strides)
+    for (const IndexExpr& s : *tt.strides)
       strides.push_back(*s.constant());
     return Tensor::emptyStrided(sizes, strides, tt.dtype, meta);
   }

@@ -156,9 +156,9 @@ std::vector<int64_t> intList(const Argument& a, const std::string& what) {
   return r;
 }
 
-std::vector<int64_t> staticInts(const std::vector<SymInt>& v, const std::string& what) {
+std::vector<int64_t> staticInts(const std::vector<IndexExpr>& v, const std::string& what) {
   std::vector<int64_t> r;
-  for (const SymInt& s : v) {
+  for (const IndexExpr& s : v) {
     std::optional<int64_t> c = s.constant();
     KILN_CHECK(c.has_value(), "lowering: ", what, " has a dynamic size; only static shapes lower");
     r.push_back(*c);

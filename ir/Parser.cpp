@@ -6,6 +6,7 @@
 #include <unordered_set>
 #include <utility>
 
+#include "ir/IndexExprReader.h"
 #include "ir/Lexer.h"
 #include "ir/OpTarget.h"
 
@@ -13,10 +14,9 @@ namespace kiln {
 
 namespace {
 
-// Deeper nesting than this is rejected rather than risking the stack; so are size expressions
-// with more operators (their trees are recursed over when printed, compared and destroyed).
+// Deeper nesting than this is rejected rather than risking the stack (size and index
+// expressions have their own limits, ir/IndexExprReader.h).
 constexpr int kMaxDepth = 200;
-constexpr int kMaxSizeOperators = 200;
 
 using K = Token::Kind;
 
@@ -319,17 +319,7 @@ private:
                     "' (expected None, True, False, inf, nan, a dtype, device(...) or slice(...))");
   }
 
-  int64_t parseInt(const Token& t, bool negative) {
-    uint64_t v = 0;
-    uint64_t limit = negative ? uint64_t(INT64_MAX) + 1 : uint64_t(INT64_MAX);
-    for (char c : t.text) {
-      if (v > (limit - uint64_t(c - '0')) / 10)
-        fail(t.pos, "integer constant " + std::string(negative ? "-" : "") + t.text +
-                        " does not fit in 64 bits");
-      v = v * 10 + uint64_t(c - '0');
-    }
-    return negative ? int64_t(0 - v) : int64_t(v);
-  }
+  int64_t parseInt(const Token& t, bool negative) { return integerTokenValue(t, negative); }
 
   double parseFloat(const Token& t) {
     double d = std::strtod(t.text.c_str(), nullptr);
@@ -388,10 +378,9 @@ private:
   }
 
   // After '[': comma-separated symbolic integers, then ']'.
-  std::vector<SymInt> parseDims() {
-    std::vector<SymInt> dims;
+  std::vector<IndexExpr> parseDims() {
+    std::vector<IndexExpr> dims;
     while (!is(K::RBracket)) {
-      sizeOperators_ = 0;
       dims.push_back(parseSymExpr());
       if (!is(K::RBracket)) expect(K::Comma, "',' or ']' in the sizes");
     }
@@ -433,78 +422,7 @@ private:
     advance();
   }
 
-  // sum := product (('+' | '-') product)*; product := unary ('*' unary)*;
-  // unary := '-' unary | atom; atom := int | symbol | floordiv(sum, sum) | mod(sum, sum) | (sum)
-  SymInt parseSymExpr() {
-    DepthGuard guard(*this);
-    SymInt v = parseSymProduct();
-    while (is(K::Plus) || is(K::Minus)) {
-      bool plus = is(K::Plus);
-      countSizeOperator();
-      advance();
-      SymInt r = parseSymProduct();
-      v = plus ? v + r : v - r;
-    }
-    return v;
-  }
-
-  SymInt parseSymProduct() {
-    SymInt v = parseSymUnary();
-    while (is(K::Star)) {
-      countSizeOperator();
-      advance();
-      v = v * parseSymUnary();
-    }
-    return v;
-  }
-
-  void countSizeOperator() {
-    if (++sizeOperators_ > kMaxSizeOperators)
-      fail(tok_.pos,
-           "size expression with more than " + std::to_string(kMaxSizeOperators) + " operators");
-  }
-
-  SymInt parseSymUnary() {
-    DepthGuard guard(*this);
-    if (!is(K::Minus)) return parseSymAtom();
-    advance();
-    if (is(K::Integer)) {
-      Token t = tok_;
-      advance();
-      return SymInt(parseInt(t, true));
-    }
-    SymInt inner = parseSymUnary();
-    if (auto c = inner.constant(); c && *c != INT64_MIN) return SymInt(-*c);
-    countSizeOperator();
-    return SymInt(-1) * inner;
-  }
-
-  SymInt parseSymAtom() {
-    Token t = tok_;
-    if (t.kind == K::Integer) {
-      advance();
-      return SymInt(parseInt(t, false));
-    }
-    if (t.kind == K::LParen) {
-      advance();
-      SymInt v = parseSymExpr();
-      expect(K::RParen, "')'");
-      return v;
-    }
-    if (t.kind != K::Identifier)
-      fail(t.pos, "expected a size (an integer or a symbol such as s0), found " + describe(t));
-    advance();
-    if ((t.text == "floordiv" || t.text == "mod") && is(K::LParen)) {
-      countSizeOperator();
-      advance();
-      SymInt a = parseSymExpr();
-      expect(K::Comma, "',' in " + t.text + "(a, b)");
-      SymInt b = parseSymExpr();
-      expect(K::RParen, "')' closing " + t.text + "(a, b)");
-      return t.text == "floordiv" ? floorDiv(a, b) : mod(a, b);
-    }
-    return SymInt::symbol(t.text);
-  }
+  IndexExpr parseSymExpr() { return IndexExprReader(lex_, tok_, "size expression").read(); }
 
   SourceLoc parseLoc() {
     advance();
@@ -529,7 +447,6 @@ private:
   Token tok_;
   Graph* graph_ = nullptr;
   int depth_ = 0;
-  int sizeOperators_ = 0;
   std::optional<PendingUse> pendingUse_;
 };
 

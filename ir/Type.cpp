@@ -7,7 +7,7 @@ namespace {
 constexpr const char* kShortNames[kNumScalarTypes] = {"b8",  "u8",  "i8",   "i16", "i32",
                                                       "i64", "f16", "bf16", "f32", "f64"};
 
-std::string symList(const std::vector<SymInt>& v) {
+std::string symList(const std::vector<IndexExpr>& v) {
   std::string s = "[";
   for (size_t i = 0; i < v.size(); ++i)
     s += (i ? ", " : "") + v[i].str();
@@ -24,10 +24,10 @@ std::optional<ScalarType> dtypeFromShortName(const std::string& name) {
 }
 
 bool TensorType::isStatic() const {
-  for (const SymInt& s : sizes)
+  for (const IndexExpr& s : sizes)
     if (!s.isConstant()) return false;
   if (strides)
-    for (const SymInt& s : *strides)
+    for (const IndexExpr& s : *strides)
       if (!s.isConstant()) return false;
   return true;
 }

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "ir/SymInt.h"
+#include "ir/IndexExpr.h"
 #include "runtime/Device.h"
 #include "runtime/ScalarType.h"
 
@@ -17,9 +17,9 @@ std::optional<ScalarType> dtypeFromShortName(const std::string& name);
 
 struct TensorType {
   ScalarType dtype = ScalarType::Float32;
-  std::vector<SymInt> sizes;
+  std::vector<IndexExpr> sizes;
   // Absent: contiguous (producers such as shape propagation store strides only for other layouts).
-  std::optional<std::vector<SymInt>> strides;
+  std::optional<std::vector<IndexExpr>> strides;
   Device device; // cpu unless said otherwise
 
   bool operator==(const TensorType& o) const = default;

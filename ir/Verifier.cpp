@@ -122,7 +122,7 @@ private:
       return;
     }
     if (!t.isTensor()) return;
-    for (const SymInt& s : t.tensor().sizes)
+    for (const IndexExpr& s : t.tensor().sizes)
       if (auto c = s.constant(); c && *c < 0)
         report(n, "negative size " + std::to_string(*c) + " in type " + t.str());
   }

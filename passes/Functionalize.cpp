@@ -159,7 +159,7 @@ private:
     };
     auto sizesOf = [&](Node* n) {
       std::vector<Argument> sizes;
-      for (const SymInt& s : tensorTypeOf(*n).sizes) {
+      for (const IndexExpr& s : tensorTypeOf(*n).sizes) {
         if (!s.constant()) fail(*view, "writes through a view of symbolic size");
         sizes.emplace_back(*s.constant());
       }
@@ -324,7 +324,7 @@ private:
     Node* value = castTo(src, type);
     if (tensorTypeOf(*value).sizes == type.sizes) return value;
     std::vector<Argument> sizes;
-    for (const SymInt& s : type.sizes) {
+    for (const IndexExpr& s : type.sizes) {
       if (!s.constant()) fail(*n, "copy_ into a tensor of symbolic size");
       sizes.emplace_back(*s.constant());
     }

@@ -87,14 +87,14 @@ private:
       fail(n, "type " + tt.str() + " has symbolic sizes; shape-prop handles static sizes only");
     std::vector<int64_t> sizes, strides;
     int64_t numel = 1;
-    for (const SymInt& s : tt.sizes) {
+    for (const IndexExpr& s : tt.sizes) {
       sizes.push_back(*s.constant());
       if (__builtin_mul_overflow(numel, sizes.back(), &numel))
         fail(n, "type " + tt.str() + " has more elements than int64 can count");
     }
     Device meta(DeviceType::Meta);
     if (tt.strides) {
-      for (const SymInt& s : *tt.strides)
+      for (const IndexExpr& s : *tt.strides)
         strides.push_back(*s.constant());
       a.value = Tensor::emptyStrided(sizes, strides, tt.dtype, meta);
     } else {

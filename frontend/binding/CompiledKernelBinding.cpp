@@ -4,10 +4,13 @@
 
 #include <omp.h>
 
+#include <map>
+
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/string_view.h>
 
 
+#include "codegen/CppCodegen.h"
 #include "codegen/KernelCache.h"
 #include "frontend/binding/PythonConvert.h"
 #include "ir/Diagnostic.h"
@@ -58,7 +61,7 @@ struct KilnContext {
   throw IndexError(text.starts_with("IndexError: ") ? text.substr(12) : text);
 }
 
-using EntryFn = int (*)(const KilnContext*, void* const*, void* const*);
+using EntryFn = int (*)(const KilnContext*, void* const*, void* const*, const int64_t*);
 
 // The generated code frees without a size and kiln's allocator needs one: each block carries
 // its size in a header of one alignment unit, which keeps the data 64-byte aligned.
@@ -105,29 +108,31 @@ void contextSgemmPost(int transA, int transB, int m, int n, int k, const float* 
   cpu::sgemmPostOps(transA == 112, transB == 112, m, n, k, a, lda, b, ldb, c, ldc, ops.data(), nops);
 }
 
+// An input's or output's declared sizes and strides: expressions over the size symbols.
 struct TensorMeta {
   std::string name;
   ScalarType dtype;
-  DimVector sizes;
-  DimVector strides;
+  std::vector<IndexExpr> sizes;
+  std::vector<IndexExpr> strides;
 };
 
-DimVector constants(const std::vector<IndexExpr>& exprs, const std::string& what) {
+// Where a size symbol's value is read at each call: the size of dim `dim` of input `input`.
+struct SymbolSource {
+  std::string symbol;
+  size_t input, dim;
+};
+
+DimVector evaluated(const std::vector<IndexExpr>& exprs, const std::map<std::string, int64_t>& values) {
   DimVector out;
-  for (const IndexExpr& e : exprs) {
-    std::optional<int64_t> c = e.constant();
-    KILN_CHECK_VALUE(c.has_value(), "CompiledKernel: ", what,
-                     " has a symbolic size or stride; compiled programs need static shapes");
-    out.push_back(*c);
-  }
+  for (const IndexExpr& e : exprs) out.push_back(e.isConstant() ? *e.constant() : e.evaluate(values));
   return out;
 }
 
 // Strides matter only along dims of size > 1, and not at all for an empty tensor.
-bool sameLayout(const Tensor& t, const TensorMeta& m) {
+bool sameLayout(const Tensor& t, const DimVector& sizes, const DimVector& strides) {
   if (t.numel() == 0) return true;
-  for (size_t d = 0; d < m.sizes.size(); ++d) {
-    if (m.sizes[d] != 1 && t.strides()[d] != m.strides[d]) return false;
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    if (sizes[d] != 1 && t.strides()[d] != strides[d]) return false;
   }
   return true;
 }
@@ -144,20 +149,32 @@ public:
     if (!problems.empty()) throw ValueError(formatDiagnostic(problems[0], "<program>", programText));
     const LoopProgram& p = r.programs[0];
     name_ = p.name;
-    for (const LoopInput& in : p.inputs) {
-      inputs_.push_back({in.name, in.dtype, constants(in.sizes, "input %" + in.name),
-                         constants(in.strides, "input %" + in.name)});
-    }
+    for (const LoopInput& in : p.inputs) inputs_.push_back({in.name, in.dtype, in.sizes, in.strides});
     for (const std::string& version : p.outputs) {
       // A version written in place stands for its whole storage.
       std::string out = p.storageRoot(version);
       if (const Buffer* b = p.findBuffer(out)) {
-        outputs_.push_back({out, b->dtype, constants(b->sizes, "buffer %" + out), {}});
+        outputs_.push_back({out, b->dtype, b->sizes, {}});
       } else {
         const LoopInput* in = p.findInput(out);
         KILN_CHECK_VALUE(in != nullptr, "CompiledKernel: unknown output %", out);
-        outputs_.push_back({out, in->dtype, constants(in->sizes, "input %" + out), {}});
+        outputs_.push_back({out, in->dtype, in->sizes, {}});
       }
+    }
+    // Each size symbol is read from the first input dim that is exactly that symbol.
+    for (const std::string& sym : p.sizeSymbols()) {
+      std::optional<SymbolSource> source;
+      for (size_t i = 0; i < inputs_.size() && !source; ++i)
+        for (size_t d = 0; d < inputs_[i].sizes.size() && !source; ++d)
+          if (inputs_[i].sizes[d] == IndexExpr::var(sym)) source = SymbolSource{sym, i, d};
+      KILN_CHECK_VALUE(source.has_value(), "CompiledKernel: program @", name_, ": size symbol ", sym,
+                       " is not the size of an input dim, so a call cannot bind it");
+      symbols_.push_back(*source);
+    }
+    if (symbols_.empty()) {
+      std::map<std::string, int64_t> none;
+      for (TensorMeta& m : inputs_) staticInputs_.push_back({evaluated(m.sizes, none), evaluated(m.strides, none)});
+      for (TensorMeta& m : outputs_) staticOutputs_.push_back(evaluated(m.sizes, none));
     }
     entryFn_ = reinterpret_cast<EntryFn>(codegen::KernelCache::load(path_, entry_));
   }
@@ -181,15 +198,40 @@ public:
         throw nb::type_error(("compiled program @" + name_ + ": input " + std::to_string(i) + " (%" +
                               inputs_[i].name + ") must be a Tensor, not " + Py_TYPE(o)->tp_name).c_str());
       }
-      const Tensor& t = unwrapTensor(o);
+    }
+    // The size symbols' values, read from the inputs; then every input must match the sizes
+    // and strides the program declares at those values.
+    std::map<std::string, int64_t> values;
+    std::vector<int64_t> sizeArgs;
+    for (const SymbolSource& s : symbols_) {
+      const Tensor& t = unwrapTensor(args[s.input].ptr());
+      KILN_CHECK(t.dim() == int64_t(inputs_[s.input].sizes.size()), "compiled program @", name_,
+                 ": input ", s.input, " (%", inputs_[s.input].name, ") has ", t.dim(), " dims, expected ",
+                 inputs_[s.input].sizes.size());
+      int64_t v = t.sizes()[s.dim];
+      KILN_CHECK(v >= kMinSizeSymbol, "compiled program @", name_, ": size symbol ", s.symbol,
+                 " (dim ", s.dim, " of input ", s.input, ", %", inputs_[s.input].name, ") is ", v,
+                 ", but the program was compiled for ", s.symbol, " >= ", kMinSizeSymbol);
+      values[s.symbol] = v;
+      sizeArgs.push_back(v);
+    }
+    for (size_t i = 0; i < n; ++i) {
+      const Tensor& t = unwrapTensor(args[i].ptr());
       const TensorMeta& m = inputs_[i];
       KILN_CHECK(t.device().isCpu(), "compiled program @", name_, ": input ", i, " (%", m.name,
                  ") must be a CPU tensor");
-      KILN_CHECK(t.dtype() == m.dtype && t.sizes() == IntArrayRef(m.sizes) && sameLayout(t, m),
+      DimVector symbolicSizes, symbolicStrides;
+      if (!symbols_.empty()) {
+        symbolicSizes = evaluated(m.sizes, values);
+        symbolicStrides = evaluated(m.strides, values);
+      }
+      const DimVector& sizes = symbols_.empty() ? staticInputs_[i].first : symbolicSizes;
+      const DimVector& strides = symbols_.empty() ? staticInputs_[i].second : symbolicStrides;
+      KILN_CHECK(t.dtype() == m.dtype && t.sizes() == IntArrayRef(sizes) && sameLayout(t, sizes, strides),
                  "compiled program @", name_, ": input ", i, " (%", m.name, ") is ", scalarTypeName(t.dtype()),
                  shapeString(t.sizes()), " with strides ", shapeString(t.strides()), ", but the program was "
-                 "compiled for ", scalarTypeName(m.dtype), shapeString(m.sizes), " with strides ",
-                 shapeString(m.strides));
+                 "compiled for ", scalarTypeName(m.dtype), shapeString(sizes), " with strides ",
+                 shapeString(strides), symbols_.empty() ? "" : " (at these values of its size symbols)");
       ins[i] = t.rawData();
     }
     size_t nOut = outputs_.size();
@@ -203,7 +245,8 @@ public:
       outp = outHeap.data();
     }
     for (size_t i = 0; i < nOut; ++i) {
-      outs.push_back(Tensor::empty(outputs_[i].sizes, outputs_[i].dtype));
+      outs.push_back(Tensor::empty(symbols_.empty() ? staticOutputs_[i] : evaluated(outputs_[i].sizes, values),
+                                   outputs_[i].dtype));
       outp[i] = outs.back().rawData();
     }
     KilnError error{0, 0, 0, nullptr};
@@ -212,7 +255,7 @@ public:
     int status;
     {
       nb::gil_scoped_release release;
-      status = entryFn_(&ctx, ins, outp);
+      status = entryFn_(&ctx, ins, outp, sizeArgs.data());
     }
     if (status == 2) throwIndexError(error);
     KILN_CHECK(status == 0, "compiled program @", name_, " failed (status ", status,
@@ -235,6 +278,10 @@ private:
   std::string name_;
   std::vector<TensorMeta> inputs_;
   std::vector<TensorMeta> outputs_;
+  std::vector<SymbolSource> symbols_; // in LoopProgram::sizeSymbols order, the entry's `sizes`
+  // Without size symbols: the inputs' sizes and strides and the outputs' sizes, evaluated once.
+  std::vector<std::pair<DimVector, DimVector>> staticInputs_;
+  std::vector<DimVector> staticOutputs_;
   EntryFn entryFn_ = nullptr;
 };
 

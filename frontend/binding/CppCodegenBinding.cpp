@@ -5,6 +5,7 @@
 #include "frontend/binding/CppCodegenBinding.h"
 
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/map.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string_view.h>
 
@@ -29,7 +30,7 @@ void registerCppCodegen(nb::module_& m) {
   c.def(
       "emit_cpp",
       [](std::string_view text, int64_t parallelThreshold, std::string entryName, bool prelude,
-         int translationUnits) {
+         int translationUnits, std::map<std::string, int64_t> sizeHints) {
         LoopParseResult r = parseLoopPrograms(text);
         if (r.error) throw ValueError(formatDiagnostic(*r.error, "<program>", text));
         KILN_CHECK_VALUE(r.programs.size() == 1, "emit_cpp: expected one loop program, got ",
@@ -41,11 +42,12 @@ void registerCppCodegen(nb::module_& m) {
         options.entryName = std::move(entryName);
         options.prelude = prelude;
         options.translationUnits = translationUnits;
+        options.sizeHints = std::move(sizeHints);
         return codegen::emitCpp(r.programs[0], options);
       },
       nb::arg("program_text"), nb::arg("parallel_threshold") = 32768,
       nb::arg("entry_name") = "kiln_entry", nb::arg("prelude") = true,
-      nb::arg("translation_units") = 0,
+      nb::arg("translation_units") = 0, nb::arg("size_hints") = std::map<std::string, int64_t>(),
       "the C++ source of a loop program given in its text form (docs/loop-ir.md)");
   c.def(
       "lower",

@@ -277,14 +277,14 @@ nb::dict kwargsToPython(nb::handle graphObject, const Kwargs& kwargs) {
 
 // -- types ----------------------------------------------------------------------------------
 
-nb::object symIntToPython(const SymInt& s) {
+nb::object symIntToPython(const IndexExpr& s) {
   if (auto c = s.constant()) return nb::steal(PyLong_FromLongLong(*c));
   return nb::str(s.str().c_str());
 }
 
-nb::tuple symIntsToPython(const std::vector<SymInt>& v) {
+nb::tuple symIntsToPython(const std::vector<IndexExpr>& v) {
   nb::list out;
-  for (const SymInt& s : v)
+  for (const IndexExpr& s : v)
     out.append(symIntToPython(s));
   return nb::tuple(out);
 }
@@ -336,8 +336,8 @@ void registerType(nb::module_& fx) {
                      const TensorType& tt = tensorOf(t, "stride");
                      if (tt.strides) return symIntsToPython(*tt.strides);
                      // Contiguous: each stride is the product of the sizes after it.
-                     std::vector<SymInt> strides(tt.sizes.size());
-                     SymInt running(int64_t(1));
+                     std::vector<IndexExpr> strides(tt.sizes.size());
+                     IndexExpr running(int64_t(1));
                      for (size_t i = tt.sizes.size(); i-- > 0;) {
                        strides[i] = running;
                        running = running * tt.sizes[i];

@@ -90,12 +90,11 @@ const std::vector<std::pair<Kind, Pat>>& activations() {
 class Matcher {
 public:
   Matcher(const LoopProgram& p, const Buffer& gemm, const Buffer& consumer, const Pointwise& pw,
-          int64_t m, int64_t n)
+          int64_t n)
       : p_(p), gemm_(gemm), body_(pw.body), n_(n) {
     i0_ = IndexExpr::var(pw.ranges[0].name);
     i1_ = IndexExpr::var(pw.ranges[1].name);
     (void)consumer;
-    (void)m;
     dependent_.resize(body_.ops.size());
     for (size_t i = 0; i < body_.ops.size(); ++i) {
       const LoopOp& op = body_.ops[i];
@@ -237,18 +236,21 @@ std::variant<std::vector<GemmPostOp>, std::string> gemmEpilogueOf(const LoopProg
   }
   if (gemm.dtype != ScalarType::Float32 || consumer.dtype != ScalarType::Float32)
     return std::string("not f32");
-  if (gemm.sizes.size() != 2 || !gemm.sizes[0].constant() || !gemm.sizes[1].constant())
-    return std::string("the product is not a 2-D matrix of static size");
-  int64_t m = *gemm.sizes[0].constant(), n = *gemm.sizes[1].constant();
+  // The row count may be symbolic (a dynamic batch); the row length is part of every tensor
+  // step's static layout.
+  if (gemm.sizes.size() != 2 || !gemm.sizes[1].constant())
+    return std::string("the product is not a 2-D matrix with a static row length");
+  IndexExpr m = gemm.sizes[0];
+  int64_t n = *gemm.sizes[1].constant();
   const Pointwise* pw = std::get_if<Pointwise>(&consumer.computation);
   if (!pw || !pw->into.empty()) return std::string("the consumer is not a pointwise buffer of its own");
-  if (pw->ranges.size() != 2 || pw->ranges[0].extent != IndexExpr(m) || pw->ranges[1].extent != IndexExpr(n))
+  if (pw->ranges.size() != 2 || pw->ranges[0].extent != m || pw->ranges[1].extent != IndexExpr(n))
     return std::string("the consumer does not run over the product's [m, n]");
-  if (consumer.sizes.size() != 2 || consumer.sizes[0] != IndexExpr(m) || consumer.sizes[1] != IndexExpr(n))
+  if (consumer.sizes.size() != 2 || consumer.sizes[0] != m || consumer.sizes[1] != IndexExpr(n))
     return std::string("the consumer is not an [m, n] matrix");
   const LoopBody& body = pw->body;
   if (body.ops.empty() || body.ops.back().code != LoopOpCode::Store) return std::string("no store");
-  Matcher matcher(p, gemm, consumer, *pw, m, n);
+  Matcher matcher(p, gemm, consumer, *pw, n);
   std::vector<GemmPostOp> steps;
   if (auto why = matcher.chain(body.ops.back().operands[0], steps)) return *why;
   // oneDNN 2.6's post-op kernels give every linear step of a chain the first one's constants

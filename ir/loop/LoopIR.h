@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "ir/Diagnostic.h"
-#include "ir/loop/IndexExpr.h"
+#include "ir/IndexExpr.h"
 #include "runtime/ScalarType.h"
 
 namespace kiln {
@@ -216,6 +216,11 @@ struct LoopProgram {
   // The size symbols: every variable in the inputs' sizes and strides.
   std::vector<std::string> sizeSymbols() const;
 };
+
+// Size symbols take values of at least 2: sizes 0 and 1 are specialized (made static), as in
+// PyTorch, so a symbolic dim is never empty and never broadcast. The verifier and code
+// generators rely on it; callers binding symbols check it.
+inline constexpr int64_t kMinSizeSymbol = 2;
 
 // Row-major strides of `sizes`.
 std::vector<kiln::IndexExpr> contiguousStrides(const std::vector<kiln::IndexExpr>& sizes);

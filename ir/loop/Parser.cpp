@@ -7,6 +7,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "ir/IndexExprReader.h"
 #include "ir/Lexer.h"
 #include "ir/Type.h"
 
@@ -14,10 +15,9 @@ namespace kiln {
 
 namespace {
 
-// Deeper nesting than this is rejected rather than risking the stack; so are index
-// expressions with more operators.
+// Deeper nesting than this is rejected rather than risking the stack (size and index
+// expressions have their own limits, ir/IndexExprReader.h).
 constexpr int kMaxDepth = 200;
-constexpr int kMaxExprOperators = 200;
 
 using K = Token::Kind;
 
@@ -391,17 +391,7 @@ private:
     return parseInt(expect(K::Integer, "an integer"), negative);
   }
 
-  int64_t parseInt(const Token& t, bool negative) {
-    uint64_t v = 0;
-    uint64_t limit = negative ? uint64_t(INT64_MAX) + 1 : uint64_t(INT64_MAX);
-    for (char c : t.text) {
-      if (v > (limit - uint64_t(c - '0')) / 10)
-        fail(t.pos, "integer constant " + std::string(negative ? "-" : "") + t.text +
-                        " does not fit in 64 bits");
-      v = v * 10 + uint64_t(c - '0');
-    }
-    return negative ? int64_t(0 - v) : int64_t(v);
-  }
+  int64_t parseInt(const Token& t, bool negative) { return integerTokenValue(t, negative); }
 
   // An int or a float, optionally negated; inf and nan are floats.
   std::variant<int64_t, double> parseNumber(const std::string& what) {
@@ -551,101 +541,7 @@ private:
     }
   }
 
-  // sum := product (('+' | '-') product)*; product := unary ('*' unary)*;
-  // unary := '-' unary | atom; atom := int | name | floordiv(sum, sum) | mod(sum, sum) | (sum)
-  IndexExpr parseExpr() {
-    operators_ = 0;
-    return parseSum();
-  }
-
-  // Builds with IndexExpr's operators; overflow and constant division by zero become errors
-  // at the operator.
-  template <typename F>
-  IndexExpr build(TextPos pos, F f) {
-    try {
-      return f();
-    } catch (const IRError&) {
-      throw;
-    } catch (const std::exception& e) {
-      fail(pos, e.what());
-    }
-  }
-
-  void countOperator() {
-    if (++operators_ > kMaxExprOperators)
-      fail(tok_.pos, "index expression with more than " + std::to_string(kMaxExprOperators) +
-                         " operators");
-  }
-
-  IndexExpr parseSum() {
-    DepthGuard guard(*this);
-    IndexExpr v = parseProduct();
-    while (is(K::Plus) || is(K::Minus)) {
-      bool plus = is(K::Plus);
-      TextPos pos = tok_.pos;
-      countOperator();
-      advance();
-      IndexExpr r = parseProduct();
-      v = build(pos, [&] { return plus ? v + r : v - r; });
-    }
-    return v;
-  }
-
-  IndexExpr parseProduct() {
-    IndexExpr v = parseUnary();
-    while (is(K::Star)) {
-      TextPos pos = tok_.pos;
-      countOperator();
-      advance();
-      IndexExpr r = parseUnary();
-      v = build(pos, [&] { return v * r; });
-    }
-    return v;
-  }
-
-  IndexExpr parseUnary() {
-    DepthGuard guard(*this);
-    if (!is(K::Minus)) return parseAtom();
-    TextPos pos = tok_.pos;
-    advance();
-    if (is(K::Integer)) {
-      Token t = tok_;
-      advance();
-      return IndexExpr(parseInt(t, true));
-    }
-    countOperator();
-    IndexExpr inner = parseUnary();
-    return build(pos, [&] { return -inner; });
-  }
-
-  IndexExpr parseAtom() {
-    Token t = tok_;
-    if (t.kind == K::Integer) {
-      advance();
-      return IndexExpr(parseInt(t, false));
-    }
-    if (t.kind == K::LParen) {
-      advance();
-      IndexExpr v = parseSum();
-      expect(K::RParen, "')'");
-      return v;
-    }
-    if (t.kind != K::Identifier)
-      fail(t.pos, "expected an index expression (an integer, a variable such as i0 or s0, "
-                  "floordiv(a, b) or mod(a, b)), found " +
-                      describe(t));
-    advance();
-    if ((t.text == "floordiv" || t.text == "mod") && is(K::LParen)) {
-      countOperator();
-      advance();
-      IndexExpr a = parseSum();
-      expect(K::Comma, "',' in " + t.text + "(a, b)");
-      IndexExpr b = parseSum();
-      expect(K::RParen, "')' closing " + t.text + "(a, b)");
-      return build(t.pos, [&] { return t.text == "floordiv" ? floorDiv(a, b) : mod(a, b); });
-    }
-    return IndexExpr::var(t.text);
-  }
+  IndexExpr parseExpr() { return IndexExprReader(lex_, tok_, "index expression").read(); }
 
   Lexer lex_;
   Token tok_;
@@ -653,7 +549,6 @@ private:
   std::unordered_map<std::string, Definition> defs_;  // inputs and buffers of the program
   std::unordered_map<std::string, int> kernels_;      // kernel name -> line
   int depth_ = 0;
-  int operators_ = 0;
   std::optional<PendingUse> pendingUse_;
 };
 

@@ -20,7 +20,7 @@ public:
   std::vector<Diagnostic> run() {
     for (const std::string& s : p_.sizeSymbols()) {
       symbols_.insert(s);
-      symbolFacts_[s] = VarRange{0, std::nullopt}; // sizes are never negative
+      symbolFacts_[s] = VarRange{kMinSizeSymbol, std::nullopt};
     }
     std::set<std::string> seen;
     for (const LoopInput& in : p_.inputs) {
@@ -169,6 +169,7 @@ private:
       std::optional<int64_t> hi;
       if (b.hi) hi = *b.hi;
       facts[r.name] = VarRange{0, hi};
+      extents_[r.name] = r.extent;
     }
   }
 
@@ -498,11 +499,78 @@ private:
       report(pos, at + "the index " + op.index.str() + " into %" + op.buffer + " reaches " +
                       std::to_string(*bd.hi) + ", but %" + op.buffer + " has " +
                       std::to_string(*extent) + " elements");
+    if (!extent || !bd.hi) checkSymbolicLoad(op, pos, at, vars);
+  }
+
+  // A load over symbolic sizes, when its index is affine in the loop variables with strides of
+  // a known sign: its largest value (each variable at the end of its range that maximizes it)
+  // must be able to stay inside the storage; reported when it is past the end for every value
+  // of the size symbols.
+  void checkSymbolicLoad(const LoopOp& op, TextPos pos, const std::string& at,
+                         const std::set<std::string>& vars) {
+    std::optional<IndexExpr> extent;
+    try {
+      extent = symbolicStorageExtent(op.buffer);
+    } catch (const std::exception&) {
+    }
+    if (!extent) return;
+    std::map<std::string, IndexExpr> atMax;
+    for (const std::string& v : op.index.variables()) {
+      if (!vars.count(v)) continue;
+      IndexExpr stride = op.index.substitute({{v, IndexExpr::var(v) + 1}}) - op.index;
+      for (const std::string& w : stride.variables())
+        if (vars.count(w)) return; // not affine in the loop variables
+      Bounds b = bounds(stride, symbolFacts_);
+      if (b.lo && *b.lo >= 0)
+        atMax[v] = extents_.at(v) - 1;
+      else if (b.hi && *b.hi <= 0)
+        atMax[v] = 0;
+      else
+        return;
+    }
+    try {
+      IndexExpr last = op.index.substitute(atMax);
+      Bounds room = bounds(*extent - 1 - last, symbolFacts_);
+      if (room.hi && *room.hi < 0)
+        report(pos, at + "the index " + op.index.str() + " into %" + op.buffer + " reaches " +
+                        last.str() + ", past its last element " + (*extent - 1).str());
+    } catch (const std::exception&) {
+      // int64 overflow in a constant: nothing can be proven.
+    }
+  }
+
+  // storageExtent over symbolic sizes and strides (strides of unknown sign: nullopt).
+  std::optional<IndexExpr> symbolicStorageExtent(const std::string& name) {
+    if (auto r = root_.find(name); r != root_.end() && r->second != name)
+      return symbolicStorageExtent(r->second);
+    std::vector<IndexExpr> sizes, strides;
+    if (auto it = available_.find(name); it != available_.end()) {
+      sizes = it->second->sizes;
+      strides = it->second->strides;
+    } else if (auto bt = buffers_.find(name); bt != buffers_.end()) {
+      sizes = bt->second->sizes;
+      strides = contiguousStrides(sizes);
+    } else {
+      return std::nullopt;
+    }
+    IndexExpr extent(1);
+    for (size_t d = 0; d < sizes.size() && d < strides.size(); ++d) {
+      if (sizes[d].constant() == 0) return IndexExpr(0);
+      Bounds b = bounds(strides[d], symbolFacts_);
+      if (!b.lo || *b.lo < 0) {
+        if (!b.hi || *b.hi > 0) return std::nullopt;
+        extent = extent - (sizes[d] - 1) * strides[d];
+      } else {
+        extent = extent + (sizes[d] - 1) * strides[d];
+      }
+    }
+    return extent;
   }
 
   const LoopProgram& p_;
   std::set<std::string> symbols_;
   RangeFacts symbolFacts_;
+  std::map<std::string, IndexExpr> extents_; // loop variable -> extent, of the current computation
   std::unordered_map<std::string, const LoopInput*> available_;
   std::unordered_map<std::string, const Buffer*> buffers_;
   std::unordered_map<std::string, std::string> root_;    // version -> the storage's root

@@ -30,8 +30,7 @@ int64_t product(const std::vector<int64_t>& v) {
 // How many floor-divisions and modulos an expression has.
 int divisions(const IndexExpr& e) {
   int n = e.kind() == IndexExpr::Kind::FloorDiv || e.kind() == IndexExpr::Kind::Mod ? 1 : 0;
-  if (e.kind() == IndexExpr::Kind::Add || e.kind() == IndexExpr::Kind::Mul ||
-      e.kind() == IndexExpr::Kind::FloorDiv || e.kind() == IndexExpr::Kind::Mod)
+  if (e.kind() != IndexExpr::Kind::Const && e.kind() != IndexExpr::Kind::Var)
     for (const IndexExpr& o : e.operands()) n += divisions(o);
   return n;
 }

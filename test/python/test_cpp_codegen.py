@@ -786,14 +786,15 @@ def test_allocation_failure_returns_1(lib, blas):
 def test_emit_errors():
     with pytest.raises(ValueError, match="error"):
         _codegen.emit_cpp("program @f(%x: f32[4]) {\n  output %y\n}")
-    symbolic = """program @f(%x: f32[s0]) {
-  %b: f32[s0] = pointwise [i0: s0] {
+    # Size symbols become C++ names: only s0, s1, ... are accepted.
+    symbolic = """program @f(%x: f32[n]) {
+  %b: f32[n] = pointwise [i0: n] {
     %0 = load %x[i0]
     store %0
   }
   output %b
 }"""
-    with pytest.raises(RuntimeError, match="symbolic size s0"):
+    with pytest.raises(RuntimeError, match="size symbol 'n' of program @f: name size symbols s0, s1"):
         _codegen.emit_cpp(symbolic)
     conv = """program @f(%x: f32[1, 1, 4, 4], %w: f32[1, 1, 3, 3]) {
   %c: f32[1, 1, 2, 2] = extern convolution(%x, %w)

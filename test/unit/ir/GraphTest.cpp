@@ -13,7 +13,7 @@ using namespace kiln;
 
 namespace {
 
-TensorType f32(std::vector<SymInt> sizes) {
+TensorType f32(std::vector<IndexExpr> sizes) {
   TensorType t;
   t.sizes = std::move(sizes);
   return t;
@@ -232,9 +232,9 @@ TEST(Graph, MovedGraphsKeepTheirNodes) {
 
 TEST(Graph, ParsePrintRoundTripIsStructural) {
   Graph g("every_kind");
-  Node* x = g.placeholder("x", Type(f32({SymInt::symbol("s0") * SymInt(2), 16})));
+  Node* x = g.placeholder("x", Type(f32({IndexExpr::var("s0") * IndexExpr(2), 16})));
   TensorType strided = f32({4, 8});
-  strided.strides = std::vector<SymInt>{1, 4};
+  strided.strides = std::vector<IndexExpr>{1, 4};
   strided.device = Device(DeviceType::CUDA, 1);
   Node* y = g.placeholder("y", Type(strided));
   Node* f = g.callFunction(

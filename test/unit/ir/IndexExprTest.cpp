@@ -7,7 +7,7 @@
 #include <functional>
 #include <random>
 
-#include "ir/loop/IndexExpr.h"
+#include "ir/IndexExpr.h"
 #include "ir/loop/Parser.h"
 #include "runtime/Error.h"
 
@@ -159,6 +159,27 @@ TEST(IndexExpr, PrintedTextParsesBack) {
   EXPECT_EQ(E("i1 - 9223372036854775807*i0 - 1").str(), "-9223372036854775807*i0 + i1 - 1");
 }
 
+TEST(IndexExpr, MinAndMax) {
+  IndexExpr s0 = V("s0"), s1 = V("s1");
+  EXPECT_EQ(min(IndexExpr(3), IndexExpr(-2)), IndexExpr(-2));
+  EXPECT_EQ(max(IndexExpr(3), IndexExpr(-2)), IndexExpr(3));
+  // A constant difference decides everywhere; the pair is kept in canonical order otherwise.
+  EXPECT_EQ(min(s0 + 4, s0 + 1), s0 + 1);
+  EXPECT_EQ(max(s0 + 4, s0 + 1), s0 + 4);
+  EXPECT_EQ(min(s1, s0), min(s0, s1));
+  EXPECT_EQ(min(s1, s0).str(), "min(s0, s1)");
+  EXPECT_EQ(max(s0, 8).str(), "max(s0, 8)");
+  // Range facts order the operands (a tail loop's extent min(8, s0 - i0) with i0 < s0 - 8).
+  EXPECT_EQ(S(min(s0, 8), facts({{"s0", {8, 100}}})), "8");
+  EXPECT_EQ(S(max(s0 - 1, 0), facts({{"s0", {1, 100}}})), "s0 - 1");
+  EXPECT_EQ(S(min(s0, 8), facts({{"s0", {2, 100}}})), "min(s0, 8)");
+  Bounds b = bounds(min(s0, 8), facts({{"s0", {2, 100}}}));
+  EXPECT_EQ(b.lo, 2);
+  EXPECT_EQ(b.hi, 8);
+  EXPECT_EQ(max(s0, 2 * s1).evaluate({{"s0", 5}, {"s1", 3}}), 6);
+  EXPECT_EQ(E("min(s0 + 1, max(s1, 2))"), min(s0 + 1, max(s1, 2)));
+}
+
 TEST(IndexExpr, MalformedTextIsADiagnostic) {
   auto message = [](const char* text) {
     try {
@@ -168,8 +189,9 @@ TEST(IndexExpr, MalformedTextIsADiagnostic) {
     }
     return std::string("no error");
   };
-  EXPECT_EQ(message("i0 +"), "5: expected an index expression (an integer, a variable such as "
-                             "i0 or s0, floordiv(a, b) or mod(a, b)), found end of input");
+  EXPECT_EQ(message("i0 +"), "5: expected an index expression (an integer, a symbol such as s0 "
+                             "or i0, floordiv(a, b), mod(a, b), min(a, b) or max(a, b)), found "
+                             "end of input");
   EXPECT_EQ(message("floordiv(i0 4)"), "13: expected ',' in floordiv(a, b), found number 4");
   EXPECT_EQ(message("i0 i1"), "4: unexpected 'i1' after the expression");
   EXPECT_EQ(message("mod(i0, 2 - 2)"), "1: division by zero in an index expression");
@@ -187,7 +209,7 @@ namespace {
 // A random expression tree with its own reference evaluator (Python semantics), built into an
 // IndexExpr through the public operators.
 struct Ast {
-  enum Op { Const, Var, Add, Sub, Mul, Div, Mod } op;
+  enum Op { Const, Var, Add, Sub, Mul, Div, Mod, Min, Max } op;
   int64_t value = 0;
   std::string name;
   std::shared_ptr<Ast> a, b;
@@ -196,7 +218,7 @@ struct Ast {
 std::shared_ptr<Ast> randomAst(std::mt19937& rng, int depth) {
   auto node = std::make_shared<Ast>();
   static const char* vars[] = {"x", "y", "z"};
-  int pick = depth <= 0 ? int(rng() % 2) : int(rng() % 9);
+  int pick = depth <= 0 ? int(rng() % 2) : int(rng() % 11);
   switch (pick) {
   case 0:
     node->op = Ast::Const;
@@ -216,6 +238,12 @@ std::shared_ptr<Ast> randomAst(std::mt19937& rng, int depth) {
     node->op = Ast::Mul;
     node->a = randomAst(rng, depth - 1);
     node->b = rng() % 3 ? randomAst(rng, 0) : randomAst(rng, depth - 1);
+    return node;
+  case 9:
+  case 10:
+    node->op = pick == 9 ? Ast::Min : Ast::Max;
+    node->a = randomAst(rng, depth - 1);
+    node->b = randomAst(rng, depth - 1);
     return node;
   default: {
     node->op = pick <= 6 ? Ast::Div : Ast::Mod;
@@ -246,6 +274,10 @@ int64_t reference(const Ast& n, const std::map<std::string, int64_t>& env) {
     return *pyFloorDiv(reference(*n.a, env), reference(*n.b, env));
   case Ast::Mod:
     return *pyMod(reference(*n.a, env), reference(*n.b, env));
+  case Ast::Min:
+    return std::min(reference(*n.a, env), reference(*n.b, env));
+  case Ast::Max:
+    return std::max(reference(*n.a, env), reference(*n.b, env));
   }
   return 0;
 }
@@ -266,6 +298,10 @@ IndexExpr build(const Ast& n) {
     return floorDiv(build(*n.a), build(*n.b));
   case Ast::Mod:
     return mod(build(*n.a), build(*n.b));
+  case Ast::Min:
+    return min(build(*n.a), build(*n.b));
+  case Ast::Max:
+    return max(build(*n.a), build(*n.b));
   }
   return 0;
 }

@@ -1,6 +1,6 @@
 // Canonical index expressions: construction (sums of products, like terms combined, constant
 // folding), the floor-div/mod rules, interval bounds under range facts, printing, evaluation.
-#include "ir/loop/IndexExpr.h"
+#include "ir/IndexExpr.h"
 
 #include <algorithm>
 #include <functional>
@@ -15,7 +15,8 @@ struct IndexExpr::Node {
   Kind kind;
   int64_t scalar;                // Const: value; Add: constant; Mul: coefficient
   std::string name;              // Var
-  std::vector<IndexExpr> ops;    // Add: terms; Mul: factors; FloorDiv/Mod: dividend, divisor
+  std::vector<IndexExpr> ops;    // Add: terms; Mul: factors; FloorDiv/Mod: dividend, divisor;
+                                 // Min/Max: both operands
   size_t hash;
 };
 
@@ -92,12 +93,16 @@ int kindRank(IndexExpr::Kind k) {
     return 2;
   case IndexExpr::Kind::Mod:
     return 3;
-  case IndexExpr::Kind::Mul:
+  case IndexExpr::Kind::Min:
     return 4;
-  case IndexExpr::Kind::Add:
+  case IndexExpr::Kind::Max:
     return 5;
+  case IndexExpr::Kind::Mul:
+    return 6;
+  case IndexExpr::Kind::Add:
+    return 7;
   }
-  return 6;
+  return 8;
 }
 
 int compareLists(const std::vector<IndexExpr>& a, const std::vector<IndexExpr>& b) {
@@ -203,6 +208,13 @@ Interval intervalOf(const IndexExpr& e, const RangeFacts& facts) {
     if (!a.lo.inf && a.lo.v >= 0 && !a.hi.inf && a.hi.v < d.lo.v) return a;
     return r;
   }
+  case K::Min:
+  case K::Max: {
+    Interval a = intervalOf(e.operands()[0], facts), b = intervalOf(e.operands()[1], facts);
+    bool isMin = e.kind() == K::Min;
+    auto pick = [isMin](Ext x, Ext y) { return lessExt(x, y) == isMin ? x : y; };
+    return {pick(a.lo, b.lo), pick(a.hi, b.hi)};
+  }
   }
   return {{-1, 0}, {1, 0}};
 }
@@ -251,7 +263,8 @@ struct IndexBuilder {
 
   static bool isAtom(const IndexExpr& e) {
     return e.kind() == IndexExpr::Kind::Var || e.kind() == IndexExpr::Kind::FloorDiv ||
-           e.kind() == IndexExpr::Kind::Mod;
+           e.kind() == IndexExpr::Kind::Mod || e.kind() == IndexExpr::Kind::Min ||
+           e.kind() == IndexExpr::Kind::Max;
   }
 
   IndexExpr sum(std::vector<Term> terms, int64_t constant) const {
@@ -447,6 +460,19 @@ struct IndexBuilder {
     return IndexExpr::make(IndexExpr::Kind::Mod, 0, {}, {a, IndexExpr(c)});
   }
 
+  // min(a, b) (isMin) or max(a, b): the operand that is always the answer when their difference
+  // is a constant or the range facts order them, else the pair in canonical order.
+  IndexExpr minMax(const IndexExpr& a, const IndexExpr& b, bool isMin) const {
+    IndexExpr diff = add(a, negate(b));
+    Bounds d = kiln::bounds(diff, facts);
+    if (d.hi && *d.hi <= 0) return isMin ? a : b; // a <= b everywhere
+    if (d.lo && *d.lo >= 0) return isMin ? b : a; // a >= b everywhere
+    // A constant goes last (min(s0, 8)), else the canonical order.
+    bool ordered = b.isConstant() || (!a.isConstant() && IndexExpr::compare(a, b) < 0);
+    return IndexExpr::make(isMin ? IndexExpr::Kind::Min : IndexExpr::Kind::Max, 0, {},
+                           {ordered ? a : b, ordered ? b : a});
+  }
+
   // Rebuilds `e` bottom-up, replacing variables found in `replacements`.
   IndexExpr rebuild(const IndexExpr& e,
                     const std::map<std::string, IndexExpr>* replacements) const {
@@ -475,6 +501,10 @@ struct IndexBuilder {
                       rebuild(e.operands()[1], replacements));
     case IndexExpr::Kind::Mod:
       return mod(rebuild(e.operands()[0], replacements), rebuild(e.operands()[1], replacements));
+    case IndexExpr::Kind::Min:
+    case IndexExpr::Kind::Max:
+      return minMax(rebuild(e.operands()[0], replacements), rebuild(e.operands()[1], replacements),
+                    e.kind() == IndexExpr::Kind::Min);
     }
     return e;
   }
@@ -523,6 +553,8 @@ int IndexExpr::compare(const IndexExpr& a, const IndexExpr& b) {
     return compareNames(a.name(), b.name());
   case Kind::FloorDiv:
   case Kind::Mod:
+  case Kind::Min:
+  case Kind::Max:
   case Kind::Mul:
   case Kind::Add:
     if (int c = compareLists(a.operands(), b.operands())) return c;
@@ -548,6 +580,12 @@ IndexExpr floorDiv(const IndexExpr& a, const IndexExpr& b) {
 IndexExpr mod(const IndexExpr& a, const IndexExpr& b) {
   return IndexBuilder{IndexBuilder::noFacts()}.mod(a, b);
 }
+IndexExpr min(const IndexExpr& a, const IndexExpr& b) {
+  return IndexBuilder{IndexBuilder::noFacts()}.minMax(a, b, true);
+}
+IndexExpr max(const IndexExpr& a, const IndexExpr& b) {
+  return IndexBuilder{IndexBuilder::noFacts()}.minMax(a, b, false);
+}
 
 std::string IndexExpr::str() const {
   switch (kind()) {
@@ -557,8 +595,13 @@ std::string IndexExpr::str() const {
     return name();
   case Kind::FloorDiv:
   case Kind::Mod:
-    return std::string(kind() == Kind::FloorDiv ? "floordiv(" : "mod(") + operands()[0].str() +
-           ", " + operands()[1].str() + ")";
+  case Kind::Min:
+  case Kind::Max: {
+    const char* fn = kind() == Kind::FloorDiv ? "floordiv(" : kind() == Kind::Mod ? "mod("
+                     : kind() == Kind::Min    ? "min("
+                                              : "max(";
+    return std::string(fn) + operands()[0].str() + ", " + operands()[1].str() + ")";
+  }
   case Kind::Mul: {
     std::string s = scalar() == 1 ? "" : scalar() == -1 ? "-" : std::to_string(scalar()) + "*";
     for (size_t i = 0; i < operands().size(); ++i)
@@ -617,6 +660,11 @@ int64_t IndexExpr::evaluate(const std::map<std::string, int64_t>& bindings) cons
     auto r = kind() == Kind::FloorDiv ? pyFloorDiv(a, b) : pyMod(a, b);
     if (!r) overflow();
     return *r;
+  }
+  case Kind::Min:
+  case Kind::Max: {
+    int64_t a = operands()[0].evaluate(bindings), b = operands()[1].evaluate(bindings);
+    return kind() == Kind::Min ? std::min(a, b) : std::max(a, b);
   }
   }
   return 0;

@@ -1,5 +1,7 @@
-// IndexExpr: immutable, canonical symbolic integer expressions over loop variables (i0, r0) and
-// size symbols (s0), the index arithmetic of the loop IR. Simplification uses range facts.
+// IndexExpr: immutable, canonical symbolic integer expressions over size symbols (s0) and loop
+// variables (i0, r0). The one symbolic-integer library of kiln: graph types' sizes and strides
+// (ir/Type.h) and the loop IR's extents and indices, so loop indices can contain graph size
+// symbols. Simplification uses range facts.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -32,13 +34,15 @@ struct Bounds {
 //    nonzero constant), plus a constant
 //  - FloorDiv(a, b), Mod(a, b): Python's // and %, a not constant; b a constant > 1 or a
 //    non-constant expression (negative constant divisors are rewritten, see below)
+//  - Min(a, b), Max(a, b): a before b in the canonical order (a constant last), neither
+//    provably the answer (their difference is not a constant, range facts do not order them)
 // Construction folds constants (Python floor semantics), distributes, combines like terms and
 // applies the rules that hold for every value of the variables (docs/loop-ir.md lists them).
 // `simplify` additionally uses range facts. Integer overflow in a constant and a constant
 // division by zero throw kiln::Error.
 class IndexExpr {
 public:
-  enum class Kind : uint8_t { Const, Var, Add, Mul, FloorDiv, Mod };
+  enum class Kind : uint8_t { Const, Var, Add, Mul, FloorDiv, Mod, Min, Max };
 
   IndexExpr() : IndexExpr(int64_t(0)) {}
   IndexExpr(int64_t value);
@@ -54,6 +58,7 @@ public:
   // Add: the constant part. Mul: the coefficient.
   int64_t scalar() const;
   // Add: the terms (without the constant). Mul: the factors. FloorDiv/Mod: {dividend, divisor}.
+  // Min/Max: the two operands.
   const std::vector<IndexExpr>& operands() const;
 
   friend IndexExpr operator+(const IndexExpr& a, const IndexExpr& b);
@@ -63,6 +68,8 @@ public:
   // Python's a // b and a % b.
   friend IndexExpr floorDiv(const IndexExpr& a, const IndexExpr& b);
   friend IndexExpr mod(const IndexExpr& a, const IndexExpr& b);
+  friend IndexExpr min(const IndexExpr& a, const IndexExpr& b);
+  friend IndexExpr max(const IndexExpr& a, const IndexExpr& b);
 
   bool operator==(const IndexExpr& o) const;
   bool operator!=(const IndexExpr& o) const { return !(*this == o); }
@@ -71,8 +78,8 @@ public:
   // name with digit runs compared as numbers (i2 before i10).
   static int compare(const IndexExpr& a, const IndexExpr& b);
 
-  // "16*i0 + i1", "floordiv(i0, 4)", "mod(i1, 3)", "-i0 + 2*s0 - 1"; reads back with
-  // parseIndexExpr (ir/loop/Parser.h) to an equal expression.
+  // "16*i0 + i1", "floordiv(i0, 4)", "mod(i1, 3)", "min(s0, 8)", "-i0 + 2*s0 - 1"; reads back
+  // with parseIndexExpr (ir/loop/Parser.h) or as a graph size to an equal expression.
   std::string str() const;
 
   // Replaces variables by expressions (all at once, not repeatedly); the result is canonical.

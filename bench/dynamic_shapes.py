@@ -1,0 +1,207 @@
+#!/usr/bin/env python3
+"""Dynamic shapes (issue 14): how often a function called at changing sizes compiles, and what
+a kernel compiled over symbolic sizes costs against the same kernel compiled for one size.
+
+    compiles  the conformance program dynamic_batch (softmax(x @ w, -1).sum(0) at batch sizes
+              4, 8, 16, 33, 100) and a GPT-style block (bench/workloads.py transformer_block,
+              d=64, 4 heads) at sequence lengths 8, 9, ..., 64 through kiln.compile: graphs
+              compiled (a counting backend around inductor) and total wall time of the calls.
+              Targets: at most 2 compiles each.
+    kernels   loop programs over symbolic sizes (row softmax, layer-norm statistics, linear +
+              bias) compiled once, against the same programs with the sizes written in
+              (static), at the same sizes: median time of each (alternating calls, after a
+              warm-up) and the ratio symbolic / static. Target: <= 1.15.
+
+    python bench/dynamic_shapes.py [--part compiles,kernels] [--repeat N] [--json OUT]
+"""
+import argparse
+import json
+import os
+import re
+import statistics
+import sys
+import time
+
+import numpy as np
+
+import kiln
+from kiln._C import _codegen
+from kiln.compiler.backends import lookup_backend
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from workloads import _transformer_block  # noqa: E402
+
+
+def counting_backend():
+    inductor = lookup_backend("inductor")
+    count = [0]
+
+    def backend(gm, example_inputs, **kwargs):
+        count[0] += 1
+        return inductor(gm, example_inputs, **kwargs)
+
+    return backend, count
+
+
+def compiles_over(fn, calls, dynamic=None):
+    kiln.compiler.reset()
+    backend, count = counting_backend()
+    compiled = kiln.compile(fn, backend=backend, dynamic=dynamic)
+    start = time.perf_counter()
+    for args in calls:
+        compiled(*args)
+    return {"compiles": count[0], "calls": len(calls), "total_s": time.perf_counter() - start}
+
+
+def dynamic_batch():
+    r = np.random.default_rng(13)
+    w = kiln.from_numpy(r.standard_normal((32, 16)).astype(np.float32))
+
+    def fn(x):
+        return kiln.softmax(x @ w, dim=-1).sum(dim=0)
+
+    calls = [(kiln.from_numpy(r.standard_normal((n, 32)).astype(np.float32)),) for n in (4, 8, 16, 33, 100)]
+    return compiles_over(fn, calls)
+
+
+def gpt_block():
+    fn, _ = _transformer_block(kiln, (1, 8, 64, 4))
+    calls = [_transformer_block(kiln, (1, seq, 64, 4))[1] for seq in range(8, 65)]
+    return compiles_over(fn, calls)
+
+
+# Each program over size symbols, and the sizes it is timed at.
+KERNELS = {
+    "softmax_rows": ("""program @softmax(%x: f32[s0, s1]) {
+  kernel @k0 {
+    %amax: f32[s0, 1] = reduction max [i0: s0] over [r0: s1] {
+      %0 = load %x[s1*i0 + r0]
+      reduce %0
+    }
+    %sum: f32[s0, 1] = reduction sum [i0: s0] over [r0: s1] {
+      %0 = load %x[s1*i0 + r0]
+      %1 = load %amax[i0]
+      %2 = sub %0, %1
+      %3 = exp %2
+      reduce %3
+    }
+    %out: f32[s0, s1] = pointwise [i0: s0, i1: s1] {
+      %0 = load %x[s1*i0 + i1]
+      %1 = load %amax[i0]
+      %2 = sub %0, %1
+      %3 = exp %2
+      %4 = load %sum[i0]
+      %5 = div %3, %4
+      store %5
+    }
+  }
+  output %out
+}
+""", {"s0": 1024, "s1": 1000}),
+    "layer_norm_stats": ("""program @ln(%x: f32[s0, s1]) {
+  kernel @k0 {
+    %mean: f32[s0, 1] = reduction welford_mean [i0: s0] over [r0: s1] {
+      %0 = load %x[s1*i0 + r0]
+      reduce %0
+    }
+    %var: f32[s0, 1] = reduction welford_var [i0: s0] over [r0: s1] {
+      %0 = load %x[s1*i0 + r0]
+      reduce %0
+    }
+    %out: f32[s0, s1] = pointwise [i0: s0, i1: s1] {
+      %0 = load %x[s1*i0 + i1]
+      %1 = load %mean[i0]
+      %2 = sub %0, %1
+      %3 = load %var[i0]
+      %4 = constant 1e-05 : f32
+      %5 = add %3, %4
+      %6 = rsqrt %5
+      %7 = mul %2, %6
+      store %7
+    }
+  }
+  output %out
+}
+""", {"s0": 2048, "s1": 768}),
+    "linear_bias_gelu_tanh": ("""program @linear(%x: f32[s0, 256], %w: f32[256, 512], %b: f32[512]) {
+  kernel @k0 {
+    %mm: f32[s0, 512] = extern mm(%x, %w)
+    %out: f32[s0, 512] = pointwise [i0: s0, i1: 512] {
+      %0 = load %mm[512*i0 + i1]
+      %1 = load %b[i1]
+      %2 = add %0, %1
+      %3 = tanh %2
+      store %3
+    }
+  }
+  output %out
+}
+""", {"s0": 1000}),
+}
+
+
+def static_text(text, sizes):
+    for sym, value in sizes.items():
+        text = re.sub(rf"\b{sym}\b", str(value), text)
+    return text
+
+
+def compiled(text, hints=None):
+    scheduled, _ = _codegen.schedule(text)
+    path, _ = _codegen.compile_source(_codegen.emit_cpp(scheduled, size_hints=hints or {}))
+    return _codegen.CompiledKernel(path, "kiln_entry", scheduled)
+
+
+def kernel_ratios(repeat):
+    rows = {}
+    for name, (text, sizes) in KERNELS.items():
+        symbolic, static = compiled(text, sizes), compiled(static_text(text, sizes))
+        inputs = []
+        for m in re.finditer(r"%(\w+): (f32)\[([^\]]*)\]", text.split("{")[0]):
+            shape = [sizes.get(d.strip(), None) or int(d) for d in m.group(3).split(",")]
+            inputs.append(kiln.from_numpy(np.random.default_rng(0).standard_normal(shape).astype(np.float32)))
+        a, b = symbolic(*inputs), static(*inputs)
+        for x, y in zip(a, b):
+            np.testing.assert_allclose(x.numpy(), y.numpy(), rtol=1e-5, atol=1e-5)
+        times = {"symbolic": [], "static": []}
+        for _ in range(3):
+            symbolic(*inputs), static(*inputs)
+        for _ in range(repeat):
+            for key, k in (("symbolic", symbolic), ("static", static)):
+                t = time.perf_counter()
+                k(*inputs)
+                times[key].append(time.perf_counter() - t)
+        med = {k: statistics.median(v) for k, v in times.items()}
+        rows[name] = {"sizes": sizes, "symbolic_ms": med["symbolic"] * 1e3, "static_ms": med["static"] * 1e3,
+                      "ratio": med["symbolic"] / med["static"]}
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--part", default="compiles,kernels")
+    ap.add_argument("--repeat", type=int, default=50)
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    parts = args.part.split(",")
+    out = {"threads": os.environ.get("OMP_NUM_THREADS", "all")}
+    if "compiles" in parts:
+        out["dynamic_batch"] = dynamic_batch()
+        out["gpt_block_seq_8_to_64"] = gpt_block()
+        for key in ("dynamic_batch", "gpt_block_seq_8_to_64"):
+            r = out[key]
+            print(f"{key:24s} {r['compiles']:3d} compiles over {r['calls']} calls, {r['total_s']:.2f} s "
+                  f"(target: <= 2 compiles)")
+    if "kernels" in parts:
+        out["kernels"] = kernel_ratios(args.repeat)
+        for name, r in out["kernels"].items():
+            print(f"{name:24s} symbolic {r['symbolic_ms']:8.3f} ms  static {r['static_ms']:8.3f} ms  "
+                  f"ratio {r['ratio']:.3f} (target <= 1.15) at {r['sizes']}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
