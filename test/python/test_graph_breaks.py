@@ -194,6 +194,16 @@ def test_with_over_an_untraceable_manager_runs_the_rest_eagerly():
     _check(fn, 1)
 
 
+def test_no_graph_for_a_resume_function_without_ops():
+    def fn(x):
+        y = x * 2
+        print("inside", file=SINK)
+        return y
+
+    SINK = io.StringIO()
+    _check(fn, 1)
+
+
 def test_live_locals_skip_dead_and_overwritten():
     def f(a, b, c):
         print(a)

@@ -182,8 +182,9 @@ class FrameCallback:
     def _compile(self, code, state, frame_info, result, site=None):
         gm = GraphModule(result["attrs"], result["graph"])
         examples = example_inputs(code, frame_info.args, result["inputs"])
-        if site is not None and not result["op_count"]:
-            # Nothing to compile before the break: the graph only hands inputs through, if that.
+        if not result["op_count"] and (site is not None or resume.is_resume_code(code)):
+            # Nothing to compile before the break, or in the rest of a frame after one (`return
+            # y`): the graph only hands values through; as TorchDynamo, no graph is counted.
             return self._glue_entry(code, frame_info, result, site, gm.forward)
         name = f"__compiled_fn_{next(_graph_ids)}"
         # Compiling (retracing, debug dumps) may run random ops; the generator must not advance,

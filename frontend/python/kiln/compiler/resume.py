@@ -36,6 +36,10 @@ def reset_state():
     _resume_codes.clear()
 
 
+def is_resume_code(code):
+    return code.co_name.startswith("__kiln_resume_at_")
+
+
 class BreakSite:
     """Where a first trace failed in the top frame: the instruction, how many times the frame
     had started it, its opcode and argument, the reason and source location."""
