@@ -72,6 +72,39 @@ def _state(code):
     return state
 
 
+def _aliases_first_argument(node):
+    """A call whose result is a view of (or an in-place write into) its first argument."""
+    if node.op != "call_function" or not node.args or not hasattr(node.args[0], "op"):
+        return False
+    try:
+        schema = _C._fx.op_schema(str(node.target))["schema"]
+    except Exception:  # noqa: BLE001 - not an op of the table (a Python function): no alias
+        return False
+    return "-> Tensor(a" in schema
+
+
+def _returns_view_of_intermediate(graph):
+    """Whether an output of `graph` is a view of a value the graph computes: compiled, the output
+    would be a copy, no longer aliasing that value."""
+    outputs = [n for n in graph.nodes if n.op == "output"]
+    if not outputs:
+        return False
+    stack, values = [outputs[0].args], []
+    while stack:
+        a = stack.pop()
+        if isinstance(a, (tuple, list)):
+            stack.extend(a)
+        elif hasattr(a, "op"):
+            values.append(a)
+    for node in values:
+        base = node
+        while _aliases_first_argument(base):
+            base = base.args[0]
+        if base is not node and base.op not in ("placeholder", "get_attr"):
+            return True
+    return False
+
+
 def _where(code):
     return f"{code.co_qualname} ({code.co_filename}:{code.co_firstlineno})"
 
@@ -147,6 +180,10 @@ class FrameCallback:
                     site, result = moved, self._retrace(code, frame_info, moved)
             if not result["ok"]:
                 why = f"tracing up to the break failed: {result['reason']}"
+            elif _returns_view_of_intermediate(result["graph"]):
+                # `y[0][1][0] = -1.0` breaking with y[0][1] on the stack: the compiled graph
+                # would hand back a copy of that view, and the write after the break would miss y.
+                why = "a live tensor is a view of a value computed before the break"
             elif site.kind == "generic" and not result["op_count"]:
                 # As TorchDynamo: nothing to compile before an instruction that is not a call or
                 # a branch, so the frame runs eagerly as a whole.
