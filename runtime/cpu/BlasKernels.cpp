@@ -474,20 +474,6 @@ void gemmInto(const Tensor& a, const Tensor& b, const Tensor& c, bool accumulate
   kernels::batchedGemm("mm", a, b, c, {}, Scalar(int64_t(1)), Scalar(int64_t(accumulate ? 1 : 0)));
 }
 
-namespace {
-
-// Runs f with at most `threads` OpenMP threads for the parallel regions it opens (oneDNN and
-// OpenBLAS's OpenMP build both read omp_get_max_threads() per call).
-template <typename F> void withThreads(int threads, F&& f) {
-  int saved = omp_get_max_threads();
-  if (threads >= saved || omp_in_parallel()) return f();
-  omp_set_num_threads(threads);
-  f();
-  omp_set_num_threads(saved);
-}
-
-} // namespace
-
 int gemmThreads(int64_t m, int64_t n, int64_t k) {
   // Below this many multiply-adds a second thread costs more (waking it, splitting the
   // blocks) than it saves: oneDNN at 1 vs 2 threads, 64^3 8.3 vs 8.8 us, 80^3 10.8 vs 9.2 us,

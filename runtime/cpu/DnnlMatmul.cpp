@@ -122,15 +122,6 @@ Matmul* primitiveFor(bool ta, bool tb, int64_t m, int64_t n, int64_t k, int64_t 
   return cache.emplace(std::move(key), std::move(mm)).first->second.get();
 }
 
-// Runs f with at most `threads` OpenMP threads (as BlasKernels.cpp's withThreads).
-template <typename F> void withThreads(int threads, F&& f) {
-  int saved = omp_get_max_threads();
-  if (threads >= saved || omp_in_parallel()) return f();
-  omp_set_num_threads(threads);
-  f();
-  omp_set_num_threads(saved);
-}
-
 } // namespace
 
 float applyPostOps(float v, const PostOp* ops, int nops, int64_t row, int64_t col) {

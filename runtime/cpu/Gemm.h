@@ -3,6 +3,8 @@
 // through OpenBLAS (its OpenMP build). Both thread with libgomp, kiln's own OpenMP runtime: one
 // pool for every kernel, and a GEMM called inside a parallel region runs on its calling thread.
 #pragma once
+#include <omp.h>
+
 #include <cstdint>
 
 #include "runtime/TensorImpl.h"
@@ -20,6 +22,16 @@ void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const
            int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 void dgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a,
            int64_t lda, const double* b, int64_t ldb, double beta, double* c, int64_t ldc);
+
+// Runs f with at most `threads` OpenMP threads for the parallel regions it opens (oneDNN and
+// OpenBLAS's OpenMP build both read omp_get_max_threads() per call).
+template <typename F> void withThreads(int threads, F&& f) {
+  int saved = omp_get_max_threads();
+  if (threads >= saved || omp_in_parallel()) return f();
+  omp_set_num_threads(threads);
+  f();
+  omp_set_num_threads(saved);
+}
 
 // The threads a GEMM of this size gets: 1 below a measured number of multiply-adds (about
 // 64 x 64 x 80), else omp_get_max_threads().
