@@ -1,6 +1,23 @@
 # kiln: `make run` (demo) and `make test` (every test). Both install what is missing first.
 SHELL := /bin/bash
+# PYTHON picks the interpreter (issue 17): `make test PYTHON=python3.12` builds and tests in a venv
+# and build folder of that version's own (.venv-3.12, build-3.12) beside the default python3's
+# (.venv, build). A name that is not on PATH is looked up in pyenv's versions.
+PYTHON ?= python3
+PYTHON_EXE := $(shell p=$$($(PYTHON) -c 'import sys; print(sys.executable)' 2>/dev/null) && echo $$p || \
+                ls -d $$(pyenv root 2>/dev/null)/versions/*/bin/$(PYTHON) 2>/dev/null | tail -1)
+ifeq ($(PYTHON_EXE),)
+$(error $(PYTHON) not found (on PATH or in pyenv))
+endif
+ifeq ($(PYTHON),python3)
 VENV := .venv
+BUILD_DIR := build
+else
+PYVER := $(shell $(PYTHON_EXE) -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+VENV := .venv-$(PYVER)
+BUILD_DIR := build-$(PYVER)
+endif
+export KILN_BUILD_DIR := $(CURDIR)/$(BUILD_DIR)
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 APT_PACKAGES := libdnnl-dev libopenblas-openmp-dev libgtest-dev llvm-14-tools
@@ -24,20 +41,25 @@ deps:
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
 	fi
 
+# torch for another Python comes only from local wheels (no multi-GB download): without it the
+# differential tests skip, and the conformance runner compares with a recorded oracle.
+TORCH_PIP_FLAGS := $(if $(filter python3,$(PYTHON)),,--no-index)
+
 $(VENV)/.installed: pyproject.toml
-	python3 -m venv --system-site-packages $(VENV)
+	$(PYTHON_EXE) -m venv --system-site-packages $(VENV)
 	$(PIP) install -q --upgrade "pip>=23" 
 	$(PIP) install -q numpy pytest lit pyyaml "nanobind>=2.0" "scikit-build-core>=0.10" ninja cmake
-	$(PIP) install -q torch==$(TORCH_VERSION) || echo "torch $(TORCH_VERSION) unavailable: differential tests will skip"
+	$(PY) -c "import torch" 2>/dev/null || $(PIP) install -q $(TORCH_PIP_FLAGS) torch==$(TORCH_VERSION) || \
+	  echo "torch $(TORCH_VERSION) unavailable: differential tests will skip"
 	touch $@
 
 venv: deps $(VENV)/.installed
 
 build: venv
-	$(PIP) install -q --no-build-isolation --no-deps -e .
+	$(PIP) install -q --no-build-isolation --no-deps -C build-dir=$(BUILD_DIR) -e .
 
 test-ctest:
-	cd build && ctest --output-on-failure -j$(JOBS)
+	cd $(BUILD_DIR) && ctest --output-on-failure -j$(JOBS)
 
 test-lit:
 	$(VENV)/bin/lit -sv test/lit
@@ -62,4 +84,4 @@ bench-deps:
 	@if [ "$(BENCH_JAX)" = 1 ]; then $(PY) -c "import jax" 2>/dev/null || $(PIP) install -q jax jaxlib; fi
 
 clean:
-	rm -rf build $(VENV)
+	rm -rf $(BUILD_DIR) $(VENV)

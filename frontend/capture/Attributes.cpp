@@ -1,6 +1,8 @@
 // Attribute loads, subscripts, unpacking and iteration in the symbolic interpreter.
 #include <Python.h>
 
+#include <algorithm>
+
 #include "frontend/capture/SymbolicInterpreter.h"
 
 namespace kiln::capture {
@@ -309,7 +311,12 @@ void InstructionTranslator::setItem(VT* obj, VT* key, VT* value) {
   case VT::Kind::List: {
     auto* s = static_cast<SequenceVT*>(obj);
     Py_ssize_t n = Py_ssize_t(s->items.size());
-    Py_ssize_t i = nb::cast<Py_ssize_t>(constantValue(key, "a list index"));
+    nb::object index = constantValue(key, "a list index");
+    if (PySlice_Check(index.ptr())) { // xs[a:b] = ... (3.12 also as STORE_SLICE)
+      setListSlice(s, index, value);
+      return;
+    }
+    Py_ssize_t i = nb::cast<Py_ssize_t>(index);
     if (i < 0) i += n;
     if (i < 0 || i >= n) throw TraceError{"IndexError: list assignment index out of range"};
     mutateList(s);
@@ -324,6 +331,34 @@ void InstructionTranslator::setItem(VT* obj, VT* key, VT* value) {
   }
 }
 
+// xs[slice] = value, or `del xs[slice]` when value is null.
+void InstructionTranslator::setListSlice(SequenceVT* s, nb::handle slice, VT* value) {
+  Py_ssize_t start, stop, step;
+  if (PySlice_Unpack(slice.ptr(), &start, &stop, &step) < 0) throw nb::python_error();
+  Py_ssize_t count = PySlice_AdjustIndices(Py_ssize_t(s->items.size()), &start, &stop, step);
+  VTs items = value ? unpack(value) : VTs{}; // null: `del xs[slice]`
+  mutateList(s);
+  if (!value && step != 1) {
+    std::vector<Py_ssize_t> gone;
+    for (Py_ssize_t k = 0; k < count; ++k)
+      gone.push_back(start + k * step);
+    std::sort(gone.rbegin(), gone.rend());
+    for (Py_ssize_t i : gone)
+      s->items.erase(s->items.begin() + i);
+    return;
+  }
+  if (step == 1) {
+    s->items.erase(s->items.begin() + start, s->items.begin() + start + count);
+    s->items.insert(s->items.begin() + start, items.begin(), items.end());
+    return;
+  }
+  if (Py_ssize_t(items.size()) != count)
+    throw TraceError{"ValueError: attempt to assign sequence of size " + std::to_string(items.size()) +
+                     " to extended slice of size " + std::to_string(count)};
+  for (Py_ssize_t k = 0; k < count; ++k)
+    s->items[size_t(start + k * step)] = items[size_t(k)];
+}
+
 void InstructionTranslator::deleteItem(VT* obj, VT* key) {
   if (obj->kind == VT::Kind::Dict) {
     auto* d = static_cast<DictVT*>(obj);
@@ -336,7 +371,12 @@ void InstructionTranslator::deleteItem(VT* obj, VT* key) {
   if (obj->kind == VT::Kind::List) {
     auto* s = static_cast<SequenceVT*>(obj);
     Py_ssize_t n = Py_ssize_t(s->items.size());
-    Py_ssize_t i = nb::cast<Py_ssize_t>(constantValue(key, "a list index"));
+    nb::object index = constantValue(key, "a list index");
+    if (PySlice_Check(index.ptr())) { // del xs[a:b]
+      setListSlice(s, index, nullptr);
+      return;
+    }
+    Py_ssize_t i = nb::cast<Py_ssize_t>(index);
     if (i < 0) i += n;
     if (i < 0 || i >= n) throw TraceError{"IndexError: list assignment index out of range"};
     mutateList(s);

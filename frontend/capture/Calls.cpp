@@ -2,7 +2,6 @@
 // user modules are inlined; kiln's own functions, ops and modules run for real on fake tensors
 // (their ops are recorded); builtins on known values are evaluated; the rest is Unsupported.
 #include <Python.h>
-#include <opcode.h>
 
 #include <algorithm>
 
@@ -563,7 +562,7 @@ VT* InstructionTranslator::callBuiltin(nb::handle fn, VTs& args, Kwargs& kwargs,
     for (auto& [k, v] : kwargs)
       if (k == "start") acc = v;
     for (VT* x : items)
-      acc = binaryOp(NB_ADD, acc, x);
+      acc = binaryOp(kNbAdd, acc, x);
     return acc;
   }
   if (is("min") || is("max") || is("sorted") || is("any") || is("all") || is("abs") ||

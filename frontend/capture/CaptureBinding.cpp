@@ -4,9 +4,11 @@
 
 #include <nanobind/stl/string.h>
 
+#include "frontend/capture/Bytecode.h"
 #include "frontend/capture/CompiledFunction.h"
 #include "frontend/capture/EvalFrame.h"
 #include "frontend/capture/GuardTreeBinding.h"
+#include "frontend/capture/PythonVersion.h"
 #include "runtime/Error.h"
 
 namespace kiln::capture {
@@ -82,6 +84,10 @@ void registerCapture(nb::module_& m) {
       "skip_code", [](nb::handle code) { markSkipped(code.ptr()); }, nb::arg("code"),
       "marks a code object SKIP (the hook runs it at once) until reset()");
   c.def("hook_installed", &hookInstalled, "whether the eval-frame function is installed now");
+  // False on a CPython newer than kiln knows: the hook is never installed there (PythonVersion.h).
+  c.attr("supported") = nb::bool_(pyversion::kCaptureSupported);
+  c.def("opcode_support", &opcodeSupport,
+        "{opname: None (the tracer runs it) or why it is a graph break}, for every opname kiln knows");
 }
 
 } // namespace kiln::capture

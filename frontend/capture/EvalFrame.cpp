@@ -1,12 +1,11 @@
-// The PEP 523 eval-frame function for CPython 3.11. A frame reaches it pushed and initialised
-// (arguments bound in localsplus) but not yet run; whoever called the eval function
-// (_PyEval_Vector) clears and pops it after we return, so answering from a cache entry without
-// evaluating it is fine, and the frame's slots stay owned by the frame.
+// The PEP 523 eval-frame function. A frame reaches it pushed and initialised (arguments bound
+// in localsplus) but not yet run. Answering from a cache entry runs the glue on the frame's
+// slots instead and then lets pyframe::discardUnrun release the frame where the version needs it
+// (3.12+: the eval function owns the frame; 3.11: its caller does). The frame's layout per
+// version is in FrameLayout.h; on a Python kiln does not know, the hook is never installed.
 #include "frontend/capture/EvalFrame.h"
 
-#define Py_BUILD_CORE
-#include <internal/pycore_frame.h>
-#undef Py_BUILD_CORE
+#include "frontend/capture/FrameLayout.h"
 
 #include <algorithm>
 #include <vector>
@@ -16,6 +15,13 @@
 #include "runtime/Error.h"
 
 namespace kiln::capture {
+
+Py_ssize_t numArgSlots(PyCodeObject* code) {
+  return code->co_argcount + code->co_kwonlyargcount + ((code->co_flags & CO_VARARGS) ? 1 : 0) +
+         ((code->co_flags & CO_VARKEYWORDS) ? 1 : 0);
+}
+
+#if KILN_CAPTURE_SUPPORTED // else EvalFrameUnsupported.cpp
 
 namespace {
 
@@ -53,7 +59,7 @@ void freeCodeExtra(void* p) { delete static_cast<CodeExtra*>(p); }
 
 CodeExtra* codeExtra(PyCodeObject* code) {
   void* p = nullptr;
-  if (_PyCode_GetExtra(reinterpret_cast<PyObject*>(code), gExtraIndex, &p) < 0) {
+  if (pyframe::getCodeExtra(reinterpret_cast<PyObject*>(code), gExtraIndex, &p) < 0) {
     PyErr_Clear();
     return nullptr;
   }
@@ -65,7 +71,7 @@ CodeExtra* ensureCodeExtra(PyCodeObject* code) {
   if (CodeExtra* e = codeExtra(code)) return e;
   auto* e = new CodeExtra();
   PyObject* o = reinterpret_cast<PyObject*>(code);
-  if (_PyCode_SetExtra(o, gExtraIndex, e) < 0) {
+  if (pyframe::setCodeExtra(o, gExtraIndex, e) < 0) {
     delete e;
     return nullptr;
   }
@@ -88,7 +94,9 @@ void setHookInstalled(bool on) {
   }
 }
 
-PyObject* runFrame(PyThreadState* tstate, _PyInterpreterFrame* frame, int throwFlag) {
+// Runs the frame's own bytecode; `ran` tells evalFrame that the frame is CPython's to release.
+PyObject* runFrame(PyThreadState* tstate, _PyInterpreterFrame* frame, int throwFlag, bool& ran) {
+  ran = true;
   return _PyEval_EvalFrameDefault(tstate, frame, throwFlag);
 }
 
@@ -98,7 +106,7 @@ PyObject* callGlue(_PyInterpreterFrame* frame, PyObject* glue) {
   PyObject* saved = exchangeCallback(nullptr);
   // The frame owns its slots and outlives this call (the caller pops it after we return).
   PyObject* result =
-      PyObject_Vectorcall(glue, frame->localsplus, size_t(numArgSlots(frame->f_code)), nullptr);
+      PyObject_Vectorcall(glue, pyframe::localsplus(frame), size_t(numArgSlots(pyframe::code(frame))), nullptr);
   restoreCallback(saved);
   Py_DECREF(glue);
   return result;
@@ -114,21 +122,22 @@ PyObject* makeFrameInfo(_PyInterpreterFrame* frame, CodeExtra* extra, const Fram
       e.tree->check(view, &failures.back());
     }
   }
-  PyCodeObject* code = frame->f_code;
+  PyCodeObject* code = pyframe::code(frame);
+  PyObject** slots = pyframe::localsplus(frame);
   Py_ssize_t n = numArgSlots(code);
   FrameInfo info;
   PyObject* args = PyTuple_New(n);
   if (!args) return nullptr;
   info.args = nb::steal(args);
   for (Py_ssize_t i = 0; i < n; ++i) {
-    PyObject* v = frame->localsplus[i] ? frame->localsplus[i] : Py_None;
+    PyObject* v = slots[i] ? slots[i] : Py_None;
     Py_INCREF(v);
     PyTuple_SET_ITEM(args, i, v);
   }
   info.code = nb::borrow(reinterpret_cast<PyObject*>(code));
-  info.func = nb::borrow(reinterpret_cast<PyObject*>(frame->f_func));
-  info.globals = nb::borrow(frame->f_globals);
-  info.builtins = nb::borrow(frame->f_builtins);
+  info.func = nb::borrow(reinterpret_cast<PyObject*>(pyframe::function(frame)));
+  info.globals = nb::borrow(pyframe::globals(frame));
+  info.builtins = nb::borrow(pyframe::builtins(frame));
   info.isRoot = reinterpret_cast<PyObject*>(code) == tRootCode;
   info.numEntries = int(failures.size());
   for (const std::string& f : failures)
@@ -162,7 +171,7 @@ bool addEntry(PyCodeObject* code, PyObject* answer) {
 
 // A cache miss: ask the callback (capture off) and act on its answer.
 PyObject* onMiss(PyThreadState* tstate, _PyInterpreterFrame* frame, CodeExtra* extra,
-                 const FrameView& view) {
+                 const FrameView& view, bool& ran) {
   PyObject* info;
   try {
     info = makeFrameInfo(frame, extra, view);
@@ -177,17 +186,17 @@ PyObject* onMiss(PyThreadState* tstate, _PyInterpreterFrame* frame, CodeExtra* e
   Py_DECREF(info);
   if (!answer) return nullptr;
   // `extra` may be gone (the callback can call reset()): look the code's state up again.
-  PyCodeObject* code = frame->f_code;
+  PyCodeObject* code = pyframe::code(frame);
   if (answer == Py_None) {
     Py_DECREF(answer);
-    return runFrame(tstate, frame, 0);
+    return runFrame(tstate, frame, 0, ran);
   }
   if (answer == gSkipMarker) {
     Py_DECREF(answer);
     CodeExtra* e = ensureCodeExtra(code);
     if (!e) return nullptr;
     e->skip = true;
-    return runFrame(tstate, frame, 0);
+    return runFrame(tstate, frame, 0, ran);
   }
   if (!PyTuple_CheckExact(answer) || PyTuple_GET_SIZE(answer) != 2) {
     PyErr_Format(PyExc_TypeError,
@@ -203,19 +212,21 @@ PyObject* onMiss(PyThreadState* tstate, _PyInterpreterFrame* frame, CodeExtra* e
   return result;
 }
 
-PyObject* evalFrame(PyThreadState* tstate, _PyInterpreterFrame* frame, int throwFlag) {
-  PyCodeObject* code = frame->f_code;
+// The cache lookup: runs the frame (setting `ran`), or answers with a glue in its place.
+PyObject* answerFrame(PyThreadState* tstate, _PyInterpreterFrame* frame, int throwFlag, bool& ran) {
+  PyCodeObject* code = pyframe::code(frame);
+  PyFunctionObject* func = pyframe::function(frame);
   // Generators and coroutines (their first eval only builds the generator), resumed frames, and
   // frames with a locals dict (class bodies, exec) are not captured.
   constexpr int kNotCaptured =
       CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR | CO_ITERABLE_COROUTINE;
-  if (!tCallback || throwFlag || (code->co_flags & kNotCaptured) || frame->f_locals ||
-      !frame->f_func)
-    return runFrame(tstate, frame, throwFlag);
+  if (!tCallback || throwFlag || (code->co_flags & kNotCaptured) || pyframe::localsDict(frame) ||
+      !func)
+    return runFrame(tstate, frame, throwFlag, ran);
   CodeExtra* extra = codeExtra(code);
-  if (extra && extra->skip) return runFrame(tstate, frame, 0);
-  FrameView view{frame->localsplus, frame->f_globals, frame->f_builtins,
-                 frame->f_func->func_closure};
+  if (extra && extra->skip) return runFrame(tstate, frame, 0, ran);
+  FrameView view{pyframe::localsplus(frame), pyframe::globals(frame), pyframe::builtins(frame),
+                 func->func_closure};
   if (extra) {
     // Guard checks run no Python code, so the entry list cannot change during this loop.
     auto& entries = extra->entries;
@@ -226,13 +237,20 @@ PyObject* evalFrame(PyThreadState* tstate, _PyInterpreterFrame* frame, int throw
       return callGlue(frame, entries.front().glue);
     }
   }
-  return onMiss(tstate, frame, extra, view);
+  return onMiss(tstate, frame, extra, view, ran);
+}
+
+PyObject* evalFrame(PyThreadState* tstate, _PyInterpreterFrame* frame, int throwFlag) {
+  bool ran = false;
+  PyObject* result = answerFrame(tstate, frame, throwFlag, ran);
+  if (!ran) pyframe::discardUnrun(tstate, frame);
+  return result;
 }
 
 } // namespace
 
 void initEvalFrame() {
-  gExtraIndex = _PyEval_RequestCodeExtraIndex(freeCodeExtra);
+  gExtraIndex = pyframe::requestCodeExtraIndex(freeCodeExtra);
   if (gExtraIndex < 0) throw nb::python_error();
 }
 
@@ -277,7 +295,7 @@ void resetCaches() {
   std::vector<PyObject*> codes;
   codes.swap(gCodesWithExtra);
   for (PyObject* code : codes) {
-    if (_PyCode_SetExtra(code, gExtraIndex, nullptr) < 0) PyErr_Clear();
+    if (pyframe::setCodeExtra(code, gExtraIndex, nullptr) < 0) PyErr_Clear();
     Py_DECREF(code);
   }
 }
@@ -297,9 +315,6 @@ nb::list cacheEntries(PyObject* code) {
   return out;
 }
 
-Py_ssize_t numArgSlots(PyCodeObject* code) {
-  return code->co_argcount + code->co_kwonlyargcount + ((code->co_flags & CO_VARARGS) ? 1 : 0) +
-         ((code->co_flags & CO_VARKEYWORDS) ? 1 : 0);
-}
+#endif // KILN_CAPTURE_SUPPORTED
 
 } // namespace kiln::capture

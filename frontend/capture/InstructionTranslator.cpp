@@ -1,16 +1,16 @@
-// The bytecode loop of the symbolic interpreter: CPython 3.11 instructions over variable
+// The bytecode loop of the symbolic interpreter: CPython 3.11 to 3.13 instructions over variable
 // trackers. Jumps on values known while tracing are taken (specialized); anything whose
 // outcome depends on tensor data, or that has effects the graph cannot replay, is Unsupported.
+// Instructions are kiln's names for CPython's (Bytecode.h); where one name means different
+// things in different versions, the facts are in PythonVersion.h.
 #include <Python.h>
-#include <opcode.h>
 
+#include "frontend/capture/PythonVersion.h"
 #include "frontend/capture/SymbolicInterpreter.h"
 
 namespace kiln::capture {
 
 namespace {
-
-nb::object codeAttr(nb::handle code, const char* name) { return code.attr(name); }
 
 const char* kBinaryNames[] = {"add",  "and_", "floordiv", "lshift",  "matmul", "mul",  "mod",
                               "or_",  "pow",  "rshift",   "sub",     "truediv", "xor"};
@@ -27,17 +27,7 @@ InstructionTranslator::InstructionTranslator(Tracer& t, nb::handle code, nb::han
   if (depth_ > t_.maxInlineDepth)
     throw Unsupported{"calls nest deeper than " + std::to_string(t_.maxInlineDepth) +
                       " levels (recursion?)"};
-  nb::bytes raw = nb::cast<nb::bytes>(codeAttr(code, "co_code"));
-  const auto* bytes = reinterpret_cast<const uint8_t*>(raw.c_str());
-  size_t n = raw.size() / 2;
-  ops_.resize(n);
-  args_.resize(n);
-  int ext = 0;
-  for (size_t i = 0; i < n; ++i) {
-    ops_[i] = bytes[2 * i];
-    args_[i] = (ext << 8) | bytes[2 * i + 1];
-    ext = ops_[i] == EXTENDED_ARG ? args_[i] : 0;
-  }
+  bc_ = decodeCode(code);
   auto* co = reinterpret_cast<PyCodeObject*>(code.ptr());
   isGenerator_ = co->co_flags & CO_GENERATOR;
   if (co->co_flags & (CO_COROUTINE | CO_ASYNC_GENERATOR | CO_ITERABLE_COROUTINE))
@@ -66,14 +56,14 @@ VT* InstructionTranslator::run(VTs locals, const VTs& closure) {
     size_t here = pc_++;
     t_.setPosition(code_, int(here));
     if (depth_ > 0) {
-      step(ops_[here], args_[here]);
+      step(here);
       continue;
     }
-    if (t_.visitRoot(int(here), ops_[here], args_[here])) {
+    if (t_.visitRoot(int(here), bc_.raw[here], bc_.args[here])) {
       t_.stopped = std::make_unique<Tracer::StopState>(Tracer::StopState{locals_, stack_, kwNames_});
       return nullptr;
     }
-    step(ops_[here], args_[here]);
+    step(here);
   }
   if (isGenerator_) return t_.make<IteratorVT>(yielded_);
   return result_;
@@ -81,63 +71,88 @@ VT* InstructionTranslator::run(VTs locals, const VTs& closure) {
 
 void InstructionTranslator::jumpTo(size_t target) { pc_ = target; }
 
-void InstructionTranslator::step(int op, int arg) {
+void InstructionTranslator::step(size_t here) {
+  namespace pv = pyversion;
   auto* co = reinterpret_cast<PyCodeObject*>(code_.ptr());
   auto name = [&](int i) { return nb::cast<std::string>(nb::handle(PyTuple_GET_ITEM(co->co_names, i))); };
-  const size_t next = pc_;
+  auto constAt = [&](int i) { return nb::borrow(PyTuple_GET_ITEM(co->co_consts, i)); };
+  auto null = [&] { return t_.make<VT>(VT::Kind::Null); };
+  const Op op = bc_.ops[here];
+  const int arg = bc_.args[here];
+  const size_t target = size_t(bc_.target[here]);
   switch (op) {
-  case CACHE:
-  case NOP:
-  case RESUME:
-  case EXTENDED_ARG:
-  case PRECALL:
+  case Op::CACHE:
+  case Op::NOP:
+  case Op::RESUME:
+  case Op::EXTENDED_ARG:
+  case Op::PRECALL:
     return;
-  case POP_TOP:
+  case Op::POP_TOP:
     pop();
     return;
-  case PUSH_NULL:
-    push(t_.make<VT>(VT::Kind::Null));
+  case Op::PUSH_NULL:
+    push(null());
     return;
-  case COPY:
+  case Op::COPY:
     push(top(arg));
     return;
-  case SWAP:
+  case Op::SWAP:
     std::swap(stack_.back(), stack_[stack_.size() - size_t(arg)]);
     return;
-  case LOAD_CONST:
-    push(t_.constant(nb::borrow(PyTuple_GET_ITEM(co->co_consts, arg))));
+  case Op::LOAD_CONST:
+    push(t_.constant(constAt(arg)));
     return;
-  case LOAD_FAST: {
+  case Op::RETURN_CONST:
+    result_ = t_.constant(constAt(arg));
+    returned_ = true;
+    return;
+  case Op::LOAD_FAST:
+  case Op::LOAD_FAST_CHECK:
+    push(loadFast(arg));
+    return;
+  case Op::LOAD_FAST_LOAD_FAST:
+    push(loadFast(arg >> 4));
+    push(loadFast(arg & 15));
+    return;
+  case Op::LOAD_FAST_AND_CLEAR: {
+    // PEP 709: an inlined comprehension saves the variable it shadows (NULL when unbound) and
+    // puts it back with STORE_FAST afterwards.
     VT* v = locals_[size_t(arg)];
-    if (!v)
-      throw TraceError{"UnboundLocalError: local variable '" + localName(arg) +
-                       "' referenced before assignment"};
-    push(v);
-    return;
-  }
-  case STORE_FAST:
-    locals_[size_t(arg)] = pop();
-    return;
-  case DELETE_FAST:
+    push(v ? v : null());
     locals_[size_t(arg)] = nullptr;
     return;
-  case MAKE_CELL: {
+  }
+  case Op::STORE_FAST:
+    storeFast(arg, pop());
+    return;
+  case Op::STORE_FAST_STORE_FAST:
+    storeFast(arg >> 4, pop());
+    storeFast(arg & 15, pop());
+    return;
+  case Op::STORE_FAST_LOAD_FAST:
+    storeFast(arg >> 4, pop());
+    push(loadFast(arg & 15));
+    return;
+  case Op::DELETE_FAST:
+    locals_[size_t(arg)] = nullptr;
+    return;
+  case Op::MAKE_CELL: {
     auto* cell = t_.make<CellVT>();
     cell->contents = locals_[size_t(arg)];
     locals_[size_t(arg)] = cell;
     return;
   }
-  case COPY_FREE_VARS:
+  case Op::COPY_FREE_VARS:
     for (int j = 0; j < arg; ++j)
       locals_[size_t(co->co_nlocalsplus - arg + j)] = closure_.at(size_t(j));
     return;
-  case LOAD_CLOSURE:
+  case Op::LOAD_CLOSURE:
     push(locals_[size_t(arg)]);
     return;
-  case LOAD_DEREF:
+  case Op::LOAD_DEREF:
     push(loadCell(locals_[size_t(arg)], arg));
     return;
-  case STORE_DEREF: {
+  case Op::STORE_DEREF: {
     VT* cell = locals_[size_t(arg)];
     VT* value = pop();
     if (cell && cell->kind == VT::Kind::Cell) {
@@ -153,55 +168,56 @@ void InstructionTranslator::step(int op, int arg) {
     throw Unsupported{"assigning the nonlocal variable '" + localName(arg) +
                       "' of a function outside the compiled one"};
   }
-  case LOAD_GLOBAL:
-    if (arg & 1) push(t_.make<VT>(VT::Kind::Null));
-    push(loadGlobal(name(arg >> 1)));
+  case Op::LOAD_GLOBAL:
+    pushCallable(loadGlobal(name(arg >> 1)), arg & 1);
     return;
-  case STORE_GLOBAL:
+  case Op::STORE_GLOBAL:
     t_.recordStore(Tracer::SideEffect::Kind::Global, globals_, name(arg), pop());
     return;
-  case DELETE_GLOBAL:
+  case Op::DELETE_GLOBAL:
     throw Unsupported{"deleting the global variable '" + name(arg) + "'"};
-  case LOAD_ATTR:
-    push(loadAttr(pop(), name(arg)));
+  case Op::LOAD_ATTR:
+    if (!pv::kLoadAttrMethodBit) push(loadAttr(pop(), name(arg)));
+    else pushCallable(loadAttr(pop(), name(arg >> 1)), arg & 1);
     return;
-  case LOAD_METHOD: {
-    VT* obj = pop();
-    push(t_.make<VT>(VT::Kind::Null));
-    push(loadAttr(obj, name(arg)));
+  case Op::LOAD_METHOD: // 3.11; the bound method stands for (method, self)
+    pushCallable(loadAttr(pop(), name(arg)), true);
+    return;
+  case Op::LOAD_SUPER_ATTR: {
+    // super().name: the global `super`, the class (the __class__ cell or super's first
+    // argument) and self are on the stack; `arg >> 2` names the attribute.
+    VT* self = pop();
+    VT* cls = pop();
+    VT* superFn = pop();
+    if (identityOf(superFn).ptr() != reinterpret_cast<PyObject*>(&PySuper_Type))
+      throw Unsupported{"super() where `super` is not the builtin"};
+    nb::handle type = identityOf(cls);
+    if (!type.is_valid() || !PyType_Check(type.ptr())) throw Unsupported{"super() in this context"};
+    if (self->kind == VT::Kind::Cell) self = static_cast<CellVT*>(self)->contents;
+    pushCallable(loadAttr(t_.make<SuperVT>(self, nb::borrow(type)), name(arg >> 2)), arg & 1);
     return;
   }
-  case STORE_ATTR: {
+  case Op::STORE_ATTR: {
     VT* obj = pop();
     VT* value = pop();
     storeAttr(obj, name(arg), value);
     return;
   }
-  case KW_NAMES:
-    kwNames_ = nb::borrow(PyTuple_GET_ITEM(co->co_consts, arg));
+  case Op::KW_NAMES:
+    kwNames_ = constAt(arg);
     return;
-  case CALL: {
-    VTs args = popN(arg);
-    VT* second = pop();
-    VT* first = pop();
-    VT* fn = second;
-    if (first->kind != VT::Kind::Null) {
-      fn = first;
-      args.insert(args.begin(), second);
-    }
-    Kwargs kwargs;
-    if (kwNames_.is_valid()) {
-      size_t nk = size_t(PyTuple_GET_SIZE(kwNames_.ptr()));
-      for (size_t k = 0; k < nk; ++k)
-        kwargs.emplace_back(nb::cast<std::string>(nb::handle(PyTuple_GET_ITEM(kwNames_.ptr(), k))),
-                            args[args.size() - nk + k]);
-      args.resize(args.size() - nk);
-      kwNames_.reset();
-    }
-    push(call(fn, std::move(args), std::move(kwargs)));
+  case Op::CALL: {
+    nb::object kw = std::move(kwNames_);
+    kwNames_.reset();
+    callWithStack(arg, std::move(kw));
     return;
   }
-  case CALL_FUNCTION_EX: {
+  case Op::CALL_KW: { // 3.13: the keyword names are a tuple on the stack
+    VT* names = pop();
+    callWithStack(arg, constantValue(names, "keyword names"));
+    return;
+  }
+  case Op::CALL_FUNCTION_EX: {
     Kwargs kwargs;
     if (arg & 1) {
       VT* d = pop();
@@ -212,91 +228,126 @@ void InstructionTranslator::step(int op, int arg) {
       }
     }
     VTs args = unpack(pop());
-    VT* fn = pop();
-    pop(); // the NULL pushed below the callable
+    VT* a = pop(); // the callable up to 3.12, the NULL above it from 3.13
+    VT* b = pop();
+    VT* fn = a->kind == VT::Kind::Null ? b : a;
     push(call(fn, std::move(args), std::move(kwargs)));
     return;
   }
-  case MAKE_FUNCTION:
+  case Op::MAKE_FUNCTION: // 3.13 passes 0 and sets the parts with SET_FUNCTION_ATTRIBUTE
     push(makeFunction(arg));
     return;
-  case RETURN_VALUE:
+  case Op::SET_FUNCTION_ATTRIBUTE: {
+    VT* fn = pop();
+    VT* value = pop();
+    if (fn->kind != VT::Kind::NestedFunction) throw Unsupported{"internal: SET_FUNCTION_ATTRIBUTE on a non-function"};
+    setFunctionAttribute(static_cast<NestedFunctionVT*>(fn), arg, value);
+    push(fn);
+    return;
+  }
+  case Op::RETURN_VALUE:
     result_ = pop();
     returned_ = true;
     return;
-  case RETURN_GENERATOR:
+  case Op::RETURN_GENERATOR:
     push(t_.none()); // the value the first send() passes in; POP_TOP drops it
     return;
-  case YIELD_VALUE:
+  case Op::YIELD_VALUE:
     yielded_.push_back(pop());
     push(t_.none());
     return;
-  case BINARY_OP: {
+  case Op::BINARY_OP: {
     VT* b = pop();
     VT* a = pop();
     push(binaryOp(arg, a, b));
     return;
   }
-  case UNARY_NEGATIVE:
-  case UNARY_POSITIVE:
-  case UNARY_INVERT:
-  case UNARY_NOT: {
+  case Op::UNARY_NEGATIVE:
+  case Op::UNARY_POSITIVE:
+  case Op::UNARY_INVERT:
+  case Op::UNARY_NOT: {
     VT* a = pop();
-    if (op == UNARY_NOT && a->kind != VT::Kind::Tensor) {
+    if (op == Op::UNARY_NOT && a->kind != VT::Kind::Tensor) {
       push(t_.constant(nb::bool_(!truthy(a))));
       return;
     }
-    const char* fn = op == UNARY_NEGATIVE ? "neg" : op == UNARY_POSITIVE ? "pos" : op == UNARY_INVERT ? "invert" : "not_";
+    const char* fn = op == Op::UNARY_NEGATIVE ? "neg" : op == Op::UNARY_POSITIVE ? "pos" : op == Op::UNARY_INVERT ? "invert" : "not_";
     push(applyOperator(fn, {a}));
     return;
   }
-  case COMPARE_OP: {
-    VT* b = pop();
-    VT* a = pop();
-    push(compareOp(arg, a, b));
+  case Op::TO_BOOL: {
+    // 3.13 converts before every test. Constants convert here; other values go on unchanged to
+    // the jump or `not` that consumes them, which decides (a tensor's truth is data-dependent:
+    // the jump is then a graph break that branches in Python).
+    VT* v = pop();
+    push(v->kind == VT::Kind::Constant ? t_.constant(nb::bool_(truthy(v))) : v);
     return;
   }
-  case IS_OP: {
+  case Op::CALL_INTRINSIC_1:
+    callIntrinsic1(arg);
+    return;
+  case Op::COMPARE_OP: {
+    VT* b = pop();
+    VT* a = pop();
+    push(compareOp(arg >> pv::kCompareShift, a, b));
+    return;
+  }
+  case Op::IS_OP: {
     VT* b = pop();
     VT* a = pop();
     push(t_.constant(nb::bool_(isSame(a, b) != (arg == 1))));
     return;
   }
-  case CONTAINS_OP: {
+  case Op::CONTAINS_OP: {
     VT* container = pop();
     VT* item = pop();
     push(t_.constant(nb::bool_(contains(container, item) != (arg == 1))));
     return;
   }
-  case BINARY_SUBSCR: {
+  case Op::BINARY_SUBSCR: {
     VT* key = pop();
     VT* obj = pop();
     push(getItem(obj, key));
     return;
   }
-  case STORE_SUBSCR: {
+  case Op::BINARY_SLICE: { // 3.12: container[start:stop]
+    VT* stop = pop();
+    VT* start = pop();
+    VT* obj = pop();
+    push(getItem(obj, makeSlice({start, stop})));
+    return;
+  }
+  case Op::STORE_SUBSCR: {
     VT* key = pop();
     VT* obj = pop();
     VT* value = pop();
     setItem(obj, key, value);
     return;
   }
-  case DELETE_SUBSCR: {
+  case Op::STORE_SLICE: { // 3.12: container[start:stop] = value
+    VT* stop = pop();
+    VT* start = pop();
+    VT* obj = pop();
+    VT* value = pop();
+    setItem(obj, makeSlice({start, stop}), value);
+    return;
+  }
+  case Op::DELETE_SUBSCR: {
     VT* key = pop();
     VT* obj = pop();
     deleteItem(obj, key);
     return;
   }
-  case BUILD_TUPLE:
+  case Op::BUILD_TUPLE:
     push(t_.make<SequenceVT>(VT::Kind::Tuple, popN(arg)));
     return;
-  case BUILD_LIST:
+  case Op::BUILD_LIST:
     push(t_.make<SequenceVT>(VT::Kind::List, popN(arg)));
     return;
-  case LIST_TO_TUPLE:
+  case Op::LIST_TO_TUPLE:
     push(t_.make<SequenceVT>(VT::Kind::Tuple, unpack(pop())));
     return;
-  case BUILD_MAP: {
+  case Op::BUILD_MAP: {
     VTs kv = popN(2 * arg);
     auto* d = t_.make<DictVT>();
     for (int i = 0; i < arg; ++i)
@@ -304,7 +355,7 @@ void InstructionTranslator::step(int op, int arg) {
     push(d);
     return;
   }
-  case BUILD_CONST_KEY_MAP: {
+  case Op::BUILD_CONST_KEY_MAP: {
     VT* keys = pop();
     VTs values = popN(arg);
     VTs ks = unpack(keys);
@@ -314,7 +365,7 @@ void InstructionTranslator::step(int op, int arg) {
     push(d);
     return;
   }
-  case BUILD_SET: {
+  case Op::BUILD_SET: {
     VTs items = popN(arg);
     nb::object set = nb::steal(PySet_New(nullptr));
     for (VT* v : items)
@@ -322,28 +373,23 @@ void InstructionTranslator::step(int op, int arg) {
     push(t_.make<SetVT>(set));
     return;
   }
-  case SET_ADD: {
+  case Op::SET_ADD: {
     VT* v = pop();
     if (PySet_Add(setOf(top(arg))->set.ptr(), constantValue(v, "a set element").ptr()) < 0)
       throw nb::python_error();
     return;
   }
-  case SET_UPDATE: {
+  case Op::SET_UPDATE: {
     VTs items = unpack(pop());
     for (VT* v : items)
       if (PySet_Add(setOf(top(arg))->set.ptr(), constantValue(v, "a set element").ptr()) < 0)
         throw nb::python_error();
     return;
   }
-  case BUILD_SLICE: {
-    VTs parts = popN(arg);
-    nb::object objs[3] = {nb::none(), nb::none(), nb::none()};
-    for (int i = 0; i < arg; ++i)
-      objs[i] = constantValue(parts[size_t(i)], "a slice bound");
-    push(t_.constant(nb::steal(PySlice_New(objs[0].ptr(), objs[1].ptr(), arg == 3 ? objs[2].ptr() : nullptr))));
+  case Op::BUILD_SLICE:
+    push(makeSlice(popN(arg)));
     return;
-  }
-  case BUILD_STRING: {
+  case Op::BUILD_STRING: {
     VTs parts = popN(arg);
     std::string s;
     for (VT* p : parts)
@@ -351,38 +397,50 @@ void InstructionTranslator::step(int op, int arg) {
     push(t_.constant(nb::str(s.c_str(), s.size())));
     return;
   }
-  case FORMAT_VALUE: {
+  case Op::FORMAT_VALUE: { // up to 3.12: conversion and "has a spec" in one argument
     VT* spec = (arg & 0x04) ? pop() : nullptr;
     VT* value = pop();
     push(formatValue(value, arg & 0x03, spec));
     return;
   }
-  case LIST_APPEND: {
+  case Op::CONVERT_VALUE: // 3.13: str(), repr() or ascii() before formatting
+    push(formatValue(pop(), arg, nullptr));
+    return;
+  case Op::FORMAT_SIMPLE:
+    push(formatValue(pop(), 0, nullptr));
+    return;
+  case Op::FORMAT_WITH_SPEC: {
+    VT* spec = pop();
+    VT* value = pop();
+    push(formatValue(value, 0, spec));
+    return;
+  }
+  case Op::LIST_APPEND: {
     VT* v = pop();
     listOf(top(arg))->items.push_back(v);
     return;
   }
-  case LIST_EXTEND: {
+  case Op::LIST_EXTEND: {
     VTs items = unpack(pop());
     auto* l = listOf(top(arg));
     l->items.insert(l->items.end(), items.begin(), items.end());
     return;
   }
-  case MAP_ADD: {
+  case Op::MAP_ADD: {
     VT* v = pop();
     VT* k = pop();
     dictSet(dictOf(top(arg)), k, v);
     return;
   }
-  case DICT_UPDATE:
-  case DICT_MERGE: {
+  case Op::DICT_UPDATE:
+  case Op::DICT_MERGE: {
     VT* src = pop();
     if (src->kind != VT::Kind::Dict) throw Unsupported{"merging a value that is not a dict"};
     for (auto& [k, v] : static_cast<DictVT*>(src)->entries)
       dictSet(dictOf(top(arg)), t_.constant(k), v);
     return;
   }
-  case UNPACK_SEQUENCE: {
+  case Op::UNPACK_SEQUENCE: {
     VTs items = unpack(pop());
     if (int(items.size()) != arg)
       throw TraceError{"ValueError: expected " + std::to_string(arg) + " values to unpack, got " +
@@ -391,7 +449,7 @@ void InstructionTranslator::step(int op, int arg) {
       push(*it);
     return;
   }
-  case UNPACK_EX: {
+  case Op::UNPACK_EX: {
     VTs items = unpack(pop());
     int before = arg & 0xFF, after = arg >> 8;
     if (int(items.size()) < before + after)
@@ -404,10 +462,10 @@ void InstructionTranslator::step(int op, int arg) {
       push(items[size_t(i)]);
     return;
   }
-  case GET_ITER:
+  case Op::GET_ITER:
     push(getIter(pop()));
     return;
-  case FOR_ITER: {
+  case Op::FOR_ITER: {
     VT* it = top();
     if (it->kind != VT::Kind::Iterator) throw Unsupported{"iterating a value that is not an iterator"};
     auto* iter = static_cast<IteratorVT*>(it);
@@ -415,43 +473,49 @@ void InstructionTranslator::step(int op, int arg) {
       push(iter->items[iter->next++]);
     } else {
       pop();
-      jumpTo(next + size_t(arg));
+      jumpTo(target + size_t(pv::kForIterSkip));
     }
     return;
   }
-  case JUMP_FORWARD:
-    jumpTo(next + size_t(arg));
+  case Op::END_FOR: // reached only if a FOR_ITER did not skip it
+    for (int i = 0; i < pv::kEndForPops; ++i)
+      pop();
     return;
-  case JUMP_BACKWARD:
-  case JUMP_BACKWARD_NO_INTERRUPT:
-    jumpTo(next - size_t(arg));
+  case Op::JUMP_FORWARD:
+  case Op::JUMP_BACKWARD:
+  case Op::JUMP_BACKWARD_NO_INTERRUPT:
+    jumpTo(target);
     return;
-  case POP_JUMP_FORWARD_IF_TRUE:
-  case POP_JUMP_FORWARD_IF_FALSE:
-  case POP_JUMP_BACKWARD_IF_TRUE:
-  case POP_JUMP_BACKWARD_IF_FALSE: {
-    bool want = op == POP_JUMP_FORWARD_IF_TRUE || op == POP_JUMP_BACKWARD_IF_TRUE;
-    bool forward = op == POP_JUMP_FORWARD_IF_TRUE || op == POP_JUMP_FORWARD_IF_FALSE;
-    if (truthy(pop()) == want) jumpTo(forward ? next + size_t(arg) : next - size_t(arg));
-    return;
-  }
-  case POP_JUMP_FORWARD_IF_NONE:
-  case POP_JUMP_FORWARD_IF_NOT_NONE:
-  case POP_JUMP_BACKWARD_IF_NONE:
-  case POP_JUMP_BACKWARD_IF_NOT_NONE: {
-    bool wantNone = op == POP_JUMP_FORWARD_IF_NONE || op == POP_JUMP_BACKWARD_IF_NONE;
-    bool forward = op == POP_JUMP_FORWARD_IF_NONE || op == POP_JUMP_FORWARD_IF_NOT_NONE;
-    if (isNone(pop()) == wantNone) jumpTo(forward ? next + size_t(arg) : next - size_t(arg));
+  case Op::POP_JUMP_IF_TRUE:
+  case Op::POP_JUMP_IF_FALSE:
+  case Op::POP_JUMP_FORWARD_IF_TRUE:
+  case Op::POP_JUMP_FORWARD_IF_FALSE:
+  case Op::POP_JUMP_BACKWARD_IF_TRUE:
+  case Op::POP_JUMP_BACKWARD_IF_FALSE: {
+    bool want = op == Op::POP_JUMP_IF_TRUE || op == Op::POP_JUMP_FORWARD_IF_TRUE ||
+                op == Op::POP_JUMP_BACKWARD_IF_TRUE;
+    if (truthy(pop()) == want) jumpTo(target);
     return;
   }
-  case JUMP_IF_TRUE_OR_POP:
-  case JUMP_IF_FALSE_OR_POP: {
-    bool want = op == JUMP_IF_TRUE_OR_POP;
-    if (truthy(top()) == want) jumpTo(next + size_t(arg));
+  case Op::POP_JUMP_IF_NONE:
+  case Op::POP_JUMP_IF_NOT_NONE:
+  case Op::POP_JUMP_FORWARD_IF_NONE:
+  case Op::POP_JUMP_FORWARD_IF_NOT_NONE:
+  case Op::POP_JUMP_BACKWARD_IF_NONE:
+  case Op::POP_JUMP_BACKWARD_IF_NOT_NONE: {
+    bool wantNone = op == Op::POP_JUMP_IF_NONE || op == Op::POP_JUMP_FORWARD_IF_NONE ||
+                    op == Op::POP_JUMP_BACKWARD_IF_NONE;
+    if (isNone(pop()) == wantNone) jumpTo(target);
+    return;
+  }
+  case Op::JUMP_IF_TRUE_OR_POP:
+  case Op::JUMP_IF_FALSE_OR_POP: {
+    bool want = op == Op::JUMP_IF_TRUE_OR_POP;
+    if (truthy(top()) == want) jumpTo(target);
     else pop();
     return;
   }
-  case BEFORE_WITH: {
+  case Op::BEFORE_WITH: {
     VT* mgr = pop();
     if (mgr->kind != VT::Kind::GradMode)
       throw Unsupported{"a `with` block over a context manager other than kiln's grad modes"};
@@ -462,28 +526,92 @@ void InstructionTranslator::step(int op, int arg) {
     push(t_.none());
     return;
   }
-  case RAISE_VARARGS:
+  case Op::RAISE_VARARGS:
     throw Unsupported{"a `raise` statement"};
-  case LOAD_ASSERTION_ERROR:
+  case Op::LOAD_ASSERTION_ERROR:
     throw Unsupported{"a failing `assert`"};
-  default:
+  case Op::Unknown:
     break;
   }
-  throw Unsupported{std::string("the bytecode instruction ") + opName(op)};
+  throw Unsupported{unsupportedReason(bc_.raw[here])};
+}
+
+VT* InstructionTranslator::loadFast(int slot) {
+  VT* v = locals_[size_t(slot)];
+  if (!v)
+    throw TraceError{"UnboundLocalError: local variable '" + localName(slot) +
+                     "' referenced before assignment"};
+  return v;
+}
+
+void InstructionTranslator::storeFast(int slot, VT* v) {
+  // A NULL that LOAD_FAST_AND_CLEAR saved puts the slot back to unbound.
+  locals_[size_t(slot)] = v->kind == VT::Kind::Null ? nullptr : v;
+}
+
+void InstructionTranslator::pushCallable(VT* v, bool withNull) {
+  // The NULL of a call's [NULL, callable] pair goes below the callable up to 3.12, above from 3.13.
+  if (withNull && !pyversion::kNullAboveCallable) push(t_.make<VT>(VT::Kind::Null));
+  push(v);
+  if (withNull && pyversion::kNullAboveCallable) push(t_.make<VT>(VT::Kind::Null));
+}
+
+void InstructionTranslator::callWithStack(int argc, nb::object kwNames) {
+  VTs args = popN(argc);
+  VT* second = pop();
+  VT* first = pop();
+  // [NULL, callable] (3.11, 3.12), [callable, NULL] (3.13) or [method, self] (all).
+  VT* fn = first;
+  if (first->kind == VT::Kind::Null) fn = second;
+  else if (second->kind != VT::Kind::Null) args.insert(args.begin(), second);
+  Kwargs kwargs;
+  if (kwNames.is_valid()) {
+    size_t nk = size_t(PyTuple_GET_SIZE(kwNames.ptr()));
+    for (size_t k = 0; k < nk; ++k)
+      kwargs.emplace_back(nb::cast<std::string>(nb::handle(PyTuple_GET_ITEM(kwNames.ptr(), k))),
+                          args[args.size() - nk + k]);
+    args.resize(args.size() - nk);
+  }
+  push(call(fn, std::move(args), std::move(kwargs)));
+}
+
+VT* InstructionTranslator::makeSlice(const VTs& parts) {
+  nb::object objs[3] = {nb::none(), nb::none(), nb::none()};
+  for (size_t i = 0; i < parts.size(); ++i)
+    objs[i] = constantValue(parts[i], "a slice bound");
+  return t_.constant(nb::steal(
+      PySlice_New(objs[0].ptr(), objs[1].ptr(), parts.size() == 3 ? objs[2].ptr() : nullptr)));
+}
+
+void InstructionTranslator::callIntrinsic1(int which) {
+  // Python/intrinsics.c: 5 is unary `+`, 6 list -> tuple (for *args); the others are imports,
+  // generators' StopIteration handling, async generators and type parameters.
+  if (which == 5) {
+    push(applyOperator("pos", {pop()}));
+    return;
+  }
+  if (which == 6) {
+    push(t_.make<SequenceVT>(VT::Kind::Tuple, unpack(pop())));
+    return;
+  }
+  nb::object descs = nb::getattr(nb::module_::import_("dis"), "_intrinsic_1_descs", nb::none());
+  std::string what = descs.is_none() || which >= int(nb::len(descs))
+                         ? std::to_string(which)
+                         : nb::cast<std::string>(descs[which]);
+  throw Unsupported{"the intrinsic " + what + " (CALL_INTRINSIC_1)"};
+}
+
+void InstructionTranslator::setFunctionAttribute(NestedFunctionVT* f, int flag, VT* value) {
+  // The flags of MAKE_FUNCTION up to 3.12 (makeFunction), one per instruction from 3.13.
+  if (flag == 0x08) f->closure = unpack(value);
+  else if (flag == 0x02) f->kwdefaults = value;
+  else if (flag == 0x01) f->defaults = unpack(value);
+  // 0x04 (annotations) and 0x10 (3.14's annotate) do not change what the function computes.
 }
 
 std::string InstructionTranslator::localName(int index) const {
   auto* co = reinterpret_cast<PyCodeObject*>(code_.ptr());
   return nb::cast<std::string>(nb::handle(PyTuple_GET_ITEM(co->co_localsplusnames, index)));
-}
-
-const char* InstructionTranslator::opName(int op) {
-  static nb::handle names = nb::object(nb::module_::import_("opcode").attr("opname")).release();
-  static std::vector<std::string> cache;
-  if (cache.empty())
-    for (nb::handle h : names)
-      cache.push_back(nb::cast<std::string>(h));
-  return op < int(cache.size()) ? cache[size_t(op)].c_str() : "<unknown>";
 }
 
 VT* InstructionTranslator::loadCell(VT* cell, int index) {
@@ -596,8 +724,8 @@ bool InstructionTranslator::allConstant(const VTs& xs) {
 }
 
 VT* InstructionTranslator::binaryOp(int nbOp, VT* a, VT* b) {
-  bool inplace = nbOp >= NB_INPLACE_ADD;
-  int base = inplace ? nbOp - NB_INPLACE_ADD : nbOp;
+  bool inplace = nbOp >= kNbInplaceAdd;
+  int base = inplace ? nbOp - kNbInplaceAdd : nbOp;
   if (a->kind == VT::Kind::Tensor || b->kind == VT::Kind::Tensor || allConstant({a, b}))
     return applyOperator(inplace ? kInplaceNames[base] : kBinaryNames[base], {a, b});
   if (a->kind == VT::Kind::Set && b->kind == VT::Kind::Set) {
@@ -611,7 +739,7 @@ VT* InstructionTranslator::binaryOp(int nbOp, VT* a, VT* b) {
     return t_.make<SetVT>(r);
   }
   bool seqA = a->kind == VT::Kind::List || a->kind == VT::Kind::Tuple;
-  if (seqA && base == NB_ADD && b->kind == a->kind) {
+  if (seqA && base == kNbAdd && b->kind == a->kind) {
     auto* x = static_cast<SequenceVT*>(a);
     VTs items = x->items;
     VTs more = static_cast<SequenceVT*>(b)->items;
@@ -623,14 +751,14 @@ VT* InstructionTranslator::binaryOp(int nbOp, VT* a, VT* b) {
     items.insert(items.end(), more.begin(), more.end());
     return t_.make<SequenceVT>(a->kind, items);
   }
-  if (seqA && inplace && base == NB_ADD && a->kind == VT::Kind::List) {
+  if (seqA && inplace && base == kNbAdd && a->kind == VT::Kind::List) {
     auto* x = static_cast<SequenceVT*>(a);
     VTs more = unpack(b);
     mutateList(x);
     x->items.insert(x->items.end(), more.begin(), more.end());
     return x;
   }
-  if (seqA && base == NB_MULTIPLY && b->kind == VT::Kind::Constant) {
+  if (seqA && base == kNbMultiply && b->kind == VT::Kind::Constant) {
     long n = nb::cast<long>(static_cast<ConstantVT*>(b)->value);
     VTs items;
     for (long i = 0; i < n; ++i)
@@ -756,10 +884,8 @@ VT* InstructionTranslator::makeFunction(int flags) {
   f->code = constantValue(code, "a function's code");
   f->globals = globals_;
   f->globalSourceFor = globalSource_;
-  if (flags & 0x08) f->closure = unpack(pop());
-  if (flags & 0x04) pop(); // annotations
-  if (flags & 0x02) f->kwdefaults = pop();
-  if (flags & 0x01) f->defaults = unpack(pop());
+  for (int flag : {0x08, 0x04, 0x02, 0x01}) // the order MAKE_FUNCTION pops them in
+    if (flags & flag) setFunctionAttribute(f, flag, pop());
   return f;
 }
 

@@ -1,4 +1,4 @@
-// The symbolic bytecode interpreter (Dynamo's InstructionTranslator) for CPython 3.11: it runs a
+// The symbolic bytecode interpreter (Dynamo's InstructionTranslator) for CPython 3.11-3.13: it runs a
 // frame's bytecode over variable trackers instead of values. Tensor operations run for real on
 // fake (meta) tensors while an OpRecorder turns every dispatched op into a graph node; Python
 // control flow on constants, shapes and dtypes is evaluated (specialized) and guarded.
@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "compiler/OpRecorder.h"
+#include "frontend/capture/Bytecode.h"
 #include "frontend/capture/Variables.h"
 
 namespace kiln::capture {
@@ -133,14 +134,20 @@ public:
   VT* run(VTs locals, const VTs& closure);
 
 private:
-  void step(int op, int arg);
+  void step(size_t here);
+  VT* loadFast(int slot);
+  void storeFast(int slot, VT* v);
+  void pushCallable(VT* v, bool withNull);
+  void callWithStack(int argc, nb::object kwNames);
+  VT* makeSlice(const VTs& parts);
+  void callIntrinsic1(int which);
+  void setFunctionAttribute(NestedFunctionVT* f, int flag, VT* value);
   void jumpTo(size_t target);
   VT* pop();
   VT* top(int n = 1) { return stack_[stack_.size() - size_t(n)]; }
   void push(VT* v) { stack_.push_back(v); }
   VTs popN(int n);
   std::string localName(int index) const;
-  static const char* opName(int op);
   static const char* kindName(VT* v);
 
   // Values.
@@ -173,6 +180,7 @@ private:
   bool replayableStore(VT* obj, const std::string& name, VT* value);
   VT* getItem(VT* obj, VT* key);
   void setItem(VT* obj, VT* key, VT* value);
+  void setListSlice(SequenceVT* s, nb::handle slice, VT* value);
   void deleteItem(VT* obj, VT* key);
   VT* getIter(VT* v);
   VTs unpack(VT* v);
@@ -196,7 +204,7 @@ private:
   GlobalSourceFn globalSource_;
   int depth_;
   VTs locals_, closure_, stack_;
-  std::vector<int> ops_, args_; // decoded instructions (EXTENDED_ARG folded in)
+  DecodedCode bc_; // the code's instructions, one per code unit
   size_t pc_ = 0;
   bool returned_ = false;
   VT* result_ = nullptr;

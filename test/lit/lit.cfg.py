@@ -18,7 +18,8 @@ if filecheck is None:
     lit_config.fatal("FileCheck not found: apt-get install llvm-14-tools")
 
 # kiln-opt is a C++ tool built by the CMake build (make build) into build/tools/.
-kiln_opt = os.path.join(repo, "build", "tools", "kiln-opt")
+# KILN_BUILD_DIR: the build folder of another interpreter (make test PYTHON=python3.12).
+kiln_opt = os.path.join(os.environ.get("KILN_BUILD_DIR") or os.path.join(repo, "build"), "tools", "kiln-opt")
 if not os.path.exists(kiln_opt):
     lit_config.warning(f"{kiln_opt} not found: run `make build` first")
 

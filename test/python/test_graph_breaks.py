@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 
 import kiln
-from kiln.compiler import bytecode_py311
+from kiln.compiler import bytecode
 
-pytestmark = pytest.mark.skipif(not bytecode_py311.supported(), reason="graph breaks resume on 3.11 only")
+pytestmark = pytest.mark.skipif(not bytecode.supported(), reason="graph breaks resume on 3.11 to 3.13 only")
 
 # 30 statements, each with tensor operations; `y` and `z` are live everywhere.
 BODY = [
@@ -151,9 +151,9 @@ def test_resume_code_keeps_cells_handlers_and_lines():
 
     code = _with_cells_and_handler.__code__
     call = next(i for i in dis.get_instructions(code) if i.opname == "CALL")
-    target = bytecode_py311.next_index(code, call.offset // 2)
-    assert not bytecode_py311.in_loop(code, call.offset // 2)
-    rcode = bytecode_py311.make_resume_code(code, target, [False], [True, True], "__kiln_resume_test")
+    target = bytecode.next_index(code, call.offset // 2)
+    assert not bytecode.in_loop(code, call.offset // 2)
+    rcode = bytecode.make_resume_code(code, target, [False], [True, True], "__kiln_resume_test")
     assert rcode.co_varnames[:len(code.co_varnames)] == code.co_varnames
     fn = types.FunctionType(rcode, globals(), "r")
     # locals x, y, rest, g, q; cells w, z; the print's result on the stack
@@ -212,7 +212,7 @@ def test_live_locals_skip_dead_and_overwritten():
 
     code = f.__code__
     call = next(i for i in dis_instructions(code) if i.opname == "CALL")
-    assert bytecode_py311.live_locals(code, call.offset // 2) == [True, False, False]
+    assert bytecode.live_locals(code, call.offset // 2) == [True, False, False]
 
 
 def dis_instructions(code):

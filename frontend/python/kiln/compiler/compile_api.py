@@ -5,7 +5,7 @@ from ..nn.modules.module import Module
 from .backends import lookup_backend
 from .explain import ExplainRecorder
 from .frame_callback import FrameCallback, reset_state
-from .hook import capture_module
+from .hook import capture_module, check_capture_supported
 from .optimized_module import OptimizedModule
 
 
@@ -39,7 +39,9 @@ def compile(fn=None, *, backend="inductor", fullgraph=False, dynamic=None, mode=
         backend_kwargs["mode"] = mode
     if options is not None:
         backend_kwargs["options"] = options
-    callback = FrameCallback(backend_fn, fullgraph=fullgraph, backend_kwargs=backend_kwargs)
+    # On a Python kiln cannot capture, the compiled function runs `fn` as kiln.compiler.disable does.
+    callback = (FrameCallback(backend_fn, fullgraph=fullgraph, backend_kwargs=backend_kwargs)
+                if check_capture_supported(fullgraph) else None)
     if fn is None:
         return lambda f: _wrap(f, callback)
     return _wrap(fn, callback)

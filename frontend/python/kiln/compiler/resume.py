@@ -17,12 +17,12 @@ locals and value stack (`break_state`). The frame's glue then
 
 Resume code objects are cached per (code, target, stack layout, bound cells, mode), so that a
 break does not make a new code object per call. The version-specific bytecode work is in
-bytecode_py311 (issue 17 adds other versions beside it).
+bytecode.py (CPython 3.11 to 3.13).
 """
 import types
 import weakref
 
-from . import bytecode_py311 as bytecode
+from . import bytecode
 from .errors import BreakReason
 
 # code -> {(target, stack nulls, bound cells, eager): resume code}
@@ -66,7 +66,7 @@ class BreakSite:
     def resumable(self):
         """None when the break can keep compiling, else why the whole frame runs eagerly."""
         if not bytecode.supported():
-            return "graph breaks resume only on CPython 3.11 bytecode"
+            return "graph breaks resume only on CPython 3.11 to 3.13 bytecode"
         if self.kind != "generic" and bytecode.in_loop(self.code, self.index):
             # As TorchDynamo: a resume function inside a loop would call itself once per
             # iteration (the glue of each iteration calling the next).
@@ -150,7 +150,11 @@ def _break_lines(site, frame_info, state, namespace, skip_code):
         return f"return {name}({', '.join(args)})"
 
     if site.kind == "call":
-        call = _call_expr(site, stack, state["kw_names"], namespace)
+        kw_names = state["kw_names"]
+        if site.opname == "CALL_KW":  # 3.13: the names are a constant on the stack
+            stack.pop()
+            kw_names = bytecode.keyword_names(code, site.index)
+        call = _call_expr(site, stack, kw_names, namespace)
         namespace["__at_break"] = _at_line(code, bytecode.line_of(code, site.index), skip_code)
         lines.append(f"__r = __at_break(lambda: {call})")
         lines.append(resume("__resume", bytecode.next_index(code, site.index), stack + ["__r"]))
@@ -188,15 +192,18 @@ def _call_expr(site, stack, kw_names, namespace):
     if site.opname == "CALL_FUNCTION_EX":
         kwargs = stack.pop() if site.arg & 1 else None
         args = stack.pop()
-        fn = stack.pop()
-        stack.pop()  # the NULL below the callable
+        a, b = stack.pop(), stack.pop()  # the callable and its NULL (below it up to 3.12, above after)
+        fn = b if a is None else a
         return f"{fn}(*{args}{', **' + kwargs if kwargs else ''})"
     n = site.arg
     operands = stack[len(stack) - n - 2:]
     del stack[len(stack) - n - 2:]
     first, second, args = operands[0], operands[1], operands[2:]
+    # [NULL, callable] (3.11, 3.12), [callable, NULL] (3.13) or [method, self] (all)
     if first is None:
         fn = second
+    elif second is None:
+        fn = first
     else:
         fn, args = first, [second] + args
     if kw_names:

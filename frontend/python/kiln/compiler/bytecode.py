@@ -1,7 +1,8 @@
-"""What graph breaks need to know about CPython 3.11 bytecode, in one module so that other
-versions (issue 17: 3.12, 3.13) add theirs beside it: which instructions break how, where the
-next instruction and a jump's targets are, which locals the rest of a frame reads, and how a
-resume code object is made.
+"""What graph breaks need to know about CPython bytecode (3.11 to 3.13), in one module: which
+instructions break how, where the next instruction and a jump's targets are, which locals the
+rest of a frame reads, and how a resume code object is made. What differs between versions is
+in the `_Facts` table below (and dis/opcode of the running interpreter); the C++ side keeps its
+own in frontend/capture/PythonVersion.h.
 
 Offsets here are instruction indices (code units of 2 bytes), as the tracer counts them.
 
@@ -14,8 +15,8 @@ A resume code object is the original code with a prologue in front:
     PUSH_NULL | LOAD_FAST stack_k      the value stack at the break, bottom first
     JUMP_FORWARD target
 
-3.11's jumps are relative, so the original instructions need no change when they move by the
-prologue's length; only absolute offsets do (the exception table), and the cell and free
+Jumps are relative (3.11 to 3.13), so the original instructions need no change when they move by
+the prologue's length; only absolute offsets do (the exception table), and the cell and free
 variable slots, which move by the number of added arguments. Every local becomes a positional
 argument (those not live at the break are passed None), then one per cell holding a value,
 then one per stack value that is not NULL.
@@ -25,35 +26,68 @@ import inspect
 import opcode
 import sys
 
-VERSION = (3, 11)
+VERSIONS = ((3, 11), (3, 12), (3, 13))
 
+
+class _Facts:
+    """The per-version differences graph breaks depend on (Python/bytecodes.c, Lib/dis.py)."""
+
+    def __init__(self, minor):
+        # Data-dependent jumps: the glue evaluates the condition in Python and resumes at either side.
+        if minor == 11:
+            self.pop_jumps = {"POP_JUMP_FORWARD_IF_TRUE": True, "POP_JUMP_FORWARD_IF_FALSE": False,
+                              "POP_JUMP_BACKWARD_IF_TRUE": True, "POP_JUMP_BACKWARD_IF_FALSE": False}
+            self.or_pop_jumps = {"JUMP_IF_TRUE_OR_POP": True, "JUMP_IF_FALSE_OR_POP": False}
+        else:  # 3.12 dropped the backward and OR_POP forms
+            self.pop_jumps = {"POP_JUMP_IF_TRUE": True, "POP_JUMP_IF_FALSE": False}
+            self.or_pop_jumps = {}
+        self.calls = {"CALL", "CALL_FUNCTION_EX"} | ({"CALL_KW"} if minor >= 13 else set())
+        # 3.13 pushes a call's NULL above the callable ([callable, NULL, args...]).
+        self.null_above_callable = minor >= 13
+        # Instructions reading (or writing) a fast local; 3.13's pairs pack two slots in 4-bit halves.
+        self.loads = {"LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_AND_CLEAR", "DELETE_FAST"}
+        self.stores = {"STORE_FAST"}
+        # Instructions whose argument is a localsplus slot that may be a cell or free variable;
+        # 3.13 emits LOAD_CLOSURE as LOAD_FAST of the cell's slot.
+        self.deref = {"LOAD_CLOSURE", "LOAD_DEREF", "STORE_DEREF", "DELETE_DEREF", "MAKE_CELL",
+                      "LOAD_CLASSDEREF", "LOAD_FROM_DICT_OR_DEREF"} | ({"LOAD_FAST"} if minor >= 13 else set())
+        self.packed = {"LOAD_FAST_LOAD_FAST", "STORE_FAST_STORE_FAST", "STORE_FAST_LOAD_FAST"}
+
+
+_FACTS = _Facts(sys.version_info[1]) if sys.version_info[:2] in VERSIONS else None
 _OP = opcode.opmap
-_CACHES = opcode._inline_cache_entries  # noqa: SLF001 - CPython's own table of cache entries
-_CALLS = {"CALL", "CALL_FUNCTION_EX"}
-# Data-dependent jumps: the glue evaluates the condition in Python and resumes at either side.
-_POP_JUMPS = {"POP_JUMP_FORWARD_IF_TRUE": True, "POP_JUMP_FORWARD_IF_FALSE": False,
-              "POP_JUMP_BACKWARD_IF_TRUE": True, "POP_JUMP_BACKWARD_IF_FALSE": False}
-_OR_POP_JUMPS = {"JUMP_IF_TRUE_OR_POP": True, "JUMP_IF_FALSE_OR_POP": False}
-_NO_FALLTHROUGH = {"RETURN_VALUE", "RAISE_VARARGS", "RERAISE", "JUMP_FORWARD", "JUMP_BACKWARD",
-                   "JUMP_BACKWARD_NO_INTERRUPT"}
+
+
+def _caches(op):
+    """Inline cache entries after opcode `op` (a list by opcode up to 3.12, a dict by name after)."""
+    table = opcode._inline_cache_entries  # noqa: SLF001 - CPython's own table
+    if isinstance(table, dict):
+        return table.get(opcode.opname[op], 0)
+    return table[op]
+
+
+_NO_FALLTHROUGH = {"RETURN_VALUE", "RETURN_CONST", "RAISE_VARARGS", "RERAISE", "JUMP_FORWARD",
+                   "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT"}
 _BACKWARD = {"JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT", "POP_JUMP_BACKWARD_IF_TRUE",
              "POP_JUMP_BACKWARD_IF_FALSE", "POP_JUMP_BACKWARD_IF_NONE", "POP_JUMP_BACKWARD_IF_NOT_NONE"}
-# Instructions whose argument is a slot of localsplus (cells and free variables included).
-_DEREF_OPS = {_OP[name] for name in ("LOAD_CLOSURE", "LOAD_DEREF", "STORE_DEREF", "DELETE_DEREF",
-                                     "LOAD_CLASSDEREF", "MAKE_CELL")}
 
 
 def supported():
-    return sys.version_info[:2] == VERSION
+    """Whether graph breaks can resume on this Python (else the frame runs eagerly)."""
+    return _FACTS is not None
+
+
+def null_above_callable():
+    return _FACTS.null_above_callable
 
 
 def break_kind(opname):
     """How the glue goes on at an instruction the tracer could not run: 'call' (it makes the call
     in Python and resumes after it), 'jump' (it branches in Python and resumes at either target)
     or 'generic' (the rest of the frame runs eagerly from that instruction)."""
-    if opname in _CALLS:
+    if opname in _FACTS.calls:
         return "call"
-    if opname in _POP_JUMPS or opname in _OR_POP_JUMPS:
+    if opname in _FACTS.pop_jumps or opname in _FACTS.or_pop_jumps:
         return "jump"
     return "generic"
 
@@ -61,9 +95,9 @@ def break_kind(opname):
 def jump_sense(opname):
     """For a 'jump' break: (the truth value that takes the jump, whether the value stays on the
     stack when jumping: the JUMP_IF_*_OR_POP forms)."""
-    if opname in _POP_JUMPS:
-        return _POP_JUMPS[opname], False
-    return _OR_POP_JUMPS[opname], True
+    if opname in _FACTS.pop_jumps:
+        return _FACTS.pop_jumps[opname], False
+    return _FACTS.or_pop_jumps[opname], True
 
 
 def _instructions(code):
@@ -73,7 +107,7 @@ def _instructions(code):
 def next_index(code, index):
     """The instruction after the one at `index` (past its inline caches)."""
     op = code.co_code[2 * index]
-    return index + 1 + _CACHES[op]
+    return index + 1 + _caches(op)
 
 
 def enters_with(code, index):
@@ -87,11 +121,20 @@ def jump_target(code, index):
     return ins.argval // 2
 
 
+def keyword_names(code, index):
+    """CALL_KW's keyword names (3.13): the constant its compiler loads just before it."""
+    previous = max((i for i in _instructions(code) if i < index), default=None)
+    ins = _instructions(code).get(previous)
+    if ins is None or ins.opname != "LOAD_CONST" or not isinstance(ins.argval, tuple):
+        raise ResumeUnsupported("CALL_KW whose keyword names are not a constant")
+    return ins.argval
+
+
 def _successors(ins, by_index):
     out = []
     index = ins.offset // 2
     if ins.opname not in _NO_FALLTHROUGH:
-        nxt = index + 1 + _CACHES[ins.opcode]
+        nxt = index + 1 + _caches(ins.opcode)
         if nxt in by_index:
             out.append(nxt)
     if ins.opcode in opcode.hasjrel or ins.opcode in opcode.hasjabs:
@@ -146,12 +189,29 @@ def live_locals(code, index):
             if at in seen or at not in by_index:
                 continue
             seen.add(at)
-            ins = by_index[at]
-            if ins.opname in ("LOAD_FAST", "DELETE_FAST") and ins.arg == slot:
+            reads, writes = _fast_slots(by_index[at])
+            if slot in reads:
                 live[slot] = True
-            elif not (ins.opname == "STORE_FAST" and ins.arg == slot):
-                todo.extend(_successors(ins, by_index))
+            elif slot not in writes:
+                todo.extend(_successors(by_index[at], by_index))
     return live
+
+
+def _fast_slots(ins):
+    """(slots read first, slots written) by one instruction, for liveness."""
+    name, arg = ins.opname, ins.arg
+    if name in _FACTS.loads:
+        return (arg,), ()
+    if name in _FACTS.stores:
+        return (), (arg,)
+    if name == "LOAD_FAST_LOAD_FAST":
+        return (arg >> 4, arg & 15), ()
+    if name == "STORE_FAST_STORE_FAST":
+        return (), (arg >> 4, arg & 15)
+    if name == "STORE_FAST_LOAD_FAST":  # stores first: a read of the slot it stored is not live-in
+        store, load = arg >> 4, arg & 15
+        return ((load,) if load != store else ()), (store,)
+    return (), ()
 
 
 class ResumeUnsupported(Exception):
@@ -165,18 +225,22 @@ def _unit(op, arg=0):
         if arg >> shift:
             out += bytes([_OP["EXTENDED_ARG"], (arg >> shift) & 0xFF])
     out += bytes([op, arg & 0xFF])
-    out += bytes(2 * _CACHES[op])
+    out += bytes(2 * _caches(op))
     return out
 
 
 def _shift_slots(co_code, nvar, shift):
     """co_code with every cell/free-variable slot argument (>= nvar) moved by `shift`."""
+    deref = {_OP[name] for name in _FACTS.deref if name in _OP}
+    packed = {_OP[name] for name in _FACTS.packed if name in _OP}
     out = bytearray(co_code)
     ext = 0
     for i in range(0, len(out), 2):
         op, arg = out[i], out[i + 1] | ext
         ext = (arg << 8) if op == _OP["EXTENDED_ARG"] else 0
-        if op in _DEREF_OPS and arg >= nvar:
+        if op in packed and (arg >> 4 >= nvar or arg & 15 >= nvar):
+            raise ResumeUnsupported("a paired local instruction reads a cell slot")
+        if op in deref and arg >= nvar:
             new = arg + shift
             if new >> 8 != arg >> 8:
                 raise ResumeUnsupported("a cell slot index grows past one byte")
