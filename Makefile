@@ -25,7 +25,7 @@ TORCH_VERSION := 2.13.0
 JOBS ?= 2
 export CMAKE_BUILD_PARALLEL_LEVEL := $(JOBS)
 
-.PHONY: run test build deps venv test-ctest test-lit test-pytest bench bench-smoke bench-deps clean conformance
+.PHONY: run test build deps venv test-ctest test-lit test-pytest test-capture bench bench-smoke bench-deps clean conformance
 
 run: build
 	$(PY) bench/demo.py
@@ -67,8 +67,20 @@ test-lit:
 test-pytest:
 	$(PY) -m pytest test/python -q
 
+# The conformance programs. ORACLE_RECORD=DIR saves PyTorch's results (run with the default
+# python3, which has torch); ORACLE=DIR compares with them where torch is absent (PYTHON=python3.12).
+CONFORMANCE := ../shared/conformance/run.py
 conformance: build
-	$(PY) ../shared/conformance/run.py --mode eager,compile
+	$(PY) $(CONFORMANCE) --mode eager,compile $(if $(ORACLE),--oracle $(ORACLE)) \
+	  $(if $(ORACLE_RECORD),--record-oracle $(ORACLE_RECORD))
+
+# The frame capture and compile tests: what differs between Pythons (issue 17). CI runs these
+# under python3.12 besides `make test` under python3 (see .ci/run).
+CAPTURE_TESTS := test_capture_versions test_capture_bytecode test_capture_guards test_capture_regressions \
+                 test_capture_trackers test_capture_fallback test_graph_breaks test_eval_frame \
+                 test_compile_api test_guards test_nn_compile
+test-capture: build
+	$(PY) -m pytest $(addprefix test/python/,$(addsuffix .py,$(CAPTURE_TESTS))) -q
 
 # The benchmark suite (bench/README.md): results in bench/results/<timestamp>/. matplotlib is
 # installed for the plots; BENCH_JAX=1 also installs jax (about 600 MB) for the jax.jit column.

@@ -158,8 +158,11 @@ def statement_start(code, index):
 
 
 def in_loop(code, index):
-    """Whether a backward jump follows `index` (TorchDynamo's test for a break inside a loop)."""
-    return any(ins.opname in _BACKWARD and ins.offset // 2 >= index for ins in dis.get_instructions(code))
+    """Whether a backward jump at or after `index` lands at or before it (TorchDynamo's
+    maybe_has_backedge). Only such a jump counts: 3.12 moves exception handlers and 3.12/3.13
+    their cleanup to the end of the code, from where they jump back to code after `index`."""
+    return any(ins.opname in _BACKWARD and ins.offset // 2 >= index and ins.argval // 2 <= index
+               for ins in dis.get_instructions(code))
 
 
 def localsplus_names(code):
