@@ -134,3 +134,23 @@ def test_list_slice_store_and_delete_trace():
     got, expected = kiln.compile(fn, backend="eager")(x), fn(x)
     assert [t.tolist() for t in got[0]] == [t.tolist() for t in expected[0]]
     assert [t.tolist() for t in got[1]] == [t.tolist() for t in expected[1]]
+
+
+def test_a_frame_answered_from_the_cache_is_released():
+    """3.12+ hand the eval function the frame to clear and pop (FrameLayout.h): a cache hit that
+    runs the glue instead must release the frame's code, function and arguments, every call."""
+    import gc
+
+    def fn(x, scale):
+        return x * scale
+
+    compiled = kiln.compile(fn, backend="eager")
+    x, scale = kiln.ones(3), 2.5
+    compiled(x, scale)
+    compiled(x, scale)  # a cache hit from here on
+    gc.collect()
+    before = [sys.getrefcount(o) for o in (fn.__code__, x, scale)]
+    for _ in range(200):
+        compiled(x, scale)
+    gc.collect()
+    assert [sys.getrefcount(o) for o in (fn.__code__, x, scale)] == before
