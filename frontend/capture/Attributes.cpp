@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "frontend/capture/PythonVersion.h"
 #include "frontend/capture/SymbolicInterpreter.h"
 
 namespace kiln::capture {
@@ -129,8 +130,8 @@ VT* InstructionTranslator::loadAttr(VT* obj, const std::string& name) {
         after = base.ptr() == sup->cls.ptr();
         continue;
       }
-      PyObject* dict = reinterpret_cast<PyTypeObject*>(base.ptr())->tp_dict;
-      PyObject* attr = PyDict_GetItemString(dict, name.c_str());
+      nb::object dict = nb::steal(pyversion::typeDict(reinterpret_cast<PyTypeObject*>(base.ptr())));
+      PyObject* attr = dict.is_valid() ? PyDict_GetItemString(dict.ptr(), name.c_str()) : nullptr;
       if (!attr) continue;
       if (PyObject_TypeCheck(attr, &PyStaticMethod_Type) || PyObject_TypeCheck(attr, &PyClassMethod_Type))
         throw Unsupported{"super()." + name + " (a static or class method)"};

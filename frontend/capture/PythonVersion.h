@@ -35,4 +35,15 @@ constexpr int kForIterSkip = kMinor >= 13 ? 2 : kMinor == 12 ? 1 : 0;
 // Values END_FOR pops when it runs (3.12: the iterator and its value; 3.13: the value only).
 constexpr int kEndForPops = kMinor >= 13 ? 1 : 2;
 
+// A type's own attribute dict (a new reference). From 3.12 static builtin types (`object`) keep
+// theirs per interpreter and their tp_dict is NULL.
+inline PyObject* typeDict(PyTypeObject* type) {
+#if PY_VERSION_HEX >= 0x030C0000
+  return PyType_GetDict(type);
+#else
+  Py_XINCREF(type->tp_dict);
+  return type->tp_dict;
+#endif
+}
+
 } // namespace kiln::capture::pyversion
