@@ -70,9 +70,18 @@ std::string Tracer::outputExpr(VT* v, std::vector<Node*>& outputs, nb::list& con
   case VT::Kind::Set:
     if (memo_.count(v)) return memo_[v];
     return memoized(v, "set(" + constantRef(toPython(v)) + ")");
+  case VT::Kind::Object: {
+    // A generator or iterator made while tracing is consumed by whoever runs it: as a constant
+    // of the glue, the next call would get it exhausted (train_step_sgd's
+    // `[... for p in model.parameters()]` on 3.12 returned [] from its second call on).
+    PyObject* o = toPython(v).ptr();
+    if (!v->source && (PyGen_Check(o) || PyIter_Check(o)))
+      throw Unsupported{std::string("a ") + Py_TYPE(o)->tp_name +
+                        " made while tracing (the compiled code would reuse it, exhausted)"};
+    return constantRef(o);
+  }
   case VT::Kind::Function:
-  case VT::Kind::Module:
-  case VT::Kind::Object: return constantRef(toPython(v));
+  case VT::Kind::Module: return constantRef(toPython(v));
   case VT::Kind::Method: { // a bound method, e.g. `t.item` on the stack at a graph break
     auto* m = static_cast<MethodVT*>(v);
     std::string self = outputExpr(m->self, outputs, constants);

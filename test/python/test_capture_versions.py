@@ -155,3 +155,22 @@ def test_a_frame_answered_from_the_cache_is_released():
         compiled(x, scale)
     gc.collect()
     assert [sys.getrefcount(o) for o in (fn.__code__, x, scale)] == before
+
+
+def test_a_generator_made_while_tracing_is_not_reused_by_the_glue():
+    """`[... for p in model.parameters()]`: parameters() runs for real while tracing (kiln's
+    own code) and returns a generator, which iterating stops the trace. The break's glue must
+    not keep that generator as a constant: from the second call on it came back exhausted and
+    the list empty (train_step_sgd on 3.12)."""
+    model = kiln.nn.Linear(3, 2)
+
+    def fn(x):
+        y = model(x).sum()
+        return y, [p.detach() * 2 for p in model.parameters()]
+
+    f = kiln.compile(fn, backend="eager")
+    x = kiln.ones(4, 3)
+    for _ in range(3):
+        y, ps = f(x)
+        assert len(ps) == 2
+        assert (y - fn(x)[0]).abs().item() == 0
