@@ -66,8 +66,11 @@ def run_all(quick):
         if not os.path.exists(python):
             continue
         cmd = [python, os.path.abspath(__file__)] + (["--quick"] if quick else [])
-        out = subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=REPO).stdout
-        rows.append(json.loads(out.strip().splitlines()[-1]))
+        run = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
+        if run.returncode != 0:  # e.g. a venv whose kiln is not built yet
+            print(f"{venv}: failed: {run.stderr.strip().splitlines()[-1:]}", file=sys.stderr)
+            continue
+        rows.append(json.loads(run.stdout.strip().splitlines()[-1]))
     base = next((r for r in rows if r["python"] == "3.11"), rows[0] if rows else None)
     print(f"{'python':8} {'overhead us':>12} {'vs 3.11':>8} {'guard us':>10} {'vs 3.11':>8}")
     for r in rows:
