@@ -8,7 +8,8 @@
 #pragma once
 #include <Python.h>
 
-#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030E0000
+// -DKILN_NO_CAPTURE builds the unknown-Python path on a known one (to test that it compiles).
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030E0000 && !defined(KILN_NO_CAPTURE)
 #define KILN_CAPTURE_SUPPORTED 1
 #else
 #define KILN_CAPTURE_SUPPORTED 0
