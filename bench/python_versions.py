@@ -2,7 +2,7 @@
 """Capture overheads per Python version (issue 17): the per-call cost a compiled function adds
 (compiled minus uncompiled `x + 1`, eager backend, a cache hit) and the time of one guard check
 (GuardTree.check_frame on the guards of a frame with three tensor arguments, a list and an
-int), in microseconds, for this interpreter.
+int), in microseconds (the best of several rounds of timeit), for this interpreter.
 
     python bench/python_versions.py [--quick] [--json OUT]
     python bench/python_versions.py --all       # every venv beside the default (.venv, .venv-3.X)
@@ -15,7 +15,6 @@ import argparse
 import glob
 import json
 import os
-import statistics
 import subprocess
 import sys
 import timeit
@@ -29,7 +28,7 @@ def per_call_us(stmt, env, number, rounds):
     timer = timeit.Timer(stmt, globals=env)
     timer.timeit(max(1, number // 10))  # warm-up (and, for compiled, the compile itself)
     runs = timer.repeat(repeat=rounds, number=number)
-    return statistics.median(runs) / number * 1e6
+    return min(runs) / number * 1e6  # the least disturbed round: the machine is shared
 
 
 def measure(quick=False):
@@ -72,10 +71,12 @@ def run_all(quick):
             continue
         rows.append(json.loads(run.stdout.strip().splitlines()[-1]))
     base = next((r for r in rows if r["python"] == "3.11"), rows[0] if rows else None)
-    print(f"{'python':8} {'overhead us':>12} {'vs 3.11':>8} {'guard us':>10} {'vs 3.11':>8}")
+    print(f"{'python':8} {'fn(x) us':>9} {'compiled us':>12} {'overhead us':>12} {'vs 3.11':>8} "
+          f"{'guard us':>9} {'vs 3.11':>8}")
     for r in rows:
-        print(f"{r['python']:8} {r['overhead_us']:12.3f} {r['overhead_us'] / base['overhead_us']:8.2f} "
-              f"{r['guard_check_us']:10.3f} {r['guard_check_us'] / base['guard_check_us']:8.2f}")
+        print(f"{r['python']:8} {r['uncompiled_us']:9.3f} {r['compiled_us']:12.3f} {r['overhead_us']:12.3f} "
+              f"{r['overhead_us'] / base['overhead_us']:8.2f} {r['guard_check_us']:9.3f} "
+              f"{r['guard_check_us'] / base['guard_check_us']:8.2f}")
     return rows
 
 
