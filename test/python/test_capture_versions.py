@@ -174,3 +174,48 @@ def test_a_generator_made_while_tracing_is_not_reused_by_the_glue():
         y, ps = f(x)
         assert len(ps) == 2
         assert (y - fn(x)[0]).abs().item() == 0
+
+
+G = 2.0
+
+
+def _control_flow_mix(x, ys, k=3, *, flag=None):
+    out = x
+    fs = [lambda t, i=i: t * i for i in range(3)]  # lambdas made in an (inlined, 3.12+) comprehension
+    for g in fs:
+        out = g(out) + 1
+    d = {str(i): x * i for i in range(2)}
+    s = {i % 2 for i in range(5)}
+    nested = [[a * b for b in range(2)] for a in range(3)]
+    i = 0
+    while True:
+        i += 1
+        if i == 2:
+            continue
+        if i > 4:
+            break
+        out = out + i
+    if (n := len(ys)) > 1 and 0 < k < 5:
+        out = out * n
+    a, *rest = ys
+    out = out + a if flag is None else out - a
+    assert k > 0
+    try:
+        out = out / 2
+    except ZeroDivisionError:
+        out = out * 0
+    with kiln.no_grad():
+        z = out * G
+    return out + z + sum(rest) + d["1"], len(s), nested[2][1], f"{k:>4}|{k!r}|{G:.2f}", not flag
+
+
+def test_control_flow_of_each_version_traces_whole():
+    """Loops with continue/break, chained comparisons, walrus, star unpacking, try, with, nested
+    and closure-making comprehensions: one graph on every version, equal to eager."""
+    x = kiln.ones(2, 4)
+    ys = [kiln.ones(4) * 2, kiln.ones(4), kiln.ones(4) * 3]
+    out = kiln.explain(_control_flow_mix)(x, ys)
+    assert (out.graph_count, out.graph_break_count) == (1, 0), out.break_reasons
+    expected = _control_flow_mix(x, ys)
+    got = kiln.compile(_control_flow_mix, backend="eager", fullgraph=True)(x, ys)
+    assert (got[0] - expected[0]).abs().max().item() == 0 and got[1:] == expected[1:]
