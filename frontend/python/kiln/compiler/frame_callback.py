@@ -218,7 +218,7 @@ class FrameCallback:
 
     def _compile(self, code, state, frame_info, result, site=None):
         gm = GraphModule(result["attrs"], result["graph"])
-        examples = example_inputs(code, frame_info.args, result["inputs"])
+        examples = example_inputs(code, frame_info.args, result["inputs"], result["constants"])
         if not result["op_count"] and (site is not None or resume.is_resume_code(code)):
             # Nothing to compile before the break, or in the rest of a frame after one (`return
             # y`): the graph only hands values through; as TorchDynamo, no graph is counted.
