@@ -99,3 +99,34 @@ def test_train_step_graph_counts(opt_name):
     kiln.compiler.reset()
     assert (e.graph_count, e.graph_break_count) == (2, 1), e.break_reasons
     assert "backward" in str(e.break_reasons[0])
+
+
+def test_optimizer_step_compiles_as_an_inference_graph(caplog):
+    """The step's graph runs under no_grad and returns detached values: nothing in it records
+    autograd, so it goes to the inductor as an inference graph (frame_callback._needs_autograd
+    follows the graph's grad-mode switches) instead of AOT autograd's joint trace, although the
+    parameters it reads require grad."""
+    import logging
+
+    log = logging.getLogger("kiln.aot")  # kiln's loggers do not propagate to the root
+    log.addHandler(caplog.handler)
+    level = log.level
+    log.setLevel(logging.INFO)
+    kiln.manual_seed(0)
+    model = _mlp(kiln)
+    params = list(model.parameters())
+    opt = kiln.optim.SGD(params, lr=0.1, momentum=0.9)
+
+    def step():
+        opt.step()
+        return [p.detach() * 2 for p in params]
+
+    model(kiln.ones(3, 6)).sum().backward()
+    kiln.compiler.reset()
+    try:
+        got = kiln.compile(step)()
+    finally:
+        log.removeHandler(caplog.handler)
+        log.setLevel(level)
+    assert len(got) == len(params)
+    assert not any("autograd" in r.getMessage() for r in caplog.records), [r.getMessage() for r in caplog.records]
