@@ -41,6 +41,10 @@ def is_fallback(node):
         return False
     if target in _INDEXING_OPS:
         return not _lowers_indexing(node)
+    if target in _POOLING_OPS:
+        return not _lowers_pooling(node)
+    if target == "operator.getitem" and node.args and hasattr(node.args[0], "op"):
+        return is_fallback(node.args[0])
     return not target.startswith("prims.") or target in _UNLOWERED_PRIMS
 
 
@@ -50,6 +54,31 @@ _INDEXING_OPS = frozenset({
     "aten.gather", "aten.index_select", "aten.embedding", "aten.index.Tensor", "aten.index_put",
     "aten.scatter.src", "aten.scatter.value", "aten.scatter_add", "aten.embedding_dense_backward",
 })
+
+
+# Pooling ops the loop IR lowers directly (compiler/Lowering.cpp, "Pooling"); their results
+# are taken by getitem nodes, which lower with them.
+_POOLING_OPS = frozenset({"aten.max_pool2d_with_indices", "aten.max_pool2d_with_indices_backward"})
+
+
+def _lowers_pooling(node):
+    """Static shapes, a 3-d or 4-d numeric input and a nonempty result (eager reports the rest)."""
+    if str(node.target) == "aten.max_pool2d_with_indices_backward":
+        grad, self_t, indices = (_tensor_type(a) for a in (node.args[0], node.args[1], node.args[7]))
+        if not all(_static(t) for t in (grad, self_t, indices)) or not _integer(indices):
+            return False
+        if grad.dtype != self_t.dtype or grad.dtype not in _floating_dtypes():
+            return False
+        return len(self_t.shape) in (3, 4) and all(s > 0 for s in list(grad.shape) + list(self_t.shape))
+    self_t = _tensor_type(node.args[0]) if node.args else None
+    out = node.type.elements[0] if node.type is not None and node.type.kind == "tuple" else None
+    if self_t is None or out is None or not _static(self_t) or not _static(out):
+        return False
+    if len(self_t.shape) not in (3, 4) or self_t.dtype == _bool_dtype():
+        return False
+    if getattr(self_t.dtype, "is_complex", False):
+        return False
+    return all(s > 0 for s in out.shape)
 
 
 def _tensor_type(a):
@@ -135,6 +164,11 @@ def _integer(t):
         and not getattr(t.dtype, "is_complex", False)
 
 
+def _floating_dtypes():
+    import kiln
+    return (kiln.float32, kiln.float64, kiln.float16, kiln.bfloat16)
+
+
 def _bool_dtype():
     from .. import bool as kiln_bool
     return kiln_bool
@@ -177,6 +211,11 @@ def _levels(nodes):
         if len(levels) < len(node.users) or not levels:
             levels.append(top)
         level[node] = min(levels)
+    # The results of a lowered op with several (max_pool2d's values and indices) are taken
+    # apart in its segment: a tuple does not cross segments.
+    for node in nodes:
+        if node.target == "operator.getitem" and node in level and not is_fallback(node):
+            level[node] = level[node.args[0]]
     return level
 
 
