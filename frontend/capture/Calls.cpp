@@ -31,10 +31,12 @@ std::string moduleOf(nb::handle obj) {
 // an optimizer's step updates Python state (its state dict, step counts) and reaches the real
 // parameters, so run for real inside a trace it would do half a step and then give up (AdamW's
 // state left without exp_avg); it is interpreted like user code instead.
+// Gradient clipping (kiln.nn.utils.clip_grad) reads and scales the parameters' .grad, which
+// their fakes do not have: it is interpreted too, so that the grads become graph inputs.
 bool isKilnLibrary(nb::handle fn) {
   std::string mod = moduleOf(fn);
   return (startsWith(mod, "kiln.") || mod == "kiln") && !startsWith(mod, "kiln.compiler") &&
-         mod != "kiln.optim" && !startsWith(mod, "kiln.optim.");
+         mod != "kiln.optim" && !startsWith(mod, "kiln.optim.") && mod != "kiln.nn.utils.clip_grad";
 }
 
 const char* kDataDependentMethods[] = {"item", "tolist", "numpy", "__bool__", "__int__",
@@ -490,8 +492,9 @@ VT* InstructionTranslator::callBuiltin(nb::handle fn, VTs& args, Kwargs& kwargs,
   if (is("isinstance") || is("issubclass") || is("callable") || is("type")) {
     VTs a = args;
     nb::list py;
+    // An iterator stands in as an empty one: toPython would hand over (and so use up) its items.
     for (VT* v : a)
-      py.append(t_.toPython(v));
+      py.append(v->kind == VT::Kind::Iterator ? nb::iter(nb::list()) : t_.toPython(v));
     return t_.wrapResult(fn(*py));
   }
   if (is("range") || is("slice")) {

@@ -205,3 +205,44 @@ def test_container_reached_twice_is_one_variable():
     assert len(h.log) == 2 and sorted(h.table) == ["a", "b"]
     np.testing.assert_allclose(h.log[1].numpy(), (x * 6).numpy(), rtol=1e-6)
     np.testing.assert_allclose(h.table["a"].numpy(), (x + 1).numpy(), rtol=1e-6)
+
+
+def test_clip_grad_norm_reads_the_real_grads():
+    """clip_grad_norm_(model.parameters(), ...) ran for real on the parameters' fakes, which have
+    no .grad: nothing was clipped and the norm was 0. It is interpreted now (the grads are graph
+    inputs), and isinstance() on the parameters' iterator no longer uses it up."""
+    results = []
+    for compiled in (False, True):
+        model = _mlp()
+        _backward(model, _t(5, 4))
+
+        def clip():
+            return kiln.nn.utils.clip_grad_norm_(model.parameters(), 0.1)
+
+        norm = kiln.compile(clip)() if compiled else clip()
+        results.append((float(norm), [p.grad.numpy().copy() for p in model.parameters()]))
+    assert results[1][0] == pytest.approx(results[0][0], rel=1e-6) and results[0][0] > 0.1
+    for got, want in zip(results[1][1], results[0][1]):
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+    e = _explain(lambda: kiln.nn.utils.clip_grad_norm_(model.parameters(), 0.1))
+    assert (e.graph_count, e.graph_break_count) == (1, 0), e.break_reasons
+
+
+def test_library_code_reading_grad_of_a_fake_breaks_the_graph():
+    """kiln library code runs for real on fakes; a fake's .grad would be None where the real
+    tensor has a grad. Reading it raises inside the trace, which becomes a graph break."""
+    model = _mlp()
+    _backward(model, _t(5, 4))
+
+    def grad_sum(ps):
+        return sum(p.grad.sum() for p in ps)
+
+    grad_sum.__module__ = "kiln.fake_library"  # run for real while tracing, as kiln's own code
+
+    def fn(x):
+        return grad_sum(list(model.parameters())) + x
+
+    x = _t(1)
+    np.testing.assert_allclose(kiln.compile(fn, backend="eager")(x).numpy(), fn(x).numpy(), rtol=1e-6)
+    e = _explain(fn, x)
+    assert e.graph_break_count == 1 and "Tensor.grad" in str(e.break_reasons[0]), e.break_reasons
