@@ -99,6 +99,10 @@ VT* InstructionTranslator::call(VT* fn, VTs args, Kwargs kwargs) {
 }
 
 VT* InstructionTranslator::inlineFunction(FunctionVT* f, VTs args, Kwargs kwargs) {
+  // kiln.compiler.is_compiling(): True for the code being traced (False when it runs).
+  static nb::handle isCompiling =
+      nb::object(nb::module_::import_("kiln._compiling").attr("is_compiling")).release();
+  if (f->fn.ptr() == isCompiling.ptr() && args.empty() && kwargs.empty()) return t_.constant(nb::bool_(true));
   auto* fn = reinterpret_cast<PyFunctionObject*>(f->fn.ptr());
   // kiln's library functions run for real, except generator functions (nn.Module.parameters(),
   // named_modules(), ...): their generator object could not be iterated symbolically, so they
@@ -478,6 +482,7 @@ VT* InstructionTranslator::callBuiltin(nb::handle fn, VTs& args, Kwargs& kwargs,
   }
   if (fn.ptr() == isGradEnabled.ptr() && args.empty() && kwargs.empty())
     return t_.constant(nb::bool_(t_.gradMode()));
+
   if (is("print")) throw Unsupported{"print() (a side effect the graph cannot replay)"};
   if (is("super") && args.empty()) return zeroArgSuper();
   if (is("len")) {

@@ -4,7 +4,7 @@ compiles into a graph before the backward (zero_grad + forward + loss), a graph 
 backward (as torch.compile's), and a graph after it (the optimizer's update of every parameter
 and its state); torch.compile makes 3 graphs and 2 breaks of this function. Five steps of a
 small MLP and a small CNN with SGD (momentum, Nesterov, weight decay), Adam and AdamW: losses
-equal to kiln eager and to PyTorch within 1e-4, parameters after the steps too."""
+within 1e-5 of kiln eager and 1e-4 of PyTorch, parameters after the steps too."""
 import numpy as np
 import pytest
 
@@ -81,10 +81,12 @@ def test_compiled_train_step_matches_eager_and_torch(monkeypatch, model_name, op
             kiln.compiler.reset()
             step = kiln.compile(step)
         runs[name] = (_run(step, lib, batches), [p.detach().numpy().copy() for p in model.parameters()])
-    np.testing.assert_allclose(runs["compiled"][0], runs["eager"][0], rtol=0, atol=1e-6)
+    # Compiled Adam computes the bias corrections as tensor ops (torch's capturable formulation)
+    # and SGD rounds eager's FMA apart: ulps per step, which five steps of training amplify.
+    np.testing.assert_allclose(runs["compiled"][0], runs["eager"][0], rtol=0, atol=1e-5)
     np.testing.assert_allclose(runs["compiled"][0], runs["torch"][0], rtol=0, atol=1e-4)
     for got, eager, ref in zip(runs["compiled"][1], runs["eager"][1], runs["torch"][1]):
-        np.testing.assert_allclose(got, eager, rtol=0, atol=1e-6)
+        np.testing.assert_allclose(got, eager, rtol=0, atol=1e-5)
         np.testing.assert_allclose(got, ref, rtol=0, atol=1e-4)
 
 
@@ -130,3 +132,43 @@ def test_optimizer_step_compiles_as_an_inference_graph(caplog):
         log.setLevel(level)
     assert len(got) == len(params)
     assert not any("autograd" in r.getMessage() for r in caplog.records), [r.getMessage() for r in caplog.records]
+
+
+def test_step_with_grad_clipping_and_param_groups(monkeypatch):
+    """clip_grad_norm_ scales the grads in place before AdamW (decay and no-decay groups) reads
+    them: compiled whole under strict (with _fused_adam_ in the graph, the inductor could not
+    cut it around the grads written in place), two graphs and one break."""
+    monkeypatch.setattr(kiln.config, "strict", True)
+    batches = _batches("mlp")
+    torch.manual_seed(0)
+    reference = _mlp(torch)
+    losses = []
+    for compiled in (False, True):
+        model = _mlp(kiln)
+        model.load_state_dict({k: kiln.from_numpy(v.detach().numpy().copy())
+                               for k, v in reference.state_dict().items()})
+        decay = [p for p in model.parameters() if p.dim() == 2]
+        no_decay = [p for p in model.parameters() if p.dim() < 2]
+        opt = kiln.optim.AdamW([{"params": decay, "weight_decay": 0.1},
+                                {"params": no_decay, "weight_decay": 0.0}], lr=0.01)
+
+        def step(x, y):
+            opt.zero_grad(set_to_none=True)
+            loss = kiln.nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            kiln.nn.utils.clip_grad_norm_(model.parameters(), 0.5)
+            opt.step()
+            return loss.detach()
+
+        if compiled:
+            kiln.compiler.reset()
+            x, y = batches[0]
+            e = kiln.explain(step)(kiln.from_numpy(x.copy()), kiln.from_numpy(y.copy()))
+            assert (e.graph_count, e.graph_break_count) == (2, 1), e.break_reasons
+            kiln.compiler.reset()
+            model.load_state_dict({k: kiln.from_numpy(v.detach().numpy().copy())
+                                   for k, v in reference.state_dict().items()})
+            opt.state.clear()
+            step = kiln.compile(step)
+        losses.append(_run(step, kiln, batches))
+    np.testing.assert_allclose(losses[1], losses[0], rtol=0, atol=1e-5)
