@@ -90,12 +90,13 @@ def test_compiled_train_step_matches_eager_and_torch(monkeypatch, model_name, op
         np.testing.assert_allclose(got, ref, rtol=0, atol=1e-4)
 
 
+@pytest.mark.parametrize("model_name", sorted(MODELS))
 @pytest.mark.parametrize("opt_name", sorted(OPTIMIZERS))
-def test_train_step_graph_counts(opt_name):
+def test_train_step_graph_counts(opt_name, model_name):
     """Two graphs around the one break at loss.backward() (torch.compile: 3 graphs, 2 breaks)."""
     torch.manual_seed(0)
-    _, step = _setup(kiln, "mlp", opt_name, _mlp(torch))
-    x, y = _batches("mlp", 1)[0]
+    _, step = _setup(kiln, model_name, opt_name, MODELS[model_name][0](torch))
+    x, y = _batches(model_name, 1)[0]
     kiln.compiler.reset()
     e = kiln.explain(step)(kiln.from_numpy(x), kiln.from_numpy(y))
     kiln.compiler.reset()
@@ -172,3 +173,31 @@ def test_step_with_grad_clipping_and_param_groups(monkeypatch):
             step = kiln.compile(step)
         losses.append(_run(step, kiln, batches))
     np.testing.assert_allclose(losses[1], losses[0], rtol=0, atol=1e-5)
+
+
+def test_generated_graph_module_frames_inside_a_step_are_not_captured():
+    """The CNN's compiled backward runs convolution_backward as a fallback kernel (a GraphModule's
+    generated forward) inside the step's glue, where the frame hook is on: that frame was
+    captured and compiled as a graph of its own (a CNN step took 134 ms against 42 ms with only
+    the loss compiled). Generated GraphModule code is skipped like the glue."""
+    import logging
+
+    log = logging.getLogger("kiln.graph")  # kiln's loggers do not propagate to the root
+    seen = []
+    handler = logging.Handler()
+    handler.emit = lambda record: seen.append(record.getMessage())
+    level = log.level
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    try:
+        torch.manual_seed(0)
+        _, step = _setup(kiln, "cnn", "sgd", _cnn(torch))
+        kiln.compiler.reset()
+        compiled = kiln.compile(step)
+        for x, y in _batches("cnn", 3):
+            compiled(kiln.from_numpy(x), kiln.from_numpy(y))
+    finally:
+        log.removeHandler(handler)
+        log.setLevel(level)
+    graphs = [m.splitlines()[0] for m in seen if m.startswith("graph ")]
+    assert graphs and not any("GraphModule" in g for g in graphs), graphs
