@@ -863,20 +863,61 @@ private:
     std::vector<int64_t> keptSizes, reducedSizes;
     for (size_t d = 0; d < reduced.size(); ++d)
       (reduced[d] ? reducedSizes : keptSizes).push_back(in.sizes[d]);
-    Reduction red;
-    red.kind = kind;
-    BodyContext c;
-    red.ranges = iterVars("i", keptSizes, c.facts);
-    red.reductionRanges = iterVars("r", reducedSizes, c.facts);
-    Index idx;
-    size_t k = 0, r = 0;
-    for (bool isReduced : reduced)
-      idx.push_back(IndexExpr::var(isReduced ? "r" + std::to_string(r++)
-                                             : "i" + std::to_string(k++)));
-    int x = emitCast(c, in.load(c, idx), valueDtype);
-    if (transform) x = transform(c, x, loopVars("i", keptSizes.size()));
-    c.body.reduce(x);
-    red.body = std::move(c.body);
+    // The reduced dims, as loops: merged where their loads allow (below).
+    std::vector<std::vector<int64_t>> loops;
+    for (int64_t size : reducedSizes) loops.push_back({size});
+    auto build = [&](const std::vector<std::vector<int64_t>>& groups) {
+      Reduction red;
+      red.kind = kind;
+      BodyContext c;
+      red.ranges = iterVars("i", keptSizes, c.facts);
+      std::vector<int64_t> extents;
+      for (const auto& g : groups) {
+        int64_t e = 1;
+        for (int64_t size : g) e *= size;
+        extents.push_back(e);
+      }
+      red.reductionRanges = iterVars("r", extents, c.facts);
+      // Each reduced dim's index: its loop's variable split by the sizes of the dims after it
+      // in the same loop.
+      std::vector<IndexExpr> reducedIndex;
+      for (size_t l = 0; l < groups.size(); ++l) {
+        IndexExpr var = IndexExpr::var("r" + std::to_string(l));
+        if (groups[l].size() == 1) {
+          reducedIndex.push_back(var);
+          continue;
+        }
+        int64_t inner = extents[l]; // sizes in a merged group are nonzero
+        for (int64_t size : groups[l]) {
+          inner /= size;
+          reducedIndex.push_back(mod(floorDiv(var, IndexExpr(inner)), IndexExpr(size)));
+        }
+      }
+      Index idx;
+      size_t k = 0, r = 0;
+      for (bool isReduced : reduced)
+        idx.push_back(isReduced ? reducedIndex[r++] : IndexExpr::var("i" + std::to_string(k++)));
+      int x = emitCast(c, in.load(c, idx), valueDtype);
+      if (transform) x = transform(c, x, loopVars("i", keptSizes.size()));
+      c.body.reduce(x);
+      red.body = std::move(c.body);
+      return red;
+    };
+    Reduction red = build(loops);
+    // Adjacent reduced dims become one loop when every load's index stays affine in it (the
+    // dims are contiguous in memory for all of them: a mean over H and W of an NCHW or NHWC
+    // tensor): one longer loop, which the code generator's column order and vector loops take.
+    bool empty = std::count(reducedSizes.begin(), reducedSizes.end(), 0) > 0;
+    for (size_t l = empty ? 0 : loops.size(); l-- > 1;) {
+      std::vector<std::vector<int64_t>> merged = loops;
+      merged[l - 1].insert(merged[l - 1].end(), merged[l].begin(), merged[l].end());
+      merged.erase(merged.begin() + long(l));
+      Reduction candidate = build(merged);
+      if (divisionsIn(candidate.body) == divisionsIn(red.body)) {
+        loops = std::move(merged);
+        red = std::move(candidate);
+      }
+    }
     std::vector<int64_t> outSizes = staticInts(tensorTypeOf(n).sizes, "%" + n->name());
     // The same reduction computed before (a layer norm's mean and its variance's mean) is
     // that buffer.
@@ -887,6 +928,19 @@ private:
     program_.buffers.push_back(
         Buffer{name, bufferDtype, exprs(outSizes), std::move(red), "", {}});
     return name;
+  }
+
+  // How many floordiv and mod nodes the indices of the body's loads and index values hold.
+  static int64_t divisionsIn(const LoopBody& body) {
+    std::function<int64_t(const IndexExpr&)> count = [&](const IndexExpr& e) {
+      int64_t k = e.kind() == IndexExpr::Kind::FloorDiv || e.kind() == IndexExpr::Kind::Mod;
+      for (const IndexExpr& o : e.operands()) k += count(o);
+      return k;
+    };
+    int64_t total = 0;
+    for (const LoopOp& op : body.ops)
+      if (op.code == LoopOpCode::Load || op.code == LoopOpCode::IndexExpr) total += count(op.index);
+    return total;
   }
 
   Value lowerReduction(const Node* n, ReductionKind kind) {
