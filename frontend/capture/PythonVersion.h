@@ -33,6 +33,9 @@ constexpr bool kNullAboveCallable = kMinor >= 13;
 // An exhausted FOR_ITER pops the iterator and jumps past its target by this many code units:
 // 3.12 skips END_FOR, 3.13 END_FOR and the POP_TOP after it (Python/bytecodes.c).
 constexpr int kForIterSkip = kMinor >= 13 ? 2 : kMinor == 12 ? 1 : 0;
+// An exhausted SEND (`yield from`) replaces the iterator with the return value up to 3.11; from
+// 3.12 it pushes the value above it and END_SEND at its target drops the iterator.
+constexpr bool kSendKeepsReceiver = kMinor >= 12;
 // Values END_FOR pops when it runs (3.12: the iterator and its value; 3.13: the value only).
 constexpr int kEndForPops = kMinor >= 13 ? 1 : 2;
 
