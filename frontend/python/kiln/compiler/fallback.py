@@ -22,11 +22,15 @@ one segment, and no fallback touches them; otherwise plan() raises Uncuttable an
 eagerly, as before.
 """
 
+import concurrent.futures
+import contextvars
+
+from ..fx import Graph, GraphModule
+from ..fx.graph import tensor_type
+
 
 class Uncuttable(ValueError):
     """A graph whose in-place writes cannot keep their order once cut into segments."""
-from ..fx import Graph, GraphModule
-from ..fx.graph import tensor_type
 
 
 # Prims the loop IR does not lower (an arbitrary strided window: the backward of a write through
@@ -435,12 +439,19 @@ class PartitionedProgram:
         self.results = list(outs) if isinstance(outs, (tuple, list)) else [outs]
         self.steps = steps
         self.fallbacks = [str(s.outputs[0].target) for s in steps if s.kind == "eager"]
+        compiled = [s for s in steps if s.kind == "compiled"]
+        # Segments compile two at a time: their C++ compilers run at once (the GIL is released
+        # while one runs), each thread in a copy of this context (the debug folder's stage).
+        with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+            futures = [pool.submit(contextvars.copy_context().run, compile_segment, s.graph)
+                       for s in compiled]
+            results = [f.result() for f in futures]
         self.segments = []
+        for step, (run, program) in zip(compiled, results):
+            step.run = run
+            self.segments.append(program)
         for step in steps:
-            if step.kind == "compiled":
-                step.run, program = compile_segment(step.graph)
-                self.segments.append(program)
-            else:
+            if step.kind != "compiled":
                 step.run = GraphModule({}, step.graph).forward
 
     def __call__(self, *args):

@@ -217,14 +217,15 @@ def _compile_partitioned(graph, steps):
         computed, views, where = _split_outputs(segment, placeholders)
         kernel, program, schedule_log = _compile_program(computed) if computed is not None else (None,) * 3
         view_fn = GraphModule({}, views).forward if views is not None else None
-        logs.append(schedule_log or "")
+        logs[id(segment)] = schedule_log or ""
         return _runner(kernel, view_fn, None, where), program
 
-    logs = []
+    logs = {}
     program = fallback.PartitionedProgram(graph, steps, compile_segment)
     _loops_log.info("fallback kernels (run eagerly between compiled segments): %s",
                     ", ".join(program.fallbacks))
-    return program, _partitioned_text(program), "".join(logs)
+    return program, _partitioned_text(program), "".join(
+        logs[id(s.graph)] for s in steps if s.kind == "compiled")
 
 
 def _partitioned_text(program):
