@@ -421,6 +421,8 @@ private:
     }
     if (target == "aten.max_pool2d_with_indices_backward") {
       values_[n] = lowerMaxPool2dBackward(n);
+    } else if (target == "aten.avg_pool2d" || target == "aten._adaptive_avg_pool2d") {
+      values_[n] = lowerAvgPool2d(n, target == "aten._adaptive_avg_pool2d");
     } else if (target == "operator.getitem") {
       values_[n] = tupleItem(n);
     } else if (target.starts_with("aten.") && isLoweredIndexingOp(target)) {
@@ -1623,10 +1625,10 @@ private:
     std::array<int64_t, 2> kernel, stride, padding, dilation, in, out;
   };
 
-  // The window of a max_pool2d call whose kernel_size is argument `first` (stride, padding and
-  // dilation follow), over an input and output of these sizes (3-d or 4-d).
+  // The window of a pooling call whose kernel_size is argument `first` (stride, padding and, when
+  // `dilated`, dilation follow), over an input and output of these sizes (3-d or 4-d).
   PoolWindow poolWindow(const Node* n, size_t first, const std::vector<int64_t>& in,
-                        const std::vector<int64_t>& out) {
+                        const std::vector<int64_t>& out, bool dilated = true) {
     const size_t rank = in.size();
     KILN_CHECK((rank == 3 || rank == 4) && out.size() == rank, "lowering: ", n->target(),
                " needs a 3-d or 4-d input");
@@ -1641,7 +1643,7 @@ private:
     w.kernel = pair(first, "kernel_size", {});
     w.stride = pair(first + 1, "stride", {w.kernel[0], w.kernel[1]});
     w.padding = pair(first + 2, "padding", {0});
-    w.dilation = pair(first + 3, "dilation", {1});
+    w.dilation = dilated ? pair(first + 3, "dilation", {1}) : std::array<int64_t, 2>{1, 1};
     w.in = {in[rank - 2], in[rank - 1]};
     w.out = {out[rank - 2], out[rank - 1]};
     return w;
@@ -1742,6 +1744,78 @@ private:
             }
           }
           return sum;
+        },
+        cost);
+  }
+
+  // avg_pool2d(self, kernel_size, stride, padding, ceil_mode, count_include_pad,
+  // divisor_override) and _adaptive_avg_pool2d(self, output_size) when the input divides into
+  // the output (windows of in/out, no padding): each output sums its window's taps, unrolled in
+  // row-major order from 0 as eager does (taps that padding or ceil_mode can push outside read a
+  // clamped position and add 0), then divides by the divisor eager uses: the override, the
+  // window's extent over the padded input (count_include_pad) or over the input.
+  Value lowerAvgPool2d(const Node* n, bool adaptive) {
+    const Value& self = operand(n, 0, "self");
+    std::vector<int64_t> outSizes = staticInts(tensorTypeOf(n).sizes, "%" + n->name());
+    PoolWindow w;
+    bool includePad = true;
+    std::optional<int64_t> divisor;
+    const size_t rank = self.sizes.size();
+    KILN_CHECK(rank == 3 || rank == 4, "lowering: ", n->target(), " needs a 3-d or 4-d input");
+    if (adaptive) {
+      for (size_t d = 0; d < 2; ++d) {
+        int64_t in = self.sizes[rank - 2 + d], out = outSizes[rank - 2 + d];
+        KILN_CHECK(out > 0 && in % out == 0, "lowering: _adaptive_avg_pool2d lowers only when the "
+                   "input size divides by the output size");
+        w.kernel[d] = w.stride[d] = in / out;
+        w.padding[d] = 0;
+        w.dilation[d] = 1;
+        w.in[d] = in;
+        w.out[d] = out;
+      }
+    } else {
+      w = poolWindow(n, 1, self.sizes, outSizes, /*dilated=*/false);
+      includePad = boolArg(n, 5, "count_include_pad", true);
+      const Argument* o = argOf(n, 6, "divisor_override");
+      if (o && !o->isNone()) divisor = intArg(n, 6, "divisor_override");
+    }
+    Loader in = self.load;
+    ScalarType dtype = self.dtype;
+    int64_t cost = (self.cost + 3) * w.kernel[0] * w.kernel[1];
+    return derived(
+        n, [in, w, dtype, includePad, divisor](BodyContext& c, const Index& idx) {
+          const size_t r = idx.size();
+          int zero = emitConstant(c, Argument(int64_t(0)), dtype);
+          int sum = zero;
+          std::array<IndexExpr, 2> start, extent;
+          for (size_t d = 0; d < 2; ++d) {
+            start[d] = idx[r - 2 + d] * IndexExpr(w.stride[d]) - IndexExpr(w.padding[d]);
+            IndexExpr end = min(start[d] + IndexExpr(w.kernel[d]), IndexExpr(w.in[d] + w.padding[d]));
+            extent[d] = includePad ? end - start[d]
+                                   : min(end, IndexExpr(w.in[d])) - max(start[d], IndexExpr(0));
+          }
+          for (int64_t ky = 0; ky < w.kernel[0]; ++ky) {
+            for (int64_t kx = 0; kx < w.kernel[1]; ++kx) {
+              std::array<int64_t, 2> k = {ky, kx};
+              Index src = idx;
+              int valid = -1;
+              for (size_t d = 0; d < 2; ++d) {
+                PoolCandidate tap{start[d] + IndexExpr(k[d]), {}, {}};
+                tap.below.push_back({tap.o, w.in[d]});
+                int ok = emitCandidateValid(c, tap);
+                src[r - 2 + d] = ok < 0 ? tap.o : max(IndexExpr(0), min(tap.o, IndexExpr(w.in[d] - 1)));
+                if (ok >= 0) valid = valid < 0 ? ok : emitMath(c, LoopOpCode::BitwiseAnd, {valid, ok});
+              }
+              int v = in(c, src);
+              if (valid >= 0) v = emitMath(c, LoopOpCode::Where, {valid, v, zero});
+              sum = emitMath(c, LoopOpCode::Add, {sum, v});
+            }
+          }
+          // An empty window (only where ceil_mode leaves one) gives 0, as eager: count 1.
+          IndexExpr count = divisor ? IndexExpr(*divisor)
+                                    : max(simplify(extent[0] * extent[1], c.facts), IndexExpr(1));
+          int by = emitCast(c, emitIndexExpr(c, simplify(count, c.facts)), dtype);
+          return emitMath(c, LoopOpCode::Div, {sum, by});
         },
         cost);
   }
