@@ -156,9 +156,22 @@ VT* Tracer::wrapTensor(nb::handle value, const SourcePtr& source, bool viaModule
   check.strides = DimVector(real.strides());
   check.requiresGrad = real.requiresGrad();
   Node* node;
-  if (source && source->isArgument() && !viaModule) {
+  bool input = source && source->isArgument() && !viaModule;
+  std::optional<std::vector<int64_t>> probe;
+  if (input) {
+    std::string expr = source->expr();
+    auto dyn = dynamicDims.find(expr);
+    if (dyn != dynamicDims.end()) {
+      KILN_CHECK_VALUE(dyn->second.size() == check.sizes.size() && real.isContiguous(),
+                       "trace_frame: dynamic dims of ", expr, " given for a ", check.sizes.size(),
+                       "-d or non-contiguous tensor");
+      check.symbols = dyn->second;
+      check.maxDynamicSize = maxDynamicSize;
+    }
+    auto p = probeSizes.find(expr);
+    if (p != probeSizes.end()) probe = p->second;
     node = placeholder(source->identifier());
-    inputExprs_.push_back(source->expr());
+    inputExprs_.push_back(expr);
     g->checkTensor(check);
   } else {
     auto it = byId_.find(value.ptr());
@@ -170,8 +183,14 @@ VT* Tracer::wrapTensor(nb::handle value, const SourcePtr& source, bool viaModule
     node = getAttr(value, !path.empty() ? path : source ? source->identifier() : "_tensor_constant");
   }
   Tensor fake = compiler::makeFake(real);
+  if (probe) {
+    KILN_CHECK_VALUE(probe->size() == size_t(real.dim()), "trace_frame: probe sizes of rank ",
+                     probe->size(), " for a ", real.dim(), "-d input");
+    fake = Tensor::empty(IntArrayRef(*probe), real.dtype(), Device(DeviceType::Meta));
+    fake.impl()->requiresGrad = real.requiresGrad();
+  }
   node->meta.type = Type(TensorType{real.dtype(), {}, std::nullopt, real.device()});
-  for (int64_t s : real.sizes())
+  for (int64_t s : fake.sizes())
     node->meta.type->tensor().sizes.emplace_back(s);
   recorder_.bind(fake, node, real.device());
   auto* vt = make<TensorVT>(nb::steal(python::wrapTensor(fake)));

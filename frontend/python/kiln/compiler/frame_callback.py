@@ -15,7 +15,7 @@ import weakref
 from .. import _C, config
 from .._logging import get_logger
 from ..fx import GraphModule
-from . import debug_dir, resume
+from . import debug_dir, dynamic, resume
 from .errors import BackendCompilerFailed, BreakReason, Unsupported
 from .explain import session_recorder
 from .glue import GLUE_NAMES, argument_names, example_inputs, make_glue
@@ -27,6 +27,7 @@ _guards_log = get_logger("guards")
 _recompiles_log = get_logger("recompiles")
 _breaks_log = get_logger("graph_breaks")
 _aot_log = get_logger("aot")
+_dynamic_log = get_logger("dynamic")
 
 
 def _needs_autograd(examples, attrs):
@@ -45,12 +46,16 @@ class _CodeState:
     unsupported verdict (so a fullgraph frame is not traced again only to fail again) and the
     one-time warnings already given."""
 
-    __slots__ = ("break_reason", "warned_backend", "warned_recompile_limit")
+    __slots__ = ("break_reason", "warned_backend", "warned_recompile_limit", "sizes", "dynamic_dims")
 
     def __init__(self):
         self.break_reason = None
         self.warned_recompile_limit = False
         self.warned_backend = False
+        # Automatic dynamic shapes: each input's sizes at the last compile, and the dims that
+        # changed between compiles (symbolic from then on).
+        self.sizes = {}
+        self.dynamic_dims = {}
 
 
 _code_states = weakref.WeakKeyDictionary()
@@ -124,9 +129,10 @@ class FrameCallback:
     What it captures also goes to the recording session of the `kiln explain` command when
     one is active, and to kiln.config.debug_dir when set."""
 
-    def __init__(self, backend, *, fullgraph=False, backend_kwargs=None, recorder=None):
+    def __init__(self, backend, *, fullgraph=False, backend_kwargs=None, recorder=None, dynamic=None):
         self.backend = backend
         self.fullgraph = fullgraph
+        self.dynamic = dynamic
         self.backend_kwargs = dict(backend_kwargs or {})
         self.recorder = recorder
 
@@ -223,6 +229,13 @@ class FrameCallback:
             # Nothing to compile before the break, or in the rest of a frame after one (`return
             # y`): the graph only hands values through; as TorchDynamo, no graph is counted.
             return self._glue_entry(code, frame_info, result, site, gm.forward)
+        traces, static_result = None, result
+        if site is None and not _needs_autograd(examples, result["attrs"]):
+            traces = self._dynamic_traces(code, state, frame_info, result, examples)
+            if traces is not None:
+                result = traces.result
+                gm = GraphModule(result["attrs"], result["graph"])
+                gm.kiln_dynamic = traces
         name = f"__compiled_fn_{next(_graph_ids)}"
         # Compiling (retracing, debug dumps) may run random ops; the generator must not advance,
         # so the compiled call draws what the eager call would.
@@ -237,7 +250,8 @@ class FrameCallback:
                 if _needs_autograd(examples, result["attrs"]) and getattr(self.backend, "__module__", None) == __package__ + ".backends":
                     compiled = self._compile_training(code, name, gm, examples)
                 else:
-                    compiled = self.backend(gm, examples, **self.backend_kwargs)
+                    compiled, gm, traces = self._backend_compile(code, frame_info, gm, examples, traces)
+                    result = traces.result if traces is not None else static_result
             if not callable(compiled):
                 raise TypeError(f"the backend returned a {type(compiled).__name__}, which is not callable")
         except Exception as error:  # noqa: BLE001 - any backend error falls back to eager
@@ -247,14 +261,117 @@ class FrameCallback:
             _C.set_rng_state(rng_state)
         entry = self._glue_entry(code, frame_info, result, site, compiled)
 
+        if traces is not None:
+            _dynamic_log.info("graph %s of %s is over size symbols: %s (guarded %d <= s <= %d)", name,
+                              _where(code), traces.describe(), 2, traces.signature.max_size)
         _graph_log.info("graph %s of %s:\n%s", name, _where(code), result["graph"])
         if _graph_log.isEnabledFor(logging.DEBUG):  # gm.code generates the Python source
             _graph_log.debug("Python code of %s:\n%s", name, gm.code)
         _guards_log.info("guards of %s (entry %d of %s):\n%s", name, frame_info.num_entries + 1,
                          _where(code), result["guards"])
         for recorder in self._recorders(code):
-            recorder.add_graph(gm, result["op_count"], result["guards"], examples)
+            recorder.add_graph(gm, result["op_count"], result["guards"], examples,
+                               dynamic=traces.describe() if traces is not None else None)
         return entry
+
+    def _backend_compile(self, code, frame_info, gm, examples, traces):
+        """(compiled, gm, traces) of the backend on gm. A graph over size symbols the backend
+        cannot make one program of (DynamicUnsupported: it is not the same graph over them)
+        is tried again over each symbol alone, then for static sizes."""
+        if traces is None:
+            return self.backend(gm, examples, **self.backend_kwargs), gm, None
+        tries = [traces]
+        sig = traces.signature
+        first_error = None
+        while tries:
+            t = tries.pop(0)
+            if t is None:
+                continue
+            tgm = GraphModule(t.result["attrs"], t.result["graph"])
+            tgm.kiln_dynamic = t
+            try:
+                return self.backend(tgm, examples, **self.backend_kwargs), tgm, t
+            except dynamic.DynamicUnsupported as error:
+                _dynamic_log.info("%s: no graph over the size symbols %s (%s)", _where(code), t.describe(), error)
+                if first_error is None:
+                    first_error = error
+                    if len(sig.hints) > 1:
+                        tensors = {e: x for e, x in zip(traces.static_result["inputs"], examples)
+                                   if isinstance(x, _C.TensorBase)}
+                        tries = [self._probe(code, frame_info, traces.static_result, tensors, sig.restrict([i]))
+                                 for i in range(len(sig.hints))]
+        _dynamic_log.info("%s: compiling for static sizes", _where(code))
+        static = traces.static_result
+        sgm = GraphModule(static["attrs"], static["graph"])
+        return self.backend(sgm, examples, **self.backend_kwargs), sgm, None
+
+    def _wanted_dynamic_dims(self, state, inputs, examples):
+        """Per input expression, the dims to make symbolic (dynamic.py's policy)."""
+        tensors = {e: t for e, t in zip(inputs, examples) if isinstance(t, _C.TensorBase)}
+        if self.dynamic is False:
+            return tensors, {}
+        if self.dynamic is True:
+            return tensors, {e: set(range(t.dim())) for e, t in tensors.items()}
+        wanted = {}
+        for expr, t in tensors.items():
+            shape = tuple(t.shape)
+            before = state.sizes.get(expr)
+            if before is not None and len(before) == len(shape):
+                changed = {d for d, (a, b) in enumerate(zip(before, shape)) if a != b}
+                if changed:
+                    state.dynamic_dims.setdefault(expr, set()).update(changed)
+            state.sizes[expr] = shape
+            dims = state.dynamic_dims.get(expr, set()) | dynamic.marked_dims(t)
+            if dims:
+                wanted[expr] = dims
+        return tensors, wanted
+
+    def _dynamic_traces(self, code, state, frame_info, result, examples):
+        """The frame traced with size symbols (dynamic.Traces), or None for a static compile."""
+        tensors, wanted = self._wanted_dynamic_dims(state, result["inputs"], examples)
+        if not wanted or not getattr(self.backend, "supports_dynamic_shapes", False):
+            return None
+        sig = dynamic.choose(tensors, wanted)
+        if not sig:
+            return None
+        if len(sig.hints) > dynamic.MAX_SYMBOLS:
+            _dynamic_log.info("%s: %d size symbols (at most %d are fitted); compiling for static sizes",
+                              _where(code), len(sig.hints), dynamic.MAX_SYMBOLS)
+            return None
+        traces = self._probe(code, frame_info, result, tensors, sig)
+        if traces is None and len(sig.hints) > 1:
+            # Specialize what does not trace over a symbol (a dim a parameter's size pins, as
+            # `layer_norm(x, [d], weight)`): the symbols that trace alone, then together.
+            alone = [i for i in range(len(sig.hints))
+                     if self._probe(code, frame_info, result, tensors, sig.restrict([i])) is not None]
+            if len(alone) > 1:
+                traces = self._probe(code, frame_info, result, tensors, sig.restrict(alone))
+            if traces is None and alone:
+                traces = self._probe(code, frame_info, result, tensors, sig.restrict(alone[:1]))
+        return traces
+
+    def _probe(self, code, frame_info, result, tensors, sig):
+        """The frame traced over `sig`'s symbols at the probe points (dynamic.Traces), or None."""
+        start = time.perf_counter()
+        try:
+            traced = trace_frame(frame_info, {"fullgraph": self.fullgraph, "dynamic": sig.dims,
+                                              "max_dynamic_size": sig.max_size})
+            probes = []
+            for point in dynamic.probe_points(sig):
+                probes.append((point, trace_frame(frame_info, {"fullgraph": self.fullgraph,
+                                                               "sizes": sig.sizes_at(point, tensors)})))
+                if not probes[-1][1]["ok"]:
+                    break
+        finally:
+            self._time(code, "trace_frame", start)
+        why = dynamic.compare_traces(traced, result, [r for _, r in probes])
+        if why is not None:
+            _dynamic_log.info("%s: not traced over size symbols %s (%s)", _where(code), sig.describe(), why)
+            return None
+        positions = {i for i, e in enumerate(result["inputs"]) if e in sig.dims}
+        return dynamic.Traces(sig, traced, result, [tuple(sig.hints)] + [p for p, _ in probes],
+                              [GraphModule(traced["attrs"], traced["graph"])]
+                              + [GraphModule(r["attrs"], r["graph"]) for _, r in probes], positions)
 
     def _glue_entry(self, code, frame_info, result, site, compiled):
         capture = capture_module()

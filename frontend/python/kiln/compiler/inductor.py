@@ -369,11 +369,75 @@ def _attribute(gm, target):
     return obj
 
 
+def _with_probe_layouts(gm, example_inputs, symbolic):
+    """gm (traced at a probe point: its placeholders have the probe's sizes, contiguous) with
+    the example inputs' layouts for the inputs without size symbols (`symbolic`: positions)."""
+    examples = list(example_inputs)
+    graph = gm.graph.clone()
+    for i, node in enumerate(n for n in graph.nodes if n.op == "placeholder"):
+        if i not in symbolic and i < len(examples) and isinstance(examples[i], _C.TensorBase):
+            node.type = type_of(examples[i])
+    for node in graph.nodes:
+        if node.op == "get_attr" and node.type is None:
+            value = _attribute(gm, node.target)
+            if isinstance(value, _C.TensorBase):
+                node.type = type_of(value)
+    return GraphModule(gm, graph, class_name=type(gm).__name__)
+
+
+def compile_dynamic(traces, example_inputs):
+    """The program over size symbols (dynamic.py) of a frame traced at several points:
+    `traces` is a dynamic.Traces; returns what compile_graph returns. Raises
+    dynamic.DynamicUnsupported when the prims graphs do not agree over the symbols, or when
+    the graph needs what the symbolic path does not do yet (eager views, draws, fallbacks)."""
+    from .dynamic import DynamicUnsupported, generalize
+
+    texts, attr_lists = [], []
+    for gm in traces.graph_modules:
+        try:
+            attr_targets, draws, computed, views, _ = _prepare(
+                _with_probe_layouts(gm, example_inputs, traces.symbolic_inputs), None)
+        except Exception as error:  # noqa: BLE001 - a probe the pipeline refuses: static sizes then
+            raise DynamicUnsupported(f"the graph at other sizes does not compile: {type(error).__name__}: "
+                                     f"{error}") from error
+        if draws is not None or views is not None or computed is None:
+            raise DynamicUnsupported("outputs aliasing inputs, random draws or an empty program "
+                                     "are compiled for static sizes only")
+        if _plan(computed) is not None:
+            raise DynamicUnsupported("ops without a lowering (fallbacks) are compiled for static sizes only")
+        texts.append(str(computed))
+        attr_lists.append(attr_targets)
+    if any(a != attr_lists[0] for a in attr_lists):
+        raise DynamicUnsupported("the graph reads other attributes at other sizes")
+    symbolic_text = generalize(texts, traces.points, traces.names)
+    hints = dict(zip(traces.names, traces.points[0]))
+    try:
+        program, schedule_log = _codegen.schedule(_codegen.lower(symbolic_text))
+        source = _codegen.emit_cpp(program, size_hints=hints)
+    except Exception as error:  # noqa: BLE001 - as in _compile_program
+        raise DynamicUnsupported(f"lowering over size symbols failed: {type(error).__name__}: {error}") \
+            from error
+    debug_dir.write("loops.kir", program)
+    debug_dir.write("schedule.log", schedule_log)
+    _loops_log.info("fusion decisions (sizes %s):\n%s", traces.describe(), schedule_log)
+    _loops_log.debug("scheduled loop program:\n%s", program)
+    debug_dir.write("output_code.cpp", source)
+    path, cache_hit = _codegen.compile_source(source)
+    _output_code_log.info("output code (%s, %s, symbolic sizes %s):\n%s", path,
+                          "cache hit" if cache_hit else "compiled", traces.describe(), source)
+    return _codegen.CompiledKernel(path, "kiln_entry", program), attr_lists[0]
+
+
 def compile_inductor(gm, example_inputs, **kwargs):
     """Compiles the captured graph to C++ (see the module docstring); returns a callable taking
     the graph's placeholders and returning its outputs as a tuple. `mode` and `options` of
-    kiln.compile are accepted and not used yet."""
-    run, attr_targets, _ = compile_graph(gm, example_inputs)
+    kiln.compile are accepted and not used yet. A graph traced with size symbols
+    (gm.kiln_dynamic, set by the frame callback) compiles to one program over them."""
+    traces = getattr(gm, "kiln_dynamic", None)
+    if traces is not None:
+        run, attr_targets = compile_dynamic(traces, example_inputs)
+    else:
+        run, attr_targets, _ = compile_graph(gm, example_inputs)
     if not attr_targets:
         return run
 
