@@ -145,10 +145,6 @@ IndexExpr product(const Shape& sizes) {
   return p;
 }
 
-bool isStatic(const Shape& sizes) {
-  return std::all_of(sizes.begin(), sizes.end(), [](const IndexExpr& s) { return s.isConstant(); });
-}
-
 // The range facts of the size symbols in `e` (each at least kMinSizeSymbol).
 void addSymbolFacts(RangeFacts& facts, const IndexExpr& e) {
   for (const std::string& s : e.variables())
@@ -309,9 +305,6 @@ private:
   // so an extern kernel can read it in place instead of from a realized copy.
   std::optional<std::pair<std::string, StridedView>> stridedView(const Value& v) {
     if (!v.storage.empty()) return std::nullopt;
-    // Extern kernels take static views only; a symbolic one reads a realized copy.
-    if (!isStatic(v.sizes)) return std::nullopt;
-    std::vector<int64_t> sizes = staticInts(v.sizes, "view");
     BodyContext c;
     iterVars("v", v.sizes, c.facts);
     Index vars = loopVars("v", v.sizes.size());
@@ -320,24 +313,28 @@ private:
         c.body.ops[0].dtype != v.dtype)
       return std::nullopt;
     const IndexExpr& index = c.body.ops[0].index;
-    for (const std::string& var : index.variables())
-      if (var[0] != 'v') return std::nullopt; // an offset or stride over size symbols
-    std::map<std::string, int64_t> at;
-    for (size_t d = 0; d < vars.size(); ++d) at["v" + std::to_string(d)] = 0;
+    // The offset (every view variable 0) must be a constant; each stride is the index's
+    // change for one step of its variable (an expression over size symbols, at least 0).
+    std::map<std::string, IndexExpr> at;
+    for (size_t d = 0; d < vars.size(); ++d) at["v" + std::to_string(d)] = IndexExpr(0);
+    std::optional<int64_t> offset = simplify(index.substitute(at), c.facts).constant();
+    if (!offset || *offset < 0) return std::nullopt;
     StridedView view;
-    view.offset = index.evaluate(at);
-    view.sizes = sizes;
-    IndexExpr affine(view.offset);
+    view.offset = *offset;
+    view.sizes = v.sizes;
+    IndexExpr affine(*offset);
     for (size_t d = 0; d < vars.size(); ++d) {
       std::string var = "v" + std::to_string(d);
-      at[var] = 1;
-      view.strides.push_back(sizes[d] == 1 ? 0 : index.evaluate(at) - view.offset);
-      at[var] = 0;
-      if (sizes[d] != 1) affine = affine + IndexExpr(view.strides.back()) * vars[d];
+      at[var] = IndexExpr(1);
+      IndexExpr stride = v.sizes[d] == IndexExpr(1) ? IndexExpr(0)
+                                                    : simplify(index.substitute(at) - IndexExpr(*offset), c.facts);
+      at[var] = IndexExpr(0);
+      std::optional<int64_t> lo = bounds(stride, c.facts).lo;
+      if (!lo || *lo < 0) return std::nullopt;
+      view.strides.push_back(stride);
+      if (v.sizes[d] != IndexExpr(1)) affine = affine + stride * vars[d];
     }
-    if (simplify(affine, c.facts) != index || view.offset < 0 ||
-        std::any_of(view.strides.begin(), view.strides.end(), [](int64_t s) { return s < 0; }))
-      return std::nullopt;
+    if (simplify(affine, c.facts) != index) return std::nullopt;
     return std::pair{c.body.ops[0].buffer, view};
   }
 
@@ -354,11 +351,9 @@ private:
     for (const Buffer& other : program_.buffers)
       if (const auto* x = std::get_if<Extern>(&other.computation))
         if (std::count(x->inputs.begin(), x->inputs.end(), b->name)) return nullptr;
-    // (A strided view has static sizes.)
-    const std::vector<int64_t>& sizes = view->second.sizes;
-    std::vector<int64_t> contiguous = contiguousStrides(sizes);
-    for (size_t d = 0; d < sizes.size(); ++d)
-      if (sizes[d] != 1 && view->second.strides[d] != contiguous[d]) return nullptr;
+    Shape contiguous = rowMajorStrides(v.sizes);
+    for (size_t d = 0; d < v.sizes.size(); ++d)
+      if (v.sizes[d] != IndexExpr(1) && view->second.strides[d] != contiguous[d]) return nullptr;
     return product(v.sizes) == product(b->sizes) ? b : nullptr;
   }
 
@@ -813,10 +808,15 @@ private:
           flat = flat + idx.at(outs[k]) * stride;
           stride = stride * outSizes[outs[k]];
         }
+        // Size-1 input dims are index 0; the first dim of size > 1 takes the rest undivided
+        // (no mod: with a symbolic size, range facts could not remove it).
+        size_t first = 0;
+        while (first + 1 < ins.size() && inSizes[ins[first]] == IndexExpr(1)) ++first;
         stride = IndexExpr(1);
         for (size_t k = ins.size(); k-- > 0;) {
+          if (inSizes[ins[k]] == IndexExpr(1) && k != first) continue; // stays 0
           IndexExpr e = floorDiv(flat, stride);
-          in[ins[k]] = k == 0 ? e : mod(e, inSizes[ins[k]]);
+          in[ins[k]] = k == first ? e : mod(e, inSizes[ins[k]]);
           stride = stride * inSizes[ins[k]];
         }
       }

@@ -188,3 +188,40 @@ def test_fitter():
     two = dynamic.Fitter([(8, 5), (2, 3), (9, 11), (4, 7), (3, 2), (6, 13), (12, 4), (10, 10)], ["s0", "s1"])
     pts = two.points
     assert two.fit([4 * a * b + a for a, b in pts]) == "s0 + 4*s0*s1"
+
+
+def test_slices_with_constant_bounds_stay_right():
+    # x[:6] on a symbolic dim is min(s0, 6) rows and x[2:] is s0 - 2: the clamp is not one
+    # polynomial over the probes, so that dim is specialized; the rest stays symbolic.
+    counts = _check(lambda x: (x[:6] * 2, x[2:] + 1), [(_t(n, 3),) for n in (4, 8, 10, 5)], dynamic_flag=True)
+    assert counts["symbols"] == ["x: [_, s0]"] * 4
+
+
+def test_symbolic_strided_views_feed_gemms():
+    # The projections read reshapes and head transposes of symbolic sizes as strided views
+    # (no copies): the program over s0 has as many kernels as the static one.
+    from kiln.compiler import inductor
+
+    w = _t(16, 48)
+
+    def fn(x):
+        q, k, v = (x.reshape(-1, 16) @ w).reshape(x.shape[0], 3, 4, 4).permute(1, 2, 0, 3).unbind(0)
+        return kiln.softmax(q @ k.transpose(-2, -1), dim=-1) @ v
+
+    programs = []
+    schedule = inductor._codegen.schedule
+
+    def spy(text):
+        programs.append(schedule(text)[0])
+        return schedule(text)
+
+    inductor._codegen.schedule, saved = spy, schedule
+    try:
+        _check(fn, [(_t(n, 16),) for n in (5, 9, 12)])
+        kiln.compiler.reset()
+        _check(fn, [(_t(12, 16),)], dynamic_flag=False)
+    finally:
+        inductor._codegen.schedule = saved
+    symbolic, static = programs[1], programs[-1]
+    assert "s0" in symbolic and symbolic.count("kernel @") == static.count("kernel @")
+    assert symbolic.count(" view(") == static.count(" view(")
