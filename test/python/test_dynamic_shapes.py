@@ -66,7 +66,7 @@ def _check(fn, calls, dynamic_flag=None, rtol=1e-4, atol=1e-5):
     return counts
 
 
-def test_automatic_dynamic_batch_compiles_twice():
+def test_automatic_dynamic_batch_compiles_twice(capsys):
     # The conformance program dynamic_batch: the batch changes at the second call, which
     # recompiles with it symbolic; the later sizes run that graph.
     w = _t(32, 16)
@@ -74,8 +74,13 @@ def test_automatic_dynamic_batch_compiles_twice():
     def fn(x):
         return kiln.softmax(x @ w, dim=-1).sum(dim=0)
 
-    counts = _check(fn, [(_t(n, 32),) for n in (4, 8, 16, 33, 100)])
+    kiln.set_logs(recompiles=True)
+    try:
+        counts = _check(fn, [(_t(n, 32),) for n in (4, 8, 16, 33, 100)])
+    finally:
+        kiln.set_logs()
     assert counts["symbols"] == [None, "x: [s0, _]"]
+    assert "recompiled over size symbols: x: [s0, _]" in capsys.readouterr().err
 
 
 def test_dynamic_false_compiles_each_size():
@@ -225,3 +230,20 @@ def test_symbolic_strided_views_feed_gemms():
     symbolic, static = programs[1], programs[-1]
     assert "s0" in symbolic and symbolic.count("kernel @") == static.count("kernel @")
     assert symbolic.count(" view(") == static.count(" view(")
+
+
+def test_slice_start_from_a_size_is_not_generalized():
+    # The last two rows: the slice's start (s0 - 2) is an argument lowering reads; it differs
+    # at the probes while every size is constant, and is not fitted, so dim 0 is specialized
+    # (the traced call's start kept would read the wrong rows at other sizes).
+    counts = _check(lambda x: x[x.shape[0] - 2:] * 2, [(_t(n, 3),) for n in (4, 8, 6)], dynamic_flag=True)
+    assert counts["symbols"] == ["x: [_, s0]"] * 3
+
+
+def test_size_argument_positions():
+    line = "  %slice = call_function prims.slice(%mm, [0, 0], [1, 32], [1, 1]) : f32[1, 32]"
+    starts, limits = line.index("[0, 0]") + 1, line.index("[1, 32]") + 1
+    assert not dynamic._size_argument(line, starts) and dynamic._size_argument(line, limits)
+    iota = "  %i = call_function prims.iota(8, start=2, step=1) : i64[s0]"
+    assert dynamic._size_argument(iota, iota.index("8"))
+    assert not dynamic._size_argument(iota, iota.index("2"))

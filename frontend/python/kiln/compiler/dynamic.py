@@ -35,31 +35,22 @@ class DynamicUnsupported(RuntimeError):
     """The graph is not the same over the size symbols; the frame compiles statically."""
 
 
-_marked = {}  # id(tensor) -> (weakref or tensor, set of dims)
-
-
 def mark_dynamic(t, dim):
     """Marks dim(s) `dim` of tensor `t` dynamic for the compiles that see `t` as an input (as
-    torch._dynamo.mark_dynamic): they become size symbols unless their size is 0 or 1."""
+    torch._dynamo.mark_dynamic): they become size symbols unless their size is 0 or 1. The
+    mark is kept on the tensor object (`_kiln_dynamic_dims`, as torch's _dynamo_dynamic_indices)."""
     if not isinstance(t, _C.TensorBase):
         raise TypeError(f"mark_dynamic expects a kiln tensor, got {type(t).__name__}")
     dims = [dim] if isinstance(dim, int) else list(dim)
     for d in dims:
         if not isinstance(d, int) or not -t.dim() <= d < max(t.dim(), 1):
             raise IndexError(f"mark_dynamic: dim {d} out of range for a {t.dim()}-d tensor")
-    entry = _marked.get(id(t))
-    if entry is None or entry[0] is not t:
-        entry = _marked[id(t)] = (t, set())
-    entry[1].update(d % t.dim() for d in dims)
+    marked = set(getattr(t, "_kiln_dynamic_dims", ()))
+    t._kiln_dynamic_dims = marked | {d % t.dim() for d in dims}
 
 
 def marked_dims(t):
-    entry = _marked.get(id(t))
-    return set(entry[1]) if entry is not None and entry[0] is t else set()
-
-
-def reset_marks():
-    _marked.clear()
+    return set(getattr(t, "_kiln_dynamic_dims", ()))
 
 
 class Signature:
@@ -244,10 +235,39 @@ class Fitter:
 
 # An integer token of the graph text: not part of a name, a float or a dtype.
 _INT = re.compile(r"(?<![\w.%@\"])-?\d+(?![\w.])")
-# Arguments of these prims whose integers may differ between the probes: sizes that lowering
-# reads from the node's (symbolic) type, not from the argument.
-_SIZE_ARGUMENT_PRIMS = ("prims.broadcast_in_dim", "prims.reshape", "prims.full", "prims.iota",
-                        "prims.empty_strided", "prims.slice")
+# The arguments (by position and by keyword) whose integers may differ between the probes:
+# sizes that lowering reads from the node's (symbolic) type, not from the argument. Any other
+# integer argument that depends on the sizes (a slice's start, a fill value) is not fitted.
+_SIZE_ARGUMENTS = {
+    "prims.broadcast_in_dim": {1, "shape"},
+    "prims.reshape": {1, "shape"},
+    "prims.full": {0, "shape"},
+    "prims.iota": {0, "length"},
+    "prims.empty_strided": {0, 1, "shape", "strides"},
+    "prims.slice": {2, "limit_indices"},
+}
+_CALL = re.compile(r"= call_function ([\w.]+)\(")
+
+
+def _argument_at(line, pos):
+    """The argument (position, or keyword name) of the call on `line` that character `pos`
+    is in, or None outside the call's parentheses."""
+    m = _CALL.search(line)
+    if not m or pos < m.end():
+        return None
+    depth, index, start = 0, 0, m.end()
+    for i in range(m.end(), pos):
+        c = line[i]
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            if depth == 0:
+                return None  # past the call's closing parenthesis
+            depth -= 1
+        elif c == "," and depth == 0:
+            index, start = index + 1, i + 1
+    keyword = re.match(r"\s*(\w+)=", line[start:pos + 1])
+    return keyword.group(1) if keyword else index
 
 
 def _split_line(line):
@@ -259,11 +279,18 @@ def _split_line(line):
     return "", line
 
 
+def _size_argument(line, offset):
+    """Whether the integer at `offset` of a node line is in one of _SIZE_ARGUMENTS."""
+    m = _CALL.search(line)
+    allowed = _SIZE_ARGUMENTS.get(m.group(1)) if m else None
+    return bool(allowed) and _argument_at(line, offset) in allowed
+
+
 def generalize(texts, points, names):
     """The graph text over the symbols `names` that is texts[j] with symbol i at points[j][i]
     (texts[0] is the traced call's graph, points[0] its sizes); DynamicUnsupported otherwise.
-    Integers in types are fitted; an integer argument may differ only in the size arguments of
-    _SIZE_ARGUMENT_PRIMS (the H1 value is kept: lowering reads the node's type)."""
+    Integers in types are fitted; an integer argument may differ only in _SIZE_ARGUMENTS (the
+    traced call's value is kept there: lowering reads the node's type)."""
     lines = [t.splitlines() for t in texts]
     if len({len(ls) for ls in lines}) != 1:
         raise DynamicUnsupported("the graph has a different number of nodes at other sizes")
@@ -279,12 +306,13 @@ def generalize(texts, points, names):
                 raise DynamicUnsupported(f"the graph differs at other sizes: {row[0].strip()!r} vs "
                                          f"{row[1].strip()!r}")
             text = segments[0][0]
+            offsets = [m.start() for m in _INT.finditer(parts[0][which])]
             for k, values in enumerate(zip(*numbers)):
                 values = [int(v) for v in values]
                 if len(set(values)) == 1:
                     token = str(values[0])
                 elif which == 0:
-                    if not any(f"call_function {p}(" in row[0] for p in _SIZE_ARGUMENT_PRIMS):
+                    if not _size_argument(parts[0][0], offsets[k]):
                         raise DynamicUnsupported(f"an argument depends on the sizes: {row[0].strip()!r}")
                     token = str(values[0])
                 else:

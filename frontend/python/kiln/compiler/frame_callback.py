@@ -264,6 +264,8 @@ class FrameCallback:
         if traces is not None:
             _dynamic_log.info("graph %s of %s is over size symbols: %s (guarded %d <= s <= %d)", name,
                               _where(code), traces.describe(), 2, traces.signature.max_size)
+            if frame_info.num_entries:
+                _recompiles_log.info("%s recompiled over size symbols: %s", _where(code), traces.describe())
         _graph_log.info("graph %s of %s:\n%s", name, _where(code), result["graph"])
         if _graph_log.isEnabledFor(logging.DEBUG):  # gm.code generates the Python source
             _graph_log.debug("Python code of %s:\n%s", name, gm.code)
