@@ -170,6 +170,9 @@ VT* Tracer::wrapTensor(nb::handle value, const SourcePtr& source, bool viaModule
     }
     auto p = probeSizes.find(expr);
     if (p != probeSizes.end()) probe = p->second;
+    if (dyn != dynamicDims.end())
+      for (size_t d = 0; d < dyn->second.size(); ++d)
+        if (dyn->second[d] >= 0) symbolOfSize_[probe ? (*probe)[d] : real.sizes()[d]] = dyn->second[d];
     node = placeholder(source->identifier());
     inputExprs_.push_back(expr);
     g->checkTensor(check);
@@ -285,6 +288,14 @@ VT* Tracer::wrap(nb::handle value, SourcePtr source, bool viaModule, const std::
   return obj;
 }
 
+VT* Tracer::tagSizes(VT* v) {
+  if (symbolOfSize_.empty() || v->kind != VT::Kind::Constant) return v;
+  static nb::handle tag = nb::object(nb::module_::import_("kiln.compiler.dynamic").attr("tag_sizes")).release();
+  nb::dict table;
+  for (auto [size, id] : symbolOfSize_) table[nb::int_(size)] = nb::int_(id);
+  return constant(tag(static_cast<ConstantVT*>(v)->value, table));
+}
+
 VT* Tracer::wrapResult(nb::handle value) {
   PyObject* o = value.ptr();
   if (python::isTensor(o)) {
@@ -294,8 +305,9 @@ VT* Tracer::wrapResult(nb::handle value) {
       throw Unsupported{"internal: an op returned a tensor that is not part of the graph"};
     return make<TensorVT>(nb::borrow(value));
   }
-  if (isPlainConstant(o) || PySlice_Check(o) || PyRange_Check(o) || python::isDtypeObject(o) ||
-      isSize(o) || isDevice(o) || PyType_Check(o))
+  // (PyLong_Check: int subclasses too, such as the SizeInts of traces over size symbols.)
+  if (isPlainConstant(o) || PyLong_Check(o) || PySlice_Check(o) || PyRange_Check(o) ||
+      python::isDtypeObject(o) || isSize(o) || isDevice(o) || PyType_Check(o))
     return constant(nb::borrow(value));
   if (PyTuple_Check(o) || PyList_Check(o)) {
     Py_ssize_t n = PySequence_Fast_GET_SIZE(o);

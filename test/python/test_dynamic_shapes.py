@@ -247,3 +247,26 @@ def test_size_argument_positions():
     iota = "  %i = call_function prims.iota(8, start=2, step=1) : i64[s0]"
     assert dynamic._size_argument(iota, iota.index("8"))
     assert not dynamic._size_argument(iota, iota.index("2"))
+
+
+def test_size_equality_branch_specializes():
+    # `x.shape[0] == 10` holds at no probe point, so the probes alone would see one graph (x * 3)
+    # and run it at size 10 too; the comparison on the size (a SizeInt) specializes dim 0.
+    def fn(x):
+        b, n = x.shape
+        if b == 10:
+            return x * 2
+        return x * 3
+
+    counts = _check(fn, [(_t(k, 3),) for k in (4, 10, 6)], dynamic_flag=True)
+    assert counts["symbols"] == ["x: [_, s0]"] * 3
+
+
+def test_size_int_records_comparisons():
+    dynamic.begin_trace()
+    s = dynamic.SizeInt(8, [0])
+    t = s * 2 + dynamic.SizeInt(3, [1]) - 1
+    assert isinstance(t, dynamic.SizeInt) and t == 18 and t.symbols == {0, 1}
+    assert dynamic.compared_symbols() == {0, 1}
+    dynamic.begin_trace()
+    assert [s // 3, s % 3, -s] == [2, 2, -8] and dynamic.compared_symbols() == {0}

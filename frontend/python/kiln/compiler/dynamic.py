@@ -53,6 +53,98 @@ def marked_dims(t):
     return set(getattr(t, "_kiln_dynamic_dims", ()))
 
 
+# The symbols whose SizeInts were compared (or tested for truth) since begin_trace().
+_compared = set()
+
+
+def begin_trace():
+    _compared.clear()
+
+
+def compared_symbols():
+    return set(_compared)
+
+
+class SizeInt(int):
+    """A size read from a tensor while the frame is traced over size symbols (`b, s, d =
+    x.shape`): an int that remembers the symbols it was computed from. Arithmetic keeps them;
+    a comparison or a truth test records them (kiln.compiler.dynamic._compared), because the
+    traced code may branch on it, so the frame specializes those symbols (as PyTorch guards
+    on a SymInt's comparisons). Passed to an op (a reshape's sizes), it is a plain int: the
+    probes fit what the op makes of it."""
+
+
+    def __new__(cls, value, symbols):
+        self = super().__new__(cls, value)
+        self.symbols = frozenset(symbols)
+        return self
+
+    def _record(self, other):
+        _compared.update(self.symbols)
+        if isinstance(other, SizeInt):
+            _compared.update(other.symbols)
+
+    def _wrap(self, result, other=None):
+        if not isinstance(result, int) or isinstance(result, bool):
+            return result
+        syms = self.symbols | (other.symbols if isinstance(other, SizeInt) else frozenset())
+        return SizeInt(result, syms)
+
+    def __bool__(self):
+        self._record(None)
+        return int(self) != 0
+
+    def __hash__(self):
+        return int.__hash__(self)
+
+    def __reduce__(self):
+        return (int, (int(self),))
+
+
+def _arith(name):
+    base = getattr(int, name)
+
+    def op(self, other=None):
+        if other is None:
+            return self._wrap(base(self))
+        return self._wrap(base(self, other), other)
+
+    op.__name__ = name
+    return op
+
+
+def _compare(name):
+    base = getattr(int, name)
+
+    def op(self, other):
+        self._record(other)
+        return base(self, other)
+
+    op.__name__ = name
+    return op
+
+
+for _name in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__floordiv__",
+              "__rfloordiv__", "__mod__", "__rmod__", "__neg__", "__pos__", "__abs__", "__pow__"):
+    setattr(SizeInt, _name, _arith(_name))
+for _name in ("__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__"):
+    setattr(SizeInt, _name, _compare(_name))
+
+
+def tag_sizes(value, table):
+    """`value` (a Size, tuple or int read from a tensor) with each int that is a symbol's
+    value in this trace (`table`: value -> symbol id) a SizeInt of that symbol."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return SizeInt(value, [table[value]]) if value in table else value
+    if isinstance(value, tuple):
+        items = [SizeInt(v, [table[v]]) if isinstance(v, int) and v in table else v for v in value]
+        try:
+            return type(value)(items)
+        except Exception:  # noqa: BLE001 - a tuple type that cannot be rebuilt from a list
+            return tuple(items)
+    return value
+
+
 class Signature:
     """The symbolic signature of a compile: per input expression, the symbol id of each dim
     (-1: static), the symbols' sizes in the traced call (hints) and the guarded maximum."""

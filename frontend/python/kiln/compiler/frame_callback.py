@@ -302,6 +302,7 @@ class FrameCallback:
                                    if isinstance(x, _C.TensorBase)}
                         tries = [self._probe(code, frame_info, traces.static_result, tensors, sig.restrict([i]))
                                  for i in range(len(sig.hints))]
+                        tries = [t if isinstance(t, dynamic.Traces) else None for t in tries]
         _dynamic_log.info("%s: compiling for static sizes", _where(code))
         static = traces.static_result
         sgm = GraphModule(static["attrs"], static["graph"])
@@ -341,31 +342,51 @@ class FrameCallback:
                               _where(code), len(sig.hints), dynamic.MAX_SYMBOLS)
             return None
         traces = self._probe(code, frame_info, result, tensors, sig)
+        while isinstance(traces, set):
+            # The traced code compared sizes of these symbols (it may branch on them): they
+            # are specialized, the others traced again.
+            keep = [i for i in range(len(sig.hints)) if i not in traces]
+            _dynamic_log.info("%s: the code compares sizes of %s; they are specialized", _where(code),
+                              ", ".join(f"s{i}" for i in sorted(traces)))
+            if not keep:
+                return None
+            sig = sig.restrict(keep)
+            traces = self._probe(code, frame_info, result, tensors, sig)
         if traces is None and len(sig.hints) > 1:
             # Specialize what does not trace over a symbol (a dim a parameter's size pins, as
             # `layer_norm(x, [d], weight)`): the symbols that trace alone, then together.
             alone = [i for i in range(len(sig.hints))
-                     if self._probe(code, frame_info, result, tensors, sig.restrict([i])) is not None]
+                     if isinstance(self._probe(code, frame_info, result, tensors, sig.restrict([i])),
+                                   dynamic.Traces)]
             if len(alone) > 1:
                 traces = self._probe(code, frame_info, result, tensors, sig.restrict(alone))
-            if traces is None and alone:
+            if not isinstance(traces, dynamic.Traces) and alone:
                 traces = self._probe(code, frame_info, result, tensors, sig.restrict(alone[:1]))
-        return traces
+        return traces if isinstance(traces, dynamic.Traces) else None
 
     def _probe(self, code, frame_info, result, tensors, sig):
-        """The frame traced over `sig`'s symbols at the probe points (dynamic.Traces), or None."""
+        """The frame traced over `sig`'s symbols at the probe points (dynamic.Traces); None when
+        the traces are not one graph; the set of symbol ids whose sizes the code compared."""
+        options = {"fullgraph": self.fullgraph, "dynamic": sig.dims, "max_dynamic_size": sig.max_size}
         start = time.perf_counter()
+        compared = set()
         try:
-            traced = trace_frame(frame_info, {"fullgraph": self.fullgraph, "dynamic": sig.dims,
-                                              "max_dynamic_size": sig.max_size})
+            dynamic.begin_trace()
+            traced = trace_frame(frame_info, options)
+            compared |= dynamic.compared_symbols()
             probes = []
+            # (Comparisons are taken from the trace at the call's sizes only: at a probe point a
+            # small symbol value often equals a static size, whose comparisons are not the
+            # symbol's.)
             for point in dynamic.probe_points(sig):
-                probes.append((point, trace_frame(frame_info, {"fullgraph": self.fullgraph,
-                                                               "sizes": sig.sizes_at(point, tensors)})))
+                probes.append((point, trace_frame(frame_info, {**options, "sizes": sig.sizes_at(point, tensors)})))
                 if not probes[-1][1]["ok"]:
                     break
         finally:
+            dynamic.begin_trace()
             self._time(code, "trace_frame", start)
+        if compared:
+            return compared
         why = dynamic.compare_traces(traced, result, [r for _, r in probes])
         if why is not None:
             _dynamic_log.info("%s: not traced over size symbols %s (%s)", _where(code), sig.describe(), why)
