@@ -3,6 +3,7 @@
 #include "compiler/Lowering.h"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <functional>
@@ -459,7 +460,15 @@ private:
 
   void lowerCall(const Node* n) {
     const std::string& target = n->target();
-    if (target.starts_with("aten.") && isLoweredIndexingOp(target)) {
+    if (target == "aten.max_pool2d_with_indices") {
+      tuples_[n] = lowerMaxPool2d(n);
+      return;
+    }
+    if (target == "aten.max_pool2d_with_indices_backward") {
+      values_[n] = lowerMaxPool2dBackward(n);
+    } else if (target == "operator.getitem") {
+      values_[n] = tupleItem(n);
+    } else if (target.starts_with("aten.") && isLoweredIndexingOp(target)) {
       values_[n] = lowerIndexing(n, target.substr(5));
     } else {
       KILN_CHECK(target.starts_with("prims."), "lowering: cannot lower ", target,
@@ -480,6 +489,19 @@ private:
         refreshAliases(root);
       }
     }
+  }
+
+  // getitem(tuple, i) of a lowered op with several results.
+  Value tupleItem(const Node* n) {
+    const Node* src = operandNode(n, 0, "a");
+    auto it = tuples_.find(src);
+    KILN_CHECK(it != tuples_.end(), "lowering: getitem (%", n->name(), ") of %", src->name(),
+               ", which is not a lowered op with several results");
+    const Argument* i = argOf(n, 1, "b");
+    KILN_CHECK(i && i->kind() == Argument::Kind::Int && i->toInt() >= 0 &&
+                   size_t(i->toInt()) < it->second.size(),
+               "lowering: getitem (%", n->name(), ") needs an index into %", src->name(), "'s results");
+    return it->second[size_t(i->toInt())];
   }
 
   Value lowerPrim(const Node* n, const std::string& prim) {
@@ -907,20 +929,58 @@ private:
     Shape keptSizes, reducedSizes;
     for (size_t d = 0; d < reduced.size(); ++d)
       (reduced[d] ? reducedSizes : keptSizes).push_back(in.sizes[d]);
-    Reduction red;
-    red.kind = kind;
-    BodyContext c;
-    red.ranges = iterVars("i", keptSizes, c.facts);
-    red.reductionRanges = iterVars("r", reducedSizes, c.facts);
-    Index idx;
-    size_t k = 0, r = 0;
-    for (bool isReduced : reduced)
-      idx.push_back(IndexExpr::var(isReduced ? "r" + std::to_string(r++)
-                                             : "i" + std::to_string(k++)));
-    int x = emitCast(c, in.load(c, idx), valueDtype);
-    if (transform) x = transform(c, x, loopVars("i", keptSizes.size()));
-    c.body.reduce(x);
-    red.body = std::move(c.body);
+    // The reduced dims, as loops: merged where their loads allow (below).
+    std::vector<Shape> loops;
+    for (const IndexExpr& size : reducedSizes) loops.push_back({size});
+    auto build = [&](const std::vector<Shape>& groups) {
+      Reduction red;
+      red.kind = kind;
+      BodyContext c;
+      red.ranges = iterVars("i", keptSizes, c.facts);
+      Shape extents;
+      for (const Shape& g : groups) extents.push_back(product(g));
+      red.reductionRanges = iterVars("r", extents, c.facts);
+      // Each reduced dim's index: its loop's variable split by the sizes of the dims after it
+      // in the same loop.
+      std::vector<IndexExpr> reducedIndex;
+      for (size_t l = 0; l < groups.size(); ++l) {
+        IndexExpr var = IndexExpr::var("r" + std::to_string(l));
+        if (groups[l].size() == 1) {
+          reducedIndex.push_back(var);
+          continue;
+        }
+        for (size_t g = 0; g < groups[l].size(); ++g) {
+          // The product of the sizes after this one in the loop (sizes in a merged group
+          // are nonzero).
+          Shape after(groups[l].begin() + long(g) + 1, groups[l].end());
+          reducedIndex.push_back(mod(floorDiv(var, product(after)), groups[l][g]));
+        }
+      }
+      Index idx;
+      size_t k = 0, r = 0;
+      for (bool isReduced : reduced)
+        idx.push_back(isReduced ? reducedIndex[r++] : IndexExpr::var("i" + std::to_string(k++)));
+      int x = emitCast(c, in.load(c, idx), valueDtype);
+      if (transform) x = transform(c, x, loopVars("i", keptSizes.size()));
+      c.body.reduce(x);
+      red.body = std::move(c.body);
+      return red;
+    };
+    Reduction red = build(loops);
+    // Adjacent reduced dims become one loop when every load's index stays affine in it (the
+    // dims are contiguous in memory for all of them: a mean over H and W of an NCHW or NHWC
+    // tensor): one longer loop, which the code generator's column order and vector loops take.
+    bool empty = std::count(reducedSizes.begin(), reducedSizes.end(), IndexExpr(0)) > 0;
+    for (size_t l = empty ? 0 : loops.size(); l-- > 1;) {
+      std::vector<Shape> merged = loops;
+      merged[l - 1].insert(merged[l - 1].end(), merged[l].begin(), merged[l].end());
+      merged.erase(merged.begin() + long(l));
+      Reduction candidate = build(merged);
+      if (divisionsIn(candidate.body) == divisionsIn(red.body)) {
+        loops = std::move(merged);
+        red = std::move(candidate);
+      }
+    }
     const Shape& outSizes = tensorTypeOf(n).sizes;
     // The same reduction computed before (a layer norm's mean and its variance's mean) is
     // that buffer.
@@ -930,6 +990,19 @@ private:
     std::string name = freshName();
     program_.buffers.push_back(Buffer{name, bufferDtype, outSizes, std::move(red), "", {}});
     return name;
+  }
+
+  // How many floordiv and mod nodes the indices of the body's loads and index values hold.
+  static int64_t divisionsIn(const LoopBody& body) {
+    std::function<int64_t(const IndexExpr&)> count = [&](const IndexExpr& e) {
+      int64_t k = e.kind() == IndexExpr::Kind::FloorDiv || e.kind() == IndexExpr::Kind::Mod;
+      for (const IndexExpr& o : e.operands()) k += count(o);
+      return k;
+    };
+    int64_t total = 0;
+    for (const LoopOp& op : body.ops)
+      if (op.code == LoopOpCode::Load || op.code == LoopOpCode::IndexExpr) total += count(op.index);
+    return total;
   }
 
   Value lowerReduction(const Node* n, ReductionKind kind) {
@@ -1235,6 +1308,7 @@ private:
   std::set<std::string> names_;
   int counter_ = 0;
   std::unordered_map<const Node*, Value> values_;
+  std::unordered_map<const Node*, std::vector<Value>> tuples_; // ops with several results
   std::unordered_map<const Node*, size_t> order_;        // position in the graph
   // ---------------------------------------------------------------------------------------
   // Indexing ops (Core ATen, lowered directly: they have no prims decomposition). A read
@@ -1608,6 +1682,171 @@ private:
   }
 
   std::unordered_map<std::string, std::string> versionRoot_; // in-place buffer -> root storage
+
+  // ---- Pooling ----------------------------------------------------------------------------
+  // max_pool2d_with_indices(self, kernel_size, stride, padding, dilation, ceil_mode) -> (values,
+  // indices): each output reads its window's kh*kw elements, unrolled in row-major order, with
+  // eager's rule (runtime/cpu/PoolingKernels.cpp): an element replaces the best so far when it
+  // is greater or NaN; the index is the first valid position's until one does. Window rows or
+  // columns that can fall outside the input (padding, ceil_mode) are masked; the others are
+  // proven inside by the output's range and read unmasked.
+  std::vector<Value> lowerMaxPool2d(const Node* n) {
+    const Value& self = operand(n, 0, "self");
+    KILN_CHECK(n->meta.type && n->meta.type->isTuple() && n->meta.type->elements().size() == 2,
+               "lowering: max_pool2d_with_indices (%", n->name(), ") needs its (values, indices) type");
+    std::vector<int64_t> outSizes =
+        staticInts(n->meta.type->elements()[0].tensor().sizes, "%" + n->name());
+    PoolWindow w = poolWindow(n, 1, ss(self), outSizes); // (pooling lowers over static sizes)
+    ScalarType dtype = self.dtype;
+    Loader in = self.load;
+    int64_t cost = self.cost * w.kernel[0] * w.kernel[1] + 6 * w.kernel[0] * w.kernel[1];
+    auto make = [&](bool indices) {
+      Value v;
+      v.dtype = indices ? ScalarType::Int64 : dtype;
+      v.sizes = exprs(outSizes);
+      v.cost = cost;
+      v.load = [in, w, dtype, indices](BodyContext& c, const Index& idx) {
+        return emitMaxWindow(c, in, w, dtype, idx, indices);
+      };
+      return v;
+    };
+    return {make(false), make(true)};
+  }
+
+  struct PoolWindow {
+    std::array<int64_t, 2> kernel, stride, padding, dilation, in, out;
+  };
+
+  // The window of a max_pool2d call whose kernel_size is argument `first` (stride, padding and
+  // dilation follow), over an input and output of these sizes (3-d or 4-d).
+  PoolWindow poolWindow(const Node* n, size_t first, const std::vector<int64_t>& in,
+                        const std::vector<int64_t>& out) {
+    const size_t rank = in.size();
+    KILN_CHECK((rank == 3 || rank == 4) && out.size() == rank, "lowering: ", n->target(),
+               " needs a 3-d or 4-d input");
+    auto pair = [&](size_t pos, std::string_view name, std::vector<int64_t> dflt) {
+      const Argument* a = argOf(n, pos, name);
+      std::vector<int64_t> v = (!a || a->isNone()) ? dflt : intList(*a, n->target() + " " + std::string(name));
+      if (v.empty()) v = dflt;
+      KILN_CHECK(v.size() == 1 || v.size() == 2, "lowering: ", n->target(), " ", name, " needs 1 or 2 ints");
+      return std::array<int64_t, 2>{v[0], v.size() == 1 ? v[0] : v[1]};
+    };
+    PoolWindow w;
+    w.kernel = pair(first, "kernel_size", {});
+    w.stride = pair(first + 1, "stride", {w.kernel[0], w.kernel[1]});
+    w.padding = pair(first + 2, "padding", {0});
+    w.dilation = pair(first + 3, "dilation", {1});
+    w.in = {in[rank - 2], in[rank - 1]};
+    w.out = {out[rank - 2], out[rank - 1]};
+    return w;
+  }
+
+  // max_pool2d_with_indices_backward(grad_output, self, kernel_size, stride, padding, dilation,
+  // ceil_mode, indices): grad_input[.., y, x] sums grad_output over the outputs whose window
+  // holds (y, x) and whose index is y*W + x. Along each dim the window offset k fixes the output
+  // o = (y + pad - k*dil) / stride (when it divides and o is in range), so each input element
+  // reads at most kh*kw outputs, unrolled with k descending: o ascending, the order in which
+  // eager's scatter adds them.
+  Value lowerMaxPool2dBackward(const Node* n) {
+    const Value& grad = operand(n, 0, "grad_output");
+    const Value& self = operand(n, 1, "self");
+    const Value& indices = operand(n, 7, "indices");
+    PoolWindow w = poolWindow(n, 2, ss(self), ss(grad));
+    Loader g = grad.load, at = indices.load;
+    ScalarType dtype = grad.dtype;
+    int64_t cost = (grad.cost + indices.cost + 10) * w.kernel[0] * w.kernel[1];
+    return derived(
+        n, [g, at, w, dtype](BodyContext& c, const Index& idx) {
+          const size_t rank = idx.size();
+          int sum = emitConstant(c, Argument(int64_t(0)), dtype);
+          int self = emitIndexExpr(c, idx[rank - 2] * IndexExpr(w.in[1]) + idx[rank - 1]);
+          for (int64_t ky = w.kernel[0] - 1; ky >= 0; --ky) {
+            for (int64_t kx = w.kernel[1] - 1; kx >= 0; --kx) {
+              std::array<int64_t, 2> k = {ky, kx};
+              Index src = idx;
+              int valid = -1;
+              for (size_t d = 0; d < 2; ++d) {
+                IndexExpr t = idx[rank - 2 + d] + IndexExpr(w.padding[d] - k[d] * w.dilation[d]);
+                IndexExpr o = floorDiv(t, IndexExpr(w.stride[d]));
+                src[rank - 2 + d] = max(IndexExpr(0), min(o, IndexExpr(w.out[d] - 1)));
+                // o is this window's output when stride divides t and 0 <= o < out.
+                int ov = emitIndexExpr(c, o);
+                int zero = emitConstant(c, Argument(int64_t(0)), ScalarType::Int64);
+                int ok = emitMath(c, LoopOpCode::BitwiseAnd,
+                                  {emitMath(c, LoopOpCode::Ge, {ov, zero}),
+                                   emitMath(c, LoopOpCode::Lt, {ov, emitConstant(c, Argument(w.out[d]), ScalarType::Int64)})});
+                if (w.stride[d] > 1)
+                  ok = emitMath(c, LoopOpCode::BitwiseAnd,
+                                {ok, emitMath(c, LoopOpCode::Eq, {emitIndexExpr(c, mod(t, IndexExpr(w.stride[d]))), zero})});
+                valid = valid < 0 ? ok : emitMath(c, LoopOpCode::BitwiseAnd, {valid, ok});
+              }
+              int hit = emitMath(c, LoopOpCode::Eq, {emitCast(c, at(c, src), ScalarType::Int64), self});
+              int take = emitMath(c, LoopOpCode::BitwiseAnd, {valid, hit});
+              int zero = emitConstant(c, Argument(int64_t(0)), dtype);
+              sum = emitMath(c, LoopOpCode::Add, {sum, emitMath(c, LoopOpCode::Where, {take, g(c, src), zero})});
+            }
+          }
+          return sum;
+        },
+        cost);
+  }
+
+  // The (value or index) result of one max pooling window at output index `idx`.
+  static int emitMaxWindow(BodyContext& c, const Loader& in, const PoolWindow& w, ScalarType dtype,
+                           const Index& idx, bool wantIndex) {
+    const size_t rank = idx.size();
+    int best = -1, where = -1, found = -1; // found: a valid element was seen (-1: statically yes)
+    bool floating = isFloatingType(dtype);
+    for (int64_t ky = 0; ky < w.kernel[0]; ++ky) {
+      for (int64_t kx = 0; kx < w.kernel[1]; ++kx) {
+        std::array<int64_t, 2> k = {ky, kx};
+        Index src = idx;
+        int valid = -1; // -1: always inside
+        std::array<IndexExpr, 2> pos;
+        for (size_t d = 0; d < 2; ++d) {
+          const IndexExpr& o = idx[rank - 2 + d];
+          int64_t off = k[d] * w.dilation[d] - w.padding[d];
+          pos[d] = o * IndexExpr(w.stride[d]) + IndexExpr(off);
+          bool inside = off >= 0 && (w.out[d] - 1) * w.stride[d] + off < w.in[d];
+          if (inside) {
+            src[rank - 2 + d] = pos[d];
+            continue;
+          }
+          // Read a clamped position and mask the element out.
+          src[rank - 2 + d] = max(IndexExpr(0), min(pos[d], IndexExpr(w.in[d] - 1)));
+          int p = emitIndexExpr(c, pos[d]);
+          int lo = emitMath(c, LoopOpCode::Ge, {p, emitConstant(c, Argument(int64_t(0)), ScalarType::Int64)});
+          int hi = emitMath(c, LoopOpCode::Lt, {p, emitConstant(c, Argument(w.in[d]), ScalarType::Int64)});
+          int ok = emitMath(c, LoopOpCode::BitwiseAnd, {lo, hi});
+          valid = valid < 0 ? ok : emitMath(c, LoopOpCode::BitwiseAnd, {valid, ok});
+        }
+        int v = in(c, src);
+        int flat = wantIndex ? emitIndexExpr(c, pos[0] * IndexExpr(w.in[1]) + pos[1]) : -1;
+        if (best < 0) {
+          // The first element: the initial best and index. When it may lie outside, `found`
+          // says whether it did not, and until a valid element is seen every valid one is
+          // taken (so the initial value, a clamped read, never survives).
+          best = v;
+          where = flat;
+          found = valid;
+          continue;
+        }
+        // take = valid && (nothing valid yet || v > best || v != v)
+        int take = emitMath(c, LoopOpCode::Gt, {v, best});
+        if (floating) take = emitMath(c, LoopOpCode::BitwiseOr, {take, emitMath(c, LoopOpCode::Ne, {v, v})});
+        if (found >= 0) {
+          int none = emitMath(c, LoopOpCode::Eq, {found, emitConstant(c, Argument(false), ScalarType::Bool)});
+          take = emitMath(c, LoopOpCode::BitwiseOr, {take, none});
+        }
+        if (valid >= 0) take = emitMath(c, LoopOpCode::BitwiseAnd, {take, valid});
+        best = emitMath(c, LoopOpCode::Where, {take, v, best});
+        if (wantIndex) where = emitMath(c, LoopOpCode::Where, {take, flat, where});
+        if (found >= 0 && valid >= 0) found = emitMath(c, LoopOpCode::BitwiseOr, {found, valid});
+        else if (valid < 0) found = -1;
+      }
+    }
+    return wantIndex ? where : best;
+  }
 };
 
 } // namespace

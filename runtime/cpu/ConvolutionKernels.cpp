@@ -22,6 +22,26 @@ namespace kiln::kernels {
 
 namespace {
 
+// Strides of a dense NCHW-shaped tensor stored NHWC.
+DimVector channelsLastStrides(IntArrayRef sizes) {
+  DimVector strides(4);
+  strides[0] = sizes[1] * sizes[2] * sizes[3];
+  strides[1] = 1;
+  strides[2] = sizes[3] * sizes[1];
+  strides[3] = sizes[1];
+  return strides;
+}
+
+// A 4-d tensor stored densely as NHWC and not also plain contiguous (one channel or a 1x1
+// image is both: it stays NCHW, as PyTorch suggests).
+bool isChannelsLast(const Tensor& t) {
+  if (t.dim() != 4 || t.isContiguous()) return false;
+  DimVector want = channelsLastStrides(t.sizes());
+  for (int64_t d = 0; d < 4; ++d)
+    if (t.size(d) != 1 && t.stride(d) != want[size_t(d)]) return false;
+  return true;
+}
+
 // The unfolded columns of one chunk stay within this budget (at least one sample per chunk).
 constexpr int64_t kColumnBytes = int64_t(1) << 20;
 constexpr int64_t kParallelGrain = 32768;
@@ -463,15 +483,33 @@ Tensor convolution(const Tensor& input, const Tensor& weight, const std::optiona
   }
   ConvShape s = convShape(input, weight, biasSizes, biasType, stride, padding, dilation, transposed,
                           outputPadding, groups);
-  Tensor out = Tensor::empty(s.outSizes(), input.dtype(), input.device());
   const ScalarType dt = input.dtype();
+  // A float32 input laid out channels-last (NHWC in memory) gives a channels-last output, as
+  // PyTorch's oneDNN path does; oneDNN's kernels then read and write it without reorders.
+  const bool channelsLast = dt == ScalarType::Float32 && !transposed && isChannelsLast(input);
+  Tensor out = channelsLast ? Tensor::emptyStrided(s.outSizes(), channelsLastStrides(s.outSizes()),
+                                                   dt, input.device())
+                            : Tensor::empty(s.outSizes(), dt, input.device());
   if (dt == ScalarType::Bool) throwUnsupportedDtype("slow_conv2d_cpu", dt);
   // PyTorch's dilated convolution has no integer kernel but int64's.
   if (!isFloatingType(dt) && dt != ScalarType::Int64 && (s.dh > 1 || s.dw > 1))
     throwUnsupportedDtype("slow_conv_dilated<>", dt);
   if (out.isMeta() || out.numel() == 0) return out;
-  Tensor x = cpu::contiguousInput(input), w = cpu::contiguousInput(weight);
+  Tensor w = cpu::contiguousInput(weight);
   Tensor b = bias ? cpu::contiguousInput(*bias) : Tensor();
+  if (channelsLast) {
+    cpu::DnnlConvShape d{s.n, s.c, s.h, s.w, s.cout, s.kh, s.kw, s.sh, s.sw,
+                         s.ph, s.pw, s.dh, s.dw, s.oh, s.ow, s.groups};
+    if (cpu::dnnlConvolutionForward(d, input.data<float>(), w.data<float>(),
+                                    b.defined() ? b.data<float>() : nullptr, out.data<float>(), true))
+      return out;
+    // No oneDNN kernel: computed in NCHW and copied into the channels-last output.
+    Tensor plain = Tensor::empty(s.outSizes(), dt, input.device());
+    convolutionForward<float>(s, cpu::contiguousInput(input), w, b, plain);
+    ops::copy_(out, plain, false);
+    return out;
+  }
+  Tensor x = cpu::contiguousInput(input);
   if (isHalfPrecision(dt)) {
     Tensor wide = Tensor::empty(s.outSizes(), ScalarType::Float32);
     convolutionForward<float>(s, widened(x), widened(w), widened(b), wide);

@@ -16,7 +16,7 @@ namespace kiln::cpu {
 namespace {
 
 using dnnl::memory;
-using Key = std::array<int64_t, 17>;
+using Key = std::array<int64_t, 18>;
 
 struct ConvPrimitive {
   dnnl::convolution_forward conv;
@@ -30,7 +30,7 @@ dnnl::engine& cpuEngine() {
   return engine;
 }
 
-std::unique_ptr<ConvPrimitive> build(const DnnlConvShape& s, bool hasBias) {
+std::unique_ptr<ConvPrimitive> build(const DnnlConvShape& s, bool hasBias, bool channelsLast) {
   dnnl::engine& eng = cpuEngine();
   const auto f32 = memory::data_type::f32;
   const auto any = memory::format_tag::any;
@@ -52,8 +52,9 @@ std::unique_ptr<ConvPrimitive> build(const DnnlConvShape& s, bool hasBias) {
   dnnl::convolution_forward::primitive_desc pd(desc, eng);
   auto p = std::make_unique<ConvPrimitive>();
   p->conv = dnnl::convolution_forward(pd);
-  p->userSrc = memory({src, f32, memory::format_tag::nchw}, eng, DNNL_MEMORY_NONE);
-  p->userDst = memory({dst, f32, memory::format_tag::nchw}, eng, DNNL_MEMORY_NONE);
+  const auto act = channelsLast ? memory::format_tag::nhwc : memory::format_tag::nchw;
+  p->userSrc = memory({src, f32, act}, eng, DNNL_MEMORY_NONE);
+  p->userDst = memory({dst, f32, act}, eng, DNNL_MEMORY_NONE);
   p->userWei = memory({wei, f32, s.groups == 1 ? memory::format_tag::oihw : memory::format_tag::goihw},
                       eng, DNNL_MEMORY_NONE);
   if (hasBias) p->userBias = memory({bias, f32, memory::format_tag::x}, eng, DNNL_MEMORY_NONE);
@@ -192,15 +193,15 @@ bool dnnlConvolutionBackward(const DnnlConvShape& s, const float* go, const floa
 }
 
 bool dnnlConvolutionForward(const DnnlConvShape& s, const float* x, const float* w, const float* b,
-                            float* out) {
+                            float* out, bool channelsLast) {
   Key key{s.n, s.c, s.h, s.w, s.cout, s.kh, s.kw, s.sh, s.sw, s.ph, s.pw, s.dh, s.dw, s.oh, s.ow,
-          s.groups, b != nullptr};
+          s.groups, b != nullptr, channelsLast};
   thread_local std::map<Key, std::unique_ptr<ConvPrimitive>> cache;
   auto it = cache.find(key);
   if (it == cache.end()) {
     std::unique_ptr<ConvPrimitive> p;
     try {
-      p = build(s, b != nullptr);
+      p = build(s, b != nullptr, channelsLast);
     } catch (const dnnl::error&) {
       p = nullptr; // no oneDNN kernel for this shape: the caller's im2col path runs
     }

@@ -10,10 +10,12 @@ struct DnnlConvShape {
   int64_t n, c, h, w, cout, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow, groups;
 };
 
-// out = conv(x, w) (+ b when not null), every array contiguous NCHW / OIHW. Returns false (and
-// writes nothing) when oneDNN has no primitive for this shape.
+// out = conv(x, w) (+ b when not null), every array contiguous NCHW / OIHW, or with
+// `channelsLast` x and out channels-last (NHWC in memory: oneDNN's direct kernels read and
+// write that layout without a reorder). Returns false (and writes nothing) when oneDNN has no
+// primitive for this shape.
 bool dnnlConvolutionForward(const DnnlConvShape& s, const float* x, const float* w, const float* b,
-                            float* out);
+                            float* out, bool channelsLast = false);
 
 // The input and weight gradients (either may be null: not wanted) of that convolution, from
 // grad_output go; the same contract as dnnlConvolutionForward.

@@ -197,3 +197,58 @@ def test_value_read_by_a_fallback_and_returned():
         return kiln.nn.functional.embedding(rows, table) * 2, rows
 
     _check(fn, _rand(6, 3), 4)
+
+
+def _conv_net(x, w1, w2):
+    F = nn.functional
+    h = F.max_pool2d(F.relu(F.conv2d(x, w1, padding=1)), 2)
+    return F.relu(F.conv2d(h, w2, stride=2, padding=1)).mean(dim=(2, 3))
+
+
+def test_convolutions_run_channels_last_between_segments():
+    """A float32 convolution whose result only compiled code reads runs channels-last: its
+    input is written NHWC by the segment before it (or converted there, for a graph input), and
+    the segment after it reads the NHWC result through its strides."""
+    args = (_rand(2, 3, 8, 8, seed=1), _rand(4, 3, 3, 3, seed=2), _rand(5, 4, 3, 3, seed=3))
+    with kiln.no_grad():
+        _check(_conv_net, *args, tol=1e-4)
+    steps = fallback.plan(_computed_graph(_conv_net, *args))
+    convs = [s for s in steps if s.kind == "eager"]
+    assert [str(s.outputs[0].target) for s in convs] == ["aten.convolution"] * 2
+    assert all(s.layouts[0] == "channels_last" for s in convs)
+    # Segment 0 only converts x; segment 1 (relu + pool) writes the pool NHWC for conv 2 and
+    # reads conv 1's NHWC result; segment 2 reads conv 2's.
+    segments = [s for s in steps if s.kind == "compiled"]
+    assert [s.layouts for s in segments] == [[None], ["channels_last"], ["channels_last"]]
+    for s in segments[:2]:
+        assert isinstance(s.outputs[-1], fallback._ChannelsLast)
+    strides = [n.type for n in segments[1].graph.placeholders()]
+    assert "strides=[256, 1, 32, 4]" in str(strides[0])
+
+
+def test_convolution_result_returned_keeps_eager_layout():
+    # A result the caller sees keeps eager's NCHW layout; the one only the program reads does not
+    # need to.
+    F = nn.functional
+
+    def fn(x, w):
+        y = F.conv2d(x, w, padding=1)
+        return y, F.conv2d(y.relu(), w, padding=1)
+
+    x, w = _rand(2, 4, 5, 5, seed=4), _rand(4, 4, 3, 3, seed=5)
+    with kiln.no_grad():
+        _check(fn, x, w, tol=1e-4)
+        got = kiln.compile(fn)(x, w)
+    assert got[0].stride() == fn(x, w)[0].stride() == (100, 25, 5, 1)
+
+
+def test_eager_convolution_of_a_channels_last_input_is_channels_last():
+    torch = pytest.importorskip("torch")
+    a = np.random.default_rng(6).standard_normal((2, 3, 9, 7)).astype(np.float32)
+    w = np.random.default_rng(7).standard_normal((5, 3, 3, 3)).astype(np.float32)
+    outs = []
+    for T in (kiln, torch):
+        x = T.from_numpy(a).permute(0, 2, 3, 1).contiguous().permute(0, 3, 1, 2)
+        outs.append(T.nn.functional.conv2d(x, T.from_numpy(w), padding=1, stride=(1, 2)))
+    assert tuple(outs[0].stride()) == tuple(outs[1].stride())
+    np.testing.assert_allclose(outs[0].numpy(), outs[1].numpy(), rtol=1e-5, atol=1e-5)

@@ -221,7 +221,10 @@ def _function_class(plan):
                     "kiln.compile: backward with create_graph=True through a compiled region is not "
                     "supported (its backward is compiled code, not differentiable itself); run the "
                     "function uncompiled for double backward")
-            tangents = [g for g, t in zip(grad_outputs, plan.tangent_for) if t]
+            # The backward is compiled for contiguous tangents (as AOT autograd makes them): the
+            # gradient of a sum or a mean arrives expanded from a scalar (strides 0).
+            tangents = [g if g.is_contiguous() else g.contiguous()
+                        for g, t in zip(grad_outputs, plan.tangent_for) if t]
             grads = iter(plan.backward(*ctx.saved_tensors, *tangents))
             result = [None] * plan.num_inputs
             for i, present in zip(plan.grad_inputs, plan.grad_present):

@@ -12,7 +12,8 @@ segment's own values, or a fallback's that ran before it); a fallback runs right
 segment that last feeds it, in program order among the fallbacks there. Nodes without inputs
 (prims.full) are copied into each segment that reads them rather than passed between them.
 Values crossing into a segment are made contiguous (each segment is compiled for contiguous
-inputs there); the graph's own inputs keep their layouts.
+inputs there), except the results of float32 convolutions, which run channels-last and are read
+in that layout (_channels_last_conv); the graph's own inputs keep their layouts.
 
 In-place writes (prims.copy_to: batch norm's running statistics, `x.add_(1)`) stay in program
 order only within one segment, so a graph is cut only when, for each written storage (an input
@@ -41,6 +42,10 @@ def is_fallback(node):
         return False
     if target in _INDEXING_OPS:
         return not _lowers_indexing(node)
+    if target in _POOLING_OPS:
+        return not _lowers_pooling(node)
+    if target == "operator.getitem" and node.args and hasattr(node.args[0], "op"):
+        return is_fallback(node.args[0])
     return not target.startswith("prims.") or target in _UNLOWERED_PRIMS
 
 
@@ -50,6 +55,31 @@ _INDEXING_OPS = frozenset({
     "aten.gather", "aten.index_select", "aten.embedding", "aten.index.Tensor", "aten.index_put",
     "aten.scatter.src", "aten.scatter.value", "aten.scatter_add", "aten.embedding_dense_backward",
 })
+
+
+# Pooling ops the loop IR lowers directly (compiler/Lowering.cpp, "Pooling"); their results
+# are taken by getitem nodes, which lower with them.
+_POOLING_OPS = frozenset({"aten.max_pool2d_with_indices", "aten.max_pool2d_with_indices_backward"})
+
+
+def _lowers_pooling(node):
+    """Static shapes, a 3-d or 4-d numeric input and a nonempty result (eager reports the rest)."""
+    if str(node.target) == "aten.max_pool2d_with_indices_backward":
+        grad, self_t, indices = (_tensor_type(a) for a in (node.args[0], node.args[1], node.args[7]))
+        if not all(_static(t) for t in (grad, self_t, indices)) or not _integer(indices):
+            return False
+        if grad.dtype != self_t.dtype or grad.dtype not in _floating_dtypes():
+            return False
+        return len(self_t.shape) in (3, 4) and all(s > 0 for s in list(grad.shape) + list(self_t.shape))
+    self_t = _tensor_type(node.args[0]) if node.args else None
+    out = node.type.elements[0] if node.type is not None and node.type.kind == "tuple" else None
+    if self_t is None or out is None or not _static(self_t) or not _static(out):
+        return False
+    if len(self_t.shape) not in (3, 4) or self_t.dtype == _bool_dtype():
+        return False
+    if getattr(self_t.dtype, "is_complex", False):
+        return False
+    return all(s > 0 for s in out.shape)
 
 
 def _tensor_type(a):
@@ -135,6 +165,11 @@ def _integer(t):
         and not getattr(t.dtype, "is_complex", False)
 
 
+def _floating_dtypes():
+    import kiln
+    return (kiln.float32, kiln.float64, kiln.float16, kiln.bfloat16)
+
+
 def _bool_dtype():
     from .. import bool as kiln_bool
     return kiln_bool
@@ -148,6 +183,9 @@ class _Step:
     def __init__(self, kind, graph, inputs, outputs):
         self.kind, self.graph, self.inputs, self.outputs = kind, graph, inputs, outputs
         self.run = None
+        # Per input, the layout it is passed in ("contiguous", "channels_last", None: as it is);
+        # None: all as they are.
+        self.layouts = None
 
 
 def _levels(nodes):
@@ -177,14 +215,19 @@ def _levels(nodes):
         if len(levels) < len(node.users) or not levels:
             levels.append(top)
         level[node] = min(levels)
+    # The results of a lowered op with several (max_pool2d's values and indices) are taken
+    # apart in its segment: a tuple does not cross segments.
+    for node in nodes:
+        if node.target == "operator.getitem" and node in level and not is_fallback(node):
+            level[node] = level[node.args[0]]
     return level
 
 
-def _segment_graph(members, placeholders_of):
+def _segment_graph(members, placeholders_of, extra_reads=()):
     """A prims graph computing `members` (original nodes, in order) from placeholders for the
-    values they read from outside (placeholders_of: original node -> type to compile for);
-    returns (graph without its output node, the outside nodes read in placeholder order, the
-    map from original nodes to the graph's)."""
+    values they (and the output, `extra_reads`) read from outside (placeholders_of: original
+    node -> type to compile for); returns (graph without its output node, the outside nodes
+    read in placeholder order, the map from original nodes to the graph's)."""
     graph, env, inputs = Graph(), {}, []
     member_set = set(members)
 
@@ -203,6 +246,9 @@ def _segment_graph(members, placeholders_of):
         for a in node.all_input_nodes:
             if a not in member_set:
                 value(a)
+    for a in extra_reads:
+        if a not in member_set:
+            value(a)
     for node in members:
         env[node] = graph.node_copy(node, value)
     return graph, inputs, env
@@ -252,22 +298,54 @@ def plan(graph, views=frozenset(), writes=frozenset()):
     users = {n: list(n.users) for n in nodes}
     top = max(level[n] for n in lowerable + fallbacks)
 
+    # Convolutions whose result only the program reads run channels-last (see _channels_last).
+    channels_last = {n for n in fallbacks if _channels_last_conv(n)
+                     and n not in output_node.all_input_nodes}
+
     def type_for(a):
         if a.op == "placeholder":
             return a.type
         t = a.type
+        if a in channels_last:
+            return tensor_type(t.dtype, t.shape, _channels_last_strides(t.shape))
         return tensor_type(t.dtype, t.shape) if t is not None and t.kind == "tensor" else t
+
+    # The inputs of those convolutions that a segment computes, or that are the graph's inputs,
+    # are written channels-last by the segment computing them (or the one before the
+    # convolution): per segment level, the values to convert there.
+    converted = {}
+    for conv in sorted(channels_last, key=nodes.index):
+        a = conv.args[0]
+        if a.op == "placeholder" or not is_fallback(a):
+            at = converted.setdefault(level[conv] if a.op == "placeholder" else level[a], [])
+            if a not in at:
+                at.append(a)
+    read_converted = {c.args[0] for c in channels_last}
+
+    def read_plain(n, member_set):
+        """n's value is needed as it is outside its segment (by a user other than a
+        channels-last convolution taking the converted copy, or as a graph output)."""
+        return n in output_node.all_input_nodes or any(
+            u not in member_set and not (u in channels_last and u.args[0] is n and n in read_converted)
+            for u in users[n])
 
     steps = []
     for lvl in range(top + 1):
         members = [n for n in lowerable if level[n] == lvl]
-        if members:
-            seg_graph, inputs, env = _segment_graph(members, type_for)
+        convert = converted.get(lvl, [])
+        if members or convert:
+            seg_graph, inputs, env = _segment_graph(members, type_for, convert)
             member_set = set(members)
-            outputs = [n for n in members
-                       if any(u not in member_set for u in users[n]) or n in output_node.all_input_nodes]
-            seg_graph.output(tuple(env[n] for n in outputs))
-            steps.append(_Step("compiled", seg_graph, inputs, outputs))
+            outputs = [n for n in members if read_plain(n, member_set)]
+            results = [env[n] for n in outputs]
+            for a in convert:
+                results.append(_channels_last_copy(seg_graph, env[a], a.type))
+                outputs.append(_ChannelsLast(a))
+            seg_graph.output(tuple(results))
+            step = _Step("compiled", seg_graph, inputs, outputs)
+            step.layouts = [None if a.op == "placeholder" else
+                            "channels_last" if a in channels_last else "contiguous" for a in inputs]
+            steps.append(step)
         for node in fallbacks:
             if level[node] != lvl:
                 continue
@@ -283,8 +361,66 @@ def plan(graph, views=frozenset(), writes=frozenset()):
                 value(a)
             copy = g.node_copy(node, value)
             g.output((copy,))
-            steps.append(_Step("eager", g, inputs, [node]))
+            step = _Step("eager", g, inputs, [node])
+            if node in channels_last:
+                step.layouts = ["channels_last" if a is node.args[0] else None for a in inputs]
+            steps.append(step)
     return steps
+
+
+# A float32 2-d convolution (oneDNN's) reads and writes NHWC without reorders, and its NCHW
+# result would cost a reorder as large as the result itself (small_cnn large: 4.9 ms of the
+# first convolution's 6.2). So a convolution whose result only the compiled segments read gets
+# its input channels-last (eager kiln then returns its result channels-last, as PyTorch does)
+# and the segments read that layout through their input strides.
+def _channels_last_conv(node):
+    if str(node.target) != "aten.convolution" or len(node.args) < 7 or node.args[6] is not False:
+        return False
+    x, out = _tensor_type(node.args[0]), _tensor_type(node)
+    return (x is not None and out is not None and _static(x) and _static(out) and len(x.shape) == 4
+            and x.dtype == _float32() and x.shape[1] > 1 and out.shape[1] > 1
+            and x.shape[2] * x.shape[3] > 1 and out.shape[2] * out.shape[3] > 1)
+
+
+class _ChannelsLast:
+    """The key of a value's channels-last copy (made by a segment) among the plan's values."""
+
+    def __init__(self, node):
+        self.node = node
+
+    def __eq__(self, other):
+        return isinstance(other, _ChannelsLast) and other.node is self.node
+
+    def __hash__(self):
+        return hash(("channels_last", self.node))
+
+
+def _channels_last_copy(graph, value, t):
+    """Nodes of `graph` computing value's [n, h, w, c] copy (contiguous): the segment's output,
+    permuted back to [n, c, h, w] when the program runs."""
+    n, c, h, w = t.shape
+    nhwc = tensor_type(t.dtype, [n, h, w, c])
+    moved = graph.call_function("prims.transpose", (value, [0, 2, 3, 1]), type_expr=nhwc)
+    return graph.call_function("prims.clone", (moved,), type_expr=nhwc)
+
+
+def _channels_last_strides(shape):
+    n, c, h, w = shape
+    return [c * h * w, 1, w * c, c]
+
+
+def _float32():
+    import kiln
+    return kiln.float32
+
+
+def _laid_out(value, layout):
+    """value in `layout` ("contiguous", "channels_last" or None: as it is), copied if needed."""
+    if layout == "contiguous":
+        return value if value.is_contiguous() else value.contiguous()
+    if layout == "channels_last" and list(value.stride()) != _channels_last_strides(value.shape):
+        return value.permute(0, 2, 3, 1).contiguous().permute(0, 3, 1, 2)
+    return value
 
 
 class PartitionedProgram:
@@ -310,12 +446,11 @@ class PartitionedProgram:
     def __call__(self, *args):
         env = dict(zip(self.placeholders, args))
         for step in self.steps:
-            ins = []
-            for a in step.inputs:
-                v = env[a]
-                if step.kind == "compiled" and a.op != "placeholder" and not v.is_contiguous():
-                    v = v.contiguous()
-                ins.append(v)
+            if step.layouts is None:
+                ins = [env[a] for a in step.inputs]
+            else:  # a channels-last copy a segment made is taken as it is
+                ins = [_laid_out(env[_ChannelsLast(a)] if _ChannelsLast(a) in env else env[a], layout)
+                       for a, layout in zip(step.inputs, step.layouts)]
             for node, value in zip(step.outputs, step.run(*ins)):
-                env[node] = value
+                env[node] = value.permute(0, 3, 1, 2) if isinstance(node, _ChannelsLast) else value
         return tuple(env[r] for r in self.results)
