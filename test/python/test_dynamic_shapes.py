@@ -270,3 +270,20 @@ def test_size_int_records_comparisons():
     assert dynamic.compared_symbols() == {0, 1}
     dynamic.begin_trace()
     assert [s // 3, s % 3, -s] == [2, 2, -8] and dynamic.compared_symbols() == {0}
+
+
+def test_symbolic_guards_text_and_failures(capsys):
+    backend, counts = _counting()
+    compiled = kiln.compile(lambda x, y: x + y, backend=backend, dynamic=True)
+    kiln.set_logs(guards=True, recompiles=True)
+    try:
+        compiled(_t(4, 3), _t(4, 3))
+        compiled(_t(6, 3), _t(6, 3))          # same graph
+        compiled(_t(6, 3), _t(6, 3).transpose(0, 1).contiguous().transpose(0, 1))  # not contiguous
+        compiled(_t(5, 3), _t(7, 3)[:5])     # a view, contiguous: passes
+    finally:
+        kiln.set_logs()
+    err = capsys.readouterr().err
+    assert "check_tensor(L['x'], Tensor, float32, device=cpu, size=[s0, s1], contiguous, 2 <= s <= 4096" in err
+    assert "L['y'] is contiguous (got stride [1, 6])" in err
+    assert counts["compiles"] == 2
