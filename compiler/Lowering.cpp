@@ -1319,17 +1319,20 @@ private:
 
   // Binds an index variable to the integer value `value` checked against `size`; an equal
   // check made before in this body is reused. Returns the variable.
-  static IndexExpr emitIndirect(BodyContext& c, int value, int64_t size, bool wrap, const std::string& error) {
+  // (`size` may be an expression over size symbols: the variable is then bounded below only.)
+  static IndexExpr emitIndirect(BodyContext& c, int value, const IndexExpr& size, bool wrap,
+                                const std::string& error) {
     int count = 0;
     for (const LoopOp& op : c.body.ops) {
       if (op.code != LoopOpCode::Indirect) continue;
       ++count;
-      if (op.operands[0] == value && op.index == IndexExpr(size) && op.wrap == wrap && op.error == error)
+      if (op.operands[0] == value && op.index == size && op.wrap == wrap && op.error == error)
         return IndexExpr::var(op.var);
     }
     std::string var = "x" + std::to_string(count);
-    c.body.indirect(value, IndexExpr(size), var, wrap, error);
-    c.facts[var] = VarRange{0, size};
+    c.body.indirect(value, size, var, wrap, error);
+    addSymbolFacts(c.facts, size);
+    c.facts[var] = VarRange{0, size.constant()};
     return IndexExpr::var(var);
   }
 
@@ -1385,11 +1388,11 @@ private:
   Value lowerGather(const Node* n) {
     const Value& self = operand(n, 0, "self");
     const Value& index = operand(n, 2, "index");
-    int64_t dim = normalizedDim(intArg(n, 1, "dim"), ss(self).size(), "gather");
-    int64_t size = ss(self).empty() ? 1 : ss(self)[size_t(dim)];
+    int64_t dim = normalizedDim(intArg(n, 1, "dim"), self.sizes.size(), "gather");
+    IndexExpr size = self.sizes.empty() ? IndexExpr(1) : self.sizes[size_t(dim)];
     Loader in = self.load, at = index.load;
     std::string error = boundsError("RuntimeError", dim);
-    bool scalar = ss(self).empty();
+    bool scalar = self.sizes.empty();
     return derived(
         n, [in, at, dim, size, error, scalar](BodyContext& c, const Index& idx) {
           IndexExpr x = emitIndirect(c, at(c, idx), size, false, error);
@@ -1404,16 +1407,15 @@ private:
   Value lowerIndexSelect(const Node* n) {
     const Value& self = operand(n, 0, "self");
     const Value& index = operand(n, 2, "index");
-    int64_t dim = normalizedDim(intArg(n, 1, "dim"), ss(self).size(), "index_select");
-    int64_t size = ss(self).empty() ? 1 : ss(self)[size_t(dim)];
-    int64_t numel = 1;
-    for (int64_t s : ss(self)) numel *= s;
+    int64_t dim = normalizedDim(intArg(n, 1, "dim"), self.sizes.size(), "index_select");
+    IndexExpr size = self.sizes.empty() ? IndexExpr(1) : self.sizes[size_t(dim)];
     // Eager's CPU paths word (and type) the error differently (runtime/cpu/IndexKernels.cpp).
-    bool runtimeError = ss(self).size() > 1 && (dim == 1 || numel == 0);
+    // (A symbolic numel is never 0: symbols are >= 2.)
+    bool runtimeError = self.sizes.size() > 1 && (dim == 1 || product(self.sizes) == IndexExpr(0));
     std::string error = runtimeError ? "RuntimeError: INDICES element is out of DATA bounds, id={index} axis_dim={size}"
                                      : "IndexError: index out of range in self";
     Loader in = self.load, at = index.load;
-    bool scalarIndex = ss(index).empty(), scalar = ss(self).empty();
+    bool scalarIndex = index.sizes.empty(), scalar = self.sizes.empty();
     return derived(
         n, [in, at, dim, size, error, scalarIndex, scalar](BodyContext& c, const Index& idx) {
           Index position = scalarIndex || scalar ? Index{} : Index{idx[size_t(dim)]};
@@ -1429,9 +1431,9 @@ private:
   Value lowerEmbedding(const Node* n) {
     const Value& weight = operand(n, 0, "weight");
     const Value& indices = operand(n, 1, "indices");
-    KILN_CHECK(ss(weight).size() == 2, "lowering: embedding needs a 2-d weight");
-    int64_t rows = ss(weight)[0];
-    size_t k = ss(indices).size();
+    KILN_CHECK(weight.sizes.size() == 2, "lowering: embedding needs a 2-d weight");
+    IndexExpr rows = weight.sizes[0];
+    size_t k = indices.sizes.size();
     Loader in = weight.load, at = indices.load;
     return derived(
         n, [in, at, rows, k](BodyContext& c, const Index& idx) {

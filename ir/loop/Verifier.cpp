@@ -534,8 +534,10 @@ private:
       for (const std::string& w : stride.variables())
         if (vars.count(w)) return; // not affine in the loop variables
       Bounds b = bounds(stride, symbolFacts_);
+      auto extentOf = extents_.find(v);
+      if (extentOf == extents_.end()) return; // an indirect variable: checked at run time
       if (b.lo && *b.lo >= 0)
-        atMax[v] = extents_.at(v) - 1;
+        atMax[v] = extentOf->second - 1;
       else if (b.hi && *b.hi <= 0)
         atMax[v] = 0;
       else

@@ -287,3 +287,29 @@ def test_symbolic_guards_text_and_failures(capsys):
     assert "check_tensor(L['x'], Tensor, float32, device=cpu, size=[s0, s1], contiguous, 2 <= s <= 4096" in err
     assert "L['y'] is contiguous (got stride [1, 6])" in err
     assert counts["compiles"] == 2
+
+
+def test_embedding_gather_index_select_over_symbols():
+    # Token embedding at changing batch and sequence lengths, a gather over a log_softmax of
+    # symbolic rows (cross entropy's), an index_select of symbolic rows; an index out of range
+    # still raises as eager does.
+    weight = _t(50, 8)
+
+    def fn(tokens, logits, target):
+        e = kiln.nn.functional.embedding(tokens, weight)
+        lp = kiln.log_softmax(logits, dim=-1).gather(1, target.unsqueeze(1))
+        return e.sum(dim=1), -lp.sum(), logits.index_select(0, target % 3)
+
+    def call(b, s):
+        tokens = kiln.from_numpy(RNG.integers(0, 50, (b, s)))
+        target = kiln.from_numpy(RNG.integers(0, 10, (b,)))
+        return tokens, _t(b, 10), target
+
+    counts = _check(fn, [call(3, 5), call(4, 7), call(6, 9), call(5, 8)])
+    assert counts["symbols"][-1] is not None and counts["compiles"] == 2
+    tokens, logits, target = call(5, 8)
+    tokens[0, 0] = 50
+    backend, _ = _counting()
+    compiled = kiln.compile(fn, backend=backend)
+    with pytest.raises(IndexError):
+        compiled(tokens, logits, target)
