@@ -313,3 +313,27 @@ def test_embedding_gather_index_select_over_symbols():
     compiled = kiln.compile(fn, backend=backend)
     with pytest.raises(IndexError):
         compiled(tokens, logits, target)
+
+
+def test_causal_mask_buffer_bounds_the_range():
+    # nanoGPT's pattern: a block_size x block_size causal mask buffer sliced to the sequence
+    # length. The frame does not trace beyond block_size (masked_fill's shapes differ), so the
+    # guarded range is found by bisection: 2 <= s <= 16, and one graph serves every length.
+    nn = kiln.nn
+
+    class Attention(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.qkv = nn.Linear(8, 24)
+            self.register_buffer("bias", kiln.from_numpy(np.tril(np.ones((16, 16), np.float32))).view(1, 16, 16))
+
+        def forward(self, x):
+            b, t, c = x.size()
+            q, k, v = self.qkv(x).split(c, dim=2)
+            att = (q @ k.transpose(-2, -1)).masked_fill(self.bias[:, :t, :t] == 0, float("-inf"))
+            return kiln.softmax(att, dim=-1) @ v
+
+    model = Attention()
+    with kiln.no_grad():
+        counts = _check(model, [(_t(2, t, 8),) for t in range(5, 17)], atol=1e-4)
+    assert counts["symbols"] == [None, "x: [_, s0, _]"]

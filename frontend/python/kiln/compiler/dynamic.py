@@ -220,21 +220,26 @@ def _monomials(k):
     return out
 
 
-def probe_points(sig):
+def probe_points(sig, avoid=()):
     """Points (a size per symbol) at which the frame is traced again: enough to fit every
-    monomial plus two to check, spread over [2, max_size] (both ends included)."""
+    monomial plus two to check, spread over [2, max_size] (both ends included), avoiding the
+    static sizes of the program (`avoid`: at a symbol equal to one, decompositions take their
+    special cases, a slice of a whole dim vanishes, and the graph text differs)."""
     k, top = len(sig.hints), sig.max_size
     values = [2, top, 3, top - 1, 5, top // 3 + 1, 7, top // 2 - 1, 11, 97, 13, 251, 17, 509, 19, 1021,
-              23, 2039, 29, 31, 37, 41, 43, 47]
-    values = [v for v in dict.fromkeys(values) if 2 <= v <= top]
+              23, 2039, 29, 31, 37, 41, 43, 47, 53, 59, 61, 67, 71, 73, 79, 83, 89]
+    values = [v for v in dict.fromkeys(values) if 2 <= v <= top and v not in set(avoid)]
+    if len(values) < k + 1:
+        raise DynamicUnsupported(f"too few probe sizes in [2, {top}]")
     need = len(_monomials(k)) + 2
     points = []
-    for j in itertools.count():
+    for j in range(len(values) ** 2):
         point = tuple(values[(j + 5 * i) % len(values)] for i in range(k))
-        if point != tuple(sig.hints) and point not in points:
+        if point != tuple(sig.hints) and point not in points and len(set(point)) == k:
             points.append(point)
         if len(points) >= need:
             return points
+    raise DynamicUnsupported(f"too few probe points in [2, {top}]")
 
 
 def _solve(rows, values):

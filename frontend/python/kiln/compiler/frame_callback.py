@@ -364,9 +364,32 @@ class FrameCallback:
                 traces = self._probe(code, frame_info, result, tensors, sig.restrict(alone[:1]))
         return traces if isinstance(traces, dynamic.Traces) else None
 
+    def _fit_range(self, code, frame_info, tensors, sig):
+        """`sig` with its guarded maximum lowered to the largest size the frame traces at, when
+        it does not trace with every symbol at the maximum (a model whose causal mask is
+        block_size long takes sequences up to block_size only): found by bisection between
+        the traced sizes and the maximum, with every symbol at the same size."""
+        def traces_at(size):
+            point = tuple(size for _ in sig.hints)
+            return trace_frame(frame_info, {"fullgraph": self.fullgraph, "sizes": sig.sizes_at(point, tensors)})["ok"]
+
+        start = time.perf_counter()
+        try:
+            low, high = max(sig.hints), sig.max_size
+            if traces_at(high) or not traces_at(low):
+                return sig
+            while high - low > 1:
+                mid = (low + high) // 2
+                low, high = (mid, high) if traces_at(mid) else (low, mid)
+        finally:
+            self._time(code, "trace_frame", start)
+        _dynamic_log.info("%s: the frame traces at sizes up to %d only: guarded 2 <= s <= %d", _where(code), low, low)
+        return dynamic.Signature(sig.dims, sig.hints, low)
+
     def _probe(self, code, frame_info, result, tensors, sig):
         """The frame traced over `sig`'s symbols at the probe points (dynamic.Traces); None when
         the traces are not one graph; the set of symbol ids whose sizes the code compared."""
+        sig = self._fit_range(code, frame_info, tensors, sig)
         options = {"fullgraph": self.fullgraph, "dynamic": sig.dims, "max_dynamic_size": sig.max_size}
         start = time.perf_counter()
         compared = set()
@@ -378,7 +401,16 @@ class FrameCallback:
             # (Comparisons are taken from the trace at the call's sizes only: at a probe point a
             # small symbol value often equals a static size, whose comparisons are not the
             # symbol's.)
-            for point in dynamic.probe_points(sig):
+            # The static sizes of the program (of attributes, and inputs' other dims) are not
+            # probed: see dynamic.probe_points.
+            avoid = {s for t in result["attrs"].values() if isinstance(t, _C.TensorBase) for s in t.shape}
+            for expr, t in tensors.items():
+                avoid |= {s for s, i in zip(t.shape, sig.dims.get(expr, [-1] * t.dim())) if i < 0}
+            try:
+                points = dynamic.probe_points(sig, avoid)
+            except dynamic.DynamicUnsupported:
+                return None
+            for point in points:
                 probes.append((point, trace_frame(frame_info, {**options, "sizes": sig.sizes_at(point, tensors)})))
                 if not probes[-1][1]["ok"]:
                     break
