@@ -337,3 +337,22 @@ def test_causal_mask_buffer_bounds_the_range():
     with kiln.no_grad():
         counts = _check(model, [(_t(2, t, 8),) for t in range(5, 17)], atol=1e-4)
     assert counts["symbols"] == [None, "x: [_, s0, _]"]
+
+
+def test_graph_cache_keys_on_the_symbolic_graph(monkeypatch):
+    # A second compile of the same program over symbols (after reset: as another process
+    # would) comes from the graph cache: nothing is lowered again.
+    from kiln.compiler import inductor
+
+    w = _t(8, 4)
+
+    def fn(x):
+        return (x @ w).relu()
+
+    calls = [(_t(n, 8),) for n in (3, 5, 7)]
+    _check(fn, calls, dynamic_flag=True)
+    kiln.compiler.reset()
+    lowered = []
+    monkeypatch.setattr(inductor._codegen, "lower", lambda g, _lower=inductor._codegen.lower: lowered.append(1) or _lower(g))
+    counts = _check(fn, calls, dynamic_flag=True)
+    assert counts["symbols"] == ["x: [s0, _]"] and lowered == []

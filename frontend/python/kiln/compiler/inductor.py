@@ -411,6 +411,14 @@ def compile_dynamic(traces, example_inputs):
         raise DynamicUnsupported("the graph reads other attributes at other sizes")
     symbolic_text = generalize(texts, traces.points, traces.names)
     hints = dict(zip(traces.names, traces.points[0]))
+    # The graph cache keys on the symbolic graph (its text over s0, s1, ...) and the size hints
+    # the code was tuned for: another process, or another frame with the same graph, skips
+    # lowering and compiling.
+    key = "\n".join([graph_cache.build_identity(), _codegen.toolchain_key(), "symbolic sizes",
+                     repr(sorted(hints.items())), symbolic_text])
+    entry = graph_cache.load(key)
+    if entry is not None and entry.kernel is not None:
+        return entry.kernel, attr_lists[0]
     try:
         program, schedule_log = _codegen.schedule(_codegen.lower(symbolic_text))
         source = _codegen.emit_cpp(program, size_hints=hints)
@@ -425,6 +433,8 @@ def compile_dynamic(traces, example_inputs):
     path, cache_hit = _codegen.compile_source(source)
     _output_code_log.info("output code (%s, %s, symbolic sizes %s):\n%s", path,
                           "cache hit" if cache_hit else "compiled", traces.describe(), source)
+    # (Every output is the program's: `where` is not needed, dynamic graphs have no eager views.)
+    graph_cache.store(key, graph_cache.Entry(program, path, None, [], attr_lists[0], schedule_log=schedule_log))
     return _codegen.CompiledKernel(path, "kiln_entry", program), attr_lists[0]
 
 
