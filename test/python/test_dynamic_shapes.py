@@ -356,3 +356,21 @@ def test_graph_cache_keys_on_the_symbolic_graph(monkeypatch):
     monkeypatch.setattr(inductor._codegen, "lower", lambda g, _lower=inductor._codegen.lower: lowered.append(1) or _lower(g))
     counts = _check(fn, calls, dynamic_flag=True)
     assert counts["symbols"] == ["x: [s0, _]"] and lowered == []
+
+
+def test_outputs_viewing_inputs_over_symbols():
+    # Outputs that are inputs or views of them (returned eagerly as views, aliasing the inputs)
+    # are taken with their geometry fitted over the symbols; the rest is the compiled program.
+    def fn(x, y):
+        return x, x.transpose(0, 1)[1:], y.reshape(-1), (x * 2).sum(dim=1)
+
+    counts = _check(fn, [(_t(n, 3), _t(2, n)) for n in (4, 7, 9)], dynamic_flag=True)
+    assert counts["symbols"] == ["x: [s0, s1]; y: [s2, s0]"]
+    backend, _ = _counting()
+    compiled = kiln.compile(fn, backend=backend, dynamic=True)
+    x, y = _t(5, 3), _t(2, 5)
+    compiled(x, y)
+    outs = compiled(x, y)
+    assert outs[0] is x or outs[0].data_ptr() == x.data_ptr()
+    x.mul_(0)  # the views see the write
+    assert float(outs[1].abs().sum()) == 0.0

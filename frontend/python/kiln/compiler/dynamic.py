@@ -441,6 +441,15 @@ class Traces:
     def describe(self):
         return self.signature.describe()
 
+    def symbol_dims(self):
+        """Per symbol, the (graph input position, dim) whose size it is (its first)."""
+        found = {}
+        for pos, expr in enumerate(self.result["inputs"]):
+            for d, i in enumerate(self.signature.dims.get(expr, ())):
+                if i >= 0 and i not in found:
+                    found[i] = (pos, d)
+        return [found[i] for i in range(len(self.signature.hints))]
+
 
 def _same_constants(a, b):
     if len(a) != len(b):
