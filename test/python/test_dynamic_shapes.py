@@ -374,3 +374,17 @@ def test_outputs_viewing_inputs_over_symbols():
     assert outs[0] is x or outs[0].data_ptr() == x.data_ptr()
     x.mul_(0)  # the views see the write
     assert float(outs[1].abs().sum()) == 0.0
+
+
+def test_dims_that_compiled_static_are_not_probed_again(monkeypatch):
+    # mean's 1/n keeps dim 0 static; later recompiles (automatic dynamic) do not trace the
+    # frame at probe sizes again for it.
+    from kiln.compiler import frame_callback
+
+    traces = []
+    real = frame_callback.trace_frame
+    monkeypatch.setattr(frame_callback, "trace_frame", lambda info, options: traces.append(options) or real(info, options))
+    counts = _check(lambda x: x.mean(dim=0), [(_t(n, 5),) for n in (4, 6, 9, 11)])
+    assert counts["symbols"] == [None] * 4
+    probing = [i for i, o in enumerate(traces) if "sizes" in o]
+    assert probing and max(probing) < len(traces) - 2  # only the first recompile probed

@@ -46,7 +46,8 @@ class _CodeState:
     unsupported verdict (so a fullgraph frame is not traced again only to fail again) and the
     one-time warnings already given."""
 
-    __slots__ = ("break_reason", "warned_backend", "warned_recompile_limit", "sizes", "dynamic_dims")
+    __slots__ = ("break_reason", "warned_backend", "warned_recompile_limit", "sizes", "dynamic_dims",
+                 "static_dims", "wanted_dims")
 
     def __init__(self):
         self.break_reason = None
@@ -56,6 +57,10 @@ class _CodeState:
         # changed between compiles (symbolic from then on).
         self.sizes = {}
         self.dynamic_dims = {}
+        # Dims a compile wanted symbolic and got static (not one graph over them): not probed
+        # again at later recompiles; and the dims the compile in progress wanted.
+        self.static_dims = {}
+        self.wanted_dims = {}
 
 
 _code_states = weakref.WeakKeyDictionary()
@@ -252,6 +257,7 @@ class FrameCallback:
                 else:
                     compiled, gm, traces = self._backend_compile(code, frame_info, gm, examples, traces)
                     result = traces.result if traces is not None else static_result
+                    self._remember_static_dims(state, traces)
             if not callable(compiled):
                 raise TypeError(f"the backend returned a {type(compiled).__name__}, which is not callable")
         except Exception as error:  # noqa: BLE001 - any backend error falls back to eager
@@ -308,6 +314,17 @@ class FrameCallback:
         sgm = GraphModule(static["attrs"], static["graph"])
         return self.backend(sgm, examples, **self.backend_kwargs), sgm, None
 
+    def _remember_static_dims(self, state, traces):
+        got = {}
+        if traces is not None:
+            for expr, ids in traces.signature.dims.items():
+                got[expr] = {d for d, i in enumerate(ids) if i >= 0}
+        for expr, dims in state.wanted_dims.items():
+            missed = dims - got.get(expr, set())
+            if missed:
+                state.static_dims.setdefault(expr, set()).update(missed)
+        state.wanted_dims = {}
+
     def _wanted_dynamic_dims(self, state, inputs, examples):
         """Per input expression, the dims to make symbolic (dynamic.py's policy)."""
         tensors = {e: t for e, t in zip(inputs, examples) if isinstance(t, _C.TensorBase)}
@@ -332,6 +349,11 @@ class FrameCallback:
     def _dynamic_traces(self, code, state, frame_info, result, examples):
         """The frame traced with size symbols (dynamic.Traces), or None for a static compile."""
         tensors, wanted = self._wanted_dynamic_dims(state, result["inputs"], examples)
+        wanted = {e: d - state.static_dims.get(e, set()) for e, d in wanted.items()}
+        wanted = {e: d for e, d in wanted.items() if d}
+        # (Dims of size 0 or 1 and non-contiguous inputs are static for this call only.)
+        state.wanted_dims = {e: {x for x in d if tensors[e].shape[x] >= 2} for e, d in wanted.items()
+                             if tensors[e].is_contiguous()}
         if not wanted or not getattr(self.backend, "supports_dynamic_shapes", False):
             return None
         sig = dynamic.choose(tensors, wanted)
