@@ -9,7 +9,8 @@ elements). Each optimizer config (SGD, SGD momentum, Adam, AdamW, AdamW amsgrad)
 then the median time of one step() over R repeats is reported, after the largest difference from
 torch's parameters after 3 steps. torch runs its default CPU path (single-tensor: foreach is off
 on the CPU) and foreach=True; kiln runs its default path (Adam: the _fused_adam_ kernel per
-parameter) and, for Adam, fused=False (torch's ops one by one).
+parameter) and, for Adam, fused=False (torch's ops one by one); "kiln compiled" is
+kiln.compile(lambda: opt.step()) (one graph of every parameter's update, docs/capture.md).
 """
 import argparse
 import json
@@ -41,13 +42,14 @@ def make(lib, cls_name, kwargs):
     return params, getattr(lib.optim, cls_name)(params, **kwargs)
 
 
-def time_steps(opt, repeat):
+def time_steps(opt, repeat, step=None):
+    step = step or opt.step
     for _ in range(5):
-        opt.step()
+        step()
     times = []
     for _ in range(repeat):
         t0 = time.perf_counter()
-        opt.step()
+        step()
         times.append(time.perf_counter() - t0)
     return statistics.median(times)
 
@@ -77,9 +79,11 @@ def main():
         tt = time_steps(topt, args.repeat)
         _, fopt = make(torch, cls_name, dict(kwargs, foreach=True))
         ft = time_steps(fopt, args.repeat)
-        row = dict(config=label, kiln_ms=kt * 1e3, torch_ms=tt * 1e3, torch_foreach_ms=ft * 1e3,
-                   max_abs_diff=worst)
-        line = (f"{label:48s} kiln {kt * 1e3:7.3f} ms  torch {tt * 1e3:7.3f} ms  "
+        _, copt = make(kiln, cls_name, kwargs)
+        ct = time_steps(copt, args.repeat, kiln.compile(lambda copt=copt: copt.step()))
+        row = dict(config=label, kiln_ms=kt * 1e3, kiln_compiled_ms=ct * 1e3, torch_ms=tt * 1e3,
+                   torch_foreach_ms=ft * 1e3, max_abs_diff=worst)
+        line = (f"{label:48s} kiln {kt * 1e3:7.3f} ms  compiled {ct * 1e3:7.3f} ms  torch {tt * 1e3:7.3f} ms  "
                 f"torch foreach {ft * 1e3:7.3f} ms  kiln/torch {kt / tt:5.2f}  max|diff| {worst:.1e}")
         if cls_name != "SGD":
             _, oopt = make(kiln, cls_name, dict(kwargs, fused=False))

@@ -106,12 +106,13 @@ def training_lines(tr):
         return lines
     lines += ["## Training steps", "", "bench/training_steps.py: forward, loss, backward and optimizer step "
               "(median ms per step; compiled: `kiln.compile` / `torch.compile` of the forward and loss, "
-              "backward compiled by AOT autograd, first step cold), and the peak resident memory of a "
+              "backward compiled by AOT autograd, first step cold; kiln-step: the whole step function "
+              "compiled, optimizer step included), and the peak resident memory of a "
               "process that only trains that model.", ""]
     if "error" in tr:
         lines.append(f"failed: {tr['error']}")
     else:
-        libs = ("kiln", "kiln-compiled", "torch", "torch-compiled")
+        libs = ("kiln", "kiln-compiled", "torch", "torch-compiled", "kiln-step")
         lines += ["| model | " + " | ".join(f"{lib} ms/step" for lib in libs) +
                   " | kiln-compiled / torch-compiled | kiln-compiled first step ms | torch-compiled first step ms | "
                   + " | ".join(f"{lib} peak MB" for lib in libs) + " |",

@@ -9,7 +9,9 @@ that only builds the model and trains it (each (library, model) runs in its own 
 the peaks do not mix). "kiln-compiled" and "torch-compiled" compile the forward and the loss
 (`kiln.compile` / `torch.compile` of the loss function: AOT autograd compiles the backward too;
 the optimizer step runs eagerly in both); their first step (compiling, on an empty kiln cache
-folder) is reported apart. Then the autograd overhead per op: `x * y` on one-element tensors that
+folder) is reported apart. "kiln-step" compiles the whole step function (zero_grad, loss,
+backward, optimizer step: two graphs around the break at backward, docs/capture.md); its first
+two steps compile (the second recompiles with the optimizer state it created). Then the autograd overhead per op: `x * y` on one-element tensors that
 require grad, forward alone and forward + backward, in microseconds.
 """
 import argparse
@@ -61,13 +63,20 @@ def worker(lib, model, steps):
     loss_fn, opt = make(name, model)
     if mode == "compiled":
         loss_fn = __import__(name).compile(loss_fn)
-    times = []
-    for i in range(steps + 3):
-        t = time.perf_counter()
+
+    def step():
         opt.zero_grad(set_to_none=True)
         loss = loss_fn()
         loss.backward()
         opt.step()
+        return loss
+
+    if mode == "step":
+        step = __import__(name).compile(step)
+    times = []
+    for i in range(steps + 3):
+        t = time.perf_counter()
+        loss = step()
         if i == 0:
             first = time.perf_counter() - t
         if i >= 3:
@@ -114,7 +123,7 @@ def main():
 
     has_torch = importlib.util.find_spec("torch") is not None
     libs = ["kiln", "kiln-compiled"] + (["torch"] if has_torch else []) + (
-        ["torch-compiled"] if has_torch and not a.no_torch_compile else [])
+        ["torch-compiled"] if has_torch and not a.no_torch_compile else []) + ["kiln-step"]
     results = {}
     print(f"{'model':8} {'library':14} {'ms/step':>9} {'peak MB':>9} {'loss':>9} {'first step ms':>14}")
     for model in ("mlp", "cnn", "gpt"):

@@ -658,9 +658,12 @@ private:
   }
 
   // A pointwise nest of one phase loops in the output's order, its last range innermost. When
-  // most of its memory accesses (loads of other buffers and the stores of materialized members)
-  // are contiguous in another range instead (e.g. two transposed inputs), that range becomes the
-  // innermost loop: the loop variables keep their names, only the nesting changes.
+  // its memory accesses (loads of other buffers and the stores of materialized members) cost
+  // less with another range innermost (e.g. two transposed inputs), that range becomes the
+  // innermost loop: the loop variables keep their names, only the nesting changes. An access
+  // costs nothing when its stride in the innermost loop is 0 (hoisted or broadcast) or 1
+  // (vector loads), 1 for a small stride (the same cache lines, vector shuffles: a 2x2 pool's
+  // reads), 4 otherwise (a gather, a cache line per element).
   void reorderForContiguity() {
     if (nest_.phases.size() != 1 || nest_.phases[0].isReduction || nest_.phases[0].loops.size() != 1 ||
         nest_.outer.empty())
@@ -675,17 +678,22 @@ private:
         if (op.code == LoopOpCode::Load && !members.count(op.buffer)) accesses.push_back(op.index);
       if (m.materialize) accesses.push_back(m.flat);
     }
-    auto contiguous = [&](const std::string& v) {
-      return std::count_if(accesses.begin(), accesses.end(),
-                           [&](const IndexExpr& e) { return strideOf(e, v, facts) == 1; });
+    auto cost = [&](const std::string& v) {
+      int64_t total = 0;
+      for (const IndexExpr& e : accesses) {
+        std::optional<int64_t> stride = strideOf(e, v, facts);
+        if (stride && (*stride == 0 || *stride == 1)) continue;
+        total += stride && std::abs(*stride) <= 4 ? 1 : 4;
+      }
+      return total;
     };
     size_t best = nest_.outer.size();
-    auto bestCount = contiguous(phase.loops[0].var);
+    int64_t bestCost = cost(phase.loops[0].var);
     for (size_t k = 0; k < nest_.outer.size(); ++k) {
-      auto c = contiguous(nest_.outer[k].var);
-      if (c > bestCount) {
+      int64_t c = cost(nest_.outer[k].var);
+      if (c < bestCost) {
         best = k;
-        bestCount = c;
+        bestCost = c;
       }
     }
     if (best < nest_.outer.size()) std::swap(nest_.outer[best], phase.loops[0]);

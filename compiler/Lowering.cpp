@@ -1745,10 +1745,70 @@ private:
 
   // max_pool2d_with_indices_backward(grad_output, self, kernel_size, stride, padding, dilation,
   // ceil_mode, indices): grad_input[.., y, x] sums grad_output over the outputs whose window
-  // holds (y, x) and whose index is y*W + x. Along each dim the window offset k fixes the output
-  // o = (y + pad - k*dil) / stride (when it divides and o is in range), so each input element
-  // reads at most kh*kw outputs, unrolled with k descending: o ascending, the order in which
-  // eager's scatter adds them.
+  // holds (y, x) and whose index is y*W + x. Along each dim the outputs that can hold an input
+  // position are few: for windows that do not overlap (stride >= dilated kernel: the usual 2x2
+  // pool) exactly one, o = (y + pad) / stride, valid when the remainder falls on a kernel tap;
+  // otherwise one per kernel offset k, o = (y + pad - k*dil) / stride when it divides. They are
+  // summed with o ascending, the order in which eager's scatter adds them. Conditions the
+  // ranges prove are left out.
+  struct PoolCandidate {
+    IndexExpr o;              // the output position along the dim
+    std::vector<IndexExpr> zero; // expressions that must be 0
+    std::vector<std::pair<IndexExpr, int64_t>> below; // (e, n): 0 <= e < n must hold
+  };
+
+  static std::vector<PoolCandidate> poolCandidates(const PoolWindow& w, size_t d, const IndexExpr& i) {
+    std::vector<PoolCandidate> r;
+    const int64_t s = w.stride[d], k = w.kernel[d], dil = w.dilation[d];
+    if (s >= (k - 1) * dil + 1) {
+      IndexExpr t = i + IndexExpr(w.padding[d]);
+      PoolCandidate c{floorDiv(t, IndexExpr(s)), {}, {}};
+      IndexExpr rem = mod(t, IndexExpr(s));
+      c.below.push_back({c.o, w.out[d]});
+      c.below.push_back({rem, (k - 1) * dil + 1});
+      if (dil > 1) c.zero.push_back(mod(rem, IndexExpr(dil)));
+      r.push_back(c);
+      return r;
+    }
+    for (int64_t kk = k - 1; kk >= 0; --kk) {
+      IndexExpr t = i + IndexExpr(w.padding[d] - kk * dil);
+      PoolCandidate c{floorDiv(t, IndexExpr(s)), {}, {}};
+      c.below.push_back({c.o, w.out[d]});
+      if (s > 1) c.zero.push_back(mod(t, IndexExpr(s)));
+      r.push_back(c);
+    }
+    return r;
+  }
+
+  // The b8 value of a candidate's conditions, or -1 when the ranges prove them all.
+  static int emitCandidateValid(BodyContext& c, const PoolCandidate& p) {
+    int valid = -1;
+    auto both = [&](int ok) { valid = valid < 0 ? ok : emitMath(c, LoopOpCode::BitwiseAnd, {valid, ok}); };
+    int zero = -1;
+    auto zeroConst = [&]() {
+      if (zero < 0) zero = emitConstant(c, Argument(int64_t(0)), ScalarType::Int64);
+      return zero;
+    };
+    for (const IndexExpr& e : p.zero) {
+      Bounds b = bounds(e, c.facts);
+      if (b.lo == 0 && b.hi == 0) continue;
+      both(emitMath(c, LoopOpCode::Eq, {emitIndexExpr(c, e), zeroConst()}));
+    }
+    for (const auto& [e, n] : p.below) {
+      Bounds b = bounds(e, c.facts);
+      int v = -1;
+      if (!(b.lo && *b.lo >= 0)) {
+        v = emitIndexExpr(c, e);
+        both(emitMath(c, LoopOpCode::Ge, {v, zeroConst()}));
+      }
+      if (!(b.hi && *b.hi < n)) {
+        if (v < 0) v = emitIndexExpr(c, e);
+        both(emitMath(c, LoopOpCode::Lt, {v, emitConstant(c, Argument(n), ScalarType::Int64)}));
+      }
+    }
+    return valid;
+  }
+
   Value lowerMaxPool2dBackward(const Node* n) {
     const Value& grad = operand(n, 0, "grad_output");
     const Value& self = operand(n, 1, "self");
@@ -1760,30 +1820,19 @@ private:
     return derived(
         n, [g, at, w, dtype](BodyContext& c, const Index& idx) {
           const size_t rank = idx.size();
+          std::vector<PoolCandidate> ys = poolCandidates(w, 0, idx[rank - 2]);
+          std::vector<PoolCandidate> xs = poolCandidates(w, 1, idx[rank - 1]);
           int sum = emitConstant(c, Argument(int64_t(0)), dtype);
           int self = emitIndexExpr(c, idx[rank - 2] * IndexExpr(w.in[1]) + idx[rank - 1]);
-          for (int64_t ky = w.kernel[0] - 1; ky >= 0; --ky) {
-            for (int64_t kx = w.kernel[1] - 1; kx >= 0; --kx) {
-              std::array<int64_t, 2> k = {ky, kx};
+          for (const PoolCandidate& y : ys) {
+            for (const PoolCandidate& x : xs) {
               Index src = idx;
-              int valid = -1;
-              for (size_t d = 0; d < 2; ++d) {
-                IndexExpr t = idx[rank - 2 + d] + IndexExpr(w.padding[d] - k[d] * w.dilation[d]);
-                IndexExpr o = floorDiv(t, IndexExpr(w.stride[d]));
-                src[rank - 2 + d] = max(IndexExpr(0), min(o, IndexExpr(w.out[d] - 1)));
-                // o is this window's output when stride divides t and 0 <= o < out.
-                int ov = emitIndexExpr(c, o);
-                int zero = emitConstant(c, Argument(int64_t(0)), ScalarType::Int64);
-                int ok = emitMath(c, LoopOpCode::BitwiseAnd,
-                                  {emitMath(c, LoopOpCode::Ge, {ov, zero}),
-                                   emitMath(c, LoopOpCode::Lt, {ov, emitConstant(c, Argument(w.out[d]), ScalarType::Int64)})});
-                if (w.stride[d] > 1)
-                  ok = emitMath(c, LoopOpCode::BitwiseAnd,
-                                {ok, emitMath(c, LoopOpCode::Eq, {emitIndexExpr(c, mod(t, IndexExpr(w.stride[d]))), zero})});
-                valid = valid < 0 ? ok : emitMath(c, LoopOpCode::BitwiseAnd, {valid, ok});
-              }
-              int hit = emitMath(c, LoopOpCode::Eq, {emitCast(c, at(c, src), ScalarType::Int64), self});
-              int take = emitMath(c, LoopOpCode::BitwiseAnd, {valid, hit});
+              src[rank - 2] = max(IndexExpr(0), min(y.o, IndexExpr(w.out[0] - 1)));
+              src[rank - 1] = max(IndexExpr(0), min(x.o, IndexExpr(w.out[1] - 1)));
+              int valid = emitCandidateValid(c, y), vx = emitCandidateValid(c, x);
+              if (vx >= 0) valid = valid < 0 ? vx : emitMath(c, LoopOpCode::BitwiseAnd, {valid, vx});
+              int take = emitMath(c, LoopOpCode::Eq, {emitCast(c, at(c, src), ScalarType::Int64), self});
+              if (valid >= 0) take = emitMath(c, LoopOpCode::BitwiseAnd, {valid, take});
               int zero = emitConstant(c, Argument(int64_t(0)), dtype);
               sum = emitMath(c, LoopOpCode::Add, {sum, emitMath(c, LoopOpCode::Where, {take, g(c, src), zero})});
             }

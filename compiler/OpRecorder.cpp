@@ -89,6 +89,8 @@ Device OpRecorder::deviceOf(const Tensor& fake) const {
   return it == nodes_.end() ? Device() : it->second.device;
 }
 
+const OpRecorder* OpRecorder::current() { return gCurrent; }
+
 OpRecorder::Scope::Scope(OpRecorder& r) : saved_(gCurrent) {
   // (Re)claimed on every scope: the Tracing key has one fallback, and tests install others.
   Dispatcher::instance().registerFallback(DispatchKey::Tracing, &OpRecorder::fallback);

@@ -81,6 +81,9 @@ public:
     OpRecorder* saved_;
   };
 
+  // The recorder of this thread's innermost Scope, or null.
+  static const OpRecorder* current();
+
   // Number of op nodes recorded so far.
   int numRecorded() const { return numRecorded_; }
 

@@ -5,6 +5,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include "compiler/OpRecorder.h"
 #include "frontend/binding/PythonConvert.h"
 #include "generated/Ops.h"
 #include "runtime/DispatchKey.h"
@@ -20,7 +21,7 @@ namespace {
 
 // A grad_fn as Python sees it (a new handle per access; `==` compares the node).
 struct AutogradNodeHandle {
-  IntrusivePtr<Node> node;
+  IntrusivePtr<autograd::Node> node;
 };
 
 // A hook's handle: remove() turns the hook into a no-op.
@@ -31,7 +32,7 @@ struct GradHookHandle {
 
 nb::object wrap(const Tensor& t) { return nb::steal(wrapTensor(t)); }
 
-nb::object nodeObject(const IntrusivePtr<Node>& n) {
+nb::object nodeObject(const IntrusivePtr<autograd::Node>& n) {
   if (!n) return nb::none();
   return nb::cast(AutogradNodeHandle{n});
 }
@@ -60,7 +61,7 @@ std::vector<Tensor> tensorsOf(const nb::handle& seq) {
 }
 
 // A custom kiln.autograd.Function's node: backward is the Python class's backward(ctx, *grads).
-class PyFunctionNode final : public Node {
+class PyFunctionNode final : public autograd::Node {
 public:
   PyFunctionNode(nb::object ctx, nb::object backward, std::string name, std::vector<int> inputEdge,
                  bool materialize)
@@ -192,6 +193,12 @@ void registerAutograd(nb::module_& m, TensorClass& cls) {
   cls.def_prop_rw(
          "grad",
          [](const Tensor& t) -> nb::object {
+           // kiln library code run for real by kiln.compile's tracer sees fakes for the frame's
+           // tensors: their .grad would be None where the real tensor has one (clipping nothing,
+           // silently). The tracer turns this error into a graph break.
+           if (const compiler::OpRecorder* r = compiler::OpRecorder::current(); r && r->nodeOf(t))
+             throw NotImplementedError("Tensor.grad of a tensor traced by kiln.compile, read by library code "
+                                       "running on its fake");
            AutogradMeta* meta = metaIfAny(t);
            return meta && meta->grad.defined() ? wrap(meta->grad) : nb::none();
          },
@@ -268,7 +275,7 @@ void registerAutograd(nb::module_& m, TensorClass& cls) {
                    "buckets, and hence detach_() cannot be called on these gradients. To fix this error, please "
                    "refer to the Optimizer.zero_grad() function in torch/optim/optimizer.py as the solution.");
         if (meta) {
-          meta->gradFn = IntrusivePtr<Node>();
+          meta->gradFn = IntrusivePtr<autograd::Node>();
           meta->outputNr = 0;
         }
         t.impl()->requiresGrad = false;

@@ -1,6 +1,7 @@
 // Attribute loads, subscripts, unpacking and iteration in the symbolic interpreter.
 #include <Python.h>
 
+#include "frontend/binding/PythonConvert.h"
 #include "frontend/capture/SymbolicInterpreter.h"
 
 namespace kiln::capture {
@@ -38,7 +39,10 @@ VT* InstructionTranslator::loadAttr(VT* obj, const std::string& name) {
       std::string type = nb::cast<std::string>(t_.deviceOf(t).attr("type"));
       return t_.constant(nb::bool_(name == "is_" + type));
     }
-    if (name == "grad" || name == "data" || name == "grad_fn" || name == "_version")
+    if (name == "grad") return t_.loadGrad(t);
+    // A tensor that does not require grad has no grad_fn (zero_grad(set_to_none=False) asks).
+    if (name == "grad_fn" && !nb::cast<bool>(t->fake.attr("requires_grad"))) return t_.none();
+    if (name == "data" || name == "grad_fn" || name == "_version")
       throw Unsupported{"Tensor." + name};
     for (const char* m : kTensorMetadata)
       if (name == m) {
@@ -251,6 +255,10 @@ void InstructionTranslator::storeAttr(VT* obj, const std::string& name, VT* valu
     o->attrs.emplace_back(name, value);
     return;
   }
+  if (obj->kind == VT::Kind::Tensor && name == "grad") {
+    t_.storeGrad(static_cast<TensorVT*>(obj), value);
+    return;
+  }
   if (replayableStore(obj, name, value)) {
     // An nn.Module's or plain object's attribute: replayed with setattr after the graph; reads
     // later in the trace see the stored value.
@@ -286,10 +294,15 @@ VT* InstructionTranslator::getItem(VT* obj, VT* key) {
   }
   case VT::Kind::Dict: {
     auto* d = static_cast<DictVT*>(obj);
-    nb::object k = constantValue(key, "a dict key");
+    nb::object k = dictKey(key);
     int i = d->find(k.ptr());
-    if (i < 0) throw TraceError{"KeyError: " + nb::cast<std::string>(nb::repr(k))};
-    return d->entries[size_t(i)].second;
+    if (i >= 0) return d->entries[size_t(i)].second;
+    if (!d->defaultFactory.is_valid() || d->defaultFactory.is_none())
+      throw TraceError{"KeyError: " + (python::isTensor(k.ptr()) ? std::string("<a tensor>") : nb::cast<std::string>(nb::repr(k)))};
+    // defaultdict.__missing__: the factory's value is stored under the key.
+    VT* value = call(t_.wrap(d->defaultFactory, nullptr), {}, {});
+    dictSet(d, key, value);
+    return value;
   }
   case VT::Kind::Constant:
     return t_.wrapResult(static_cast<ConstantVT*>(obj)->value[constantValue(key, "an index")]);
@@ -330,7 +343,7 @@ void InstructionTranslator::setItem(VT* obj, VT* key, VT* value) {
 void InstructionTranslator::deleteItem(VT* obj, VT* key) {
   if (obj->kind == VT::Kind::Dict) {
     auto* d = static_cast<DictVT*>(obj);
-    int i = d->find(constantValue(key, "a dict key").ptr());
+    int i = d->find(dictKey(key).ptr());
     if (i < 0) throw TraceError{"KeyError"};
     mutateDict(d);
     d->entries.erase(d->entries.begin() + i);
@@ -357,7 +370,7 @@ VTs InstructionTranslator::unpack(VT* v) {
   case VT::Kind::Dict: {
     VTs keys;
     for (auto& e : static_cast<DictVT*>(v)->entries)
-      keys.push_back(t_.constant(e.first));
+      keys.push_back(t_.keyVT(e.first));
     return keys;
   }
   case VT::Kind::Iterator: {

@@ -31,10 +31,12 @@ std::string moduleOf(nb::handle obj) {
 // an optimizer's step updates Python state (its state dict, step counts) and reaches the real
 // parameters, so run for real inside a trace it would do half a step and then give up (AdamW's
 // state left without exp_avg); it is interpreted like user code instead.
+// Gradient clipping (kiln.nn.utils.clip_grad) reads and scales the parameters' .grad, which
+// their fakes do not have: it is interpreted too, so that the grads become graph inputs.
 bool isKilnLibrary(nb::handle fn) {
   std::string mod = moduleOf(fn);
   return (startsWith(mod, "kiln.") || mod == "kiln") && !startsWith(mod, "kiln.compiler") &&
-         mod != "kiln.optim" && !startsWith(mod, "kiln.optim.");
+         mod != "kiln.optim" && !startsWith(mod, "kiln.optim.") && mod != "kiln.nn.utils.clip_grad";
 }
 
 const char* kDataDependentMethods[] = {"item", "tolist", "numpy", "__bool__", "__int__",
@@ -97,8 +99,16 @@ VT* InstructionTranslator::call(VT* fn, VTs args, Kwargs kwargs) {
 }
 
 VT* InstructionTranslator::inlineFunction(FunctionVT* f, VTs args, Kwargs kwargs) {
+  // kiln.compiler.is_compiling(): True for the code being traced (False when it runs).
+  static nb::handle isCompiling =
+      nb::object(nb::module_::import_("kiln._compiling").attr("is_compiling")).release();
+  if (f->fn.ptr() == isCompiling.ptr() && args.empty() && kwargs.empty()) return t_.constant(nb::bool_(true));
   auto* fn = reinterpret_cast<PyFunctionObject*>(f->fn.ptr());
-  if (isKilnLibrary(f->fn)) return t_.callReal(f->fn, args, kwargs);
+  // kiln's library functions run for real, except generator functions (nn.Module.parameters(),
+  // named_modules(), ...): their generator object could not be iterated symbolically, so they
+  // are unrolled like user generators.
+  bool generator = reinterpret_cast<PyCodeObject*>(fn->func_code)->co_flags & CO_GENERATOR;
+  if (isKilnLibrary(f->fn) && !generator) return t_.callReal(f->fn, args, kwargs);
   SourcePtr src = f->source;
   VTs closure;
   if (fn->func_closure) {
@@ -346,14 +356,14 @@ VT* InstructionTranslator::callDictMethod(DictVT* d, const std::string& name, VT
   if (name == "keys" || name == "values" || name == "items") {
     VTs out;
     for (auto& [k, v] : d->entries) {
-      if (name == "keys") out.push_back(t_.constant(k));
+      if (name == "keys") out.push_back(t_.keyVT(k));
       else if (name == "values") out.push_back(v);
-      else out.push_back(t_.make<SequenceVT>(VT::Kind::Tuple, VTs{t_.constant(k), v}));
+      else out.push_back(t_.make<SequenceVT>(VT::Kind::Tuple, VTs{t_.keyVT(k), v}));
     }
     return t_.make<SequenceVT>(VT::Kind::Tuple, out);
   }
   if (name == "get" && !args.empty()) {
-    int i = d->find(constantValue(args[0], "a dict key").ptr());
+    int i = d->find(dictKey(args[0]).ptr());
     if (i >= 0) return d->entries[size_t(i)].second;
     return args.size() > 1 ? args[1] : t_.none();
   }
@@ -366,14 +376,14 @@ VT* InstructionTranslator::callDictMethod(DictVT* d, const std::string& name, VT
     for (VT* a : args) {
       if (a->kind != VT::Kind::Dict) throw Unsupported{"dict.update() with a non-dict"};
       for (auto& [k, v] : static_cast<DictVT*>(a)->entries)
-        dictSet(d, t_.constant(k), v);
+        dictSet(d, t_.keyVT(k), v);
     }
     for (auto& [k, v] : kwargs)
       dictSet(d, t_.constant(nb::str(k.c_str())), v);
     return t_.none();
   }
   if ((name == "pop" || name == "setdefault") && !args.empty()) {
-    nb::object key = constantValue(args[0], "a dict key");
+    nb::object key = dictKey(args[0]);
     int i = d->find(key.ptr());
     if (name == "setdefault") {
       if (i >= 0) return d->entries[size_t(i)].second;
@@ -463,6 +473,17 @@ VT* InstructionTranslator::callBuiltin(nb::handle fn, VTs& args, Kwargs& kwargs,
       return t_.make<GradModeVT>(t_.gradMode());
     return t_.make<GradModeVT>(std::string(mode) == "enable_grad");
   }
+  // kiln._C's own grad-mode switch (an optimizer's step runs under it): a grad-mode change of
+  // the trace, as `with no_grad()` is.
+  static nb::handle setGradEnabled = nb::object(kiln.attr("_C").attr("_set_grad_enabled")).release();
+  static nb::handle isGradEnabled = nb::object(kiln.attr("_C").attr("is_grad_enabled")).release();
+  if (fn.ptr() == setGradEnabled.ptr() && args.size() == 1 && kwargs.empty()) {
+    t_.setGradMode(PyObject_IsTrue(constantValue(args[0], "a grad mode").ptr()));
+    return t_.none();
+  }
+  if (fn.ptr() == isGradEnabled.ptr() && args.empty() && kwargs.empty())
+    return t_.constant(nb::bool_(t_.gradMode()));
+
   if (is("print")) throw Unsupported{"print() (a side effect the graph cannot replay)"};
   if (is("super") && args.empty()) return zeroArgSuper();
   if (is("len")) {
@@ -477,8 +498,9 @@ VT* InstructionTranslator::callBuiltin(nb::handle fn, VTs& args, Kwargs& kwargs,
   if (is("isinstance") || is("issubclass") || is("callable") || is("type")) {
     VTs a = args;
     nb::list py;
+    // An iterator stands in as an empty one: toPython would hand over (and so use up) its items.
     for (VT* v : a)
-      py.append(t_.toPython(v));
+      py.append(v->kind == VT::Kind::Iterator ? nb::iter(nb::list()) : t_.toPython(v));
     return t_.wrapResult(fn(*py));
   }
   if (is("range") || is("slice")) {
@@ -539,6 +561,13 @@ VT* InstructionTranslator::callBuiltin(nb::handle fn, VTs& args, Kwargs& kwargs,
     for (VT* x : unpack(args[1]))
       if (truthy(isNone(args[0]) ? x : call(args[0], VTs{x}, {}))) out.push_back(x);
     return t_.make<IteratorVT>(out);
+  }
+  if (is("set") && kwargs.empty() && args.size() <= 1) {
+    nb::object out = nb::steal(PySet_New(nullptr));
+    if (!args.empty())
+      for (VT* x : unpack(args[0]))
+        if (PySet_Add(out.ptr(), constantValue(x, "a set element").ptr()) < 0) throw nb::python_error();
+    return t_.make<SetVT>(out);
   }
   if (is("list") || is("tuple")) {
     VTs items = args.empty() ? VTs{} : unpack(args[0]);

@@ -10,6 +10,7 @@
 #include "runtime/DispatchKey.h"
 #include "runtime/Error.h"
 #include "runtime/TensorImpl.h"
+#include "runtime/autograd/AutogradMeta.h"
 
 namespace nb = nanobind;
 
@@ -28,13 +29,13 @@ enum class Access : uint8_t {
   FuncClosureCell,
   FuncDefault
 };
-enum class CheckKind : uint8_t { Type, Id, Const, Length, DictKeys, Tensor };
+enum class CheckKind : uint8_t { Type, Id, Const, Length, DictKeys, Tensor, Grad };
 
 struct Check {
   CheckKind kind;
   nb::object object; // the type, the object, the constant, or the tuple of dict keys
   Py_ssize_t length = 0;
-  std::unique_ptr<TensorCheck> tensor;
+  std::unique_ptr<TensorCheck> tensor; // Tensor; Grad (null: the grad must be None)
 };
 
 // Exact None/bool/int/float/str/bytes or a tuple of these: comparing and printing them runs
@@ -149,6 +150,18 @@ PyObject* tensorBaseType() {
   return type;
 }
 
+// collections.defaultdict (a C type with no public check macro).
+PyObject* defaultDictType() {
+  static PyObject* type = nb::object(nb::module_::import_("collections").attr("defaultdict")).release().ptr();
+  return type;
+}
+
+// The tensor's .grad without making a Python object for it (null when it has none).
+const Tensor* gradOf(const Tensor& t) {
+  autograd::AutogradMeta* meta = autograd::metaIfAny(t);
+  return meta && meta->grad.defined() ? &meta->grad : nullptr;
+}
+
 // list/tuple (or a subclass that keeps the base's subscript): reading the item storage is what
 // indexing does.
 bool isPlainSequence(PyObject* o) {
@@ -164,6 +177,40 @@ PyObject* dictLookup(PyObject* dict, PyObject* key) {
   if (!v && PyErr_Occurred()) PyErr_Clear();
   return v;
 }
+
+// Dict keys and item accessors: constants compare by value, other keys (tensors keying an
+// optimizer's state) by identity, so no user __eq__ runs.
+bool sameKey(PyObject* expected, PyObject* actual) {
+  return isConstValue(expected) ? constEquals(expected, actual) : expected == actual;
+}
+
+// The dict types whose item storage is what indexing reads (no __getitem__ of their own runs
+// for a present key).
+bool isPlainDict(PyObject* o) {
+  return PyDict_CheckExact(o) || PyODict_CheckExact(o) ||
+         Py_TYPE(o) == reinterpret_cast<PyTypeObject*>(defaultDictType());
+}
+
+// An OrderedDict's keys in its own order (move_to_end reorders them, not the underlying dict's
+// storage) are `keys`; its C iterator runs no user code.
+bool odictKeysAre(PyObject* od, PyObject* keys) {
+  PyObject* it = PyObject_GetIter(od);
+  if (!it) {
+    PyErr_Clear();
+    return false;
+  }
+  bool same = true;
+  Py_ssize_t i = 0;
+  while (PyObject* k = PyIter_Next(it)) {
+    same = same && i < PyTuple_GET_SIZE(keys) && sameKey(PyTuple_GET_ITEM(keys, i), k);
+    ++i;
+    Py_DECREF(k);
+  }
+  Py_DECREF(it);
+  if (PyErr_Occurred()) PyErr_Clear();
+  return same && i == PyTuple_GET_SIZE(keys);
+}
+
 
 } // namespace
 
@@ -194,7 +241,7 @@ GuardNode& GuardNode::Impl::child(Access a, Py_ssize_t i, PyObject* k, std::stri
   for (auto& c : children) {
     Impl& ci = *c->impl_;
     if (ci.access != a || ci.index != i) continue;
-    if (!k || (ci.key.ptr() && constEquals(ci.key.ptr(), k))) return *c;
+    if (!k || (ci.key.ptr() && sameKey(ci.key.ptr(), k))) return *c;
   }
   auto node = std::unique_ptr<GuardNode>(new GuardNode());
   node->impl_->access = a;
@@ -213,8 +260,8 @@ static nb::object internedName(const std::string& name) {
 }
 
 GuardNode& GuardNode::item(PyObject* key) {
-  KILN_CHECK_TYPE(PyUnicode_CheckExact(key) || PyLong_CheckExact(key),
-                  "GuardNode.item: key must be a str or an int (got ", Py_TYPE(key)->tp_name, ")");
+  KILN_CHECK_TYPE(PyUnicode_CheckExact(key) || PyLong_CheckExact(key) || PyObject_TypeCheck(key, reinterpret_cast<PyTypeObject*>(tensorBaseType())),
+                  "GuardNode.item: key must be a str, an int or a tensor (got ", Py_TYPE(key)->tp_name, ")");
   return impl_->child(Access::Item, 0, key, impl_->name + "[" + safeRepr(key) + "]");
 }
 
@@ -266,13 +313,19 @@ void GuardNode::checkDictKeys(const std::vector<PyObject*>& keys) {
   if (!tuple) throw nb::python_error();
   nb::object keep = nb::steal(tuple);
   for (size_t i = 0; i < keys.size(); ++i) {
-    KILN_CHECK_TYPE(PyUnicode_CheckExact(keys[i]) || PyLong_CheckExact(keys[i]),
-                    "GuardNode.check_dict_keys: keys must be str or int (got ",
+    KILN_CHECK_TYPE(PyUnicode_CheckExact(keys[i]) || PyLong_CheckExact(keys[i]) ||
+                        PyObject_TypeCheck(keys[i], reinterpret_cast<PyTypeObject*>(tensorBaseType())),
+                    "GuardNode.check_dict_keys: keys must be str, int or tensors (got ",
                     Py_TYPE(keys[i])->tp_name, ")");
     Py_INCREF(keys[i]);
     PyTuple_SET_ITEM(tuple, Py_ssize_t(i), keys[i]);
   }
   impl_->checks.push_back({CheckKind::DictKeys, std::move(keep), 0, nullptr});
+}
+
+void GuardNode::checkGrad(const TensorCheck* grad) {
+  impl_->checks.push_back({CheckKind::Grad, nb::object(), 0,
+                           grad ? std::make_unique<TensorCheck>(*grad) : nullptr});
 }
 
 void GuardNode::checkTensor(const TensorCheck& t) {
@@ -310,8 +363,9 @@ PyObject* GuardNode::Impl::read(PyObject* parent, const FrameView& frame, std::s
     return v ? v : fail("undefined");
   }
   case Access::Item: {
-    // OrderedDict (nn.Module's _parameters/_modules) keeps dict's lookup, so it reads the same.
-    if (PyDict_CheckExact(parent) || PyODict_CheckExact(parent)) {
+    // OrderedDict (nn.Module's _parameters/_modules) and defaultdict (an optimizer's state) keep
+    // dict's lookup for present keys, so they read the same. A tensor key hashes by identity.
+    if (isPlainDict(parent)) {
       PyObject* v = dictLookup(parent, key.ptr());
       return v ? v : fail("missing key");
     }
@@ -378,11 +432,12 @@ bool GuardNode::Impl::passes(const Check& c, PyObject* v) const {
     return false;
   case CheckKind::DictKeys: {
     PyObject* keys = c.object.ptr();
-    if (!PyDict_CheckExact(v) || PyDict_GET_SIZE(v) != PyTuple_GET_SIZE(keys)) return false;
+    if (!isPlainDict(v) || PyDict_GET_SIZE(v) != PyTuple_GET_SIZE(keys)) return false;
     Py_ssize_t pos = 0, i = 0;
     PyObject *k, *value;
+    if (PyODict_CheckExact(v)) return odictKeysAre(v, keys);
     while (PyDict_Next(v, &pos, &k, &value))
-      if (!constEquals(PyTuple_GET_ITEM(keys, i++), k)) return false;
+      if (!sameKey(PyTuple_GET_ITEM(keys, i++), k)) return false;
     return true;
   }
   case CheckKind::Tensor: {
@@ -393,6 +448,15 @@ bool GuardNode::Impl::passes(const Check& c, PyObject* v) const {
       return false;
     if (t.symbols.empty()) return x.sizes() == IntArrayRef(t.sizes) && x.strides() == IntArrayRef(t.strides);
     return dynamicSizesPass(t, x);
+  }
+  case CheckKind::Grad: {
+    if (!PyObject_TypeCheck(v, reinterpret_cast<PyTypeObject*>(tensorBaseType())) || !nb::inst_ready(v))
+      return false;
+    const Tensor* g = gradOf(*nb::inst_ptr<Tensor>(v));
+    if (!c.tensor) return g == nullptr;
+    const TensorCheck& t = *c.tensor;
+    return g && g->dtype() == t.dtype && g->device() == t.device && g->requiresGrad() == t.requiresGrad &&
+           g->sizes() == IntArrayRef(t.sizes) && g->strides() == IntArrayRef(t.strides);
   }
   }
   return false;
@@ -414,6 +478,13 @@ std::string GuardNode::Impl::describe(const Check& c) const {
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(c.object.ptr()); ++i)
       s += (i ? ", " : "") + safeRepr(PyTuple_GET_ITEM(c.object.ptr(), i));
     return s + "]";
+  }
+  case CheckKind::Grad: {
+    if (!c.tensor) return name + ".grad is None";
+    const TensorCheck& t = *c.tensor;
+    return "check_tensor(" + name + ".grad, " + scalarTypeName(t.dtype) + ", device=" + t.device.str() +
+           ", size=" + intListText(t.sizes) + ", stride=" + intListText(t.strides) +
+           ", requires_grad=" + boolText(t.requiresGrad) + ")";
   }
   case CheckKind::Tensor: {
     const TensorCheck& t = *c.tensor;
@@ -454,13 +525,18 @@ std::string GuardNode::Impl::actual(const Check& c, PyObject* v) const {
     return describe(c) + got + std::to_string(n) + ")";
   }
   case CheckKind::DictKeys: {
-    if (!PyDict_CheckExact(v)) return describe(c) + got + "a " + Py_TYPE(v)->tp_name + ")";
+    if (!isPlainDict(v)) return describe(c) + got + "a " + Py_TYPE(v)->tp_name + ")";
     std::string keys = "[";
     Py_ssize_t pos = 0;
     PyObject *k, *value;
     while (PyDict_Next(v, &pos, &k, &value))
       keys += (keys.size() > 1 ? ", " : "") + safeRepr(k);
     return describe(c) + got + keys + "])";
+  }
+  case CheckKind::Grad: {
+    bool isTensor = PyObject_TypeCheck(v, reinterpret_cast<PyTypeObject*>(tensorBaseType())) && nb::inst_ready(v);
+    const Tensor* g = isTensor ? gradOf(*nb::inst_ptr<Tensor>(v)) : nullptr;
+    return describe(c) + got + (!isTensor ? std::string("not a tensor") : g ? "a grad of size " + intListText(g->sizes()) + ", " + scalarTypeName(g->dtype()) : std::string("None")) + ")";
   }
   case CheckKind::Tensor: {
     const TensorCheck& t = *c.tensor;

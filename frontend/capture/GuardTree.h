@@ -75,7 +75,9 @@ private:
 class GuardNode {
 public:
   // Child accessors (deduplicated, like the tree's).
-  GuardNode& item(PyObject* key);        // dict (exact dict: by key, str/int keys), list/tuple (int key)
+  // dict, OrderedDict, defaultdict (str/int keys by value, tensor keys by identity), list/tuple
+  // (int key)
+  GuardNode& item(PyObject* key);
   GuardNode& attr(const std::string& name); // instance __dict__ entry (module dict for modules)
   GuardNode& funcGlobal(const std::string& name);  // function: __globals__[name], else builtins
   GuardNode& funcClosureCell(int index);           // function: __closure__[index] contents
@@ -86,8 +88,12 @@ public:
   void checkConst(PyObject* value);    // same exact type and value: None, bool, int, float
                                        // (NaN equals NaN), str, bytes, and tuples of these
   void checkLength(Py_ssize_t n);      // list/tuple/dict length
-  void checkDictKeys(const std::vector<PyObject*>& keys); // exact dict with these keys, in order
+  // A dict, OrderedDict or defaultdict (checkType tells them apart) with these keys, in order;
+  // str/int keys compare by value, tensor keys by identity.
+  void checkDictKeys(const std::vector<PyObject*>& keys);
   void checkTensor(const TensorCheck& t);
+  // The tensor's .grad: None (grad null) or a tensor matching *grad (its type not checked).
+  void checkGrad(const TensorCheck* grad);
 
   const std::string& name() const;
 

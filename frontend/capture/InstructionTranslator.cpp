@@ -231,6 +231,25 @@ void InstructionTranslator::step(int op, int arg) {
     yielded_.push_back(pop());
     push(t_.none());
     return;
+  // `yield from it` in a generator being unrolled: each item of `it` is yielded in turn (SEND
+  // pushes the next one for YIELD_VALUE, which loops back to SEND); at the end SEND leaves the
+  // sub-generator's return value (None: unrolled generators return their items only).
+  case GET_YIELD_FROM_ITER:
+    push(getIter(pop()));
+    return;
+  case SEND: {
+    pop(); // the value sent in: None while unrolling
+    VT* it = top();
+    if (it->kind != VT::Kind::Iterator) throw Unsupported{"yield from a value that is not an iterator"};
+    auto* iter = static_cast<IteratorVT*>(it);
+    if (iter->next < iter->items.size()) {
+      push(iter->items[iter->next++]);
+    } else {
+      stack_.back() = t_.none();
+      jumpTo(next + size_t(arg));
+    }
+    return;
+  }
   case BINARY_OP: {
     VT* b = pop();
     VT* a = pop();
@@ -661,7 +680,7 @@ VT* InstructionTranslator::compareOp(int cmp, VT* a, VT* b) {
 bool InstructionTranslator::contains(VT* container, VT* item) {
   switch (container->kind) {
   case VT::Kind::Dict:
-    return static_cast<DictVT*>(container)->find(constantValue(item, "a dict key").ptr()) >= 0;
+    return static_cast<DictVT*>(container)->find(dictKey(item).ptr()) >= 0;
   case VT::Kind::List:
   case VT::Kind::Tuple:
     for (VT* x : static_cast<SequenceVT*>(container)->items) {
@@ -742,12 +761,25 @@ void InstructionTranslator::mutateDict(DictVT* d) {
 }
 
 void InstructionTranslator::dictSet(DictVT* d, VT* key, VT* value) {
-  mutateDict(d);
-  nb::object k = constantValue(key, "a dict key");
+  nb::object k = dictKey(key);
   int i = d->find(k.ptr());
+  // Storing the value already there (an optimizer's `state["momentum_buffer"] = buf`) changes
+  // nothing: no replay, which would hand back a graph output in place of the object itself.
+  if (i >= 0 && d->entries[size_t(i)].second == value) return;
+  mutateDict(d);
   if (i >= 0) d->entries[size_t(i)].second = value;
   else d->entries.emplace_back(k, value);
   d->mutated = true;
+}
+
+nb::object InstructionTranslator::dictKey(VT* key) {
+  if (key->kind == VT::Kind::Tensor) {
+    auto* t = static_cast<TensorVT*>(key);
+    if (t->real.is_valid() && t->identityGuarded) return t->real;
+    throw Unsupported{"a tensor used as a dict key (only tensors from outside the frame whose "
+                      "identity is guarded, such as parameters, can key a dict)"};
+  }
+  return constantValue(key, "a dict key");
 }
 
 VT* InstructionTranslator::makeFunction(int flags) {

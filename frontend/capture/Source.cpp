@@ -19,7 +19,12 @@ SourcePtr makeSource(Source::Kind kind, SourcePtr parent, int index, std::string
 
 std::string keyText(const nb::object& key) {
   if (PyUnicode_Check(key.ptr())) return nb::cast<std::string>(key);
-  return nb::cast<std::string>(nb::str(key));
+  if (PyLong_Check(key.ptr())) return nb::cast<std::string>(nb::str(key));
+  return "key"; // a tensor keying an optimizer's state: its str would print its data
+}
+
+bool isConstantKey(const nb::object& key) {
+  return PyUnicode_CheckExact(key.ptr()) || PyLong_CheckExact(key.ptr());
 }
 
 } // namespace
@@ -47,9 +52,13 @@ SourcePtr funcClosureSource(SourcePtr fn, int index) {
 }
 
 bool Source::isArgument() const {
+  // A path through a dict keyed by a tensor has no expression over the arguments (the key is
+  // an object, not a literal): such values are read once, with their identity guarded.
   const Source* s = this;
-  while (s->parent && (s->kind == Kind::Item || s->kind == Kind::Attr))
+  while (s->parent && (s->kind == Kind::Item || s->kind == Kind::Attr)) {
+    if (s->kind == Kind::Item && !isConstantKey(s->key)) return false;
     s = s->parent.get();
+  }
   return s->kind == Kind::Local;
 }
 

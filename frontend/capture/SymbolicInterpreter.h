@@ -32,12 +32,21 @@ public:
            const std::string& path = "");
   // A value produced while tracing (by a real call on fakes): no guards.
   VT* wrapResult(nb::handle value);
+  // A key of a dict from outside: a constant, or a tensor (whose identity the dict's keys guard
+  // pins) as a variable of its own.
+  VT* keyVT(nb::handle key);
   // The Python object a variable stands for while calling real code (tensors -> fakes).
   nb::object toPython(VT* v);
   // Calls Python code for real on fakes, recording the ops it dispatches.
   VT* callReal(nb::handle fn, const VTs& args, const Kwargs& kwargs);
   VT* constant(nb::object v) { return make<ConstantVT>(std::move(v)); }
   VT* none() { return constant(nb::none()); }
+
+  // `t.grad` of a tensor from outside: None, or the gradient as a graph input read at each call
+  // (through the tensor: grads are new objects after every backward), guarded by its metadata.
+  VT* loadGrad(TensorVT* t);
+  // `t.grad = value`: replayed after the graph (setattr on the real tensor); later reads see it.
+  void storeGrad(TensorVT* t, VT* value);
 
   // The grad mode traced code runs under (recorded as nodes when it changes).
   void setGradMode(bool on);
@@ -130,6 +139,11 @@ private:
   std::unordered_map<PyObject*, VT*> byId_; // get_attr'd tensors, deduplicated
   std::unordered_map<const void*, std::pair<std::string, nb::object>> knownParams_;
   std::vector<std::string> inputExprs_;
+  std::unordered_map<TensorVT*, VT*> grads_; // loadGrad's answers
+  std::unordered_map<PyObject*, VT*> containers_; // lists and dicts from outside, by identity
+  // Objects the input, output and side-effect expressions name as __c[i].
+  nb::list constants_;
+  std::string constantRef(nb::handle o);
   bool gradMode_, initialGradMode_;
   nb::object failCode;
   int failInstruction = 0;
@@ -169,6 +183,7 @@ private:
   void mutateList(SequenceVT* l);
   void mutateDict(DictVT* d);
   void dictSet(DictVT* d, VT* key, VT* value);
+  nb::object dictKey(VT* key); // a constant, or a guarded tensor's real object
   VT* loadCell(VT* cell, int index);
   VT* loadGlobal(const std::string& name);
   VT* makeFunction(int flags);

@@ -21,11 +21,12 @@ std::string literal(nb::handle o) { return nb::cast<std::string>(nb::repr(o)); }
 
 } // namespace
 
+std::string Tracer::constantRef(nb::handle o) {
+  constants_.append(o);
+  return "__c[" + std::to_string(nb::len(constants_) - 1) + "]";
+}
+
 std::string Tracer::outputExpr(VT* v, std::vector<Node*>& outputs, nb::list& constants) {
-  auto constantRef = [&](nb::handle o) {
-    constants.append(o);
-    return "__c[" + std::to_string(nb::len(constants) - 1) + "]";
-  };
   switch (v->kind) {
   case VT::Kind::Tensor: {
     Node* n = recorder_.nodeOf(python::unwrapTensor(static_cast<TensorVT*>(v)->fake.ptr()));
@@ -126,10 +127,7 @@ VT* Tracer::storedValue(SideEffect::Kind kind, PyObject* object, const std::stri
 // The statements replaying the trace's side effects (after the graph, before the return or the
 // graph break's instruction), in program order.
 nb::list Tracer::sideEffectLines(std::vector<Node*>& outputs, nb::list& constants) {
-  auto ref = [&](nb::handle o) {
-    constants.append(o);
-    return "__c[" + std::to_string(nb::len(constants) - 1) + "]";
-  };
+  auto ref = [&](nb::handle o) { return constantRef(o); };
   auto target = [&](VT* c, nb::handle original) {
     return c->source && c->source->isArgument() ? c->source->expr() : ref(original);
   };
@@ -231,7 +229,7 @@ nb::dict Tracer::run() {
   VT* result = top.run(std::move(locals), closure);
 
   std::vector<Node*> outputs;
-  nb::list constants;
+  nb::list& constants = constants_;
   nb::dict brk;
   std::string output;
   nb::list effects = sideEffectLines(outputs, constants);

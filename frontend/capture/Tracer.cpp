@@ -22,6 +22,28 @@ bool isSize(nb::handle o) {
   return PyObject_TypeCheck(o.ptr(), reinterpret_cast<PyTypeObject*>(cls.ptr()));
 }
 
+// The dict types traced as dicts: their item storage is what indexing a present key reads.
+bool isTracedDict(PyObject* o) {
+  static PyObject* defaultDict = nb::object(nb::module_::import_("collections").attr("defaultdict")).release().ptr();
+  return PyDict_CheckExact(o) || PyODict_CheckExact(o) || Py_TYPE(o) == reinterpret_cast<PyTypeObject*>(defaultDict);
+}
+
+// A dict's keys (borrowed) in iteration order: an OrderedDict's own order (move_to_end changes
+// it, not the underlying dict's).
+std::vector<PyObject*> dictKeysInOrder(PyObject* o) {
+  std::vector<PyObject*> keys;
+  if (PyODict_CheckExact(o)) {
+    for (nb::handle k : nb::borrow(o))
+      keys.push_back(k.ptr());
+    return keys;
+  }
+  PyObject *k, *v;
+  Py_ssize_t pos = 0;
+  while (PyDict_Next(o, &pos, &k, &v))
+    keys.push_back(k);
+  return keys;
+}
+
 bool isDevice(nb::handle o) {
   static nb::handle cls = nb::object(nb::module_::import_("kiln").attr("device")).release();
   return PyObject_TypeCheck(o.ptr(), reinterpret_cast<PyTypeObject*>(cls.ptr()));
@@ -44,7 +66,12 @@ std::string sanitize(const std::string& s) {
 } // namespace
 
 int DictVT::find(PyObject* key) const {
+  const bool byIdentity = python::isTensor(key);
   for (size_t i = 0; i < entries.size(); ++i) {
+    if (byIdentity || python::isTensor(entries[i].first.ptr())) {
+      if (entries[i].first.ptr() == key) return int(i);
+      continue;
+    }
     int eq = PyObject_RichCompareBool(entries[i].first.ptr(), key, Py_EQ);
     if (eq < 0) throw nb::python_error();
     if (eq) return int(i);
@@ -198,6 +225,8 @@ VT* Tracer::wrapTensor(nb::handle value, const SourcePtr& source, bool viaModule
   recorder_.bind(fake, node, real.device());
   auto* vt = make<TensorVT>(nb::steal(python::wrapTensor(fake)));
   vt->source = source;
+  vt->real = nb::borrow(value);
+  vt->identityGuarded = !(source && source->isArgument() && !viaModule) && g;
   if (!(source && source->isArgument() && !viaModule)) byId_[value.ptr()] = vt;
   return vt;
 }
@@ -209,6 +238,16 @@ VT* Tracer::wrap(nb::handle value, SourcePtr source, bool viaModule, const std::
   if (isPlainConstant(o)) {
     if (g) g->checkConst(o);
     return constant(nb::borrow(value));
+  }
+  // A list or dict reached twice (an optimizer's `self.state` read in each of its methods) is
+  // one variable, so that a mutation through one path is seen through the other and replayed
+  // once; the second path is guarded to reach the same object.
+  if (PyList_CheckExact(o) || isTracedDict(o)) {
+    auto known = containers_.find(o);
+    if (known != containers_.end()) {
+      if (g) g->checkId(o);
+      return known->second;
+    }
   }
   if (PyTuple_CheckExact(o) || PyList_CheckExact(o)) {
     Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
@@ -224,26 +263,35 @@ VT* Tracer::wrap(nb::handle value, SourcePtr source, bool viaModule, const std::
     auto* s = make<SequenceVT>(PyList_CheckExact(o) ? VT::Kind::List : VT::Kind::Tuple, items);
     s->source = source;
     s->original = nb::borrow(value);
+    if (PyList_CheckExact(o)) containers_[o] = s;
     return s;
   }
-  if (PyDict_CheckExact(o)) {
+  if (isTracedDict(o)) {
+    // dict, OrderedDict (nn.Module's registries, hook tables) and defaultdict (an optimizer's
+    // state): their keys and type are guarded; tensor keys are compared by identity.
     auto* d = make<DictVT>();
     std::vector<PyObject*> keys;
-    PyObject *k, *v;
-    Py_ssize_t pos = 0;
-    while (PyDict_Next(o, &pos, &k, &v)) {
-      if (!PyUnicode_CheckExact(k) && !PyLong_CheckExact(k))
-        throw Unsupported{"a dict input with keys that are not str or int"};
+    for (PyObject* k : dictKeysInOrder(o)) {
+      if (!PyUnicode_CheckExact(k) && !PyLong_CheckExact(k) && !python::isTensor(k))
+        throw Unsupported{"a dict input with keys that are not str, int or tensors"};
       keys.push_back(k);
     }
-    if (g) g->checkDictKeys(keys);
-    for (PyObject* key : keys)
+    if (g) {
+      g->checkType(Py_TYPE(o));
+      g->checkDictKeys(keys);
+    }
+    if (!PyDict_CheckExact(o) && !PyODict_CheckExact(o))
+      d->defaultFactory = nb::borrow(value.attr("default_factory"));
+    for (PyObject* key : keys) {
+      if (python::isTensor(key)) keyVT(nb::borrow(key)); // pinned by the keys guard
       d->entries.emplace_back(nb::borrow(key),
                               wrap(PyDict_GetItem(o, key),
                                    source ? itemSource(source, nb::borrow(key)) : nullptr,
                                    viaModule));
+    }
     d->source = source;
     d->original = nb::borrow(value);
+    containers_[o] = d;
     return d;
   }
   if (python::isDtypeObject(o) || isSize(o) || isDevice(o)) {
@@ -294,6 +342,65 @@ VT* Tracer::tagSizes(VT* v) {
   nb::dict table;
   for (auto [size, id] : symbolOfSize_) table[nb::int_(size)] = nb::int_(id);
   return constant(tag(static_cast<ConstantVT*>(v)->value, table));
+}
+
+VT* Tracer::loadGrad(TensorVT* t) {
+  if (t->real.is_valid())
+    if (VT* stored = storedValue(SideEffect::Kind::Attr, t->real.ptr(), "grad")) return stored;
+  auto known = grads_.find(t);
+  if (known != grads_.end()) return known->second;
+  // The glue reads the grad through the tensor at each call: through the argument it came from,
+  // or through the very object (its identity guarded).
+  std::string through;
+  if (t->real.is_valid() && t->identityGuarded && t->source) through = constantRef(t->real);
+  else if (t->source && t->source->isArgument()) through = t->source->expr();
+  else throw Unsupported{"Tensor.grad of a tensor computed inside the compiled code"};
+  GuardNode& g = t->source->guardNode(*guards_);
+  nb::object grad = t->real.attr("grad");
+  VT* result;
+  if (grad.is_none()) {
+    g.checkGrad(nullptr);
+    result = none();
+  } else {
+    const Tensor& real = python::unwrapTensor(grad.ptr());
+    TensorCheck check;
+    check.type = Py_TYPE(grad.ptr());
+    check.dtype = real.dtype();
+    check.device = real.device();
+    check.sizes = DimVector(real.sizes());
+    check.strides = DimVector(real.strides());
+    check.requiresGrad = real.requiresGrad();
+    g.checkGrad(&check);
+    Node* node = placeholder((t->source ? t->source->identifier() : std::string("tensor")) + "_grad");
+    inputExprs_.push_back(through + ".grad");
+    Tensor fake = compiler::makeFake(real);
+    node->meta.type = Type(TensorType{real.dtype(), {}, std::nullopt, real.device()});
+    for (int64_t s : real.sizes())
+      node->meta.type->tensor().sizes.emplace_back(s);
+    recorder_.bind(fake, node, real.device());
+    auto* vt = make<TensorVT>(nb::steal(python::wrapTensor(fake)));
+    vt->real = grad;
+    result = vt;
+  }
+  grads_[t] = result;
+  return result;
+}
+
+void Tracer::storeGrad(TensorVT* t, VT* value) {
+  if (!t->real.is_valid() || !t->identityGuarded)
+    throw Unsupported{"assigning Tensor.grad of a tensor that is not a guarded object from outside "
+                      "the frame (a parameter)"};
+  if (value->kind != VT::Kind::Tensor && !(value->kind == VT::Kind::Constant &&
+                                           static_cast<ConstantVT*>(value)->value.is_none()))
+    throw TraceError{"TypeError: assigned grad expected to be a Tensor or None"};
+  recordStore(SideEffect::Kind::Attr, t->real, "grad", value);
+}
+
+VT* Tracer::keyVT(nb::handle key) {
+  if (!python::isTensor(key.ptr())) return constant(nb::borrow(key));
+  VT* v = wrap(key, nullptr);
+  if (v->kind == VT::Kind::Tensor) static_cast<TensorVT*>(v)->identityGuarded = true;
+  return v;
 }
 
 VT* Tracer::wrapResult(nb::handle value) {

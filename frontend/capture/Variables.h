@@ -83,6 +83,10 @@ struct ConstantVT : VT {
 struct TensorVT : VT {
   explicit TensorVT(nb::object f) : VT(Kind::Tensor), fake(std::move(f)) {}
   nb::object fake; // a kiln.Tensor on the meta device
+  // A tensor from outside the frame: the real object (its .grad is read for real; it may key
+  // a dict), and whether a guard pins its identity (only then may a trace rely on it as a key).
+  nb::object real;
+  bool identityGuarded = false;
 };
 
 struct SequenceVT : VT {
@@ -95,8 +99,11 @@ struct SequenceVT : VT {
 
 struct DictVT : VT {
   DictVT() : VT(Kind::Dict) {}
-  std::vector<std::pair<nb::object, VT*>> entries; // keys are constants, in insertion order
+  // Keys are constants or (an optimizer's state) real tensors, compared by identity; in
+  // insertion order.
+  std::vector<std::pair<nb::object, VT*>> entries;
   nb::object original; // the object it was made from, for inputs
+  nb::object defaultFactory; // a defaultdict's default_factory (null: a dict or OrderedDict)
   bool mutated = false;
   int find(PyObject* key) const; // -1 when absent; raises on unhashable keys
 };

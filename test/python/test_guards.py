@@ -138,8 +138,18 @@ def test_dict_keys_in_order():
     assert check(g, f1, {"a": 0, 1: 0}) is None
     assert check(g, f1, {1: 0, "a": 0}) == "list(L['d'].keys()) == ['a', 1] (got [1, 'a'])"
     assert check(g, f1, {"a": 0}) == "list(L['d'].keys()) == ['a', 1] (got ['a'])"
-    od = collections.OrderedDict(a=0)
-    assert check(g, f1, od) == "list(L['d'].keys()) == ['a', 1] (got a collections.OrderedDict)"
+    # OrderedDict and defaultdict are dicts to this check (check_type tells them apart); an
+    # OrderedDict's own order counts (move_to_end changes it, not the underlying dict's).
+    od = collections.OrderedDict([("a", 0), (1, 0)])
+    assert check(g, f1, od) is None
+    od.move_to_end("a")
+    assert check(g, f1, od) is not None
+    assert check(g, f1, collections.defaultdict(int, {"a": 0, 1: 0})) is None
+
+    class MyDict(dict):
+        pass
+
+    assert check(g, f1, MyDict({"a": 0, 1: 0})) == "list(L['d'].keys()) == ['a', 1] (got a MyDict)"
     with pytest.raises(TypeError):
         cap.GuardTree().local(0, "L['d']").check_dict_keys([1.5])
 

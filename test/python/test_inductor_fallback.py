@@ -199,6 +199,36 @@ def test_value_read_by_a_fallback_and_returned():
     _check(fn, _rand(6, 3), 4)
 
 
+def test_fallback_writing_its_arguments_runs_when_an_output_views_an_input():
+    """An optimizer step compiled with an output aliasing an input (a training step's
+    `loss.detach()`) lost its `_fused_adam_` calls: the compiled part kept only the ancestors of
+    the computed outputs and copy_to writes, and the Adam state it returned stayed zero. Writes
+    of ops without a functional form are kept like copy_to's."""
+    params = [_rand(4, 3, seed=1), _rand(3, seed=2)]
+    grads = [_rand(4, 3, seed=3), _rand(3, seed=4)]
+
+    def step(loss, g0, g1):
+        out = []
+        with kiln.no_grad():
+            for p, g in zip(params, (g0, g1)):
+                count = kiln._C._ops.full([], 0.0, dtype=kiln.float32)
+                avg, avg_sq = kiln.zeros_like(p), kiln.zeros_like(p)
+                kiln._C._ops._fused_adam_(p, g, avg, avg_sq, None, count, lr=0.01)
+                out += [count, avg, avg_sq]
+        return out + [loss.detach()]
+
+    loss = kiln.ones(()).requires_grad_() * 2
+    start = [p.clone() for p in params]
+    want, want_params = step(loss, *grads), [p.clone() for p in params]
+    for p, s in zip(params, start):
+        p.copy_(s)
+    got = kiln.compile(step)(loss, *grads)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g.detach().numpy(), w.detach().numpy())
+    for p, w in zip(params, want_params):
+        np.testing.assert_array_equal(p.numpy(), w.numpy())
+
+
 def _conv_net(x, w1, w2):
     F = nn.functional
     h = F.max_pool2d(F.relu(F.conv2d(x, w1, padding=1)), 2)

@@ -45,6 +45,8 @@ CONFIGS = [
     (3, 2, 0, 1, True),
     (2, 2, 1, 1, True),
     ((2, 3), (1, 2), (1, 0), (1, 1), False),
+    (2, 3, 1, 2, False),                      # windows apart, dilated: one candidate per dim
+    ((2, 3), (2, 3), (1, 1), (1, 1), True),
 ]
 
 
@@ -102,7 +104,7 @@ def test_max_pool2d_in_a_cnn_equals_torch():
     np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("config", CONFIGS[:5], ids=[str(c) for c in CONFIGS[:5]])
+@pytest.mark.parametrize("config", CONFIGS, ids=[str(c) for c in CONFIGS])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_max_pool2d_backward_compiled_equals_eager(config, dtype):
     k, s, p, d, ceil = config

@@ -122,7 +122,7 @@ def plan_of(gm, example_inputs):
         attrs = {n.target: _attribute(gm, n.target) for n in gm.graph.nodes if n.op == "get_attr"}
         from .frame_callback import _needs_autograd
 
-        if example_inputs is not None and _needs_autograd(example_inputs, attrs):
+        if example_inputs is not None and _needs_autograd(example_inputs, attrs, gm.graph):
             from .aot import plan_training
 
             forward, backward, part = plan_training(gm, example_inputs, attrs)

@@ -30,15 +30,55 @@ _aot_log = get_logger("aot")
 _dynamic_log = get_logger("dynamic")
 
 
-def _needs_autograd(examples, attrs):
-    """True when the graph's result must carry a grad_fn: grad mode is on and an input or a
-    tensor the graph reads as an attribute (a module's parameter) requires grad. The compiling
-    backends do not differentiate yet (AOT autograd, issue 15), so such a graph runs op by op
-    through the autograd engine instead."""
-    if not _C.is_grad_enabled():
-        return False
+# Ops whose result never requires grad, whatever their inputs.
+_NOT_DIFFERENTIABLE = frozenset({"aten.detach"})
+
+
+def _needs_autograd(examples, attrs, graph=None):
+    """True when running the graph must record autograd history: some op runs with grad mode on
+    and reads a tensor that requires grad (an input, a parameter the graph reads as an attribute,
+    or such an op's result). Grad mode follows the graph's `_set_grad_enabled` nodes, so an
+    optimizer step (under no_grad) or detached copies of the parameters need none and go to the
+    backend as an inference graph (AOT autograd would trace a joint graph for nothing). Without
+    `graph`: whether any input or attribute requires grad under grad mode. The compiling
+    backends differentiate such graphs with AOT autograd (aot.py)."""
     values = list(examples) + list(attrs.values() if isinstance(attrs, dict) else attrs)
-    return any(isinstance(t, _C.TensorBase) and t.requires_grad for t in values)
+    if not any(isinstance(t, _C.TensorBase) and t.requires_grad for t in values):
+        return False
+    grad_on = _C.is_grad_enabled()
+    if graph is None:
+        return grad_on
+    needs = set()
+    placeholders = iter(examples)
+    for node in graph.nodes:
+        if node.op == "placeholder":
+            value = next(placeholders, None)
+            if isinstance(value, _C.TensorBase) and value.requires_grad:
+                needs.add(node)
+        elif node.op == "get_attr":
+            value = attrs.get(node.target) if isinstance(attrs, dict) else None
+            if value is None or (isinstance(value, _C.TensorBase) and value.requires_grad):
+                needs.add(node)
+        elif node.op == "call_function" and node.target == "kiln._C._set_grad_enabled":
+            grad_on = bool(node.args[0])
+        elif node.op in ("call_function", "call_method", "call_module"):
+            if not grad_on or node.target in _NOT_DIFFERENTIABLE:
+                continue
+            if any(arg in needs for arg in _node_args(node)):
+                return True
+    return False
+
+
+def _node_args(node):
+    stack = [node.args, node.kwargs]
+    while stack:
+        a = stack.pop()
+        if isinstance(a, (list, tuple)):
+            stack.extend(a)
+        elif isinstance(a, dict):
+            stack.extend(a.values())
+        elif hasattr(a, "op"):
+            yield a
 
 
 class _CodeState:
@@ -229,7 +269,7 @@ class FrameCallback:
 
     def _compile(self, code, state, frame_info, result, site=None):
         gm = GraphModule(result["attrs"], result["graph"])
-        examples = example_inputs(code, frame_info.args, result["inputs"])
+        examples = example_inputs(code, frame_info.args, result["inputs"], result["constants"])
         if not result["op_count"] and (site is not None or resume.is_resume_code(code)):
             # Nothing to compile before the break, or in the rest of a frame after one (`return
             # y`): the graph only hands values through; as TorchDynamo, no graph is counted.
@@ -252,7 +292,7 @@ class FrameCallback:
         start = time.perf_counter()
         try:
             with debug_dir.compiling(dump):
-                if _needs_autograd(examples, result["attrs"]) and getattr(self.backend, "__module__", None) == __package__ + ".backends":
+                if _needs_autograd(examples, result["attrs"], gm.graph) and getattr(self.backend, "__module__", None) == __package__ + ".backends":
                     compiled = self._compile_training(code, name, gm, examples)
                 else:
                     compiled, gm, traces = self._backend_compile(code, frame_info, gm, examples, traces)
@@ -467,7 +507,7 @@ class FrameCallback:
         backend = _backend_name(self.backend)
         if backend in ("inductor", "aot_eager"):
             from .aot import AOTUnsupported, compile_training
-            from .inductor import _attribute, compile_graph
+            from .inductor import _attribute, attribute_reader, compile_graph
 
             if backend == "inductor":
                 def compile_part(part):
@@ -492,7 +532,8 @@ class FrameCallback:
                           backend)
             if not attr_targets:
                 return run
-            return lambda *args: run(*args, *[_attribute(gm, t) for t in attr_targets])
+            read = attribute_reader(gm, attr_targets)
+            return lambda *args: run(*args, *read())
         _aot_log.info("%s: %s needs autograd (an input or a parameter requires grad); it runs op by op "
                       "under the autograd engine instead of the %s backend", _where(code), name, backend)
         return gm.forward

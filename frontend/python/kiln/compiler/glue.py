@@ -61,11 +61,12 @@ def make_glue(code, compiled_graph, inputs, output, constants, body=None, namesp
     return namespace["__kiln_glue"]
 
 
-def example_inputs(code, args, inputs):
+def example_inputs(code, args, inputs, constants=()):
     """The values of the input expressions for the frame arguments `args`: the graph's inputs
-    in the call being traced, evaluated exactly as the glue will evaluate them."""
+    in the call being traced, evaluated exactly as the glue will evaluate them (an expression
+    may read through an object the tracer named in `constants`: `__c[3].grad`)."""
     names = argument_names(code)
     source = f"def __kiln_inputs({', '.join(names)}):\n    return [{', '.join(inputs)}]\n"
-    namespace = {}
+    namespace = {"__c": constants}
     _define(source, _filename(code, " inputs"), namespace)
     return namespace["__kiln_inputs"](*args)

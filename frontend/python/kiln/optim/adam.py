@@ -1,4 +1,5 @@
 """Adam (and, with decoupled_weight_decay, AdamW): torch.optim.Adam's update, op for op."""
+from .._compiling import is_compiling
 from .. import _C
 from .._tensor import Tensor
 from .optimizer import Optimizer, _to_scalar, _use_grad_for_differentiable
@@ -99,7 +100,10 @@ class Adam(Optimizer):
                 raise AssertionError("If capturable=True, params and state_steps must be on "
                                      "supported devices: ['cuda', 'xla', 'xpu']; kiln's tensors "
                                      "are on cpu")
-            if group["differentiable"]:
+            if group["differentiable"] or is_compiling():
+                # Traced by kiln.compile: the bias corrections as tensor ops from the step tensor
+                # (torch's capturable formulation), with no .item() and no _fused_adam_ (which has
+                # no functional form), so the step compiles into fused kernels.
                 self._step_group_differentiable(group)
             elif group["fused"] is False or isinstance(group["lr"], Tensor):
                 self._step_group_ops(group)
