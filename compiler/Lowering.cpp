@@ -1856,11 +1856,12 @@ private:
     PoolWindow w;
     bool includePad = true;
     std::optional<int64_t> divisor;
-    const size_t rank = self.sizes.size();
+    std::vector<int64_t> inSizes = ss(self); // (pooling lowers over static sizes)
+    const size_t rank = inSizes.size();
     KILN_CHECK(rank == 3 || rank == 4, "lowering: ", n->target(), " needs a 3-d or 4-d input");
     if (adaptive) {
       for (size_t d = 0; d < 2; ++d) {
-        int64_t in = self.sizes[rank - 2 + d], out = outSizes[rank - 2 + d];
+        int64_t in = inSizes[rank - 2 + d], out = outSizes[rank - 2 + d];
         KILN_CHECK(out > 0 && in % out == 0, "lowering: _adaptive_avg_pool2d lowers only when the "
                    "input size divides by the output size");
         w.kernel[d] = w.stride[d] = in / out;
@@ -1870,7 +1871,7 @@ private:
         w.out[d] = out;
       }
     } else {
-      w = poolWindow(n, 1, self.sizes, outSizes, /*dilated=*/false);
+      w = poolWindow(n, 1, inSizes, outSizes, /*dilated=*/false);
       includePad = boolArg(n, 5, "count_include_pad", true);
       const Argument* o = argOf(n, 6, "divisor_override");
       if (o && !o->isNone()) divisor = intArg(n, 6, "divisor_override");
