@@ -1856,7 +1856,7 @@ private:
     PoolWindow w;
     bool includePad = true;
     std::optional<int64_t> divisor;
-    const std::vector<int64_t> inSizes = ss(self); // (pooling lowers over static sizes)
+    std::vector<int64_t> inSizes = ss(self); // (pooling lowers over static sizes)
     const size_t rank = inSizes.size();
     KILN_CHECK(rank == 3 || rank == 4, "lowering: ", n->target(), " needs a 3-d or 4-d input");
     if (adaptive) {
