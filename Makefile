@@ -69,7 +69,8 @@ test-pytest:
 
 # The conformance programs. ORACLE_RECORD=DIR saves PyTorch's results (run with the default
 # python3, which has torch); ORACLE=DIR compares with them where torch is absent (PYTHON=python3.12).
-CONFORMANCE := ../shared/conformance/run.py
+# ../shared from the main checkout; ../../shared from a worktree under /work/wt.
+CONFORMANCE := $(firstword $(wildcard ../shared/conformance/run.py ../../shared/conformance/run.py) ../shared/conformance/run.py)
 conformance: build
 	$(PY) $(CONFORMANCE) --mode eager,compile $(if $(ORACLE),--oracle $(ORACLE)) \
 	  $(if $(ORACLE_RECORD),--record-oracle $(ORACLE_RECORD))
