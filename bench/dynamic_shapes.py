@@ -10,7 +10,9 @@ a kernel compiled over symbolic sizes costs against the same kernel compiled for
     kernels   loop programs over symbolic sizes (row softmax, layer-norm statistics, linear +
               bias) compiled once, against the same programs with the sizes written in
               (static), at the same sizes: median time of each (alternating calls, after a
-              warm-up) and the ratio symbolic / static. Target: <= 1.15.
+              warm-up) and the ratio symbolic / static; and the GPT-style block through
+              kiln.compile with dynamic=True against dynamic=False at seq 64 (end to end,
+              capture and lowering over symbols). Target: <= 1.15.
 
     python bench/dynamic_shapes.py [--part compiles,kernels] [--repeat N] [--json OUT]
 """
@@ -21,6 +23,7 @@ import re
 import statistics
 import sys
 import time
+import types
 
 import numpy as np
 
@@ -41,6 +44,8 @@ def counting_backend():
         count[0] += 1
         return inductor(gm, example_inputs, **kwargs)
 
+    # As inductor, it compiles graphs over size symbols (kiln.compile's dynamic shapes).
+    backend.supports_dynamic_shapes = True
     return backend, count
 
 
@@ -141,6 +146,40 @@ KERNELS = {
 }
 
 
+def _fresh_function(fn):
+    """fn with a code object of its own (cache entries live on the code object, so two
+    kiln.compile of one function would share them)."""
+    code = fn.__code__.replace(co_name=fn.__code__.co_name + "_copy")
+    return types.FunctionType(code, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+
+
+def compiled_ratio(repeat, seq=64):
+    """The GPT-style block compiled over symbols against compiled for its sizes, both called
+    at seq: median time of each and the ratio. The symbolic one is kiln.compile's default
+    (automatic dynamic: called at seq - 1 first, then at seq the sequence dims become
+    symbolic), so only the sequence length is a symbol (dynamic=True would also make the
+    weights' dims symbols, sharing the sequence's where sizes coincide)."""
+    kiln.compiler.reset()
+    fn, args = _transformer_block(kiln, (1, seq, 64, 4))
+    backend, count = counting_backend()
+    symbolic = kiln.compile(_fresh_function(fn), backend=backend)
+    symbolic(*_transformer_block(kiln, (1, seq - 1, 64, 4))[1])
+    static = kiln.compile(_fresh_function(fn), backend=backend, dynamic=False)
+    a, b = symbolic(*args), static(*args)
+    np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-4, atol=1e-4)
+    times = {"symbolic": [], "static": []}
+    for _ in range(3):
+        symbolic(*args), static(*args)
+    for _ in range(repeat):
+        for key, f in (("symbolic", symbolic), ("static", static)):
+            t = time.perf_counter()
+            f(*args)
+            times[key].append(time.perf_counter() - t)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    return {"sizes": {"seq": seq}, "symbolic_ms": med["symbolic"] * 1e3, "static_ms": med["static"] * 1e3,
+            "ratio": med["symbolic"] / med["static"], "compiles": count[0]}
+
+
 def static_text(text, sizes):
     for sym, value in sizes.items():
         text = re.sub(rf"\b{sym}\b", str(value), text)
@@ -195,6 +234,7 @@ def main():
                   f"(target: <= 2 compiles)")
     if "kernels" in parts:
         out["kernels"] = kernel_ratios(args.repeat)
+        out["kernels"]["gpt_block_compiled"] = compiled_ratio(args.repeat)
         for name, r in out["kernels"].items():
             print(f"{name:24s} symbolic {r['symbolic_ms']:8.3f} ms  static {r['static_ms']:8.3f} ms  "
                   f"ratio {r['ratio']:.3f} (target <= 1.15) at {r['sizes']}")

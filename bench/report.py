@@ -79,6 +79,26 @@ def _ratio_cell(v):
     return "-" if v is None else f"{v:.2f}"
 
 
+def dynamic_lines(dy):
+    """The "Dynamic shapes" section (bench/dynamic_shapes.py's results), or nothing."""
+    if not dy:
+        return []
+    lines = ["## Dynamic shapes", "", "bench/dynamic_shapes.py: graphs compiled by `kiln.compile` (default "
+             "dynamic=None) over changing sizes, and symbolic against static code at one size "
+             "(median; target: ratio <= 1.15).", ""]
+    if "error" in dy:
+        return lines + [f"failed: {dy['error']}", ""]
+    lines += ["| program | compiles | calls | total s |", "|---|---:|---:|---:|"]
+    for key in ("dynamic_batch", "gpt_block_seq_8_to_64"):
+        if key in dy:
+            r = dy[key]
+            lines.append(f"| {key} | {r['compiles']} | {r['calls']} | {r['total_s']:.2f} |")
+    lines += ["", "| kernel | sizes | symbolic ms | static ms | ratio |", "|---|---|---:|---:|---:|"]
+    for name, r in dy.get("kernels", {}).items():
+        lines.append(f"| {name} | {r['sizes']} | {r['symbolic_ms']:.3f} | {r['static_ms']:.3f} | {r['ratio']:.3f} |")
+    return lines + [""]
+
+
 def training_lines(tr):
     """The "Training steps" section (bench/training_steps.py's results), or nothing."""
     lines = []
@@ -208,6 +228,7 @@ def markdown(results, plots):
     lines.append("")
 
     lines += training_lines(results.get("training"))
+    lines += dynamic_lines(results.get("dynamic_shapes"))
 
     lines += ["## Compile latency", "", "First call of the compiled function in a fresh process (it compiles): cold = "
               "empty cache folder (KILN_CACHE_DIR / TORCHINDUCTOR_CACHE_DIR), warm = a second fresh process on the "

@@ -10,7 +10,8 @@ bench/workloads.py and the conformance programs; writes report.md, results.json 
 Each workload size runs in a fresh subprocess (bench/measure.py): correctness against PyTorch
 eager first, then the timed calls of every peer. Compile latency runs in fresh processes on an
 empty, then a filled, cache folder (bench/compile_latency.py); compile time against graph size
-(chains and wide DAGs of 100 to 10,000 ops) by bench/compile_scale.py. STREAM (bench/stream.c) gives the
+(chains and wide DAGs of 100 to 10,000 ops) by bench/compile_scale.py; dynamic shapes (compile
+counts over changing sizes, symbolic vs static code) by bench/dynamic_shapes.py. STREAM (bench/stream.c) gives the
 bandwidth the achieved GB/s are set against.
 """
 import argparse
@@ -199,6 +200,17 @@ def main():
             else:
                 results["training"] = {"error": (proc.stderr.strip().splitlines() or ["failed"])[-1]}
             print(f"training: {results['training']}", flush=True)
+            # Dynamic shapes: compile counts over changing sizes, symbolic vs static kernels.
+            out_json = os.path.join(cache_root, "dynamic_shapes.json")
+            proc = subprocess.run([sys.executable, os.path.join(HERE, "dynamic_shapes.py"), "--json", out_json],
+                                  env=worker_env(cache_root, "dynamic"), capture_output=True, text=True,
+                                  timeout=900)
+            if proc.returncode == 0 and os.path.exists(out_json):
+                with open(out_json) as fh:
+                    results["dynamic_shapes"] = json.load(fh)
+            else:
+                results["dynamic_shapes"] = {"error": (proc.stderr.strip().splitlines() or ["failed"])[-1]}
+            print(f"dynamic shapes: {results['dynamic_shapes']}", flush=True)
         if args.no_latency:
             results["compile_latency"] = []
         elif args.smoke:

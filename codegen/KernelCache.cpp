@@ -286,19 +286,24 @@ std::string KernelCache::sourcePath(const std::string& key) const {
 CompiledKernel KernelCache::compile(std::string_view source, const std::string& entry) {
   std::string key = kernelKey(source);
   std::string path = kernelPath(key);
-  std::lock_guard<std::mutex> lock(cacheMutex());
-  if (loadedLibraries().count(path)) {
-    OpenedLibrary lib = openLibrary(path, entry);
-    KILN_CHECK(lib.entry, "kiln: the compiled kernel ", path, " is unusable: ", lib.problem);
-    return {path, lib.entry, true};
+  {
+    std::lock_guard<std::mutex> lock(cacheMutex());
+    if (loadedLibraries().count(path)) {
+      OpenedLibrary lib = openLibrary(path, entry);
+      KILN_CHECK(lib.entry, "kiln: the compiled kernel ", path, " is unusable: ", lib.problem);
+      return {path, lib.entry, true};
+    }
+    ensurePrivateDir(dir_);
+    ensurePrivateDir(subdir("kernels"));
+    if (access(path.c_str(), F_OK) == 0) {
+      OpenedLibrary lib = openLibrary(path, entry);
+      if (lib.entry) return {path, lib.entry, true};
+      unlink(path.c_str()); // damaged: rebuilt below
+    }
   }
-  ensurePrivateDir(dir_);
-  ensurePrivateDir(subdir("kernels"));
-  if (access(path.c_str(), F_OK) == 0) {
-    OpenedLibrary lib = openLibrary(path, entry);
-    if (lib.entry) return {path, lib.entry, true};
-    unlink(path.c_str()); // damaged: rebuilt below
-  }
+  // The compiler runs outside the lock, so threads compiling different programs (AOT autograd's
+  // forward and backward) run their compilers at once; two compiling the same one each write a
+  // temporary file and rename it into place, the same bytes either way.
   std::string src = sourcePath(key);
   writeFileAtomically(src, "", source);
   std::string temp = tempPathFor(path);
@@ -313,6 +318,7 @@ CompiledKernel KernelCache::compile(std::string_view source, const std::string& 
     unlink(temp.c_str());
     throw Error(strCat("kiln: cannot write ", path, ": ", std::strerror(error)));
   }
+  std::lock_guard<std::mutex> lock(cacheMutex());
   OpenedLibrary lib = openLibrary(path, entry);
   KILN_CHECK(lib.entry, "kiln: the kernel compiled from ", src, " is unusable: ", lib.problem);
   return {path, lib.entry, false};

@@ -19,6 +19,8 @@ namespace kiln::compiler {
 namespace {
 
 using Index = std::vector<IndexExpr>;
+// Sizes and strides: constants, or expressions over size symbols (each >= kMinSizeSymbol).
+using Shape = std::vector<IndexExpr>;
 
 // A shared value whose loader emits more ops than this is realized into a buffer instead of
 // being recomputed by every consumer; a value this large or larger always is (bounds the
@@ -98,7 +100,7 @@ using IndexMap = std::function<Index(const Index&)>;
 // A lowered node: its element type and shape and how to compute the element at an index.
 struct Value {
   ScalarType dtype = ScalarType::Float32;
-  std::vector<int64_t> sizes;
+  Shape sizes;
   Loader load;
   // The input or buffer this value is exactly (input geometry, or a contiguous buffer).
   std::string storage;
@@ -119,10 +121,41 @@ std::vector<int64_t> contiguousStrides(const std::vector<int64_t>& sizes) {
   return s;
 }
 
+// Row-major strides of symbolic sizes.
+Shape rowMajorStrides(const Shape& sizes) {
+  Shape s(sizes.size(), IndexExpr(1));
+  for (size_t d = sizes.size(); d-- > 1;) s[d - 1] = s[d] * sizes[d];
+  return s;
+}
+
 IndexExpr flatIndex(const Index& idx, const std::vector<int64_t>& strides) {
   IndexExpr e(0);
   for (size_t d = 0; d < idx.size(); ++d) e = e + idx[d] * IndexExpr(strides[d]);
   return e;
+}
+
+IndexExpr flatIndex(const Index& idx, const Shape& strides) {
+  IndexExpr e(0);
+  for (size_t d = 0; d < idx.size(); ++d) e = e + idx[d] * strides[d];
+  return e;
+}
+
+IndexExpr product(const Shape& sizes) {
+  IndexExpr p(1);
+  for (const IndexExpr& s : sizes) p = p * s;
+  return p;
+}
+
+// The range facts of the size symbols in `e` (each at least kMinSizeSymbol).
+void addSymbolFacts(RangeFacts& facts, const IndexExpr& e) {
+  for (const std::string& s : e.variables())
+    if (!facts.count(s)) facts[s] = VarRange{kMinSizeSymbol, std::nullopt};
+}
+
+std::string shapeString(const Shape& sizes) {
+  std::string r = "[";
+  for (size_t d = 0; d < sizes.size(); ++d) r += (d ? ", " : "") + sizes[d].str();
+  return r + "]";
 }
 
 Index loopVars(const char* prefix, size_t n) {
@@ -131,15 +164,22 @@ Index loopVars(const char* prefix, size_t n) {
   return v;
 }
 
-std::vector<IterVar> iterVars(const char* prefix, const std::vector<int64_t>& extents,
-                              RangeFacts& facts) {
+// Loop variables prefix0, prefix1, ... over `extents`; a symbolic extent bounds its variable
+// from below only (its symbols get their facts).
+std::vector<IterVar> iterVars(const char* prefix, const Shape& extents, RangeFacts& facts) {
   std::vector<IterVar> r;
   for (size_t d = 0; d < extents.size(); ++d) {
     std::string name = prefix + std::to_string(d);
-    r.push_back({name, IndexExpr(extents[d])});
-    facts[name] = VarRange{0, extents[d]};
+    r.push_back({name, extents[d]});
+    addSymbolFacts(facts, extents[d]);
+    facts[name] = VarRange{0, extents[d].constant()};
   }
   return r;
+}
+
+std::vector<IterVar> iterVars(const char* prefix, const std::vector<int64_t>& extents,
+                              RangeFacts& facts) {
+  return iterVars(prefix, Shape(extents.begin(), extents.end()), facts);
 }
 
 std::vector<IndexExpr> exprs(const std::vector<int64_t>& v) {
@@ -226,12 +266,16 @@ private:
     }
   }
 
-  Value bufferValue(const std::string& name, ScalarType dtype, std::vector<int64_t> sizes) {
+  Value bufferValue(const std::string& name, ScalarType dtype, const std::vector<int64_t>& sizes) {
+    return bufferValue(name, dtype, exprs(sizes));
+  }
+
+  Value bufferValue(const std::string& name, ScalarType dtype, Shape sizes) {
     Value v;
     v.dtype = dtype;
     v.sizes = sizes;
     v.storage = name;
-    std::vector<int64_t> strides = contiguousStrides(sizes);
+    Shape strides = rowMajorStrides(sizes);
     v.load = [name, dtype, strides](BodyContext& c, const Index& idx) {
       return emitLoad(c, name, flatIndex(idx, strides), dtype);
     };
@@ -251,7 +295,7 @@ private:
     x = emitCast(c, x, v.dtype);
     c.body.store(x);
     pw.body = std::move(c.body);
-    program_.buffers.push_back(Buffer{name, v.dtype, exprs(v.sizes), std::move(pw), "", {}});
+    program_.buffers.push_back(Buffer{name, v.dtype, v.sizes, std::move(pw), "", {}});
     // A view stays a view of its root (a later write must reach it): its copy is not reused.
     if (!alias) v = bufferValue(name, v.dtype, v.sizes);
     return name;
@@ -270,22 +314,28 @@ private:
         c.body.ops[0].dtype != v.dtype)
       return std::nullopt;
     const IndexExpr& index = c.body.ops[0].index;
-    std::map<std::string, int64_t> at;
-    for (size_t d = 0; d < vars.size(); ++d) at["v" + std::to_string(d)] = 0;
+    // The offset (every view variable 0) must be a constant; each stride is the index's
+    // change for one step of its variable (an expression over size symbols, at least 0).
+    std::map<std::string, IndexExpr> at;
+    for (size_t d = 0; d < vars.size(); ++d) at["v" + std::to_string(d)] = IndexExpr(0);
+    std::optional<int64_t> offset = simplify(index.substitute(at), c.facts).constant();
+    if (!offset || *offset < 0) return std::nullopt;
     StridedView view;
-    view.offset = index.evaluate(at);
+    view.offset = *offset;
     view.sizes = v.sizes;
-    IndexExpr affine(view.offset);
+    IndexExpr affine(*offset);
     for (size_t d = 0; d < vars.size(); ++d) {
       std::string var = "v" + std::to_string(d);
-      at[var] = 1;
-      view.strides.push_back(v.sizes[d] == 1 ? 0 : index.evaluate(at) - view.offset);
-      at[var] = 0;
-      if (v.sizes[d] != 1) affine = affine + IndexExpr(view.strides.back()) * vars[d];
+      at[var] = IndexExpr(1);
+      IndexExpr stride = v.sizes[d] == IndexExpr(1) ? IndexExpr(0)
+                                                    : simplify(index.substitute(at) - IndexExpr(*offset), c.facts);
+      at[var] = IndexExpr(0);
+      std::optional<int64_t> lo = bounds(stride, c.facts).lo;
+      if (!lo || *lo < 0) return std::nullopt;
+      view.strides.push_back(stride);
+      if (v.sizes[d] != IndexExpr(1)) affine = affine + stride * vars[d];
     }
-    if (simplify(affine, c.facts) != index || view.offset < 0 ||
-        std::any_of(view.strides.begin(), view.strides.end(), [](int64_t s) { return s < 0; }))
-      return std::nullopt;
+    if (simplify(affine, c.facts) != index) return std::nullopt;
     return std::pair{c.body.ops[0].buffer, view};
   }
 
@@ -302,14 +352,10 @@ private:
     for (const Buffer& other : program_.buffers)
       if (const auto* x = std::get_if<Extern>(&other.computation))
         if (std::count(x->inputs.begin(), x->inputs.end(), b->name)) return nullptr;
-    int64_t numel = 1, bufferNumel = 1;
-    std::vector<int64_t> contiguous = contiguousStrides(v.sizes);
-    for (size_t d = 0; d < v.sizes.size(); ++d) {
-      numel *= v.sizes[d];
-      if (v.sizes[d] != 1 && view->second.strides[d] != contiguous[d]) return nullptr;
-    }
-    for (const IndexExpr& size : b->sizes) bufferNumel *= size.constant().value_or(-1);
-    return numel == bufferNumel ? b : nullptr;
+    Shape contiguous = rowMajorStrides(v.sizes);
+    for (size_t d = 0; d < v.sizes.size(); ++d)
+      if (v.sizes[d] != IndexExpr(1) && view->second.strides[d] != contiguous[d]) return nullptr;
+    return product(v.sizes) == product(b->sizes) ? b : nullptr;
   }
 
   Value& valueOf(const Node* n) {
@@ -333,11 +379,10 @@ private:
     LoopInput in;
     in.name = n->name();
     in.dtype = t.dtype;
-    std::vector<int64_t> sizes = staticInts(t.sizes, "input %" + n->name());
-    std::vector<int64_t> strides =
-        t.strides ? staticInts(*t.strides, "input %" + n->name()) : contiguousStrides(sizes);
-    in.sizes = exprs(sizes);
-    in.strides = exprs(strides);
+    Shape sizes = t.sizes;
+    Shape strides = t.strides ? *t.strides : rowMajorStrides(sizes);
+    in.sizes = sizes;
+    in.strides = strides;
     program_.inputs.push_back(in);
     Value v;
     v.dtype = t.dtype;
@@ -362,7 +407,7 @@ private:
         // The output is the extern's result read whole in row-major order (e.g. bmm's
         // [b, m, n] result viewed as [2, 4, m, n]): the result takes the output's shape
         // instead of being copied (its loads index it flat, so they are unchanged).
-        b->sizes = exprs(v.sizes);
+        b->sizes = v.sizes;
         v = bufferValue(b->name, v.dtype, v.sizes);
       }
       program_.outputs.push_back(realize(v));
@@ -374,7 +419,7 @@ private:
     const TensorType& t = tensorTypeOf(n);
     Value v;
     v.dtype = t.dtype;
-    v.sizes = staticInts(t.sizes, "%" + n->name());
+    v.sizes = t.sizes;
     v.load = std::move(load);
     v.cost = cost;
     return v;
@@ -421,6 +466,8 @@ private:
     }
     if (target == "aten.max_pool2d_with_indices_backward") {
       values_[n] = lowerMaxPool2dBackward(n);
+    } else if (target == "aten.avg_pool2d" || target == "aten._adaptive_avg_pool2d") {
+      values_[n] = lowerAvgPool2d(n, target == "aten._adaptive_avg_pool2d");
     } else if (target == "operator.getitem") {
       values_[n] = tupleItem(n);
     } else if (target.starts_with("aten.") && isLoweredIndexingOp(target)) {
@@ -519,7 +566,7 @@ private:
     if (prim == "rev") {
       const Value& a = operand(n, 0, "a");
       std::vector<int64_t> dims = intList(*argOf(n, 1, "dims"), "rev dims");
-      std::vector<int64_t> sizes = a.sizes;
+      Shape sizes = a.sizes;
       std::vector<bool> flip(sizes.size(), false);
       for (int64_t d : dims) flip.at(size_t(d < 0 ? d + int64_t(sizes.size()) : d)) = true;
       return view(
@@ -527,7 +574,7 @@ private:
           [sizes, flip](const Index& idx) {
             Index in;
             for (size_t d = 0; d < idx.size(); ++d)
-              in.push_back(flip[d] ? IndexExpr(sizes[d] - 1) - idx[d] : idx[d]);
+              in.push_back(flip[d] ? sizes[d] - IndexExpr(1) - idx[d] : idx[d]);
             return in;
           },
           /*alias=*/false); // rev makes a new tensor
@@ -594,10 +641,9 @@ private:
       if (std::none_of(x.views.begin(), x.views.end(), [](const auto& v) { return v.has_value(); }))
         x.views.clear();
       const TensorType& t = tensorTypeOf(n);
-      std::vector<int64_t> sizes = staticInts(t.sizes, "%" + n->name());
       std::string name = freshName();
-      program_.buffers.push_back(Buffer{name, t.dtype, exprs(sizes), std::move(x), "", {}});
-      return bufferValue(name, t.dtype, sizes);
+      program_.buffers.push_back(Buffer{name, t.dtype, t.sizes, std::move(x), "", {}});
+      return bufferValue(name, t.dtype, t.sizes);
     }
     throw NotImplementedError("lowering: prims." + prim + " (%" + n->name() +
                               ") has no loop lowering");
@@ -610,7 +656,7 @@ private:
     const Value& a = operand(n, 0, "self");
     const Value& b = operand(n, 1, "mat2");
     const TensorType& t = tensorTypeOf(n);
-    std::vector<int64_t> sizes = staticInts(t.sizes, "%" + n->name());
+    Shape sizes = t.sizes;
     size_t rank = batched ? 3 : 2;
     KILN_CHECK(a.sizes.size() == rank && b.sizes.size() == rank && sizes.size() == rank,
                "lowering: prims.", batched ? "bmm" : "mm", " needs ", rank, "-D operands");
@@ -621,7 +667,7 @@ private:
     red.kind = ReductionKind::Sum;
     BodyContext c;
     red.ranges = iterVars("i", sizes, c.facts);
-    red.reductionRanges = iterVars("r", {a.sizes[rank - 1]}, c.facts);
+    red.reductionRanges = iterVars("r", Shape{a.sizes[rank - 1]}, c.facts);
     Index out = loopVars("i", rank);
     IndexExpr k = IndexExpr::var("r0");
     Index ia = out, ib = out;
@@ -632,7 +678,7 @@ private:
     c.body.reduce(emitMath(c, LoopOpCode::Mul, {x, y}));
     red.body = std::move(c.body);
     std::string name = freshName();
-    program_.buffers.push_back(Buffer{name, acc, exprs(sizes), std::move(red), "", {}});
+    program_.buffers.push_back(Buffer{name, acc, sizes, std::move(red), "", {}});
     Loader sum = bufferValue(name, acc, sizes).load;
     ScalarType dtype = t.dtype;
     return derived(
@@ -648,21 +694,22 @@ private:
     KILN_CHECK(list && list->isSequence() && dimArg && dimArg->kind() == Argument::Kind::Int,
                "lowering: prims.cat needs a list of tensors and a static dim");
     const TensorType& t = tensorTypeOf(n);
-    std::vector<int64_t> sizes = staticInts(t.sizes, "%" + n->name());
+    const Shape& sizes = t.sizes;
     size_t dim = size_t(dimArg->toInt() < 0 ? dimArg->toInt() + int64_t(sizes.size()) : dimArg->toInt());
     KILN_CHECK(dim < sizes.size(), "lowering: prims.cat dim out of range");
     std::vector<Loader> parts;
-    std::vector<int64_t> offsets, extents;
-    int64_t offset = 0, cost = 0;
+    Shape offsets, extents;
+    IndexExpr offset(0);
+    int64_t cost = 0;
     for (const Argument& a : list->items()) {
       KILN_CHECK(a.isNode(), "lowering: prims.cat expects tensors");
       const Value& v = valueOf(a.toNode());
       KILN_CHECK(v.sizes.size() == sizes.size(), "lowering: prims.cat parts must have the result's rank");
-      if (v.sizes[dim] == 0) continue;
+      if (v.sizes[dim] == IndexExpr(0)) continue;
       parts.push_back(v.load);
       offsets.push_back(offset);
       extents.push_back(v.sizes[dim]);
-      offset += v.sizes[dim];
+      offset = offset + v.sizes[dim];
       cost += v.cost + 3;
     }
     ScalarType dtype = t.dtype;
@@ -675,13 +722,15 @@ private:
         n, [parts, offsets, extents, dim, dtype](BodyContext& c, const Index& idx) {
           auto part = [&](size_t k) {
             Index at = idx;
-            at[dim] = parts.size() == 1 ? idx[dim] : mod(idx[dim] - IndexExpr(offsets[k]), IndexExpr(extents[k]));
+            at[dim] = parts.size() == 1 ? idx[dim] : mod(idx[dim] - offsets[k], extents[k]);
             return emitCast(c, parts[k](c, at), dtype);
           };
           int v = part(parts.size() - 1);
           for (size_t k = parts.size() - 1; k-- > 0;) {
             int position = emitIndexExpr(c, idx[dim]);
-            int bound = emitConstant(c, Argument(offsets[k + 1]), ScalarType::Int64);
+            const IndexExpr& offset = offsets[k + 1];
+            int bound = offset.isConstant() ? emitConstant(c, Argument(*offset.constant()), ScalarType::Int64)
+                                            : emitIndexExpr(c, offset);
             int inside = emitMath(c, LoopOpCode::Lt, {position, bound});
             v = emitMath(c, LoopOpCode::Where, {inside, part(k), v});
           }
@@ -744,17 +793,18 @@ private:
 
   Value lowerBroadcast(const Node* n) {
     const Value& a = operand(n, 0, "a");
-    std::vector<int64_t> shape = intList(*argOf(n, 1, "shape"), "broadcast_in_dim shape");
+    // The shape argument is the result's sizes (its type, which may be symbolic).
+    Shape shape = tensorTypeOf(n).sizes;
     std::vector<int64_t> bdims =
         intList(*argOf(n, 2, "broadcast_dimensions"), "broadcast_in_dim broadcast_dimensions");
     KILN_CHECK(bdims.size() == a.sizes.size(), "lowering: broadcast_in_dim of %", n->name(),
                " names ", bdims.size(), " dims for a ", a.sizes.size(), "-d input");
-    std::vector<int64_t> inSizes = a.sizes;
+    Shape inSizes = a.sizes;
     return view(n, [bdims, inSizes, shape](const Index& idx) {
       Index in;
       for (size_t i = 0; i < bdims.size(); ++i) {
         size_t o = size_t(bdims[i]);
-        in.push_back(inSizes[i] == 1 && shape.at(o) != 1 ? IndexExpr(0) : idx.at(o));
+        in.push_back(inSizes[i] == IndexExpr(1) && shape.at(o) != IndexExpr(1) ? IndexExpr(0) : idx.at(o));
       }
       return in;
     });
@@ -765,29 +815,33 @@ private:
   // input's sizes, so kept dims map to themselves and merges simplify to plain strides.
   Value lowerReshape(const Node* n) {
     const Value& a = operand(n, 0, "a");
-    std::vector<int64_t> inSizes = a.sizes;
-    std::vector<int64_t> outSizes = staticInts(tensorTypeOf(n).sizes, "%" + n->name());
+    Shape inSizes = a.sizes;
+    Shape outSizes = tensorTypeOf(n).sizes;
     if (inSizes == outSizes) return wholeView(n);
     // A reshape of no elements reads nothing: any index will do, and the row-major split
     // below would divide by the zero-size dims' products.
-    if (std::find(inSizes.begin(), inSizes.end(), 0) != inSizes.end())
+    if (std::find(inSizes.begin(), inSizes.end(), IndexExpr(0)) != inSizes.end())
       return view(n, [rank = inSizes.size()](const Index&) { return Index(rank, IndexExpr(0)); });
     std::vector<std::pair<std::vector<size_t>, std::vector<size_t>>> groups = reshapeGroups(
         inSizes, outSizes);
     return view(n, [inSizes, outSizes, groups](const Index& idx) {
       Index in(inSizes.size(), IndexExpr(0));
       for (const auto& [ins, outs] : groups) {
-        IndexExpr flat(0);
-        int64_t stride = 1;
+        IndexExpr flat(0), stride(1);
         for (size_t k = outs.size(); k-- > 0;) {
           flat = flat + idx.at(outs[k]) * stride;
-          stride *= outSizes[outs[k]];
+          stride = stride * outSizes[outs[k]];
         }
-        stride = 1;
+        // Size-1 input dims are index 0; the first dim of size > 1 takes the rest undivided
+        // (no mod: with a symbolic size, range facts could not remove it).
+        size_t first = 0;
+        while (first + 1 < ins.size() && inSizes[ins[first]] == IndexExpr(1)) ++first;
+        stride = IndexExpr(1);
         for (size_t k = ins.size(); k-- > 0;) {
-          IndexExpr e = floorDiv(flat, IndexExpr(stride));
-          in[ins[k]] = k == 0 ? e : mod(e, IndexExpr(inSizes[ins[k]]));
-          stride *= inSizes[ins[k]];
+          if (inSizes[ins[k]] == IndexExpr(1) && k != first) continue; // stays 0
+          IndexExpr e = floorDiv(flat, stride);
+          in[ins[k]] = k == first ? e : mod(e, inSizes[ins[k]]);
+          stride = stride * inSizes[ins[k]];
         }
       }
       return in;
@@ -795,9 +849,19 @@ private:
   }
 
   // Groups of (input dims, output dims) with equal products, in order; one group of every dim
-  // when the sizes have zeros or do not pair up.
+  // when the sizes have zeros or do not pair up. Symbolic sizes are compared at a probe value
+  // of their symbols (which side to extend), and a group is kept only when its products are
+  // equal as expressions; otherwise one group of every dim (the general row-major mapping,
+  // right for every size).
   static std::vector<std::pair<std::vector<size_t>, std::vector<size_t>>> reshapeGroups(
-      const std::vector<int64_t>& inSizes, const std::vector<int64_t>& outSizes) {
+      const Shape& inShape, const Shape& outShape) {
+    std::map<std::string, int64_t> probe;
+    for (const Shape* shape : {&inShape, &outShape})
+      for (const IndexExpr& s : *shape)
+        for (const std::string& v : s.variables()) probe[v] = 1009; // a prime no static size is
+    std::vector<int64_t> inSizes, outSizes;
+    for (const IndexExpr& s : inShape) inSizes.push_back(s.evaluate(probe));
+    for (const IndexExpr& s : outShape) outSizes.push_back(s.evaluate(probe));
     std::vector<std::pair<std::vector<size_t>, std::vector<size_t>>> groups;
     auto single = [&] {
       std::pair<std::vector<size_t>, std::vector<size_t>> all;
@@ -822,6 +886,10 @@ private:
           return single();
         }
       }
+      IndexExpr symIn(1), symOut(1);
+      for (size_t d : g.first) symIn = symIn * inShape[d];
+      for (size_t d : g.second) symOut = symOut * outShape[d];
+      if (symIn != symOut) return single();
       groups.push_back(std::move(g));
     }
     return groups;
@@ -860,23 +928,19 @@ private:
                               ScalarType bufferDtype, const ReducedValue& transform = {}) {
     const Value& in = operand(n, 0, "inp");
     std::vector<bool> reduced = reducedDims(n, in);
-    std::vector<int64_t> keptSizes, reducedSizes;
+    Shape keptSizes, reducedSizes;
     for (size_t d = 0; d < reduced.size(); ++d)
       (reduced[d] ? reducedSizes : keptSizes).push_back(in.sizes[d]);
     // The reduced dims, as loops: merged where their loads allow (below).
-    std::vector<std::vector<int64_t>> loops;
-    for (int64_t size : reducedSizes) loops.push_back({size});
-    auto build = [&](const std::vector<std::vector<int64_t>>& groups) {
+    std::vector<Shape> loops;
+    for (const IndexExpr& size : reducedSizes) loops.push_back({size});
+    auto build = [&](const std::vector<Shape>& groups) {
       Reduction red;
       red.kind = kind;
       BodyContext c;
       red.ranges = iterVars("i", keptSizes, c.facts);
-      std::vector<int64_t> extents;
-      for (const auto& g : groups) {
-        int64_t e = 1;
-        for (int64_t size : g) e *= size;
-        extents.push_back(e);
-      }
+      Shape extents;
+      for (const Shape& g : groups) extents.push_back(product(g));
       red.reductionRanges = iterVars("r", extents, c.facts);
       // Each reduced dim's index: its loop's variable split by the sizes of the dims after it
       // in the same loop.
@@ -887,10 +951,11 @@ private:
           reducedIndex.push_back(var);
           continue;
         }
-        int64_t inner = extents[l]; // sizes in a merged group are nonzero
-        for (int64_t size : groups[l]) {
-          inner /= size;
-          reducedIndex.push_back(mod(floorDiv(var, IndexExpr(inner)), IndexExpr(size)));
+        for (size_t g = 0; g < groups[l].size(); ++g) {
+          // The product of the sizes after this one in the loop (sizes in a merged group
+          // are nonzero).
+          Shape after(groups[l].begin() + long(g) + 1, groups[l].end());
+          reducedIndex.push_back(mod(floorDiv(var, product(after)), groups[l][g]));
         }
       }
       Index idx;
@@ -907,9 +972,9 @@ private:
     // Adjacent reduced dims become one loop when every load's index stays affine in it (the
     // dims are contiguous in memory for all of them: a mean over H and W of an NCHW or NHWC
     // tensor): one longer loop, which the code generator's column order and vector loops take.
-    bool empty = std::count(reducedSizes.begin(), reducedSizes.end(), 0) > 0;
+    bool empty = std::count(reducedSizes.begin(), reducedSizes.end(), IndexExpr(0)) > 0;
     for (size_t l = empty ? 0 : loops.size(); l-- > 1;) {
-      std::vector<std::vector<int64_t>> merged = loops;
+      std::vector<Shape> merged = loops;
       merged[l - 1].insert(merged[l - 1].end(), merged[l].begin(), merged[l].end());
       merged.erase(merged.begin() + long(l));
       Reduction candidate = build(merged);
@@ -918,15 +983,14 @@ private:
         red = std::move(candidate);
       }
     }
-    std::vector<int64_t> outSizes = staticInts(tensorTypeOf(n).sizes, "%" + n->name());
+    const Shape& outSizes = tensorTypeOf(n).sizes;
     // The same reduction computed before (a layer norm's mean and its variance's mean) is
     // that buffer.
     for (const Buffer& b : program_.buffers)
       if (const auto* other = std::get_if<Reduction>(&b.computation))
-        if (*other == red && b.dtype == bufferDtype && b.sizes == exprs(outSizes)) return b.name;
+        if (*other == red && b.dtype == bufferDtype && b.sizes == outSizes) return b.name;
     std::string name = freshName();
-    program_.buffers.push_back(
-        Buffer{name, bufferDtype, exprs(outSizes), std::move(red), "", {}});
+    program_.buffers.push_back(Buffer{name, bufferDtype, outSizes, std::move(red), "", {}});
     return name;
   }
 
@@ -949,7 +1013,7 @@ private:
     std::vector<bool> reduced = reducedDims(n, in);
     bool any = false;
     for (bool b : reduced) any |= b;
-    std::vector<int64_t> sizes = staticInts(t.sizes, "%" + n->name());
+    const Shape& sizes = t.sizes;
     bool isArg = kind == ReductionKind::ArgMax || kind == ReductionKind::ArgMin;
     if (!any && !isArg) {
       // No dim reduced: every output element is its input element.
@@ -974,22 +1038,33 @@ private:
     const TensorType& t = tensorTypeOf(n);
     const Value& in = operand(n, 0, "inp");
     std::vector<bool> reduced = reducedDims(n, in);
-    int64_t count = 1;
+    IndexExpr count(1);
     for (size_t d = 0; d < reduced.size(); ++d)
-      if (reduced[d]) count *= in.sizes[d];
+      if (reduced[d]) count = count * in.sizes[d];
     const Argument* corr = argOf(n, 2, "correction");
     double correction = !corr || corr->isNone()           ? 1.0
                         : corr->kind() == Argument::Kind::Float ? corr->toFloat()
                                                                 : double(corr->toInt());
-    std::vector<int64_t> sizes = staticInts(t.sizes, "%" + n->name());
+    const Shape& sizes = t.sizes;
     ScalarType dtype = t.dtype;
+    // n as a value of `dtype` (a constant, or computed from the size symbols), and
+    // max(0, n - correction).
+    auto emitCount = [count, dtype](BodyContext& c) {
+      if (auto k = count.constant()) return emitConstant(c, Argument(double(*k)), dtype);
+      return emitCast(c, emitIndexExpr(c, count), dtype);
+    };
+    auto emitDenominator = [count, correction, dtype, emitCount](BodyContext& c) {
+      if (auto k = count.constant())
+        return emitConstant(c, Argument(std::max(0.0, double(*k) - correction)), dtype);
+      int d = emitMath(c, LoopOpCode::Sub, {emitCount(c), emitConstant(c, Argument(correction), dtype)});
+      return emitMath(c, LoopOpCode::Maximum, {d, emitConstant(c, Argument(0.0), dtype)});
+    };
     if ((dtype == ScalarType::Float32 || dtype == ScalarType::Float64) && in.dtype == dtype) {
       std::string sum = reductionBuffer(n, ReductionKind::Sum, dtype, dtype);
-      std::vector<int64_t> strides = contiguousStrides(sizes);
-      auto deviation = [sum, strides, count, dtype](BodyContext& c, int x, const Index& kept) {
+      Shape strides = rowMajorStrides(sizes);
+      auto deviation = [sum, strides, emitCount, dtype](BodyContext& c, int x, const Index& kept) {
         int total = emitLoad(c, sum, flatIndex(kept, strides), dtype);
-        int mean = emitMath(c, LoopOpCode::Div,
-                            {total, emitConstant(c, Argument(double(count)), dtype)});
+        int mean = emitMath(c, LoopOpCode::Div, {total, emitCount(c)});
         return emitMath(c, LoopOpCode::Sub, {x, mean});
       };
       std::string deviations = reductionBuffer(n, ReductionKind::Sum, dtype, dtype, deviation);
@@ -1001,32 +1076,45 @@ private:
           });
       Loader sq = bufferValue(squares, dtype, sizes).load;
       Loader dev = bufferValue(deviations, dtype, sizes).load;
-      double denominator = std::max(0.0, double(count) - correction);
       return derived(
-          n, [sq, dev, count, denominator, dtype](BodyContext& c, const Index& idx) {
+          n, [sq, dev, emitCount, emitDenominator](BodyContext& c, const Index& idx) {
             // The corrected two-pass formula: sum(d^2) - sum(d)^2 / n removes the error
             // of the rounded mean.
             int d = dev(c, idx);
             int correctionTerm = emitMath(
-                c, LoopOpCode::Div,
-                {emitMath(c, LoopOpCode::Mul, {d, d}), emitConstant(c, Argument(double(count)), dtype)});
+                c, LoopOpCode::Div, {emitMath(c, LoopOpCode::Mul, {d, d}), emitCount(c)});
             int v = emitMath(c, LoopOpCode::Sub, {sq(c, idx), correctionTerm});
-            return emitMath(c, LoopOpCode::Div, {v, emitConstant(c, Argument(denominator), dtype)});
+            return emitMath(c, LoopOpCode::Div, {v, emitDenominator(c)});
           },
           8);
     }
     std::string name = reductionBuffer(n, ReductionKind::WelfordVar, t.dtype, t.dtype);
     Value buf = bufferValue(name, t.dtype, sizes);
     if (correction == 0) return buf;
-    double scale = double(count) / std::max(0.0, double(count) - correction);
     Loader inner = buf.load;
+    if (auto k = count.constant()) {
+      double scale = double(*k) / std::max(0.0, double(*k) - correction);
+      return derived(
+          n, [inner, scale, dtype](BodyContext& c, const Index& idx) {
+            int v = inner(c, idx);
+            int s = emitConstant(c, Argument(scale), dtype);
+            return emitMath(c, LoopOpCode::Mul, {v, s});
+          },
+          3);
+    }
+    // A symbolic n: the scale n / max(0, n - correction) is computed in f64 (n may not fit a
+    // 16-bit float) and applied in f32 at least.
+    ScalarType compute = dtype == ScalarType::Float64 ? ScalarType::Float64 : ScalarType::Float32;
     return derived(
-        n, [inner, scale, dtype](BodyContext& c, const Index& idx) {
-          int v = inner(c, idx);
-          int s = emitConstant(c, Argument(scale), dtype);
-          return emitMath(c, LoopOpCode::Mul, {v, s});
+        n, [inner, count, correction, dtype, compute](BodyContext& c, const Index& idx) {
+          int cnt = emitCast(c, emitIndexExpr(c, count), ScalarType::Float64);
+          int den = emitMath(c, LoopOpCode::Sub, {cnt, emitConstant(c, Argument(correction), ScalarType::Float64)});
+          den = emitMath(c, LoopOpCode::Maximum, {den, emitConstant(c, Argument(0.0), ScalarType::Float64)});
+          int scale = emitCast(c, emitMath(c, LoopOpCode::Div, {cnt, den}), compute);
+          int v = emitMath(c, LoopOpCode::Mul, {emitCast(c, inner(c, idx), compute), scale});
+          return emitCast(c, v, dtype);
         },
-        3);
+        8);
   }
 
   // ---- In-place writes (prims.copy_to) ----------------------------------------------------
@@ -1038,13 +1126,9 @@ private:
   }
 
   // Row-major strides of a storage root: an input's own, a buffer's contiguous ones.
-  std::vector<int64_t> storageStrides(const std::string& root, const std::vector<int64_t>& sizes) {
-    if (const LoopInput* in = program_.findInput(root)) {
-      std::vector<int64_t> strides;
-      for (const IndexExpr& e : in->strides) strides.push_back(*e.constant());
-      return strides;
-    }
-    return contiguousStrides(sizes);
+  Shape storageStrides(const std::string& root, const Shape& sizes) {
+    if (const LoopInput* in = program_.findInput(root)) return in->strides;
+    return rowMajorStrides(sizes);
   }
 
   // The storages (by root) a value's loader reads.
@@ -1106,11 +1190,11 @@ private:
       return [value, dtype](BodyContext& c, const Index&) { return emitConstant(c, value, dtype); };
     }
     const Value& s = valueOf(srcArg->toNode());
-    std::vector<int64_t> srcSizes = s.sizes, dstSizes = dst.sizes;
+    Shape srcSizes = s.sizes, dstSizes = dst.sizes;
     bool fits = srcSizes.size() <= dstSizes.size();
     for (size_t d = 0; fits && d < srcSizes.size(); ++d) {
-      int64_t o = dstSizes[dstSizes.size() - srcSizes.size() + d];
-      fits = srcSizes[d] == o || srcSizes[d] == 1;
+      const IndexExpr& o = dstSizes[dstSizes.size() - srcSizes.size() + d];
+      fits = srcSizes[d] == o || srcSizes[d] == IndexExpr(1);
     }
     KILN_CHECK(fits, "lowering: prims.copy_to (%", n->name(), ") copies a ",
                shapeString(srcSizes), " tensor into ", shapeString(dstSizes));
@@ -1119,7 +1203,7 @@ private:
     return [inner, srcSizes, dstSizes, dtype](BodyContext& c, const Index& idx) {
       Index in;
       for (size_t d = 0; d < srcSizes.size(); ++d)
-        in.push_back(srcSizes[d] == 1 ? IndexExpr(0)
+        in.push_back(srcSizes[d] == IndexExpr(1) ? IndexExpr(0)
                                       : idx.at(dstSizes.size() - srcSizes.size() + d));
       return emitCast(c, inner(c, in), dtype);
     };
@@ -1164,7 +1248,7 @@ private:
     }
     std::string base = values_.at(rootNode).storage;
     std::string root = storageRoot(base);
-    std::vector<int64_t> strides = storageStrides(root, values_.at(rootNode).sizes);
+    Shape strides = storageStrides(root, values_.at(rootNode).sizes);
 
     Pointwise pw;
     BodyContext c;
@@ -1173,9 +1257,9 @@ private:
     pw.intoIndex = simplify(flatIndex(map(idx), strides), c.facts);
     // Eager refuses a write where two elements share a memory location (a broadcast view or
     // input); so does the compiled program. A write of no elements overlaps nothing.
-    bool empty = std::find(dst.sizes.begin(), dst.sizes.end(), 0) != dst.sizes.end();
+    bool empty = std::find(dst.sizes.begin(), dst.sizes.end(), IndexExpr(0)) != dst.sizes.end();
     for (size_t d = 0; d < dst.sizes.size() && !empty; ++d) {
-      if (dst.sizes[d] < 2) continue;
+      if (dst.sizes[d].constant().value_or(kMinSizeSymbol) < 2) continue;
       std::map<std::string, IndexExpr> one{{"i" + std::to_string(d), IndexExpr(1)}};
       if (simplify(pw.intoIndex.substitute(one) - pw.intoIndex, c.facts).constant() ==
           std::optional<int64_t>(0))
@@ -1206,7 +1290,7 @@ private:
     pw.body = std::move(body.body);
     pw.into = base;
     std::string name = freshName();
-    program_.buffers.push_back(Buffer{name, dst.dtype, exprs(dst.sizes), std::move(pw), "", {}});
+    program_.buffers.push_back(Buffer{name, dst.dtype, dst.sizes, std::move(pw), "", {}});
     versionRoot_[name] = root;
 
     // The root (and every view of it) now reads the new version.
@@ -1237,23 +1321,38 @@ private:
 
   // Binds an index variable to the integer value `value` checked against `size`; an equal
   // check made before in this body is reused. Returns the variable.
-  static IndexExpr emitIndirect(BodyContext& c, int value, int64_t size, bool wrap, const std::string& error) {
+  // (`size` may be an expression over size symbols: the variable is then bounded below only.)
+  static IndexExpr emitIndirect(BodyContext& c, int value, const IndexExpr& size, bool wrap,
+                                const std::string& error) {
     int count = 0;
     for (const LoopOp& op : c.body.ops) {
       if (op.code != LoopOpCode::Indirect) continue;
       ++count;
-      if (op.operands[0] == value && op.index == IndexExpr(size) && op.wrap == wrap && op.error == error)
+      if (op.operands[0] == value && op.index == size && op.wrap == wrap && op.error == error)
         return IndexExpr::var(op.var);
     }
     std::string var = "x" + std::to_string(count);
-    c.body.indirect(value, IndexExpr(size), var, wrap, error);
-    c.facts[var] = VarRange{0, size};
+    c.body.indirect(value, size, var, wrap, error);
+    addSymbolFacts(c.facts, size);
+    c.facts[var] = VarRange{0, size.constant()};
     return IndexExpr::var(var);
   }
 
   static std::string boundsError(const char* type, int64_t dim) {
     return std::string(type) + ": index {index} is out of bounds for dimension " + std::to_string(dim) +
            " with size {size}";
+  }
+
+  // The static sizes of an indexing op's operand (indexing lowers over static sizes only).
+  static std::vector<int64_t> ss(const Value& v) {
+    std::vector<int64_t> r;
+    for (const IndexExpr& s : v.sizes) {
+      std::optional<int64_t> c = s.constant();
+      if (!c) throw NotImplementedError("lowering: indexing ops over symbolic sizes (" + shapeString(v.sizes) +
+                                        ") do not lower yet");
+      r.push_back(*c);
+    }
+    return r;
   }
 
   static int64_t normalizedDim(int64_t dim, size_t rank, const std::string& what) {
@@ -1292,7 +1391,7 @@ private:
     const Value& self = operand(n, 0, "self");
     const Value& index = operand(n, 2, "index");
     int64_t dim = normalizedDim(intArg(n, 1, "dim"), self.sizes.size(), "gather");
-    int64_t size = self.sizes.empty() ? 1 : self.sizes[size_t(dim)];
+    IndexExpr size = self.sizes.empty() ? IndexExpr(1) : self.sizes[size_t(dim)];
     Loader in = self.load, at = index.load;
     std::string error = boundsError("RuntimeError", dim);
     bool scalar = self.sizes.empty();
@@ -1311,11 +1410,10 @@ private:
     const Value& self = operand(n, 0, "self");
     const Value& index = operand(n, 2, "index");
     int64_t dim = normalizedDim(intArg(n, 1, "dim"), self.sizes.size(), "index_select");
-    int64_t size = self.sizes.empty() ? 1 : self.sizes[size_t(dim)];
-    int64_t numel = 1;
-    for (int64_t s : self.sizes) numel *= s;
+    IndexExpr size = self.sizes.empty() ? IndexExpr(1) : self.sizes[size_t(dim)];
     // Eager's CPU paths word (and type) the error differently (runtime/cpu/IndexKernels.cpp).
-    bool runtimeError = self.sizes.size() > 1 && (dim == 1 || numel == 0);
+    // (A symbolic numel is never 0: symbols are >= 2.)
+    bool runtimeError = self.sizes.size() > 1 && (dim == 1 || product(self.sizes) == IndexExpr(0));
     std::string error = runtimeError ? "RuntimeError: INDICES element is out of DATA bounds, id={index} axis_dim={size}"
                                      : "IndexError: index out of range in self";
     Loader in = self.load, at = index.load;
@@ -1336,7 +1434,7 @@ private:
     const Value& weight = operand(n, 0, "weight");
     const Value& indices = operand(n, 1, "indices");
     KILN_CHECK(weight.sizes.size() == 2, "lowering: embedding needs a 2-d weight");
-    int64_t rows = weight.sizes[0];
+    IndexExpr rows = weight.sizes[0];
     size_t k = indices.sizes.size();
     Loader in = weight.load, at = indices.load;
     return derived(
@@ -1362,8 +1460,8 @@ private:
     const Argument* list = argOf(n, pos, "indices");
     KILN_CHECK(list && list->isSequence(), "lowering: ", n->target(), " needs a list of indices");
     AdvancedIndexing a;
-    a.indices.assign(self.sizes.size(), nullptr);
-    KILN_CHECK(list->items().size() <= self.sizes.size(), "lowering: ", n->target(), ": too many indices");
+    a.indices.assign(ss(self).size(), nullptr);
+    KILN_CHECK(list->items().size() <= ss(self).size(), "lowering: ", n->target(), ": too many indices");
     std::vector<size_t> indexed;
     for (size_t d = 0; d < list->items().size(); ++d) {
       const Argument& x = list->items()[d];
@@ -1375,7 +1473,7 @@ private:
       a.indices[d] = &v;
       indexed.push_back(d);
       // Broadcast right-aligned.
-      std::vector<int64_t> s = v.sizes;
+      std::vector<int64_t> s = ss(v);
       std::vector<int64_t>& b = a.broadcast;
       if (s.size() > b.size()) b.insert(b.begin(), s.size() - b.size(), 1);
       for (size_t i = 0; i < s.size(); ++i) {
@@ -1387,7 +1485,7 @@ private:
     KILN_CHECK(!indexed.empty(), "lowering: ", n->target(), " without an index tensor");
     bool adjacent = indexed.back() - indexed.front() + 1 == indexed.size();
     a.first = adjacent ? indexed.front() : 0;
-    for (size_t d = 0; d < self.sizes.size(); ++d)
+    for (size_t d = 0; d < ss(self).size(); ++d)
       if (!a.indices[d]) a.kept.push_back(d);
     return a;
   }
@@ -1423,17 +1521,17 @@ private:
   Value lowerAdvancedIndex(const Node* n) {
     const Value& self = operand(n, 0, "self");
     AdvancedIndexing a = advancedIndexing(n, self, 1);
-    std::vector<Loader> loaders(self.sizes.size());
-    std::vector<std::vector<int64_t>> indexSizes(self.sizes.size());
+    std::vector<Loader> loaders(ss(self).size());
+    std::vector<std::vector<int64_t>> indexSizes(ss(self).size());
     int64_t cost = self.cost + 1;
-    for (size_t d = 0; d < self.sizes.size(); ++d)
+    for (size_t d = 0; d < ss(self).size(); ++d)
       if (a.indices[d]) {
         loaders[d] = a.indices[d]->load;
-        indexSizes[d] = a.indices[d]->sizes;
+        indexSizes[d] = ss(*a.indices[d]);
         cost += a.indices[d]->cost + 1;
       }
     Loader in = self.load;
-    std::vector<int64_t> selfSizes = self.sizes;
+    std::vector<int64_t> selfSizes = ss(self);
     return derived(
         n, [in, a, loaders, indexSizes, selfSizes](BodyContext& c, const Index& idx) {
           return in(c, advancedSource(c, a, loaders, indexSizes, selfSizes, idx));
@@ -1483,24 +1581,24 @@ private:
     std::vector<int64_t> ranges;
     size_t before = 0;
     for (size_t d : a.kept) before += d < a.first;
-    for (size_t k = 0; k < before; ++k) ranges.push_back(self.sizes[a.kept[k]]);
+    for (size_t k = 0; k < before; ++k) ranges.push_back(ss(self)[a.kept[k]]);
     ranges.insert(ranges.end(), a.broadcast.begin(), a.broadcast.end());
-    for (size_t k = before; k < a.kept.size(); ++k) ranges.push_back(self.sizes[a.kept[k]]);
-    KILN_CHECK(values.sizes.size() <= ranges.size(), "lowering: index_put: values of rank ",
-               values.sizes.size(), " for an indexed shape of rank ", ranges.size());
-    std::vector<Loader> loaders(self.sizes.size());
-    std::vector<std::vector<int64_t>> indexSizes(self.sizes.size());
-    for (size_t d = 0; d < self.sizes.size(); ++d)
+    for (size_t k = before; k < a.kept.size(); ++k) ranges.push_back(ss(self)[a.kept[k]]);
+    KILN_CHECK(ss(values).size() <= ranges.size(), "lowering: index_put: values of rank ",
+               ss(values).size(), " for an indexed shape of rank ", ranges.size());
+    std::vector<Loader> loaders(ss(self).size());
+    std::vector<std::vector<int64_t>> indexSizes(ss(self).size());
+    for (size_t d = 0; d < ss(self).size(); ++d)
       if (a.indices[d]) {
         loaders[d] = a.indices[d]->load;
-        indexSizes[d] = a.indices[d]->sizes;
+        indexSizes[d] = ss(*a.indices[d]);
       }
-    std::vector<int64_t> selfSizes = self.sizes, strides = contiguousStrides(self.sizes);
-    std::vector<int64_t> valueSizes = values.sizes;
+    std::vector<int64_t> selfSizes = ss(self), strides = contiguousStrides(ss(self));
+    std::vector<int64_t> valueSizes = ss(values);
     Loader valueLoad = values.load;
     std::string base = freshCopy(self);
     return scatterInto(
-        base, self.dtype, self.sizes, ranges, accumulate,
+        base, self.dtype, ss(self), ranges, accumulate,
         [&](BodyContext& c, const Index& idx) {
           return flatIndex(advancedSource(c, a, loaders, indexSizes, selfSizes, idx), strides);
         },
@@ -1517,9 +1615,9 @@ private:
   Value lowerScatter(const Node* n, const std::string& op) {
     const Value& self = operand(n, 0, "self");
     const Value& index = operand(n, 2, "index");
-    int64_t dim = normalizedDim(intArg(n, 1, "dim"), self.sizes.size(), op);
-    int64_t size = self.sizes.empty() ? 1 : self.sizes[size_t(dim)];
-    std::vector<int64_t> strides = contiguousStrides(self.sizes);
+    int64_t dim = normalizedDim(intArg(n, 1, "dim"), ss(self).size(), op);
+    int64_t size = ss(self).empty() ? 1 : ss(self)[size_t(dim)];
+    std::vector<int64_t> strides = contiguousStrides(ss(self));
     Loader at = index.load, value;
     ScalarType dtype = self.dtype;
     const Argument* v = argOf(n, 3, op == "scatter.value" ? "value" : "src");
@@ -1532,10 +1630,10 @@ private:
       value = valueOf(v->toNode()).load;
     }
     std::string error = boundsError("RuntimeError", dim);
-    bool scalar = self.sizes.empty();
+    bool scalar = ss(self).empty();
     std::string base = freshCopy(self);
     return scatterInto(
-        base, dtype, self.sizes, index.sizes, op == "scatter_add",
+        base, dtype, ss(self), ss(index), op == "scatter_add",
         [&](BodyContext& c, const Index& idx) {
           IndexExpr x = emitIndirect(c, at(c, idx), size, false, error);
           if (scalar) return IndexExpr(0);
@@ -1563,9 +1661,9 @@ private:
     Value zeros = derived(
         n, [dtype](BodyContext& c, const Index&) { return emitConstant(c, Argument(int64_t(0)), dtype); }, 1);
     std::string base = freshCopy(zeros);
-    std::vector<int64_t> ranges = indices.sizes;
+    std::vector<int64_t> ranges = ss(indices);
     ranges.push_back(width);
-    size_t k = indices.sizes.size();
+    size_t k = ss(indices).size();
     Loader at = indices.load, g = grad.load;
     return scatterInto(
         base, dtype, sizes, ranges, true,
@@ -1602,14 +1700,14 @@ private:
                "lowering: max_pool2d_with_indices (%", n->name(), ") needs its (values, indices) type");
     std::vector<int64_t> outSizes =
         staticInts(n->meta.type->elements()[0].tensor().sizes, "%" + n->name());
-    PoolWindow w = poolWindow(n, 1, self.sizes, outSizes);
+    PoolWindow w = poolWindow(n, 1, ss(self), outSizes); // (pooling lowers over static sizes)
     ScalarType dtype = self.dtype;
     Loader in = self.load;
     int64_t cost = self.cost * w.kernel[0] * w.kernel[1] + 6 * w.kernel[0] * w.kernel[1];
     auto make = [&](bool indices) {
       Value v;
       v.dtype = indices ? ScalarType::Int64 : dtype;
-      v.sizes = outSizes;
+      v.sizes = exprs(outSizes);
       v.cost = cost;
       v.load = [in, w, dtype, indices](BodyContext& c, const Index& idx) {
         return emitMaxWindow(c, in, w, dtype, idx, indices);
@@ -1623,10 +1721,10 @@ private:
     std::array<int64_t, 2> kernel, stride, padding, dilation, in, out;
   };
 
-  // The window of a max_pool2d call whose kernel_size is argument `first` (stride, padding and
-  // dilation follow), over an input and output of these sizes (3-d or 4-d).
+  // The window of a pooling call whose kernel_size is argument `first` (stride, padding and, when
+  // `dilated`, dilation follow), over an input and output of these sizes (3-d or 4-d).
   PoolWindow poolWindow(const Node* n, size_t first, const std::vector<int64_t>& in,
-                        const std::vector<int64_t>& out) {
+                        const std::vector<int64_t>& out, bool dilated = true) {
     const size_t rank = in.size();
     KILN_CHECK((rank == 3 || rank == 4) && out.size() == rank, "lowering: ", n->target(),
                " needs a 3-d or 4-d input");
@@ -1641,7 +1739,7 @@ private:
     w.kernel = pair(first, "kernel_size", {});
     w.stride = pair(first + 1, "stride", {w.kernel[0], w.kernel[1]});
     w.padding = pair(first + 2, "padding", {0});
-    w.dilation = pair(first + 3, "dilation", {1});
+    w.dilation = dilated ? pair(first + 3, "dilation", {1}) : std::array<int64_t, 2>{1, 1};
     w.in = {in[rank - 2], in[rank - 1]};
     w.out = {out[rank - 2], out[rank - 1]};
     return w;
@@ -1717,7 +1815,7 @@ private:
     const Value& grad = operand(n, 0, "grad_output");
     const Value& self = operand(n, 1, "self");
     const Value& indices = operand(n, 7, "indices");
-    PoolWindow w = poolWindow(n, 2, self.sizes, grad.sizes);
+    PoolWindow w = poolWindow(n, 2, ss(self), ss(grad));
     Loader g = grad.load, at = indices.load;
     ScalarType dtype = grad.dtype;
     int64_t cost = (grad.cost + indices.cost + 10) * w.kernel[0] * w.kernel[1];
@@ -1742,6 +1840,79 @@ private:
             }
           }
           return sum;
+        },
+        cost);
+  }
+
+  // avg_pool2d(self, kernel_size, stride, padding, ceil_mode, count_include_pad,
+  // divisor_override) and _adaptive_avg_pool2d(self, output_size) when the input divides into
+  // the output (windows of in/out, no padding): each output sums its window's taps, unrolled in
+  // row-major order from 0 as eager does (taps that padding or ceil_mode can push outside read a
+  // clamped position and add 0), then divides by the divisor eager uses: the override, the
+  // window's extent over the padded input (count_include_pad) or over the input.
+  Value lowerAvgPool2d(const Node* n, bool adaptive) {
+    const Value& self = operand(n, 0, "self");
+    std::vector<int64_t> outSizes = staticInts(tensorTypeOf(n).sizes, "%" + n->name());
+    PoolWindow w;
+    bool includePad = true;
+    std::optional<int64_t> divisor;
+    std::vector<int64_t> inSizes = ss(self); // (pooling lowers over static sizes)
+    const size_t rank = inSizes.size();
+    KILN_CHECK(rank == 3 || rank == 4, "lowering: ", n->target(), " needs a 3-d or 4-d input");
+    if (adaptive) {
+      for (size_t d = 0; d < 2; ++d) {
+        int64_t in = inSizes[rank - 2 + d], out = outSizes[rank - 2 + d];
+        KILN_CHECK(out > 0 && in % out == 0, "lowering: _adaptive_avg_pool2d lowers only when the "
+                   "input size divides by the output size");
+        w.kernel[d] = w.stride[d] = in / out;
+        w.padding[d] = 0;
+        w.dilation[d] = 1;
+        w.in[d] = in;
+        w.out[d] = out;
+      }
+    } else {
+      w = poolWindow(n, 1, inSizes, outSizes, /*dilated=*/false);
+      includePad = boolArg(n, 5, "count_include_pad", true);
+      const Argument* o = argOf(n, 6, "divisor_override");
+      if (o && !o->isNone()) divisor = intArg(n, 6, "divisor_override");
+    }
+    Loader in = self.load;
+    ScalarType dtype = self.dtype;
+    int64_t cost = (self.cost + 3) * w.kernel[0] * w.kernel[1];
+    return derived(
+        n, [in, w, dtype, includePad, divisor](BodyContext& c, const Index& idx) {
+          const size_t r = idx.size();
+          int zero = emitConstant(c, Argument(int64_t(0)), dtype);
+          int sum = zero;
+          std::array<IndexExpr, 2> start, extent;
+          for (size_t d = 0; d < 2; ++d) {
+            start[d] = idx[r - 2 + d] * IndexExpr(w.stride[d]) - IndexExpr(w.padding[d]);
+            IndexExpr end = min(start[d] + IndexExpr(w.kernel[d]), IndexExpr(w.in[d] + w.padding[d]));
+            extent[d] = includePad ? end - start[d]
+                                   : min(end, IndexExpr(w.in[d])) - max(start[d], IndexExpr(0));
+          }
+          for (int64_t ky = 0; ky < w.kernel[0]; ++ky) {
+            for (int64_t kx = 0; kx < w.kernel[1]; ++kx) {
+              std::array<int64_t, 2> k = {ky, kx};
+              Index src = idx;
+              int valid = -1;
+              for (size_t d = 0; d < 2; ++d) {
+                PoolCandidate tap{start[d] + IndexExpr(k[d]), {}, {}};
+                tap.below.push_back({tap.o, w.in[d]});
+                int ok = emitCandidateValid(c, tap);
+                src[r - 2 + d] = ok < 0 ? tap.o : max(IndexExpr(0), min(tap.o, IndexExpr(w.in[d] - 1)));
+                if (ok >= 0) valid = valid < 0 ? ok : emitMath(c, LoopOpCode::BitwiseAnd, {valid, ok});
+              }
+              int v = in(c, src);
+              if (valid >= 0) v = emitMath(c, LoopOpCode::Where, {valid, v, zero});
+              sum = emitMath(c, LoopOpCode::Add, {sum, v});
+            }
+          }
+          // An empty window (only where ceil_mode leaves one) gives 0, as eager: count 1.
+          IndexExpr count = divisor ? IndexExpr(*divisor)
+                                    : max(simplify(extent[0] * extent[1], c.facts), IndexExpr(1));
+          int by = emitCast(c, emitIndexExpr(c, simplify(count, c.facts)), dtype);
+          return emitMath(c, LoopOpCode::Div, {sum, by});
         },
         cost);
   }

@@ -45,7 +45,10 @@ VT* InstructionTranslator::loadAttr(VT* obj, const std::string& name) {
     if (name == "data" || name == "grad_fn" || name == "_version")
       throw Unsupported{"Tensor." + name};
     for (const char* m : kTensorMetadata)
-      if (name == m) return t_.wrapResult(t->fake.attr(name.c_str()));
+      if (name == m) {
+        VT* v = t_.wrapResult(t->fake.attr(name.c_str()));
+        return name == "shape" ? t_.tagSizes(v) : v;
+      }
     PyObject* descr = _PyType_Lookup(Py_TYPE(t->fake.ptr()), nb::str(name.c_str()).ptr());
     if (!descr) throw TraceError{"AttributeError: 'Tensor' object has no attribute '" + name + "'"};
     if (PyObject_TypeCheck(descr, &PyProperty_Type) || Py_TYPE(descr) == &PyGetSetDescr_Type) {

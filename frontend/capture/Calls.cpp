@@ -288,7 +288,8 @@ VT* InstructionTranslator::callMethod(MethodVT* m, VTs args, Kwargs kwargs) {
     }
     // Metadata methods (size, dim, stride, ...) return Python values of the fake: constants,
     // guarded by the tensor's guard. Everything else records its ops.
-    return t_.callReal(static_cast<TensorVT*>(self)->fake.attr(name.c_str()), args, kwargs);
+    VT* r = t_.callReal(static_cast<TensorVT*>(self)->fake.attr(name.c_str()), args, kwargs);
+    return name == "size" ? t_.tagSizes(r) : r;
   }
   case VT::Kind::List:
   case VT::Kind::Tuple:

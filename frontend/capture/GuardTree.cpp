@@ -99,6 +99,50 @@ std::string intListText(IntArrayRef v) {
   return s + "]";
 }
 
+// The sizes bound to the size symbols while one GuardTree::check runs (duck sizing: the
+// first dim of a symbol binds it, later dims of it must be equal). No Python code runs during
+// a check, so one table per thread suffices.
+thread_local std::vector<int64_t> tSymbolValues;
+
+// Why a tensor fails a check with symbolic dims, or empty when it passes (binding symbols).
+std::string dynamicSizesFailure(const TensorCheck& t, const Tensor& x, const std::string& name) {
+  if (x.dim() != int64_t(t.sizes.size()))
+    return name + ".dim() == " + std::to_string(t.sizes.size()) + " (got " + std::to_string(x.dim()) + ")";
+  for (size_t d = 0; d < t.sizes.size(); ++d) {
+    int64_t size = x.sizes()[d];
+    std::string what = name + ".size()[" + std::to_string(d) + "]";
+    if (t.symbols[d] < 0) {
+      if (size != t.sizes[d])
+        return what + " == " + std::to_string(t.sizes[d]) + " (got " + std::to_string(size) + ")";
+      continue;
+    }
+    std::string sym = "s" + std::to_string(t.symbols[d]);
+    if (size < kMinDynamicSize || size > t.maxDynamicSize)
+      return std::to_string(kMinDynamicSize) + " <= " + what + " <= " + std::to_string(t.maxDynamicSize) +
+             " (symbol " + sym + ", got " + std::to_string(size) + ")";
+    size_t id = size_t(t.symbols[d]);
+    if (tSymbolValues.size() <= id) tSymbolValues.resize(id + 1, -1);
+    if (tSymbolValues[id] < 0) {
+      tSymbolValues[id] = size;
+    } else if (tSymbolValues[id] != size) {
+      return what + " == " + sym + " = " + std::to_string(tSymbolValues[id]) + " (got " +
+             std::to_string(size) + ")";
+    }
+  }
+  int64_t expected = 1;
+  for (size_t d = x.dim(); d-- > 0;) {
+    if (x.sizes()[d] != 1 && x.strides()[d] != expected)
+      return name + " is contiguous (got stride " + intListText(x.strides()) + ")";
+    expected *= x.sizes()[d];
+  }
+  return {};
+}
+
+bool dynamicSizesPass(const TensorCheck& t, const Tensor& x) {
+  return dynamicSizesFailure(t, x, "").empty();
+}
+
+
 const char* boolText(bool b) { return b ? "True" : "False"; }
 
 PyObject* tensorBaseType() {
@@ -400,8 +444,10 @@ bool GuardNode::Impl::passes(const Check& c, PyObject* v) const {
     const TensorCheck& t = *c.tensor;
     if (Py_TYPE(v) != t.type || !nb::inst_ready(v)) return false;
     const Tensor& x = *nb::inst_ptr<Tensor>(v);
-    return x.dtype() == t.dtype && x.device() == t.device && x.requiresGrad() == t.requiresGrad &&
-           x.sizes() == IntArrayRef(t.sizes) && x.strides() == IntArrayRef(t.strides);
+    if (!(x.dtype() == t.dtype && x.device() == t.device && x.requiresGrad() == t.requiresGrad))
+      return false;
+    if (t.symbols.empty()) return x.sizes() == IntArrayRef(t.sizes) && x.strides() == IntArrayRef(t.strides);
+    return dynamicSizesPass(t, x);
   }
   case CheckKind::Grad: {
     if (!PyObject_TypeCheck(v, reinterpret_cast<PyTypeObject*>(tensorBaseType())) || !nb::inst_ready(v))
@@ -442,6 +488,15 @@ std::string GuardNode::Impl::describe(const Check& c) const {
   }
   case CheckKind::Tensor: {
     const TensorCheck& t = *c.tensor;
+    if (!t.symbols.empty()) {
+      std::string size = "[";
+      for (size_t d = 0; d < t.sizes.size(); ++d)
+        size += (d ? ", " : "") + (t.symbols[d] < 0 ? std::to_string(t.sizes[d]) : "s" + std::to_string(t.symbols[d]));
+      return "check_tensor(" + name + ", " + t.type->tp_name + ", " + scalarTypeName(t.dtype) +
+             ", device=" + t.device.str() + ", size=" + size + "], contiguous, " +
+             std::to_string(kMinDynamicSize) + " <= s <= " + std::to_string(t.maxDynamicSize) +
+             ", requires_grad=" + boolText(t.requiresGrad) + ")";
+    }
     return "check_tensor(" + name + ", " + t.type->tp_name + ", " + scalarTypeName(t.dtype) +
            ", device=" + t.device.str() + ", size=" + intListText(t.sizes) +
            ", stride=" + intListText(t.strides) + ", requires_grad=" + boolText(t.requiresGrad) +
@@ -493,6 +548,14 @@ std::string GuardNode::Impl::actual(const Check& c, PyObject* v) const {
       return name + ".dtype == " + scalarTypeName(t.dtype) + got + scalarTypeName(x.dtype()) + ")";
     if (!(x.device() == t.device))
       return name + ".device == " + t.device.str() + got + x.device().str() + ")";
+    if (!t.symbols.empty()) {
+      // The symbols this tensor binds were bound by the failed check; the text is rebuilt
+      // from the bindings of the checks before it (the failure path of check() only).
+      std::string why = dynamicSizesFailure(t, x, name);
+      return why.empty() ? name + ".requires_grad == " + boolText(t.requiresGrad) + got +
+                               boolText(x.requiresGrad()) + ")"
+                         : why;
+    }
     if (x.dim() != int64_t(t.sizes.size()))
       return name + ".dim() == " + std::to_string(t.sizes.size()) + got + std::to_string(x.dim()) +
              ")";
@@ -572,6 +635,7 @@ GuardNode& GuardTree::global(const std::string& name) {
 void GuardTree::checkGradMode(bool enabled) { gradMode_ = enabled ? 1 : 0; }
 
 bool GuardTree::check(const FrameView& frame, std::string* failure) const {
+  tSymbolValues.clear();
   if (gradMode_ >= 0 && GradMode::isEnabled() != bool(gradMode_)) {
     if (failure)
       *failure = std::string("grad_mode == ") + boolText(gradMode_) + " (got " +

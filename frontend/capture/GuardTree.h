@@ -29,7 +29,16 @@ struct TensorCheck {
   Device device;
   DimVector sizes, strides;
   bool requiresGrad = false;
+  // Dynamic shapes: per dim, -1 for a static size (equal to sizes[d]) or the id of the size
+  // symbol the dim is (empty: every dim static). A symbolic dim passes with any size in
+  // [kMinDynamicSize, maxDynamicSize]; dims of one symbol (in this tensor or another checked
+  // by the same tree: duck sizing) must have equal sizes. A tensor with a symbolic dim must be
+  // contiguous (its strides follow its sizes) instead of having `strides`.
+  std::vector<int> symbols;
+  int64_t maxDynamicSize = 0;
 };
+// Sizes 0 and 1 are specialized (as in PyTorch): a size symbol stands for sizes >= 2.
+inline constexpr int64_t kMinDynamicSize = 2;
 
 class GuardNode;
 

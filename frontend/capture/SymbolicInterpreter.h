@@ -3,6 +3,7 @@
 // fake (meta) tensors while an OpRecorder turns every dispatched op into a graph node; Python
 // control flow on constants, shapes and dtypes is evaluated (specialized) and guarded.
 #pragma once
+#include <map>
 #include <memory>
 #include <unordered_map>
 
@@ -104,8 +105,19 @@ public:
   VT* storedValue(SideEffect::Kind kind, PyObject* object, const std::string& name) const;
 
   RootPosition rootPosition;
+  std::map<int64_t, int> symbolOfSize_; // a symbol's value in this trace -> its id
   int stopAt = -1, stopOccurrence = 0;
   std::vector<bool> live;
+  // Dynamic shapes (trace_frame options, docs/capture.md): per input expression, the sizes its
+  // fake takes instead of the real tensor's (contiguous; a probe trace at other sizes), and the
+  // size symbol of each dim (-1: static) its guard checks instead of the exact size.
+  std::map<std::string, std::vector<int64_t>> probeSizes;
+  std::map<std::string, std::vector<int>> dynamicDims;
+  int64_t maxDynamicSize = 0;
+  // Sizes read from tensors (`x.shape`, `x.size()`) while tracing over size symbols: each
+  // element equal to a symbol's value becomes a kiln.compiler.dynamic.SizeInt, which records
+  // the comparisons the traced code makes on it (the symbol is then specialized).
+  VT* tagSizes(VT* v);
   std::unique_ptr<StopState> stopped;
   std::unordered_map<int, int> rootVisits;
 

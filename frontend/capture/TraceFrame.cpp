@@ -4,6 +4,7 @@
 #include <Python.h>
 
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
 
 #include "frontend/binding/FxBinding.h"
 #include "frontend/binding/PythonConvert.h"
@@ -289,6 +290,18 @@ nb::dict traceFrame(nb::handle frameInfo, nb::handle options) {
       nb::object live = o["live"];
       for (nb::handle b : live)
         tracer.live.push_back(nb::cast<bool>(b));
+    }
+  }
+  if (!options.is_none()) {
+    nb::dict o = nb::borrow<nb::dict>(options);
+    if (o.contains("sizes"))
+      for (auto [k, v] : nb::borrow<nb::dict>(o["sizes"]))
+        tracer.probeSizes[nb::cast<std::string>(k)] = nb::cast<std::vector<int64_t>>(v);
+    if (o.contains("dynamic")) {
+      for (auto [k, v] : nb::borrow<nb::dict>(o["dynamic"]))
+        tracer.dynamicDims[nb::cast<std::string>(k)] = nb::cast<std::vector<int>>(v);
+      nb::object maxSize = o["max_dynamic_size"];
+      tracer.maxDynamicSize = nb::cast<int64_t>(maxSize);
     }
   }
   try {

@@ -183,9 +183,25 @@ VT* Tracer::wrapTensor(nb::handle value, const SourcePtr& source, bool viaModule
   check.strides = DimVector(real.strides());
   check.requiresGrad = real.requiresGrad();
   Node* node;
-  if (source && source->isArgument() && !viaModule) {
+  bool input = source && source->isArgument() && !viaModule;
+  std::optional<std::vector<int64_t>> probe;
+  if (input) {
+    std::string expr = source->expr();
+    auto dyn = dynamicDims.find(expr);
+    if (dyn != dynamicDims.end()) {
+      KILN_CHECK_VALUE(dyn->second.size() == check.sizes.size() && real.isContiguous(),
+                       "trace_frame: dynamic dims of ", expr, " given for a ", check.sizes.size(),
+                       "-d or non-contiguous tensor");
+      check.symbols = dyn->second;
+      check.maxDynamicSize = maxDynamicSize;
+    }
+    auto p = probeSizes.find(expr);
+    if (p != probeSizes.end()) probe = p->second;
+    if (dyn != dynamicDims.end())
+      for (size_t d = 0; d < dyn->second.size(); ++d)
+        if (dyn->second[d] >= 0) symbolOfSize_[probe ? (*probe)[d] : real.sizes()[d]] = dyn->second[d];
     node = placeholder(source->identifier());
-    inputExprs_.push_back(source->expr());
+    inputExprs_.push_back(expr);
     g->checkTensor(check);
   } else {
     auto it = byId_.find(value.ptr());
@@ -197,8 +213,14 @@ VT* Tracer::wrapTensor(nb::handle value, const SourcePtr& source, bool viaModule
     node = getAttr(value, !path.empty() ? path : source ? source->identifier() : "_tensor_constant");
   }
   Tensor fake = compiler::makeFake(real);
+  if (probe) {
+    KILN_CHECK_VALUE(probe->size() == size_t(real.dim()), "trace_frame: probe sizes of rank ",
+                     probe->size(), " for a ", real.dim(), "-d input");
+    fake = Tensor::empty(IntArrayRef(*probe), real.dtype(), Device(DeviceType::Meta));
+    fake.impl()->requiresGrad = real.requiresGrad();
+  }
   node->meta.type = Type(TensorType{real.dtype(), {}, std::nullopt, real.device()});
-  for (int64_t s : real.sizes())
+  for (int64_t s : fake.sizes())
     node->meta.type->tensor().sizes.emplace_back(s);
   recorder_.bind(fake, node, real.device());
   auto* vt = make<TensorVT>(nb::steal(python::wrapTensor(fake)));
@@ -314,6 +336,14 @@ VT* Tracer::wrap(nb::handle value, SourcePtr source, bool viaModule, const std::
   return obj;
 }
 
+VT* Tracer::tagSizes(VT* v) {
+  if (symbolOfSize_.empty() || v->kind != VT::Kind::Constant) return v;
+  static nb::handle tag = nb::object(nb::module_::import_("kiln.compiler.dynamic").attr("tag_sizes")).release();
+  nb::dict table;
+  for (auto [size, id] : symbolOfSize_) table[nb::int_(size)] = nb::int_(id);
+  return constant(tag(static_cast<ConstantVT*>(v)->value, table));
+}
+
 VT* Tracer::loadGrad(TensorVT* t) {
   if (t->real.is_valid())
     if (VT* stored = storedValue(SideEffect::Kind::Attr, t->real.ptr(), "grad")) return stored;
@@ -382,8 +412,9 @@ VT* Tracer::wrapResult(nb::handle value) {
       throw Unsupported{"internal: an op returned a tensor that is not part of the graph"};
     return make<TensorVT>(nb::borrow(value));
   }
-  if (isPlainConstant(o) || PySlice_Check(o) || PyRange_Check(o) || python::isDtypeObject(o) ||
-      isSize(o) || isDevice(o) || PyType_Check(o))
+  // (PyLong_Check: int subclasses too, such as the SizeInts of traces over size symbols.)
+  if (isPlainConstant(o) || PyLong_Check(o) || PySlice_Check(o) || PyRange_Check(o) ||
+      python::isDtypeObject(o) || isSize(o) || isDevice(o) || PyType_Check(o))
     return constant(nb::borrow(value));
   if (PyTuple_Check(o) || PyList_Check(o)) {
     Py_ssize_t n = PySequence_Fast_GET_SIZE(o);

@@ -152,7 +152,8 @@ using ExternArg = std::variant<int64_t, double, bool, std::vector<int64_t>>;
 // Element offset, sizes and strides in elements, all static.
 struct StridedView {
   int64_t offset = 0;
-  std::vector<int64_t> sizes, strides;
+  // Sizes and strides may be expressions over size symbols (the offset is a constant).
+  std::vector<IndexExpr> sizes, strides;
   bool operator==(const StridedView&) const = default;
 };
 

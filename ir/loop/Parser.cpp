@@ -347,16 +347,9 @@ private:
   StridedView parseStridedView() {
     expect(K::LParen, "'(' after view");
     StridedView v;
-    auto list = [&](const std::string& what) {
-      TextPos at = tok_.pos;
-      ExternArg a = parseExternArg();
-      auto* ints = std::get_if<std::vector<int64_t>>(&a);
-      if (!ints) fail(at, "expected the view's " + what + " as a list of ints");
-      return *ints;
-    };
-    v.sizes = list("sizes");
+    v.sizes = parseSizes();
     expect(K::Comma, "',' after the view's sizes");
-    v.strides = list("strides");
+    v.strides = parseSizes();
     expect(K::Comma, "',' after the view's strides");
     v.offset = parseSignedInt();
     expect(K::RParen, "')' after the view's offset");

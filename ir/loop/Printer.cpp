@@ -44,6 +44,13 @@ std::string argText(const ExternArg& a) {
   return s + "]";
 }
 
+std::string exprListText(const std::vector<IndexExpr>& list) {
+  std::string s = "[";
+  for (size_t i = 0; i < list.size(); ++i)
+    s += (i ? ", " : "") + list[i].str();
+  return s + "]";
+}
+
 void printBody(const LoopBody& body, const std::string& indent, std::string& out) {
   // Value ops are numbered in order; store and reduce define nothing.
   std::vector<int> number(body.ops.size(), -1);
@@ -106,7 +113,7 @@ void printBuffer(const Buffer& b, const std::string& indent, std::string& out) {
     for (size_t i = 0; i < ext.inputs.size(); ++i) {
       out += (first ? "%" : ", %") + ext.inputs[i];
       if (const std::optional<StridedView>& v = ext.viewOf(i))
-        out += " view(" + argText(v->sizes) + ", " + argText(v->strides) + ", " +
+        out += " view(" + exprListText(v->sizes) + ", " + exprListText(v->strides) + ", " +
                std::to_string(v->offset) + ")";
       first = false;
     }

@@ -208,17 +208,30 @@ private:
                       std::to_string(v.strides.size()) + " strides");
       return;
     }
+    if (v.offset < 0) report(pos, what + " has a negative offset");
     __int128 last = v.offset;
-    bool empty = false;
+    bool empty = false, symbolic = false;
     for (size_t d = 0; d < v.sizes.size(); ++d) {
-      if (v.sizes[d] < 0 || v.strides[d] < 0) {
+      auto size = v.sizes[d].constant(), stride = v.strides[d].constant();
+      if (!size || !stride) {
+        // Over size symbols (each >= kMinSizeSymbol): the signs are checked; the extent is
+        // the storage's, checked where the symbols are bound.
+        std::optional<int64_t> lo = bounds(v.sizes[d], symbolFacts_).lo, slo = bounds(v.strides[d], symbolFacts_).lo;
+        if (!lo || *lo < 0 || !slo || *slo < 0) {
+          report(pos, what + " has a size or stride that may be negative");
+          return;
+        }
+        symbolic = true;
+        continue;
+      }
+      if (*size < 0 || *stride < 0) {
         report(pos, what + " has a negative size or stride");
         return;
       }
-      empty |= v.sizes[d] == 0;
-      last += __int128(v.sizes[d] > 0 ? v.sizes[d] - 1 : 0) * v.strides[d];
+      empty |= *size == 0;
+      last += __int128(*size > 0 ? *size - 1 : 0) * *stride;
     }
-    if (v.offset < 0) report(pos, what + " has a negative offset");
+    if (symbolic) return;
     std::optional<int64_t> extent = storageExtent(input);
     if (!empty && extent && last >= *extent)
       report(pos, what + " reaches element " + std::to_string(int64_t(last)) +
@@ -521,8 +534,10 @@ private:
       for (const std::string& w : stride.variables())
         if (vars.count(w)) return; // not affine in the loop variables
       Bounds b = bounds(stride, symbolFacts_);
+      auto extentOf = extents_.find(v);
+      if (extentOf == extents_.end()) return; // an indirect variable: checked at run time
       if (b.lo && *b.lo >= 0)
-        atMax[v] = extents_.at(v) - 1;
+        atMax[v] = extentOf->second - 1;
       else if (b.hi && *b.hi <= 0)
         atMax[v] = 0;
       else

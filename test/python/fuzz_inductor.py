@@ -1,6 +1,10 @@
 """Differential fuzzer for the inductor backend: random tier-1 programs written once against a
 module T, run with torch (the oracle), kiln eager and kiln.compile (strict), compared on values,
 dtypes, shapes and the inputs after the call.  Usage: python fuzz_inductor.py --seed S --count N
+
+Seeds from DYNAMIC_SEEDS (2,000,000) draw symbolic sizes: the program is compiled once with
+dynamic=True and called at its sizes and at two other sizes (each input dim of size >= 2 mapped
+to a new size, equal sizes to equal sizes), each call compared to torch at that size.
 """
 import argparse
 import random
@@ -574,11 +578,15 @@ def rand_factor(r, numel):
 # Seeds from here on also generate indexing ops (Gen.op_index); the programs of smaller seeds
 # stay what they were.
 INDEXING_SEEDS = 1_000_000
+# Seeds from here on run at several sizes through one dynamic=True compile (odd ones with
+# indexing ops).
+DYNAMIC_SEEDS = 2_000_000
 
 
 def generate(seed):
     """(source, input specs) of program `seed`."""
-    g = Gen(random.Random(seed), indexing=seed >= INDEXING_SEEDS)
+    indexing = seed % 2 == 1 if seed >= DYNAMIC_SEEDS else seed >= INDEXING_SEEDS
+    g = Gen(random.Random(seed), indexing=indexing)
     src = g.build()
     return src, g.inputs
 
@@ -675,12 +683,86 @@ def compare(got, want, floor=(0.0, 0.0)):
     return None
 
 
+def resized(inputs, rng):
+    """The input specs with each dim of size >= 2 mapped to a new size in [2, 9] (a size seen
+    twice maps to one new size, so broadcasting programs stay valid)."""
+    sizes = sorted({s for _, shape, _, _ in inputs for s in shape if s >= 2})
+    new = dict(zip(sizes, rng.sample(range(2, 10), len(sizes)))) if len(sizes) <= 8 else {}
+    return [(n, tuple(new.get(s, s) for s in shape), d, layout) for n, shape, d, layout in inputs]
+
+
+def run_dynamic(seed, verbose=False):
+    """Program `seed` compiled once with dynamic=True and called at its sizes and at two
+    others: (status, detail, source) as run_one; the detail counts the calls compared and the
+    graphs compiled over size symbols."""
+    import torch
+    import kiln
+    from kiln.compiler.backends import lookup_backend
+
+    src, inputs = generate(seed)
+    rng = random.Random(seed * 7 + 1)
+    variants = [inputs, resized(inputs, rng), resized(inputs, rng)]
+
+    def fn_for(lib):
+        ns = {"T": lib}
+        exec(compile(src, f"<fuzz {seed}>", "exec"), ns)
+        return ns["f"]
+
+    inductor = lookup_backend("inductor")
+    graphs = {"static": 0, "dynamic": 0}
+
+    def backend(gm, example_inputs, **kwargs):
+        compiled = inductor(gm, example_inputs, **kwargs)
+        graphs["dynamic" if getattr(gm, "kiln_dynamic", None) is not None else "static"] += 1
+        return compiled
+
+    backend.supports_dynamic_shapes = True
+    kiln.compiler.reset()
+    compiled = kiln.compile(fn_for(kiln), backend=backend, dynamic=True)
+    tol = program_tolerance(src, inputs)
+    compared = 0
+    old = kiln.config.strict
+    kiln.config.strict = True
+    try:
+        for k, specs in enumerate(variants):
+            arrays = make_arrays(specs, seed + k)
+            t_in = materialize(torch, arrays, specs)
+            try:
+                want = fn_for(torch)(*t_in)
+            except Exception:  # noqa: BLE001 - torch rejects this size (a reshape to fixed sizes): skip it
+                continue
+            want_in = [x.clone() for x in t_in]
+            try:
+                eager = fn_for(kiln)(*materialize(kiln, arrays, specs))
+            except Exception:  # noqa: BLE001 - eager kiln rejects it too: not the compiler's business
+                continue
+            if compare(eager, want, tol) is not None:
+                continue  # an eager difference (run_one reports those)
+            c_in = materialize(kiln, arrays, specs)
+            try:
+                got = compiled(*c_in)
+            except Exception as e:  # noqa: BLE001
+                tb = traceback.format_exc(limit=-3) if verbose else ""
+                return "compile-bug", f"sizes {[s for _, s, _, _ in specs]}: raised {type(e).__name__}: {e}\n{tb}", src
+            diff = compare(got, want, tol) or compare(c_in, want_in, tol)
+            if diff is not None:
+                return "compile-bug", f"sizes {[s for _, s, _, _ in specs]} ({graphs}): {diff}", src
+            compared += 1
+    finally:
+        kiln.config.strict = old
+    if not compared:
+        return "skip", "torch or kiln eager rejects every size", src
+    return "ok", f"{compared} sizes compared, graphs {graphs}", src
+
+
 def run_one(seed, verbose=False):
     """Runs program `seed`: returns (status, detail, source) with status in
     'ok', 'skip' (torch rejects), 'eager-rejects', 'eager-bug', 'compile-bug'."""
     import torch
     import kiln
 
+    if seed >= DYNAMIC_SEEDS:
+        return run_dynamic(seed, verbose)
     src, inputs = generate(seed)
     arrays = make_arrays(inputs, seed)
 
@@ -775,6 +857,8 @@ def main(argv=None):
     for s in range(a.seed, a.seed + a.count):
         status, detail, src = run_one(s, a.verbose)
         counts[status] = counts.get(status, 0) + 1
+        if s >= DYNAMIC_SEEDS and status == "ok":
+            counts["with-dynamic-graph"] = counts.get("with-dynamic-graph", 0) + ("'dynamic': 0" not in detail)
         if status in ("compile-bug", "eager-bug") or (a.verbose and status == "eager-rejects"):
             print(f"=== seed {s}: {status}: {detail}\n{src}", flush=True)
     print(counts)

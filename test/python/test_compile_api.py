@@ -536,7 +536,9 @@ def _xy(n=2):
 
 def test_compiled_function_caches_and_recompiles(tracer, capsys):
     kiln.set_logs(recompiles=True)
-    f = kiln.compile(mul_add)
+    # dynamic=False: one trace per compile (automatic dynamic shapes would trace the recompile
+    # at probe sizes too; test_dynamic_shapes.py covers that).
+    f = kiln.compile(mul_add, dynamic=False)
     x, y = _xy()
     out = f(x, y)
     assert out["n"] == 3 and eager_runs == [] and tracer == [mul_add.__code__]
@@ -552,7 +554,7 @@ def test_compiled_function_caches_and_recompiles(tracer, capsys):
 
 def test_recompile_limit_runs_eagerly_with_one_warning(tracer):
     kiln.config.recompile_limit = 2
-    f = kiln.compile(mul_add)
+    f = kiln.compile(mul_add, dynamic=False)
     f(*_xy(1))
     f(*_xy(2))
     with pytest.warns(UserWarning, match=r"mul_add .*recompile_limit \(2\)"):

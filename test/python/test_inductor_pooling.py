@@ -23,7 +23,7 @@ def _explain(fn, args):
 
 def _check(fn, args, fused=True):
     plan = _explain(fn, args)
-    assert not plan.fallbacks, f"max_pool2d ran as a fallback: {plan.fallbacks}"
+    assert not plan.fallbacks, f"pooling ran as a fallback: {plan.fallbacks}"
     with kiln.no_grad():
         got, want = kiln.compile(fn)(*args), fn(*args)
     got = got if isinstance(got, tuple) else (got,)
@@ -122,3 +122,41 @@ def test_max_pool2d_backward_compiled_equals_eager(config, dtype):
     plan = kiln.explain(fn)(kiln.from_numpy(a).requires_grad_()).kernels_per_graph[0]
     assert "max_pool2d" not in str(plan), plan  # forward and backward both lowered
     np.testing.assert_array_equal(grads[1], grads[0])
+
+
+# (kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+AVG_CONFIGS = [
+    (2, None, 0, False, True, None),
+    (3, 2, 1, False, True, None),
+    (3, 2, 1, False, False, None),
+    (3, 2, 1, True, True, None),
+    (3, 2, 1, True, False, None),
+    ((2, 3), (1, 2), (1, 1), False, True, 5),
+]
+
+
+@pytest.mark.parametrize("config", AVG_CONFIGS, ids=[str(c) for c in AVG_CONFIGS])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_avg_pool2d_equals_eager(config, dtype):
+    k, s, p, ceil, include, divisor = config
+    x = kiln.from_numpy(np.random.default_rng(8).standard_normal((2, 3, 9, 11)).astype(dtype))
+
+    def fn(x):
+        return F.avg_pool2d(kiln.relu(x), k, s, p, ceil, include, divisor) + 1
+
+    _check(fn, (x,))
+
+
+@pytest.mark.parametrize("size", [1, 2, (3, 5)])
+def test_adaptive_avg_pool2d_that_divides_equals_eager(size):
+    x = _rand(2, 4, 6, 10, seed=9)
+    _check(lambda x: F.adaptive_avg_pool2d(x * 2, size) - 1, (x,))
+
+
+def test_adaptive_avg_pool2d_that_does_not_divide_is_a_fallback():
+    x = _rand(1, 2, 7, 7, seed=10)
+    fn = lambda x: F.adaptive_avg_pool2d(x, 3) * 2  # noqa: E731
+    plan = _explain(fn, (x,))
+    assert [op for _, op in plan.fallbacks] == ["aten._adaptive_avg_pool2d"]
+    with kiln.no_grad():
+        np.testing.assert_array_equal(kiln.compile(fn)(x).numpy(), fn(x).numpy())

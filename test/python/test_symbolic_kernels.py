@@ -192,3 +192,25 @@ def test_gemm_epilogue_over_a_symbolic_row_count():
         x, w, b = _randn(rows, 32), _randn(32, 16), _randn(16)
         (out,) = _call(kernel, x, w, b)
         np.testing.assert_allclose(out, np.tanh(x @ w + b), rtol=1e-4, atol=1e-5)
+
+
+def test_indirect_load_checked_against_a_symbolic_size():
+    # Rows picked by an index tensor, bounds-checked against the symbolic row count s0. The
+    # verifier's symbolic load check met the indirect variable and threw std::map::at.
+    program = """program @pick(%t: i64[s1], %x: f32[s0, 4]) {
+  %out: f32[s1, 4] = pointwise [i0: s1, i1: 4] {
+    %0 = load %t[i0]
+    %1 = indirect %0 size s0 as x0 error "IndexError: index {index} is out of bounds for dimension 0 with size {size}"
+    %2 = load %x[i1 + 4*x0]
+    store %2
+  }
+  output %out
+}
+"""
+    kernel = _compile(program)
+    for rows, picks in ((3, 5), (10, 2)):
+        x, t = _randn(rows, 4), RNG.integers(0, rows, picks)
+        (out,) = _call(kernel, t, x)
+        np.testing.assert_array_equal(out, x[t])
+    with pytest.raises(IndexError, match="out of bounds for dimension 0 with size 3"):
+        _call(kernel, np.array([0, 3]), _randn(3, 4))

@@ -20,6 +20,8 @@ LOG_NAMES = {
     "aot": "graphs that need autograd and so run op by op rather than through a compiling backend",
     "output_code": "the C++ source the inductor backend generates for each graph (+output_code: "
                    "also its loop program)",
+    "dynamic": "dynamic shapes: which input dims a graph has as size symbols, and why a frame "
+               "compiled for static sizes instead",
     "loops": "the inductor backend's fusion decisions for each graph: which buffers became one "
              "kernel and why others did not (+loops: also the scheduled loop program)",
 }

@@ -3,7 +3,7 @@
 - compile(fn, backend=..., fullgraph=...): a function or kiln.nn.Module whose calls run
   captured, compiled graphs (OptimizedModule for modules);
 - explain(fn)(*args): what capture makes of one call (ExplainOutput);
-- disable(fn), reset(), is_compiling();
+- disable(fn), reset(), is_compiling(); mark_dynamic(t, dim) (dynamic shapes, dynamic.py);
 - backends: register_backend, list_backends, lookup_backend;
 - errors: Unsupported (fullgraph), BackendCompilerFailed (kiln.config.strict), InvalidBackend.
 
@@ -13,6 +13,7 @@ kiln._C._capture (C++); frame_callback.py is its Python side. See docs/compile.m
 from .._compiling import is_compiling  # noqa: F401
 from .backends import list_backends, lookup_backend, register_backend  # noqa: F401
 from .compile_api import compile, disable, explain, reset  # noqa: F401
+from .dynamic import mark_dynamic  # noqa: F401
 from .errors import BackendCompilerFailed, BreakReason, InvalidBackend, Unsupported  # noqa: F401
 from .explain import ExplainOutput  # noqa: F401
 from .optimized_module import OptimizedModule  # noqa: F401

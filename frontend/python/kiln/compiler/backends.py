@@ -64,3 +64,7 @@ def inductor(gm, example_inputs, **kwargs):
     (kiln.compiler.inductor); the compiled code runs the graph. Graphs it cannot compile raise,
     and the frame runs eagerly."""
     return compile_inductor(gm, example_inputs, **kwargs)
+
+
+# Compiles graphs over size symbols (gm.kiln_dynamic): kiln.compile's dynamic shapes use it.
+inductor.supports_dynamic_shapes = True

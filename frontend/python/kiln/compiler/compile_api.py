@@ -27,9 +27,15 @@ def compile(fn=None, *, backend="inductor", fullgraph=False, dynamic=None, mode=
     `backend(gm, example_inputs) -> callable`). A frame the
     tracer cannot capture runs eagerly, or raises kiln.compiler.Unsupported with
     fullgraph=True. `mode` and `options` go to the backend as keyword arguments (one of the
-    two at most, as in torch). `dynamic` is accepted for torch compatibility: shapes are
-    static here, so a new shape compiles a new graph (up to kiln.config.recompile_limit).
+    two at most, as in torch). `dynamic` (backends that compile over size symbols, such as
+    inductor; docs/dynamic-shapes.md): None (default) compiles for the first call's sizes and,
+    when a call with other sizes recompiles, makes the dims that changed symbolic, so one graph
+    serves later sizes; True makes every input dim symbolic from the first call; False always
+    compiles for static sizes (a new shape compiles a new graph, up to
+    kiln.config.recompile_limit). Sizes 0 and 1 are never symbolic.
     """
+    if dynamic not in (None, True, False):
+        raise TypeError(f"kiln.compile: dynamic must be None, True or False, got {dynamic!r}")
     if mode is not None and options is not None:
         raise RuntimeError(
             "Either mode or options can be specified, but both can't be specified at the same time.")
@@ -39,7 +45,7 @@ def compile(fn=None, *, backend="inductor", fullgraph=False, dynamic=None, mode=
         backend_kwargs["mode"] = mode
     if options is not None:
         backend_kwargs["options"] = options
-    callback = FrameCallback(backend_fn, fullgraph=fullgraph, backend_kwargs=backend_kwargs)
+    callback = FrameCallback(backend_fn, fullgraph=fullgraph, backend_kwargs=backend_kwargs, dynamic=dynamic)
     if fn is None:
         return lambda f: _wrap(f, callback)
     return _wrap(fn, callback)

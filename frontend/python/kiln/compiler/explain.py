@@ -150,6 +150,8 @@ class ExplainOutput:
     guards: list = field(default_factory=list)
     compile_times: str = ""
     kernels_per_graph: list = field(default_factory=list)
+    # Per graph: its input dims that are size symbols ("L['x']: [s0, _]"), or None when static.
+    dynamic_per_graph: list = field(default_factory=list)
 
     def __str__(self):
         out = f"Graph Count: {self.graph_count}\n"
@@ -169,6 +171,10 @@ class ExplainOutput:
         out += "Guards:\n"
         for i, guards in enumerate(self.guards, 1):
             out += f"  Guard {i}:\n" + _indent(guards, 4)
+        if any(self.dynamic_per_graph):
+            out += "Dynamic Dims per Graph:\n"
+            for i, dims in enumerate(self.dynamic_per_graph, 1):
+                out += f"  Graph {i}: {dims or 'static'}\n"
         if self.compile_times:
             out += f"Compile Times:\n{_indent(self.compile_times, 2)}"
         if self.kernels_per_graph:
@@ -183,11 +189,13 @@ class ExplainRecorder:
 
     def __init__(self):
         self.graphs, self.break_reasons, self.guards, self.kernel_plans = [], [], [], []
+        self.dynamic = []
         self.op_count = 0
         self.phase_times = {}
 
-    def add_graph(self, gm, op_count, guards, example_inputs=None):
+    def add_graph(self, gm, op_count, guards, example_inputs=None, dynamic=None):
         self.graphs.append(gm)
+        self.dynamic.append(dynamic)
         self.kernel_plans.append(plan_of(gm, example_inputs))
         self.op_count += op_count
         self.guards.append(guards)
@@ -205,7 +213,7 @@ class ExplainRecorder:
             graphs=list(self.graphs), graph_count=len(self.graphs),
             graph_break_count=len(self.break_reasons), break_reasons=list(self.break_reasons),
             op_count=self.op_count, ops_per_graph=ops, guards=list(self.guards), compile_times=times,
-            kernels_per_graph=list(self.kernel_plans))
+            kernels_per_graph=list(self.kernel_plans), dynamic_per_graph=list(self.dynamic))
 
 
 @dataclass

@@ -22,11 +22,15 @@ one segment, and no fallback touches them; otherwise plan() raises Uncuttable an
 eagerly, as before.
 """
 
+import concurrent.futures
+import contextvars
+
+from ..fx import Graph, GraphModule
+from ..fx.graph import tensor_type
+
 
 class Uncuttable(ValueError):
     """A graph whose in-place writes cannot keep their order once cut into segments."""
-from ..fx import Graph, GraphModule
-from ..fx.graph import tensor_type
 
 
 # Prims the loop IR does not lower (an arbitrary strided window: the backward of a write through
@@ -59,11 +63,35 @@ _INDEXING_OPS = frozenset({
 
 # Pooling ops the loop IR lowers directly (compiler/Lowering.cpp, "Pooling"); their results
 # are taken by getitem nodes, which lower with them.
-_POOLING_OPS = frozenset({"aten.max_pool2d_with_indices", "aten.max_pool2d_with_indices_backward"})
+_POOLING_OPS = frozenset({"aten.max_pool2d_with_indices", "aten.max_pool2d_with_indices_backward",
+                          "aten.avg_pool2d", "aten._adaptive_avg_pool2d"})
+# Most window taps an average pool is unrolled into (a global pool over a large image stays a
+# fallback rather than one huge loop body).
+_MAX_AVERAGED_TAPS = 64
 
 
 def _lowers_pooling(node):
-    """Static shapes, a 3-d or 4-d numeric input and a nonempty result (eager reports the rest)."""
+    """Static shapes, a 3-d or 4-d numeric input and a nonempty result (eager reports the rest);
+    average pools in float32/float64 (eager sums half precision in float32) over at most
+    _MAX_AVERAGED_TAPS taps, adaptive ones only where the input divides into the output."""
+    if str(node.target) in ("aten.avg_pool2d", "aten._adaptive_avg_pool2d"):
+        self_t, out = _tensor_type(node.args[0]), _tensor_type(node)
+        if self_t is None or out is None or not _static(self_t) or not _static(out):
+            return False
+        if len(self_t.shape) not in (3, 4) or self_t.dtype not in _floating_dtypes()[:2]:
+            return False
+        if not all(s > 0 for s in list(self_t.shape) + list(out.shape)):
+            return False
+        if str(node.target) == "aten._adaptive_avg_pool2d":
+            ins, outs = self_t.shape[-2:], out.shape[-2:]
+            if any(i % o for i, o in zip(ins, outs)):
+                return False
+            taps = (ins[0] // outs[0]) * (ins[1] // outs[1])
+        else:
+            k = node.args[1] if len(node.args) > 1 else node.kwargs.get("kernel_size")
+            k = list(k) if isinstance(k, (list, tuple)) else [k]
+            taps = k[0] * (k[1] if len(k) > 1 else k[0])
+        return taps <= _MAX_AVERAGED_TAPS
     if str(node.target) == "aten.max_pool2d_with_indices_backward":
         grad, self_t, indices = (_tensor_type(a) for a in (node.args[0], node.args[1], node.args[7]))
         if not all(_static(t) for t in (grad, self_t, indices)) or not _integer(indices):
@@ -435,12 +463,19 @@ class PartitionedProgram:
         self.results = list(outs) if isinstance(outs, (tuple, list)) else [outs]
         self.steps = steps
         self.fallbacks = [str(s.outputs[0].target) for s in steps if s.kind == "eager"]
+        compiled = [s for s in steps if s.kind == "compiled"]
+        # Segments compile two at a time: their C++ compilers run at once (the GIL is released
+        # while one runs), each thread in a copy of this context (the debug folder's stage).
+        with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+            futures = [pool.submit(contextvars.copy_context().run, compile_segment, s.graph)
+                       for s in compiled]
+            results = [f.result() for f in futures]
         self.segments = []
+        for step, (run, program) in zip(compiled, results):
+            step.run = run
+            self.segments.append(program)
         for step in steps:
-            if step.kind == "compiled":
-                step.run, program = compile_segment(step.graph)
-                self.segments.append(program)
-            else:
+            if step.kind != "compiled":
                 step.run = GraphModule({}, step.graph).forward
 
     def __call__(self, *args):

@@ -15,7 +15,7 @@ import weakref
 from .. import _C, config
 from .._logging import get_logger
 from ..fx import GraphModule
-from . import debug_dir, resume
+from . import debug_dir, dynamic, resume
 from .errors import BackendCompilerFailed, BreakReason, Unsupported
 from .explain import session_recorder
 from .glue import GLUE_NAMES, argument_names, example_inputs, make_glue
@@ -27,6 +27,7 @@ _guards_log = get_logger("guards")
 _recompiles_log = get_logger("recompiles")
 _breaks_log = get_logger("graph_breaks")
 _aot_log = get_logger("aot")
+_dynamic_log = get_logger("dynamic")
 
 
 # Ops whose result never requires grad, whatever their inputs.
@@ -85,12 +86,21 @@ class _CodeState:
     unsupported verdict (so a fullgraph frame is not traced again only to fail again) and the
     one-time warnings already given."""
 
-    __slots__ = ("break_reason", "warned_backend", "warned_recompile_limit")
+    __slots__ = ("break_reason", "warned_backend", "warned_recompile_limit", "sizes", "dynamic_dims",
+                 "static_dims", "wanted_dims")
 
     def __init__(self):
         self.break_reason = None
         self.warned_recompile_limit = False
         self.warned_backend = False
+        # Automatic dynamic shapes: each input's sizes at the last compile, and the dims that
+        # changed between compiles (symbolic from then on).
+        self.sizes = {}
+        self.dynamic_dims = {}
+        # Dims a compile wanted symbolic and got static (not one graph over them): not probed
+        # again at later recompiles; and the dims the compile in progress wanted.
+        self.static_dims = {}
+        self.wanted_dims = {}
 
 
 _code_states = weakref.WeakKeyDictionary()
@@ -164,9 +174,10 @@ class FrameCallback:
     What it captures also goes to the recording session of the `kiln explain` command when
     one is active, and to kiln.config.debug_dir when set."""
 
-    def __init__(self, backend, *, fullgraph=False, backend_kwargs=None, recorder=None):
+    def __init__(self, backend, *, fullgraph=False, backend_kwargs=None, recorder=None, dynamic=None):
         self.backend = backend
         self.fullgraph = fullgraph
+        self.dynamic = dynamic
         self.backend_kwargs = dict(backend_kwargs or {})
         self.recorder = recorder
 
@@ -263,6 +274,13 @@ class FrameCallback:
             # Nothing to compile before the break, or in the rest of a frame after one (`return
             # y`): the graph only hands values through; as TorchDynamo, no graph is counted.
             return self._glue_entry(code, frame_info, result, site, gm.forward)
+        traces, static_result = None, result
+        if site is None and not _needs_autograd(examples, result["attrs"]):
+            traces = self._dynamic_traces(code, state, frame_info, result, examples)
+            if traces is not None:
+                result = traces.result
+                gm = GraphModule(result["attrs"], result["graph"])
+                gm.kiln_dynamic = traces
         name = f"__compiled_fn_{next(_graph_ids)}"
         # Compiling (retracing, debug dumps) may run random ops; the generator must not advance,
         # so the compiled call draws what the eager call would.
@@ -277,7 +295,9 @@ class FrameCallback:
                 if _needs_autograd(examples, result["attrs"], gm.graph) and getattr(self.backend, "__module__", None) == __package__ + ".backends":
                     compiled = self._compile_training(code, name, gm, examples)
                 else:
-                    compiled = self.backend(gm, examples, **self.backend_kwargs)
+                    compiled, gm, traces = self._backend_compile(code, frame_info, gm, examples, traces)
+                    result = traces.result if traces is not None else static_result
+                    self._remember_static_dims(state, traces)
             if not callable(compiled):
                 raise TypeError(f"the backend returned a {type(compiled).__name__}, which is not callable")
         except Exception as error:  # noqa: BLE001 - any backend error falls back to eager
@@ -287,14 +307,188 @@ class FrameCallback:
             _C.set_rng_state(rng_state)
         entry = self._glue_entry(code, frame_info, result, site, compiled)
 
+        if traces is not None:
+            _dynamic_log.info("graph %s of %s is over size symbols: %s (guarded %d <= s <= %d)", name,
+                              _where(code), traces.describe(), 2, traces.signature.max_size)
+            if frame_info.num_entries:
+                _recompiles_log.info("%s recompiled over size symbols: %s", _where(code), traces.describe())
         _graph_log.info("graph %s of %s:\n%s", name, _where(code), result["graph"])
         if _graph_log.isEnabledFor(logging.DEBUG):  # gm.code generates the Python source
             _graph_log.debug("Python code of %s:\n%s", name, gm.code)
         _guards_log.info("guards of %s (entry %d of %s):\n%s", name, frame_info.num_entries + 1,
                          _where(code), result["guards"])
         for recorder in self._recorders(code):
-            recorder.add_graph(gm, result["op_count"], result["guards"], examples)
+            recorder.add_graph(gm, result["op_count"], result["guards"], examples,
+                               dynamic=traces.describe() if traces is not None else None)
         return entry
+
+    def _backend_compile(self, code, frame_info, gm, examples, traces):
+        """(compiled, gm, traces) of the backend on gm. A graph over size symbols the backend
+        cannot make one program of (DynamicUnsupported: it is not the same graph over them)
+        is tried again over each symbol alone, then for static sizes."""
+        if traces is None:
+            return self.backend(gm, examples, **self.backend_kwargs), gm, None
+        tries = [traces]
+        sig = traces.signature
+        first_error = None
+        while tries:
+            t = tries.pop(0)
+            if t is None:
+                continue
+            tgm = GraphModule(t.result["attrs"], t.result["graph"])
+            tgm.kiln_dynamic = t
+            try:
+                return self.backend(tgm, examples, **self.backend_kwargs), tgm, t
+            except dynamic.DynamicUnsupported as error:
+                _dynamic_log.info("%s: no graph over the size symbols %s (%s)", _where(code), t.describe(), error)
+                if first_error is None:
+                    first_error = error
+                    if len(sig.hints) > 1:
+                        tensors = {e: x for e, x in zip(traces.static_result["inputs"], examples)
+                                   if isinstance(x, _C.TensorBase)}
+                        tries = [self._probe(code, frame_info, traces.static_result, tensors, sig.restrict([i]))
+                                 for i in range(len(sig.hints))]
+                        tries = [t if isinstance(t, dynamic.Traces) else None for t in tries]
+        _dynamic_log.info("%s: compiling for static sizes", _where(code))
+        static = traces.static_result
+        sgm = GraphModule(static["attrs"], static["graph"])
+        return self.backend(sgm, examples, **self.backend_kwargs), sgm, None
+
+    def _remember_static_dims(self, state, traces):
+        got = {}
+        if traces is not None:
+            for expr, ids in traces.signature.dims.items():
+                got[expr] = {d for d, i in enumerate(ids) if i >= 0}
+        for expr, dims in state.wanted_dims.items():
+            missed = dims - got.get(expr, set())
+            if missed:
+                state.static_dims.setdefault(expr, set()).update(missed)
+        state.wanted_dims = {}
+
+    def _wanted_dynamic_dims(self, state, inputs, examples):
+        """Per input expression, the dims to make symbolic (dynamic.py's policy)."""
+        tensors = {e: t for e, t in zip(inputs, examples) if isinstance(t, _C.TensorBase)}
+        if self.dynamic is False:
+            return tensors, {}
+        if self.dynamic is True:
+            return tensors, {e: set(range(t.dim())) for e, t in tensors.items()}
+        wanted = {}
+        for expr, t in tensors.items():
+            shape = tuple(t.shape)
+            before = state.sizes.get(expr)
+            if before is not None and len(before) == len(shape):
+                changed = {d for d, (a, b) in enumerate(zip(before, shape)) if a != b}
+                if changed:
+                    state.dynamic_dims.setdefault(expr, set()).update(changed)
+            state.sizes[expr] = shape
+            dims = state.dynamic_dims.get(expr, set()) | dynamic.marked_dims(t)
+            if dims:
+                wanted[expr] = dims
+        return tensors, wanted
+
+    def _dynamic_traces(self, code, state, frame_info, result, examples):
+        """The frame traced with size symbols (dynamic.Traces), or None for a static compile."""
+        tensors, wanted = self._wanted_dynamic_dims(state, result["inputs"], examples)
+        wanted = {e: d - state.static_dims.get(e, set()) for e, d in wanted.items()}
+        wanted = {e: d for e, d in wanted.items() if d}
+        # (Dims of size 0 or 1 and non-contiguous inputs are static for this call only.)
+        state.wanted_dims = {e: {x for x in d if tensors[e].shape[x] >= 2} for e, d in wanted.items()
+                             if tensors[e].is_contiguous()}
+        if not wanted or not getattr(self.backend, "supports_dynamic_shapes", False):
+            return None
+        sig = dynamic.choose(tensors, wanted)
+        if not sig:
+            return None
+        if len(sig.hints) > dynamic.MAX_SYMBOLS:
+            _dynamic_log.info("%s: %d size symbols (at most %d are fitted); compiling for static sizes",
+                              _where(code), len(sig.hints), dynamic.MAX_SYMBOLS)
+            return None
+        traces = self._probe(code, frame_info, result, tensors, sig)
+        while isinstance(traces, set):
+            # The traced code compared sizes of these symbols (it may branch on them): they
+            # are specialized, the others traced again.
+            keep = [i for i in range(len(sig.hints)) if i not in traces]
+            _dynamic_log.info("%s: the code compares sizes of %s; they are specialized", _where(code),
+                              ", ".join(f"s{i}" for i in sorted(traces)))
+            if not keep:
+                return None
+            sig = sig.restrict(keep)
+            traces = self._probe(code, frame_info, result, tensors, sig)
+        if traces is None and len(sig.hints) > 1:
+            # Specialize what does not trace over a symbol (a dim a parameter's size pins, as
+            # `layer_norm(x, [d], weight)`): the symbols that trace alone, then together.
+            alone = [i for i in range(len(sig.hints))
+                     if isinstance(self._probe(code, frame_info, result, tensors, sig.restrict([i])),
+                                   dynamic.Traces)]
+            if len(alone) > 1:
+                traces = self._probe(code, frame_info, result, tensors, sig.restrict(alone))
+            if not isinstance(traces, dynamic.Traces) and alone:
+                traces = self._probe(code, frame_info, result, tensors, sig.restrict(alone[:1]))
+        return traces if isinstance(traces, dynamic.Traces) else None
+
+    def _fit_range(self, code, frame_info, tensors, sig):
+        """`sig` with its guarded maximum lowered to the largest size the frame traces at, when
+        it does not trace with every symbol at the maximum (a model whose causal mask is
+        block_size long takes sequences up to block_size only): found by bisection between
+        the traced sizes and the maximum, with every symbol at the same size."""
+        def traces_at(size):
+            point = tuple(size for _ in sig.hints)
+            return trace_frame(frame_info, {"fullgraph": self.fullgraph, "sizes": sig.sizes_at(point, tensors)})["ok"]
+
+        start = time.perf_counter()
+        try:
+            low, high = max(sig.hints), sig.max_size
+            if traces_at(high) or not traces_at(low):
+                return sig
+            while high - low > 1:
+                mid = (low + high) // 2
+                low, high = (mid, high) if traces_at(mid) else (low, mid)
+        finally:
+            self._time(code, "trace_frame", start)
+        _dynamic_log.info("%s: the frame traces at sizes up to %d only: guarded 2 <= s <= %d", _where(code), low, low)
+        return dynamic.Signature(sig.dims, sig.hints, low)
+
+    def _probe(self, code, frame_info, result, tensors, sig):
+        """The frame traced over `sig`'s symbols at the probe points (dynamic.Traces); None when
+        the traces are not one graph; the set of symbol ids whose sizes the code compared."""
+        sig = self._fit_range(code, frame_info, tensors, sig)
+        options = {"fullgraph": self.fullgraph, "dynamic": sig.dims, "max_dynamic_size": sig.max_size}
+        start = time.perf_counter()
+        compared = set()
+        try:
+            dynamic.begin_trace()
+            traced = trace_frame(frame_info, options)
+            compared |= dynamic.compared_symbols()
+            probes = []
+            # (Comparisons are taken from the trace at the call's sizes only: at a probe point a
+            # small symbol value often equals a static size, whose comparisons are not the
+            # symbol's.)
+            # The static sizes of the program (of attributes, and inputs' other dims) are not
+            # probed: see dynamic.probe_points.
+            avoid = {s for t in result["attrs"].values() if isinstance(t, _C.TensorBase) for s in t.shape}
+            for expr, t in tensors.items():
+                avoid |= {s for s, i in zip(t.shape, sig.dims.get(expr, [-1] * t.dim())) if i < 0}
+            try:
+                points = dynamic.probe_points(sig, avoid)
+            except dynamic.DynamicUnsupported:
+                return None
+            for point in points:
+                probes.append((point, trace_frame(frame_info, {**options, "sizes": sig.sizes_at(point, tensors)})))
+                if not probes[-1][1]["ok"]:
+                    break
+        finally:
+            dynamic.begin_trace()
+            self._time(code, "trace_frame", start)
+        if compared:
+            return compared
+        why = dynamic.compare_traces(traced, result, [r for _, r in probes])
+        if why is not None:
+            _dynamic_log.info("%s: not traced over size symbols %s (%s)", _where(code), sig.describe(), why)
+            return None
+        positions = {i for i, e in enumerate(result["inputs"]) if e in sig.dims}
+        return dynamic.Traces(sig, traced, result, [tuple(sig.hints)] + [p for p, _ in probes],
+                              [GraphModule(traced["attrs"], traced["graph"])]
+                              + [GraphModule(r["attrs"], r["graph"]) for _, r in probes], positions)
 
     def _glue_entry(self, code, frame_info, result, site, compiled):
         capture = capture_module()

@@ -217,14 +217,15 @@ def _compile_partitioned(graph, steps):
         computed, views, where = _split_outputs(segment, placeholders)
         kernel, program, schedule_log = _compile_program(computed) if computed is not None else (None,) * 3
         view_fn = GraphModule({}, views).forward if views is not None else None
-        logs.append(schedule_log or "")
+        logs[id(segment)] = schedule_log or ""
         return _runner(kernel, view_fn, None, where), program
 
-    logs = []
+    logs = {}
     program = fallback.PartitionedProgram(graph, steps, compile_segment)
     _loops_log.info("fallback kernels (run eagerly between compiled segments): %s",
                     ", ".join(program.fallbacks))
-    return program, _partitioned_text(program), "".join(logs)
+    return program, _partitioned_text(program), "".join(
+        logs[id(s.graph)] for s in steps if s.kind == "compiled")
 
 
 def _partitioned_text(program):
@@ -387,6 +388,153 @@ def _attribute(gm, target):
     return obj
 
 
+def _with_probe_layouts(gm, example_inputs, symbolic):
+    """gm (traced at a probe point: its placeholders have the probe's sizes, contiguous) with
+    the example inputs' layouts for the inputs without size symbols (`symbolic`: positions)."""
+    examples = list(example_inputs)
+    graph = gm.graph.clone()
+    for i, node in enumerate(n for n in graph.nodes if n.op == "placeholder"):
+        if i not in symbolic and i < len(examples) and isinstance(examples[i], _C.TensorBase):
+            node.type = type_of(examples[i])
+    for node in graph.nodes:
+        if node.op == "get_attr" and node.type is None:
+            value = _attribute(gm, node.target)
+            if isinstance(value, _C.TensorBase):
+                node.type = type_of(value)
+    return GraphModule(gm, graph, class_name=type(gm).__name__)
+
+
+def _view_geometry(views):
+    """Per output of the eager view graph `views` (prims views of its placeholders): (the
+    placeholder it views, its sizes, strides and offset from that placeholder's), run on meta
+    tensors of the placeholders' types."""
+    import kiln
+
+    placeholders = [n for n in views.nodes if n.op == "placeholder"]
+    metas = [kiln.empty_strided(n.type.shape, n.type.stride, dtype=n.type.dtype, device="meta")
+             for n in placeholders]
+    outs = GraphModule({}, views).forward(*metas)
+    geometry = []
+    for node, out in zip(_outputs(views), outs):
+        root = _aliased_input(node, set(placeholders))
+        if root is None:
+            raise InductorUnsupported("an eager view output is not a view of an input")
+        geometry.append((placeholders.index(root), tuple(out.shape), tuple(out.stride()), out.storage_offset()))
+    return geometry
+
+
+def _symbolic_views(geometries, traces):
+    """The view outputs' geometry over the symbols, fitted over the probe points: per output,
+    (placeholder, [size fn], [stride fn], offset fn), each fn of the symbol values."""
+    from .dynamic import DynamicUnsupported, Fitter
+
+    fitter = Fitter(traces.points, traces.names)
+    out = []
+    for k, first in enumerate(geometries[0]):
+        per_point = [g[k] for g in geometries]
+        if len({(p[0], len(p[1])) for p in per_point}) != 1:
+            raise DynamicUnsupported("an output view changes with the sizes")
+
+        def fit(values):
+            text = fitter.fit(list(values))
+            if text is None:
+                raise DynamicUnsupported(f"an output view's geometry is not a polynomial of the sizes: {values}")
+            return eval(compile(f"lambda {', '.join(traces.names)}: {text}", "<view>", "eval"))  # noqa: S307
+
+        rank = len(first[1])
+        out.append((first[0], [fit(p[1][d] for p in per_point) for d in range(rank)],
+                    [fit(p[2][d] for p in per_point) for d in range(rank)], fit(p[3] for p in per_point)))
+    return out
+
+
+def _dynamic_runner(kernel, views, where, symbol_dims):
+    """The callable of a dynamic compile: the program (or none) and the output views of inputs,
+    taken with their fitted geometry at the symbol values of the call (`symbol_dims`: per
+    symbol, the (argument, dim) it is read from)."""
+    if views is None:
+        return kernel
+
+    def run(*args):
+        computed_outputs = kernel(*args) if kernel is not None else ()
+        values = [args[a].shape[d] for a, d in symbol_dims]
+        results = []
+        for is_view, i in where:
+            if not is_view:
+                results.append(computed_outputs[i])
+                continue
+            root, sizes, strides, offset = views[i]
+            base = args[root]
+            results.append(base.as_strided([f(*values) for f in sizes], [f(*values) for f in strides],
+                                           base.storage_offset() + offset(*values)))
+        return tuple(results)
+
+    return run
+
+
+def compile_dynamic(traces, example_inputs):
+    """The program over size symbols (dynamic.py) of a frame traced at several points:
+    `traces` is a dynamic.Traces; returns (the callable, attribute targets). Outputs that are
+    views of inputs are taken at each call with their geometry fitted over the symbols. Raises
+    dynamic.DynamicUnsupported when the prims graphs do not agree over the symbols, or when
+    the graph needs what the symbolic path does not do yet (draws, fallbacks)."""
+    from .dynamic import DynamicUnsupported, generalize
+
+    texts, attr_lists, wheres, geometries = [], [], [], []
+    for gm in traces.graph_modules:
+        try:
+            attr_targets, draws, computed, views, where = _prepare(
+                _with_probe_layouts(gm, example_inputs, traces.symbolic_inputs), None)
+            if views is not None:
+                geometries.append(_view_geometry(views))
+        except Exception as error:  # noqa: BLE001 - a probe the pipeline refuses: static sizes then
+            raise DynamicUnsupported(f"the graph at other sizes does not compile: {type(error).__name__}: "
+                                     f"{error}") from error
+        if draws is not None:
+            raise DynamicUnsupported("random draws are compiled for static sizes only")
+        if computed is not None and _plan(computed) is not None:
+            raise DynamicUnsupported("ops without a lowering (fallbacks) are compiled for static sizes only")
+        texts.append(str(computed) if computed is not None else "")
+        attr_lists.append(attr_targets)
+        wheres.append(where)
+    if any(w != wheres[0] for w in wheres) or len({len(g) for g in geometries}) > 1 or \
+            (geometries and len(geometries) != len(texts)):
+        raise DynamicUnsupported("the outputs aliasing inputs change with the sizes")
+    views = _symbolic_views(geometries, traces) if geometries else None
+    symbol_dims = traces.symbol_dims()
+    if not texts[0]:
+        return _dynamic_runner(None, views, wheres[0], symbol_dims), attr_lists[0]
+    if any(a != attr_lists[0] for a in attr_lists):
+        raise DynamicUnsupported("the graph reads other attributes at other sizes")
+    symbolic_text = generalize(texts, traces.points, traces.names)
+    hints = dict(zip(traces.names, traces.points[0]))
+    # The graph cache keys on the symbolic graph (its text over s0, s1, ...) and the size hints
+    # the code was tuned for: another process, or another frame with the same graph, skips
+    # lowering and compiling.
+    key = "\n".join([graph_cache.build_identity(), _codegen.toolchain_key(), "symbolic sizes",
+                     repr(sorted(hints.items())), symbolic_text])
+    entry = graph_cache.load(key)
+    if entry is not None and entry.kernel is not None:
+        return _dynamic_runner(entry.kernel, views, wheres[0], symbol_dims), attr_lists[0]
+    try:
+        program, schedule_log = _codegen.schedule(_codegen.lower(symbolic_text))
+        source = _codegen.emit_cpp(program, size_hints=hints)
+    except Exception as error:  # noqa: BLE001 - as in _compile_program
+        raise DynamicUnsupported(f"lowering over size symbols failed: {type(error).__name__}: {error}") \
+            from error
+    debug_dir.write("loops.kir", program)
+    debug_dir.write("schedule.log", schedule_log)
+    _loops_log.info("fusion decisions (sizes %s):\n%s", traces.describe(), schedule_log)
+    _loops_log.debug("scheduled loop program:\n%s", program)
+    debug_dir.write("output_code.cpp", source)
+    path, cache_hit = _codegen.compile_source(source)
+    _output_code_log.info("output code (%s, %s, symbolic sizes %s):\n%s", path,
+                          "cache hit" if cache_hit else "compiled", traces.describe(), source)
+    # (The entry holds the program; the output views are fitted again from the probes.)
+    graph_cache.store(key, graph_cache.Entry(program, path, None, [], attr_lists[0], schedule_log=schedule_log))
+    kernel = _codegen.CompiledKernel(path, "kiln_entry", program)
+    return _dynamic_runner(kernel, views, wheres[0], symbol_dims), attr_lists[0]
+
+
 def attribute_reader(gm, targets):
     """A function returning the current values of get_attr `targets` of `gm`, read at every call
     (a parameter assigned anew after compiling is seen). Top-level parameters and buffers are
@@ -415,8 +563,13 @@ def attribute_reader(gm, targets):
 def compile_inductor(gm, example_inputs, **kwargs):
     """Compiles the captured graph to C++ (see the module docstring); returns a callable taking
     the graph's placeholders and returning its outputs as a tuple. `mode` and `options` of
-    kiln.compile are accepted and not used yet."""
-    run, attr_targets, _ = compile_graph(gm, example_inputs)
+    kiln.compile are accepted and not used yet. A graph traced with size symbols
+    (gm.kiln_dynamic, set by the frame callback) compiles to one program over them."""
+    traces = getattr(gm, "kiln_dynamic", None)
+    if traces is not None:
+        run, attr_targets = compile_dynamic(traces, example_inputs)
+    else:
+        run, attr_targets, _ = compile_graph(gm, example_inputs)
     if not attr_targets:
         return run
     read = attribute_reader(gm, attr_targets)

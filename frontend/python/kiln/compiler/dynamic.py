@@ -1,0 +1,483 @@
+"""Dynamic shapes in kiln.compile: which input dims become size symbols, and how one graph
+over those symbols is built from traces at several sizes (docs/dynamic-shapes.md).
+
+Which dims (TorchDynamo's policy): `dynamic=True` makes every dim of every input tensor
+symbolic; `dynamic=False` none; `dynamic=None` (the default) starts static and, after a
+recompile caused by a size change, makes the dims that changed symbolic (automatic dynamic,
+sticky per code object and input); `mark_dynamic(t, dim)` marks a dim of a tensor before the
+call. Sizes 0 and 1 are never symbolic (specialized, as in PyTorch), nor dims of
+non-contiguous inputs. Dims of equal size share one symbol (duck sizing).
+
+How: kiln's tracer and decompositions run on meta tensors of concrete sizes, so the symbolic
+graph is found by probing. The frame is traced again with the symbols at other values (probe
+points spread over [2, max_size], the guarded range), each trace is lowered to prims by the
+same pipeline, and the prims graphs must agree except for integers; each integer that differs
+must be one polynomial with integer coefficients in the symbols (degree <= 2, 3 for one symbol)
+at every point, fitted on some points and checked on the others. Anything else (a graph that
+changes with the sizes, a float constant computed from a size, a size the user's code turned
+into a Python value) makes the compile static. The probes bracket the guarded range, so a
+size-dependent choice between its ends (a clamp, a branch) shows up as a misfit or a
+different graph.
+"""
+import itertools
+import re
+from fractions import Fraction
+
+from .. import _C
+
+# A symbolic dim is guarded to lie in [2, max size]: at least this, or a few times the size
+# seen (larger sizes recompile with a larger range).
+MIN_MAX_SIZE = 4096
+MAX_SYMBOLS = 4
+
+
+class DynamicUnsupported(RuntimeError):
+    """The graph is not the same over the size symbols; the frame compiles statically."""
+
+
+def mark_dynamic(t, dim):
+    """Marks dim(s) `dim` of tensor `t` dynamic for the compiles that see `t` as an input (as
+    torch._dynamo.mark_dynamic): they become size symbols unless their size is 0 or 1. The
+    mark is kept on the tensor object (`_kiln_dynamic_dims`, as torch's _dynamo_dynamic_indices)."""
+    if not isinstance(t, _C.TensorBase):
+        raise TypeError(f"mark_dynamic expects a kiln tensor, got {type(t).__name__}")
+    dims = [dim] if isinstance(dim, int) else list(dim)
+    for d in dims:
+        if not isinstance(d, int) or not -t.dim() <= d < max(t.dim(), 1):
+            raise IndexError(f"mark_dynamic: dim {d} out of range for a {t.dim()}-d tensor")
+    marked = set(getattr(t, "_kiln_dynamic_dims", ()))
+    t._kiln_dynamic_dims = marked | {d % t.dim() for d in dims}
+
+
+def marked_dims(t):
+    return set(getattr(t, "_kiln_dynamic_dims", ()))
+
+
+# The symbols whose SizeInts were compared (or tested for truth) since begin_trace().
+_compared = set()
+
+
+def begin_trace():
+    _compared.clear()
+
+
+def compared_symbols():
+    return set(_compared)
+
+
+class SizeInt(int):
+    """A size read from a tensor while the frame is traced over size symbols (`b, s, d =
+    x.shape`): an int that remembers the symbols it was computed from. Arithmetic keeps them;
+    a comparison or a truth test records them (kiln.compiler.dynamic._compared), because the
+    traced code may branch on it, so the frame specializes those symbols (as PyTorch guards
+    on a SymInt's comparisons). Passed to an op (a reshape's sizes), it is a plain int: the
+    probes fit what the op makes of it."""
+
+
+    def __new__(cls, value, symbols):
+        self = super().__new__(cls, value)
+        self.symbols = frozenset(symbols)
+        return self
+
+    def _record(self, other):
+        _compared.update(self.symbols)
+        if isinstance(other, SizeInt):
+            _compared.update(other.symbols)
+
+    def _wrap(self, result, other=None):
+        if not isinstance(result, int) or isinstance(result, bool):
+            return result
+        syms = self.symbols | (other.symbols if isinstance(other, SizeInt) else frozenset())
+        return SizeInt(result, syms)
+
+    def __bool__(self):
+        self._record(None)
+        return int(self) != 0
+
+    def __hash__(self):
+        return int.__hash__(self)
+
+    def __reduce__(self):
+        return (int, (int(self),))
+
+
+def _arith(name):
+    base = getattr(int, name)
+
+    def op(self, other=None):
+        if other is None:
+            return self._wrap(base(self))
+        return self._wrap(base(self, other), other)
+
+    op.__name__ = name
+    return op
+
+
+def _compare(name):
+    base = getattr(int, name)
+
+    def op(self, other):
+        self._record(other)
+        return base(self, other)
+
+    op.__name__ = name
+    return op
+
+
+for _name in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__floordiv__",
+              "__rfloordiv__", "__mod__", "__rmod__", "__neg__", "__pos__", "__abs__", "__pow__"):
+    setattr(SizeInt, _name, _arith(_name))
+for _name in ("__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__"):
+    setattr(SizeInt, _name, _compare(_name))
+
+
+def tag_sizes(value, table):
+    """`value` (a Size, tuple or int read from a tensor) with each int that is a symbol's
+    value in this trace (`table`: value -> symbol id) a SizeInt of that symbol."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return SizeInt(value, [table[value]]) if value in table else value
+    if isinstance(value, tuple):
+        items = [SizeInt(v, [table[v]]) if isinstance(v, int) and v in table else v for v in value]
+        try:
+            return type(value)(items)
+        except Exception:  # noqa: BLE001 - a tuple type that cannot be rebuilt from a list
+            return tuple(items)
+    return value
+
+
+class Signature:
+    """The symbolic signature of a compile: per input expression, the symbol id of each dim
+    (-1: static), the symbols' sizes in the traced call (hints) and the guarded maximum."""
+
+    def __init__(self, dims, hints, max_size):
+        self.dims = dims          # expr -> [symbol id or -1]
+        self.hints = hints        # [size] per symbol id
+        self.max_size = max_size
+
+    def __bool__(self):
+        return bool(self.hints)
+
+    def restrict(self, keep):
+        """The signature with only the symbols in `keep` (the others' dims static), renumbered."""
+        keep = sorted(keep)
+        new_id = {old: new for new, old in enumerate(keep)}
+        dims = {}
+        for expr, ids in self.dims.items():
+            mapped = [new_id.get(i, -1) for i in ids]
+            if any(i >= 0 for i in mapped):
+                dims[expr] = mapped
+        return Signature(dims, [self.hints[i] for i in keep], self.max_size)
+
+    def symbol_names(self):
+        return [f"s{i}" for i in range(len(self.hints))]
+
+    def describe(self):
+        """'L['x']: [s0, 32]' per input with a symbolic dim."""
+        parts = []
+        for expr, ids in self.dims.items():
+            parts.append(f"{expr}: [" + ", ".join(f"s{i}" if i >= 0 else "_" for i in ids) + "]")
+        return "; ".join(parts)
+
+    def sizes_at(self, point, examples_by_expr):
+        """Per input expression with symbolic dims, its sizes with symbol i at point[i]."""
+        out = {}
+        for expr, ids in self.dims.items():
+            sizes = list(examples_by_expr[expr].shape)
+            out[expr] = [point[i] if i >= 0 else s for i, s in zip(ids, sizes)]
+        return out
+
+
+def choose(examples_by_expr, wanted):
+    """The Signature making dims `wanted` (expr -> set of dims) symbolic, with duck sizing;
+    dims of size 0 or 1 and non-contiguous inputs stay static."""
+    dims, hints, by_size = {}, [], {}
+    for expr, want in wanted.items():
+        t = examples_by_expr.get(expr)
+        if t is None or not want or not t.is_contiguous():
+            continue
+        ids = []
+        for d, size in enumerate(t.shape):
+            if d in want and size >= 2:
+                if size not in by_size:
+                    by_size[size] = len(hints)
+                    hints.append(size)
+                ids.append(by_size[size])
+            else:
+                ids.append(-1)
+        if any(i >= 0 for i in ids):
+            dims[expr] = ids
+    max_size = max([MIN_MAX_SIZE] + [4 * h for h in hints])
+    return Signature(dims, hints, max_size)
+
+
+def _monomials(k):
+    """Exponent tuples of the monomials fitted over k symbols: degree <= 2 (<= 3 for one)."""
+    degree = 3 if k == 1 else 2
+    out = []
+    for total in range(degree + 1):
+        for combo in itertools.combinations_with_replacement(range(k), total):
+            out.append(tuple(combo.count(i) for i in range(k)))
+    return out
+
+
+def probe_points(sig, avoid=()):
+    """Points (a size per symbol) at which the frame is traced again: enough to fit every
+    monomial plus two to check, spread over [2, max_size] (both ends included), avoiding the
+    static sizes of the program (`avoid`: at a symbol equal to one, decompositions take their
+    special cases, a slice of a whole dim vanishes, and the graph text differs)."""
+    k, top = len(sig.hints), sig.max_size
+    values = [2, top, 3, top - 1, 5, top // 3 + 1, 7, top // 2 - 1, 11, 97, 13, 251, 17, 509, 19, 1021,
+              23, 2039, 29, 31, 37, 41, 43, 47, 53, 59, 61, 67, 71, 73, 79, 83, 89]
+    values = [v for v in dict.fromkeys(values) if 2 <= v <= top and v not in set(avoid)]
+    if len(values) < k + 1:
+        raise DynamicUnsupported(f"too few probe sizes in [2, {top}]")
+    need = len(_monomials(k)) + 2
+    points = []
+    for j in range(len(values) ** 2):
+        point = tuple(values[(j + 5 * i) % len(values)] for i in range(k))
+        if point != tuple(sig.hints) and point not in points and len(set(point)) == k:
+            points.append(point)
+        if len(points) >= need:
+            return points
+    raise DynamicUnsupported(f"too few probe points in [2, {top}]")
+
+
+def _solve(rows, values):
+    """Exact solution of the square system rows * x = values (Fractions), or None if singular."""
+    n = len(rows)
+    a = [[Fraction(x) for x in row] + [Fraction(v)] for row, v in zip(rows, values)]
+    for col in range(n):
+        pivot = next((r for r in range(col, n) if a[r][col] != 0), None)
+        if pivot is None:
+            return None
+        a[col], a[pivot] = a[pivot], a[col]
+        for r in range(n):
+            if r != col and a[r][col] != 0:
+                f = a[r][col] / a[col][col]
+                a[r] = [x - f * y for x, y in zip(a[r], a[col])]
+    return [a[i][n] / a[i][i] for i in range(n)]
+
+
+def _value(mono, point):
+    v = 1
+    for e, x in zip(mono, point):
+        v *= x ** e
+    return v
+
+
+def _basis(points, monos):
+    """Indices of len(monos) points whose monomial matrix is nonsingular."""
+    chosen, rows = [], []
+    for i, p in enumerate(points):
+        trial = rows + [[_value(m, p) for m in monos]]
+        # Rank check by solving with a dummy right-hand side once square.
+        if len(trial) < len(monos):
+            chosen.append(i)
+            rows = trial
+            continue
+        if _solve(trial, [0] * len(trial)) is not None:
+            chosen.append(i)
+            return chosen
+    return None
+
+
+def _expr_text(coeffs, monos, names):
+    """IndexExpr text of sum(c * monomial), e.g. '3*s0*s1 + 2*s0 - 1'."""
+    terms = []
+    for c, mono in zip(coeffs, monos):
+        if c == 0:
+            continue
+        factors = [n for n, e in zip(names, mono) for _ in range(e)]
+        if not factors:
+            terms.append(str(c))
+        elif c == 1:
+            terms.append("*".join(factors))
+        else:
+            terms.append(f"{c}*" + "*".join(factors))
+    if not terms:
+        return "0"
+    text = terms[0]
+    for t in terms[1:]:
+        text += f" - {t[1:]}" if t.startswith("-") else f" + {t}"
+    return text
+
+
+class Fitter:
+    """Fits integers seen at several points as polynomials in the size symbols."""
+
+    def __init__(self, points, names):
+        self.points, self.names = points, names
+        self.monos = _monomials(len(names))
+        self.basis = _basis(points, self.monos)
+        if self.basis is None:
+            raise DynamicUnsupported("the probe points do not determine the size polynomials")
+        self.rows = [[_value(m, points[i]) for m in self.monos] for i in self.basis]
+        self.cache = {}
+
+    def fit(self, values):
+        """The expression text taking values[j] at points[j], or None when no polynomial does."""
+        key = tuple(values)
+        if key in self.cache:
+            return self.cache[key]
+        coeffs = _solve(self.rows, [values[i] for i in self.basis])
+        text = None
+        if coeffs is not None and all(c.denominator == 1 for c in coeffs):
+            coeffs = [int(c) for c in coeffs]
+            if all(sum(c * _value(m, p) for c, m in zip(coeffs, self.monos)) == v
+                   for p, v in zip(self.points, values)):
+                text = _expr_text(coeffs, self.monos, self.names)
+        self.cache[key] = text
+        return text
+
+
+# An integer token of the graph text: not part of a name, a float or a dtype.
+_INT = re.compile(r"(?<![\w.%@\"])-?\d+(?![\w.])")
+# The arguments (by position and by keyword) whose integers may differ between the probes:
+# sizes that lowering reads from the node's (symbolic) type, not from the argument. Any other
+# integer argument that depends on the sizes (a slice's start, a fill value) is not fitted.
+_SIZE_ARGUMENTS = {
+    "prims.broadcast_in_dim": {1, "shape"},
+    "prims.reshape": {1, "shape"},
+    "prims.full": {0, "shape"},
+    "prims.iota": {0, "length"},
+    "prims.empty_strided": {0, 1, "shape", "strides"},
+    "prims.slice": {2, "limit_indices"},
+}
+_CALL = re.compile(r"= call_function ([\w.]+)\(")
+
+
+def _argument_at(line, pos):
+    """The argument (position, or keyword name) of the call on `line` that character `pos`
+    is in, or None outside the call's parentheses."""
+    m = _CALL.search(line)
+    if not m or pos < m.end():
+        return None
+    depth, index, start = 0, 0, m.end()
+    for i in range(m.end(), pos):
+        c = line[i]
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            if depth == 0:
+                return None  # past the call's closing parenthesis
+            depth -= 1
+        elif c == "," and depth == 0:
+            index, start = index + 1, i + 1
+    keyword = re.match(r"\s*(\w+)=", line[start:pos + 1])
+    return keyword.group(1) if keyword else index
+
+
+def _split_line(line):
+    """(arguments part, type part) of a node line: the type follows the last ') :' (the
+    call's closing parenthesis), or the ': ' of a parameter."""
+    m = re.search(r"\)\s*:\s", line)
+    if m and " = call_" in line:
+        return line[:m.end()], line[m.end():]
+    return "", line
+
+
+def _size_argument(line, offset):
+    """Whether the integer at `offset` of a node line is in one of _SIZE_ARGUMENTS."""
+    m = _CALL.search(line)
+    allowed = _SIZE_ARGUMENTS.get(m.group(1)) if m else None
+    return bool(allowed) and _argument_at(line, offset) in allowed
+
+
+def generalize(texts, points, names):
+    """The graph text over the symbols `names` that is texts[j] with symbol i at points[j][i]
+    (texts[0] is the traced call's graph, points[0] its sizes); DynamicUnsupported otherwise.
+    Integers in types are fitted; an integer argument may differ only in _SIZE_ARGUMENTS (the
+    traced call's value is kept there: lowering reads the node's type)."""
+    lines = [t.splitlines() for t in texts]
+    if len({len(ls) for ls in lines}) != 1:
+        raise DynamicUnsupported("the graph has a different number of nodes at other sizes")
+    fitter = Fitter(points, names)
+    out = []
+    for row in zip(*lines):
+        parts = [_split_line(line) for line in row]
+        new_line = ""
+        for which in (0, 1):
+            segments = [_INT.split(p[which]) for p in parts]
+            numbers = [_INT.findall(p[which]) for p in parts]
+            if any(s != segments[0] for s in segments) or len({len(n) for n in numbers}) != 1:
+                raise DynamicUnsupported(f"the graph differs at other sizes: {row[0].strip()!r} vs "
+                                         f"{row[1].strip()!r}")
+            text = segments[0][0]
+            offsets = [m.start() for m in _INT.finditer(parts[0][which])]
+            for k, values in enumerate(zip(*numbers)):
+                values = [int(v) for v in values]
+                if len(set(values)) == 1:
+                    token = str(values[0])
+                elif which == 0:
+                    if not _size_argument(parts[0][0], offsets[k]):
+                        raise DynamicUnsupported(f"an argument depends on the sizes: {row[0].strip()!r}")
+                    token = str(values[0])
+                else:
+                    token = fitter.fit(values)
+                    if token is None:
+                        raise DynamicUnsupported(f"a size is not a polynomial of the size symbols: "
+                                                 f"{row[0].strip()!r} at {values}")
+                text += token + segments[0][k + 1]
+            new_line += text
+        out.append(new_line)
+    return "\n".join(out) + "\n"
+
+
+class Traces:
+    """A frame traced with size symbols: the trace at the call's sizes with symbolic guards
+    (`result`), the static trace it replaces if the symbolic graph fails (`static_result`),
+    the points (the call's sizes first) and the graph module traced at each, and the
+    positions of the inputs with symbolic dims."""
+
+    def __init__(self, signature, result, static_result, points, graph_modules, symbolic_inputs):
+        self.signature = signature
+        self.result = result
+        self.static_result = static_result
+        self.points = points
+        self.graph_modules = graph_modules
+        self.symbolic_inputs = symbolic_inputs
+        self.names = signature.symbol_names()
+
+    def describe(self):
+        return self.signature.describe()
+
+    def symbol_dims(self):
+        """Per symbol, the (graph input position, dim) whose size it is (its first)."""
+        found = {}
+        for pos, expr in enumerate(self.result["inputs"]):
+            for d, i in enumerate(self.signature.dims.get(expr, ())):
+                if i >= 0 and i not in found:
+                    found[i] = (pos, d)
+        return [found[i] for i in range(len(self.signature.hints))]
+
+
+def _same_constants(a, b):
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if type(x) is not type(y):
+            return False
+        try:
+            if not bool(x == y):
+                return False
+        except Exception:  # noqa: BLE001 - values that do not compare (tensors): not the same
+            if x is not y:
+                return False
+    return True
+
+
+def compare_traces(traced, static, probes):
+    """Why the probe traces cannot be one graph over the symbols, or None: each must succeed
+    and rebuild the frame's result from the same inputs, output expression and constants (a
+    size read into a Python value, e.g. returned, differs)."""
+    for r in [traced] + list(probes):
+        if not r["ok"]:
+            return f"a trace at other sizes failed: {r['reason']}"
+        for key in ("inputs", "output", "lets", "side_effects"):
+            if r.get(key) != static.get(key):
+                return f"the frame's {key} differ at other sizes"
+        if not _same_constants(list(r["constants"]), list(static["constants"])):
+            return "the frame returns values computed from the sizes"
+        if sorted(r["attrs"]) != sorted(static["attrs"]):
+            return "the graph reads other attributes at other sizes"
+    return None

@@ -1,0 +1,390 @@
+"""Dynamic shapes in kiln.compile (docs/dynamic-shapes.md): dims that change between calls (or
+all dims with dynamic=True, or marked ones) become size symbols, one compiled program serves
+every size the guards admit, and whatever is not the same graph over the symbols compiles for
+static sizes instead. Every compiled result is compared to eager kiln at each size."""
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+import kiln
+from kiln.compiler import dynamic
+from kiln.compiler.backends import lookup_backend
+
+pytestmark = pytest.mark.skipif(shutil.which(os.environ.get("KILN_CXX", "c++")) is None,
+                                reason="no C++ compiler")
+
+RNG = np.random.default_rng(0)
+
+
+def _t(*shape):
+    return kiln.from_numpy(RNG.standard_normal(shape).astype(np.float32))
+
+
+@pytest.fixture(autouse=True)
+def fresh(tmp_path_factory, monkeypatch):
+    monkeypatch.setattr(kiln.config, "cache_dir", str(tmp_path_factory.getbasetemp() / "dyn-cache"))
+    kiln.compiler.reset()
+    yield
+    kiln.compiler.reset()
+
+
+def _counting():
+    """The inductor backend, counting its compiles and the ones over size symbols."""
+    inductor = lookup_backend("inductor")
+    counts = {"compiles": 0, "dynamic": 0, "symbols": []}
+
+    def backend(gm, example_inputs, **kwargs):
+        compiled = inductor(gm, example_inputs, **kwargs)  # (a failed try is not counted)
+        counts["compiles"] += 1
+        traces = getattr(gm, "kiln_dynamic", None)
+        counts["dynamic"] += traces is not None
+        counts["symbols"].append(traces.describe() if traces is not None else None)
+        return compiled
+
+    backend.supports_dynamic_shapes = True
+    return backend, counts
+
+
+def _check(fn, calls, dynamic_flag=None, rtol=1e-4, atol=1e-5):
+    """Runs fn compiled over `calls` (tuples of arguments), each result against eager kiln;
+    returns the compile counts."""
+    backend, counts = _counting()
+    compiled = kiln.compile(fn, backend=backend, dynamic=dynamic_flag)
+    for args in calls:
+        want, got = fn(*args), compiled(*args)
+        want = want if isinstance(want, tuple) else (want,)
+        got = got if isinstance(got, tuple) else (got,)
+        assert len(want) == len(got)
+        for w, g in zip(want, got):
+            if isinstance(w, kiln.Tensor):
+                assert tuple(g.shape) == tuple(w.shape)
+                np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=rtol, atol=atol)
+            else:
+                assert g == w
+    return counts
+
+
+def test_automatic_dynamic_batch_compiles_twice(capsys):
+    # The conformance program dynamic_batch: the batch changes at the second call, which
+    # recompiles with it symbolic; the later sizes run that graph.
+    w = _t(32, 16)
+
+    def fn(x):
+        return kiln.softmax(x @ w, dim=-1).sum(dim=0)
+
+    kiln.set_logs(recompiles=True)
+    try:
+        counts = _check(fn, [(_t(n, 32),) for n in (4, 8, 16, 33, 100)])
+    finally:
+        kiln.set_logs()
+    assert counts["symbols"] == [None, "x: [s0, _]"]
+    assert "recompiled over size symbols: x: [s0, _]" in capsys.readouterr().err
+
+
+def test_dynamic_false_compiles_each_size():
+    w = _t(32, 16)
+    counts = _check(lambda x: (x @ w).relu(), [(_t(n, 32),) for n in (4, 8, 16)], dynamic_flag=False)
+    assert counts["symbols"] == [None, None, None]
+
+
+def test_dynamic_true_views_reductions_and_user_sizes():
+    # One graph from the first call: reshape by the sizes the code reads (b, s), a head split,
+    # transpose, bmm, softmax, layer norm, var, cat and broadcasting, all over s0 (and a
+    # static feature dim).
+    ln = _t(16)
+
+    def fn(x, mask):
+        b, s, d = x.shape
+        h = kiln.nn.functional.layer_norm(x, [d], ln)
+        q = h.reshape(b, s, 4, d // 4).transpose(1, 2)
+        a = kiln.softmax((q @ q.transpose(-2, -1)).masked_fill(mask, float("-inf")), dim=-1) @ q
+        y = a.transpose(1, 2).reshape(b, s, d)
+        v = y.var(dim=-1, keepdim=True)
+        return kiln.cat([y * v, x[:, :1, :].expand(b, s, d)], dim=-1)
+
+    def call(s):
+        return _t(2, s, 16), kiln.from_numpy(np.triu(np.ones((s, s), dtype=bool), 1))
+
+    counts = _check(fn, [call(s) for s in (8, 9, 13, 30)], dynamic_flag=True, atol=1e-4)
+    # The feature dim d is pinned by the layer norm's weight (a trace at another d fails), so
+    # it is specialized; batch and sequence stay symbolic (the mask shares the sequence's).
+    assert counts["symbols"] == ["x: [s0, s1, _]; mask: [s1, s1]"]
+
+
+def test_mark_dynamic_and_guards():
+    def fn(x):
+        return (x * 2).sum(dim=1)
+
+    backend, counts = _counting()
+    compiled = kiln.compile(fn, backend=backend)
+    x = _t(5, 7)
+    kiln.compiler.mark_dynamic(x, 0)
+    compiled(x)
+    for n in (3, 64):
+        np.testing.assert_allclose(compiled(_t(n, 7)).numpy().shape, (n,))
+    assert counts["symbols"] == ["x: [s0, _]"]
+    # A changed static dim recompiles (and becomes symbolic: automatic dynamic).
+    compiled(_t(5, 9))
+    assert counts["compiles"] == 2
+    with pytest.raises(IndexError):
+        kiln.compiler.mark_dynamic(x, 2)
+
+
+def test_sizes_zero_and_one_are_specialized():
+    counts = _check(lambda x: x.exp() + 1, [(_t(1, 4),), (_t(3, 4),), (_t(6, 4),), (_t(1, 4),)],
+                    dynamic_flag=True)
+    # The size-1 dim is static in the first graph; the size-3 call compiles over both dims
+    # (distinct sizes: two symbols); size 6 reuses it, size 1 the first graph.
+    assert counts["symbols"] == ["x: [_, s0]", "x: [s0, s1]"]
+
+
+def test_duck_sizing_guards_equal_sizes():
+    def fn(x, y):
+        return x @ y.transpose(0, 1)
+
+    # x and y share s0 at the first call (both 4 rows); a call where they differ fails the
+    # guard and compiles again.
+    counts = _check(fn, [(_t(4, 8), _t(4, 8)), (_t(6, 8), _t(6, 8)), (_t(5, 8), _t(7, 8))],
+                    dynamic_flag=True)
+    assert counts["compiles"] == 2
+
+
+def test_size_dependent_branch_compiles_static():
+    # The graph differs between the probes (the branch), so each size compiles statically.
+    def fn(x):
+        if x.shape[0] > 100:
+            return x * 2
+        return x * 3
+
+    counts = _check(fn, [(_t(4, 3),), (_t(200, 3),), (_t(5, 3),)], dynamic_flag=True)
+    # Dim 0 is specialized (each size compiles), dim 1 stays symbolic.
+    assert counts["symbols"] == ["x: [_, s0]"] * 3
+
+
+def test_size_returned_as_python_value_compiles_static():
+    counts = _check(lambda x: (x + 1, x.shape[0] * 2), [(_t(4, 3),), (_t(6, 3),)], dynamic_flag=True)
+    assert counts["symbols"] == ["x: [_, s0]"] * 2
+
+
+def test_mean_over_symbolic_dim():
+    # mean divides by the symbolic count: a float constant of the sizes, which the probes
+    # cannot fit, so it compiles statically; the results stay right either way.
+    counts = _check(lambda x: x.mean(dim=0), [(_t(n, 5),) for n in (4, 6, 9)], dynamic_flag=True)
+    assert counts["symbols"] == ["x: [_, s0]"] * 3
+
+
+def test_guard_range_recompiles_beyond_max():
+    backend, counts = _counting()
+    compiled = kiln.compile(lambda x: x + 1, backend=backend, dynamic=True)
+    compiled(_t(3))
+    big = dynamic.MIN_MAX_SIZE + 1
+    assert tuple(compiled(_t(big)).shape) == (big,)
+    assert counts["compiles"] == 2
+
+
+def test_fitter():
+    points = [(8,), (2,), (4096,), (3,), (4095,), (5,), (1366,)]
+    f = dynamic.Fitter(points, ["s0"])
+    assert f.fit([3 * p[0] * p[0] - 1 for p in points]) == "-1 + 3*s0*s0"
+    assert f.fit([min(p[0], 64) for p in points]) is None  # a clamp is not a polynomial
+    assert f.fit([p[0] // 2 for p in points]) is None
+    two = dynamic.Fitter([(8, 5), (2, 3), (9, 11), (4, 7), (3, 2), (6, 13), (12, 4), (10, 10)], ["s0", "s1"])
+    pts = two.points
+    assert two.fit([4 * a * b + a for a, b in pts]) == "s0 + 4*s0*s1"
+
+
+def test_slices_with_constant_bounds_stay_right():
+    # x[:6] on a symbolic dim is min(s0, 6) rows and x[2:] is s0 - 2: the clamp is not one
+    # polynomial over the probes, so that dim is specialized; the rest stays symbolic.
+    counts = _check(lambda x: (x[:6] * 2, x[2:] + 1), [(_t(n, 3),) for n in (4, 8, 10, 5)], dynamic_flag=True)
+    assert counts["symbols"] == ["x: [_, s0]"] * 4
+
+
+def test_symbolic_strided_views_feed_gemms():
+    # The projections read reshapes and head transposes of symbolic sizes as strided views
+    # (no copies): the program over s0 has as many kernels as the static one.
+    from kiln.compiler import inductor
+
+    w = _t(16, 48)
+
+    def fn(x):
+        q, k, v = (x.reshape(-1, 16) @ w).reshape(x.shape[0], 3, 4, 4).permute(1, 2, 0, 3).unbind(0)
+        return kiln.softmax(q @ k.transpose(-2, -1), dim=-1) @ v
+
+    programs = []
+    schedule = inductor._codegen.schedule
+
+    def spy(text):
+        programs.append(schedule(text)[0])
+        return schedule(text)
+
+    inductor._codegen.schedule, saved = spy, schedule
+    try:
+        _check(fn, [(_t(n, 16),) for n in (5, 9, 12)])
+        kiln.compiler.reset()
+        _check(fn, [(_t(12, 16),)], dynamic_flag=False)
+    finally:
+        inductor._codegen.schedule = saved
+    symbolic, static = programs[1], programs[-1]
+    assert "s0" in symbolic and symbolic.count("kernel @") == static.count("kernel @")
+    assert symbolic.count(" view(") == static.count(" view(")
+
+
+def test_slice_start_from_a_size_is_not_generalized():
+    # The last two rows: the slice's start (s0 - 2) is an argument lowering reads; it differs
+    # at the probes while every size is constant, and is not fitted, so dim 0 is specialized
+    # (the traced call's start kept would read the wrong rows at other sizes).
+    counts = _check(lambda x: x[x.shape[0] - 2:] * 2, [(_t(n, 3),) for n in (4, 8, 6)], dynamic_flag=True)
+    assert counts["symbols"] == ["x: [_, s0]"] * 3
+
+
+def test_size_argument_positions():
+    line = "  %slice = call_function prims.slice(%mm, [0, 0], [1, 32], [1, 1]) : f32[1, 32]"
+    starts, limits = line.index("[0, 0]") + 1, line.index("[1, 32]") + 1
+    assert not dynamic._size_argument(line, starts) and dynamic._size_argument(line, limits)
+    iota = "  %i = call_function prims.iota(8, start=2, step=1) : i64[s0]"
+    assert dynamic._size_argument(iota, iota.index("8"))
+    assert not dynamic._size_argument(iota, iota.index("2"))
+
+
+def test_size_equality_branch_specializes():
+    # `x.shape[0] == 10` holds at no probe point, so the probes alone would see one graph (x * 3)
+    # and run it at size 10 too; the comparison on the size (a SizeInt) specializes dim 0.
+    def fn(x):
+        b, n = x.shape
+        if b == 10:
+            return x * 2
+        return x * 3
+
+    counts = _check(fn, [(_t(k, 3),) for k in (4, 10, 6)], dynamic_flag=True)
+    assert counts["symbols"] == ["x: [_, s0]"] * 3
+
+
+def test_size_int_records_comparisons():
+    dynamic.begin_trace()
+    s = dynamic.SizeInt(8, [0])
+    t = s * 2 + dynamic.SizeInt(3, [1]) - 1
+    assert isinstance(t, dynamic.SizeInt) and t == 18 and t.symbols == {0, 1}
+    assert dynamic.compared_symbols() == {0, 1}
+    dynamic.begin_trace()
+    assert [s // 3, s % 3, -s] == [2, 2, -8] and dynamic.compared_symbols() == {0}
+
+
+def test_symbolic_guards_text_and_failures(capsys):
+    backend, counts = _counting()
+    compiled = kiln.compile(lambda x, y: x + y, backend=backend, dynamic=True)
+    kiln.set_logs(guards=True, recompiles=True)
+    try:
+        compiled(_t(4, 3), _t(4, 3))
+        compiled(_t(6, 3), _t(6, 3))          # same graph
+        compiled(_t(6, 3), _t(6, 3).transpose(0, 1).contiguous().transpose(0, 1))  # not contiguous
+        compiled(_t(5, 3), _t(7, 3)[:5])     # a view, contiguous: passes
+    finally:
+        kiln.set_logs()
+    err = capsys.readouterr().err
+    assert "check_tensor(L['x'], Tensor, float32, device=cpu, size=[s0, s1], contiguous, 2 <= s <= 4096" in err
+    assert "L['y'] is contiguous (got stride [1, 6])" in err
+    assert counts["compiles"] == 2
+
+
+def test_embedding_gather_index_select_over_symbols():
+    # Token embedding at changing batch and sequence lengths, a gather over a log_softmax of
+    # symbolic rows (cross entropy's), an index_select of symbolic rows; an index out of range
+    # still raises as eager does.
+    weight = _t(50, 8)
+
+    def fn(tokens, logits, target):
+        e = kiln.nn.functional.embedding(tokens, weight)
+        lp = kiln.log_softmax(logits, dim=-1).gather(1, target.unsqueeze(1))
+        return e.sum(dim=1), -lp.sum(), logits.index_select(0, target % 3)
+
+    def call(b, s):
+        tokens = kiln.from_numpy(RNG.integers(0, 50, (b, s)))
+        target = kiln.from_numpy(RNG.integers(0, 10, (b,)))
+        return tokens, _t(b, 10), target
+
+    counts = _check(fn, [call(3, 5), call(4, 7), call(6, 9), call(5, 8)])
+    assert counts["symbols"][-1] is not None and counts["compiles"] == 2
+    tokens, logits, target = call(5, 8)
+    tokens[0, 0] = 50
+    backend, _ = _counting()
+    compiled = kiln.compile(fn, backend=backend)
+    with pytest.raises(IndexError):
+        compiled(tokens, logits, target)
+
+
+def test_causal_mask_buffer_bounds_the_range():
+    # nanoGPT's pattern: a block_size x block_size causal mask buffer sliced to the sequence
+    # length. The frame does not trace beyond block_size (masked_fill's shapes differ), so the
+    # guarded range is found by bisection: 2 <= s <= 16, and one graph serves every length.
+    nn = kiln.nn
+
+    class Attention(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.qkv = nn.Linear(8, 24)
+            self.register_buffer("bias", kiln.from_numpy(np.tril(np.ones((16, 16), np.float32))).view(1, 16, 16))
+
+        def forward(self, x):
+            b, t, c = x.size()
+            q, k, v = self.qkv(x).split(c, dim=2)
+            att = (q @ k.transpose(-2, -1)).masked_fill(self.bias[:, :t, :t] == 0, float("-inf"))
+            return kiln.softmax(att, dim=-1) @ v
+
+    model = Attention()
+    with kiln.no_grad():
+        counts = _check(model, [(_t(2, t, 8),) for t in range(5, 17)], atol=1e-4)
+    assert counts["symbols"] == [None, "x: [_, s0, _]"]
+
+
+def test_graph_cache_keys_on_the_symbolic_graph(monkeypatch):
+    # A second compile of the same program over symbols (after reset: as another process
+    # would) comes from the graph cache: nothing is lowered again.
+    from kiln.compiler import inductor
+
+    w = _t(8, 4)
+
+    def fn(x):
+        return (x @ w).relu()
+
+    calls = [(_t(n, 8),) for n in (3, 5, 7)]
+    _check(fn, calls, dynamic_flag=True)
+    kiln.compiler.reset()
+    lowered = []
+    monkeypatch.setattr(inductor._codegen, "lower", lambda g, _lower=inductor._codegen.lower: lowered.append(1) or _lower(g))
+    counts = _check(fn, calls, dynamic_flag=True)
+    assert counts["symbols"] == ["x: [s0, _]"] and lowered == []
+
+
+def test_outputs_viewing_inputs_over_symbols():
+    # Outputs that are inputs or views of them (returned eagerly as views, aliasing the inputs)
+    # are taken with their geometry fitted over the symbols; the rest is the compiled program.
+    def fn(x, y):
+        return x, x.transpose(0, 1)[1:], y.reshape(-1), (x * 2).sum(dim=1)
+
+    counts = _check(fn, [(_t(n, 3), _t(2, n)) for n in (4, 7, 9)], dynamic_flag=True)
+    assert counts["symbols"] == ["x: [s0, s1]; y: [s2, s0]"]
+    backend, _ = _counting()
+    compiled = kiln.compile(fn, backend=backend, dynamic=True)
+    x, y = _t(5, 3), _t(2, 5)
+    compiled(x, y)
+    outs = compiled(x, y)
+    assert outs[0] is x or outs[0].data_ptr() == x.data_ptr()
+    x.mul_(0)  # the views see the write
+    assert float(outs[1].abs().sum()) == 0.0
+
+
+def test_dims_that_compiled_static_are_not_probed_again(monkeypatch):
+    # mean's 1/n keeps dim 0 static; later recompiles (automatic dynamic) do not trace the
+    # frame at probe sizes again for it.
+    from kiln.compiler import frame_callback
+
+    traces = []
+    real = frame_callback.trace_frame
+    monkeypatch.setattr(frame_callback, "trace_frame", lambda info, options: traces.append(options) or real(info, options))
+    counts = _check(lambda x: x.mean(dim=0), [(_t(n, 5),) for n in (4, 6, 9, 11)])
+    assert counts["symbols"] == [None] * 4
+    probing = [i for i, o in enumerate(traces) if "sizes" in o]
+    assert probing and max(probing) < len(traces) - 2  # only the first recompile probed
