@@ -400,6 +400,25 @@ void copyTo(const Tensor& dst, const Tensor& src) {
   }
 }
 
+// x[mask] = v with one boolean mask over x's leading dims and a single value: a masked_fill_
+// (as PyTorch's compiler rewrites it), which keeps the shape static: index_put_ with a mask
+// needs the mask's nonzero count, which a fake tensor under capture does not have.
+bool maskFill(const Tensor& self, const IndexList& indices, const Tensor& value, bool fromNumber) {
+  if (indices.size() != 1 || !indices[0] || indices[0]->dtype() != ScalarType::Bool) return false;
+  const Tensor& mask = *indices[0];
+  if (value.numel() != 1 || (!fromNumber && value.dtype() != self.dtype()) ||
+      mask.dim() > self.dim() || mask.device() != self.device())
+    return false;
+  for (int64_t d = 0; d < mask.dim(); ++d)
+    if (mask.sizes()[size_t(d)] != self.sizes()[size_t(d)]) return false;
+  std::vector<int64_t> shape(mask.sizes().begin(), mask.sizes().end());
+  shape.resize(size_t(self.dim()), 1);
+  Tensor m = ops::view(mask, IntArrayRef(shape));
+  if (fromNumber) ops::masked_fill_(self, m, value.item());
+  else ops::masked_fill_(self, m, ops::view(value, IntArrayRef{}));
+  return true;
+}
+
 void setItem(const Tensor& self, PyObject* index, PyObject* pyValue) {
   Tensor value = valueToTensor(self, pyValue);
   if (index == Py_False) return; // selects nothing
@@ -411,6 +430,11 @@ void setItem(const Tensor& self, PyObject* index, PyObject* pyValue) {
   Tensor sliced = applySlicing(self, wrapTuple(index), indices);
   if (indices.empty()) return copyTo(sliced, value);
   trimTrailingNones(indices);
+  if (maskFill(sliced, indices, value, !isTensor(pyValue))) return;
+  // A number assigned through tensor indices becomes a tensor on self's device made by an op:
+  // under capture self is a fake, and a real CPU tensor made here would be a constant the graph
+  // cannot take (x[idx] = 0.0 would break the graph).
+  if (!isTensor(pyValue)) value = ops::scalar_tensor(value.item(), self.dtype(), self.device());
   ops::index_put_(sliced, indices, stripLeadingOnes(value), false);
 }
 

@@ -246,6 +246,23 @@ bool InstructionTranslator::replayableStore(VT* obj, const std::string& name, VT
   return !descr || Py_TYPE(descr)->tp_descr_set == nullptr;
 }
 
+// `module.name = value` where value is the parameter or buffer already there (`self.count += 1`
+// on a buffer: the in-place add returns the buffer, then Python stores it back): nothing to do.
+bool InstructionTranslator::storesItself(VT* obj, const std::string& name, VT* value) {
+  if (obj->kind != VT::Kind::Module || value->kind != VT::Kind::Tensor) return false;
+  PyObject** dictPtr = _PyObject_GetDictPtr(static_cast<ModuleVT*>(obj)->module.ptr());
+  if (!dictPtr || !*dictPtr) return false;
+  for (const char* registry : {"_parameters", "_buffers"}) {
+    PyObject* reg = PyDict_GetItemString(*dictPtr, registry);
+    PyObject* current = reg && PyDict_Check(reg) ? PyDict_GetItemString(reg, name.c_str()) : nullptr;
+    if (!current) continue;
+    VT* known = t_.knownTensor(current);
+    return known && known->kind == VT::Kind::Tensor &&
+           static_cast<TensorVT*>(known)->fake.ptr() == static_cast<TensorVT*>(value)->fake.ptr();
+  }
+  return false;
+}
+
 void InstructionTranslator::storeAttr(VT* obj, const std::string& name, VT* value) {
   if (obj->kind == VT::Kind::NewObject) {
     // An object made while tracing: its state lives in the trace (it may not escape it).
@@ -268,6 +285,7 @@ void InstructionTranslator::storeAttr(VT* obj, const std::string& name, VT* valu
     t_.recordStore(Tracer::SideEffect::Kind::Attr, identityOf(obj), name, value);
     return;
   }
+  if (storesItself(obj, name, value)) return;
   throw Unsupported{"assigning the attribute " + name + " of a " + kindName(obj) +
                     " (a side effect the graph cannot replay)"};
 }

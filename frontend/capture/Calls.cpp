@@ -197,21 +197,62 @@ VT* InstructionTranslator::inlineCall(nb::handle code, nb::handle globals,
   return r;
 }
 
+// A module's forward pre-hooks or forward hooks (`table`) as a traced dict: its keys and each
+// hook are guarded (through the module's source), so registering or removing a hook re-traces.
+// nullptr: the module has no such table.
+DictVT* InstructionTranslator::moduleHooks(ModuleVT* m, const char* table) {
+  PyObject** dictPtr = _PyObject_GetDictPtr(m->module.ptr());
+  PyObject* hooks = dictPtr && *dictPtr ? PyDict_GetItemString(*dictPtr, table) : nullptr;
+  if (!hooks || !PyDict_Check(hooks)) return nullptr;
+  VT* v = t_.wrap(hooks, m->source ? attrSource(m->source, table) : nullptr);
+  return v->kind == VT::Kind::Dict ? static_cast<DictVT*>(v) : nullptr;
+}
+
+// Module.__call__ with hooks, traced as kiln's Module._call_with_hooks runs it: each pre-hook
+// may replace the positional arguments, forward runs, each forward hook may replace the output.
+// Hooks registered with with_kwargs=True are not traced (they break the graph).
 VT* InstructionTranslator::callModule(ModuleVT* m, VTs args, Kwargs kwargs) {
-  nb::handle mod = m->module;
-  nb::handle type = nb::handle(reinterpret_cast<PyObject*>(Py_TYPE(mod.ptr())));
-  for (const char* hooks : {"_forward_hooks", "_forward_pre_hooks"}) {
-    PyObject* h = PyObject_GetAttrString(mod.ptr(), hooks);
+  DictVT* pre = moduleHooks(m, "_forward_pre_hooks");
+  DictVT* post = moduleHooks(m, "_forward_hooks");
+  bool hooked = (pre && !pre->entries.empty()) || (post && !post->entries.empty());
+  if (!hooked) return callForward(m, std::move(args), std::move(kwargs), false);
+  for (const char* withKwargs : {"_forward_pre_hooks_with_kwargs", "_forward_hooks_with_kwargs"}) {
+    PyObject* h = PyObject_GetAttrString(m->module.ptr(), withKwargs);
     if (!h) {
       PyErr_Clear();
       continue;
     }
     nb::object owned = nb::steal(h);
-    if (PyObject_IsTrue(h) == 1) throw Unsupported{"calling an nn.Module that has hooks"};
+    if (PyObject_IsTrue(h) == 1)
+      throw Unsupported{"calling an nn.Module that has hooks registered with with_kwargs=True"};
   }
+  auto isNone = [](VT* v) {
+    return v->kind == VT::Kind::Constant && static_cast<ConstantVT*>(v)->value.is_none();
+  };
+  VT* argTuple = t_.make<SequenceVT>(VT::Kind::Tuple, args);
+  if (pre)
+    for (auto& entry : pre->entries) {
+      VT* r = call(entry.second, VTs{m, argTuple}, {});
+      if (isNone(r)) continue;
+      argTuple = r->kind == VT::Kind::Tuple ? r : t_.make<SequenceVT>(VT::Kind::Tuple, VTs{r});
+    }
+  VT* out = callForward(m, static_cast<SequenceVT*>(argTuple)->items, std::move(kwargs), true);
+  if (post)
+    for (auto& entry : post->entries) {
+      VT* r = call(entry.second, VTs{m, argTuple, out}, {});
+      if (!isNone(r)) out = r;
+    }
+  return out;
+}
+
+// The module's forward: kiln's own modules run for real on fakes (their forward when the hooks
+// were traced here, so they do not run twice), user modules are inlined.
+VT* InstructionTranslator::callForward(ModuleVT* m, VTs args, Kwargs kwargs, bool hooked) {
+  nb::handle mod = m->module;
+  nb::handle type = nb::handle(reinterpret_cast<PyObject*>(Py_TYPE(mod.ptr())));
   if (isKilnLibrary(type)) {
     t_.registerModule(mod, m->path, m->source);
-    return t_.callReal(mod, args, kwargs);
+    return hooked ? t_.callReal(mod.attr("forward"), args, kwargs) : t_.callReal(mod, args, kwargs);
   }
   nb::object forward = type.attr("forward");
   if (!PyFunction_Check(forward.ptr()))

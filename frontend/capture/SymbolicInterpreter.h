@@ -59,6 +59,11 @@ public:
   nb::object deviceOf(TensorVT* tensor);
   // A kiln module about to run for real: names its parameters, guards its training flags.
   void registerModule(nb::handle module, const std::string& path, const SourcePtr& source);
+  // The variable a tensor from outside (a parameter, a buffer) was read as, or nullptr.
+  VT* knownTensor(PyObject* real) const {
+    auto it = byId_.find(real);
+    return it == byId_.end() ? nullptr : it->second;
+  }
 
   // Runs the top frame; returns the result dict of kiln._C._capture.trace_frame.
   nb::dict run();
@@ -222,6 +227,9 @@ private:
   VT* zeroArgSuper();
   VT* callBuiltin(nb::handle fn, VTs& args, Kwargs& kwargs, bool& handled);
   VT* callModule(ModuleVT* m, VTs args, Kwargs kwargs);
+  VT* callForward(ModuleVT* m, VTs args, Kwargs kwargs, bool hooked);
+  DictVT* moduleHooks(ModuleVT* m, const char* table);
+  bool storesItself(VT* obj, const std::string& name, VT* value);
   VT* inlineFunction(FunctionVT* f, VTs args, Kwargs kwargs);
   VT* inlineCall(nb::handle code, nb::handle globals, GlobalSourceFn globalSource, VTs closure,
                  VTs defaults, VT* kwdefaults, VTs args, Kwargs kwargs);

@@ -1,0 +1,139 @@
+"""Small end-to-end cases from the conformance sweep: each compiles with no graph break where
+torch.compile has none, and gives eager's answer."""
+import numpy as np
+
+import kiln
+from kiln import nn
+
+
+def _explain(fn, *args):
+    kiln.compiler.reset()
+    return kiln.explain(fn)(*args)
+
+
+def test_module_hooks_are_traced_without_a_break():
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2))
+    model[0].register_forward_pre_hook(lambda m, args: (args[0] * 2,))
+    model[2].register_forward_hook(lambda m, args, out: out + 1)
+    x = kiln.randn(3, 4)
+    want = model(x)
+    e = _explain(model, x)
+    assert (e.graph_count, e.graph_break_count) == (1, 0), e.break_reasons
+    kiln.compiler.reset()
+    got = kiln.compile(model)(x)
+    np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+class _Hooked(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+
+    def forward(self, x):
+        return self.lin(x).sum()
+
+
+def test_adding_and_removing_a_hook_after_compiling_retraces():
+    m = _Hooked()
+    x = kiln.ones(2, 3)
+    kiln.compiler.reset()
+    f = kiln.compile(m)
+    base = f(x).item()
+    h = m.lin.register_forward_hook(lambda mod, args, out: out * 0)
+    assert f(x).item() == 0.0  # a hook added later is seen (guarded), not the stale graph
+    h.remove()
+    assert abs(f(x).item() - base) < 1e-6
+
+
+def test_hook_registered_with_kwargs_still_runs_right():
+    m = _Hooked()
+    m.lin.register_forward_pre_hook(lambda mod, args, kwargs: ((args[0] + 1,), kwargs), with_kwargs=True)
+    x = kiln.ones(2, 3)
+    want = m(x).item()
+    kiln.compiler.reset()
+    assert abs(kiln.compile(m)(x).item() - want) < 1e-5
+
+
+class _Counter(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("count", kiln.zeros((), dtype=kiln.int64))
+        self.register_buffer("mean", kiln.zeros(3))
+
+    def forward(self, x):
+        with kiln.no_grad():
+            self.count += 1          # in-place, then Python stores the same buffer back
+            self.mean.mul_(0.5).add_(x.mean(0))
+        return x - self.mean
+
+
+def test_augmented_assignment_to_a_buffer_does_not_break():
+    x = kiln.ones(2, 3)
+    e = _explain(_Counter(), x)
+    assert (e.graph_count, e.graph_break_count) == (1, 0), e.break_reasons
+    m = _Counter()
+    kiln.compiler.reset()
+    f = kiln.compile(m)
+    for _ in range(3):
+        out = f(x).detach()
+    assert m.count.item() == 3
+    np.testing.assert_allclose(m.mean.numpy(), np.full(3, 1.75), rtol=1e-6)
+    np.testing.assert_allclose(out.numpy(), np.full((2, 3), -0.75), rtol=1e-6)
+
+
+def test_assigning_a_new_tensor_to_a_buffer_still_breaks():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("b", kiln.zeros(2))
+
+        def forward(self, x):
+            self.b = x * 2      # a different tensor: not the no-op store
+            return x + 1
+
+    m = M()
+    x = kiln.ones(2)
+    kiln.compiler.reset()
+    out = kiln.compile(m)(x)
+    np.testing.assert_allclose(out.detach().numpy(), [2.0, 2.0])
+    np.testing.assert_allclose(m.b.numpy(), [2.0, 2.0])
+
+
+def _assign(x, idx):
+    y = x.clone()
+    y[idx] = 0.0
+    z = x.clone()
+    z[x > 0] = -1.0
+    w = x.clone()
+    w[x[:, 0] > 0] = 5
+    return y, z, w
+
+
+def test_scalar_assignment_through_tensor_and_mask_indices_does_not_break():
+    x = kiln.randn(5, 4)
+    idx = kiln.tensor([0, 3])
+    e = _explain(_assign, x, idx)
+    assert (e.graph_count, e.graph_break_count) == (1, 0), e.break_reasons
+    kiln.compiler.reset()
+    got = kiln.compile(_assign)(x, idx)
+    a = x.numpy()
+    y, z, w = a.copy(), a.copy(), a.copy()
+    y[[0, 3]] = 0.0
+    z[a > 0] = -1.0
+    w[a[:, 0] > 0] = 5
+    for g, want in zip(got, (y, z, w)):
+        np.testing.assert_allclose(g.detach().numpy(), want)
+
+
+def test_mask_assignment_eager_matches_numpy():
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    x = kiln.from_numpy(a.copy())
+    x[x > 5] = kiln.tensor(-2.0)                      # a 0-d tensor of the same dtype
+    x[kiln.tensor([True, False, True])] = 7           # a mask over the leading dim
+    want = a.copy()
+    want[want > 5] = -2.0
+    want[[True, False, True]] = 7
+    np.testing.assert_array_equal(x.numpy(), want)
+    i = kiln.arange(6)
+    i[i % 2 == 0] = 9                                 # int64 self, int value
+    assert i.tolist() == [9, 1, 9, 3, 9, 5]
