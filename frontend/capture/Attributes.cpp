@@ -290,10 +290,47 @@ void InstructionTranslator::storeAttr(VT* obj, const std::string& name, VT* valu
                     " (a side effect the graph cannot replay)"};
 }
 
+namespace {
+
+// A nonempty list (nested lists too) of plain ints or of bools: an index tensor in a subscript.
+bool isIndexList(nb::handle v, int depth = 0) {
+  if (!PyList_CheckExact(v.ptr()) || PyList_GET_SIZE(v.ptr()) == 0 || depth > 8) return false;
+  for (Py_ssize_t i = 0; i < PyList_GET_SIZE(v.ptr()); ++i) {
+    PyObject* x = PyList_GET_ITEM(v.ptr(), i);
+    if (!(PyLong_CheckExact(x) || PyBool_Check(x) || isIndexList(x, depth + 1))) return false;
+  }
+  return true;
+}
+
+} // namespace
+
+// A list of constant ints or bools in a tensor subscript (`x[:, [0, 2, 4]]`) indexes as a tensor,
+// as in PyTorch. It is made here, as a constant of the graph (like `kiln.tensor([0, 2, 4])`
+// written in the traced code), rather than by the indexing binding in the middle of the op,
+// where the tracer must refuse a tensor made from Python data.
+VT* InstructionTranslator::tensorIndexKey(VT* key) {
+  auto convert = [&](VT* k) -> VT* {
+    if (k->kind != VT::Kind::List || containsTensor(k)) return k;
+    nb::object value = t_.toPython(k);
+    if (!isIndexList(value)) return k;
+    static nb::handle tensor = nb::object(nb::module_::import_("kiln").attr("tensor")).release();
+    return t_.wrapResult(tensor(value));
+  };
+  if (key->kind != VT::Kind::Tuple) return convert(key);
+  auto* s = static_cast<SequenceVT*>(key);
+  VTs items;
+  bool changed = false;
+  for (VT* k : s->items) {
+    items.push_back(convert(k));
+    changed |= items.back() != k;
+  }
+  return changed ? t_.make<SequenceVT>(VT::Kind::Tuple, items) : key;
+}
+
 VT* InstructionTranslator::getItem(VT* obj, VT* key) {
   switch (obj->kind) {
   case VT::Kind::Tensor:
-    return applyOperator("getitem", {obj, key});
+    return applyOperator("getitem", {obj, tensorIndexKey(key)});
   case VT::Kind::List:
   case VT::Kind::Tuple: {
     auto* s = static_cast<SequenceVT*>(obj);
@@ -341,7 +378,7 @@ VT* InstructionTranslator::getItem(VT* obj, VT* key) {
 void InstructionTranslator::setItem(VT* obj, VT* key, VT* value) {
   switch (obj->kind) {
   case VT::Kind::Tensor:
-    applyOperator("setitem", {obj, key, value});
+    applyOperator("setitem", {obj, tensorIndexKey(key), value});
     return;
   case VT::Kind::List: {
     auto* s = static_cast<SequenceVT*>(obj);

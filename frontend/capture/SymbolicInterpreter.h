@@ -211,6 +211,7 @@ private:
   void storeAttr(VT* obj, const std::string& name, VT* value);
   bool replayableStore(VT* obj, const std::string& name, VT* value);
   VT* getItem(VT* obj, VT* key);
+  VT* tensorIndexKey(VT* key);
   void setItem(VT* obj, VT* key, VT* value);
   void setListSlice(SequenceVT* s, nb::handle slice, VT* value);
   void deleteItem(VT* obj, VT* key);

@@ -137,3 +137,38 @@ def test_mask_assignment_eager_matches_numpy():
     i = kiln.arange(6)
     i[i % 2 == 0] = 9                                 # int64 self, int value
     assert i.tolist() == [9, 1, 9, 3, 9, 5]
+
+
+_INDEX = [0, 2]
+
+
+def test_python_list_indices_stay_in_the_graph():
+    # Regression: `x[:, [0, 2, 4]]` made a real index tensor inside kiln's indexing binding,
+    # which the tracer refused: the whole frame ran eagerly (torch.compile: one graph).
+    def fn(x):
+        y = x[:, [0, 2, 4]] * 2
+        z = x[[1, 0]] * 3
+        w = x[:, [[0, 1], [2, 3]]].sum(-1)
+        x[:, [1, 3]] = -1.0
+        return y, z, w, x * 1
+
+    a = np.arange(10, dtype=np.float32).reshape(2, 5)
+    e = _explain(fn, kiln.from_numpy(a.copy()))
+    assert (e.graph_count, e.graph_break_count) == (1, 0), e.break_reasons
+    kiln.compiler.reset()
+    got = kiln.compile(fn)(kiln.from_numpy(a.copy()))
+    want = fn(kiln.from_numpy(a.copy()))
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g.numpy(), w.numpy())
+
+
+def test_a_global_list_index_is_guarded():
+    kiln.compiler.reset()
+    fn = kiln.compile(lambda x: x[:, _INDEX] * 2)
+    x = kiln.arange(6.0).reshape(2, 3)
+    assert fn(x).tolist() == [[0.0, 4.0], [6.0, 10.0]]
+    _INDEX[1] = 1
+    try:
+        assert fn(x).tolist() == [[0.0, 2.0], [6.0, 8.0]]
+    finally:
+        _INDEX[1] = 2
