@@ -173,21 +173,24 @@ private:
     }
   }
 
+  // The sizes and strides of the storage a load of `name` addresses (an in-place version's
+  // root's): an input's own, a buffer's contiguous ones; nullopt for an unknown name.
+  std::optional<std::pair<std::vector<IndexExpr>, std::vector<IndexExpr>>>
+  storageLayout(const std::string& name) {
+    if (auto r = root_.find(name); r != root_.end() && r->second != name) return storageLayout(r->second);
+    if (auto it = available_.find(name); it != available_.end())
+      return std::make_pair(it->second->sizes, it->second->strides);
+    if (auto bt = buffers_.find(name); bt != buffers_.end())
+      return std::make_pair(bt->second->sizes, contiguousStrides(bt->second->sizes));
+    return std::nullopt;
+  }
+
   // How many elements a load may address: a buffer's element count, or one past an input's
   // last element; nullopt when symbolic.
   std::optional<int64_t> storageExtent(const std::string& name) {
-    std::vector<IndexExpr> sizes, strides;
-    if (auto r = root_.find(name); r != root_.end() && r->second != name)
-      return storageExtent(r->second);
-    if (auto it = available_.find(name); it != available_.end()) {
-      sizes = it->second->sizes;
-      strides = it->second->strides;
-    } else if (auto bt = buffers_.find(name); bt != buffers_.end()) {
-      sizes = bt->second->sizes;
-      strides = contiguousStrides(sizes);
-    } else {
-      return std::nullopt;
-    }
+    auto layout = storageLayout(name);
+    if (!layout) return std::nullopt;
+    const auto& [sizes, strides] = *layout;
     __int128 extent = 1;
     for (size_t d = 0; d < sizes.size() && d < strides.size(); ++d) {
       auto size = sizes[d].constant(), stride = strides[d].constant();
@@ -556,18 +559,9 @@ private:
 
   // storageExtent over symbolic sizes and strides (strides of unknown sign: nullopt).
   std::optional<IndexExpr> symbolicStorageExtent(const std::string& name) {
-    if (auto r = root_.find(name); r != root_.end() && r->second != name)
-      return symbolicStorageExtent(r->second);
-    std::vector<IndexExpr> sizes, strides;
-    if (auto it = available_.find(name); it != available_.end()) {
-      sizes = it->second->sizes;
-      strides = it->second->strides;
-    } else if (auto bt = buffers_.find(name); bt != buffers_.end()) {
-      sizes = bt->second->sizes;
-      strides = contiguousStrides(sizes);
-    } else {
-      return std::nullopt;
-    }
+    auto layout = storageLayout(name);
+    if (!layout) return std::nullopt;
+    const auto& [sizes, strides] = *layout;
     IndexExpr extent(1);
     for (size_t d = 0; d < sizes.size() && d < strides.size(); ++d) {
       if (sizes[d].constant() == 0) return IndexExpr(0);
