@@ -1,0 +1,315 @@
+// A fake libcuda for tests on machines without a GPU: kiln loads it through $KILN_CUDA_DRIVER and
+// so runs its CUDA tensor plumbing (driver loading, contexts, streams, events, the caching
+// allocator, copies and fills) for real. "Device memory" is host memory moved by kBias to a
+// non-canonical address: host code that dereferences a device pointer by mistake crashes instead
+// of passing. Every copy and fill checks that its range lies inside one live allocation. Work
+// runs synchronously; kernels cannot run (cuModuleLoadData fails).
+// Knobs: KILN_FAKE_CUDA_DEVICES (default 1), KILN_FAKE_CUDA_MEMORY (bytes per device, 1 GiB).
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+
+extern "C" {
+using CUresult = int;
+using CUdevice = int;
+using CUdeviceptr = unsigned long long;
+using CUcontext = struct CUctx_st*;
+using CUstream = struct CUstream_st*;
+using CUevent = struct CUevent_st*;
+using CUmodule = struct CUmod_st*;
+using CUfunction = struct CUfunc_st*;
+}
+
+namespace {
+
+constexpr CUresult kSuccess = 0, kInvalidValue = 1, kOutOfMemory = 2, kNotInitialized = 3,
+                   kInvalidDevice = 101, kInvalidImage = 200, kInvalidContext = 201,
+                   kInvalidHandle = 400, kNotReady = 600;
+constexpr uintptr_t kBias = uintptr_t(1) << 62;
+
+struct Allocation {
+  size_t bytes;
+  int device;
+};
+
+struct State {
+  std::mutex mutex;
+  bool initialized = false;
+  int devices = 1;
+  size_t capacity = size_t(1) << 30;
+  size_t used[16] = {};
+  std::map<uintptr_t, Allocation> live; // host address -> allocation
+  int contexts[16] = {};
+};
+
+State& state() {
+  static State* s = new State();
+  return *s;
+}
+
+thread_local CUcontext currentContext = nullptr;
+
+int contextDevice(CUcontext c) {
+  State& s = state();
+  for (int i = 0; i < s.devices; ++i)
+    if (c == reinterpret_cast<CUcontext>(&s.contexts[i])) return i;
+  return -1;
+}
+
+// The host address of [ptr, ptr + bytes) when it lies inside one live allocation.
+char* hostRange(CUdeviceptr ptr, size_t bytes) {
+  if (ptr < kBias) return nullptr;
+  uintptr_t host = uintptr_t(ptr) - kBias;
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  auto it = s.live.upper_bound(host);
+  if (it == s.live.begin()) return nullptr;
+  --it;
+  if (host + bytes > it->first + it->second.bytes) return nullptr;
+  return reinterpret_cast<char*>(host);
+}
+
+struct FakeEvent {
+  double ms = 0;
+  bool recorded = false;
+  unsigned flags = 0;
+};
+
+template <typename T> CUresult fill(CUdeviceptr dst, T value, size_t count) {
+  char* d = hostRange(dst, count * sizeof(T));
+  if (!d) return kInvalidValue;
+  for (size_t i = 0; i < count; ++i)
+    std::memcpy(d + i * sizeof(T), &value, sizeof(T));
+  return kSuccess;
+}
+
+double nowMs() {
+  using namespace std::chrono;
+  return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
+}
+
+} // namespace
+
+extern "C" {
+
+CUresult cuInit(unsigned flags) {
+  if (flags != 0) return kInvalidValue;
+  State& s = state();
+  if (const char* n = std::getenv("KILN_FAKE_CUDA_DEVICES")) s.devices = std::atoi(n);
+  if (const char* m = std::getenv("KILN_FAKE_CUDA_MEMORY"))
+    s.capacity = std::strtoull(m, nullptr, 10);
+  if (s.devices < 0 || s.devices > 16) s.devices = 1;
+  s.initialized = true;
+  return kSuccess;
+}
+
+CUresult cuDriverGetVersion(int* v) {
+  *v = 13000;
+  return kSuccess;
+}
+
+CUresult cuGetErrorName(CUresult e, const char** name) {
+  switch (e) {
+  case kSuccess: *name = "CUDA_SUCCESS"; return kSuccess;
+  case kInvalidValue: *name = "CUDA_ERROR_INVALID_VALUE"; return kSuccess;
+  case kOutOfMemory: *name = "CUDA_ERROR_OUT_OF_MEMORY"; return kSuccess;
+  case kNotInitialized: *name = "CUDA_ERROR_NOT_INITIALIZED"; return kSuccess;
+  case kInvalidDevice: *name = "CUDA_ERROR_INVALID_DEVICE"; return kSuccess;
+  case kInvalidImage: *name = "CUDA_ERROR_INVALID_IMAGE"; return kSuccess;
+  case kInvalidContext: *name = "CUDA_ERROR_INVALID_CONTEXT"; return kSuccess;
+  case kInvalidHandle: *name = "CUDA_ERROR_INVALID_HANDLE"; return kSuccess;
+  case kNotReady: *name = "CUDA_ERROR_NOT_READY"; return kSuccess;
+  default: *name = nullptr; return kInvalidValue;
+  }
+}
+
+CUresult cuGetErrorString(CUresult e, const char** text) {
+  switch (e) {
+  case kInvalidValue: *text = "invalid argument"; return kSuccess;
+  case kOutOfMemory: *text = "out of memory"; return kSuccess;
+  case kInvalidImage:
+    *text = "device kernel image is invalid (the fake driver runs no kernels)";
+    return kSuccess;
+  default: *text = "fake driver error"; return kSuccess;
+  }
+}
+
+CUresult cuDeviceGetCount(int* n) {
+  if (!state().initialized) return kNotInitialized;
+  *n = state().devices;
+  return kSuccess;
+}
+
+CUresult cuDeviceGet(CUdevice* d, int ordinal) {
+  if (ordinal < 0 || ordinal >= state().devices) return kInvalidDevice;
+  *d = ordinal;
+  return kSuccess;
+}
+
+CUresult cuDeviceGetAttribute(int* value, int attribute, CUdevice d) {
+  if (d < 0 || d >= state().devices) return kInvalidDevice;
+  switch (attribute) {
+  case 16: *value = 132; return kSuccess; // multiprocessors
+  case 75: *value = 9; return kSuccess;   // compute capability 9.0
+  case 76: *value = 0; return kSuccess;
+  default: return kInvalidValue;
+  }
+}
+
+CUresult cuDeviceGetName(char* name, int length, CUdevice d) {
+  if (d < 0 || d >= state().devices) return kInvalidDevice;
+  std::strncpy(name, "kiln fake CUDA device", size_t(length));
+  return kSuccess;
+}
+
+CUresult cuDeviceTotalMem_v2(size_t* bytes, CUdevice d) {
+  if (d < 0 || d >= state().devices) return kInvalidDevice;
+  *bytes = state().capacity;
+  return kSuccess;
+}
+
+CUresult cuDevicePrimaryCtxRetain(CUcontext* c, CUdevice d) {
+  if (d < 0 || d >= state().devices) return kInvalidDevice;
+  *c = reinterpret_cast<CUcontext>(&state().contexts[d]);
+  return kSuccess;
+}
+
+CUresult cuCtxSetCurrent(CUcontext c) {
+  if (c && contextDevice(c) < 0) return kInvalidContext;
+  currentContext = c;
+  return kSuccess;
+}
+
+CUresult cuCtxGetCurrent(CUcontext* c) {
+  *c = currentContext;
+  return kSuccess;
+}
+
+CUresult cuCtxSynchronize() { return currentContext ? kSuccess : kInvalidContext; }
+
+CUresult cuMemAlloc_v2(CUdeviceptr* ptr, size_t bytes) {
+  int device = contextDevice(currentContext);
+  if (device < 0) return kInvalidContext;
+  if (bytes == 0) return kInvalidValue;
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (s.used[device] + bytes > s.capacity) return kOutOfMemory;
+  void* host = std::malloc(bytes);
+  if (!host) return kOutOfMemory;
+  s.used[device] += bytes;
+  s.live[uintptr_t(host)] = {bytes, device};
+  *ptr = CUdeviceptr(uintptr_t(host) + kBias);
+  return kSuccess;
+}
+
+CUresult cuMemFree_v2(CUdeviceptr ptr) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  auto it = s.live.find(uintptr_t(ptr) - kBias);
+  if (ptr < kBias || it == s.live.end()) return kInvalidValue;
+  s.used[it->second.device] -= it->second.bytes;
+  std::free(reinterpret_cast<void*>(it->first));
+  s.live.erase(it);
+  return kSuccess;
+}
+
+CUresult cuMemGetInfo_v2(size_t* freeBytes, size_t* total) {
+  int device = contextDevice(currentContext);
+  if (device < 0) return kInvalidContext;
+  *total = state().capacity;
+  *freeBytes = state().capacity - state().used[device];
+  return kSuccess;
+}
+
+CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void* src, size_t bytes, CUstream) {
+  char* d = hostRange(dst, bytes);
+  if (!d || !src) return kInvalidValue;
+  std::memcpy(d, src, bytes);
+  return kSuccess;
+}
+
+CUresult cuMemcpyDtoHAsync_v2(void* dst, CUdeviceptr src, size_t bytes, CUstream) {
+  char* s = hostRange(src, bytes);
+  if (!s || !dst) return kInvalidValue;
+  std::memcpy(dst, s, bytes);
+  return kSuccess;
+}
+
+CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream) {
+  char* d = hostRange(dst, bytes);
+  char* s = hostRange(src, bytes);
+  if (!d || !s) return kInvalidValue;
+  std::memmove(d, s, bytes);
+  return kSuccess;
+}
+
+CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char v, size_t n, CUstream) {
+  return fill(dst, v, n);
+}
+CUresult cuMemsetD16Async(CUdeviceptr dst, unsigned short v, size_t n, CUstream) {
+  return fill(dst, v, n);
+}
+CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned v, size_t n, CUstream) {
+  return fill(dst, v, n);
+}
+
+CUresult cuStreamCreate(CUstream* stream, unsigned) {
+  if (!currentContext) return kInvalidContext;
+  *stream = reinterpret_cast<CUstream>(new int(0));
+  return kSuccess;
+}
+
+CUresult cuStreamDestroy_v2(CUstream stream) {
+  delete reinterpret_cast<int*>(stream);
+  return kSuccess;
+}
+
+CUresult cuStreamSynchronize(CUstream) { return currentContext ? kSuccess : kInvalidContext; }
+CUresult cuStreamQuery(CUstream) { return kSuccess; }
+CUresult cuStreamWaitEvent(CUstream, CUevent e, unsigned) { return e ? kSuccess : kInvalidHandle; }
+
+CUresult cuEventCreate(CUevent* e, unsigned flags) {
+  if (!currentContext) return kInvalidContext;
+  auto* ev = new FakeEvent();
+  ev->flags = flags;
+  *e = reinterpret_cast<CUevent>(ev);
+  return kSuccess;
+}
+
+CUresult cuEventRecord(CUevent e, CUstream) {
+  auto* ev = reinterpret_cast<FakeEvent*>(e);
+  ev->ms = nowMs();
+  ev->recorded = true;
+  return kSuccess;
+}
+
+CUresult cuEventSynchronize(CUevent) { return kSuccess; }
+CUresult cuEventQuery(CUevent) { return kSuccess; }
+
+CUresult cuEventElapsedTime_v2(float* ms, CUevent start, CUevent end) {
+  auto* a = reinterpret_cast<FakeEvent*>(start);
+  auto* b = reinterpret_cast<FakeEvent*>(end);
+  if ((a->flags | b->flags) & 2u) return kInvalidHandle; // timing disabled
+  if (!a->recorded || !b->recorded) return kInvalidHandle;
+  *ms = float(b->ms - a->ms);
+  return kSuccess;
+}
+
+CUresult cuEventDestroy_v2(CUevent e) {
+  delete reinterpret_cast<FakeEvent*>(e);
+  return kSuccess;
+}
+
+CUresult cuModuleLoadData(CUmodule*, const void*) { return kInvalidImage; }
+CUresult cuModuleGetFunction(CUfunction*, CUmodule, const char*) { return kInvalidHandle; }
+CUresult cuModuleUnload(CUmodule) { return kInvalidHandle; }
+CUresult cuFuncSetAttribute(CUfunction, int, int) { return kInvalidHandle; }
+CUresult cuLaunchKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                        unsigned, CUstream, void**, void**) {
+  return kInvalidHandle;
+}
+
+} // extern "C"
