@@ -5,7 +5,7 @@ namespace kiln {
 
 const char* dispatchKeyName(DispatchKey k) {
   static constexpr const char* names[] = {"Tracing", "Autograd", "Functionalize",
-                                          "CompositeImplicit", "Meta", "CPU", "CUDA"};
+                                          "CompositeImplicit", "Meta", "CUDA", "CPU"};
   return k < DispatchKey::NumKeys ? names[int(k)] : "Undefined";
 }
 

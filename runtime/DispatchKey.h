@@ -5,15 +5,16 @@
 
 namespace kiln {
 
-// Highest priority first. Backend keys come last; exactly one applies per call.
+// Highest priority first. Backend keys come last; exactly one applies per call. CUDA ranks
+// above CPU so that a call mixing the two (copy_ between devices) reaches the CUDA kernel.
 enum class DispatchKey : uint8_t {
   Tracing,        // records ops into a graph (AOT tracing, export)
   Autograd,       // records the backward graph
   Functionalize,  // rewrites mutations and views
   CompositeImplicit, // alias slot: kernels written in other ops, valid for every backend
   Meta,
-  CPU,
   CUDA,
+  CPU,
   NumKeys,
 };
 constexpr int kNumDispatchKeys = static_cast<int>(DispatchKey::NumKeys);

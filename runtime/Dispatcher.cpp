@@ -3,6 +3,7 @@
 
 #include "runtime/Error.h"
 #include "runtime/autograd/AutogradKernels.h"
+#include "runtime/cuda/CudaTensorKernels.h"
 
 namespace kiln {
 
@@ -11,6 +12,7 @@ Dispatcher& Dispatcher::instance() {
     auto* fresh = new Dispatcher();
     registerGeneratedKernels(*fresh);
     autograd::registerAutogradKernels(*fresh);
+    cuda::registerCudaTensorKernels(*fresh);
     return fresh;
   }();
   return *d;
@@ -25,6 +27,8 @@ Dispatcher::Dispatcher() {
         e.tensorArgs.push_back(int(i));
     }
     e.tracksViews = s.hasTag(kTagView);
+    for (size_t i = 0; i < s.args.size() && s.hasTag(kTagCreation); ++i)
+      if (s.args[i].type == ArgType::Device) e.factoryDeviceArg = int(i);
     e.schema = std::move(s);
     ops_.push_back(std::move(e));
   }
@@ -51,12 +55,13 @@ void Dispatcher::registerFallback(DispatchKey key, BoxedFallback fallback) {
   fallbacks_[int(key)] = fallback;
 }
 
+static DispatchKey backendKeyOf(Device d) {
+  return d.isCpu() ? DispatchKey::CPU : d.isMeta() ? DispatchKey::Meta : DispatchKey::CUDA;
+}
+
 static DispatchKeySet keysOf(const Tensor& t) {
   if (!t.defined()) return {};
-  DispatchKey backend = t.device().isCpu()    ? DispatchKey::CPU
-                        : t.device().isMeta() ? DispatchKey::Meta
-                                              : DispatchKey::CUDA;
-  DispatchKeySet ks(backend);
+  DispatchKeySet ks(backendKeyOf(t.device()));
   if (t.requiresGrad()) ks = ks | DispatchKeySet(DispatchKey::Autograd);
   return ks;
 }
@@ -74,21 +79,25 @@ DispatchKeySet Dispatcher::computeKeys(OpId op, const Stack& stack) const {
         if (t) ks = ks | keysOf(*t);
     }
   }
-  // Factory ops (no tensor inputs) run on the device their arguments name.
+  const Entry& e = ops_[size_t(op)];
+  // A factory's device= joins the keys of its tensor arguments (zeros_like(cpu_tensor,
+  // device="cuda") must reach the CUDA kernel, not fill device memory from the CPU one).
+  if (e.factoryDeviceArg >= 0 && !stack[size_t(e.factoryDeviceArg)].isNone())
+    ks = ks | DispatchKeySet(backendKeyOf(stack[size_t(e.factoryDeviceArg)].toDevice()));
+  // Other ops with no tensor inputs run on the device their arguments name.
   if (ks.below(DispatchKey::CompositeImplicit).empty()) {
     DispatchKey backend = DispatchKey::CPU;
     const OpSchema& s = ops_[size_t(op)].schema;
     for (size_t i = 0; i < s.args.size(); ++i) {
       if (s.args[i].type == ArgType::Device && !stack[i].isNone()) {
-        Device d = stack[i].toDevice();
-        backend = d.isMeta() ? DispatchKey::Meta : d.isCuda() ? DispatchKey::CUDA : DispatchKey::CPU;
+        backend = backendKeyOf(stack[i].toDevice());
       }
     }
     ks = ks | DispatchKeySet(backend);
   }
   // Views are tracked whenever grad mode is on, so that an in-place write through a view can
   // later rewrite its base's history.
-  if (ops_[size_t(op)].tracksViews && GradMode::isEnabled()) ks = ks | DispatchKeySet(DispatchKey::Autograd);
+  if (e.tracksViews && GradMode::isEnabled()) ks = ks | DispatchKeySet(DispatchKey::Autograd);
   const LocalDispatchKeySet& local = localDispatchKeySet();
   return (ks | local.included) - local.excluded;
 }
@@ -102,6 +111,7 @@ void Dispatcher::redispatch(OpId op, DispatchKeySet keys, Stack& stack) const {
     if (isBackendKey(k)) {
       if (BoxedKernel kern = e.kernels[int(k)]) return kern(stack);
       if (BoxedKernel kern = e.kernels[int(DispatchKey::CompositeImplicit)]) return kern(stack);
+      if (BoxedFallback fb = fallbacks_[int(k)]) return fb(op, keys.below(k), stack);
       throw NotImplementedError(strCat("Could not run '", e.schema.qualifiedName(),
                                        "' with arguments from the '", dispatchKeyName(k),
                                        "' backend"));

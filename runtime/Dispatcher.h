@@ -29,10 +29,12 @@ public:
   OpId find(const std::string& qualifiedName, std::string_view ns = "aten") const;
 
   void registerKernel(OpId op, DispatchKey key, BoxedKernel kernel);
+  // A fallback of a backend key runs for ops with no kernel (and no composite) for it.
   void registerFallback(DispatchKey key, BoxedFallback fallback);
   bool hasKernel(OpId op, DispatchKey key) const {
     return ops_[size_t(op)].kernels[int(key)] != nullptr;
   }
+  BoxedKernel kernel(OpId op, DispatchKey key) const { return ops_[size_t(op)].kernels[int(key)]; }
 
   // Runs op on the stack (every argument present, in schema order); leaves the returns.
   void call(OpId op, Stack& stack) const;
@@ -48,6 +50,7 @@ private:
     BoxedKernel kernels[kNumDispatchKeys] = {};
     std::vector<int> tensorArgs; // indices of Tensor / Tensor[] arguments
     bool tracksViews = false;    // a view op: seen by Autograd whenever grad mode is on
+    int factoryDeviceArg = -1;   // a creation op's Device argument (it picks the backend)
   };
   std::vector<Entry> ops_;
   BoxedFallback fallbacks_[kNumDispatchKeys] = {};

@@ -3,6 +3,8 @@
 
 #include "runtime/Allocator.h"
 #include "runtime/Error.h"
+#include "runtime/cuda/CudaDevice.h"
+#include "runtime/cuda/CudaMemory.h"
 
 namespace kiln {
 
@@ -12,6 +14,10 @@ IntrusivePtr<StorageImpl> StorageImpl::allocate(size_t nbytes, Device device) {
   s->device_ = device;
   if (device.isCpu()) {
     s->data_ = nbytes ? CpuAllocator::instance().allocate(nbytes) : nullptr;
+  } else if (device.isCuda()) {
+    int index = cuda::resolveDeviceIndex(device, "allocating CUDA memory");
+    s->device_ = Device(DeviceType::CUDA, int8_t(index));
+    s->data_ = nbytes ? cuda::allocateDeviceMemory(index, nbytes) : nullptr;
   } else if (!device.isMeta()) {
     throw Error("kiln was asked for memory on " + device.str() +
                 ", but this build has no allocator for that device");
@@ -32,6 +38,7 @@ IntrusivePtr<StorageImpl> StorageImpl::wrap(void* data, size_t nbytes, Device de
 StorageImpl::~StorageImpl() {
   if (release_) release_();
   else if (device_.isCpu() && data_) CpuAllocator::instance().free(data_, nbytes_);
+  else if (device_.isCuda() && data_) cuda::freeDeviceMemory(device_.index, data_);
 }
 
 } // namespace kiln

@@ -13,7 +13,8 @@ namespace kiln {
 
 class StorageImpl : public RefCounted {
 public:
-  // Owns memory from the CPU caching allocator.
+  // Owns memory from the CPU or CUDA caching allocator (a CUDA device index -1 becomes the
+  // current device).
   static IntrusivePtr<StorageImpl> allocate(size_t nbytes, Device device);
   // Wraps memory owned elsewhere (numpy, DLPack); `release` runs when the storage dies.
   static IntrusivePtr<StorageImpl> wrap(void* data, size_t nbytes, Device device,

@@ -3,6 +3,7 @@
 
 #include <cstring>
 
+#include "generated/Ops.h"
 #include "runtime/DispatchKey.h"
 
 namespace kiln {
@@ -113,6 +114,7 @@ Scalar Tensor::item() const {
   KILN_CHECK(numel() == 1, "a Tensor with ", numel(),
              " elements cannot be converted to Scalar");
   KILN_CHECK(!isMeta(), "Tensor.item() cannot be called on meta tensors");
+  if (device().isCuda()) return ops::_to_copy(*this, std::nullopt, Device(DeviceType::CPU)).item();
   return KILN_DISPATCH_ALL(dtype(), "item", [&]<typename scalar_t>() -> Scalar {
     scalar_t v = *data<scalar_t>();
     if constexpr (std::is_same_v<scalar_t, bool>) return Scalar(v);

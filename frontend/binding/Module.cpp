@@ -8,6 +8,7 @@
 #include "frontend/binding/AutogradBinding.h"
 #include "frontend/binding/CompiledKernelBinding.h"
 #include "frontend/binding/CppCodegenBinding.h"
+#include "frontend/binding/CudaBinding.h"
 #include "frontend/binding/FxBinding.h"
 #include "frontend/binding/GeneratorBinding.h"
 #include "frontend/binding/Indexing.h"
@@ -79,6 +80,7 @@ NB_MODULE(_C, m) {
   registerCppCodegen(m);
   registerKernelCache(m);
   registerCompiledKernel(m);
+  registerCuda(m);
 
   m.def("memory_stats", [] {
     MemoryStats s = CpuAllocator::instance().stats();

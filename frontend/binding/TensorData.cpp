@@ -226,8 +226,11 @@ void registerTensorData(nb::module_& m, TensorClass& cls) {
         return nb::steal(wrapTensor(tensorFromData(data.ptr(), dtypeArgument(dtype))));
       },
       nb::arg("data").none(), nb::arg("dtype").none() = nb::none());
-  cls.def("tolist", [](const Tensor& t) {
-    if (t.isMeta()) throw NotImplementedError("Cannot copy out of meta tensor; no data!");
+  cls.def("tolist", [](const Tensor& self) {
+    if (self.isMeta()) throw NotImplementedError("Cannot copy out of meta tensor; no data!");
+    // A CUDA tensor's values are read from a host copy.
+    Tensor t = self.device().isCuda() ? ops::_to_copy(self, std::nullopt, Device(DeviceType::CPU))
+                                      : self;
     ElementToPython convert = KILN_DISPATCH_ALL(t.dtype(), "tolist", [&]<typename scalar_t>() {
       return ElementToPython(&elementToPython<scalar_t>);
     });

@@ -8,7 +8,8 @@ Tensor toOptions(const Tensor& self, std::optional<ScalarType> dtype, std::optio
                  bool nonBlocking, bool copy) {
   ScalarType dt = dtype.value_or(self.dtype());
   Device dev = device.value_or(self.device());
-  bool sameDevice = dev.type == self.device().type;
+  bool sameDevice = dev.type == self.device().type &&
+                    (dev.index < 0 || self.device().index < 0 || dev.index == self.device().index);
   if (!copy && dt == self.dtype() && sameDevice) return self;
   return ops::_to_copy(self, dt, dev);
 }

@@ -1,6 +1,8 @@
 // copy_ (broadcasting, converting between any two dtypes), _to_copy and clone.
 #include "generated/KernelDecls.h"
+#include "generated/Ops.h"
 #include "runtime/cpu/Loops.h"
+#include "runtime/cuda/CudaDriver.h"
 
 namespace kiln::kernels {
 
@@ -45,8 +47,13 @@ Tensor copy_(const Tensor& self, const Tensor& src, bool nonBlocking) {
 
 Tensor toCopy(const Tensor& self, std::optional<ScalarType> dtype, std::optional<Device> device) {
   Device dev = device.value_or(self.device());
-  KILN_CHECK(dev.isCpu() || dev.isMeta(), "_to_copy: device ", dev.str(),
-             " is not available in this build of kiln");
+  if (dev.isCuda()) {
+    // Host to device: the CUDA copy_ kernel (copy_ between devices dispatches to CUDA).
+    cuda::requireCudaDriver("kiln.Tensor.to()");
+    Tensor out = Tensor::empty(self.sizes(), dtype.value_or(self.dtype()), dev);
+    KILN_CHECK(!self.isMeta() || out.numel() == 0, "Cannot copy out of meta tensor; no data!");
+    return ops::copy_(out, self);
+  }
   Tensor out = Tensor::empty(self.sizes(), dtype.value_or(self.dtype()), dev);
   if (!out.isMeta() && !self.isMeta()) copyInto(out, self);
   else KILN_CHECK(out.isMeta() || out.numel() == 0, "Cannot copy out of meta tensor; no data!");

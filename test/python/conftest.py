@@ -8,6 +8,22 @@ import shutil
 
 import pytest
 
+# Device-generic tests take the `device` fixture: "cpu" unless KILN_TEST_DEVICE names another
+# ("cuda", "cuda:1"); `KILN_TEST_DEVICE=cuda make test` runs them on the GPU. A CUDA run where
+# CUDA is unavailable skips them with the reason.
+TEST_DEVICE = os.environ.get("KILN_TEST_DEVICE", "cpu")
+
+
+@pytest.fixture(params=[TEST_DEVICE])
+def device(request):
+    if request.param.startswith("cuda"):
+        import kiln
+
+        if not kiln.cuda.is_available():
+            pytest.skip(f"KILN_TEST_DEVICE={request.param}: {kiln.cuda.unavailable_reason()}")
+    return request.param
+
+
 # Tests that compile C++ (the inductor backend) need the system compiler.
 needs_cxx = pytest.mark.skipif(shutil.which(os.environ.get("KILN_CXX", "c++")) is None,
                                reason="no C++ compiler")

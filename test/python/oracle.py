@@ -49,6 +49,8 @@ def dtype_name(x):
 
 
 def to_numpy(x):
+    if getattr(getattr(x, "device", None), "type", "cpu") == "cuda":
+        x = x.cpu()  # device-generic tests compare on the host
     if dtype_name(x) == "bfloat16":
         x = x.float()
     return np.array(x.detach().numpy() if hasattr(x, "detach") else x.numpy(), copy=True)

@@ -17,6 +17,11 @@ def run_both(make):
     return k, t
 
 
+def on(T, device):
+    """The device a device-generic test creates on: `device` for kiln, the CPU for the oracle."""
+    return device if T is kiln else "cpu"
+
+
 def same_error(make, match=None):
     """make(T) raises in PyTorch; kiln raises the same kind (RuntimeError for torch's
     NotImplementedError on unsupported dtypes, a RuntimeError subclass)."""
@@ -169,27 +174,28 @@ def test_as_tensor_shares():
     ((0,), {}), ((2, 0, 3), {}), ((4,), {"dtype": "int16"}), ((2, 2), {"dtype": "bool"}),
     ((np.int64(2),), {}), ((3,), {"dtype": "bfloat16"}),
 ], ids=repr)
-def test_zeros_ones(name, args, kwargs):
+def test_zeros_ones(name, args, kwargs, device):
     def make(T):
         kw = {k: getattr(T, v) if k == "dtype" else v for k, v in kwargs.items()}
-        return getattr(T, name)(*args, **kw)
+        return getattr(T, name)(*args, **kw, device=on(T, device))
     run_both(make)
 
 
 @pytest.mark.parametrize("dtype", ALL_DTYPES)
-def test_factories_every_dtype(dtype):
-    run_both(lambda T: T.zeros(2, 3, dtype=getattr(T, dtype)))
-    run_both(lambda T: T.ones(3, dtype=getattr(T, dtype)))
-    run_both(lambda T: T.full((2, 2), 1, dtype=getattr(T, dtype)))
-    run_both(lambda T: T.full((2,), True, dtype=getattr(T, dtype)))
-    e = kiln.empty(2, 3, dtype=getattr(kiln, dtype))
+def test_factories_every_dtype(dtype, device):
+    run_both(lambda T: T.zeros(2, 3, dtype=getattr(T, dtype), device=on(T, device)))
+    run_both(lambda T: T.ones(3, dtype=getattr(T, dtype), device=on(T, device)))
+    run_both(lambda T: T.full((2, 2), 1, dtype=getattr(T, dtype), device=on(T, device)))
+    run_both(lambda T: T.full((2,), True, dtype=getattr(T, dtype), device=on(T, device)))
+    e = kiln.empty(2, 3, dtype=getattr(kiln, dtype), device=device)
     assert e.dtype == getattr(kiln, dtype) and tuple(e.shape) == (2, 3)
+    assert e.device.type == kiln.device(device).type
 
 
 @pytest.mark.parametrize("fill", [True, 3, 3.5, -2, 0.0, float("inf")], ids=repr)
-def test_full_dtype_inference(fill):
-    run_both(lambda T: T.full((2, 3), fill))
-    run_both(lambda T: T.full([2], fill, dtype=T.float64))
+def test_full_dtype_inference(fill, device):
+    run_both(lambda T: T.full((2, 3), fill, device=on(T, device)))
+    run_both(lambda T: T.full([2], fill, dtype=T.float64, device=on(T, device)))
 
 
 @pytest.mark.parametrize("make", [
@@ -251,9 +257,10 @@ ARANGE = [
 
 
 @pytest.mark.parametrize("args,kwargs", ARANGE, ids=repr)
-def test_arange(args, kwargs):
+def test_arange(args, kwargs, device):
     def make(T):
-        return T.arange(*args, **{k: getattr(T, v) if k == "dtype" else v for k, v in kwargs.items()})
+        return T.arange(*args, **{k: getattr(T, v) if k == "dtype" else v for k, v in kwargs.items()},
+                        device=on(T, device))
     run_both(make)
 
 
@@ -277,8 +284,9 @@ def test_arange_errors(make):
     ((-1, 1, 11), "float16"), ((-1, 1, 11), "bfloat16"), ((-5.5, 1e3, 1000), None), ((2, 2, 4), None),
     ((0, 1, 101), "float64"),
 ], ids=repr)
-def test_linspace(args, dtype):
-    run_both(lambda T: T.linspace(*args, **({"dtype": getattr(T, dtype)} if dtype else {})))
+def test_linspace(args, dtype, device):
+    run_both(lambda T: T.linspace(*args, **({"dtype": getattr(T, dtype)} if dtype else {}),
+                                  device=on(T, device)))
 
 
 @pytest.mark.parametrize("make", [
@@ -293,8 +301,9 @@ def test_linspace_errors(make):
     ((3,), {}), ((2, 3), {}), ((3, 2), {}), ((0,), {}), ((), {"n": 2, "m": 1}), ((3,), {"dtype": "bool"}),
     ((2, 3), {"dtype": "float16"}), ((4,), {"dtype": "int32"}),
 ], ids=repr)
-def test_eye(args, kwargs):
-    run_both(lambda T: T.eye(*args, **{k: getattr(T, v) if k == "dtype" else v for k, v in kwargs.items()}))
+def test_eye(args, kwargs, device):
+    run_both(lambda T: T.eye(*args, **{k: getattr(T, v) if k == "dtype" else v for k, v in kwargs.items()},
+                             device=on(T, device)))
 
 
 def test_eye_errors():
@@ -376,11 +385,12 @@ def test_new_methods(dtype):
 
 
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES + INT_DTYPES)
-def test_fill_and_zero(dtype):
+def test_fill_and_zero(dtype, device):
     def make(T):
-        x = T.from_numpy(sample((4, 3), "float32" if dtype == "bfloat16" else dtype, seed=5)).to(getattr(T, dtype))
+        x = T.from_numpy(sample((4, 3), "float32" if dtype == "bfloat16" else dtype, seed=5)).to(
+            on(T, device), getattr(T, dtype))
         x.fill_(2)
-        y = T.from_numpy(sample((4, 3), "float32", seed=5).T.copy().T).to(getattr(T, dtype))
+        y = T.from_numpy(sample((4, 3), "float32", seed=5).T.copy().T).to(on(T, device), getattr(T, dtype))
         y.zero_()
         return x, y
     run_both(make)
