@@ -6,6 +6,7 @@ keys on the architecture. Skips where NVRTC (pip install nvidia-cuda-nvrtc) is a
 The sources of one test are compiled as one NVRTC program (a prelude, each source's kernels in
 a namespace of their own), so the cost is a compile per architecture, not per program.
 """
+import functools
 import glob
 import os
 import re
@@ -100,7 +101,9 @@ def conformance_dir():
 CONFORMANCE = ["attention", "layernorm_manual", "mlp_module", "dynamic_batch", "inplace_ops", "conv_net"]
 
 
+@functools.lru_cache(maxsize=None)
 def conformance_programs():
+    """(name, loop program text) of the sample's compiled graphs (captured once per session)."""
     import importlib.util
 
     import kiln
@@ -138,7 +141,7 @@ def conformance_programs():
     finally:
         sys.path.remove(d)
         kiln.compiler.reset()
-    return programs
+    return tuple(programs)
 
 
 @needs_nvrtc

@@ -4,6 +4,8 @@ mapping (elementwise, a row per thread/warp/block, serial), every kind of combin
 NaN, argmax with ties and NaN, Welford), GEMM steps, symbolic sizes, f16, a scatter with an index
 error. Needs no GPU and no NVRTC, only the system C++ compiler.
 """
+import re
+
 import numpy as np
 import pytest
 
@@ -252,3 +254,41 @@ def test_scatter_add_duplicates_and_index_error():
     idx[500] = 64
     _, err = cuda_emulator.run(SCATTER, {"x": x, "idx": idx, "src": src}, [(np.float32, 64)])
     assert err == "IndexError: index {index} is out of bounds for dimension 0 with size {size}"
+
+
+INPUT = re.compile(r"%(\w+): (\w+)\[([^\]]*)\](?:\{strides=\[([^\]]*)\]\})?")
+NUMPY = {"f32": np.float32, "f64": np.float64, "f16": np.float16, "i64": np.int64, "i32": np.int32,
+         "b8": np.bool_}
+
+
+def test_conformance_graphs_equal_the_cpu_kernels():
+    # The compiled graphs of conformance programs (test_cuda_codegen's sample), each run by the
+    # C++ back end and by the emulated CUDA program on the same inputs (strided ones included).
+    import kiln
+    import test_cuda_codegen
+
+    programs, seen = [], set()
+    for name, text in test_cuda_codegen.conformance_programs():
+        if name.split(":")[0] not in seen or name.startswith("conv_net"):
+            seen.add(name.split(":")[0])
+            programs.append((name, text))
+    assert len(programs) >= 6
+    for name, text in programs:
+        header = text.split("\n", 1)[0]
+        storages, tensors = {}, []
+        for m in INPUT.finditer(header):
+            arg, dtype = m.group(1), NUMPY[m.group(2)]
+            sizes = [int(s) for s in m.group(3).split(",") if s.strip()]
+            strides = [int(s) for s in m.group(4).split(",")] if m.group(4) else \
+                [int(np.prod(sizes[i + 1:])) for i in range(len(sizes))]
+            span = 1 + sum((n - 1) * s for n, s in zip(sizes, strides))
+            data = rng.standard_normal(span).astype(dtype)
+            storages[arg] = data.copy()  # (the C++ run may write inputs in place: its own copy)
+            tensors.append(kiln.from_numpy(data).as_strided(sizes, strides))
+        path, _ = _codegen.compile_source(_codegen.emit_cpp(text))
+        want = _codegen.CompiledKernel(path, "kiln_entry", text)(*tensors)
+        want = [w.numpy() for w in (want if isinstance(want, (list, tuple)) else [want])]
+        got, err = cuda_emulator.run(text, storages, [(w.dtype, w.size) for w in want])
+        assert err is None, (name, err)
+        for k, (g, w) in enumerate(zip(got, want)):
+            np.testing.assert_allclose(g, w.reshape(-1), rtol=1e-4, atol=1e-5, err_msg=f"{name} output {k}")
