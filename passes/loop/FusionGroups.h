@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "codegen/CppCodegen.h"
+#include "codegen/KernelPlan.h"
 #include "ir/loop/LoopIR.h"
 #include "passes/loop/Schedule.h"
 
@@ -83,8 +83,8 @@ public:
 
   // Merges b into a (a before b in execution order) and returns "", or returns why the two
   // cannot be one kernel: externs and in-place writes are never fused, a path a -> x -> b would
-  // become a cycle, the kernel would exceed the size bound, or the C++ code generator could not
-  // emit the merged group as one loop nest.
+  // become a cycle, the kernel would exceed the size bound, or the kernel planner would not
+  // plan the merged group as one loop nest.
   std::string tryMerge(size_t a, size_t b);
 
   void log(const std::string& line) { log_.push_back(line); }
