@@ -93,8 +93,8 @@ TEST_F(AllocatorTest, FreedNeighboursCoalesce) {
   auto s = stats();
   EXPECT_EQ(s["inactive_split.all.current"], 0);
   EXPECT_EQ(s["allocated_bytes.all.current"], 0);
-  // A whole segment is reused from its start, and empty_cache can release it.
-  EXPECT_EQ(alloc.allocate(2 * MiB - 512, kStreamA), a);
+  // The whole segment serves the largest small request from its start again.
+  EXPECT_EQ(alloc.allocate(MiB, kStreamA), a);
   EXPECT_EQ(segments.allocations, 1);
 }
 
@@ -106,11 +106,15 @@ TEST_F(AllocatorTest, LargeRequestsUseTheLargePool) {
   uintptr_t b = alloc.allocate(5 * MiB, kStreamA); // split from the same 20 MiB segment
   EXPECT_EQ(b, a + 3 * MiB);
   EXPECT_EQ(segments.allocations, 1);
-  uintptr_t c = alloc.allocate(11 * MiB, kStreamA); // over 10 MiB: its own segment (12 MiB)
+  uintptr_t c = alloc.allocate(11 * MiB, kStreamA); // fits the 12 MiB left of that segment
+  EXPECT_EQ(c, b + 5 * MiB);
+  EXPECT_EQ(segments.allocations, 1);
+  alloc.free(c);
+  uintptr_t d = alloc.allocate(13 * MiB, kStreamA); // over 10 MiB: its own segment (14 MiB)
   EXPECT_EQ(segments.allocations, 2);
-  EXPECT_EQ(segments.live[c], 12 * MiB);
-  // A 1 MiB remainder of the 12 MiB segment is not split off (large pool keeps > 1 MiB only).
-  EXPECT_EQ(stats()["allocated_bytes.large_pool.current"], int64_t(3 * MiB + 5 * MiB + 12 * MiB));
+  EXPECT_EQ(segments.live[d], 14 * MiB);
+  // A 1 MiB remainder of the 14 MiB segment is not split off (large pool keeps > 1 MiB only).
+  EXPECT_EQ(stats()["allocated_bytes.large_pool.current"], int64_t(3 * MiB + 5 * MiB + 14 * MiB));
 }
 
 TEST_F(AllocatorTest, BlocksAreReusedOnlyOnTheirStream) {
