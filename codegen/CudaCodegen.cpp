@@ -175,7 +175,7 @@ public:
       emitElementwise();
       block_ = kElementwiseBlock;
       IndexExpr total = simplify(rows * tripCount(nest_.phases[0].loops), symbolFacts(rows));
-      launch.grid = simplify(min(ceilDiv(total, block_), IndexExpr(kMaxBlocks)), symbolFacts(total));
+      launch.grid = simplify(min(ceilDiv(total, int64_t(block_) * width_), IndexExpr(kMaxBlocks)), symbolFacts(total));
     } else {
       int64_t longest = 0;
       for (const Phase& p : nest_.phases) longest = std::max(longest, hint(tripCount(p.loops)));
@@ -300,11 +300,22 @@ private:
     return at + " = " + cppToStorage(m.buffer->dtype, value) + ";";
   }
 
-  // A thread per element of the outer and inner loops, over a grid-stride loop.
+  // A thread per element of the outer and inner loops, over a grid-stride loop; with vector
+  // accesses (vectorWidth) a thread per `width` consecutive elements of the innermost loop when
+  // every vector pointer is aligned, the scalar loop otherwise (views at an odd offset).
   void emitElementwise() {
     const Phase& phase = nest_.phases[0];
     std::vector<Loop> all = nest_.outer;
     all.insert(all.end(), phase.loops.begin(), phase.loops.end());
+    width_ = vectorWidth(all);
+    if (width_ > 1) {
+      std::vector<std::string> lines;
+      std::string aligned = emitVectorLoop(all, lines);
+      code_.open("if (" + aligned + ") {");
+      code_.lines(lines);
+      code_.close("} else {");
+      ++code_.indent_;
+    }
     BodyEnv e = env(phase);
     std::set<std::string> loopVars;
     for (const Loop& l : all) loopVars.insert(l.var);
@@ -321,6 +332,172 @@ private:
     code_.lines(decompose(all, "i", I_));
     code_.lines(inner);
     code_.close();
+    if (width_ > 1) code_.close();
+  }
+
+  // A load or store of the elementwise nest that moves `width` consecutive elements at once.
+  struct VectorAccess {
+    std::string buffer; // storage (root) name
+    IndexExpr base;     // its index at the first of the elements, in the vector loop's variables
+    std::string local;  // the loaded vector
+  };
+
+  // The innermost variable of `all` counts vectors of `width` elements (vq); element k of a
+  // vector is at innermost index width * vq + k.
+  std::map<std::string, IndexExpr> vectorRename(const std::vector<Loop>& all, int width, int k) const {
+    const std::string& q = all.back().var;
+    return {{q, IndexExpr(width) * IndexExpr::var(q + "v") + IndexExpr(k)}};
+  }
+
+  // Whether `base` (an index in the vector loop's variables) is a multiple of `width` at every
+  // point: constant strides and offset that are.
+  static bool alignedIndex(const IndexExpr& base, const std::vector<std::string>& vars, int width,
+                           const RangeFacts& facts) {
+    std::map<std::string, IndexExpr> zero;
+    for (const std::string& v : vars) {
+      std::optional<int64_t> stride =
+          simplify(base.substitute({{v, IndexExpr::var(v) + IndexExpr(1)}}) - base, facts).constant();
+      if (!stride || *stride % width != 0) return false;
+      zero[v] = IndexExpr(0);
+    }
+    std::optional<int64_t> offset = simplify(base.substitute(zero), facts).constant();
+    return offset && *offset % width == 0;
+  }
+
+  // The vector width of the elementwise nest: 16 bytes of its widest vector access (a load of
+  // another buffer or a store, contiguous and aligned in the innermost loop), at least 2
+  // elements and dividing the innermost extent; 1 (scalar) without such accesses, with in-place
+  // writes or indirect indices, or a symbolic innermost extent.
+  int vectorWidth(const std::vector<Loop>& all) const {
+    if (all.empty()) return 1;
+    std::optional<int64_t> extent = all.back().extent.constant();
+    if (!extent) return 1;
+    const Phase& phase = nest_.phases[0];
+    std::set<std::string> members;
+    for (const Member& m : phase.members) {
+      if (m.buffer->writesInto() || !indirectVars(m.body).empty()) return 1;
+      members.insert(m.buffer->name);
+    }
+    RangeFacts facts = factsOf(nest_.outer, phase.loops);
+    const std::string& q = all.back().var;
+    int64_t widest = 0;
+    auto consider = [&](const std::string& buffer, const IndexExpr& index) {
+      std::optional<int64_t> stride =
+          simplify(index.substitute({{q, IndexExpr::var(q) + IndexExpr(1)}}) - index, facts).constant();
+      if (stride != 1) return;
+      auto root = plan_.roots.find(buffer);
+      widest = std::max<int64_t>(widest, elementSize(plan_.dtypes.at(root == plan_.roots.end() ? buffer : root->second)));
+    };
+    for (const Member& m : phase.members) {
+      for (const LoopOp& op : m.body.ops)
+        if (op.code == LoopOpCode::Load && !members.count(op.buffer)) consider(op.buffer, op.index);
+      if (m.materialize) consider(m.buffer->name, m.flat);
+    }
+    if (widest == 0) return 1;
+    int width = int(std::min<int64_t>(8, 16 / widest));
+    while (width >= 2 && *extent % width != 0) width /= 2;
+    return std::max(width, 1);
+  }
+
+  // The vector loop's lines into `lines`; returns the condition under which it runs (every
+  // vector pointer aligned to its vector's bytes).
+  std::string emitVectorLoop(const std::vector<Loop>& all, std::vector<std::string>& lines) {
+    const Phase& phase = nest_.phases[0];
+    const int width = width_;
+    std::vector<Loop> vloops = all;
+    vloops.back() = {all.back().var + "v", IndexExpr(*all.back().extent.constant() / width)};
+    std::vector<std::string> vars;
+    for (const Loop& l : vloops) vars.push_back(l.var);
+    RangeFacts facts = factsOf(vloops, {});
+    std::set<std::string> members;
+    for (const Member& m : phase.members) members.insert(m.buffer->name);
+    auto renamed = [&](const IndexExpr& e, int k) { return simplify(e.substitute(vectorRename(all, width, k)), facts); };
+    auto vectorType = [&](const std::string& storage) {
+      return "kiln_vec<" + std::string(cppStorageType(plan_.dtypes.at(storage))) + ", " + std::to_string(width) + ">";
+    };
+    auto rootOf = [&](const std::string& b) {
+      auto r = plan_.roots.find(b);
+      return r == plan_.roots.end() ? b : r->second;
+    };
+    auto vectorizable = [&](const IndexExpr& index) {
+      IndexExpr base = renamed(index, 0);
+      for (int k = 1; k < width; ++k)
+        if (simplify(renamed(index, k) - base, facts) != IndexExpr(k)) return false;
+      return alignedIndex(base, vars, width, facts);
+    };
+    // The vector loads, each once.
+    std::vector<VectorAccess> loads;
+    std::vector<std::string> body;
+    std::set<std::string> alignedPointers;
+    for (const Member& m : phase.members)
+      for (const LoopOp& op : m.body.ops) {
+        if (op.code != LoopOpCode::Load || members.count(op.buffer) || !vectorizable(op.index)) continue;
+        IndexExpr base = renamed(op.index, 0);
+        std::string root = rootOf(op.buffer);
+        bool known = std::any_of(loads.begin(), loads.end(), [&](const VectorAccess& a) {
+          return a.buffer == root && simplify(a.base - base, facts) == IndexExpr(0);
+        });
+        if (known) continue;
+        std::string local = "vl" + std::to_string(loads.size());
+        std::string p = pointer(op.buffer, false);
+        alignedPointers.insert(p);
+        body.push_back("const " + vectorType(root) + " " + local + " = *reinterpret_cast<const " + vectorType(root) +
+                       "*>(" + p + " + " + cppIndex(base, facts) + ");");
+        loads.push_back({root, base, local});
+      }
+    // Element k of every member, its loads of vectors read from the vector's lane k.
+    std::map<std::string, std::vector<std::string>> values; // member -> value per element
+    for (int k = 0; k < width; ++k) {
+      Phase copy = phase;
+      for (Member& m : copy.members) {
+        for (LoopOp& op : m.body.ops)
+          if (op.code == LoopOpCode::Load || op.code == LoopOpCode::IndexExpr) op.index = renamed(op.index, k);
+        m.flat = renamed(m.flat, k);
+      }
+      BodyEnv e = env(phase);
+      e.facts = facts;
+      e.forwarded = [&, k](const std::string& b, const IndexExpr& index) -> std::optional<std::string> {
+        auto it = locals_.find(b);
+        if (it != locals_.end() && simplify(index - it->second.second, facts) == IndexExpr(0)) return it->second.first;
+        for (const VectorAccess& a : loads) {
+          if (a.buffer != rootOf(b)) continue;
+          std::optional<int64_t> lane = simplify(index - a.base, facts).constant();
+          if (lane && *lane >= 0 && *lane < width)
+            return cppFromStorage(plan_.dtypes.at(a.buffer), a.local + ".v[" + std::to_string(*lane) + "]");
+        }
+        return std::nullopt;
+      };
+      for (const Member& m : copy.members) {
+        std::string v = emitBody(m.body, "t" + std::to_string(m.id) + "v" + std::to_string(k) + "_", e, body);
+        locals_[m.buffer->name] = {v, m.flat};
+        values[m.buffer->name].push_back(v);
+      }
+      // Stores that are not vectors: per element.
+      for (const Member& m : copy.members)
+        if (m.materialize && !vectorizable(phase.members[&m - &copy.members[0]].flat))
+          body.push_back(pointer(m.buffer->name, true) + "[" + cppIndex(m.flat, facts) + "] = " +
+                         cppToStorage(m.buffer->dtype, values[m.buffer->name].back()) + ";");
+    }
+    locals_.clear();
+    for (const Member& m : phase.members) {
+      if (!m.materialize || !vectorizable(m.flat)) continue;
+      std::string p = pointer(m.buffer->name, true), T = vectorType(m.buffer->name), elems;
+      alignedPointers.insert(p);
+      for (int k = 0; k < width; ++k)
+        elems += (k ? ", " : "") + cppToStorage(m.buffer->dtype, values[m.buffer->name][k]);
+      body.push_back("*reinterpret_cast<" + T + "*>(" + p + " + " + cppIndex(renamed(m.flat, 0), facts) + ") = " + T +
+                     "{{" + elems + "}};");
+    }
+    std::string total = sizeText(tripCount(vloops));
+    lines.push_back("for (" + I_ + " i = " + I_ + "(blockIdx.x) * " + I_ + "(blockDim.x) + " + I_ +
+                    "(threadIdx.x); i < " + total + "; i += " + I_ + "(gridDim.x) * " + I_ + "(blockDim.x)) {");
+    for (const std::string& l : decompose(vloops, "i", I_)) lines.push_back("  " + l);
+    for (const std::string& l : body) lines.push_back("  " + l);
+    lines.push_back("}");
+    std::string cond;
+    for (const std::string& p : alignedPointers)
+      cond += (cond.empty() ? "" : " && ") + std::string("kiln_aligned(") + p + ", " + std::to_string(width) + ")";
+    return cond;
   }
 
   // Rows over the grid (group_ threads each), the phases inside.
@@ -497,6 +674,7 @@ private:
   std::string I_;
   Mapping mapping_ = Mapping::Elementwise;
   int block_ = kElementwiseBlock, group_ = 1;
+  int width_ = 1; // elements per thread of an elementwise nest's vector loop
   Code code_;
   bool usesErrors_ = false;
   std::vector<std::pair<std::string, bool>> pointers_; // storage name, written

@@ -226,6 +226,30 @@ def test_f16_pointwise_and_sum():
     np.testing.assert_allclose(s.astype(np.float32), x.astype(np.float32).sum(1), rtol=2e-3, atol=2e-2)
 
 
+def test_vector_loads_and_stores_aligned_or_not():
+    # 4 floats per load and store where every pointer is aligned; a view one element into its
+    # storage takes the scalar loop. Both compute the same.
+    text = """program @p(%x: f32[8, 128], %y: f32[128]) {
+  %out: f32[8, 128] = pointwise [i0: 8, i1: 128] {
+    %0 = load %x[128*i0 + i1]
+    %1 = load %y[i1]
+    %2 = mul %0, %1
+    %3 = tanh %2
+    store %3
+  }
+  output %out
+}
+"""
+    source = _codegen.emit_cuda(text)[0]
+    assert "kiln_vec<float, 4>" in source and "kiln_aligned(in_x, 4)" in source
+    x = rng.standard_normal((8 * 128 + 1)).astype(np.float32)
+    y = rng.standard_normal(128).astype(np.float32)
+    for offset in (0, 1):
+        (out,), _ = cuda_emulator.run(text, {"x": (x, offset), "y": y}, [(np.float32, 1024)])
+        want = np.tanh(x[offset:offset + 1024].reshape(8, 128) * y)
+        np.testing.assert_allclose(out.reshape(8, 128), want, rtol=1e-6, atol=1e-6)
+
+
 SCATTER = """program @scatter_add(%x: f32[64], %idx: i64[1000], %src: f32[1000]) {
   %buf0: f32[64] = pointwise [i0: 64] {
     %0 = load %x[i0]
