@@ -45,11 +45,17 @@ constexpr int64_t kMaxBlocks = 65536;
 constexpr int64_t kWarpRowMax = 1024;
 constexpr int64_t kThreadRowMax = 16;
 constexpr int kRowsBlock = 256;
+// At most this many rows of at least kSplitMinRow elements are split over up to kMaxSplits
+// blocks of kSplitBlock threads each (a thread then reduces 16 elements or more).
+constexpr int64_t kSplitMaxRows = 32;
+constexpr int64_t kSplitMinRow = 65536;
+constexpr int64_t kMaxSplits = 256;
+constexpr int kSplitBlock = 512;
 // Every size at most this (and static): index math in 32-bit ints (a grid-stride counter stays
 // below 2^31 after its last step).
 constexpr int64_t kMaxIndex32 = int64_t(1) << 30;
 
-enum class Mapping { Elementwise, ThreadRow, WarpRow, BlockRow, Serial };
+enum class Mapping { Elementwise, ThreadRow, WarpRow, BlockRow, SplitRow, Serial };
 
 const char* mappingName(Mapping m) {
   switch (m) {
@@ -57,6 +63,7 @@ const char* mappingName(Mapping m) {
   case Mapping::ThreadRow: return "a row per thread";
   case Mapping::WarpRow: return "a row per warp";
   case Mapping::BlockRow: return "a row per block";
+  case Mapping::SplitRow: return "a row over several blocks";
   case Mapping::Serial: return "serial";
   }
   return "";
@@ -167,10 +174,13 @@ public:
   CudaNestEmitter(const Nest& nest, const KernelPlan& plan, const CudaOptions& options, bool index32)
       : nest_(nest), plan_(plan), options_(options), I_(indexType(index32)) {}
 
-  std::string emit(const std::string& fname, const std::string& label, CudaLaunch& launch) {
+  // The kernels' text; their launches (and a split row's temporaries) go to `steps`.
+  std::string emit(const std::string& fname, const std::string& label, std::vector<CudaStep>& steps) {
     mapping_ = chooseMapping();
     code_.indent_ = 1;
+    if (mapping_ == Mapping::SplitRow) return emitSplit(fname, label, steps);
     IndexExpr rows = tripCount(nest_.outer);
+    CudaLaunch launch;
     if (mapping_ == Mapping::Elementwise) {
       emitElementwise();
       block_ = kElementwiseBlock;
@@ -188,6 +198,21 @@ public:
                         ? IndexExpr(1)
                         : simplify(min(ceilDiv(rows, rowsPerBlock), IndexExpr(kMaxBlocks)), symbolFacts(rows));
     }
+    std::string text = kernelText(fname, label, mappingName(mapping_), {}, launch);
+    steps.push_back(std::move(launch));
+    return text;
+  }
+
+private:
+  // A temporary of a split row: one state field per (row, split).
+  struct Temp {
+    std::string storage, param, type;
+    bool written;
+  };
+
+  // The kernel's function (the current code_ and pointers_) and its launch's arguments.
+  std::string kernelText(const std::string& fname, const std::string& label, const std::string& mapping,
+                         const std::vector<Temp>& temps, CudaLaunch& launch) {
     launch.kernel = fname;
     launch.block = block_;
     launch.label = label;
@@ -198,6 +223,10 @@ public:
           plan_.names.at(name));
       launch.args.push_back({CudaArg::Kind::Pointer, name});
     }
+    for (const Temp& t : temps) {
+      add(std::string(t.written ? "" : "const ") + t.type + "* __restrict__ " + t.param);
+      launch.args.push_back({CudaArg::Kind::Pointer, t.storage});
+    }
     for (const std::string& sym : plan_.symbols) {
       add("int64_t " + sym);
       launch.args.push_back({CudaArg::Kind::Size, sym});
@@ -207,25 +236,124 @@ public:
       launch.args.push_back({CudaArg::Kind::Error, ""});
       launch.checksErrors = true;
     }
-    return "// " + label + " (" + mappingName(mapping_) + ")\nextern \"C\" __global__ void __launch_bounds__(" +
+    return "// " + label + " (" + mapping + ")\nextern \"C\" __global__ void __launch_bounds__(" +
            std::to_string(block_) + ") " + fname + "(" + sig + ") {\n" + renameBuiltins(code_.str()) + "}\n";
   }
 
-private:
+  static int64_t typeBytes(const std::string& type) {
+    if (type == "double" || type == "int64_t" || type == "uint64_t") return 8;
+    if (type == "float" || type == "int" || type == "int32_t" || type == "uint32_t") return 4;
+    if (type == "int16_t" || type == "uint16_t") return 2;
+    return 1;
+  }
+
+  // Few long rows whose reduction is split over `splits_` blocks each: the first kernel reduces
+  // each (row, split)'s share to a state in temporaries, the second combines a row's states in
+  // order (a warp per row) and finishes the row (its loop-less phases).
+  std::string emitSplit(const std::string& fname, const std::string& label, std::vector<CudaStep>& steps) {
+    const Phase& red = nest_.phases[0];
+    std::vector<Accumulator> accs = accumulators(red);
+    IndexExpr rows = simplify(tripCount(nest_.outer), symbolFacts(tripCount(nest_.outer)));
+    const std::string S = std::to_string(splits_), R = sizeText(rows);
+    IndexExpr tasks = simplify(rows * IndexExpr(splits_), symbolFacts(rows));
+    std::vector<Temp> temps;
+    for (const Accumulator& a : accs)
+      if (!a.shared)
+        for (const Field& f : fieldsOf(a))
+          temps.push_back({fname + "." + a.name + f.suffix, "part_" + a.name + f.suffix, f.type, true});
+    for (const Temp& t : temps)
+      steps.push_back(CudaAlloc{t.storage, simplify(tasks * IndexExpr(typeBytes(t.type)), symbolFacts(tasks))});
+
+    // Pass 1: a block per (row, split), its threads striding over the split's elements.
+    block_ = kSplitBlock;
+    group_ = block_;
+    code_.line("const int lane = int(threadIdx.x);");
+    code_.open("for (" + I_ + " task = " + I_ + "(blockIdx.x); task < " + sizeText(tasks) + "; task += " + I_ +
+               "(gridDim.x)) {");
+    code_.line("const " + I_ + " row = task / " + S + ";");
+    code_.line("const " + I_ + " split = task % " + S + ";");
+    code_.lines(decompose(nest_.outer, "row", I_));
+    declare(accs);
+    accumulate(red, accs, "split * " + std::to_string(block_) + " + lane", std::to_string(int64_t(block_) * splits_));
+    combine(accs, true);
+    code_.open("if (lane == 0) {");
+    for (const Accumulator& a : accs)
+      if (!a.shared)
+        for (const Field& f : fieldsOf(a)) code_.line("part_" + a.name + f.suffix + "[task] = " + a.name + f.suffix + ";");
+    code_.close();
+    code_.close();
+    CudaLaunch first;
+    first.grid = simplify(min(tasks, IndexExpr(kMaxBlocks)), symbolFacts(tasks));
+    std::string text = kernelText(fname + "_part", label + ", split " + S + " ways", "a row per " + S + " blocks",
+                                  temps, first);
+    steps.push_back(std::move(first));
+
+    // Pass 2: a warp per row combines the row's states in split order.
+    code_ = Code();
+    code_.indent_ = 1;
+    pointers_.clear();
+    locals_.clear();
+    usesErrors_ = false;
+    block_ = kRowsBlock;
+    group_ = kWarp;
+    int64_t rowsPerBlock = block_ / group_;
+    code_.line("const int lane = int(threadIdx.x) % " + std::to_string(kWarp) + ";");
+    code_.open("for (" + I_ + " row = " + I_ + "(blockIdx.x) * " + std::to_string(rowsPerBlock) + " + " + I_ +
+               "(threadIdx.x) / " + std::to_string(kWarp) + "; row < " + R + "; row += " + I_ + "(gridDim.x) * " +
+               std::to_string(rowsPerBlock) + ") {");
+    code_.lines(decompose(nest_.outer, "row", I_));
+    declare(accs);
+    code_.open("for (int k = lane; k < " + S + "; k += " + std::to_string(kWarp) + ") {");
+    for (const Accumulator& a : accs) {
+      if (a.shared) continue;
+      for (const Field& f : fieldsOf(a))
+        code_.line("const " + f.type + " " + a.name + "_o" + f.suffix + " = part_" + a.name + f.suffix + "[row * " + S +
+                   " + k];");
+      code_.lines(mergeLines(a, a.name + "_o"));
+    }
+    code_.close();
+    combine(accs, false);
+    finish(red, accs);
+    for (size_t i = 1; i < nest_.phases.size(); ++i) emitPointwisePhase(nest_.phases[i]);
+    code_.close();
+    for (Temp& t : temps) t.written = false;
+    CudaLaunch second;
+    second.grid = simplify(min(ceilDiv(rows, rowsPerBlock), IndexExpr(kMaxBlocks)), symbolFacts(rows));
+    text += "\n" + kernelText(fname, label, "the " + S + " splits of a row per warp", temps, second);
+    steps.push_back(std::move(second));
+    for (const Temp& t : temps) steps.push_back(CudaFree{t.storage});
+    return text;
+  }
+
   int64_t hint(const IndexExpr& e) const { return hinted(e, options_.sizeHints); }
 
   static int blockFor(int64_t rowLength) {
     return rowLength <= 4096 ? 256 : rowLength <= 16384 ? 512 : 1024;
   }
 
-  Mapping chooseMapping() const {
+  // How many blocks share a row: few long rows (a reduction to a scalar) would leave most of
+  // the GPU idle with a block each. Only a first reduction phase followed by loop-less phases
+  // (their per-row epilogue runs in the second kernel).
+  int splitCount() const {
+    const Phase& red = nest_.phases[0];
+    if (!red.isReduction || hint(tripCount(nest_.outer)) > kSplitMaxRows) return 1;
+    for (size_t i = 1; i < nest_.phases.size(); ++i)
+      if (nest_.phases[i].isReduction || !nest_.phases[i].loops.empty()) return 1;
+    int64_t n = hint(tripCount(red.loops));
+    if (n < kSplitMinRow) return 1;
+    return int(std::clamp<int64_t>(n / (int64_t(kSplitBlock) * 16), 2, kMaxSplits));
+  }
+
+  Mapping chooseMapping() {
     if (scatters()) return Mapping::Serial;
     if (nest_.phases.size() == 1 && !nest_.phases[0].isReduction) return Mapping::Elementwise;
     if (readsAcrossRows()) return Mapping::ThreadRow;
     int64_t longest = 0;
     for (const Phase& p : nest_.phases) longest = std::max(longest, hint(tripCount(p.loops)));
     if (longest <= kThreadRowMax) return Mapping::ThreadRow;
-    return longest <= kWarpRowMax ? Mapping::WarpRow : Mapping::BlockRow;
+    if (longest <= kWarpRowMax) return Mapping::WarpRow;
+    splits_ = splitCount();
+    return splits_ > 1 ? Mapping::SplitRow : Mapping::BlockRow;
   }
 
   // Whether a member stores through an indirect index or accumulates (as the C++ emitter's
@@ -566,12 +694,12 @@ private:
     if (readLater && group_ > 1) code_.line(barrier());
   }
 
-  void emitReductionPhase(const Phase& phase) {
+  // The accumulators of a reduction phase; mean and variance of one body share a Welford state.
+  static std::vector<Accumulator> accumulators(const Phase& phase) {
     std::vector<Accumulator> accs;
     for (size_t i = 0; i < phase.members.size(); ++i) {
       const Member& m = phase.members[i];
       Accumulator a = makeAccumulator(m);
-      // Mean and variance of one body share one Welford state.
       bool welford = a.kind == ReductionKind::WelfordMean || a.kind == ReductionKind::WelfordVar;
       for (size_t j = 0; j < i && welford; ++j) {
         const Accumulator& o = accs[j];
@@ -584,13 +712,25 @@ private:
       }
       accs.push_back(a);
     }
+    return accs;
+  }
+
+  void declare(const std::vector<Accumulator>& accs) {
     for (const Accumulator& a : accs) {
       code_.lines(a.declare());
       if (!a.shared && (a.kind == ReductionKind::ArgMax || a.kind == ReductionKind::ArgMin))
         code_.line(a.name + "_i = KILN_NO_INDEX;");
     }
+  }
+
+  // This thread's elements of the phase (j from `start` by `step`) into its accumulators.
+  void accumulate(const Phase& phase, const std::vector<Accumulator>& accs, const std::string& start,
+                  const std::string& step) {
+    IndexExpr n = tripCount(phase.loops);
+    code_.open("for (" + I_ + " j = " + start + "; j < " + sizeText(simplify(n, symbolFacts(n))) + "; j += " + step +
+               ") {");
+    code_.lines(decompose(phase.loops, "j", I_));
     BodyEnv e = env(phase);
-    openShare(phase);
     for (size_t i = 0; i < phase.members.size(); ++i) {
       const Member& m = phase.members[i];
       if (accs[i].shared) continue;
@@ -600,7 +740,10 @@ private:
       code_.lines(accs[i].update(v, "j", false));
     }
     code_.close();
-    if (group_ > 1) combine(accs);
+  }
+
+  // The reductions' values (locals every thread of the row holds), stored by lane 0.
+  void finish(const Phase& phase, const std::vector<Accumulator>& accs) {
     for (size_t i = 0; i < phase.members.size(); ++i) {
       const Member& m = phase.members[i];
       std::string local = "v" + std::to_string(m.id);
@@ -617,8 +760,16 @@ private:
     }
   }
 
+  void emitReductionPhase(const Phase& phase) {
+    std::vector<Accumulator> accs = accumulators(phase);
+    declare(accs);
+    accumulate(phase, accs, group_ > 1 ? "lane" : "0", std::to_string(group_));
+    if (group_ > 1) combine(accs, mapping_ == Mapping::BlockRow);
+    finish(phase, accs);
+  }
+
   // The row's threads combine their states; afterwards every one of them holds the row's.
-  void combine(const std::vector<Accumulator>& accs) {
+  void combine(const std::vector<Accumulator>& accs, bool wholeBlock) {
     std::vector<const Accumulator*> own;
     for (const Accumulator& a : accs)
       if (!a.shared) own.push_back(&a);
@@ -634,7 +785,7 @@ private:
       code_.close();
     };
     butterfly();
-    if (mapping_ == Mapping::WarpRow) {
+    if (!wholeBlock) {
       // Lanes may differ in the last bits where a merge is not commutative (Welford): lane 0's.
       for (const Accumulator* a : own)
         for (const Field& f : fieldsOf(*a)) code_.line(a->name + f.suffix + " = kiln_shfl(" + a->name + f.suffix + ", 0);");
@@ -675,6 +826,7 @@ private:
   Mapping mapping_ = Mapping::Elementwise;
   int block_ = kElementwiseBlock, group_ = 1;
   int width_ = 1; // elements per thread of an elementwise nest's vector loop
+  int splits_ = 1; // blocks per row of a split row
   Code code_;
   bool usesErrors_ = false;
   std::vector<std::pair<std::string, bool>> pointers_; // storage name, written
@@ -757,13 +909,14 @@ public:
       const Unit& unit = plan_.units[u];
       std::string fname = "kiln_unit" + std::to_string(u);
       if (const Nest* nest = std::get_if<Nest>(&unit.work)) {
-        CudaLaunch launch;
         CudaNestEmitter ne(*nest, plan_, options_, index32_);
-        kernels_ += ne.emit(fname, unit.label, launch) + "\n";
-        for (const CudaArg& a : launch.args)
-          if (a.kind == CudaArg::Kind::Pointer) readers[a.name].insert(u);
-        out_.usesErrors |= launch.checksErrors;
-        unitSteps[u].push_back(std::move(launch));
+        kernels_ += ne.emit(fname, unit.label, unitSteps[u]) + "\n";
+        for (const CudaStep& step : unitSteps[u])
+          if (const auto* launch = std::get_if<CudaLaunch>(&step)) {
+            for (const CudaArg& a : launch->args)
+              if (a.kind == CudaArg::Kind::Pointer) readers[a.name].insert(u);
+            out_.usesErrors |= launch->checksErrors;
+          }
       } else {
         const Buffer* b = std::get<const Buffer*>(unit.work);
         unitSteps[u] = gemmSteps(*b, fname);

@@ -316,3 +316,51 @@ def test_conformance_graphs_equal_the_cpu_kernels():
         assert err is None, (name, err)
         for k, (g, w) in enumerate(zip(got, want)):
             np.testing.assert_allclose(g, w.reshape(-1), rtol=1e-4, atol=1e-5, err_msg=f"{name} output {k}")
+
+
+def test_long_rows_split_over_blocks():
+    # Few long rows: a first kernel reduces each (row, split) to a state, a second combines a
+    # row's states (sum, argmax with its first-position rule, Welford) and finishes the row.
+    text = """program @total(%x: f32[3, 200000], %y: f32[300000]) {
+  kernel @k0 {
+    %s: f32[3] = reduction sum [i0: 3] over [r0: 200000] {
+      %0 = load %x[200000*i0 + r0]
+      reduce %0
+    }
+    %mean: f32[3] = pointwise [i0: 3] {
+      %0 = load %s[i0]
+      %1 = constant 200000.0 : f32
+      %2 = div %0, %1
+      store %2
+    }
+  }
+  kernel @k1 {
+    %am: i64[] = reduction argmax [] over [r0: 300000] {
+      %0 = load %y[r0]
+      reduce %0
+    }
+  }
+  kernel @k2 {
+    %wm: f32[] = reduction welford_mean [] over [r0: 300000] {
+      %0 = load %y[r0]
+      reduce %0
+    }
+    %wv: f32[] = reduction welford_var [] over [r0: 300000] {
+      %0 = load %y[r0]
+      reduce %0
+    }
+  }
+  output %mean, %am, %wm, %wv
+}
+"""
+    source, launches = _codegen.emit_cuda(text)
+    assert source.count("(a row per 24 blocks)") == 1 and source.count("(a row per 36 blocks)") == 2
+    x = rng.standard_normal((3, 200000)).astype(np.float32)
+    y = (rng.standard_normal(300000) + 50).astype(np.float32)
+    y[[1000, 250000]] = 60  # the maximum twice: the first position
+    (mean, am, wm, wv), _ = cuda_emulator.run(
+        text, {"x": x, "y": y}, [(np.float32, 3), (np.int64, 1), (np.float32, 1), (np.float32, 1)])
+    np.testing.assert_allclose(mean, x.astype(np.float64).mean(1), rtol=1e-4, atol=1e-6)
+    assert am[0] == 1000
+    np.testing.assert_allclose(wm, y.astype(np.float64).mean(), rtol=1e-6)
+    np.testing.assert_allclose(wv, y.astype(np.float64).var(), rtol=1e-5)
