@@ -51,6 +51,9 @@ constexpr int64_t kSplitMaxRows = 32;
 constexpr int64_t kSplitMinRow = 65536;
 constexpr int64_t kMaxSplits = 256;
 constexpr int kSplitBlock = 512;
+// A row cache holds at most this many elements per thread, of at most kMaxCaches loads.
+constexpr int64_t kMaxCacheSlots = 16;
+constexpr size_t kMaxCaches = 4;
 // Every size at most this (and static): index math in 32-bit ints (a grid-stride counter stays
 // below 2^31 after its last step).
 constexpr int64_t kMaxIndex32 = int64_t(1) << 30;
@@ -408,13 +411,86 @@ private:
     e.facts = factsOf(nest_.outer, phase.loops);
     e.pointer = [this](const std::string& b) { return pointer(b, false); };
     RangeFacts facts = e.facts;
-    e.forwarded = [this, facts](const std::string& b, const IndexExpr& index) -> std::optional<std::string> {
+    std::string var = cachedPhase(phase) ? phase.loops[0].var : "";
+    e.forwarded = [this, facts, var](const std::string& b, const IndexExpr& index) -> std::optional<std::string> {
       auto it = locals_.find(b);
-      if (it == locals_.end()) return std::nullopt;
-      if (simplify(index - it->second.second, facts) != IndexExpr(0)) return std::nullopt;
-      return it->second.first;
+      if (it != locals_.end() && simplify(index - it->second.second, facts) == IndexExpr(0)) return it->second.first;
+      if (!var.empty())
+        if (const RowCache* c = cacheOf(b, index, var)) return c->name + "[t]";
+      return std::nullopt;
     };
     return e;
+  }
+
+  // A row's elements of an input kept in registers between phases (softmax reads x in its max,
+  // sum and output phases; layer norm in its statistics and output phases): per thread an array
+  // of its share, filled by the first phase that loads it, read by the later ones.
+  struct RowCache {
+    std::string buffer;
+    IndexExpr key; // the index with the phase's loop variable as kCacheVar
+    std::string name;
+    ScalarType dtype;
+    size_t firstPhase;
+  };
+  static constexpr const char* kCacheVar = "jj";
+
+  bool cachedPhase(const Phase& phase) const {
+    return cacheSlots_ > 0 && phase.loops.size() == 1;
+  }
+
+  const RowCache* cacheOf(const std::string& buffer, const IndexExpr& index, const std::string& var) const {
+    IndexExpr key = simplify(index.substitute({{var, IndexExpr::var(kCacheVar)}}), {});
+    for (const RowCache& c : caches_)
+      if (c.buffer == buffer && simplify(c.key - key, {}) == IndexExpr(0)) return &c;
+    return nullptr;
+  }
+
+  // Which loads to cache: a row mapping whose phases with loops all loop once over the same
+  // static extent, short enough for kMaxCacheSlots elements per thread; loads of other buffers
+  // (not the nest's members) at the same index in two phases or more, at most kMaxCaches.
+  void planCache() {
+    if (mapping_ != Mapping::WarpRow && mapping_ != Mapping::BlockRow) return;
+    std::optional<int64_t> extent;
+    std::set<std::string> members;
+    for (const Phase& p : nest_.phases) {
+      for (const Member& m : p.members) {
+        members.insert(m.buffer->name);
+        if (!indirectVars(m.body).empty()) return;
+      }
+      if (p.loops.empty()) continue;
+      std::optional<int64_t> n = p.loops[0].extent.constant();
+      if (p.loops.size() != 1 || !n || (extent && *extent != *n)) return;
+      extent = n;
+    }
+    if (!extent) return;
+    int64_t slots = (*extent + group_ - 1) / group_;
+    if (slots > kMaxCacheSlots) return;
+    struct Seen {
+      std::string buffer;
+      IndexExpr key;
+      ScalarType dtype;
+      std::set<size_t> phases;
+    };
+    std::vector<Seen> seen;
+    for (size_t i = 0; i < nest_.phases.size(); ++i) {
+      const Phase& p = nest_.phases[i];
+      if (p.loops.empty()) continue;
+      for (const Member& m : p.members)
+        for (const LoopOp& op : m.body.ops) {
+          if (op.code != LoopOpCode::Load || members.count(op.buffer)) continue;
+          IndexExpr key = simplify(op.index.substitute({{p.loops[0].var, IndexExpr::var(kCacheVar)}}), {});
+          auto it = std::find_if(seen.begin(), seen.end(), [&](const Seen& x) {
+            return x.buffer == op.buffer && simplify(x.key - key, {}) == IndexExpr(0);
+          });
+          if (it == seen.end()) seen.push_back({op.buffer, key, op.dtype, {i}});
+          else it->phases.insert(i);
+        }
+    }
+    for (const Seen& x : seen) {
+      if (x.phases.size() < 2 || caches_.size() >= kMaxCaches) continue;
+      caches_.push_back({x.buffer, x.key, "rc" + std::to_string(caches_.size()), x.dtype, *x.phases.begin()});
+    }
+    if (!caches_.empty()) cacheSlots_ = int(slots);
   }
 
   std::string storeLine(const Member& m, const std::string& value, const Phase& phase) {
@@ -641,8 +717,13 @@ private:
     // by all of them.)
     code_.open("for (" + I_ + " row = " + first + "; row < " + sizeText(rows) + "; row += " + step + ") {");
     code_.lines(decompose(nest_.outer, "row", I_));
+    planCache();
+    for (const RowCache& c : caches_)
+      code_.line(std::string(cppComputeType(c.dtype)) + " " + c.name + "[" + std::to_string(cacheSlots_) +
+                 "]; // %" + c.buffer + " of this thread's share of the row");
     for (size_t i = 0; i < nest_.phases.size(); ++i) {
       const Phase& phase = nest_.phases[i];
+      currentPhase_ = i;
       if (phase.isReduction)
         emitReductionPhase(phase);
       else
@@ -652,12 +733,36 @@ private:
   }
 
   // The loop of this thread's share of a phase's loops: lane, lane + group, ...
-  void openShare(const Phase& phase) {
+  void openShare(const Phase& phase) { openShareLoop(phase, group_ > 1 ? "lane" : "0", std::to_string(group_), currentPhase_); }
+
+  // Opens the loop over j = start, start + step, ... < the phase's trip count and declares the
+  // phase's variables; with a row cache, an unrolled loop over the thread's cache slots t that
+  // fills the caches this phase is the first to load. closeShareLoop closes it.
+  void openShareLoop(const Phase& phase, const std::string& start, const std::string& step, size_t phaseIndex) {
     IndexExpr n = tripCount(phase.loops);
-    std::string start = group_ > 1 ? "lane" : "0", step = std::to_string(group_);
-    code_.open("for (" + I_ + " j = " + start + "; j < " + sizeText(simplify(n, symbolFacts(n))) + "; j += " + step +
-               ") {");
+    std::string N = sizeText(simplify(n, symbolFacts(n)));
+    if (!cachedPhase(phase) || start != "lane") {
+      code_.open("for (" + I_ + " j = " + start + "; j < " + N + "; j += " + step + ") {");
+      code_.lines(decompose(phase.loops, "j", I_));
+      shareDepth_ = 1;
+      return;
+    }
+    code_.line("#pragma unroll");
+    code_.open("for (int t = 0; t < " + std::to_string(cacheSlots_) + "; ++t) {");
+    code_.line("const " + I_ + " j = lane + t * " + step + ";");
+    code_.open("if (j < " + N + ") {");
     code_.lines(decompose(phase.loops, "j", I_));
+    RangeFacts facts = factsOf(nest_.outer, phase.loops);
+    for (const RowCache& c : caches_)
+      if (c.firstPhase == phaseIndex) {
+        IndexExpr index = simplify(c.key.substitute({{kCacheVar, IndexExpr::var(phase.loops[0].var)}}), facts);
+        code_.line(c.name + "[t] = " + cppFromStorage(c.dtype, pointer(c.buffer, false) + "[" + cppIndex(index, facts) + "]") + ";");
+      }
+    shareDepth_ = 2;
+  }
+
+  void closeShareLoop() {
+    for (int i = 0; i < shareDepth_; ++i) code_.close();
   }
 
   std::string barrier() const { return mapping_ == Mapping::BlockRow ? "__syncthreads();" : "__syncwarp();"; }
@@ -687,7 +792,7 @@ private:
     } else {
       openShare(phase);
       code_.lines(inner);
-      code_.close();
+      closeShareLoop();
       for (const std::string& name : added) locals_.erase(name);
     }
     // Later phases read other elements of this one from memory: wait for the row's stores.
@@ -726,10 +831,7 @@ private:
   // This thread's elements of the phase (j from `start` by `step`) into its accumulators.
   void accumulate(const Phase& phase, const std::vector<Accumulator>& accs, const std::string& start,
                   const std::string& step) {
-    IndexExpr n = tripCount(phase.loops);
-    code_.open("for (" + I_ + " j = " + start + "; j < " + sizeText(simplify(n, symbolFacts(n))) + "; j += " + step +
-               ") {");
-    code_.lines(decompose(phase.loops, "j", I_));
+    openShareLoop(phase, start, step, currentPhase_);
     BodyEnv e = env(phase);
     for (size_t i = 0; i < phase.members.size(); ++i) {
       const Member& m = phase.members[i];
@@ -739,7 +841,7 @@ private:
       code_.lines(body);
       code_.lines(accs[i].update(v, "j", false));
     }
-    code_.close();
+    closeShareLoop();
   }
 
   // The reductions' values (locals every thread of the row holds), stored by lane 0.
@@ -827,6 +929,10 @@ private:
   int block_ = kElementwiseBlock, group_ = 1;
   int width_ = 1; // elements per thread of an elementwise nest's vector loop
   int splits_ = 1; // blocks per row of a split row
+  std::vector<RowCache> caches_;
+  int cacheSlots_ = 0;     // elements of a row cache per thread (0: no cache)
+  size_t currentPhase_ = 0;
+  int shareDepth_ = 1;     // blocks openShareLoop opened
   Code code_;
   bool usesErrors_ = false;
   std::vector<std::pair<std::string, bool>> pointers_; // storage name, written
