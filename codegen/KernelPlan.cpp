@@ -127,6 +127,42 @@ LoopBody renameBody(const LoopBody& body, const std::map<std::string, IndexExpr>
   return out;
 }
 
+// Whether the in-place writes of a nest of several members are safe fused: the nest runs its
+// members element by element (and its rows in parallel), so a member may read the storage an
+// in-place member writes only at the element being written, in the writer's phase (before the
+// write it sees the old value, after it the new one, as the members' program order says). A
+// write at a place the body computes (a scatter) or accumulating is never fused.
+bool inPlaceWritesFuse(const Nest& nest) {
+  std::map<std::string, std::string> root;                    // version -> its storage
+  std::map<std::string, std::pair<size_t, IndexExpr>> written; // storage -> (phase, offset)
+  for (size_t pi = 0; pi < nest.phases.size(); ++pi)
+    for (const Member& m : nest.phases[pi].members) {
+      const std::string* into = m.buffer->writesInto();
+      if (!into) continue;
+      const auto& pw = std::get<Pointwise>(m.buffer->computation);
+      if (pw.accumulate || !indirectVars(pw.body).empty()) return false;
+      auto r = root.find(*into);
+      std::string storage = r == root.end() ? *into : r->second;
+      root[m.buffer->name] = storage;
+      auto [it, added] = written.emplace(storage, std::pair{pi, m.flat});
+      if (!added && (it->second.first != pi || it->second.second != m.flat)) return false;
+    }
+  if (written.empty()) return true;
+  for (size_t pi = 0; pi < nest.phases.size(); ++pi)
+    for (const Member& m : nest.phases[pi].members)
+      for (const LoopOp& op : m.body.ops) {
+        if (op.code != LoopOpCode::Load) continue;
+        auto r = root.find(op.buffer);
+        auto w = written.find(r == root.end() ? op.buffer : r->second);
+        if (w == written.end()) continue;
+        const Phase& phase = nest.phases[pi];
+        RangeFacts facts = factsOf(nest.outer, phase.loops);
+        if (w->second.first != pi || simplify(op.index - w->second.second, facts) != IndexExpr(0))
+          return false;
+      }
+  return true;
+}
+
 } // namespace
 
 std::optional<Nest> buildNest(const std::vector<const Buffer*>& bufs) {
@@ -243,6 +279,7 @@ std::optional<Nest> buildNest(const std::vector<const Buffer*>& bufs) {
     where[b->name] = {nest.phases.size() - 1, phase.members.size()};
     phase.members.push_back(std::move(m));
   }
+  if (bufs.size() > 1 && !inPlaceWritesFuse(nest)) return std::nullopt;
   return nest;
 }
 
