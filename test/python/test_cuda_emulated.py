@@ -301,24 +301,46 @@ def test_conformance_graphs_equal_the_cpu_kernels():
             programs.append((name, text))
     assert len(programs) >= 6
     for name, text in programs:
-        header = text.split("\n", 1)[0]
-        storages, tensors = {}, []
-        for m in INPUT.finditer(header):
-            arg, dtype = m.group(1), NUMPY[m.group(2)]
-            sizes = [int(s) for s in m.group(3).split(",") if s.strip()]
-            strides = [int(s) for s in m.group(4).split(",")] if m.group(4) else \
-                [int(np.prod(sizes[i + 1:])) for i in range(len(sizes))]
-            span = 1 + sum((n - 1) * s for n, s in zip(sizes, strides))
-            data = rng.standard_normal(span).astype(dtype)
-            storages[arg] = data.copy()  # (the C++ run may write inputs in place: its own copy)
-            tensors.append(kiln.from_numpy(data).as_strided(sizes, strides))
-        path, _ = _codegen.compile_source(_codegen.emit_cpp(text))
-        want = _codegen.CompiledKernel(path, "kiln_entry", text)(*tensors)
-        want = [w.numpy() for w in (want if isinstance(want, (list, tuple)) else [want])]
-        got, err = cuda_emulator.run(text, storages, [(w.dtype, w.size) for w in want])
-        assert err is None, (name, err)
-        for k, (g, w) in enumerate(zip(got, want)):
-            np.testing.assert_allclose(g, w.reshape(-1), rtol=1e-4, atol=1e-5, err_msg=f"{name} output {k}")
+        run_both(name, text)
+
+
+def run_both(name, text):
+    """The C++ kernels and the emulated CUDA program of `text` on the same random inputs
+    (strided ones included) agree."""
+    import kiln
+
+    header = text.split("\n", 1)[0]
+    storages, tensors = {}, []
+    for m in INPUT.finditer(header):
+        arg, dtype = m.group(1), NUMPY[m.group(2)]
+        sizes = [int(s) for s in m.group(3).split(",") if s.strip()]
+        strides = [int(s) for s in m.group(4).split(",")] if m.group(4) else \
+            [int(np.prod(sizes[i + 1:])) for i in range(len(sizes))]
+        span = 1 + sum((n - 1) * s for n, s in zip(sizes, strides))
+        data = rng.standard_normal(span).astype(dtype)
+        storages[arg] = data.copy()  # (the C++ run may write inputs in place: its own copy)
+        tensors.append(kiln.from_numpy(data).as_strided(sizes, strides))
+    path, _ = _codegen.compile_source(_codegen.emit_cpp(text))
+    want = _codegen.CompiledKernel(path, "kiln_entry", text)(*tensors)
+    want = [w.numpy() for w in (want if isinstance(want, (list, tuple)) else [want])]
+    got, err = cuda_emulator.run(text, storages, [(w.dtype, w.size) for w in want])
+    assert err is None, (name, err)
+    for k, (g, w) in enumerate(zip(got, want)):
+        np.testing.assert_allclose(g, w.reshape(-1), rtol=1e-4, atol=1e-5, err_msg=f"{name} output {k}")
+
+
+def test_scheduled_in_place_writes():
+    # In-place writes fused with their neighbours (an optimizer step: momentum and parameter
+    # updated in one nest), and a write kept apart because a neighbour reads another element.
+    import os
+
+    path = os.path.join(os.path.dirname(__file__), "..", "lit", "loop", "schedule-inplace.kir")
+    chunks = [c[m.start():] for c in open(path).read().split("// -----")
+              if (m := re.search(r"^program @", c, re.M))]
+    assert len(chunks) == 2
+    for chunk in chunks:
+        scheduled = _codegen.schedule(chunk)[0]
+        run_both(chunk.split("(", 1)[0], scheduled)
 
 
 def test_long_rows_split_over_blocks():
