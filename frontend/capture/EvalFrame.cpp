@@ -112,6 +112,18 @@ PyObject* callGlue(_PyInterpreterFrame* frame, PyObject* glue) {
   return result;
 }
 
+// Runs a cache entry's glue in place of the frame: in the frame itself where the version allows
+// (pyframe::reuseForGlue; then CPython releases the frame as for any run: `ran`), else as a call.
+PyObject* runGlue(PyThreadState* tstate, _PyInterpreterFrame* frame, PyObject* glue, bool& ran) {
+  if (!pyframe::reuseForGlue(tstate, frame, glue, int(numArgSlots(pyframe::code(frame)))))
+    return callGlue(frame, glue);
+  // The frame holds the glue now, so a reset() while it runs cannot free it.
+  PyObject* saved = exchangeCallback(nullptr);
+  PyObject* result = runFrame(tstate, frame, 0, ran);
+  restoreCallback(saved);
+  return result;
+}
+
 PyObject* makeFrameInfo(_PyInterpreterFrame* frame, CodeExtra* extra, const FrameView& view) {
   // Failures first: building Python objects may run the collector (and so finalizers that could
   // reset the caches and free `extra`).
@@ -207,7 +219,7 @@ PyObject* onMiss(PyThreadState* tstate, _PyInterpreterFrame* frame, CodeExtra* e
   }
   bool ok = addEntry(code, answer);
   PyObject* glue = PyTuple_GET_ITEM(answer, 1);
-  PyObject* result = ok ? callGlue(frame, glue) : nullptr;
+  PyObject* result = ok ? runGlue(tstate, frame, glue, ran) : nullptr;
   Py_DECREF(answer);
   return result;
 }
@@ -234,7 +246,7 @@ PyObject* answerFrame(PyThreadState* tstate, _PyInterpreterFrame* frame, int thr
       if (!entries[i].tree->check(view)) continue;
       std::rotate(entries.begin(), entries.begin() + Py_ssize_t(i),
                   entries.begin() + Py_ssize_t(i) + 1);
-      return callGlue(frame, entries.front().glue);
+      return runGlue(tstate, frame, entries.front().glue, ran);
     }
   }
   return onMiss(tstate, frame, extra, view, ran);
