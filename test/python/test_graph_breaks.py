@@ -225,6 +225,29 @@ def test_break_counts_equal_torch(name):
     assert counts["kiln"] == counts["torch"], counts
 
 
+def test_numpy_methods_after_a_numpy_break_resume():
+    """`.numpy()` breaks; in the resume function a C method of the array (`n.sum(axis=0)`) is a
+    break at its call, run in Python with the array of that call, and the tensor code after it
+    compiles (the load of `n.sum` used to break and run the rest of the frame eagerly).
+    torch.compile traces numpy into its graph: 1 graph; kiln: one on each side."""
+    def fn(x):
+        y = x * 2
+        n = y.numpy()
+        m = n.sum(axis=0)
+        s = m.max()
+        return y + kiln.from_numpy(m) * float(s)
+
+    compiled = kiln.compile(fn, backend="eager")
+    for i in range(3):  # new data each call: nothing computed from the array is a constant
+        x = kiln.from_numpy(np.arange(6, dtype=np.float32).reshape(3, 2) * (i + 1))
+        np.testing.assert_allclose(compiled(x).numpy(), fn(x).numpy())
+    kiln.compiler.reset()
+    e = kiln.explain(fn)(x)
+    assert (e.graph_count, e.graph_break_count) == (2, 1), str(e)
+    reasons = [r.reason for r in e.break_reasons]
+    assert reasons[0].startswith("Tensor.numpy()") and "sum of a numpy.ndarray" in reasons[1], reasons
+
+
 def test_no_graph_for_a_resume_function_without_ops():
     def fn(x):
         y = x * 2
