@@ -358,6 +358,51 @@ private:
     return product(v.sizes) == product(b->sizes) ? b : nullptr;
   }
 
+  // When output `t` is the transpose of an mm's result that nothing else reads (a linear
+  // layer's weight gradient, t(mm(t(grad), x)), in every backward graph), that mm buffer,
+  // rewritten to compute the transposed product C^T = B^T A^T directly in the output's
+  // row-major layout; else null. (Before: the product, then a transposing copy of it.)
+  Buffer* transposedMmResult(const Node* t, const Value& v) {
+    if (v.sizes.size() != 2 || !v.aliasOf || t->users().size() != 1) return nullptr;
+    const Node* mm = v.aliasOf;
+    const Argument* arg = argOf(t, 0, "a");
+    if (!arg || !arg->isNode() || arg->toNode() != mm || mm->users().size() != 1) return nullptr;
+    auto view = stridedView(v);
+    if (!view || view->second.offset != 0 || values_.at(mm).storage != view->first) return nullptr;
+    Buffer* b = nullptr;
+    for (Buffer& candidate : program_.buffers)
+      if (candidate.name == view->first) b = &candidate;
+    auto* x = b ? std::get_if<Extern>(&b->computation) : nullptr;
+    if (!x || x->kernel != "mm" || b->sizes.size() != 2 ||
+        std::count(program_.outputs.begin(), program_.outputs.end(), b->name) ||
+        view->second.strides != std::vector<IndexExpr>{IndexExpr(1), b->sizes[1]})
+      return nullptr;
+    auto transposed = [&](size_t i) {
+      StridedView s = x->viewOf(i) ? *x->viewOf(i) : wholeLayout(x->inputs[i]);
+      std::swap(s.sizes[0], s.sizes[1]);
+      std::swap(s.strides[0], s.strides[1]);
+      return s;
+    };
+    std::vector<std::optional<StridedView>> views = {transposed(1), transposed(0)};
+    std::swap(x->inputs[0], x->inputs[1]);
+    x->views = std::move(views);
+    for (size_t i = 0; i < 2; ++i)  // a view of all of an input in its own layout is no view
+      if (x->views[i] == wholeLayout(x->inputs[i])) x->views[i] = std::nullopt;
+    if (!x->views[0] && !x->views[1]) x->views.clear();
+    b->sizes = v.sizes;
+    return b;
+  }
+
+  // The layout of a whole input or buffer, as a view of its storage.
+  StridedView wholeLayout(const std::string& name) {
+    for (const LoopInput& in : program_.inputs)
+      if (in.name == name) return StridedView{0, in.sizes, in.strides};
+    for (const Buffer& b : program_.buffers)
+      if (b.name == name) return StridedView{0, b.sizes, rowMajorStrides(b.sizes)};
+    KILN_CHECK(false, "lowering: no input or buffer %", name);
+    return {};
+  }
+
   Value& valueOf(const Node* n) {
     auto it = values_.find(n);
     KILN_CHECK(it != values_.end(), "lowering: %", n->name(), " is not a lowered tensor value");
@@ -403,7 +448,9 @@ private:
     for (const Argument& a : items) {
       KILN_CHECK(a.isNode(), "lowering: graph outputs must be tensors");
       Value& v = valueOf(a.toNode());
-      if (Buffer* b = reshapedExternResult(v)) {
+      if (Buffer* b = transposedMmResult(a.toNode(), v)) {
+        v = bufferValue(b->name, v.dtype, v.sizes);
+      } else if (Buffer* b = reshapedExternResult(v)) {
         // The output is the extern's result read whole in row-major order (e.g. bmm's
         // [b, m, n] result viewed as [2, 4, m, n]): the result takes the output's shape
         // instead of being copied (its loads index it flat, so they are unchanged).

@@ -1,7 +1,9 @@
 // Size-binned free lists under one mutex. Sizes round up to a bin (powers of two split in
-// four) so a freed block serves any later request of its bin.
+// four, and always a multiple of the alignment: std::aligned_alloc requires the size to be one)
+// so a freed block serves any later request of its bin.
 #include "runtime/Allocator.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <mutex>
 #include <new>
@@ -15,8 +17,10 @@ size_t binSize(size_t n) {
   if (n <= 64) return 64;
   size_t p = size_t(1) << (63 - __builtin_clzll(n)); // largest power of two <= n
   if (n == p) return n;
-  size_t quarter = p / 4;
-  return (n + quarter - 1) / quarter * quarter;
+  // A quarter below the alignment (n < 256) would give sizes aligned_alloc may reject (C11:
+  // undefined; ASan aborts on it): such bins step by the alignment instead.
+  size_t step = std::max(p / 4, CpuAllocator::kAlignment);
+  return (n + step - 1) / step * step;
 }
 
 struct State {

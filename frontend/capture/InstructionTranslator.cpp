@@ -912,7 +912,7 @@ void InstructionTranslator::dictSet(DictVT* d, VT* key, VT* value) {
 nb::object InstructionTranslator::dictKey(VT* key) {
   if (key->kind == VT::Kind::Tensor) {
     auto* t = static_cast<TensorVT*>(key);
-    if (t->real.is_valid() && t->identityGuarded) return t->real;
+    if (t_.guardIdentity(t)) return t->real;
     throw Unsupported{"a tensor used as a dict key (only tensors from outside the frame whose "
                       "identity is guarded, such as parameters, can key a dict)"};
   }

@@ -36,6 +36,11 @@ public:
   // A key of a dict from outside: a constant, or a tensor (whose identity the dict's keys guard
   // pins) as a variable of its own.
   VT* keyVT(nb::handle key);
+  // Pins tensor t from outside the frame to its object (an identity guard on its source), so it
+  // can key a dict: a parameter reached through an argument (`self.param_groups[0]["params"][0]`
+  // in a compiled `opt.step`) is a graph input guarded by its metadata only. False when t has
+  // no real object or no source to guard.
+  bool guardIdentity(TensorVT* t);
   // The Python object a variable stands for while calling real code (tensors -> fakes).
   nb::object toPython(VT* v);
   // Calls Python code for real on fakes, recording the ops it dispatches.

@@ -396,6 +396,14 @@ void Tracer::storeGrad(TensorVT* t, VT* value) {
   recordStore(SideEffect::Kind::Attr, t->real, "grad", value);
 }
 
+bool Tracer::guardIdentity(TensorVT* t) {
+  if (t->identityGuarded) return true;
+  if (!t->real.is_valid() || !t->source) return false;
+  t->source->guardNode(*guards_).checkId(t->real.ptr());
+  t->identityGuarded = true;
+  return true;
+}
+
 VT* Tracer::keyVT(nb::handle key) {
   if (!python::isTensor(key.ptr())) return constant(nb::borrow(key));
   VT* v = wrap(key, nullptr);

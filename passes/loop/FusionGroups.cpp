@@ -94,7 +94,6 @@ FusionGroups::FusionGroups(const LoopProgram& p, int64_t maxKernelOps)
   names_.resize(n_);
   reductions_.assign(n_, 0);
   externs_.assign(n_, 0);
-  inPlace_.assign(n_, 0);
   notPointwiseNest_.assign(n_, 0);
   ops_.resize(n_);
   readSucc_.resize(n_);
@@ -112,7 +111,6 @@ FusionGroups::FusionGroups(const LoopProgram& p, int64_t maxKernelOps)
     names_[i] = bufNames_[i];
     reductions_[i] = b.isReduction();
     externs_[i] = b.isExtern();
-    inPlace_[i] = b.writesInto() != nullptr;
     notPointwiseNest_[i] = !pwFacts_[i].has_value();
     ops_[i] = bufOps_[i];
     order_[i] = pos_[i] = i;
@@ -165,13 +163,6 @@ std::vector<size_t> FusionGroups::order() const {
   for (size_t g : order_)
     if (g != kTomb) out.push_back(g);
   return out;
-}
-
-const Buffer* FusionGroups::inPlaceWriter(size_t g) const {
-  if (!inPlace_[g]) return nullptr;
-  for (size_t i : members_[g])
-    if (p_.buffers[i].writesInto()) return &p_.buffers[i];
-  return nullptr;
 }
 
 bool FusionGroups::shareReads(size_t a, size_t b) const {
@@ -296,10 +287,6 @@ bool FusionGroups::oneNest(size_t a, size_t b) const {
 
 std::string FusionGroups::whyNotMergeable(size_t a, size_t b) const {
   if (hasExtern(a) || hasExtern(b)) return "extern kernels are not fused";
-  for (size_t g : {a, b})
-    if (const Buffer* w = inPlaceWriter(g))
-      return "%" + w->name + " writes into %" + *w->writesInto() +
-             " in place: it is a kernel of its own";
   if (size_t x = firstBetween(a, b); x != kTomb) return "{" + describe(x) + "} runs between them";
   if (ops_[a] + ops_[b] > maxKernelOps_)
     return "the kernel would have " + std::to_string(ops_[a] + ops_[b]) + " ops, more than " +
@@ -355,7 +342,6 @@ void FusionGroups::merge(size_t a, size_t b) {
   names_[a] = std::move(names);
   reductions_[a] += reductions_[b];
   externs_[a] += externs_[b];
-  inPlace_[a] += inPlace_[b];
   notPointwiseNest_[a] += notPointwiseNest_[b];
   ops_[a] += ops_[b];
   if (reductions_[a]) reductionGroups_.insert(a);

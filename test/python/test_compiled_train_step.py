@@ -201,3 +201,37 @@ def test_generated_graph_module_frames_inside_a_step_are_not_captured():
         log.setLevel(level)
     graphs = [m.splitlines()[0] for m in seen if m.startswith("graph ")]
     assert graphs and not any("GraphModule" in g for g in graphs), graphs
+
+
+@pytest.mark.parametrize("opt_name", sorted(OPTIMIZERS))
+def test_compiled_optimizer_step_method(monkeypatch, opt_name):
+    """kiln.compile(opt.step), as torch users write torch.compile(opt.step): the parameters come
+    through the argument `self` (self.param_groups[0]["params"][i]) and key `self.state`; they are
+    pinned by identity guards when used as dict keys (before: the frame broke at
+    `state[param]`, "a tensor used as a dict key"). One graph, equal to eager steps."""
+    monkeypatch.setattr(kiln.config, "strict", True)
+    torch.manual_seed(0)
+    reference = _mlp(torch)
+    params_after = []
+    for compiled in (False, True):
+        model = _mlp(kiln)
+        model.load_state_dict({k: kiln.from_numpy(v.detach().numpy().copy())
+                               for k, v in reference.state_dict().items()})
+        opt = OPTIMIZERS[opt_name](kiln, model.parameters())
+        step = opt.step
+        if compiled:
+            kiln.compiler.reset()
+            step = kiln.compile(opt.step)
+        for x, y in _batches("mlp", 3):
+            opt.zero_grad()
+            kiln.nn.functional.cross_entropy(model(kiln.from_numpy(x)), kiln.from_numpy(y)).backward()
+            step()
+        params_after.append([p.detach().numpy().copy() for p in model.parameters()])
+    for got, want in zip(params_after[1], params_after[0]):
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-6)
+    e = kiln.explain(opt.step)()
+    assert (e.graph_count, e.graph_break_count) == (1, 0), e.break_reasons
+    if opt_name == "sgd":
+        # Each parameter's update (weight decay, momentum and Nesterov, the parameter written in
+        # place) is one kernel: in-place writes fuse where read only at the element written.
+        assert e.kernels_per_graph[0].num_kernels == len(list(model.parameters())), e.kernels_per_graph[0]

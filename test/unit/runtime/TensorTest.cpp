@@ -55,6 +55,21 @@ TEST(Tensor, BroadcastMismatchNamesOpAndShapes) {
   }
 }
 
+// std::aligned_alloc needs a size that is a multiple of the alignment (C11); bins between 64
+// and 256 bytes once stepped by a quarter power of two (80, 96, 160 bytes), which ASan rejects.
+TEST(Allocator, BlockSizesAreMultiplesOfTheAlignment) {
+  for (size_t n : {1, 63, 65, 70, 100, 129, 160, 200, 255, 257, 1000, 4097}) {
+    auto before = CpuAllocator::instance().stats();
+    void* p = CpuAllocator::instance().allocate(n);
+    auto after = CpuAllocator::instance().stats();
+    int64_t size = after.allocatedBytes - before.allocatedBytes;
+    EXPECT_GE(size, int64_t(n));
+    EXPECT_EQ(size % int64_t(CpuAllocator::kAlignment), 0) << "request of " << n << " bytes";
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % CpuAllocator::kAlignment, 0u);
+    CpuAllocator::instance().free(p, n);
+  }
+}
+
 TEST(Allocator, ReusesFreedBlocks) {
   auto before = CpuAllocator::instance().stats();
   { Tensor t = Tensor::empty({1000}, ScalarType::Float32); }
