@@ -129,7 +129,8 @@ FusionGroups::FusionGroups(const LoopProgram& p, int64_t maxKernelOps)
 }
 
 std::vector<size_t> FusionGroups::executionOrder() const {
-  // Kahn's algorithm, the ready group with the earliest first buffer first.
+  // Kahn's algorithm, the ready group with the earliest first buffer first (a sink: the earliest
+  // first buffer of the group that made it ready).
   std::vector<size_t> waiting(n_, 0);
   using Ready = std::pair<size_t, size_t>; // (first buffer, group)
   std::priority_queue<Ready, std::vector<Ready>, std::greater<Ready>> ready;
@@ -143,8 +144,12 @@ std::vector<size_t> FusionGroups::executionOrder() const {
     size_t g = ready.top().second;
     ready.pop();
     out.push_back(g);
+    // A group nothing depends on (it computes outputs only) runs as soon as it is ready, right
+    // after its last producer: in program order it can come much later (an output the lowering
+    // realized last, such as a forward's saved pre-activation), its inputs read cold by then and
+    // kept alive until it runs.
     for (size_t h : depSucc_[g])
-      if (--waiting[h] == 0) ready.push({members_[h][0], h});
+      if (--waiting[h] == 0) ready.push({depSucc_[h].empty() ? members_[g][0] : members_[h][0], h});
   }
   size_t live = size_t(std::count(alive_.begin(), alive_.end(), true));
   KILN_CHECK(out.size() == live, "loop scheduler: the fusion groups depend on each other in a cycle (",

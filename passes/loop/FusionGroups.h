@@ -35,7 +35,8 @@ public:
   const LoopProgram& program() const { return p_; }
   // The groups in execution order, each listing buffer indices in program order: a topological
   // order of the groups, among the ready groups the one with the earliest buffer first (so
-  // unrelated work keeps its program order).
+  // unrelated work keeps its program order), except that a group nothing depends on runs right
+  // after the last group it waits for.
   std::vector<std::vector<size_t>> groups() const;
   // The same, as group names.
   std::vector<size_t> executionOrder() const;
