@@ -18,7 +18,7 @@ def test_module_hooks_are_traced_without_a_break():
     x = kiln.randn(3, 4)
     want = model(x)
     e = _explain(model, x)
-    assert (e.graph_count, e.graph_break_count) == (1, 0), e.break_reasons
+    assert (e.graph_count, len(e.break_reasons)) == (1, 0), e.break_reasons
     kiln.compiler.reset()
     got = kiln.compile(model)(x)
     np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-5, atol=1e-6)
@@ -70,7 +70,7 @@ class _Counter(nn.Module):
 def test_augmented_assignment_to_a_buffer_does_not_break():
     x = kiln.ones(2, 3)
     e = _explain(_Counter(), x)
-    assert (e.graph_count, e.graph_break_count) == (1, 0), e.break_reasons
+    assert (e.graph_count, len(e.break_reasons)) == (1, 0), e.break_reasons
     m = _Counter()
     kiln.compiler.reset()
     f = kiln.compile(m)
@@ -113,7 +113,7 @@ def test_scalar_assignment_through_tensor_and_mask_indices_does_not_break():
     x = kiln.randn(5, 4)
     idx = kiln.tensor([0, 3])
     e = _explain(_assign, x, idx)
-    assert (e.graph_count, e.graph_break_count) == (1, 0), e.break_reasons
+    assert (e.graph_count, len(e.break_reasons)) == (1, 0), e.break_reasons
     kiln.compiler.reset()
     got = kiln.compile(_assign)(x, idx)
     a = x.numpy()
@@ -154,7 +154,7 @@ def test_python_list_indices_stay_in_the_graph():
 
     a = np.arange(10, dtype=np.float32).reshape(2, 5)
     e = _explain(fn, kiln.from_numpy(a.copy()))
-    assert (e.graph_count, e.graph_break_count) == (1, 0), e.break_reasons
+    assert (e.graph_count, len(e.break_reasons)) == (1, 0), e.break_reasons
     kiln.compiler.reset()
     got = kiln.compile(fn)(kiln.from_numpy(a.copy()))
     want = fn(kiln.from_numpy(a.copy()))
