@@ -172,3 +172,16 @@ def test_a_global_list_index_is_guarded():
         assert fn(x).tolist() == [[0.0, 2.0], [6.0, 8.0]]
     finally:
         _INDEX[1] = 2
+
+
+def test_module_built_inside_a_compiled_function():
+    # nn.Parameter's __init__ was traced with `self` not yet a tensor: a segfault.
+    def f(x):
+        lin = nn.Linear(3, 4)
+        w = nn.Parameter(x * 2)
+        return lin(x).shape, w
+
+    kiln.compiler.reset()
+    shape, w = kiln.compile(f)(kiln.ones(2, 3))
+    assert tuple(shape) == (2, 4) and isinstance(w, nn.Parameter) and w.requires_grad
+    np.testing.assert_array_equal(w.detach().numpy(), np.full((2, 3), 2, np.float32))
