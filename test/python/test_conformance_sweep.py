@@ -185,3 +185,19 @@ def test_module_built_inside_a_compiled_function():
     shape, w = kiln.compile(f)(kiln.ones(2, 3))
     assert tuple(shape) == (2, 4) and isinstance(w, nn.Parameter) and w.requires_grad
     np.testing.assert_array_equal(w.detach().numpy(), np.full((2, 3), 2, np.float32))
+
+
+def test_training_graph_returns_an_input_as_itself():
+    # `return lin(x), w` compiled for training handed back a new Tensor aliasing w: not w, no
+    # longer an nn.Parameter nor a leaf.
+    lin = nn.Linear(3, 4)
+
+    def f(x, w):
+        return lin(x), w
+
+    kiln.compiler.reset()
+    w = nn.Parameter(kiln.ones(2))
+    out, got = kiln.compile(f)(kiln.ones(2, 3), w)
+    assert got is w and got.is_leaf
+    out.sum().backward()
+    assert lin.weight.grad is not None
