@@ -97,7 +97,7 @@ VT* InstructionTranslator::call(VT* fn, VTs args, Kwargs kwargs) {
   }
 }
 
-VT* InstructionTranslator::inlineFunction(FunctionVT* f, VTs args, Kwargs kwargs) {
+VT* InstructionTranslator::inlineFunction(FunctionVT* f, VTs args, Kwargs kwargs, bool traceLibrary) {
   // kiln.compiler.is_compiling(): True for the code being traced (False when it runs).
   static nb::handle isCompiling =
       nb::object(nb::module_::import_("kiln._compiling").attr("is_compiling")).release();
@@ -107,7 +107,7 @@ VT* InstructionTranslator::inlineFunction(FunctionVT* f, VTs args, Kwargs kwargs
   // named_modules(), ...): their generator object could not be iterated symbolically, so they
   // are unrolled like user generators.
   bool generator = reinterpret_cast<PyCodeObject*>(fn->func_code)->co_flags & CO_GENERATOR;
-  if (isKilnLibrary(f->fn) && !generator) return t_.callReal(f->fn, args, kwargs);
+  if (isKilnLibrary(f->fn) && !generator && !traceLibrary) return t_.callReal(f->fn, args, kwargs);
   SourcePtr src = f->source;
   VTs closure;
   if (fn->func_closure) {
@@ -310,8 +310,16 @@ VT* InstructionTranslator::callMethod(MethodVT* m, VTs args, Kwargs kwargs) {
     PyObject* attr = _PyType_Lookup(Py_TYPE(obj.ptr()), nb::str(name.c_str()).ptr());
     if (attr && PyFunction_Check(attr)) {
       auto* f = t_.make<FunctionVT>(nb::borrow(attr));
+      bool libraryModuleMethod = self->kind == VT::Kind::Module && isKilnLibrary(attr);
+      // `self.forward(x)` of one of kiln's modules (Module.__call__'s frame captured by itself):
+      // its forward runs on fakes with the module's parameters known, as a call of the module.
+      if (libraryModuleMethod && name == "forward")
+        return callForward(static_cast<ModuleVT*>(self), std::move(args), std::move(kwargs), true);
       args.insert(args.begin(), self);
-      return inlineFunction(f, std::move(args), std::move(kwargs));
+      // The other methods of kiln's nn.Module (train, eval, zero_grad, ...) are traced, not run
+      // for real: run for real, their writes to the module tree (`training = mode` on every
+      // child) would happen once, while tracing, and not when the graph runs again.
+      return inlineFunction(f, std::move(args), std::move(kwargs), libraryModuleMethod);
     }
     throw Unsupported{"calling the method " + name + " of a " + kindName(self)};
   }

@@ -201,3 +201,56 @@ def test_training_graph_returns_an_input_as_itself():
     assert got is w and got.is_leaf
     out.sum().backward()
     assert lin.weight.grad is not None
+
+
+def test_train_eval_toggles_in_a_loop_replay_on_every_child():
+    # The loop breaks (item()), so Module.train/eval frames are captured by themselves; their
+    # `module.train(mode)` on the children ran for real while tracing only: from the second
+    # epoch on, model.train() left BatchNorm in eval mode (wrong losses, no running-stat updates).
+    def build():
+        kiln.manual_seed(0)
+        model = nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4))
+
+        def run(x):
+            log = []
+            for _ in range(3):
+                model.train()
+                log.append(model(x).pow(2).sum().item())
+                log.append((model.training, model[1].training))
+                model.eval()
+                with kiln.no_grad():
+                    log.append(model(x).pow(2).sum().item())
+                log.append((model.training, model[1].training))
+            return log, model[1].running_mean.clone()
+
+        return run
+
+    x = kiln.randn(6, 4)
+    want_log, want_mean = build()(x)
+    kiln.compiler.reset()
+    got_log, got_mean = kiln.compile(build())(x)
+    np.testing.assert_allclose(got_log[::2], want_log[::2], rtol=1e-5)
+    assert got_log[1::2] == want_log[1::2]
+    np.testing.assert_allclose(got_mean.numpy(), want_mean.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_model_train_inside_a_compiled_function_does_not_recompile():
+    model = nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4))
+    calls = []
+
+    def backend(gm, examples):
+        calls.append(1)
+        return gm
+
+    def f(x):
+        model.train()
+        return model(x)
+
+    kiln.compiler.reset()
+    cf = kiln.compile(f, backend=backend)
+    x = kiln.randn(6, 4)
+    for _ in range(3):
+        model.eval()
+        cf(x)
+        assert model.training and model[1].training
+    assert len(calls) == 1
