@@ -254,3 +254,28 @@ def test_model_train_inside_a_compiled_function_does_not_recompile():
         cf(x)
         assert model.training and model[1].training
     assert len(calls) == 1
+
+
+def test_deepcopy_of_a_module_and_of_tensors():
+    # copy.deepcopy(model) (an EMA or teacher copy) raised "cannot pickle 'Tensor' object".
+    import copy
+
+    m = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4))
+    m(kiln.randn(5, 3)).sum().backward()
+    m2 = copy.deepcopy(m)
+    for a, b in zip(m.parameters(), m2.parameters()):
+        assert type(b) is nn.Parameter and b.requires_grad and b is not a and b.grad is not a.grad
+        assert kiln.equal(a, b) and kiln.equal(a.grad, b.grad)
+    for a, b in zip(m.buffers(), m2.buffers()):
+        assert b is not a and kiln.equal(a, b)
+    with kiln.no_grad():
+        m2[0].weight.add_(1)
+    assert not kiln.equal(m[0].weight, m2[0].weight)
+    t = kiln.ones(2, requires_grad=True)
+    c = copy.deepcopy([t, t])
+    assert c[0] is c[1] and c[0] is not t and c[0].requires_grad and c[0].is_leaf
+    try:
+        copy.deepcopy(t * 2)
+        raise AssertionError("a non-leaf was deep-copied")
+    except RuntimeError as e:
+        assert "graph leaves" in str(e)
