@@ -279,3 +279,15 @@ def test_deepcopy_of_a_module_and_of_tensors():
         raise AssertionError("a non-leaf was deep-copied")
     except RuntimeError as e:
         assert "graph leaves" in str(e)
+
+
+def test_batchnorm_twice_before_backward():
+    # Two training-mode calls of one BatchNorm before backward (SimCLR's two views): the second
+    # call's running-stat update bumped the version the first call's node had saved.
+    bn, lin = nn.BatchNorm1d(4), nn.Linear(3, 4)
+    x = kiln.randn(5, 3)
+    version = bn.running_mean._version
+    loss = bn(lin(x)).sum() + bn(lin(x + 1)).pow(2).sum()
+    assert bn.running_mean._version == version  # as torch: the kernel's update is no in-place op
+    loss.backward()
+    assert lin.weight.grad is not None
