@@ -291,3 +291,21 @@ def test_batchnorm_twice_before_backward():
     assert bn.running_mean._version == version  # as torch: the kernel's update is no in-place op
     loss.backward()
     assert lin.weight.grad is not None
+
+
+def test_layer_norm_of_a_transposed_value_then_linear():
+    # MLP-Mixer: layer_norm's decomposition kept the transposed input's strides where the eager
+    # kernel returns a contiguous result, so the Linear's view of it failed when compiling.
+    ln, lin = nn.LayerNorm(4), nn.Linear(4, 3)
+
+    def f(a, b):
+        return lin(ln(a.transpose(1, 2) + b.transpose(1, 2))).sum()
+
+    a, b = kiln.randn(2, 4, 5), kiln.randn(2, 4, 5)
+    kiln.compiler.reset()
+    strict, kiln.config.strict = kiln.config.strict, True
+    try:
+        got = kiln.compile(f)(a, b)
+    finally:
+        kiln.config.strict = strict
+    np.testing.assert_allclose(got.item(), f(a, b).item(), rtol=1e-5)
