@@ -309,3 +309,18 @@ def test_layer_norm_of_a_transposed_value_then_linear():
     finally:
         kiln.config.strict = strict
     np.testing.assert_allclose(got.item(), f(a, b).item(), rtol=1e-5)
+
+
+def test_hook_on_a_child_of_sequential_runs_on_every_call():
+    # Sequential (kiln's) ran for real while tracing, so the hook below it appended a fake
+    # (meta) tensor once, while tracing, and never again.
+    model = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+    stats = []
+    model[1].register_forward_hook(lambda m, inp, out: stats.append(out.detach().mean()))
+    x = kiln.randn(5, 3)
+    kiln.compiler.reset()
+    f = kiln.compile(lambda x: model(x).sum())
+    for i in range(3):
+        f(x)
+        assert len(stats) == i + 1 and stats[-1].device.type == "cpu"
+    np.testing.assert_allclose(stats[-1].item(), model[1](model[0](x)).mean().item(), rtol=1e-6)
