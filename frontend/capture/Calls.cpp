@@ -343,10 +343,12 @@ VT* InstructionTranslator::callMethod(MethodVT* m, VTs args, Kwargs kwargs) {
       if (libraryModuleMethod && name == "forward")
         return callForward(static_cast<ModuleVT*>(self), std::move(args), std::move(kwargs), true);
       args.insert(args.begin(), self);
-      // The other methods of kiln's nn.Module (train, eval, zero_grad, ...) are traced, not run
-      // for real: run for real, their writes to the module tree (`training = mode` on every
-      // child) would happen once, while tracing, and not when the graph runs again.
-      return inlineFunction(f, std::move(args), std::move(kwargs), libraryModuleMethod);
+      // The methods of nn.Module itself (train, eval, zero_grad, ...) are traced, not run for
+      // real: run for real, their writes to the module tree (`training = mode` on every child)
+      // would happen once, while tracing, and not when the graph runs again. (A layer's own
+      // methods, such as Linear.reset_parameters, still run for real.)
+      bool moduleMethod = libraryModuleMethod && moduleOf(attr) == "kiln.nn.modules.module";
+      return inlineFunction(f, std::move(args), std::move(kwargs), moduleMethod);
     }
     throw Unsupported{"calling the method " + name + " of a " + kindName(self)};
   }
