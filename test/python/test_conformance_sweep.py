@@ -324,3 +324,34 @@ def test_hook_on_a_child_of_sequential_runs_on_every_call():
         f(x)
         assert len(stats) == i + 1 and stats[-1].device.type == "cpu"
     np.testing.assert_allclose(stats[-1].item(), model[1](model[0](x)).mean().item(), rtol=1e-6)
+
+
+class _TimesTwoBackward(kiln.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, scale):
+        ctx.save_for_backward(x)
+        return kiln.round(x / scale) * scale
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * 2 + x * 0, None
+
+
+def test_custom_function_with_grad_keeps_its_backward_under_compile():
+    # The Function's backward was dropped while tracing: the compiled output did not require
+    # grad (or, inside a model, the gradient silently skipped the custom backward).
+    def f(w, x):
+        return (x @ _TimesTwoBackward.apply(w, 0.05)).sum()
+
+    w0, x = kiln.randn(3, 4), kiln.randn(2, 3)
+    grads = []
+    for fn in (f, kiln.compile(f)):
+        kiln.compiler.reset()
+        w = w0.clone().requires_grad_()
+        fn(w, x).backward()
+        grads.append(w.grad.numpy())
+    np.testing.assert_allclose(grads[1], grads[0], rtol=1e-5, atol=1e-6)
+    with kiln.no_grad():  # no backward to keep: traced into the graph
+        e = _explain(f, w0, x)
+    assert (e.graph_count, e.graph_break_count) == (1, 0), e.break_reasons
