@@ -355,3 +355,29 @@ def test_custom_function_with_grad_keeps_its_backward_under_compile():
     with kiln.no_grad():  # no backward to keep: traced into the graph
         e = _explain(f, w0, x)
     assert (e.graph_count, e.graph_break_count) == (1, 0), e.break_reasons
+
+
+def test_module_compile_in_place():
+    # model.compile() (torch's nn.Module.compile) was missing.
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.l1 = nn.Linear(6, 12)
+            self.l2 = nn.Linear(12, 3)
+
+        def forward(self, x):
+            return self.l2(nn.functional.relu(self.l1(x)))
+
+    kiln.manual_seed(0)
+    model, x = Net(), kiln.randn(7, 6)
+    want = model(x).detach().numpy()
+    kiln.compiler.reset()
+    assert model.compile() is None
+    assert type(model) is Net and sorted(model.state_dict()) == ["l1.bias", "l1.weight", "l2.bias", "l2.weight"]
+    for _ in range(2):
+        got = model(x)
+        np.testing.assert_allclose(got.detach().numpy(), want, rtol=1e-5, atol=1e-6)
+    got.sum().backward()
+    assert model.l1.weight.grad is not None
+    e = _explain(lambda x: model(x), x)  # inside another compiled function: traced through
+    assert (e.graph_count, e.graph_break_count) == (1, 0), e.break_reasons
