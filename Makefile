@@ -51,6 +51,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PIP) install -q numpy pytest lit pyyaml "nanobind>=2.0" "scikit-build-core>=0.10" ninja cmake
 	$(PY) -c "import torch" 2>/dev/null || $(PIP) install -q $(TORCH_PIP_FLAGS) torch==$(TORCH_VERSION) || \
 	  echo "torch $(TORCH_VERSION) unavailable: differential tests will skip"
+	$(PIP) install -q nvidia-cuda-nvrtc || echo "nvidia-cuda-nvrtc unavailable: the NVRTC tests will skip"
 	touch $@
 
 venv: deps $(VENV)/.installed

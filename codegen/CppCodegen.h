@@ -15,7 +15,6 @@
 #pragma once
 #include <cstdint>
 #include <map>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -51,25 +50,5 @@ inline constexpr const char* kTranslationUnitMarker = "// kiln: translation unit
 // The C++ source of `p`. Throws kiln::Error for what the code generator does not handle:
 // extern kernels other than mm/bmm/addmm on f32/f64, size symbols not named s0, s1, ...
 std::string emitCpp(const LoopProgram& p, const CppOptions& options = {});
-
-// Whether emitCpp emits these pointwise and reduction buffers (in program order), grouped in
-// one kernel, as one loop nest rather than a nest per buffer. The scheduler fuses only such
-// groups.
-bool fusesIntoOneNest(const std::vector<const Buffer*>& bufs);
-
-// What fusesIntoOneNest decides for a group of pointwise buffers only (none written in place),
-// kept per buffer so a scheduler can decide without building the nest: such a group is one nest
-// exactly when every member has the same `extents` and every load of one member by another is
-// `Element` or `Row`. `extents`: the ranges without extent-1 ones; per load of the body, the
-// buffer read and how: `Element` the element being computed, `Row` another element of the
-// current row (the last range) of the same extents, `Other` anything else.
-struct PointwiseNestFacts {
-  enum class Read { Element, Row, Other };
-  std::vector<IndexExpr> extents;
-  std::vector<std::pair<std::string, Read>> loads;
-};
-// nullopt for buffers that are not pointwise or written in place. (Over a symbolic row length,
-// a `Row` read needs an index affine in the row's loop variable.)
-std::optional<PointwiseNestFacts> pointwiseNestFacts(const Buffer& b);
 
 } // namespace kiln::codegen

@@ -1,16 +1,19 @@
 // kiln-opt: reads graph IR text, verifies it, runs a pass pipeline, prints the result.
-//   kiln-opt [file|-] [--pipeline=dce,cse] [--print-after-all] [--split-input-file] [--emit=cpp]
+//   kiln-opt [file|-] [--pipeline=dce,cse] [--print-after-all] [--split-input-file]
+//            [--emit=cpp|cuda]
 // Loop programs (text starting with `program`) are verified and printed back, or with
-// --emit=cpp as the C++ source the code generator makes of them; graph passes do not apply to
-// them. A pipeline ending in `lower-loops` lowers each (prims) graph after the graph passes and
-// prints the loop program (or with --emit=cpp its C++). --emit=cpp on a graph without
-// lower-loops completes the pipeline: decompose-prims, lower-loops, schedule.
+// --emit=cpp as the C++ source the code generator makes of them (--emit=cuda: the CUDA source,
+// then the launch list as `// launch:` comment lines); graph passes do not apply to them. A
+// pipeline ending in `lower-loops` lowers each (prims) graph after the graph passes and prints
+// the loop program (or with --emit its source). --emit on a graph without lower-loops completes
+// the pipeline: decompose-prims, lower-loops, schedule.
 // Errors go to stderr as "file:line:col: error: ..." and make the exit status 1.
 #include <fstream>
 #include <iostream>
 #include <sstream>
 
 #include "codegen/CppCodegen.h"
+#include "codegen/CudaCodegen.h"
 #include "compiler/Lowering.h"
 #include "ir/Parser.h"
 #include "ir/Printer.h"
@@ -26,6 +29,23 @@ using namespace kiln;
 namespace {
 
 const std::string kSplitMarker = "// -----";
+
+// What --emit asks for: the loop program itself, its C++ or its CUDA.
+enum class Emit { None, Cpp, Cuda };
+
+std::string emitted(const LoopProgram& p, Emit emit) {
+  if (emit == Emit::Cpp) return codegen::emitCpp(p);
+  if (emit == Emit::None) return printLoopProgram(p);
+  codegen::CudaProgram cuda = codegen::emitCuda(p);
+  std::string out = cuda.source, list = codegen::printLaunchList(cuda);
+  out += "\n// launch list of @" + p.name + "\n";
+  for (size_t at = 0; at < list.size();) {
+    size_t end = list.find('\n', at);
+    out += "// launch: " + list.substr(at, end - at) + "\n";
+    at = end + 1;
+  }
+  return out;
+}
 
 struct Chunk {
   size_t begin, end;
@@ -53,7 +73,7 @@ std::vector<Chunk> splitInput(const std::string& s, bool split) {
 
 void usage(std::ostream& out) {
   out << "usage: kiln-opt [file|-] [--pipeline=p1,p2] [--print-after-all] [--split-input-file]\n"
-         "                [--emit=cpp] [--print-schedule-log] [--max-kernel-ops=N]\n"
+         "                [--emit=cpp|cuda] [--print-schedule-log] [--max-kernel-ops=N]\n"
          "passes:\n";
   for (const PassInfo& p : registeredPasses())
     out << "  " << p.name << "  " << p.description << "\n";
@@ -107,12 +127,12 @@ void scheduleIfAsked(LoopProgram& p, const LoopPipeline& lp, bool printLog) {
 
 // Lowers graphs to loop programs and prints them (or their C++).
 bool lowerAndPrint(const std::vector<Graph>& graphs, const LoopPipeline& lp, bool printLog,
-                   bool emitCpp, const std::string& file) {
+                   Emit emit, const std::string& file) {
   for (const Graph& g : graphs) {
     try {
       LoopProgram p = compiler::lowerToLoops(g);
       scheduleIfAsked(p, lp, printLog);
-      std::cout << (emitCpp ? codegen::emitCpp(p) : printLoopProgram(p));
+      std::cout << emitted(p, emit);
     } catch (const Error& e) {
       std::cerr << file << ": error: graph @" << g.name() << ": " << e.what() << "\n";
       return false;
@@ -123,7 +143,7 @@ bool lowerAndPrint(const std::vector<Graph>& graphs, const LoopPipeline& lp, boo
 
 // Parses and verifies a chunk of loop programs; prints them back (or their C++) or the errors.
 bool processLoopChunk(std::string_view chunk, int firstLine, const PassManager& pm,
-                      const LoopPipeline& lp, bool printLog, bool emitCpp,
+                      const LoopPipeline& lp, bool printLog, Emit emit,
                       const std::string& file, std::string_view source) {
   LoopParseResult parsed = parseLoopPrograms(chunk, firstLine);
   if (parsed.error) {
@@ -142,10 +162,10 @@ bool processLoopChunk(std::string_view chunk, int firstLine, const PassManager& 
     return false;
   }
   for (LoopProgram& p : parsed.programs) scheduleIfAsked(p, lp, printLog);
-  if (emitCpp) {
+  if (emit != Emit::None) {
     for (const LoopProgram& p : parsed.programs) {
       try {
-        std::cout << codegen::emitCpp(p);
+        std::cout << emitted(p, emit);
       } catch (const Error& e) {
         std::cerr << file << ": error: " << e.what() << "\n";
         ok = false;
@@ -160,9 +180,9 @@ bool processLoopChunk(std::string_view chunk, int firstLine, const PassManager& 
 // Parses, verifies and transforms one chunk of the input; prints the result or the errors.
 bool processChunk(std::string_view chunk, int firstLine, const PassManager& pm,
                   const PipelineOptions& options, const LoopPipeline& lp, bool printLog,
-                  bool emitCpp, const std::string& file, std::string_view source) {
+                  Emit emit, const std::string& file, std::string_view source) {
   if (isLoopProgramText(chunk))
-    return processLoopChunk(chunk, firstLine, pm, lp, printLog, emitCpp, file, source);
+    return processLoopChunk(chunk, firstLine, pm, lp, printLog, emit, file, source);
   if (!lp.schedulePasses.empty() && !lp.lower) {
     std::cerr << file << ": error: scheduling passes need a loop program (after lower-loops)\n";
     return false;
@@ -179,15 +199,16 @@ bool processChunk(std::string_view chunk, int firstLine, const PassManager& pm,
     if (!problems.empty()) return false;
     try {
       pm.run(g, options);
-      // --emit=cpp from a graph stage runs the rest of the way: prims, loops, schedule.
-      if (emitCpp && !lp.lower) PassManager::parse("decompose-prims").run(g, options);
+      // --emit from a graph stage runs the rest of the way: prims, loops, schedule.
+      if (emit != Emit::None && !lp.lower) PassManager::parse("decompose-prims").run(g, options);
     } catch (const IRError& e) {
       std::cerr << formatDiagnostic(e.diagnostic(), file, source);
       return false;
     }
   }
-  if (lp.lower) return lowerAndPrint(parsed.graphs, lp, printLog, emitCpp, file);
-  if (emitCpp) return lowerAndPrint(parsed.graphs, LoopPipeline{true, {"schedule"}}, printLog, true, file);
+  if (lp.lower) return lowerAndPrint(parsed.graphs, lp, printLog, emit, file);
+  if (emit != Emit::None)
+    return lowerAndPrint(parsed.graphs, LoopPipeline{true, {"schedule"}}, printLog, emit, file);
   std::cout << printGraphs(parsed.graphs);
   return true;
 }
@@ -196,7 +217,8 @@ bool processChunk(std::string_view chunk, int firstLine, const PassManager& pm,
 
 int main(int argc, char** argv) {
   std::string file = "-", pipeline;
-  bool split = false, emitCpp = false, printLog = false;
+  bool split = false, printLog = false;
+  Emit emit = Emit::None;
   PipelineOptions options;
   options.log = &std::cerr;
   for (int i = 1; i < argc; ++i) {
@@ -217,7 +239,9 @@ int main(int argc, char** argv) {
         return 1;
       }
     } else if (arg == "--emit=cpp") {
-      emitCpp = true;
+      emit = Emit::Cpp;
+    } else if (arg == "--emit=cuda") {
+      emit = Emit::Cuda;
     } else if (arg == "--help" || arg == "-h") {
       usage(std::cout);
       return 0;
@@ -249,7 +273,7 @@ int main(int argc, char** argv) {
       if (i) std::cout << kSplitMarker << "\n";
       std::string_view text =
           std::string_view(source).substr(chunks[i].begin, chunks[i].end - chunks[i].begin);
-      ok &= processChunk(text, chunks[i].firstLine, pm, options, lp, printLog, emitCpp, name,
+      ok &= processChunk(text, chunks[i].firstLine, pm, options, lp, printLog, emit, name,
                          source);
     }
     return ok ? 0 : 1;

@@ -3,6 +3,7 @@
 // a prims graph (a kiln.fx.Graph or its text) -> the text of its loop program;
 // kiln._C._codegen.schedule: a loop program's text -> (scheduled text, decision log).
 #include "frontend/binding/CppCodegenBinding.h"
+#include "frontend/binding/CudaCodegenBinding.h"
 
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/map.h>
@@ -83,6 +84,7 @@ void registerCppCodegen(nb::module_& m) {
       },
       nb::arg("program_text"),
       "(the loop program with its buffers fused into kernels, the scheduler's decision log)");
+  registerCudaCodegen(m);
 }
 
 } // namespace kiln::python

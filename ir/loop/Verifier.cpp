@@ -35,9 +35,6 @@ public:
       root_[in.name] = in.name;
       current_[in.name] = in.name;
     }
-    std::map<std::string, int> kernelSizes;
-    for (const Buffer& b : p_.buffers)
-      if (!b.kernel.empty()) ++kernelSizes[b.kernel];
     std::string kernel;
     std::set<std::string> kernels;
     for (const Buffer& b : p_.buffers) {
@@ -54,9 +51,6 @@ public:
       }
       checkSizes(b.sizes, b.parsedAt, where);
       checkBuffer(b, where);
-      if (b.writesInto() && !b.kernel.empty() && kernelSizes[b.kernel] > 1)
-        report(b.parsedAt, where + ": writes in place, so it is alone in its kernel (@" +
-                               b.kernel + " has other buffers)");
       if (!b.reuses.empty()) checkReuse(b, where);
       buffers_[b.name] = &b;
       const std::string* base = b.writesInto();

@@ -16,6 +16,10 @@ void fuseHorizontal(FusionGroups& groups) {
     if (!groups.hasExtern(g) && !groups.hasReduction(g)) byRanges[groups.rangesOf(g)].push_back(g);
   for (const auto& [ranges, gs] : byRanges)
     for (size_t g : gs) bucket[g] = &gs;
+  // Only groups reading a common input or buffer merge: that read is then one pass over memory.
+  // Merging unrelated groups saves a loop and runs the earlier one late, after everything the
+  // later one waits for, when its inputs have left the cache and live longer (a GPT forward's
+  // four per-layer bias adds ran after the last layer's GEMM, 8 MB read cold).
   // Groups together over the kernel size bound are not candidates (nothing is gained by
   // logging each such pair). No revisits: a group that refused two groups (dependent, in place,
   // too large) refuses them merged too.
@@ -24,7 +28,7 @@ void fuseHorizontal(FusionGroups& groups) {
       [](const FusionGroups& g, size_t a, size_t b) -> std::optional<std::string> {
         if (g.hasExtern(a) || g.hasExtern(b) || g.hasReduction(a) || g.hasReduction(b) ||
             g.ops(a) + g.ops(b) > g.maxKernelOps() || g.rangesOf(a) != g.rangesOf(b) ||
-            g.reaches(a, b))
+            !g.shareReads(a, b) || g.reaches(a, b))
           return std::nullopt;
         return "independent, same ranges " + g.rangesOf(a);
       },

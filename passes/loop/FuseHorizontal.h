@@ -1,4 +1,5 @@
-// fuse-horizontal: independent pointwise groups over the same ranges share one loop nest.
+// fuse-horizontal: independent pointwise groups over the same ranges that read a common input or
+// buffer share one loop nest.
 #pragma once
 #include "passes/loop/FusionGroups.h"
 

@@ -94,7 +94,6 @@ FusionGroups::FusionGroups(const LoopProgram& p, int64_t maxKernelOps)
   names_.resize(n_);
   reductions_.assign(n_, 0);
   externs_.assign(n_, 0);
-  inPlace_.assign(n_, 0);
   notPointwiseNest_.assign(n_, 0);
   ops_.resize(n_);
   readSucc_.resize(n_);
@@ -112,7 +111,6 @@ FusionGroups::FusionGroups(const LoopProgram& p, int64_t maxKernelOps)
     names_[i] = bufNames_[i];
     reductions_[i] = b.isReduction();
     externs_[i] = b.isExtern();
-    inPlace_[i] = b.writesInto() != nullptr;
     notPointwiseNest_[i] = !pwFacts_[i].has_value();
     ops_[i] = bufOps_[i];
     order_[i] = pos_[i] = i;
@@ -131,7 +129,8 @@ FusionGroups::FusionGroups(const LoopProgram& p, int64_t maxKernelOps)
 }
 
 std::vector<size_t> FusionGroups::executionOrder() const {
-  // Kahn's algorithm, the ready group with the earliest first buffer first.
+  // Kahn's algorithm, the ready group with the earliest first buffer first (a sink: the earliest
+  // first buffer of the group that made it ready).
   std::vector<size_t> waiting(n_, 0);
   using Ready = std::pair<size_t, size_t>; // (first buffer, group)
   std::priority_queue<Ready, std::vector<Ready>, std::greater<Ready>> ready;
@@ -145,8 +144,12 @@ std::vector<size_t> FusionGroups::executionOrder() const {
     size_t g = ready.top().second;
     ready.pop();
     out.push_back(g);
+    // A group nothing depends on (it computes outputs only) runs as soon as it is ready, right
+    // after its last producer: in program order it can come much later (an output the lowering
+    // realized last, such as a forward's saved pre-activation), its inputs read cold by then and
+    // kept alive until it runs.
     for (size_t h : depSucc_[g])
-      if (--waiting[h] == 0) ready.push({members_[h][0], h});
+      if (--waiting[h] == 0) ready.push({depSucc_[h].empty() ? members_[g][0] : members_[h][0], h});
   }
   size_t live = size_t(std::count(alive_.begin(), alive_.end(), true));
   KILN_CHECK(out.size() == live, "loop scheduler: the fusion groups depend on each other in a cycle (",
@@ -165,13 +168,6 @@ std::vector<size_t> FusionGroups::order() const {
   for (size_t g : order_)
     if (g != kTomb) out.push_back(g);
   return out;
-}
-
-const Buffer* FusionGroups::inPlaceWriter(size_t g) const {
-  if (!inPlace_[g]) return nullptr;
-  for (size_t i : members_[g])
-    if (p_.buffers[i].writesInto()) return &p_.buffers[i];
-  return nullptr;
 }
 
 bool FusionGroups::shareReads(size_t a, size_t b) const {
@@ -296,10 +292,6 @@ bool FusionGroups::oneNest(size_t a, size_t b) const {
 
 std::string FusionGroups::whyNotMergeable(size_t a, size_t b) const {
   if (hasExtern(a) || hasExtern(b)) return "extern kernels are not fused";
-  for (size_t g : {a, b})
-    if (const Buffer* w = inPlaceWriter(g))
-      return "%" + w->name + " writes into %" + *w->writesInto() +
-             " in place: it is a kernel of its own";
   if (size_t x = firstBetween(a, b); x != kTomb) return "{" + describe(x) + "} runs between them";
   if (ops_[a] + ops_[b] > maxKernelOps_)
     return "the kernel would have " + std::to_string(ops_[a] + ops_[b]) + " ops, more than " +
@@ -355,7 +347,6 @@ void FusionGroups::merge(size_t a, size_t b) {
   names_[a] = std::move(names);
   reductions_[a] += reductions_[b];
   externs_[a] += externs_[b];
-  inPlace_[a] += inPlace_[b];
   notPointwiseNest_[a] += notPointwiseNest_[b];
   ops_[a] += ops_[b];
   if (reductions_[a]) reductionGroups_.insert(a);

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "codegen/CppCodegen.h"
+#include "codegen/KernelPlan.h"
 #include "ir/loop/LoopIR.h"
 #include "passes/loop/Schedule.h"
 
@@ -35,7 +35,8 @@ public:
   const LoopProgram& program() const { return p_; }
   // The groups in execution order, each listing buffer indices in program order: a topological
   // order of the groups, among the ready groups the one with the earliest buffer first (so
-  // unrelated work keeps its program order).
+  // unrelated work keeps its program order), except that a group nothing depends on runs right
+  // after the last group it waits for.
   std::vector<std::vector<size_t>> groups() const;
   // The same, as group names.
   std::vector<size_t> executionOrder() const;
@@ -62,8 +63,6 @@ public:
   // Whether group `b` must run after group `a`: it reads a buffer of `a`, or it writes in
   // place into a version of a storage that `a` computes or reads (write after read).
   bool dependsOn(size_t b, size_t a) const { return depSucc_[a].count(b) > 0; }
-  // The first buffer of group g that writes in place, or nullptr.
-  const Buffer* inPlaceWriter(size_t g) const;
   // Whether a buffer of group `a` and one of group `b` read the same input or buffer.
   bool shareReads(size_t a, size_t b) const;
   // Whether `to` depends on `from`, directly or through other groups.
@@ -82,9 +81,10 @@ public:
   const std::set<size_t>& reductionGroups() const { return reductionGroups_; }
 
   // Merges b into a (a before b in execution order) and returns "", or returns why the two
-  // cannot be one kernel: externs and in-place writes are never fused, a path a -> x -> b would
-  // become a cycle, the kernel would exceed the size bound, or the C++ code generator could not
-  // emit the merged group as one loop nest.
+  // cannot be one kernel: externs are never fused, a path a -> x -> b would become a cycle, the
+  // kernel would exceed the size bound, or the kernel planner would not plan the merged group as
+  // one loop nest (an in-place write fuses only where every member reads its storage at the
+  // element written: codegen::buildNest).
   std::string tryMerge(size_t a, size_t b);
 
   void log(const std::string& line) { log_.push_back(line); }
@@ -116,7 +116,7 @@ private:
   std::vector<bool> alive_;
   std::vector<std::vector<size_t>> members_;
   std::vector<std::vector<int>> names_; // name ids read by its members, sorted
-  std::vector<int> reductions_, externs_, inPlace_, notPointwiseNest_;
+  std::vector<int> reductions_, externs_, notPointwiseNest_;
   std::vector<int64_t> ops_;
   std::vector<std::set<size_t>> readSucc_, readPred_, depSucc_, depPred_;
   std::set<size_t> reductionGroups_;

@@ -232,6 +232,17 @@ Tensor matmulBackwardSelf(const Tensor& grad, const Tensor& self, const Tensor& 
 
 Tensor matmulBackwardOther(const Tensor& grad, const Tensor& self, const Tensor& other) {
   if (self.dim() == 1 && other.dim() == 1) return ops::mul(grad, self);
+  if (self.dim() >= 3 && other.dim() <= 2) {
+    // The forward folded self's batch dims into the rows of one mm (matmul's own rule, as
+    // torch.matmul's): so does the gradient, one product over every row, rather than a
+    // batched product per batch entry summed afterwards (a linear layer without bias on
+    // [batch, seq, features]: a bmm and a reduction before).
+    int64_t k = self.size(-1), n = 1; // the row count spelled out: -1 is ambiguous when k is 0
+    for (int64_t d = 0; d + 1 < self.dim(); ++d) n *= self.size(d);
+    Tensor rows = ops::reshape(self, {n, k});
+    if (other.dim() == 1) return ops::mv(ops::t(rows), ops::reshape(grad, {n}));
+    return ops::mm(ops::t(rows), ops::reshape(grad, {n, other.size(1)}));
+  }
   Tensor s = self.dim() == 1 ? ops::unsqueeze(self, -1) : ops::transpose(self, -1, -2);
   Tensor g = grad;
   if (other.dim() == 1) g = ops::unsqueeze(g, -1);

@@ -405,3 +405,20 @@ def test_cnn_with_max_pool_compiles_forward_and_backward():
         grads.append([p.grad for p in m.parameters()])
     for g, want in zip(grads[1], grads[0]):
         _close(g, want)
+
+
+def test_weight_gradient_of_a_batched_linear_is_one_mm():
+    """A linear layer without bias on [batch, seq, features] is matmul(x, w.t()), which folds
+    the batch into the rows of one mm; its weight gradient folds them too, as torch.matmul's
+    does (before: a bmm per batch entry, then a sum over the batch)."""
+    kiln.manual_seed(0)
+    lin = nn.Linear(8, 6, bias=False)
+    x = _rand(4, 5, 8)
+    out = kiln.explain(lambda x: lin(x).square().sum())(x)
+    backward = out.kernels_per_graph[0].backward
+    assert [kind for _, kind in backward.externs] == ["mm"], backward.externs  # x needs no grad
+    want = kiln.autograd.grad(lin(x).square().sum(), lin.weight)[0]
+    torch = pytest.importorskip("torch")
+    tw = torch.from_numpy(lin.weight.detach().numpy().copy()).requires_grad_()
+    torch.nn.functional.linear(torch.from_numpy(x.numpy()), tw).square().sum().backward()
+    np.testing.assert_array_equal(want.numpy(), tw.grad.numpy())

@@ -231,3 +231,7 @@ def test_compiled_optimizer_step_method(monkeypatch, opt_name):
         np.testing.assert_allclose(got, want, rtol=0, atol=1e-6)
     e = kiln.explain(opt.step)()
     assert (e.graph_count, e.graph_break_count) == (1, 0), e.break_reasons
+    if opt_name == "sgd":
+        # Each parameter's update (weight decay, momentum and Nesterov, the parameter written in
+        # place) is one kernel: in-place writes fuse where read only at the element written.
+        assert e.kernels_per_graph[0].num_kernels == len(list(model.parameters())), e.kernels_per_graph[0]

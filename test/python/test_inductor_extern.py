@@ -121,3 +121,17 @@ def test_linear_weight_gradient_needs_no_transposing_copy(capsys):
     # compile concurrently: their logs come in either order).
     assert "f32[16, 8] = extern mm(" in err
     assert "tangents" in err
+
+
+def test_parameter_that_only_keys_a_dict_is_no_program_input(capsys):
+    # An optimizer's state[p] reads p as a dict key only: the unused get_attr of p must not
+    # become an input of the compiled program (one pointer per parameter per call, for nothing).
+    w = _rand(4, 3)
+    table = {w: _rand(4, 3, seed=1)}
+
+    def fn(x):
+        return x * table[w] + 1
+
+    program = _check(fn, (_rand(4, 3, seed=2),), capsys)
+    header = program.splitlines()[1]
+    assert header.count("%") == 2, header  # x and the dict's value, not w

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "codegen/CppCodegen.h"
+#include "codegen/KernelPlan.h"
 #include "ir/loop/Parser.h"
 #include "ir/loop/Printer.h"
 #include "ir/loop/Verifier.h"

@@ -62,6 +62,11 @@ def _lowerable_graph(prims_gm):
     attrs = [n for n in nodes if n.op == "get_attr"]
     targets = []
     for node in attrs:
+        if not node.users:
+            # Read by nothing (a parameter that only keyed a dict, as an optimizer's state[p]):
+            # no input of the compiled program, so no read of it per call.
+            graph.erase_node(node)
+            continue
         target = node.target
         anchor = placeholders[-1] if placeholders else None
         if anchor is None:

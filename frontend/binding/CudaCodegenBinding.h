@@ -1,0 +1,10 @@
+// kiln._C._codegen.emit_cuda / nvrtc_*: the CUDA code generator and NVRTC from Python (loop
+// program text -> CUDA source and launch list -> CUBIN), usable without a GPU.
+#pragma once
+#include <nanobind/nanobind.h>
+
+namespace kiln::python {
+
+void registerCudaCodegen(nanobind::module_& m);
+
+} // namespace kiln::python

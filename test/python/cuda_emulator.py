@@ -1,0 +1,216 @@
+"""Runs generated CUDA programs on the CPU, for tests on machines without a GPU: the CUDA source
+is compiled by the system C++ compiler against a header that emulates the CUDA built-ins it uses
+(a std::thread per CUDA thread, one block at a time; warp shuffles and __syncwarp through a
+per-warp barrier, __syncthreads through a per-block barrier; __shared__ arrays are statics), and
+the launch list (kiln._C._codegen.emit_cuda's text form) is interpreted here, cuBLAS steps with
+numpy. Slow (threads are OS threads): small shapes only. It checks what the kernels compute
+(mappings, combines, index math) and that the launch list is complete; not speed, not the
+memory model of a real GPU.
+"""
+import ctypes
+import os
+import re
+import subprocess
+import tempfile
+
+import numpy as np
+
+from kiln._C import _codegen
+
+HEADER = r"""
+#include <math.h>
+#include <string.h>
+#include <barrier>
+#include <cmath>
+#include <thread>
+#include <utility>
+#include <vector>
+#include <type_traits>
+using std::isfinite;
+struct kiln_emu_dim { unsigned x = 0, y = 0, z = 0; };
+static thread_local kiln_emu_dim threadIdx, blockIdx;
+static kiln_emu_dim blockDim, gridDim;
+struct kiln_emu_warp {
+  std::barrier<>* bar;
+  unsigned long long slots[32];
+};
+static thread_local kiln_emu_warp* kiln_emu_tw;
+static thread_local std::barrier<>* kiln_emu_tb;
+static thread_local int kiln_emu_lane;
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __noinline__
+#define __restrict__ __restrict
+#define __launch_bounds__(n)
+#define __shared__ static
+static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
+static inline float __uint_as_float(unsigned i) { float f; memcpy(&f, &i, 4); return f; }
+static inline unsigned __float_as_uint(float f) { unsigned i; memcpy(&i, &f, 4); return i; }
+static inline double __longlong_as_double(long long i) { double d; memcpy(&d, &i, 8); return d; }
+static inline int atomicExch(int* p, int v) { return __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST); }
+static inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+static inline void __syncwarp() { kiln_emu_tw->bar->arrive_and_wait(); }
+static inline void __syncthreads() { kiln_emu_tb->arrive_and_wait(); }
+template <typename T> static T kiln_emu_exchange(T v, int from) {
+  static_assert(sizeof(T) <= 8);
+  memcpy(&kiln_emu_tw->slots[kiln_emu_lane], &v, sizeof(T));
+  kiln_emu_tw->bar->arrive_and_wait();
+  T o;
+  memcpy(&o, &kiln_emu_tw->slots[from], sizeof(T));
+  kiln_emu_tw->bar->arrive_and_wait();
+  return o;
+}
+template <typename T> static T __shfl_xor_sync(unsigned, T v, int mask) { return kiln_emu_exchange(v, kiln_emu_lane ^ mask); }
+template <typename T> static T __shfl_sync(unsigned, T v, int lane) { return kiln_emu_exchange(v, lane); }
+"""
+
+FOOTER = r"""
+template <typename T> static T kiln_emu_arg(void* p) {
+  if constexpr (std::is_pointer_v<T>) return static_cast<T>(p); else return *static_cast<T*>(p);
+}
+template <typename... P, size_t... I>
+static void kiln_emu_call(void (*f)(P...), void** a, std::index_sequence<I...>) { f(kiln_emu_arg<P>(a[I])...); }
+template <typename... P> static void kiln_emu_launch(void (*f)(P...), unsigned grid, unsigned block, void** a) {
+  gridDim.x = grid;
+  blockDim.x = block;
+  for (unsigned b = 0; b < grid; ++b) {
+    std::barrier<> blockBar(block);
+    unsigned warps = (block + 31) / 32;
+    std::vector<kiln_emu_warp> ws(warps);
+    std::vector<std::barrier<>*> bars;
+    for (unsigned w = 0; w < warps; ++w) {
+      unsigned n = std::min(32u, block - 32 * w);
+      bars.push_back(new std::barrier<>(n));
+      ws[w].bar = bars.back();
+    }
+    std::vector<std::thread> ts;
+    for (unsigned t = 0; t < block; ++t)
+      ts.emplace_back([&, t]() {
+        blockIdx.x = b;
+        threadIdx.x = t;
+        kiln_emu_tw = &ws[t / 32];
+        kiln_emu_tb = &blockBar;
+        kiln_emu_lane = int(t % 32);
+        kiln_emu_call(f, a, std::index_sequence_for<P...>{});
+        kiln_emu_tw->bar->arrive_and_drop();
+        blockBar.arrive_and_drop();
+      });
+    for (std::thread& t : ts) t.join();
+    for (auto* p : bars) delete p;
+  }
+}
+"""
+
+
+def _compile(source, workdir):
+    names = re.findall(r'extern "C" __global__ void __launch_bounds__\(\d+\) (\w+)\(', source)
+    text = HEADER + source + FOOTER + "".join(
+        f'extern "C" void emu_{n}(unsigned g, unsigned b, void** a) {{ kiln_emu_launch({n}, g, b, a); }}\n'
+        for n in names)
+    src = os.path.join(workdir, "emu.cpp")
+    lib = os.path.join(workdir, "emu.so")
+    with open(src, "w") as f:
+        f.write(text)
+    cxx = os.environ.get("KILN_CXX", "c++")
+    subprocess.run([cxx, "-std=c++20", "-O1", "-shared", "-fPIC", "-w", "-pthread", src, "-o", lib], check=True,
+                   capture_output=True)
+    return ctypes.CDLL(lib)
+
+
+def _eval(expr, sizes):
+    env = {"floordiv": lambda a, b: a // b, "min": min, "max": max, "mod": lambda a, b: a % b}
+    env.update(sizes)
+    return int(eval(expr, {"__builtins__": {}}, env))
+
+
+def _view(storage, dtype, offset, shape, strides):
+    item = np.dtype(dtype).itemsize
+    return np.lib.stride_tricks.as_strided(storage.view(dtype)[offset:], shape=shape,
+                                           strides=[s * item for s in strides])
+
+
+GEMM_DTYPES = {"f32": np.float32, "f64": np.float64}
+
+
+def run(program_text, inputs, outputs, sizes=None):
+    """Runs the CUDA program of `program_text` on the emulator. `inputs`: name -> numpy array
+    holding the input's storage from its first element (a flat array for strided inputs);
+    `outputs`: [(dtype, element count)] per output slot; `sizes`: symbol -> value. Returns the
+    outputs as flat arrays, and the KilnError message if one was reported."""
+    sizes = sizes or {}
+    source, launches = _codegen.emit_cuda(program_text)
+    with tempfile.TemporaryDirectory() as d:
+        lib = _compile(source, d)
+        store = {}
+        for name, arr in inputs.items():
+            store[name] = np.ascontiguousarray(arr).view(np.uint8).reshape(-1).copy()
+        outs = [np.zeros(n, dtype=t) for t, n in outputs]
+        for i, o in enumerate(outs):
+            store[f"output:{i}"] = o.view(np.uint8).reshape(-1)
+        err = np.zeros(2 + 2 + 256 // 8, dtype=np.int64)  # struct KilnError {int; int64; int64; char[256]}
+        lines = launches.splitlines()
+        for line in lines:
+            if m := re.fullmatch(r"output (\d+) = %(\S+)", line):
+                store[m.group(2)] = store[f"output:{m.group(1)}"]
+        keep = []
+        for line in lines:
+            if m := re.fullmatch(r"alloc %(\S+) (.+) bytes", line):
+                store[m.group(1)] = np.zeros(max(_eval(m.group(2), sizes), 1), np.uint8)
+            elif m := re.fullmatch(r"alias %(\S+) = %(\S+)", line):
+                store[m.group(1)] = store[m.group(2)]
+            elif m := re.fullmatch(r"free %(\S+)", line):
+                store[m.group(1)] = None
+            elif m := re.fullmatch(r"copy (\S+) <- %(\S+) (.+) bytes", line):
+                n = _eval(m.group(3), sizes)
+                store[m.group(1)][:n] = store[m.group(2)][:n]
+            elif m := re.fullmatch(r"launch (\w+) grid=(.+) block=(\d+) \((.*)\)( checks errors)?", line):
+                args = []
+                for a in m.group(4).split(", ") if m.group(4) else []:
+                    if a == "error":
+                        args.append(ctypes.c_void_p(err.ctypes.data))
+                    elif a.startswith("%") or a.startswith("output:"):
+                        buf = store[a.lstrip("%")]
+                        args.append(ctypes.c_void_p(buf.ctypes.data))
+                    else:
+                        v = ctypes.c_int64(sizes[a])
+                        keep.append(v)
+                        args.append(ctypes.cast(ctypes.pointer(v), ctypes.c_void_p))
+                arr = (ctypes.c_void_p * max(len(args), 1))(*args)
+                getattr(lib, "emu_" + m.group(1))(ctypes.c_uint(_eval(m.group(2), sizes)),
+                                                   ctypes.c_uint(int(m.group(3))), arr)
+            elif line.startswith("gemm "):
+                _gemm(line, store, sizes)
+            elif not line.startswith("output "):
+                raise AssertionError("unknown launch list step: " + line)
+        message = None
+        if err[0] & 0xFFFFFFFF:
+            message = err[3:].tobytes().split(b"\0")[0].decode()
+        return outs, message
+
+
+def _gemm(line, store, sizes):
+    f = dict(kv.split("=", 1) for kv in line.split()[3:])
+    t = GEMM_DTYPES[line.split()[1]]
+    trans = line.split()[2]
+    m, n, k = (_eval(f[x], sizes) for x in "mnk")
+    lda, ldb, ldc = (_eval(f[x], sizes) for x in ("lda", "ldb", "ldc"))
+    batch = 1
+    sa = sb = sc = 0
+    if "batch" in f:
+        batch = _eval(f["batch"], sizes)
+        sa, sb, sc = (_eval(x, sizes) for x in f["strides"].split(","))
+
+    def operand(spec):
+        name, _, off = spec.lstrip("%").partition("+")
+        return store[name], int(off or 0)
+
+    A, oa = operand(f["a"])
+    B, ob = operand(f["b"])
+    C, _ = operand(f["c"])
+    alpha, beta = float(f["alpha"]), float(f["beta"])
+    for bt in range(batch):
+        a = _view(A, t, oa + bt * sa, (m, k), (1, lda) if trans[0] == "T" else (lda, 1))
+        b = _view(B, t, ob + bt * sb, (k, n), (1, ldb) if trans[1] == "T" else (ldb, 1))
+        c = _view(C, t, bt * sc, (m, n), (ldc, 1))
+        c[...] = alpha * (a.astype(np.float64) @ b.astype(np.float64)) + beta * c
