@@ -45,11 +45,20 @@ constexpr int64_t kMaxBlocks = 65536;
 constexpr int64_t kWarpRowMax = 1024;
 constexpr int64_t kThreadRowMax = 16;
 constexpr int kRowsBlock = 256;
+// At most this many rows of at least kSplitMinRow elements are split over up to kMaxSplits
+// blocks of kSplitBlock threads each (a thread then reduces 16 elements or more).
+constexpr int64_t kSplitMaxRows = 32;
+constexpr int64_t kSplitMinRow = 65536;
+constexpr int64_t kMaxSplits = 256;
+constexpr int kSplitBlock = 512;
+// A row cache holds at most this many elements per thread, of at most kMaxCaches loads.
+constexpr int64_t kMaxCacheSlots = 16;
+constexpr size_t kMaxCaches = 4;
 // Every size at most this (and static): index math in 32-bit ints (a grid-stride counter stays
 // below 2^31 after its last step).
 constexpr int64_t kMaxIndex32 = int64_t(1) << 30;
 
-enum class Mapping { Elementwise, ThreadRow, WarpRow, BlockRow, Serial };
+enum class Mapping { Elementwise, ThreadRow, WarpRow, BlockRow, SplitRow, Serial };
 
 const char* mappingName(Mapping m) {
   switch (m) {
@@ -57,6 +66,7 @@ const char* mappingName(Mapping m) {
   case Mapping::ThreadRow: return "a row per thread";
   case Mapping::WarpRow: return "a row per warp";
   case Mapping::BlockRow: return "a row per block";
+  case Mapping::SplitRow: return "a row over several blocks";
   case Mapping::Serial: return "serial";
   }
   return "";
@@ -167,15 +177,18 @@ public:
   CudaNestEmitter(const Nest& nest, const KernelPlan& plan, const CudaOptions& options, bool index32)
       : nest_(nest), plan_(plan), options_(options), I_(indexType(index32)) {}
 
-  std::string emit(const std::string& fname, const std::string& label, CudaLaunch& launch) {
+  // The kernels' text; their launches (and a split row's temporaries) go to `steps`.
+  std::string emit(const std::string& fname, const std::string& label, std::vector<CudaStep>& steps) {
     mapping_ = chooseMapping();
     code_.indent_ = 1;
+    if (mapping_ == Mapping::SplitRow) return emitSplit(fname, label, steps);
     IndexExpr rows = tripCount(nest_.outer);
+    CudaLaunch launch;
     if (mapping_ == Mapping::Elementwise) {
       emitElementwise();
       block_ = kElementwiseBlock;
       IndexExpr total = simplify(rows * tripCount(nest_.phases[0].loops), symbolFacts(rows));
-      launch.grid = simplify(min(ceilDiv(total, block_), IndexExpr(kMaxBlocks)), symbolFacts(total));
+      launch.grid = simplify(min(ceilDiv(total, int64_t(block_) * width_), IndexExpr(kMaxBlocks)), symbolFacts(total));
     } else {
       int64_t longest = 0;
       for (const Phase& p : nest_.phases) longest = std::max(longest, hint(tripCount(p.loops)));
@@ -188,6 +201,21 @@ public:
                         ? IndexExpr(1)
                         : simplify(min(ceilDiv(rows, rowsPerBlock), IndexExpr(kMaxBlocks)), symbolFacts(rows));
     }
+    std::string text = kernelText(fname, label, mappingName(mapping_), {}, launch);
+    steps.push_back(std::move(launch));
+    return text;
+  }
+
+private:
+  // A temporary of a split row: one state field per (row, split).
+  struct Temp {
+    std::string storage, param, type;
+    bool written;
+  };
+
+  // The kernel's function (the current code_ and pointers_) and its launch's arguments.
+  std::string kernelText(const std::string& fname, const std::string& label, const std::string& mapping,
+                         const std::vector<Temp>& temps, CudaLaunch& launch) {
     launch.kernel = fname;
     launch.block = block_;
     launch.label = label;
@@ -198,6 +226,10 @@ public:
           plan_.names.at(name));
       launch.args.push_back({CudaArg::Kind::Pointer, name});
     }
+    for (const Temp& t : temps) {
+      add(std::string(t.written ? "" : "const ") + t.type + "* __restrict__ " + t.param);
+      launch.args.push_back({CudaArg::Kind::Pointer, t.storage});
+    }
     for (const std::string& sym : plan_.symbols) {
       add("int64_t " + sym);
       launch.args.push_back({CudaArg::Kind::Size, sym});
@@ -207,25 +239,124 @@ public:
       launch.args.push_back({CudaArg::Kind::Error, ""});
       launch.checksErrors = true;
     }
-    return "// " + label + " (" + mappingName(mapping_) + ")\nextern \"C\" __global__ void __launch_bounds__(" +
+    return "// " + label + " (" + mapping + ")\nextern \"C\" __global__ void __launch_bounds__(" +
            std::to_string(block_) + ") " + fname + "(" + sig + ") {\n" + renameBuiltins(code_.str()) + "}\n";
   }
 
-private:
+  static int64_t typeBytes(const std::string& type) {
+    if (type == "double" || type == "int64_t" || type == "uint64_t") return 8;
+    if (type == "float" || type == "int" || type == "int32_t" || type == "uint32_t") return 4;
+    if (type == "int16_t" || type == "uint16_t") return 2;
+    return 1;
+  }
+
+  // Few long rows whose reduction is split over `splits_` blocks each: the first kernel reduces
+  // each (row, split)'s share to a state in temporaries, the second combines a row's states in
+  // order (a warp per row) and finishes the row (its loop-less phases).
+  std::string emitSplit(const std::string& fname, const std::string& label, std::vector<CudaStep>& steps) {
+    const Phase& red = nest_.phases[0];
+    std::vector<Accumulator> accs = accumulators(red);
+    IndexExpr rows = simplify(tripCount(nest_.outer), symbolFacts(tripCount(nest_.outer)));
+    const std::string S = std::to_string(splits_), R = sizeText(rows);
+    IndexExpr tasks = simplify(rows * IndexExpr(splits_), symbolFacts(rows));
+    std::vector<Temp> temps;
+    for (const Accumulator& a : accs)
+      if (!a.shared)
+        for (const Field& f : fieldsOf(a))
+          temps.push_back({fname + "." + a.name + f.suffix, "part_" + a.name + f.suffix, f.type, true});
+    for (const Temp& t : temps)
+      steps.push_back(CudaAlloc{t.storage, simplify(tasks * IndexExpr(typeBytes(t.type)), symbolFacts(tasks))});
+
+    // Pass 1: a block per (row, split), its threads striding over the split's elements.
+    block_ = kSplitBlock;
+    group_ = block_;
+    code_.line("const int lane = int(threadIdx.x);");
+    code_.open("for (" + I_ + " task = " + I_ + "(blockIdx.x); task < " + sizeText(tasks) + "; task += " + I_ +
+               "(gridDim.x)) {");
+    code_.line("const " + I_ + " row = task / " + S + ";");
+    code_.line("const " + I_ + " split = task % " + S + ";");
+    code_.lines(decompose(nest_.outer, "row", I_));
+    declare(accs);
+    accumulate(red, accs, "split * " + std::to_string(block_) + " + lane", std::to_string(int64_t(block_) * splits_));
+    combine(accs, true);
+    code_.open("if (lane == 0) {");
+    for (const Accumulator& a : accs)
+      if (!a.shared)
+        for (const Field& f : fieldsOf(a)) code_.line("part_" + a.name + f.suffix + "[task] = " + a.name + f.suffix + ";");
+    code_.close();
+    code_.close();
+    CudaLaunch first;
+    first.grid = simplify(min(tasks, IndexExpr(kMaxBlocks)), symbolFacts(tasks));
+    std::string text = kernelText(fname + "_part", label + ", split " + S + " ways", "a row per " + S + " blocks",
+                                  temps, first);
+    steps.push_back(std::move(first));
+
+    // Pass 2: a warp per row combines the row's states in split order.
+    code_ = Code();
+    code_.indent_ = 1;
+    pointers_.clear();
+    locals_.clear();
+    usesErrors_ = false;
+    block_ = kRowsBlock;
+    group_ = kWarp;
+    int64_t rowsPerBlock = block_ / group_;
+    code_.line("const int lane = int(threadIdx.x) % " + std::to_string(kWarp) + ";");
+    code_.open("for (" + I_ + " row = " + I_ + "(blockIdx.x) * " + std::to_string(rowsPerBlock) + " + " + I_ +
+               "(threadIdx.x) / " + std::to_string(kWarp) + "; row < " + R + "; row += " + I_ + "(gridDim.x) * " +
+               std::to_string(rowsPerBlock) + ") {");
+    code_.lines(decompose(nest_.outer, "row", I_));
+    declare(accs);
+    code_.open("for (int k = lane; k < " + S + "; k += " + std::to_string(kWarp) + ") {");
+    for (const Accumulator& a : accs) {
+      if (a.shared) continue;
+      for (const Field& f : fieldsOf(a))
+        code_.line("const " + f.type + " " + a.name + "_o" + f.suffix + " = part_" + a.name + f.suffix + "[row * " + S +
+                   " + k];");
+      code_.lines(mergeLines(a, a.name + "_o"));
+    }
+    code_.close();
+    combine(accs, false);
+    finish(red, accs);
+    for (size_t i = 1; i < nest_.phases.size(); ++i) emitPointwisePhase(nest_.phases[i]);
+    code_.close();
+    for (Temp& t : temps) t.written = false;
+    CudaLaunch second;
+    second.grid = simplify(min(ceilDiv(rows, rowsPerBlock), IndexExpr(kMaxBlocks)), symbolFacts(rows));
+    text += "\n" + kernelText(fname, label, "the " + S + " splits of a row per warp", temps, second);
+    steps.push_back(std::move(second));
+    for (const Temp& t : temps) steps.push_back(CudaFree{t.storage});
+    return text;
+  }
+
   int64_t hint(const IndexExpr& e) const { return hinted(e, options_.sizeHints); }
 
   static int blockFor(int64_t rowLength) {
     return rowLength <= 4096 ? 256 : rowLength <= 16384 ? 512 : 1024;
   }
 
-  Mapping chooseMapping() const {
+  // How many blocks share a row: few long rows (a reduction to a scalar) would leave most of
+  // the GPU idle with a block each. Only a first reduction phase followed by loop-less phases
+  // (their per-row epilogue runs in the second kernel).
+  int splitCount() const {
+    const Phase& red = nest_.phases[0];
+    if (!red.isReduction || hint(tripCount(nest_.outer)) > kSplitMaxRows) return 1;
+    for (size_t i = 1; i < nest_.phases.size(); ++i)
+      if (nest_.phases[i].isReduction || !nest_.phases[i].loops.empty()) return 1;
+    int64_t n = hint(tripCount(red.loops));
+    if (n < kSplitMinRow) return 1;
+    return int(std::clamp<int64_t>(n / (int64_t(kSplitBlock) * 16), 2, kMaxSplits));
+  }
+
+  Mapping chooseMapping() {
     if (scatters()) return Mapping::Serial;
     if (nest_.phases.size() == 1 && !nest_.phases[0].isReduction) return Mapping::Elementwise;
     if (readsAcrossRows()) return Mapping::ThreadRow;
     int64_t longest = 0;
     for (const Phase& p : nest_.phases) longest = std::max(longest, hint(tripCount(p.loops)));
     if (longest <= kThreadRowMax) return Mapping::ThreadRow;
-    return longest <= kWarpRowMax ? Mapping::WarpRow : Mapping::BlockRow;
+    if (longest <= kWarpRowMax) return Mapping::WarpRow;
+    splits_ = splitCount();
+    return splits_ > 1 ? Mapping::SplitRow : Mapping::BlockRow;
   }
 
   // Whether a member stores through an indirect index or accumulates (as the C++ emitter's
@@ -280,13 +411,86 @@ private:
     e.facts = factsOf(nest_.outer, phase.loops);
     e.pointer = [this](const std::string& b) { return pointer(b, false); };
     RangeFacts facts = e.facts;
-    e.forwarded = [this, facts](const std::string& b, const IndexExpr& index) -> std::optional<std::string> {
+    std::string var = cachedPhase(phase) ? phase.loops[0].var : "";
+    e.forwarded = [this, facts, var](const std::string& b, const IndexExpr& index) -> std::optional<std::string> {
       auto it = locals_.find(b);
-      if (it == locals_.end()) return std::nullopt;
-      if (simplify(index - it->second.second, facts) != IndexExpr(0)) return std::nullopt;
-      return it->second.first;
+      if (it != locals_.end() && simplify(index - it->second.second, facts) == IndexExpr(0)) return it->second.first;
+      if (!var.empty())
+        if (const RowCache* c = cacheOf(b, index, var)) return c->name + "[t]";
+      return std::nullopt;
     };
     return e;
+  }
+
+  // A row's elements of an input kept in registers between phases (softmax reads x in its max,
+  // sum and output phases; layer norm in its statistics and output phases): per thread an array
+  // of its share, filled by the first phase that loads it, read by the later ones.
+  struct RowCache {
+    std::string buffer;
+    IndexExpr key; // the index with the phase's loop variable as kCacheVar
+    std::string name;
+    ScalarType dtype;
+    size_t firstPhase;
+  };
+  static constexpr const char* kCacheVar = "jj";
+
+  bool cachedPhase(const Phase& phase) const {
+    return cacheSlots_ > 0 && phase.loops.size() == 1;
+  }
+
+  const RowCache* cacheOf(const std::string& buffer, const IndexExpr& index, const std::string& var) const {
+    IndexExpr key = simplify(index.substitute({{var, IndexExpr::var(kCacheVar)}}), {});
+    for (const RowCache& c : caches_)
+      if (c.buffer == buffer && simplify(c.key - key, {}) == IndexExpr(0)) return &c;
+    return nullptr;
+  }
+
+  // Which loads to cache: a row mapping whose phases with loops all loop once over the same
+  // static extent, short enough for kMaxCacheSlots elements per thread; loads of other buffers
+  // (not the nest's members) at the same index in two phases or more, at most kMaxCaches.
+  void planCache() {
+    if (mapping_ != Mapping::WarpRow && mapping_ != Mapping::BlockRow) return;
+    std::optional<int64_t> extent;
+    std::set<std::string> members;
+    for (const Phase& p : nest_.phases) {
+      for (const Member& m : p.members) {
+        members.insert(m.buffer->name);
+        if (!indirectVars(m.body).empty()) return;
+      }
+      if (p.loops.empty()) continue;
+      std::optional<int64_t> n = p.loops[0].extent.constant();
+      if (p.loops.size() != 1 || !n || (extent && *extent != *n)) return;
+      extent = n;
+    }
+    if (!extent) return;
+    int64_t slots = (*extent + group_ - 1) / group_;
+    if (slots > kMaxCacheSlots) return;
+    struct Seen {
+      std::string buffer;
+      IndexExpr key;
+      ScalarType dtype;
+      std::set<size_t> phases;
+    };
+    std::vector<Seen> seen;
+    for (size_t i = 0; i < nest_.phases.size(); ++i) {
+      const Phase& p = nest_.phases[i];
+      if (p.loops.empty()) continue;
+      for (const Member& m : p.members)
+        for (const LoopOp& op : m.body.ops) {
+          if (op.code != LoopOpCode::Load || members.count(op.buffer)) continue;
+          IndexExpr key = simplify(op.index.substitute({{p.loops[0].var, IndexExpr::var(kCacheVar)}}), {});
+          auto it = std::find_if(seen.begin(), seen.end(), [&](const Seen& x) {
+            return x.buffer == op.buffer && simplify(x.key - key, {}) == IndexExpr(0);
+          });
+          if (it == seen.end()) seen.push_back({op.buffer, key, op.dtype, {i}});
+          else it->phases.insert(i);
+        }
+    }
+    for (const Seen& x : seen) {
+      if (x.phases.size() < 2 || caches_.size() >= kMaxCaches) continue;
+      caches_.push_back({x.buffer, x.key, "rc" + std::to_string(caches_.size()), x.dtype, *x.phases.begin()});
+    }
+    if (!caches_.empty()) cacheSlots_ = int(slots);
   }
 
   std::string storeLine(const Member& m, const std::string& value, const Phase& phase) {
@@ -300,11 +504,22 @@ private:
     return at + " = " + cppToStorage(m.buffer->dtype, value) + ";";
   }
 
-  // A thread per element of the outer and inner loops, over a grid-stride loop.
+  // A thread per element of the outer and inner loops, over a grid-stride loop; with vector
+  // accesses (vectorWidth) a thread per `width` consecutive elements of the innermost loop when
+  // every vector pointer is aligned, the scalar loop otherwise (views at an odd offset).
   void emitElementwise() {
     const Phase& phase = nest_.phases[0];
     std::vector<Loop> all = nest_.outer;
     all.insert(all.end(), phase.loops.begin(), phase.loops.end());
+    width_ = vectorWidth(all);
+    if (width_ > 1) {
+      std::vector<std::string> lines;
+      std::string aligned = emitVectorLoop(all, lines);
+      code_.open("if (" + aligned + ") {");
+      code_.lines(lines);
+      code_.close("} else {");
+      ++code_.indent_;
+    }
     BodyEnv e = env(phase);
     std::set<std::string> loopVars;
     for (const Loop& l : all) loopVars.insert(l.var);
@@ -321,6 +536,172 @@ private:
     code_.lines(decompose(all, "i", I_));
     code_.lines(inner);
     code_.close();
+    if (width_ > 1) code_.close();
+  }
+
+  // A load or store of the elementwise nest that moves `width` consecutive elements at once.
+  struct VectorAccess {
+    std::string buffer; // storage (root) name
+    IndexExpr base;     // its index at the first of the elements, in the vector loop's variables
+    std::string local;  // the loaded vector
+  };
+
+  // The innermost variable of `all` counts vectors of `width` elements (vq); element k of a
+  // vector is at innermost index width * vq + k.
+  std::map<std::string, IndexExpr> vectorRename(const std::vector<Loop>& all, int width, int k) const {
+    const std::string& q = all.back().var;
+    return {{q, IndexExpr(width) * IndexExpr::var(q + "v") + IndexExpr(k)}};
+  }
+
+  // Whether `base` (an index in the vector loop's variables) is a multiple of `width` at every
+  // point: constant strides and offset that are.
+  static bool alignedIndex(const IndexExpr& base, const std::vector<std::string>& vars, int width,
+                           const RangeFacts& facts) {
+    std::map<std::string, IndexExpr> zero;
+    for (const std::string& v : vars) {
+      std::optional<int64_t> stride =
+          simplify(base.substitute({{v, IndexExpr::var(v) + IndexExpr(1)}}) - base, facts).constant();
+      if (!stride || *stride % width != 0) return false;
+      zero[v] = IndexExpr(0);
+    }
+    std::optional<int64_t> offset = simplify(base.substitute(zero), facts).constant();
+    return offset && *offset % width == 0;
+  }
+
+  // The vector width of the elementwise nest: 16 bytes of its widest vector access (a load of
+  // another buffer or a store, contiguous and aligned in the innermost loop), at least 2
+  // elements and dividing the innermost extent; 1 (scalar) without such accesses, with in-place
+  // writes or indirect indices, or a symbolic innermost extent.
+  int vectorWidth(const std::vector<Loop>& all) const {
+    if (all.empty()) return 1;
+    std::optional<int64_t> extent = all.back().extent.constant();
+    if (!extent) return 1;
+    const Phase& phase = nest_.phases[0];
+    std::set<std::string> members;
+    for (const Member& m : phase.members) {
+      if (m.buffer->writesInto() || !indirectVars(m.body).empty()) return 1;
+      members.insert(m.buffer->name);
+    }
+    RangeFacts facts = factsOf(nest_.outer, phase.loops);
+    const std::string& q = all.back().var;
+    int64_t widest = 0;
+    auto consider = [&](const std::string& buffer, const IndexExpr& index) {
+      std::optional<int64_t> stride =
+          simplify(index.substitute({{q, IndexExpr::var(q) + IndexExpr(1)}}) - index, facts).constant();
+      if (stride != 1) return;
+      auto root = plan_.roots.find(buffer);
+      widest = std::max<int64_t>(widest, elementSize(plan_.dtypes.at(root == plan_.roots.end() ? buffer : root->second)));
+    };
+    for (const Member& m : phase.members) {
+      for (const LoopOp& op : m.body.ops)
+        if (op.code == LoopOpCode::Load && !members.count(op.buffer)) consider(op.buffer, op.index);
+      if (m.materialize) consider(m.buffer->name, m.flat);
+    }
+    if (widest == 0) return 1;
+    int width = int(std::min<int64_t>(8, 16 / widest));
+    while (width >= 2 && *extent % width != 0) width /= 2;
+    return std::max(width, 1);
+  }
+
+  // The vector loop's lines into `lines`; returns the condition under which it runs (every
+  // vector pointer aligned to its vector's bytes).
+  std::string emitVectorLoop(const std::vector<Loop>& all, std::vector<std::string>& lines) {
+    const Phase& phase = nest_.phases[0];
+    const int width = width_;
+    std::vector<Loop> vloops = all;
+    vloops.back() = {all.back().var + "v", IndexExpr(*all.back().extent.constant() / width)};
+    std::vector<std::string> vars;
+    for (const Loop& l : vloops) vars.push_back(l.var);
+    RangeFacts facts = factsOf(vloops, {});
+    std::set<std::string> members;
+    for (const Member& m : phase.members) members.insert(m.buffer->name);
+    auto renamed = [&](const IndexExpr& e, int k) { return simplify(e.substitute(vectorRename(all, width, k)), facts); };
+    auto vectorType = [&](const std::string& storage) {
+      return "kiln_vec<" + std::string(cppStorageType(plan_.dtypes.at(storage))) + ", " + std::to_string(width) + ">";
+    };
+    auto rootOf = [&](const std::string& b) {
+      auto r = plan_.roots.find(b);
+      return r == plan_.roots.end() ? b : r->second;
+    };
+    auto vectorizable = [&](const IndexExpr& index) {
+      IndexExpr base = renamed(index, 0);
+      for (int k = 1; k < width; ++k)
+        if (simplify(renamed(index, k) - base, facts) != IndexExpr(k)) return false;
+      return alignedIndex(base, vars, width, facts);
+    };
+    // The vector loads, each once.
+    std::vector<VectorAccess> loads;
+    std::vector<std::string> body;
+    std::set<std::string> alignedPointers;
+    for (const Member& m : phase.members)
+      for (const LoopOp& op : m.body.ops) {
+        if (op.code != LoopOpCode::Load || members.count(op.buffer) || !vectorizable(op.index)) continue;
+        IndexExpr base = renamed(op.index, 0);
+        std::string root = rootOf(op.buffer);
+        bool known = std::any_of(loads.begin(), loads.end(), [&](const VectorAccess& a) {
+          return a.buffer == root && simplify(a.base - base, facts) == IndexExpr(0);
+        });
+        if (known) continue;
+        std::string local = "vl" + std::to_string(loads.size());
+        std::string p = pointer(op.buffer, false);
+        alignedPointers.insert(p);
+        body.push_back("const " + vectorType(root) + " " + local + " = *reinterpret_cast<const " + vectorType(root) +
+                       "*>(" + p + " + " + cppIndex(base, facts) + ");");
+        loads.push_back({root, base, local});
+      }
+    // Element k of every member, its loads of vectors read from the vector's lane k.
+    std::map<std::string, std::vector<std::string>> values; // member -> value per element
+    for (int k = 0; k < width; ++k) {
+      Phase copy = phase;
+      for (Member& m : copy.members) {
+        for (LoopOp& op : m.body.ops)
+          if (op.code == LoopOpCode::Load || op.code == LoopOpCode::IndexExpr) op.index = renamed(op.index, k);
+        m.flat = renamed(m.flat, k);
+      }
+      BodyEnv e = env(phase);
+      e.facts = facts;
+      e.forwarded = [&, k](const std::string& b, const IndexExpr& index) -> std::optional<std::string> {
+        auto it = locals_.find(b);
+        if (it != locals_.end() && simplify(index - it->second.second, facts) == IndexExpr(0)) return it->second.first;
+        for (const VectorAccess& a : loads) {
+          if (a.buffer != rootOf(b)) continue;
+          std::optional<int64_t> lane = simplify(index - a.base, facts).constant();
+          if (lane && *lane >= 0 && *lane < width)
+            return cppFromStorage(plan_.dtypes.at(a.buffer), a.local + ".v[" + std::to_string(*lane) + "]");
+        }
+        return std::nullopt;
+      };
+      for (const Member& m : copy.members) {
+        std::string v = emitBody(m.body, "t" + std::to_string(m.id) + "v" + std::to_string(k) + "_", e, body);
+        locals_[m.buffer->name] = {v, m.flat};
+        values[m.buffer->name].push_back(v);
+      }
+      // Stores that are not vectors: per element.
+      for (const Member& m : copy.members)
+        if (m.materialize && !vectorizable(phase.members[&m - &copy.members[0]].flat))
+          body.push_back(pointer(m.buffer->name, true) + "[" + cppIndex(m.flat, facts) + "] = " +
+                         cppToStorage(m.buffer->dtype, values[m.buffer->name].back()) + ";");
+    }
+    locals_.clear();
+    for (const Member& m : phase.members) {
+      if (!m.materialize || !vectorizable(m.flat)) continue;
+      std::string p = pointer(m.buffer->name, true), T = vectorType(m.buffer->name), elems;
+      alignedPointers.insert(p);
+      for (int k = 0; k < width; ++k)
+        elems += (k ? ", " : "") + cppToStorage(m.buffer->dtype, values[m.buffer->name][k]);
+      body.push_back("*reinterpret_cast<" + T + "*>(" + p + " + " + cppIndex(renamed(m.flat, 0), facts) + ") = " + T +
+                     "{{" + elems + "}};");
+    }
+    std::string total = sizeText(tripCount(vloops));
+    lines.push_back("for (" + I_ + " i = " + I_ + "(blockIdx.x) * " + I_ + "(blockDim.x) + " + I_ +
+                    "(threadIdx.x); i < " + total + "; i += " + I_ + "(gridDim.x) * " + I_ + "(blockDim.x)) {");
+    for (const std::string& l : decompose(vloops, "i", I_)) lines.push_back("  " + l);
+    for (const std::string& l : body) lines.push_back("  " + l);
+    lines.push_back("}");
+    std::string cond;
+    for (const std::string& p : alignedPointers)
+      cond += (cond.empty() ? "" : " && ") + std::string("kiln_aligned(") + p + ", " + std::to_string(width) + ")";
+    return cond;
   }
 
   // Rows over the grid (group_ threads each), the phases inside.
@@ -336,8 +717,13 @@ private:
     // by all of them.)
     code_.open("for (" + I_ + " row = " + first + "; row < " + sizeText(rows) + "; row += " + step + ") {");
     code_.lines(decompose(nest_.outer, "row", I_));
+    planCache();
+    for (const RowCache& c : caches_)
+      code_.line(std::string(cppComputeType(c.dtype)) + " " + c.name + "[" + std::to_string(cacheSlots_) +
+                 "]; // %" + c.buffer + " of this thread's share of the row");
     for (size_t i = 0; i < nest_.phases.size(); ++i) {
       const Phase& phase = nest_.phases[i];
+      currentPhase_ = i;
       if (phase.isReduction)
         emitReductionPhase(phase);
       else
@@ -347,12 +733,36 @@ private:
   }
 
   // The loop of this thread's share of a phase's loops: lane, lane + group, ...
-  void openShare(const Phase& phase) {
+  void openShare(const Phase& phase) { openShareLoop(phase, group_ > 1 ? "lane" : "0", std::to_string(group_), currentPhase_); }
+
+  // Opens the loop over j = start, start + step, ... < the phase's trip count and declares the
+  // phase's variables; with a row cache, an unrolled loop over the thread's cache slots t that
+  // fills the caches this phase is the first to load. closeShareLoop closes it.
+  void openShareLoop(const Phase& phase, const std::string& start, const std::string& step, size_t phaseIndex) {
     IndexExpr n = tripCount(phase.loops);
-    std::string start = group_ > 1 ? "lane" : "0", step = std::to_string(group_);
-    code_.open("for (" + I_ + " j = " + start + "; j < " + sizeText(simplify(n, symbolFacts(n))) + "; j += " + step +
-               ") {");
+    std::string N = sizeText(simplify(n, symbolFacts(n)));
+    if (!cachedPhase(phase) || start != "lane") {
+      code_.open("for (" + I_ + " j = " + start + "; j < " + N + "; j += " + step + ") {");
+      code_.lines(decompose(phase.loops, "j", I_));
+      shareDepth_ = 1;
+      return;
+    }
+    code_.line("#pragma unroll");
+    code_.open("for (int t = 0; t < " + std::to_string(cacheSlots_) + "; ++t) {");
+    code_.line("const " + I_ + " j = lane + t * " + step + ";");
+    code_.open("if (j < " + N + ") {");
     code_.lines(decompose(phase.loops, "j", I_));
+    RangeFacts facts = factsOf(nest_.outer, phase.loops);
+    for (const RowCache& c : caches_)
+      if (c.firstPhase == phaseIndex) {
+        IndexExpr index = simplify(c.key.substitute({{kCacheVar, IndexExpr::var(phase.loops[0].var)}}), facts);
+        code_.line(c.name + "[t] = " + cppFromStorage(c.dtype, pointer(c.buffer, false) + "[" + cppIndex(index, facts) + "]") + ";");
+      }
+    shareDepth_ = 2;
+  }
+
+  void closeShareLoop() {
+    for (int i = 0; i < shareDepth_; ++i) code_.close();
   }
 
   std::string barrier() const { return mapping_ == Mapping::BlockRow ? "__syncthreads();" : "__syncwarp();"; }
@@ -382,19 +792,19 @@ private:
     } else {
       openShare(phase);
       code_.lines(inner);
-      code_.close();
+      closeShareLoop();
       for (const std::string& name : added) locals_.erase(name);
     }
     // Later phases read other elements of this one from memory: wait for the row's stores.
     if (readLater && group_ > 1) code_.line(barrier());
   }
 
-  void emitReductionPhase(const Phase& phase) {
+  // The accumulators of a reduction phase; mean and variance of one body share a Welford state.
+  static std::vector<Accumulator> accumulators(const Phase& phase) {
     std::vector<Accumulator> accs;
     for (size_t i = 0; i < phase.members.size(); ++i) {
       const Member& m = phase.members[i];
       Accumulator a = makeAccumulator(m);
-      // Mean and variance of one body share one Welford state.
       bool welford = a.kind == ReductionKind::WelfordMean || a.kind == ReductionKind::WelfordVar;
       for (size_t j = 0; j < i && welford; ++j) {
         const Accumulator& o = accs[j];
@@ -407,13 +817,22 @@ private:
       }
       accs.push_back(a);
     }
+    return accs;
+  }
+
+  void declare(const std::vector<Accumulator>& accs) {
     for (const Accumulator& a : accs) {
       code_.lines(a.declare());
       if (!a.shared && (a.kind == ReductionKind::ArgMax || a.kind == ReductionKind::ArgMin))
         code_.line(a.name + "_i = KILN_NO_INDEX;");
     }
+  }
+
+  // This thread's elements of the phase (j from `start` by `step`) into its accumulators.
+  void accumulate(const Phase& phase, const std::vector<Accumulator>& accs, const std::string& start,
+                  const std::string& step) {
+    openShareLoop(phase, start, step, currentPhase_);
     BodyEnv e = env(phase);
-    openShare(phase);
     for (size_t i = 0; i < phase.members.size(); ++i) {
       const Member& m = phase.members[i];
       if (accs[i].shared) continue;
@@ -422,8 +841,11 @@ private:
       code_.lines(body);
       code_.lines(accs[i].update(v, "j", false));
     }
-    code_.close();
-    if (group_ > 1) combine(accs);
+    closeShareLoop();
+  }
+
+  // The reductions' values (locals every thread of the row holds), stored by lane 0.
+  void finish(const Phase& phase, const std::vector<Accumulator>& accs) {
     for (size_t i = 0; i < phase.members.size(); ++i) {
       const Member& m = phase.members[i];
       std::string local = "v" + std::to_string(m.id);
@@ -440,8 +862,16 @@ private:
     }
   }
 
+  void emitReductionPhase(const Phase& phase) {
+    std::vector<Accumulator> accs = accumulators(phase);
+    declare(accs);
+    accumulate(phase, accs, group_ > 1 ? "lane" : "0", std::to_string(group_));
+    if (group_ > 1) combine(accs, mapping_ == Mapping::BlockRow);
+    finish(phase, accs);
+  }
+
   // The row's threads combine their states; afterwards every one of them holds the row's.
-  void combine(const std::vector<Accumulator>& accs) {
+  void combine(const std::vector<Accumulator>& accs, bool wholeBlock) {
     std::vector<const Accumulator*> own;
     for (const Accumulator& a : accs)
       if (!a.shared) own.push_back(&a);
@@ -457,7 +887,7 @@ private:
       code_.close();
     };
     butterfly();
-    if (mapping_ == Mapping::WarpRow) {
+    if (!wholeBlock) {
       // Lanes may differ in the last bits where a merge is not commutative (Welford): lane 0's.
       for (const Accumulator* a : own)
         for (const Field& f : fieldsOf(*a)) code_.line(a->name + f.suffix + " = kiln_shfl(" + a->name + f.suffix + ", 0);");
@@ -497,6 +927,12 @@ private:
   std::string I_;
   Mapping mapping_ = Mapping::Elementwise;
   int block_ = kElementwiseBlock, group_ = 1;
+  int width_ = 1; // elements per thread of an elementwise nest's vector loop
+  int splits_ = 1; // blocks per row of a split row
+  std::vector<RowCache> caches_;
+  int cacheSlots_ = 0;     // elements of a row cache per thread (0: no cache)
+  size_t currentPhase_ = 0;
+  int shareDepth_ = 1;     // blocks openShareLoop opened
   Code code_;
   bool usesErrors_ = false;
   std::vector<std::pair<std::string, bool>> pointers_; // storage name, written
@@ -579,13 +1015,14 @@ public:
       const Unit& unit = plan_.units[u];
       std::string fname = "kiln_unit" + std::to_string(u);
       if (const Nest* nest = std::get_if<Nest>(&unit.work)) {
-        CudaLaunch launch;
         CudaNestEmitter ne(*nest, plan_, options_, index32_);
-        kernels_ += ne.emit(fname, unit.label, launch) + "\n";
-        for (const CudaArg& a : launch.args)
-          if (a.kind == CudaArg::Kind::Pointer) readers[a.name].insert(u);
-        out_.usesErrors |= launch.checksErrors;
-        unitSteps[u].push_back(std::move(launch));
+        kernels_ += ne.emit(fname, unit.label, unitSteps[u]) + "\n";
+        for (const CudaStep& step : unitSteps[u])
+          if (const auto* launch = std::get_if<CudaLaunch>(&step)) {
+            for (const CudaArg& a : launch->args)
+              if (a.kind == CudaArg::Kind::Pointer) readers[a.name].insert(u);
+            out_.usesErrors |= launch->checksErrors;
+          }
       } else {
         const Buffer* b = std::get<const Buffer*>(unit.work);
         unitSteps[u] = gemmSteps(*b, fname);

@@ -186,6 +186,15 @@ KILN_D double kiln_vpow(double a, double b) { return pow(a, b); }
 KILN_D float kiln_vatan2f(float a, float b) { return atan2f(a, b); }
 KILN_D double kiln_vatan2(double a, double b) { return atan2(a, b); }
 
+// `n` consecutive elements moved by one load or store (16 bytes or fewer), and whether a
+// pointer is aligned for them (a view at an odd offset is not: the scalar loop runs).
+template <typename T, int N> struct alignas(sizeof(T) * N) kiln_vec {
+  T v[N];
+};
+template <typename T> KILN_D bool kiln_aligned(const T* p, int n) {
+  return (reinterpret_cast<unsigned long>(p) % (sizeof(T) * n)) == 0;
+}
+
 // A value from lane (lane ^ mask) of the warp, any accumulator type (narrow ints via int).
 template <typename T> KILN_D T kiln_shfl_xor(T v, int mask) {
   if constexpr (sizeof(T) < 4) return T(__shfl_xor_sync(0xffffffffu, int(v), mask));

@@ -16,7 +16,11 @@ Tensor layerNorm(const Tensor& input, IntArrayRef normalizedShape,
   std::vector<int64_t> dims;
   for (int64_t d = input.dim() - int64_t(normalizedShape.size()); d < input.dim(); ++d)
     dims.push_back(d);
-  Tensor x = convert(input, computationDtype(input.dtype()));
+  // The eager kernel (as PyTorch's) normalizes a contiguous copy and returns a contiguous
+  // result; pointwise ops on a transposed input would keep its strides, and a view of the
+  // result that the captured graph made (MLP-Mixer: layer_norm of a transposed sum, then a
+  // Linear's view) would not fit them.
+  Tensor x = convert(input.isContiguous() ? input : ops::clone(input), computationDtype(input.dtype()));
   Tensor var = ops::varCorrection(x, IntArrayRef(dims), Scalar(int64_t(0)), true);
   Tensor mean = ops::mean(x, IntArrayRef(dims), true);
   Tensor out = ops::mul(ops::sub(x, mean), ops::rsqrt(ops::add(var, Scalar(eps))));

@@ -9,6 +9,7 @@
 #include "frontend/binding/PythonConvert.h"
 #include "generated/Ops.h"
 #include "runtime/DispatchKey.h"
+#include "runtime/Error.h"
 #include "runtime/autograd/AutogradMeta.h"
 #include "runtime/autograd/Engine.h"
 #include "runtime/autograd/SavedVariable.h"
@@ -308,6 +309,14 @@ void registerAutograd(nb::module_& m, TensorClass& cls) {
   m.def("_record_function",
         [](nb::object ctx, nb::object backward, std::string name, nb::handle args, nb::handle outputs,
            nb::handle toSave, nb::handle dirty, nb::handle nonDifferentiable, bool materialize) {
+          // Under kiln.compile's capture the inputs are fakes and the graph cannot hold a Python
+          // backward: recorded here it would be lost (the compiled output would not reach the
+          // Function's backward, silently wrong gradients). The capture turns this error into
+          // a graph break before the call, which then runs eagerly with its backward.
+          if (compiler::OpRecorder::current())
+            throw NotImplementedError("a custom kiln.autograd.Function (" + name +
+                                      ") called with inputs that require grad: its backward is "
+                                      "Python code that a graph cannot hold");
           std::vector<int> inputEdge;
           std::vector<Edge> edges;
           for (nb::handle a : args) {

@@ -217,6 +217,12 @@ VT* InstructionTranslator::loadClassAttr(VT* obj, nb::handle x, const std::strin
       return call(t_.make<FunctionVT>(getter), VTs{obj}, {});
   }
   if (Py_TYPE(attr)->tp_descr_get == nullptr) return t_.wrap(attr, nullptr);
+  // A C method (numpy's ndarray.sum, a slot wrapper): never called while tracing, as its result
+  // may depend on the object's data, but loading it is fine: calling it is then the graph break,
+  // at the call, which runs it in Python and resumes after it (callMethod), where a break at the
+  // load would run the rest of the frame eagerly. At a break it is rebuilt as `(self).name`.
+  if (Py_IS_TYPE(attr, &PyMethodDescr_Type) || Py_IS_TYPE(attr, &PyWrapperDescr_Type))
+    return t_.make<MethodVT>(obj, name);
   throw Unsupported{"the attribute " + name + " of a " + Py_TYPE(x.ptr())->tp_name +
                     " (a descriptor)"};
 }

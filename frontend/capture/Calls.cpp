@@ -48,6 +48,28 @@ bool inList(const std::string& s, const char* const* names, size_t n) {
   return false;
 }
 
+// Whether every module below `mod` is one of kiln's own with no forward hooks: then running
+// mod's forward for real on fakes only records its ops.
+bool onlyPlainLibraryModulesBelow(nb::handle mod, int depth = 0) {
+  PyObject** dictPtr = _PyObject_GetDictPtr(mod.ptr());
+  PyObject* children = dictPtr && *dictPtr ? PyDict_GetItemString(*dictPtr, "_modules") : nullptr;
+  if (!children || !PyDict_Check(children)) return true;
+  if (depth > 64) return false;
+  Py_ssize_t pos = 0;
+  PyObject *key, *child;
+  while (PyDict_Next(children, &pos, &key, &child)) {
+    if (child == Py_None) continue;
+    if (!isKilnLibrary(nb::handle(reinterpret_cast<PyObject*>(Py_TYPE(child))))) return false;
+    PyObject** childDict = _PyObject_GetDictPtr(child);
+    for (const char* table : {"_forward_pre_hooks", "_forward_hooks"}) {
+      PyObject* hooks = childDict && *childDict ? PyDict_GetItemString(*childDict, table) : nullptr;
+      if (hooks && (!PyDict_Check(hooks) || PyDict_GET_SIZE(hooks) != 0)) return false;
+    }
+    if (!onlyPlainLibraryModulesBelow(child, depth + 1)) return false;
+  }
+  return true;
+}
+
 } // namespace
 
 VT* InstructionTranslator::call(VT* fn, VTs args, Kwargs kwargs) {
@@ -97,7 +119,7 @@ VT* InstructionTranslator::call(VT* fn, VTs args, Kwargs kwargs) {
   }
 }
 
-VT* InstructionTranslator::inlineFunction(FunctionVT* f, VTs args, Kwargs kwargs) {
+VT* InstructionTranslator::inlineFunction(FunctionVT* f, VTs args, Kwargs kwargs, bool traceLibrary) {
   // kiln.compiler.is_compiling(): True for the code being traced (False when it runs).
   static nb::handle isCompiling =
       nb::object(nb::module_::import_("kiln._compiling").attr("is_compiling")).release();
@@ -107,7 +129,7 @@ VT* InstructionTranslator::inlineFunction(FunctionVT* f, VTs args, Kwargs kwargs
   // named_modules(), ...): their generator object could not be iterated symbolically, so they
   // are unrolled like user generators.
   bool generator = reinterpret_cast<PyCodeObject*>(fn->func_code)->co_flags & CO_GENERATOR;
-  if (isKilnLibrary(f->fn) && !generator) return t_.callReal(f->fn, args, kwargs);
+  if (isKilnLibrary(f->fn) && !generator && !traceLibrary) return t_.callReal(f->fn, args, kwargs);
   SourcePtr src = f->source;
   VTs closure;
   if (fn->func_closure) {
@@ -250,7 +272,8 @@ VT* InstructionTranslator::callModule(ModuleVT* m, VTs args, Kwargs kwargs) {
 VT* InstructionTranslator::callForward(ModuleVT* m, VTs args, Kwargs kwargs, bool hooked) {
   nb::handle mod = m->module;
   nb::handle type = nb::handle(reinterpret_cast<PyObject*>(Py_TYPE(mod.ptr())));
-  if (isKilnLibrary(type)) {
+  bool library = isKilnLibrary(type);
+  if (library && onlyPlainLibraryModulesBelow(mod)) {
     t_.registerModule(mod, m->path, m->source);
     return hooked ? t_.callReal(mod.attr("forward"), args, kwargs) : t_.callReal(mod, args, kwargs);
   }
@@ -259,7 +282,11 @@ VT* InstructionTranslator::callForward(ModuleVT* m, VTs args, Kwargs kwargs, boo
     throw Unsupported{"an nn.Module whose forward is not a Python function"};
   auto* f = t_.make<FunctionVT>(forward);
   args.insert(args.begin(), m);
-  return inlineFunction(f, std::move(args), std::move(kwargs));
+  // One of kiln's containers (Sequential, ModuleList users, MultiheadAttention) holding a user
+  // module or a hooked one is traced like a user module: run for real, the Python code below it
+  // (a forward hook appending to a list, a counter in a user forward) would run once, while
+  // tracing, on fake tensors, and not when the graph runs again.
+  return inlineFunction(f, std::move(args), std::move(kwargs), library);
 }
 
 VT* InstructionTranslator::callMethod(MethodVT* m, VTs args, Kwargs kwargs) {
@@ -310,8 +337,18 @@ VT* InstructionTranslator::callMethod(MethodVT* m, VTs args, Kwargs kwargs) {
     PyObject* attr = _PyType_Lookup(Py_TYPE(obj.ptr()), nb::str(name.c_str()).ptr());
     if (attr && PyFunction_Check(attr)) {
       auto* f = t_.make<FunctionVT>(nb::borrow(attr));
+      bool libraryModuleMethod = self->kind == VT::Kind::Module && isKilnLibrary(attr);
+      // `self.forward(x)` of one of kiln's modules (Module.__call__'s frame captured by itself):
+      // its forward runs on fakes with the module's parameters known, as a call of the module.
+      if (libraryModuleMethod && name == "forward")
+        return callForward(static_cast<ModuleVT*>(self), std::move(args), std::move(kwargs), true);
       args.insert(args.begin(), self);
-      return inlineFunction(f, std::move(args), std::move(kwargs));
+      // The methods of nn.Module itself (train, eval, zero_grad, ...) are traced, not run for
+      // real: run for real, their writes to the module tree (`training = mode` on every child)
+      // would happen once, while tracing, and not when the graph runs again. (A layer's own
+      // methods, such as Linear.reset_parameters, still run for real.)
+      bool moduleMethod = libraryModuleMethod && moduleOf(attr) == "kiln.nn.modules.module";
+      return inlineFunction(f, std::move(args), std::move(kwargs), moduleMethod);
     }
     throw Unsupported{"calling the method " + name + " of a " + kindName(self)};
   }

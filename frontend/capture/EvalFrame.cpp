@@ -52,6 +52,11 @@ thread_local PyObject* tRootCode = nullptr;
 int gThreadsWithCallback = 0;
 _PyFrameEvalFunction gPreviousEval = nullptr;
 Py_ssize_t gExtraIndex = -1;
+// The interpreter that imported kiln (the hook is per interpreter). Kept rather than read from
+// the thread state on every switch: from 3.12 CPython keeps the thread state in a thread-local,
+// which a shared libpython reads through __tls_get_addr, and a compiled call switches the hook
+// four times (issue 17: about a tenth of a cache hit's overhead on 3.12 and 3.13).
+PyInterpreterState* gInterp = nullptr;
 PyObject* gSkipMarker = nullptr;
 std::vector<PyObject*> gCodesWithExtra; // strong references, so reset() can find every extra
 
@@ -83,7 +88,7 @@ CodeExtra* ensureCodeExtra(PyCodeObject* code) {
 PyObject* evalFrame(PyThreadState* tstate, _PyInterpreterFrame* frame, int throwFlag);
 
 void setHookInstalled(bool on) {
-  PyInterpreterState* interp = PyThreadState_Get()->interp;
+  PyInterpreterState* interp = gInterp;
   if (on) {
     gPreviousEval = _PyInterpreterState_GetEvalFrameFunc(interp);
     _PyInterpreterState_SetEvalFrameFunc(interp, evalFrame);
@@ -109,6 +114,18 @@ PyObject* callGlue(_PyInterpreterFrame* frame, PyObject* glue) {
       PyObject_Vectorcall(glue, pyframe::localsplus(frame), size_t(numArgSlots(pyframe::code(frame))), nullptr);
   restoreCallback(saved);
   Py_DECREF(glue);
+  return result;
+}
+
+// Runs a cache entry's glue in place of the frame: in the frame itself where the version allows
+// (pyframe::reuseForGlue; then CPython releases the frame as for any run: `ran`), else as a call.
+PyObject* runGlue(PyThreadState* tstate, _PyInterpreterFrame* frame, PyObject* glue, bool& ran) {
+  if (!pyframe::reuseForGlue(tstate, frame, glue, int(numArgSlots(pyframe::code(frame)))))
+    return callGlue(frame, glue);
+  // The frame holds the glue now, so a reset() while it runs cannot free it.
+  PyObject* saved = exchangeCallback(nullptr);
+  PyObject* result = runFrame(tstate, frame, 0, ran);
+  restoreCallback(saved);
   return result;
 }
 
@@ -207,7 +224,7 @@ PyObject* onMiss(PyThreadState* tstate, _PyInterpreterFrame* frame, CodeExtra* e
   }
   bool ok = addEntry(code, answer);
   PyObject* glue = PyTuple_GET_ITEM(answer, 1);
-  PyObject* result = ok ? callGlue(frame, glue) : nullptr;
+  PyObject* result = ok ? runGlue(tstate, frame, glue, ran) : nullptr;
   Py_DECREF(answer);
   return result;
 }
@@ -234,7 +251,7 @@ PyObject* answerFrame(PyThreadState* tstate, _PyInterpreterFrame* frame, int thr
       if (!entries[i].tree->check(view)) continue;
       std::rotate(entries.begin(), entries.begin() + Py_ssize_t(i),
                   entries.begin() + Py_ssize_t(i) + 1);
-      return callGlue(frame, entries.front().glue);
+      return runGlue(tstate, frame, entries.front().glue, ran);
     }
   }
   return onMiss(tstate, frame, extra, view, ran);
@@ -250,6 +267,7 @@ PyObject* evalFrame(PyThreadState* tstate, _PyInterpreterFrame* frame, int throw
 } // namespace
 
 void initEvalFrame() {
+  gInterp = PyInterpreterState_Get();
   gExtraIndex = pyframe::requestCodeExtraIndex(freeCodeExtra);
   if (gExtraIndex < 0) throw nb::python_error();
 }

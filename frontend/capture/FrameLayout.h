@@ -84,6 +84,49 @@ inline void discardUnrun(PyThreadState* tstate, _PyInterpreterFrame* f) {
 #endif
 }
 
+// Prepares the frame the hook was given (pushed for the captured function, not run) to run a
+// cache entry's glue instead, as _PyFrame_Initialize would for a call of `glue` with the
+// frame's `numArgs` argument slots: the glue takes exactly those arguments, in the same first
+// slots. Running the glue there saves pushing a second frame and then clearing and popping the
+// first, and the interpreter releases the frame when the glue returns. From 3.12 only, where the
+// eval function owns the frame it is given; 3.11's caller clears the frame itself afterwards.
+// A glue needing more room than the function (it usually has a local and a deeper stack) grows
+// the frame in place: it is the newest on the thread's data stack, so that only moves the
+// stack's top, within its current chunk. False, with the frame unchanged, where the glue does not
+// fit: not a plain function of exactly those positional arguments, or no room left in the chunk.
+inline bool reuseForGlue(PyThreadState* tstate, _PyInterpreterFrame* f, PyObject* glue, int numArgs) {
+#if PY_VERSION_HEX >= 0x030C0000
+  if (!PyFunction_Check(glue) || f->frame_obj || f->f_locals) return false;
+  auto* gcode = reinterpret_cast<PyCodeObject*>(PyFunction_GET_CODE(glue));
+  PyCodeObject* fcode = code(f);
+  constexpr int kNotPlain = CO_VARARGS | CO_VARKEYWORDS | CO_GENERATOR | CO_COROUTINE |
+                            CO_ASYNC_GENERATOR | CO_ITERABLE_COROUTINE;
+  if (gcode->co_argcount != numArgs || gcode->co_kwonlyargcount || (gcode->co_flags & kNotPlain))
+    return false;
+  auto** base = reinterpret_cast<PyObject**>(f);
+  if (gcode->co_framesize > fcode->co_framesize) {
+    if (tstate->datastack_top != base + fcode->co_framesize ||
+        base + gcode->co_framesize > tstate->datastack_limit)
+      return false;
+    tstate->datastack_top = base + gcode->co_framesize;
+  }
+  // Before it runs, the frame holds its arguments and NULLs (free variables are copied in by
+  // COPY_FREE_VARS when it starts); clear beyond the arguments all the same.
+  for (int i = numArgs; i < f->stacktop; ++i)
+    Py_CLEAR(f->localsplus[i]);
+  PyObject* oldFunction = f->f_funcobj;
+  PyObject* oldCode = reinterpret_cast<PyObject*>(fcode);
+  Py_INCREF(glue);
+  _PyFrame_Initialize(f, reinterpret_cast<PyFunctionObject*>(glue), nullptr, gcode, numArgs);
+  Py_DECREF(oldFunction);
+  Py_DECREF(oldCode);
+  return true;
+#else
+  (void)tstate, (void)f, (void)glue, (void)numArgs;
+  return false;
+#endif
+}
+
 inline int getCodeExtra(PyObject* code, Py_ssize_t index, void** extra) {
 #if PY_VERSION_HEX >= 0x030C0000
   return PyUnstable_Code_GetExtra(code, index, extra);

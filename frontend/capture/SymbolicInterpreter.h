@@ -236,7 +236,8 @@ private:
   VT* callForward(ModuleVT* m, VTs args, Kwargs kwargs, bool hooked);
   DictVT* moduleHooks(ModuleVT* m, const char* table);
   bool storesItself(VT* obj, const std::string& name, VT* value);
-  VT* inlineFunction(FunctionVT* f, VTs args, Kwargs kwargs);
+  // traceLibrary: trace a kiln library function too instead of running it for real on fakes.
+  VT* inlineFunction(FunctionVT* f, VTs args, Kwargs kwargs, bool traceLibrary = false);
   VT* inlineCall(nb::handle code, nb::handle globals, GlobalSourceFn globalSource, VTs closure,
                  VTs defaults, VT* kwdefaults, VTs args, Kwargs kwargs);
 

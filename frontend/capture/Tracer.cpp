@@ -233,7 +233,14 @@ VT* Tracer::wrapTensor(nb::handle value, const SourcePtr& source, bool viaModule
 
 VT* Tracer::wrap(nb::handle value, SourcePtr source, bool viaModule, const std::string& path) {
   PyObject* o = value.ptr();
-  if (python::isTensor(o)) return wrapTensor(value, source, viaModule, path);
+  if (python::isTensor(o)) {
+    // A Tensor subclass's __init__ (nn.Parameter(t) run by a module built inside a compiled
+    // function) sees `self` before TensorBase.__init__ gave it a tensor: there is nothing to
+    // read yet, so its frame runs eagerly.
+    if (!nb::inst_ready(value))
+      throw Unsupported{std::string("a ") + Py_TYPE(o)->tp_name + " under construction (its __init__)"};
+    return wrapTensor(value, source, viaModule, path);
+  }
   GuardNode* g = source ? &source->guardNode(*guards_) : nullptr;
   if (isPlainConstant(o)) {
     if (g) g->checkConst(o);

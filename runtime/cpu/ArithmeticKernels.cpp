@@ -44,7 +44,9 @@ Tensor addInto(const char* name, const Tensor& self, const Tensor& other, const 
       bool a = alpha.toBool();
       cpu::cpuKernel(iter, [a](bool x, bool y) -> bool { return x || (a && y); });
     } else {
-      M a = alpha.to<M>();
+      // PyTorch converts alpha to the tensor's type first: a 16-bit float tensor's alpha is
+      // rounded to 16 bits (add_(g, alpha=-0.1) on bfloat16 multiplies by -0.10009765625).
+      M a = std::is_same_v<M, T> ? alpha.to<M>() : M(T(alpha.to<M>()));
       if (subtract) a = cpu::wrappingNeg(a);
       if (a == M(1)) {
         cpu::cpuKernel(iter, [](T x, T y) -> T { return T(cpu::wrappingAdd(M(x), M(y))); });

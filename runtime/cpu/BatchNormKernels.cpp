@@ -167,10 +167,10 @@ nativeBatchNorm(const Tensor& input, const std::optional<Tensor>& weight,
     }
     run.template operator()<T>();
   });
-  if (training) {
-    if (runningMean) runningMean->bumpVersion();
-    if (runningVar) runningVar->bumpVersion();
-  }
+  // The running statistics are written without a version bump, as PyTorch's kernel does: the
+  // autograd node saves them (read by the eval-mode backward), and a bump would make the
+  // backward of an earlier training-mode call refuse them ("modified by an inplace operation")
+  // as soon as the layer ran twice before backward (two views in contrastive learning).
   return {out, saveMean, saveInvstd};
 }
 

@@ -1,5 +1,5 @@
 // Fused optimizer updates: one pass over a parameter and its state instead of the nine
-// pointwise ops of torch.optim.Adam's single-tensor step. Each element is rounded as those ops
+// pointwise ops of torch.optim.Adam's single-tensor step (the three to five of SGD's). Each element is rounded as those ops
 // round it (FMA where PyTorch's kernels use one, a rounding to the parameter dtype after each
 // op), so the results are torch's bit for bit; this file is compiled with -ffp-contract=off so
 // that the compiler adds no FMA of its own.
@@ -56,7 +56,8 @@ template <typename T, WeightDecay Decay, bool AmsGrad>
 void adamRun(T* __restrict param, const T* __restrict gradIn, T* __restrict expAvg,
              T* __restrict expAvgSq, T* __restrict maxExpAvgSq, int64_t n, const AdamScalars& s) {
   using M = opmath_t<T>;
-  const M decay = M(s.decay), wd = M(s.weightDecay), w = M(s.lerpWeight), b2 = M(s.beta2),
+  // (wd is add's alpha: rounded to T first, as torch's add kernel rounds it.)
+  const M decay = M(s.decay), wd = M(T(M(s.weightDecay))), w = M(s.lerpWeight), b2 = M(s.beta2),
           v2 = M(s.oneMinusBeta2), bc2 = M(s.biasCorrection2Sqrt), eps = M(s.eps),
           value = M(s.negStepSize);
   const bool lowWeight = std::abs(w) < M(0.5);
@@ -90,24 +91,69 @@ void adamRun(T* __restrict param, const T* __restrict gradIn, T* __restrict expA
   }
 }
 
-// The whole tensor in runs of kRun elements, in parallel when it is large.
-template <typename T, WeightDecay Decay, bool AmsGrad>
-void adamLoop(T* param, const T* grad, T* expAvg, T* expAvgSq, T* maxExpAvgSq, int64_t n,
-              const AdamScalars& s) {
+// run(begin, count) over the whole tensor in runs of kRun elements, in parallel when it is
+// large.
+template <typename Run>
+void inRuns(int64_t n, const Run& run) {
   constexpr int64_t kRun = 16384;
   const int64_t runs = (n + kRun - 1) / kRun;
   const int threads = omp_in_parallel() || n < 2 * kRun ? 1 : omp_get_max_threads();
 #pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
-  for (int64_t r = 0; r < runs; ++r) {
-    const int64_t b = r * kRun;
+  for (int64_t r = 0; r < runs; ++r) run(r * kRun, std::min(kRun, n - r * kRun));
+}
+
+template <typename T, WeightDecay Decay, bool AmsGrad>
+void adamLoop(T* param, const T* grad, T* expAvg, T* expAvgSq, T* maxExpAvgSq, int64_t n,
+              const AdamScalars& s) {
+  inRuns(n, [&](int64_t b, int64_t count) {
     adamRun<T, Decay, AmsGrad>(param + b, grad + b, expAvg + b, expAvgSq + b,
-                               AmsGrad ? maxExpAvgSq + b : nullptr, std::min(kRun, n - b), s);
+                               AmsGrad ? maxExpAvgSq + b : nullptr, count, s);
+  });
+}
+
+// torch.optim.SGD's single-tensor step for one run of elements:
+//   g = grad (negated: maximize); g = g + weight_decay * param
+//   buf = g (first step) or buf * momentum + (1 - dampening) * g; g = g + momentum * buf
+//   (nesterov) or buf; param = param - lr * g
+// each op rounded to T, the additions with a factor FMAs as torch's add(alpha=) kernels.
+struct SgdScalars {
+  double lr, momentum, dampening, weightDecay;
+  bool maximize;
+};
+
+template <typename T, bool Decay, bool Momentum, bool Nesterov, bool First>
+void sgdRun(T* __restrict param, const T* __restrict gradIn, T* __restrict buf, int64_t n,
+            const SgdScalars& s) {
+  using M = opmath_t<T>;
+  // The factors of add(alpha=) are rounded to T first, as torch's add kernels round alpha (a
+  // 16-bit float tensor's); mul_'s scalar is not.
+  auto alpha = [](double v) { return M(T(M(v))); };
+  const M negLr = alpha(-s.lr), wd = alpha(s.weightDecay), momentum = M(s.momentum),
+          momentumAlpha = alpha(s.momentum), keep = alpha(1 - s.dampening);
+  const M gradSign = s.maximize ? M(-1) : M(1); // * -1 is negation, exactly
+  for (int64_t i = 0; i < n; ++i) {
+    M g = M(gradIn[i]) * gradSign;
+    M p = M(param[i]);
+    if constexpr (Decay) g = M(T(std::fma(wd, p, g)));        // grad.add(param, alpha=wd)
+    if constexpr (Momentum) {
+      M b = g;                                                // clone(grad)
+      if constexpr (!First) {
+        b = M(T(M(buf[i]) * momentum));                       // buf.mul_(momentum)
+        b = M(T(std::fma(keep, g, b)));                       // .add_(grad, alpha=1 - dampening)
+      }
+      buf[i] = T(b);
+      if constexpr (Nesterov)
+        g = M(T(std::fma(momentumAlpha, b, g)));              // grad.add(buf, alpha=momentum)
+      else
+        g = b;
+    }
+    param[i] = T(std::fma(negLr, g, p));                      // param.add_(grad, alpha=-lr)
   }
 }
 
-void checkAdamOperand(const Tensor& self, const Tensor& t, const char* name) {
+void checkOperand(const char* op, const Tensor& self, const Tensor& t, const char* name) {
   KILN_CHECK(t.sizes() == self.sizes() && t.dtype() == self.dtype() && t.device() == self.device(),
-             "_fused_adam_: expected ", name, " of the parameter's shape ", self.shapeString(),
+             op, ": expected ", name, " of the parameter's shape ", self.shapeString(),
              ", dtype ", scalarTypeShortName(self.dtype()), " and device ", self.device().str(),
              ", got shape ", t.shapeString(), ", dtype ", scalarTypeShortName(t.dtype()), " on ",
              t.device().str());
@@ -132,10 +178,10 @@ Tensor fusedAdam_(const Tensor& self, const Tensor& grad, const Tensor& exp_avg,
                   const Tensor& exp_avg_sq, const std::optional<Tensor>& max_exp_avg_sq,
                   const Tensor& state_step, double lr, double beta1, double beta2,
                   double weight_decay, double eps, bool maximize, bool decoupled_weight_decay) {
-  checkAdamOperand(self, grad, "grad");
-  checkAdamOperand(self, exp_avg, "exp_avg");
-  checkAdamOperand(self, exp_avg_sq, "exp_avg_sq");
-  if (max_exp_avg_sq) checkAdamOperand(self, *max_exp_avg_sq, "max_exp_avg_sq");
+  checkOperand("_fused_adam_", self, grad, "grad");
+  checkOperand("_fused_adam_", self, exp_avg, "exp_avg");
+  checkOperand("_fused_adam_", self, exp_avg_sq, "exp_avg_sq");
+  if (max_exp_avg_sq) checkOperand("_fused_adam_", self, *max_exp_avg_sq, "max_exp_avg_sq");
   KILN_CHECK(state_step.numel() == 1 && state_step.dtype() == ScalarType::Float32,
              "_fused_adam_: expected state_step to be a one-element float32 tensor, got shape ",
              state_step.shapeString(), " and dtype ", scalarTypeShortName(state_step.dtype()));
@@ -169,6 +215,43 @@ Tensor fusedAdam_(const Tensor& self, const Tensor& grad, const Tensor& exp_avg,
   m.finish();
   v.finish();
   if (mx) mx->finish();
+  return self;
+}
+
+Tensor fusedSgd_(const Tensor& self, const Tensor& grad, const std::optional<Tensor>& momentum_buffer,
+                 double lr, double momentum, double dampening, double weight_decay, bool nesterov,
+                 bool maximize, bool first_step) {
+  checkOperand("_fused_sgd_", self, grad, "grad");
+  KILN_CHECK(momentum == 0 || momentum_buffer,
+             "_fused_sgd_: momentum ", momentum, " needs a momentum_buffer");
+  if (momentum_buffer) checkOperand("_fused_sgd_", self, *momentum_buffer, "momentum_buffer");
+  if (!isFloatingType(self.dtype())) cpu::throwNotImplemented("_fused_sgd_", self.dtype());
+  if (self.isMeta()) return self;
+  SgdScalars s{lr, momentum, dampening, weight_decay, maximize};
+  Operand p(self);
+  Tensor g = grad.isContiguous() ? grad : ops::contiguous(grad);
+  std::optional<Operand> buf;
+  if (momentum != 0) buf.emplace(*momentum_buffer);
+  KILN_DISPATCH_FLOATING(self.dtype(), "_fused_sgd_", [&]<typename T>() {
+    T* b = buf ? buf->data.data<T>() : nullptr;
+    auto run = [&]<bool Decay, bool Momentum, bool Nesterov, bool First>() {
+      inRuns(self.numel(), [&](int64_t at, int64_t count) {
+        sgdRun<T, Decay, Momentum, Nesterov, First>(p.data.data<T>() + at, g.data<T>() + at,
+                                                    b ? b + at : nullptr, count, s);
+      });
+    };
+    auto withMomentum = [&]<bool Decay>() {
+      if (momentum == 0) run.template operator()<Decay, false, false, false>();
+      else if (first_step && nesterov) run.template operator()<Decay, true, true, true>();
+      else if (first_step) run.template operator()<Decay, true, false, true>();
+      else if (nesterov) run.template operator()<Decay, true, true, false>();
+      else run.template operator()<Decay, true, false, false>();
+    };
+    if (weight_decay != 0) withMomentum.template operator()<true>();
+    else withMomentum.template operator()<false>();
+  });
+  p.finish();
+  if (buf) buf->finish();
   return self;
 }
 

@@ -135,7 +135,8 @@ GEMM_DTYPES = {"f32": np.float32, "f64": np.float64}
 
 def run(program_text, inputs, outputs, sizes=None):
     """Runs the CUDA program of `program_text` on the emulator. `inputs`: name -> numpy array
-    holding the input's storage from its first element (a flat array for strided inputs);
+    holding the input's storage from its first element (a flat array for strided inputs), or
+    (array, k) for an input starting at element k;
     `outputs`: [(dtype, element count)] per output slot; `sizes`: symbol -> value. Returns the
     outputs as flat arrays, and the KilnError message if one was reported."""
     sizes = sizes or {}
@@ -144,7 +145,10 @@ def run(program_text, inputs, outputs, sizes=None):
         lib = _compile(source, d)
         store = {}
         for name, arr in inputs.items():
-            store[name] = np.ascontiguousarray(arr).view(np.uint8).reshape(-1).copy()
+            # (array, k): the input starts at element k of the array (a view at an offset).
+            arr, offset = arr if isinstance(arr, tuple) else (arr, 0)
+            data = np.ascontiguousarray(arr)
+            store[name] = data.view(np.uint8).reshape(-1).copy()[offset * data.itemsize:]
         outs = [np.zeros(n, dtype=t) for t, n in outputs]
         for i, o in enumerate(outs):
             store[f"output:{i}"] = o.view(np.uint8).reshape(-1)

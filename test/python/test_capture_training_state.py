@@ -52,7 +52,7 @@ def test_module_parameter_loops_compile_in_one_graph():
 
     x = _t(3, 4)
     e = _explain(fn, x)
-    assert (e.graph_count, e.graph_break_count) == (1, 0), e.break_reasons
+    assert (e.graph_count, len(e.break_reasons)) == (1, 0), e.break_reasons
     want_total, want_params = fn(x)
     got_total, got_params = kiln.compile(fn)(x)
     np.testing.assert_allclose(got_total.detach().numpy(), want_total.detach().numpy(), rtol=1e-6)
@@ -73,7 +73,7 @@ def test_ordered_dict_values_items_keys_follow_move_to_end():
 
     x = _t(3)
     e = _explain(fn, x)
-    assert (e.graph_count, e.graph_break_count) == (1, 0), e.break_reasons
+    assert (e.graph_count, len(e.break_reasons)) == (1, 0), e.break_reasons
     compiled = kiln.compile(fn)
     for _ in range(2):
         got, keys = compiled(x)
@@ -97,7 +97,7 @@ def test_generator_functions_unroll_yield_and_yield_from():
 
     a, b = _t(2, seed=4), _t(2, seed=5)
     e = _explain(fn, a, b)
-    assert (e.graph_count, e.graph_break_count) == (1, 0), e.break_reasons
+    assert (e.graph_count, len(e.break_reasons)) == (1, 0), e.break_reasons
     for got, want in zip(kiln.compile(fn)(a, b), fn(a, b)):
         np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
 
@@ -121,7 +121,7 @@ def test_grad_reads_are_inputs_guarded_on_none_and_metadata():
         for got, p in zip(compiled(scale), params):
             np.testing.assert_allclose(got.numpy(), (p.grad * scale).numpy(), rtol=1e-6)
     e = _explain(fn, scale)
-    assert (e.graph_count, e.graph_break_count) == (1, 0), e.break_reasons
+    assert (e.graph_count, len(e.break_reasons)) == (1, 0), e.break_reasons
 
 
 def test_zero_grad_set_to_none_replays_and_in_place_zeroing_writes_the_grads():
@@ -146,7 +146,7 @@ def test_zero_grad_set_to_none_replays_and_in_place_zeroing_writes_the_grads():
     assert all(p.grad is None for p in model.parameters())
     _backward(model, x)
     e = _explain(to_none, x)
-    assert (e.graph_count, e.graph_break_count) == (1, 0), e.break_reasons
+    assert (e.graph_count, len(e.break_reasons)) == (1, 0), e.break_reasons
 
 
 def test_tensor_keyed_defaultdict_state_is_read_and_extended():
@@ -225,7 +225,7 @@ def test_clip_grad_norm_reads_the_real_grads():
     for got, want in zip(results[1][1], results[0][1]):
         np.testing.assert_allclose(got, want, rtol=1e-6)
     e = _explain(lambda: kiln.nn.utils.clip_grad_norm_(model.parameters(), 0.1))
-    assert (e.graph_count, e.graph_break_count) == (1, 0), e.break_reasons
+    assert (e.graph_count, len(e.break_reasons)) == (1, 0), e.break_reasons
 
 
 def test_library_code_reading_grad_of_a_fake_breaks_the_graph():
@@ -245,4 +245,4 @@ def test_library_code_reading_grad_of_a_fake_breaks_the_graph():
     x = _t(1)
     np.testing.assert_allclose(kiln.compile(fn, backend="eager")(x).numpy(), fn(x).numpy(), rtol=1e-6)
     e = _explain(fn, x)
-    assert e.graph_break_count == 1 and "Tensor.grad" in str(e.break_reasons[0]), e.break_reasons
+    assert len(e.break_reasons) == 1 and "Tensor.grad" in str(e.break_reasons[0]), e.break_reasons

@@ -40,7 +40,7 @@ def test_an_unhandled_opcode_is_a_graph_break_with_its_reason():
         return x * math.pi
 
     out = kiln.explain(fn)(kiln.ones(3))
-    assert out.graph_break_count >= 1 or out.graph_count == 0
+    assert len(out.break_reasons) >= 1
     assert any("import" in str(r) for r in out.break_reasons), out.break_reasons
 
 
@@ -75,7 +75,7 @@ def test_version_specific_instructions_trace_in_one_graph():
     x, y = kiln.ones(3), kiln.arange(3).float()
     expected = fn(x, y)
     out = kiln.explain(fn)(x, y)
-    assert (out.graph_count, out.graph_break_count) == (1, 0), out.break_reasons
+    assert (out.graph_count, len(out.break_reasons)) == (1, 0), out.break_reasons
     got = kiln.compile(fn, backend="eager", fullgraph=True)(x, y)
     assert got[1] == expected[1]
     assert (got[0] - expected[0]).abs().max().item() == 0
@@ -131,7 +131,7 @@ def test_list_slice_store_and_delete_trace():
 
     x = kiln.ones(2)
     out = kiln.explain(fn)(x)
-    assert (out.graph_count, out.graph_break_count) == (1, 0), out.break_reasons
+    assert (out.graph_count, len(out.break_reasons)) == (1, 0), out.break_reasons
     got, expected = kiln.compile(fn, backend="eager")(x), fn(x)
     assert [t.tolist() for t in got[0]] == [t.tolist() for t in expected[0]]
     assert [t.tolist() for t in got[1]] == [t.tolist() for t in expected[1]]
@@ -215,7 +215,7 @@ def test_control_flow_of_each_version_traces_whole():
     x = kiln.ones(2, 4)
     ys = [kiln.ones(4) * 2, kiln.ones(4), kiln.ones(4) * 3]
     out = kiln.explain(_control_flow_mix)(x, ys)
-    assert (out.graph_count, out.graph_break_count) == (1, 0), out.break_reasons
+    assert (out.graph_count, len(out.break_reasons)) == (1, 0), out.break_reasons
     expected = _control_flow_mix(x, ys)
     got = kiln.compile(_control_flow_mix, backend="eager", fullgraph=True)(x, ys)
     assert (got[0] - expected[0]).abs().max().item() == 0 and got[1:] == expected[1:]

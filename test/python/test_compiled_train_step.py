@@ -230,7 +230,7 @@ def test_compiled_optimizer_step_method(monkeypatch, opt_name):
     for got, want in zip(params_after[1], params_after[0]):
         np.testing.assert_allclose(got, want, rtol=0, atol=1e-6)
     e = kiln.explain(opt.step)()
-    assert (e.graph_count, e.graph_break_count) == (1, 0), e.break_reasons
+    assert (e.graph_count, len(e.break_reasons)) == (1, 0), e.break_reasons
     if opt_name == "sgd":
         # Each parameter's update (weight decay, momentum and Nesterov, the parameter written in
         # place) is one kernel: in-place writes fuse where read only at the element written.

@@ -18,7 +18,7 @@ def test_module_hooks_are_traced_without_a_break():
     x = kiln.randn(3, 4)
     want = model(x)
     e = _explain(model, x)
-    assert (e.graph_count, e.graph_break_count) == (1, 0), e.break_reasons
+    assert (e.graph_count, len(e.break_reasons)) == (1, 0), e.break_reasons
     kiln.compiler.reset()
     got = kiln.compile(model)(x)
     np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-5, atol=1e-6)
@@ -70,7 +70,7 @@ class _Counter(nn.Module):
 def test_augmented_assignment_to_a_buffer_does_not_break():
     x = kiln.ones(2, 3)
     e = _explain(_Counter(), x)
-    assert (e.graph_count, e.graph_break_count) == (1, 0), e.break_reasons
+    assert (e.graph_count, len(e.break_reasons)) == (1, 0), e.break_reasons
     m = _Counter()
     kiln.compiler.reset()
     f = kiln.compile(m)
@@ -113,7 +113,7 @@ def test_scalar_assignment_through_tensor_and_mask_indices_does_not_break():
     x = kiln.randn(5, 4)
     idx = kiln.tensor([0, 3])
     e = _explain(_assign, x, idx)
-    assert (e.graph_count, e.graph_break_count) == (1, 0), e.break_reasons
+    assert (e.graph_count, len(e.break_reasons)) == (1, 0), e.break_reasons
     kiln.compiler.reset()
     got = kiln.compile(_assign)(x, idx)
     a = x.numpy()
@@ -154,7 +154,7 @@ def test_python_list_indices_stay_in_the_graph():
 
     a = np.arange(10, dtype=np.float32).reshape(2, 5)
     e = _explain(fn, kiln.from_numpy(a.copy()))
-    assert (e.graph_count, e.graph_break_count) == (1, 0), e.break_reasons
+    assert (e.graph_count, len(e.break_reasons)) == (1, 0), e.break_reasons
     kiln.compiler.reset()
     got = kiln.compile(fn)(kiln.from_numpy(a.copy()))
     want = fn(kiln.from_numpy(a.copy()))
@@ -172,3 +172,212 @@ def test_a_global_list_index_is_guarded():
         assert fn(x).tolist() == [[0.0, 2.0], [6.0, 8.0]]
     finally:
         _INDEX[1] = 2
+
+
+def test_module_built_inside_a_compiled_function():
+    # nn.Parameter's __init__ was traced with `self` not yet a tensor: a segfault.
+    def f(x):
+        lin = nn.Linear(3, 4)
+        w = nn.Parameter(x * 2)
+        return lin(x).shape, w
+
+    kiln.compiler.reset()
+    shape, w = kiln.compile(f)(kiln.ones(2, 3))
+    assert tuple(shape) == (2, 4) and isinstance(w, nn.Parameter) and w.requires_grad
+    np.testing.assert_array_equal(w.detach().numpy(), np.full((2, 3), 2, np.float32))
+
+
+def test_training_graph_returns_an_input_as_itself():
+    # `return lin(x), w` compiled for training handed back a new Tensor aliasing w: not w, no
+    # longer an nn.Parameter nor a leaf.
+    lin = nn.Linear(3, 4)
+
+    def f(x, w):
+        return lin(x), w
+
+    kiln.compiler.reset()
+    w = nn.Parameter(kiln.ones(2))
+    out, got = kiln.compile(f)(kiln.ones(2, 3), w)
+    assert got is w and got.is_leaf
+    out.sum().backward()
+    assert lin.weight.grad is not None
+
+
+def test_train_eval_toggles_in_a_loop_replay_on_every_child():
+    # The loop breaks (item()), so Module.train/eval frames are captured by themselves; their
+    # `module.train(mode)` on the children ran for real while tracing only: from the second
+    # epoch on, model.train() left BatchNorm in eval mode (wrong losses, no running-stat updates).
+    def build():
+        kiln.manual_seed(0)
+        model = nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4))
+
+        def run(x):
+            log = []
+            for _ in range(3):
+                model.train()
+                log.append(model(x).pow(2).sum().item())
+                log.append((model.training, model[1].training))
+                model.eval()
+                with kiln.no_grad():
+                    log.append(model(x).pow(2).sum().item())
+                log.append((model.training, model[1].training))
+            return log, model[1].running_mean.clone()
+
+        return run
+
+    x = kiln.randn(6, 4)
+    want_log, want_mean = build()(x)
+    kiln.compiler.reset()
+    got_log, got_mean = kiln.compile(build())(x)
+    np.testing.assert_allclose(got_log[::2], want_log[::2], rtol=1e-5)
+    assert got_log[1::2] == want_log[1::2]
+    np.testing.assert_allclose(got_mean.numpy(), want_mean.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_model_train_inside_a_compiled_function_does_not_recompile():
+    model = nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4))
+    calls = []
+
+    def backend(gm, examples):
+        calls.append(1)
+        return gm
+
+    def f(x):
+        model.train()
+        return model(x)
+
+    kiln.compiler.reset()
+    cf = kiln.compile(f, backend=backend)
+    x = kiln.randn(6, 4)
+    for _ in range(3):
+        model.eval()
+        cf(x)
+        assert model.training and model[1].training
+    assert len(calls) == 1
+
+
+def test_deepcopy_of_a_module_and_of_tensors():
+    # copy.deepcopy(model) (an EMA or teacher copy) raised "cannot pickle 'Tensor' object".
+    import copy
+
+    m = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4))
+    m(kiln.randn(5, 3)).sum().backward()
+    m2 = copy.deepcopy(m)
+    for a, b in zip(m.parameters(), m2.parameters()):
+        assert type(b) is nn.Parameter and b.requires_grad and b is not a and b.grad is not a.grad
+        assert kiln.equal(a, b) and kiln.equal(a.grad, b.grad)
+    for a, b in zip(m.buffers(), m2.buffers()):
+        assert b is not a and kiln.equal(a, b)
+    with kiln.no_grad():
+        m2[0].weight.add_(1)
+    assert not kiln.equal(m[0].weight, m2[0].weight)
+    t = kiln.ones(2, requires_grad=True)
+    c = copy.deepcopy([t, t])
+    assert c[0] is c[1] and c[0] is not t and c[0].requires_grad and c[0].is_leaf
+    try:
+        copy.deepcopy(t * 2)
+        raise AssertionError("a non-leaf was deep-copied")
+    except RuntimeError as e:
+        assert "graph leaves" in str(e)
+
+
+def test_batchnorm_twice_before_backward():
+    # Two training-mode calls of one BatchNorm before backward (SimCLR's two views): the second
+    # call's running-stat update bumped the version the first call's node had saved.
+    bn, lin = nn.BatchNorm1d(4), nn.Linear(3, 4)
+    x = kiln.randn(5, 3)
+    version = bn.running_mean._version
+    loss = bn(lin(x)).sum() + bn(lin(x + 1)).pow(2).sum()
+    assert bn.running_mean._version == version  # as torch: the kernel's update is no in-place op
+    loss.backward()
+    assert lin.weight.grad is not None
+
+
+def test_layer_norm_of_a_transposed_value_then_linear():
+    # MLP-Mixer: layer_norm's decomposition kept the transposed input's strides where the eager
+    # kernel returns a contiguous result, so the Linear's view of it failed when compiling.
+    ln, lin = nn.LayerNorm(4), nn.Linear(4, 3)
+
+    def f(a, b):
+        return lin(ln(a.transpose(1, 2) + b.transpose(1, 2))).sum()
+
+    a, b = kiln.randn(2, 4, 5), kiln.randn(2, 4, 5)
+    kiln.compiler.reset()
+    strict, kiln.config.strict = kiln.config.strict, True
+    try:
+        got = kiln.compile(f)(a, b)
+    finally:
+        kiln.config.strict = strict
+    np.testing.assert_allclose(got.item(), f(a, b).item(), rtol=1e-5)
+
+
+def test_hook_on_a_child_of_sequential_runs_on_every_call():
+    # Sequential (kiln's) ran for real while tracing, so the hook below it appended a fake
+    # (meta) tensor once, while tracing, and never again.
+    model = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+    stats = []
+    model[1].register_forward_hook(lambda m, inp, out: stats.append(out.detach().mean()))
+    x = kiln.randn(5, 3)
+    kiln.compiler.reset()
+    f = kiln.compile(lambda x: model(x).sum())
+    for i in range(3):
+        f(x)
+        assert len(stats) == i + 1 and stats[-1].device.type == "cpu"
+    np.testing.assert_allclose(stats[-1].item(), model[1](model[0](x)).mean().item(), rtol=1e-6)
+
+
+class _TimesTwoBackward(kiln.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, scale):
+        ctx.save_for_backward(x)
+        return kiln.round(x / scale) * scale
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * 2 + x * 0, None
+
+
+def test_custom_function_with_grad_keeps_its_backward_under_compile():
+    # The Function's backward was dropped while tracing: the compiled output did not require
+    # grad (or, inside a model, the gradient silently skipped the custom backward).
+    def f(w, x):
+        return (x @ _TimesTwoBackward.apply(w, 0.05)).sum()
+
+    w0, x = kiln.randn(3, 4), kiln.randn(2, 3)
+    grads = []
+    for fn in (f, kiln.compile(f)):
+        kiln.compiler.reset()
+        w = w0.clone().requires_grad_()
+        fn(w, x).backward()
+        grads.append(w.grad.numpy())
+    np.testing.assert_allclose(grads[1], grads[0], rtol=1e-5, atol=1e-6)
+    with kiln.no_grad():  # no backward to keep: traced into the graph
+        e = _explain(f, w0, x)
+    assert (e.graph_count, e.graph_break_count) == (1, 0), e.break_reasons
+
+
+def test_module_compile_in_place():
+    # model.compile() (torch's nn.Module.compile) was missing.
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.l1 = nn.Linear(6, 12)
+            self.l2 = nn.Linear(12, 3)
+
+        def forward(self, x):
+            return self.l2(nn.functional.relu(self.l1(x)))
+
+    kiln.manual_seed(0)
+    model, x = Net(), kiln.randn(7, 6)
+    want = model(x).detach().numpy()
+    kiln.compiler.reset()
+    assert model.compile() is None
+    assert type(model) is Net and sorted(model.state_dict()) == ["l1.bias", "l1.weight", "l2.bias", "l2.weight"]
+    for _ in range(2):
+        got = model(x)
+        np.testing.assert_allclose(got.detach().numpy(), want, rtol=1e-5, atol=1e-6)
+    got.sum().backward()
+    assert model.l1.weight.grad is not None
+    e = _explain(lambda x: model(x), x)  # inside another compiled function: traced through
+    assert (e.graph_count, e.graph_break_count) == (1, 0), e.break_reasons

@@ -49,7 +49,10 @@ def softmax_program(rows, cols):
                                                  (6, 3000, "a row per block")])
 def test_softmax_rows(rows, cols, mapping):
     text = softmax_program(rows, cols)
-    assert f"({mapping})" in _codegen.emit_cuda(text)[0]
+    source = _codegen.emit_cuda(text)[0]
+    assert f"({mapping})" in source
+    # The row's elements stay in registers from the max phase to the output (row mappings).
+    assert ("rc0[t] = in_x[" in source) == (mapping != "a row per thread")
     x = rng.standard_normal((rows, cols)).astype(np.float32) * 4
     x[1, 3] = np.nan  # a NaN row is NaN everywhere, as eager
     (out,), err = cuda_emulator.run(text, {"x": x}, [(np.float32, rows * cols)])
@@ -226,6 +229,30 @@ def test_f16_pointwise_and_sum():
     np.testing.assert_allclose(s.astype(np.float32), x.astype(np.float32).sum(1), rtol=2e-3, atol=2e-2)
 
 
+def test_vector_loads_and_stores_aligned_or_not():
+    # 4 floats per load and store where every pointer is aligned; a view one element into its
+    # storage takes the scalar loop. Both compute the same.
+    text = """program @p(%x: f32[8, 128], %y: f32[128]) {
+  %out: f32[8, 128] = pointwise [i0: 8, i1: 128] {
+    %0 = load %x[128*i0 + i1]
+    %1 = load %y[i1]
+    %2 = mul %0, %1
+    %3 = tanh %2
+    store %3
+  }
+  output %out
+}
+"""
+    source = _codegen.emit_cuda(text)[0]
+    assert "kiln_vec<float, 4>" in source and "kiln_aligned(in_x, 4)" in source
+    x = rng.standard_normal((8 * 128 + 1)).astype(np.float32)
+    y = rng.standard_normal(128).astype(np.float32)
+    for offset in (0, 1):
+        (out,), _ = cuda_emulator.run(text, {"x": (x, offset), "y": y}, [(np.float32, 1024)])
+        want = np.tanh(x[offset:offset + 1024].reshape(8, 128) * y)
+        np.testing.assert_allclose(out.reshape(8, 128), want, rtol=1e-6, atol=1e-6)
+
+
 SCATTER = """program @scatter_add(%x: f32[64], %idx: i64[1000], %src: f32[1000]) {
   %buf0: f32[64] = pointwise [i0: 64] {
     %0 = load %x[i0]
@@ -274,21 +301,91 @@ def test_conformance_graphs_equal_the_cpu_kernels():
             programs.append((name, text))
     assert len(programs) >= 6
     for name, text in programs:
-        header = text.split("\n", 1)[0]
-        storages, tensors = {}, []
-        for m in INPUT.finditer(header):
-            arg, dtype = m.group(1), NUMPY[m.group(2)]
-            sizes = [int(s) for s in m.group(3).split(",") if s.strip()]
-            strides = [int(s) for s in m.group(4).split(",")] if m.group(4) else \
-                [int(np.prod(sizes[i + 1:])) for i in range(len(sizes))]
-            span = 1 + sum((n - 1) * s for n, s in zip(sizes, strides))
-            data = rng.standard_normal(span).astype(dtype)
-            storages[arg] = data.copy()  # (the C++ run may write inputs in place: its own copy)
-            tensors.append(kiln.from_numpy(data).as_strided(sizes, strides))
-        path, _ = _codegen.compile_source(_codegen.emit_cpp(text))
-        want = _codegen.CompiledKernel(path, "kiln_entry", text)(*tensors)
-        want = [w.numpy() for w in (want if isinstance(want, (list, tuple)) else [want])]
-        got, err = cuda_emulator.run(text, storages, [(w.dtype, w.size) for w in want])
-        assert err is None, (name, err)
-        for k, (g, w) in enumerate(zip(got, want)):
-            np.testing.assert_allclose(g, w.reshape(-1), rtol=1e-4, atol=1e-5, err_msg=f"{name} output {k}")
+        run_both(name, text)
+
+
+def run_both(name, text):
+    """The C++ kernels and the emulated CUDA program of `text` on the same random inputs
+    (strided ones included) agree."""
+    import kiln
+
+    header = text.split("\n", 1)[0]
+    storages, tensors = {}, []
+    for m in INPUT.finditer(header):
+        arg, dtype = m.group(1), NUMPY[m.group(2)]
+        sizes = [int(s) for s in m.group(3).split(",") if s.strip()]
+        strides = [int(s) for s in m.group(4).split(",")] if m.group(4) else \
+            [int(np.prod(sizes[i + 1:])) for i in range(len(sizes))]
+        span = 1 + sum((n - 1) * s for n, s in zip(sizes, strides))
+        data = rng.standard_normal(span).astype(dtype)
+        storages[arg] = data.copy()  # (the C++ run may write inputs in place: its own copy)
+        tensors.append(kiln.from_numpy(data).as_strided(sizes, strides))
+    path, _ = _codegen.compile_source(_codegen.emit_cpp(text))
+    want = _codegen.CompiledKernel(path, "kiln_entry", text)(*tensors)
+    want = [w.numpy() for w in (want if isinstance(want, (list, tuple)) else [want])]
+    got, err = cuda_emulator.run(text, storages, [(w.dtype, w.size) for w in want])
+    assert err is None, (name, err)
+    for k, (g, w) in enumerate(zip(got, want)):
+        np.testing.assert_allclose(g, w.reshape(-1), rtol=1e-4, atol=1e-5, err_msg=f"{name} output {k}")
+
+
+def test_scheduled_in_place_writes():
+    # In-place writes fused with their neighbours (an optimizer step: momentum and parameter
+    # updated in one nest), and a write kept apart because a neighbour reads another element.
+    import os
+
+    path = os.path.join(os.path.dirname(__file__), "..", "lit", "loop", "schedule-inplace.kir")
+    chunks = [c[m.start():] for c in open(path).read().split("// -----")
+              if (m := re.search(r"^program @", c, re.M))]
+    assert len(chunks) == 2
+    for chunk in chunks:
+        scheduled = _codegen.schedule(chunk)[0]
+        run_both(chunk.split("(", 1)[0], scheduled)
+
+
+def test_long_rows_split_over_blocks():
+    # Few long rows: a first kernel reduces each (row, split) to a state, a second combines a
+    # row's states (sum, argmax with its first-position rule, Welford) and finishes the row.
+    text = """program @total(%x: f32[3, 200000], %y: f32[300000]) {
+  kernel @k0 {
+    %s: f32[3] = reduction sum [i0: 3] over [r0: 200000] {
+      %0 = load %x[200000*i0 + r0]
+      reduce %0
+    }
+    %mean: f32[3] = pointwise [i0: 3] {
+      %0 = load %s[i0]
+      %1 = constant 200000.0 : f32
+      %2 = div %0, %1
+      store %2
+    }
+  }
+  kernel @k1 {
+    %am: i64[] = reduction argmax [] over [r0: 300000] {
+      %0 = load %y[r0]
+      reduce %0
+    }
+  }
+  kernel @k2 {
+    %wm: f32[] = reduction welford_mean [] over [r0: 300000] {
+      %0 = load %y[r0]
+      reduce %0
+    }
+    %wv: f32[] = reduction welford_var [] over [r0: 300000] {
+      %0 = load %y[r0]
+      reduce %0
+    }
+  }
+  output %mean, %am, %wm, %wv
+}
+"""
+    source, launches = _codegen.emit_cuda(text)
+    assert source.count("(a row per 24 blocks)") == 1 and source.count("(a row per 36 blocks)") == 2
+    x = rng.standard_normal((3, 200000)).astype(np.float32)
+    y = (rng.standard_normal(300000) + 50).astype(np.float32)
+    y[[1000, 250000]] = 60  # the maximum twice: the first position
+    (mean, am, wm, wv), _ = cuda_emulator.run(
+        text, {"x": x, "y": y}, [(np.float32, 3), (np.int64, 1), (np.float32, 1), (np.float32, 1)])
+    np.testing.assert_allclose(mean, x.astype(np.float64).mean(1), rtol=1e-4, atol=1e-6)
+    assert am[0] == 1000
+    np.testing.assert_allclose(wm, y.astype(np.float64).mean(), rtol=1e-6)
+    np.testing.assert_allclose(wv, y.astype(np.float64).var(), rtol=1e-5)

@@ -442,3 +442,48 @@ def test_frame_info_for_a_call():
         cap.FrameInfo(f, (1,))
     with pytest.raises(TypeError):
         cap.FrameInfo(len, ())
+
+
+# From 3.12 a hit runs the glue in the frame CPython pushed for the function (FrameLayout.h:
+# reuseForGlue), growing it on the thread's data stack where the glue needs more room.
+
+def _roomy_glue(x):
+    a, b, c, d, e = x, x + 1, x + 2, x + 3, x + 4  # more locals and stack than f's frame
+    return [a, b, c, d, e, sum((a, b, c, d, e))]
+
+
+def test_glue_in_the_frame_at_every_data_stack_depth():
+    """Called from every recursion depth up to a few data-stack chunks, the function's frame
+    lands at a chunk's end somewhere, where it cannot grow: the glue is called instead."""
+    def f(x):
+        return x
+
+    cf = cap.CompiledFunction(f, lambda info: (int_guards(), _roomy_glue))
+
+    def down(n, x):
+        return cf(x) if n == 0 else down(n - 1, x)
+
+    o = 7
+    before = sys.getrefcount(o)
+    for depth in range(0, 700, 3):
+        assert down(depth, o) == [7, 8, 9, 10, 11, 45]
+    assert sys.getrefcount(o) == before
+    assert down(900, 1) == [1, 2, 3, 4, 5, 15]  # the data stack is still consistent
+
+
+def test_reset_while_the_glue_runs_and_its_frame_outlives_it():
+    """reset() drops the entry whose glue is running (the frame holds the glue), and a frame
+    object the glue made survives its return."""
+    def f(x):
+        return x
+
+    def glue(x):
+        cap.reset()
+        frame = sys._getframe()
+        return frame, x * 2
+
+    cf = cap.CompiledFunction(f, lambda info: (int_guards(), glue))
+    for i in range(3):
+        frame, doubled = cf(i)
+        assert doubled == 2 * i and frame.f_code is glue.__code__
+        assert cap.cache_entries(f.__code__) == []

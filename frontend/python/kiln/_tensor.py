@@ -184,6 +184,36 @@ class Tensor(_C.TensorBase):
                                  device=device if device is not None else self.device,
                                  requires_grad=requires_grad)
 
+    def __deepcopy__(self, memo):
+        """copy.deepcopy (of a module, an optimizer state, ...): a new leaf with a copy of the data,
+        the same requires_grad, a deep copy of .grad and of Python attributes, as torch's. Only
+        leaves can be copied: a result of autograd would lose its history."""
+        if not self.is_leaf:
+            raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) support the "
+                               "deepcopy protocol at the moment.  If you were attempting to deepcopy a module, "
+                               "this may be because of a torch.nn.utils.weight_norm usage, see "
+                               "https://github.com/pytorch/pytorch/pull/103001")
+        if id(self) in memo:
+            return memo[id(self)]
+        import copy
+
+        with _no_grad():
+            data = self.clone()
+        new = self._deepcopy_from(data)
+        memo[id(self)] = new
+        if type(self) is Tensor or not hasattr(new, "requires_grad_"):
+            new.requires_grad_(self.requires_grad)
+        if self.grad is not None:
+            new.grad = copy.deepcopy(self.grad, memo)
+        for key, value in getattr(self, "__dict__", {}).items():
+            if key not in new.__dict__:
+                setattr(new, key, copy.deepcopy(value, memo))
+        return new
+
+    def _deepcopy_from(self, data):
+        """The copy of self over `data` (subclasses with other constructor arguments override)."""
+        return data if type(self) is Tensor else type(self)(data)
+
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
         """Accumulates d(self)/d(leaf) into each leaf's .grad (see kiln.autograd.backward)."""
         from . import autograd

@@ -77,11 +77,12 @@ class Function(metaclass=_FunctionMeta):
         ctx = FunctionCtx()
         ctx.needs_input_grad = tuple(isinstance(a, _C.TensorBase) and a.requires_grad for a in args)
         custom_setup = cls.setup_context is not Function.setup_context
+        forward = _uncaptured_forward(cls)
         with no_grad():
             if custom_setup:
-                output = cls.forward(*args, **kwargs)
+                output = forward(*args, **kwargs)
             else:
-                output = cls.forward(ctx, *args, **kwargs)
+                output = forward(ctx, *args, **kwargs)
         if custom_setup:
             cls.setup_context(ctx, args, output)
         single = not isinstance(output, tuple)
@@ -92,6 +93,21 @@ class Function(metaclass=_FunctionMeta):
                 ctx, backward, cls._backward_name, list(args), list(outputs), list(ctx.to_save),
                 list(ctx.dirty_tensors), list(ctx.non_differentiable), ctx.materialize_grads))
         return outputs[0] if single else outputs
+
+
+def _uncaptured_forward(cls):
+    """cls.forward as kiln.compiler.disable wraps it. When a compiled function breaks at apply
+    (the backward is Python code a graph cannot hold), apply runs eagerly and forward must too:
+    captured as a frame of its own, it would guard on the identity of each call's new ctx
+    (a recompile per call), and ctx.save_for_backward, run for real while tracing, would keep the
+    trace's fake tensors for the backward."""
+    fn = cls.__dict__.get("_kiln_uncaptured_forward")
+    if fn is None or fn[0] is not cls.forward:
+        from ..compiler.compile_api import disable
+
+        fn = (cls.forward, disable(cls.forward))
+        cls._kiln_uncaptured_forward = fn
+    return fn[1]
 
 
 def once_differentiable(fn):

@@ -320,7 +320,8 @@ def compile_training(gm, example_inputs, attributes, compile_graph, partitioner=
                  part.saved_inputs, num_inputs)
     plan.grad_present = grad_present
     function = _function_class(plan)
-    if not written:
+    passthrough = _outputs_that_are_inputs(gm)
+    if not written and not passthrough:
         return (lambda *args: function.apply(*args)), attr_targets
     num_returned = num_outputs - len(written)
     differentiable = tangent_for[num_returned:]
@@ -336,9 +337,28 @@ def compile_training(gm, example_inputs, attributes, compile_graph, partitioner=
             else:
                 with no_grad():
                     args[i].copy_(value)
-        return results[:num_returned]
+        results = results[:num_returned]
+        if passthrough:
+            results = tuple(args[passthrough[i]] if i in passthrough else r for i, r in enumerate(results))
+        return results
 
     return run, attr_targets
+
+
+def _outputs_that_are_inputs(gm):
+    """{output position: input position} for the outputs that are a placeholder itself. Eagerly
+    `return lin(x), w` hands back w, the same object (an nn.Parameter stays one, a leaf stays a
+    leaf, its grad accumulates in it); the autograd Function's output would be a new tensor with
+    the compiled node as grad_fn, so those outputs are the inputs themselves (as AOTAutograd's
+    OutputType.is_input)."""
+    placeholders = {node: i for i, node in enumerate(gm.graph.placeholders())}
+    outputs = [n for n in gm.graph.nodes if n.op == "output"]
+    if not outputs:
+        return {}
+    values = outputs[0].args[0]
+    if not isinstance(values, (tuple, list)):
+        values = (values,)
+    return {i: placeholders[v] for i, v in enumerate(values) if v in placeholders}
 
 
 def plan_training(gm, example_inputs, attributes, partitioner="min_cut"):

@@ -135,8 +135,12 @@ def plan_of(gm, example_inputs):
 
 @dataclass
 class ExplainOutput:
-    """graphs: the GraphModules in capture order; break_reasons: a BreakReason per frame that
-    ran eagerly (a whole-frame fallback counts one break); op_count: ops over all graphs;
+    """graphs: the GraphModules in capture order; break_reasons: a BreakReason per graph break
+    (a whole-frame fallback counts one); graph_break_count: graph_count - 1 (never below 0), as
+    torch._dynamo.explain reports it: the splits between compiled graphs, so a break after which
+    the rest of the frame runs eagerly, or before or after which nothing compiles, is in
+    break_reasons but not in the count (torch's `Graph Break Count` for the same program);
+    op_count: ops over all graphs;
     ops_per_graph: each graph's call targets; guards: each graph's GuardTree; compile_times:
     the time spent in each compile phase, as text; kernels_per_graph: each graph's KernelPlan
     (what the inductor backend compiles it to)."""
@@ -211,7 +215,7 @@ class ExplainRecorder:
         times = "".join(f"{phase}: {seconds:.4f} s\n" for phase, seconds in self.phase_times.items())
         return ExplainOutput(
             graphs=list(self.graphs), graph_count=len(self.graphs),
-            graph_break_count=len(self.break_reasons), break_reasons=list(self.break_reasons),
+            graph_break_count=max(len(self.graphs) - 1, 0), break_reasons=list(self.break_reasons),
             op_count=self.op_count, ops_per_graph=ops, guards=list(self.guards), compile_times=times,
             kernels_per_graph=list(self.kernel_plans), dynamic_per_graph=list(self.dynamic))
 

@@ -23,6 +23,9 @@ class Parameter(Tensor):
     def __reduce_ex__(self, proto):
         return (Parameter, (Tensor(self), self.requires_grad))
 
+    def _deepcopy_from(self, data):
+        return type(self)(data, self.requires_grad)
+
 
 class Buffer(Tensor):
     """A tensor that a Module registers as a buffer when assigned (torch.nn.Buffer)."""
@@ -30,3 +33,6 @@ class Buffer(Tensor):
     def __init__(self, data, persistent=True):
         super().__init__(data)
         self.persistent = persistent
+
+    def _deepcopy_from(self, data):
+        return type(self)(data, self.persistent)

@@ -1,4 +1,6 @@
 """SGD with momentum, dampening, Nesterov momentum and weight decay (torch.optim.SGD)."""
+from .. import _C
+from .._compiling import is_compiling
 from .._tensor import Tensor
 from .optimizer import Optimizer, _to_scalar, _use_grad_for_differentiable
 
@@ -13,8 +15,10 @@ class SGD(Optimizer):
         g = g + momentum * buf (nesterov) or buf (momentum != 0)
         param -= lr * g
 
-    `foreach` and `fused` are accepted for compatibility; kiln runs one update per parameter
-    either way (the results are those of torch's default CPU path).
+    By default (fused=None or True) each parameter and its momentum buffer are updated by one
+    `_fused_sgd_` kernel that rounds every step as the ops above do, so the results are those of
+    torch's default CPU path bit for bit; fused=False (or a tensor lr) runs the ops one by one,
+    as kiln.compile traces them. `foreach` is accepted for compatibility.
     """
 
     def __init__(self, params, lr=1e-3, momentum=0, dampening=0, weight_decay=0, nesterov=False,
@@ -50,36 +54,68 @@ class SGD(Optimizer):
         the loss."""
         loss = self._closure_loss(closure)
         for group in self.param_groups:
-            momentum = group["momentum"]
-            uses_momentum = momentum != 0
-            weight_decay = group["weight_decay"]
-            dampening = group["dampening"]
-            nesterov = group["nesterov"]
-            maximize = group["maximize"]
-            lr = _to_scalar(group["lr"])
-            state = self.state
-            for param in group["params"]:
-                grad = getattr(param, "grad", None)
-                if grad is None:
-                    continue
-                if maximize:
-                    grad = -grad
-                if weight_decay != 0:
-                    if isinstance(weight_decay, Tensor) and weight_decay.requires_grad:
-                        grad = grad.addcmul_(param.clone(), weight_decay)
-                    else:
-                        grad = grad.add(param, alpha=_to_scalar(weight_decay))
-                if uses_momentum:
-                    param_state = state[param]
-                    buf = param_state.get("momentum_buffer")
-                    if buf is None:
-                        buf = grad.detach().clone()
-                    else:
-                        buf.mul_(momentum).add_(grad, alpha=1 - dampening)
-                    param_state["momentum_buffer"] = buf
-                    grad = grad.add(buf, alpha=momentum) if nesterov else buf
-                if isinstance(group["lr"], Tensor) and group["lr"].requires_grad:
-                    param.addcmul_(grad, group["lr"], value=-1)
-                else:
-                    param.add_(grad, alpha=-lr)
+            # Traced by kiln.compile, differentiable, fused=False or a tensor hyperparameter: op by
+            # op (the compiler fuses the traced ops itself); else one _fused_sgd_ per parameter.
+            if (group["fused"] is False or group["differentiable"] or is_compiling()
+                    or any(isinstance(group[k], Tensor) for k in ("lr", "weight_decay", "momentum", "dampening"))):
+                self._step_group_ops(group)
+            else:
+                self._step_group_fused(group)
         return loss
+
+    def _step_group_fused(self, group):
+        # One pass over each parameter and its momentum buffer: _step_group_ops's arithmetic,
+        # each op rounded as there (so the results are torch's single-tensor step's, bit for bit).
+        momentum, dampening = group["momentum"], group["dampening"]
+        lr, weight_decay = _to_scalar(group["lr"]), group["weight_decay"]
+        nesterov, maximize = group["nesterov"], group["maximize"]
+        fused_sgd = _C._ops._fused_sgd_
+        for param in group["params"]:
+            grad = getattr(param, "grad", None)
+            if grad is None:
+                continue
+            buf, first = None, False
+            if momentum != 0:
+                state = self.state[param]
+                buf = state.get("momentum_buffer")
+                if buf is None:
+                    buf = state["momentum_buffer"] = _C._ops.empty_like(grad)
+                    first = True
+            fused_sgd(param, grad, buf, lr=lr, momentum=momentum, dampening=dampening,
+                      weight_decay=weight_decay, nesterov=nesterov, maximize=maximize,
+                      first_step=first)
+
+    def _step_group_ops(self, group):
+        # torch's single-tensor step, op by op.
+        momentum = group["momentum"]
+        uses_momentum = momentum != 0
+        weight_decay = group["weight_decay"]
+        dampening = group["dampening"]
+        nesterov = group["nesterov"]
+        maximize = group["maximize"]
+        lr = _to_scalar(group["lr"])
+        state = self.state
+        for param in group["params"]:
+            grad = getattr(param, "grad", None)
+            if grad is None:
+                continue
+            if maximize:
+                grad = -grad
+            if weight_decay != 0:
+                if isinstance(weight_decay, Tensor) and weight_decay.requires_grad:
+                    grad = grad.addcmul_(param.clone(), weight_decay)
+                else:
+                    grad = grad.add(param, alpha=_to_scalar(weight_decay))
+            if uses_momentum:
+                param_state = state[param]
+                buf = param_state.get("momentum_buffer")
+                if buf is None:
+                    buf = grad.detach().clone()
+                else:
+                    buf.mul_(momentum).add_(grad, alpha=1 - dampening)
+                param_state["momentum_buffer"] = buf
+                grad = grad.add(buf, alpha=momentum) if nesterov else buf
+            if isinstance(group["lr"], Tensor) and group["lr"].requires_grad:
+                param.addcmul_(grad, group["lr"], value=-1)
+            else:
+                param.add_(grad, alpha=-lr)

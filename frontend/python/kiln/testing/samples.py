@@ -240,6 +240,13 @@ def _spec_table():
         (((0, 3), (0, 3), (0, 3), T((0, 3), low=0), None, step), {}),
         (((40000,), (40000,), (40000,), T((40000,), low=0), T((40000,), low=0), step),
          {"beta1": 0.3, "beta2": 0.5, "eps": 1e-3})])
+    s["_fused_sgd_"] = dict(cases=[
+        (((2, 3), (2, 3), None), {"lr": 0.1}),
+        (((2, 3), (2, 3), (2, 3)), {"lr": 0.05, "momentum": 0.9, "dampening": 0.1, "weight_decay": 0.01}),
+        ((NC(3, 4), (3, 4), NC(3, 4)), {"lr": 0.05, "momentum": 0.9, "nesterov": True, "maximize": True}),
+        (((), (), ()), {"lr": 0.1, "momentum": 0.5, "first_step": True, "weight_decay": 0.1}),
+        (((0, 3), (0, 3), (0, 3)), {"lr": 0.1, "momentum": 0.9}),
+        (((40000,), (40000,), (40000,)), {"lr": 0.01, "momentum": 0.9, "nesterov": True})])
     s["isclose"] = dict(kwargs=[{}, {"rtol": 0.1, "atol": 0.5, "equal_nan": True}])
     s["allclose"] = s["isclose"]
     s["copy_"] = dict(cases=[((2, 3), (2, 3)), ((2, 3), (3,)), (NC(2, 3), (2, 3)), ((), ()),
@@ -1050,6 +1057,21 @@ def _torch_adam_step(self, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, state_step
     return self.addcdiv_(exp_avg, denom, value=-step_size)
 
 
+def _torch_sgd_step(self, grad, momentum_buffer, *, lr, momentum=0.0, dampening=0.0,
+                    weight_decay=0.0, nesterov=False, maximize=False, first_step=False):
+    """kiln's _fused_sgd_ as torch.optim.SGD's single-tensor step computes it (its op order)."""
+    grad = -grad if maximize else grad
+    if weight_decay != 0:
+        grad = grad.add(self, alpha=weight_decay)
+    if momentum != 0:
+        if first_step:
+            momentum_buffer.copy_(grad)
+        else:
+            momentum_buffer.mul_(momentum).add_(grad, alpha=1 - dampening)
+        grad = grad.add(momentum_buffer, alpha=momentum) if nesterov else momentum_buffer
+    return self.add_(grad, alpha=-lr)
+
+
 def _torch_scatter_reduce_backward(grad, self, dim, index, src, reduce, include_self, result):
     """PyTorch's scatter_reduce gradients (torch/csrc/autograd/FunctionsManual.cpp), which it
     does not expose as an op."""
@@ -1108,6 +1130,7 @@ def torch_op(target):
         "native_batch_norm_backward": _with_bool_mask(torch.ops.aten.native_batch_norm_backward.default),
         "native_group_norm_backward": _with_bool_mask(torch.ops.aten.native_group_norm_backward.default),
         "_fused_adam_": _torch_adam_step,
+        "_fused_sgd_": _torch_sgd_step,
     }
     key = f"{name}.{ov}" if ov else name
     if key in special:

@@ -55,10 +55,22 @@ class Module:
     def forward(self, *args, **kwargs):
         raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required "forward" function')
 
+    _compiled_call_impl = None  # set by Module.compile()
+
     def __call__(self, *args, **kwargs):
+        if self._compiled_call_impl is not None:
+            return self._compiled_call_impl(self, *args, **kwargs)
         if not self._forward_pre_hooks and not self._forward_hooks:
             return self.forward(*args, **kwargs)
         return self._call_with_hooks(args, kwargs)
+
+    def compile(self, *args, **kwargs):
+        """Compiles this module's calls in place with kiln.compile(*args, **kwargs), as torch's
+        nn.Module.compile: the module stays itself (its class, parameters and state_dict keys,
+        unlike kiln.compile(module)'s wrapper); each later call, hooks included, runs compiled."""
+        from ...compiler.compile_api import compile as kiln_compile
+
+        object.__setattr__(self, "_compiled_call_impl", kiln_compile(_call_uncompiled, *args, **kwargs))
 
     def _call_with_hooks(self, args, kwargs):
         for hook_id, hook in list(self._forward_pre_hooks.items()):
@@ -461,3 +473,10 @@ def _add_indent(text, spaces):
     if len(lines) == 1:
         return text
     return lines[0] + "\n" + "\n".join(" " * spaces + line for line in lines[1:])
+
+
+def _call_uncompiled(module, *args, **kwargs):
+    """Module.__call__ without the compiled path: what Module.compile compiles."""
+    if not module._forward_pre_hooks and not module._forward_hooks:
+        return module.forward(*args, **kwargs)
+    return module._call_with_hooks(args, kwargs)
