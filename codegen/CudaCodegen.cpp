@@ -965,39 +965,6 @@ struct Operand {
   int64_t offset = 0;
 };
 
-// How a row-major GEMM reads a matrix with these strides: transposed or not, its leading
-// dimension, or a contiguous copy first (as the C++ emitter decides).
-struct MatrixLayout {
-  bool transposed = false, copy = false;
-  IndexExpr ld = 1;
-};
-
-bool alwaysAtLeast(const IndexExpr& a, const IndexExpr& b) {
-  IndexExpr d = a - b;
-  std::optional<int64_t> lo = bounds(d, symbolFacts(d)).lo;
-  return lo && *lo >= 0;
-}
-
-MatrixLayout matrixLayout(const IndexExpr& rows, const IndexExpr& cols, IndexExpr s0, IndexExpr s1) {
-  IndexExpr one(1), colsOrOne = simplify(max(cols, one), symbolFacts(cols));
-  if (rows == one) s0 = colsOrOne;
-  if (cols == one) s1 = one;
-  if (s1 == one && alwaysAtLeast(s0, colsOrOne)) return {false, false, s0};
-  if (s0 == one && alwaysAtLeast(s1, simplify(max(rows, one), symbolFacts(rows)))) return {true, false, s1};
-  return {false, true, colsOrOne};
-}
-
-double externScalar(const Extern& x, const std::string& key, double dflt) {
-  for (const auto& [k, v] : x.args) {
-    if (k != key) continue;
-    if (const double* d = std::get_if<double>(&v)) return *d;
-    if (const int64_t* i = std::get_if<int64_t>(&v)) return double(*i);
-    if (const bool* b = std::get_if<bool>(&v)) return *b ? 1.0 : 0.0;
-    throw Error(strCat("CUDA codegen: extern ", x.kernel, ": ", key, " must be a number"));
-  }
-  return dflt;
-}
-
 class ProgramEmitter {
 public:
   ProgramEmitter(const LoopProgram& p, const CudaOptions& o)
@@ -1180,7 +1147,7 @@ private:
                ": operand and result sizes do not match");
     for (const IndexExpr& d : {m, n, k})
       KILN_CHECK(!d.isConstant() || *d.constant() <= INT_MAX, what, ": sizes beyond cuBLAS's int range");
-    double alpha = externScalar(x, "alpha", 1.0), beta = addmm ? externScalar(x, "beta", 1.0) : 0.0;
+    double alpha = externScalar(x, "alpha", 1.0, "CUDA codegen"), beta = addmm ? externScalar(x, "beta", 1.0, "CUDA codegen") : 0.0;
     for (const auto& [key, v] : x.args)
       KILN_CHECK(key == "alpha" || (addmm && key == "beta"), what, ": unknown argument ", key);
 

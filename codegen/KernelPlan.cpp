@@ -495,4 +495,35 @@ KernelPlan planKernels(const LoopProgram& p, const PlanOptions& options) {
   return Planner(p, options).plan();
 }
 
+namespace {
+
+// a >= b for every value of the size symbols.
+bool alwaysAtLeast(const IndexExpr& a, const IndexExpr& b) {
+  IndexExpr d = a - b;
+  std::optional<int64_t> lo = bounds(d, symbolFacts(d)).lo;
+  return lo && *lo >= 0;
+}
+
+} // namespace
+
+MatrixLayout matrixLayout(const IndexExpr& rows, const IndexExpr& cols, IndexExpr s0, IndexExpr s1) {
+  IndexExpr one(1), colsOrOne = simplify(max(cols, one), symbolFacts(cols));
+  if (rows == one) s0 = colsOrOne;
+  if (cols == one) s1 = one;
+  if (s1 == one && alwaysAtLeast(s0, colsOrOne)) return {false, false, s0};
+  if (s0 == one && alwaysAtLeast(s1, simplify(max(rows, one), symbolFacts(rows)))) return {true, false, s1};
+  return {false, true, colsOrOne};
+}
+
+double externScalar(const Extern& x, const std::string& key, double dflt, const std::string& what) {
+  for (const auto& [k, v] : x.args) {
+    if (k != key) continue;
+    if (const double* d = std::get_if<double>(&v)) return *d;
+    if (const int64_t* i = std::get_if<int64_t>(&v)) return double(*i);
+    if (const bool* b = std::get_if<bool>(&v)) return *b ? 1.0 : 0.0;
+    throw Error(strCat(what, ": extern ", x.kernel, ": ", key, " must be a number"));
+  }
+  return dflt;
+}
+
 } // namespace kiln::codegen

@@ -130,6 +130,19 @@ struct KernelPlan {
   std::string rootOf(const std::string& name) const;
 };
 
+// How a row-major (CBLAS-convention) GEMM reads a [rows, cols] matrix with strides (s0, s1):
+// transposed or not and its leading dimension, or a contiguous copy first. Both emitters' GEMM
+// steps use it.
+struct MatrixLayout {
+  bool transposed = false, copy = false;
+  IndexExpr ld = 1;
+};
+MatrixLayout matrixLayout(const IndexExpr& rows, const IndexExpr& cols, IndexExpr s0, IndexExpr s1);
+
+// An extern kernel's numeric keyword argument `key` (alpha, beta), or `dflt` when absent; `what`
+// names the emitter in the error for a non-number.
+double externScalar(const Extern& x, const std::string& key, double dflt, const std::string& what);
+
 // Plans `p`. Throws kiln::Error for size symbols not named s0, s1, ... (they become
 // identifiers of the generated code).
 KernelPlan planKernels(const LoopProgram& p, const PlanOptions& options = {});
