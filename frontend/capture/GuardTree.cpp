@@ -22,6 +22,7 @@ enum class Access : uint8_t {
   Root,
   Local,
   ClosureCell,
+  ClosureCellObject,
   Global,
   Item,
   Attr,
@@ -216,7 +217,7 @@ bool odictKeysAre(PyObject* od, PyObject* keys) {
 
 struct GuardNode::Impl {
   Access access = Access::Root;
-  Py_ssize_t index = 0; // Local, ClosureCell, FuncClosureCell, FuncDefault
+  Py_ssize_t index = 0; // Local, ClosureCell(Object), FuncClosureCell, FuncDefault
   nb::object key;       // Item key; name (interned str) for Global, Attr, FuncGlobal
   std::string name;
   std::vector<Check> checks;
@@ -356,6 +357,11 @@ PyObject* GuardNode::Impl::read(PyObject* parent, const FrameView& frame, std::s
     PyObject* cell = PyTuple_GET_ITEM(c, index);
     PyObject* v = PyCell_Check(cell) ? PyCell_GET(cell) : nullptr;
     return v ? v : fail("empty cell");
+  }
+  case Access::ClosureCellObject: {
+    PyObject* c = frame.closure;
+    if (!c || !PyTuple_Check(c) || index >= PyTuple_GET_SIZE(c)) return fail("no such cell");
+    return PyTuple_GET_ITEM(c, index);
   }
   case Access::Global: {
     PyObject* v = frame.globals ? dictLookup(frame.globals, key.ptr()) : nullptr;
@@ -625,6 +631,11 @@ GuardNode& GuardTree::local(int index, const std::string& name) {
 GuardNode& GuardTree::closureCell(int index, const std::string& name) {
   KILN_CHECK_INDEX(index >= 0, "GuardTree.closure_cell: negative index ", index);
   return root_->impl_->child(Access::ClosureCell, index, nullptr, name);
+}
+
+GuardNode& GuardTree::closureCellObject(int index, const std::string& name) {
+  KILN_CHECK_INDEX(index >= 0, "GuardTree.closure_cell_object: negative index ", index);
+  return root_->impl_->child(Access::ClosureCellObject, index, nullptr, name);
 }
 
 GuardNode& GuardTree::global(const std::string& name) {

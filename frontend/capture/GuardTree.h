@@ -53,6 +53,7 @@ public:
   // Asking twice for the same accessor returns the same node.
   GuardNode& local(int index, const std::string& name);
   GuardNode& closureCell(int index, const std::string& name); // contents of __closure__[index]
+  GuardNode& closureCellObject(int index, const std::string& name); // the cell __closure__[index]
   GuardNode& global(const std::string& name); // frame globals, else builtins (absent: fails)
 
   // Global state.

@@ -96,6 +96,12 @@ void registerGuardTree(nb::module_& m) {
           },
           nb::arg("index"), nb::arg("name"))
       .def(
+          "closure_cell_object",
+          [](const PyGuardTree& g, int i, const std::string& name) {
+            return nodeOf(g, g.tree->closureCellObject(i, name));
+          },
+          nb::arg("index"), nb::arg("name"))
+      .def(
           "global_",
           [](const PyGuardTree& g, const std::string& name) {
             return nodeOf(g, g.tree->global(name));

@@ -381,3 +381,24 @@ def test_module_compile_in_place():
     assert model.l1.weight.grad is not None
     e = _explain(lambda x: model(x), x)  # inside another compiled function: traced through
     assert (e.graph_count, e.graph_break_count) == (1, 0), e.break_reasons
+
+
+def _make_step(model):
+    @kiln.compile
+    def step(x):
+        h = x * 2
+        print(end="")  # a graph break before the closure variable is used
+        return model(h).sum()
+    return step
+
+
+def test_resume_function_uses_the_calling_closure_not_the_first_one():
+    # Two closures of one code object: the glue's resume function was made with the first
+    # one's cells, so the second call ran the first model (a silently wrong loss).
+    kiln.compiler.reset()
+    m1, m2 = nn.Linear(3, 1), nn.Linear(3, 1)
+    x = kiln.ones(2, 3)
+    s1, s2 = _make_step(m1), _make_step(m2)
+    assert abs(s1(x).item() - m1(x * 2).sum().item()) < 1e-5
+    assert abs(s2(x).item() - m2(x * 2).sum().item()) < 1e-5
+    assert abs(s1(x).item() - m1(x * 2).sum().item()) < 1e-5  # the first entry still serves s1

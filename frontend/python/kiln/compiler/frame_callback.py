@@ -495,6 +495,7 @@ class FrameCallback:
         body, namespace = None, {}
         if site is not None:
             body = resume.glue_body(site, frame_info, result["break_state"], namespace, capture, self)
+            resume.guard_closure(result["guards"], frame_info)
         prelude = list(result.get("lets", ())) + list(result.get("side_effects", ()))
         glue = make_glue(code, compiled, result["inputs"], result["output"], result["constants"], body,
                          namespace, prelude)

@@ -107,6 +107,17 @@ def _resume_function(frame_info, target, stack_nulls, bound_cells, eager, skip_c
     return types.FunctionType(rcode, frame_info.globals, rcode.co_name, None, closure)
 
 
+def guard_closure(guards, frame_info):
+    """The glue's resume functions are made once, with this call's closure: the entry holds
+    only for frames over the same cells. Another function object of the same code (a closure
+    made again by its factory, over another model) traces again rather than resume in the
+    first one's variables."""
+    code = frame_info.code
+    closure = getattr(frame_info.func, "__closure__", None) if code.co_freevars else None
+    for i, cell in enumerate(closure or ()):
+        guards.closure_cell_object(i, f"C['{code.co_freevars[i]}'] (cell)").check_id(cell)
+
+
 def _split_locals(code, local_exprs):
     """The resume function's local arguments (None where not live) and the bound cells'."""
     names = bytecode.localsplus_names(code)
