@@ -3,14 +3,33 @@
 // for real on fakes under the OpRecorder, and assembles the result of trace_frame.
 #include <Python.h>
 
+#include <unordered_set>
+
 #include "frontend/binding/FxBinding.h"
 #include "frontend/binding/PythonConvert.h"
 #include "frontend/capture/SymbolicInterpreter.h"
 #include "runtime/DispatchKey.h"
+#include "runtime/autograd/AutogradMeta.h"
 
 namespace kiln::capture {
 
 namespace {
+
+bool isGradLeaf(PyObject* o) {
+  if (!python::isTensor(o)) return false;
+  const Tensor& t = python::unwrapTensor(o);
+  return t.requiresGrad() && autograd::isLeaf(t);
+}
+
+// The tensors of a call's arguments or result, one container level deep.
+template <class F> void forEachTensor(PyObject* o, F&& f) {
+  if (python::isTensor(o)) return f(o);
+  if (!PyTuple_Check(o) && !PyList_Check(o)) return;
+  for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(o); ++i) {
+    PyObject* x = PySequence_Fast_GET_ITEM(o, i);
+    if (python::isTensor(x)) f(x);
+  }
+}
 
 bool isNnModule(nb::handle o) {
   static nb::handle cls = nb::object(nb::module_::import_("kiln.nn").attr("Module")).release();
@@ -507,6 +526,16 @@ VT* Tracer::callReal(nb::handle fn, const VTs& args, const Kwargs& kwargs) {
   nb::dict pyKwargs;
   for (auto& [k, v] : kwargs)
     pyKwargs[k.c_str()] = toPython(v);
+  std::unordered_set<PyObject*> leavesBefore; // arguments that are grad leaves already
+  auto noteLeaf = [&](PyObject* t) {
+    if (isGradLeaf(t)) leavesBefore.insert(t);
+  };
+  for (nb::handle a : pyArgs)
+    forEachTensor(a.ptr(), noteLeaf);
+  if (nb::hasattr(fn, "__self__")) // a tensor method: its tensor is an argument too
+    forEachTensor(nb::getattr(fn, "__self__").ptr(), noteLeaf);
+  for (auto [k, v] : pyKwargs)
+    forEachTensor(v.ptr(), noteLeaf);
   recorder_.location = location();
   nb::object result;
   {
@@ -525,6 +554,14 @@ VT* Tracer::callReal(nb::handle fn, const VTs& args, const Kwargs& kwargs) {
     }
     result = nb::steal(r);
   }
+  // A leaf that requires grad made by the call (a factory with requires_grad=True, or
+  // requires_grad_() on a value of the graph): the graph's output would be a plain tensor
+  // without that flag, so gradients would silently not reach it. As TorchDynamo, a break.
+  forEachTensor(result.ptr(), [&](PyObject* t) {
+    if (isGradLeaf(t) && !leavesBefore.count(t))
+      throw Unsupported{"a tensor made in the graph that requires grad (a factory function with "
+                        "requires_grad=True, or requires_grad_() on a graph value or input)"};
+  });
   return wrapResult(result);
 }
 

@@ -72,8 +72,6 @@ Tensor nllLossNd(const Tensor& self, const Tensor& target, const std::optional<T
                  int64_t reduction, int64_t ignore_index) {
   KILN_CHECK_VALUE(self.dim() >= 1, "Expected 1 or more dimensions (got ", self.dim(), ")");
   checkFloating(self, "nll_loss_out_frame");
-  KILN_CHECK(target.dtype() == ScalarType::Int64 || target.dtype() == ScalarType::UInt8,
-             "expected target dtype to be Long or Byte, but got ", scalarTypeShortName(target.dtype()));
   if (self.dim() == 1) {
     // One sample without a batch dim: a 0-d target.
     KILN_CHECK(target.dim() <= 1, "0D or 1D target tensor expected, multi-target not supported");
@@ -93,6 +91,10 @@ Tensor nllLossNd(const Tensor& self, const Tensor& target, const std::optional<T
     KILN_CHECK(target.sizes() == IntArrayRef(expected), "Expected target size ", shapeString(expected),
                ", got ", target.shapeString());
   }
+  // The target's dtype after its shape, as PyTorch (nll_loss_nd checks the batch size and the
+  // kernel the dtype): a float target of another batch size is a ValueError there.
+  KILN_CHECK(target.dtype() == ScalarType::Int64 || target.dtype() == ScalarType::UInt8,
+             "expected target dtype to be Long or Byte, but got ", scalarTypeShortName(target.dtype()));
   int64_t numClasses = self.size(1);
   if (weight)
     KILN_CHECK(weight->numel() == numClasses, "weight tensor should be defined either for all ", numClasses,

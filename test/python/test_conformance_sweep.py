@@ -402,3 +402,53 @@ def test_resume_function_uses_the_calling_closure_not_the_first_one():
     assert abs(s1(x).item() - m1(x * 2).sum().item()) < 1e-5
     assert abs(s2(x).item() - m2(x * 2).sum().item()) < 1e-5
     assert abs(s1(x).item() - m1(x * 2).sum().item()) < 1e-5  # the first entry still serves s1
+
+
+def _factory_leaf(a):
+    w = kiln.ones(2, requires_grad=True)
+    return w * a, w
+
+
+def _requires_grad_on_value(a):
+    x = (a + 1).requires_grad_()
+    return x * 2, x
+
+
+def test_a_leaf_made_to_require_grad_in_the_graph_keeps_its_gradient():
+    # The graph's outputs were plain tensors: `w` lost requires_grad and `w * a` its history,
+    # so a gradient penalty's autograd.grad raised and w.grad silently stayed None.
+    for fn in (_factory_leaf, _requires_grad_on_value):
+        kiln.compiler.reset()
+        out, leaf = kiln.compile(fn)(kiln.full((2,), 3.0))
+        assert leaf.requires_grad and leaf.is_leaf and out.requires_grad, fn.__name__
+        out.sum().backward()
+        assert leaf.grad is not None, fn.__name__
+
+
+def test_requires_grad_on_an_input_in_the_graph_sets_the_callers_tensor():
+    def f(a):
+        a.requires_grad_()
+        return a * 2
+    kiln.compiler.reset()
+    a = kiln.ones(2)
+    out = kiln.compile(f)(a)
+    assert a.requires_grad and out.requires_grad
+
+
+def _kind(f):
+    try:
+        f()
+    except Exception as ex:  # noqa: BLE001 - the class is what is tested
+        return type(ex).__name__
+    return "no error"
+
+
+def test_a_graph_break_inside_try_keeps_the_handler():
+    # The breaking call ran in the glue, outside the try block: its exception escaped the
+    # user's `except`.
+    def bad():
+        w = kiln.ones(2, requires_grad=True)
+        w.add_(1)
+    kiln.compiler.reset()
+    assert kiln.compile(_kind)(bad) == "RuntimeError"
+    assert kiln.compile(_kind)(lambda: None) == "no error"

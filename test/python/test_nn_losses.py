@@ -106,6 +106,8 @@ def test_cross_entropy_all_ignored_mean_is_nan():
 @pytest.mark.parametrize("call,exc,msg", [
     (lambda L: L.nn.functional.cross_entropy(L.randn(3, 5), L.tensor([1, 2, 3, 4])), ValueError,
      r"Expected input batch_size \(3\) to match target batch_size \(4\)\."),
+    (lambda L: L.nn.functional.cross_entropy(L.randn(3, 5), L.zeros(4)), ValueError,
+     r"Expected input batch_size \(3\) to match target batch_size \(4\)\."),
     (lambda L: L.nn.functional.cross_entropy(L.randn(3, 5), L.tensor([1, 2, 7])), IndexError, "Target 7 is out of bounds."),
     (lambda L: L.nn.functional.cross_entropy(L.randn(3, 5), L.tensor([1, -3, 2])), IndexError, "Target -3 is out of bounds."),
     (lambda L: L.nn.functional.nll_loss(L.randn(3, 5), L.tensor([1, 2, 5])), IndexError, "Target 5 is out of bounds."),

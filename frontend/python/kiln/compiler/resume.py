@@ -62,6 +62,11 @@ class BreakSite:
             self.kind = "generic"
             self.index = start
             self.occurrence = 1
+        elif self.kind != "generic" and bytecode.supported() and bytecode.in_try(code, self.index):
+            # Run by the glue, the call (or the branch's truth test) would be outside the try
+            # block and its exception would miss the handler: the instruction runs in the
+            # (eager) rest of the frame, whose code keeps the exception table.
+            self.kind = "generic"
 
     def resumable(self):
         """None when the break can keep compiling, else why the whole frame runs eagerly."""
