@@ -452,3 +452,79 @@ def test_a_graph_break_inside_try_keeps_the_handler():
     kiln.compiler.reset()
     assert kiln.compile(_kind)(bad) == "RuntimeError"
     assert kiln.compile(_kind)(lambda: None) == "no error"
+
+
+def _double_break(s):
+    import decimal
+    return s.masked_fill(s > 0, float(decimal.Decimal(-1))).softmax(-1)
+
+
+def test_two_breaks_in_one_statement_resume_with_distinct_argument_names():
+    # The second resume function numbered its stack arguments past the NULLs it skipped and
+    # repeated a name of the first one's: a SyntaxError from kiln's generated code.
+    x = kiln.randn(4)
+    kiln.compiler.reset()
+    np.testing.assert_allclose(kiln.compile(_double_break)(x).numpy(), _double_break(x).numpy(), rtol=1e-6)
+
+
+def test_reflect_replicate_circular_pad_compile_without_a_break():
+    # The source index was a tensor made from a Python list: a break per pad call.
+    def f(x):
+        return (nn.functional.pad(x, (2, 1), mode="reflect"), nn.functional.pad(x, (1, 3), mode="replicate"),
+                nn.functional.pad(x, (2, 2), mode="circular"))
+    x = kiln.arange(10.0).reshape(2, 5)
+    e = _explain(f, x)
+    assert (e.graph_count, e.graph_break_count) == (1, 0), e.break_reasons
+    a = x.numpy()
+    want = (np.pad(a, ((0, 0), (2, 1)), mode="reflect"), np.pad(a, ((0, 0), (1, 3)), mode="edge"),
+            np.pad(a, ((0, 0), (2, 2)), mode="wrap"))
+    kiln.compiler.reset()
+    for got, exp in zip(kiln.compile(f)(x), want):
+        np.testing.assert_array_equal(got.numpy(), exp)
+
+
+def test_embedding_max_norm_renormalizes_rows_without_numpy():
+    # The renorm read the indices with numpy: a graph break (a meta tensor) in a compiled model.
+    weight = kiln.tensor([[3.0, 4.0], [0.3, 0.4], [6.0, 8.0]])
+    ids = kiln.tensor([[0, 2], [0, 1]])
+    kiln.compiler.reset()
+    e = _explain(lambda i: nn.functional.embedding(i, weight.clone(), max_norm=1.0), ids)
+    assert e.graph_break_count == 0, e.break_reasons
+    w = weight.clone()
+    out = nn.functional.embedding(ids, w, max_norm=1.0)
+    np.testing.assert_allclose(w.numpy(), [[0.6, 0.8], [0.3, 0.4], [0.6, 0.8]], rtol=1e-5)
+    np.testing.assert_allclose(out.numpy()[0, 1], [0.6, 0.8], rtol=1e-5)
+
+
+def test_layer_norm_repr_names_its_bias_as_torch():
+    assert repr(nn.LayerNorm(8)) == "LayerNorm((8,), eps=1e-05, elementwise_affine=True, bias=True)"
+    assert repr(nn.LayerNorm(8, bias=False)).endswith("bias=False)")
+    assert repr(nn.LayerNorm(8, elementwise_affine=False)).endswith("elementwise_affine=False, bias=False)")
+
+
+def test_finfo_and_iinfo():
+    assert kiln.finfo(kiln.float32).eps == 2.0 ** -23 and kiln.finfo().dtype == "float32"
+    assert kiln.finfo(kiln.bfloat16).max == float((2 - 2.0 ** -7) * 2.0 ** 127)
+    assert kiln.finfo(kiln.float16).min == -65504.0 and kiln.finfo(kiln.float16).resolution == 0.001
+    assert (kiln.iinfo(kiln.int8).min, kiln.iinfo(kiln.uint8).max, kiln.iinfo(kiln.int64).bits) == (-128, 255, 64)
+    for bad in (lambda: kiln.finfo(kiln.int32), lambda: kiln.iinfo(kiln.float32)):
+        try:
+            bad()
+        except TypeError:
+            continue
+        raise AssertionError("expected a TypeError")
+
+
+def test_finfo_min_masking_compiles_and_matches_eager():
+    def f(s):
+        return s.masked_fill(s > 0, kiln.finfo(s.dtype).min).softmax(-1)
+    s = kiln.randn(3, 5)
+    kiln.compiler.reset()
+    np.testing.assert_allclose(kiln.compile(f)(s).numpy(), f(s).numpy(), rtol=1e-6)
+
+
+def test_dirac_init_is_an_identity_convolution():
+    w = kiln.nn.init.dirac_(kiln.empty(4, 2, 3), groups=2)
+    x = kiln.randn(1, 2, 7)
+    y = nn.functional.conv1d(x, w, padding=1)
+    np.testing.assert_allclose(y.numpy(), np.concatenate([x.numpy()] * 2, axis=1), rtol=1e-6)

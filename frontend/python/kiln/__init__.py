@@ -10,6 +10,7 @@ from ._creation import tensor, as_tensor, from_dlpack  # noqa: F401
 from ._tensor_str import set_printoptions, get_printoptions, printoptions  # noqa: F401
 from ._ops import _export_ops
 from ._indexing import einsum, nonzero, unique, _install_methods  # noqa: F401
+from ._dtype_info import finfo, iinfo  # noqa: F401
 
 half, float, double = float16, float32, float64
 long, int, short = int64, int32, int16

@@ -335,9 +335,11 @@ def make_resume_code(code, target, stack_nulls, bound_cells, name):
     # Numbered from the slot they take, so a resume function's own resume functions (a second
     # break) add names of their own.
     first = nvar
-    cell_args = [f"__kiln_cell{first + k}" for k, b in enumerate(bound_cells) if b]
+    # (Counted over the slots added, not over the cells or stack slots: with a NULL or an unbound
+    # cell skipped, a name could repeat a slot of the resumed code's own arguments.)
+    cell_args = [f"__kiln_cell{first + k}" for k in range(sum(map(bool, bound_cells)))]
     first += len(cell_args)
-    stack_args = [f"__kiln_stack{first + k}" for k, null in enumerate(stack_nulls) if not null]
+    stack_args = [f"__kiln_stack{first + k}" for k in range(sum(not null for null in stack_nulls))]
     added = cell_args + stack_args
     shift = len(added)
 

@@ -4,7 +4,7 @@ import math
 import warnings
 
 from .. import _C
-from .._creation import tensor as _tensor
+from ..autograd.grad_mode import no_grad as _no_grad
 
 _ops = _C._ops
 
@@ -132,14 +132,14 @@ def _pad_source_index(mode, input, dim, before, after, pair):
         raise RuntimeError("Padding value causes wrapping around more than once.")
     if n == 0:
         raise RuntimeError(f"pad: input of shape {list(input.shape)} has no elements to {mode} along dimension {dim}")
-    positions = range(-before, n + after)
+    # In ops (arange and arithmetic), not from a Python list: made from Python data inside a
+    # compiled function, the index would be a tensor the tracer cannot bake (a graph break).
+    j = _ops.arange(-before, n + after, dtype=_C.int64)
     if mode == "reflect":
-        index = [abs(j) if j < 0 else (2 * (n - 1) - j if j >= n else j) for j in positions]
-    elif mode == "replicate":
-        index = [min(max(j, 0), n - 1) for j in positions]
-    else:
-        index = [j % n for j in positions]
-    return _tensor(index, dtype=_C.int64)
+        return (n - 1) - ((n - 1) - j.abs()).abs()
+    if mode == "replicate":
+        return j.clamp(0, n - 1)
+    return j.remainder(n)
 
 
 # -- losses (ir/ops/loss.yaml) ---------------------------------------------------------------
@@ -508,8 +508,6 @@ def prelu(input, weight):
 # ---------------------------------------------------------------------------------------------
 import math as _math  # noqa: E402
 
-import numpy as _np  # noqa: E402
-
 
 def _int_list(value, n, name):
     """An int or a sequence of ints as a list of n ints (a single-element sequence repeats)."""
@@ -630,12 +628,10 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
 def _embedding_renorm_(weight, input, max_norm, norm_type):
     """Rescales, in place and outside autograd, the rows input refers to whose norm exceeds
     max_norm (torch.embedding_renorm_)."""
-    from ..autograd.grad_mode import no_grad
-
-    with no_grad():
-        rows = _C.from_numpy(_np.unique(input.numpy().reshape(-1)).astype(_np.int64))
-        if rows.numel() == 0:
-            return
+    # A row referred to twice is written twice with the same value: no unique() (which would
+    # read the indices' data, a graph break inside a compiled function).
+    with _no_grad():
+        rows = input.reshape(-1).long()
         selected = weight.index_select(0, rows)
         norms = _ops.norm(selected, norm_type, [1], True)
         scale = _ops.where(norms > max_norm, max_norm / (norms + 1e-7), _ops.ones_like(norms))

@@ -112,6 +112,25 @@ def eye_(tensor):
         return tensor.copy_(_C._ops.eye(tensor.shape[0], tensor.shape[1], dtype=tensor.dtype))
 
 
+def dirac_(tensor, groups=1):
+    """Identity convolution weights (3-5 dims): in each group, output channel d passes input
+    channel d through the kernel's centre."""
+    dims = tensor.dim()
+    if dims not in (3, 4, 5):
+        raise ValueError("Only tensors with 3, 4, or 5 dimensions are supported")
+    sizes = tensor.shape
+    if sizes[0] % groups != 0:
+        raise ValueError("dim 0 must be divisible by groups")
+    out_per_group = sizes[0] // groups
+    centre = tuple(k // 2 for k in sizes[2:])
+    with no_grad():
+        tensor.zero_()
+        for g in range(groups):
+            for d in range(min(out_per_group, sizes[1])):
+                tensor[(g * out_per_group + d, d) + centre] = 1
+    return tensor
+
+
 def xavier_uniform_(tensor, gain=1.0, generator=None):
     fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
     a = gain * math.sqrt(6.0 / float(fan_in + fan_out))
