@@ -104,6 +104,26 @@ VT* InstructionTranslator::call(VT* fn, VTs args, Kwargs kwargs) {
       return call(t_.wrap(inner, nullptr), std::move(args), std::move(kwargs));
     }
     if (PyType_Check(obj.ptr()) && !isKilnLibrary(obj)) return construct(obj, std::move(args), std::move(kwargs));
+    if (PyType_Check(obj.ptr()) && PyObject_HasAttrString(obj.ptr(), "_kiln_trace_constant")) {
+      // kiln.finfo/iinfo of a dtype: an immutable description, a constant of the trace.
+      VTs all = args;
+      for (auto& kv : kwargs)
+        all.push_back(kv.second);
+      if (!allConstant(all)) throw Unsupported{"kiln.finfo/iinfo of a value that is not a constant"};
+      nb::dict pyKwargs;
+      for (auto& [k, v] : kwargs)
+        pyKwargs[k.c_str()] = static_cast<ConstantVT*>(v)->value;
+      nb::list pyArgs;
+      for (VT* a : args)
+        pyArgs.append(static_cast<ConstantVT*>(a)->value);
+      PyObject* r = PyObject_Call(obj.ptr(), nb::tuple(pyArgs).ptr(), pyKwargs.ptr());
+      if (!r) {
+        nb::python_error e;
+        throw TraceError{std::string(Py_TYPE(e.value().ptr())->tp_name) + ": " +
+                         nb::cast<std::string>(nb::str(e.value()))};
+      }
+      return t_.constant(nb::steal(r));
+    }
     if (PyType_Check(obj.ptr()))
       throw Unsupported{std::string("constructing a ") +
                         reinterpret_cast<PyTypeObject*>(obj.ptr())->tp_name + " object"};

@@ -133,7 +133,14 @@ Tracer::Tracer(nb::handle func, nb::handle code, nb::handle args, nb::handle glo
   };
   recorder_.liftTensor = [this](const Tensor& real) -> Node* {
     auto it = knownParams_.find(real.impl());
-    if (it != knownParams_.end()) return getAttr(it->second.second, it->second.first);
+    if (it != knownParams_.end()) {
+      // One node per parameter: the one the traced code read (and maybe wrote in place:
+      // `lin.weight.mul_(2)` under no_grad) is the one the module's forward reads after it. A
+      // second get_attr was a separate input to functionalization, so it read the old value.
+      VT* v = knownTensor(it->second.second.ptr());
+      if (!v) v = wrapTensor(it->second.second, nullptr, true, it->second.first);
+      return recorder_.nodeOf(python::unwrapTensor(static_cast<TensorVT*>(v)->fake.ptr()));
+    }
     // A real tensor kiln's library code made while it ran on the fakes (kiln.from_numpy of data
     // computed in Python - a mask drawn with numpy inside a patched nn.functional.dropout):
     // baked into the graph it would be the same on every call. The frame runs eagerly instead.
@@ -221,6 +228,7 @@ VT* Tracer::wrapTensor(nb::handle value, const SourcePtr& source, bool viaModule
         if (dyn->second[d] >= 0) symbolOfSize_[probe ? (*probe)[d] : real.sizes()[d]] = dyn->second[d];
     node = placeholder(source->identifier());
     inputExprs_.push_back(expr);
+    if (real.requiresGrad() && !autograd::isLeaf(real)) historyInputs_ = true;
     g->checkTensor(check);
   } else {
     auto it = byId_.find(value.ptr());
@@ -520,6 +528,11 @@ nb::object Tracer::toPython(VT* v) {
 }
 
 VT* Tracer::callReal(nb::handle fn, const VTs& args, const Kwargs& kwargs) {
+  static nb::handle autogradGrad = nb::object(nb::module_::import_("kiln.autograd").attr("grad")).release();
+  if (historyInputs_ && fn.ptr() == autogradGrad.ptr())
+    // Traced on the fakes, the backward would stop at the graph's inputs: the part of the
+    // gradient that flows through their history (an earlier graph, eager code) would be lost.
+    throw Unsupported{"kiln.autograd.grad in a graph whose inputs carry autograd history from before it"};
   nb::list pyArgs;
   for (VT* a : args)
     pyArgs.append(toPython(a));

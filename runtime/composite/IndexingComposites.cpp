@@ -59,6 +59,10 @@ Tensor searchsortedScalar(const Tensor& sortedSequence, const Scalar& self, bool
 
 Tensor repeatInterleaveTensor(const Tensor& self, const Tensor& repeats, std::optional<int64_t> dim,
                               std::optional<int64_t> outputSize) {
+  // `x.repeat_interleave(2)` binds here (a number binds to a Tensor parameter): its count is
+  // known, so the result's shape does not depend on data and the op runs on fakes too.
+  if (repeats.impl()->isWrappedNumber && !repeats.isMeta() && !isFloatingType(repeats.dtype()))
+    return repeatInterleaveInt(self, repeats.item().toInt(), dim, outputSize);
   Tensor input = dim ? self : ops::flatten(self);
   int64_t d = dim ? wrapDim(*dim, self.dim()) : 0;
   int64_t size = input.dim() == 0 ? 1 : input.sizes()[size_t(d)];
@@ -75,8 +79,18 @@ Tensor repeatInterleaveTensor(const Tensor& self, const Tensor& repeats, std::op
 Tensor repeatInterleaveInt(const Tensor& self, int64_t repeats, std::optional<int64_t> dim,
                            std::optional<int64_t> outputSize) {
   KILN_CHECK(repeats >= 0, "repeats can not be negative");
-  Tensor counts = ops::full({1}, Scalar(repeats), ScalarType::Int64, self.device());
-  return ops::repeatInterleaveTensor(self, counts, dim, outputSize);
+  // Views, as PyTorch's reference: the result's shape does not depend on data (index_select
+  // with repeat_interleave's indices would not run on fakes, so it would not compile).
+  Tensor input = dim ? self : ops::flatten(self);
+  int64_t d = input.dim() == 0 ? 0 : wrapDim(dim.value_or(0), input.dim());
+  if (input.dim() == 0) input = ops::reshape(input, {1});
+  int64_t size = input.sizes()[size_t(d)];
+  if (outputSize)
+    KILN_CHECK(*outputSize == size * repeats, "allocated size does not match required size");
+  std::vector<int64_t> expanded(input.sizes().begin(), input.sizes().end());
+  expanded.insert(expanded.begin() + d + 1, repeats);
+  Tensor out = ops::flatten(ops::expand(ops::unsqueeze(input, d + 1), expanded, false), d, d + 1);
+  return repeats == 1 ? ops::clone(out) : out; // a new tensor, never a view of self
 }
 
 } // namespace kiln::kernels

@@ -1,5 +1,7 @@
 """Small end-to-end cases from the conformance sweep: each compiles with no graph break where
 torch.compile has none, and gives eager's answer."""
+import decimal
+
 import numpy as np
 
 import kiln
@@ -455,7 +457,6 @@ def test_a_graph_break_inside_try_keeps_the_handler():
 
 
 def _double_break(s):
-    import decimal
     return s.masked_fill(s > 0, float(decimal.Decimal(-1))).softmax(-1)
 
 
@@ -528,3 +529,73 @@ def test_dirac_init_is_an_identity_convolution():
     x = kiln.randn(1, 2, 7)
     y = nn.functional.conv1d(x, w, padding=1)
     np.testing.assert_allclose(y.numpy(), np.concatenate([x.numpy()] * 2, axis=1), rtol=1e-6)
+
+
+def test_an_in_place_update_of_a_parameter_is_seen_by_the_module_in_the_same_graph():
+    # The traced code's `lin.weight` and the weight Linear's forward read were two get_attr
+    # nodes: the forward read the value from before `mul_` (a silently wrong output).
+    lin = nn.Linear(3, 2, bias=False)
+    w0 = lin.weight.detach().clone()
+    x = kiln.ones(1, 3)
+
+    def f(x):
+        with kiln.no_grad():
+            lin.weight.mul_(2)
+        return lin(x)
+
+    want = f(x).detach().numpy()
+    with kiln.no_grad():
+        lin.weight.copy_(w0)
+    kiln.compiler.reset()
+    np.testing.assert_allclose(kiln.compile(f)(x).detach().numpy(), want, rtol=1e-6)
+    np.testing.assert_allclose(lin.weight.detach().numpy(), 2 * w0.numpy(), rtol=1e-6)
+
+
+def test_embedding_max_norm_in_a_compiled_model_reads_the_renormed_rows():
+    emb = nn.Embedding(5, 3, max_norm=0.5)
+    with kiln.no_grad():
+        emb.weight.mul_(3)
+    w0 = emb.weight.detach().clone()
+    ids = kiln.tensor([[0, 2], [4, 2]])
+    want = emb(ids).detach().numpy()
+    with kiln.no_grad():
+        emb.weight.copy_(w0)
+    kiln.compiler.reset()
+    np.testing.assert_allclose(kiln.compile(emb)(ids).detach().numpy(), want, rtol=1e-5)
+
+
+def _grad_after_a_break(s, lens):
+    mask = kiln.arange(6) >= lens.unsqueeze(-1)
+    p_nan = s.masked_fill(mask, float("-inf")).softmax(-1)
+    p_where = kiln.where(mask.all(-1, keepdim=True), kiln.zeros_like(p_nan), p_nan)
+    # A graph break: p_where reaches the next graph as an input with autograd history.
+    p_min = nn.functional.softmax(s.masked_fill(mask, float(decimal.Decimal(-1e30))), dim=-1)
+    loss = (p_min * s).sum() + (p_where * 3).sum()
+    return kiln.autograd.grad(loss, s)[0]
+
+
+def test_autograd_grad_after_a_break_keeps_the_gradient_through_earlier_graphs():
+    # Traced on fakes in the graph after the break, the backward stopped at its inputs and
+    # dropped the gradient flowing through `p`'s history (a silently wrong gradient).
+    s = kiln.randn(2, 4, 6, requires_grad=True)
+    lens = kiln.tensor([[6, 3, 0, 1], [2, 6, 5, 0]])
+    want = _grad_after_a_break(s, lens).numpy()
+    kiln.compiler.reset()
+    np.testing.assert_allclose(kiln.compile(_grad_after_a_break)(s, lens).numpy(), want, rtol=1e-5, atol=1e-6)
+
+
+def test_repeat_interleave_by_an_int_compiles_with_its_gradient():
+    # An int count bound to the Tensor overload: index_select with data-dependent indices,
+    # which cannot run on fakes (the backend failed).
+    def f(x):
+        return (x.repeat_interleave(2, dim=0) * 3).sum(0)
+    x = kiln.arange(6.0).reshape(3, 2).requires_grad_()
+    kiln.compiler.reset()
+    out = kiln.compile(f)(x)
+    np.testing.assert_allclose(out.detach().numpy(), [36.0, 54.0])
+    out.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), np.full((3, 2), 6.0))
+    y = kiln.arange(4.0)
+    z = y.repeat_interleave(1)
+    z[0] = 9.0
+    assert y[0].item() == 0.0  # a new tensor, not a view
