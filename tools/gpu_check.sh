@@ -95,7 +95,8 @@ fi
 # 2. The device-generic tests on CUDA (compiled programs included), then the CUDA codegen tests.
 export KILN_TEST_DEVICE=cuda
 step "pytest device-generic" 150 "$OUT/pytest.log" "$PY" -m pytest -q -p no:cacheprovider -x \
-  test/python/test_device_tensors.py test/python/test_compile_on_device.py test/python/test_creation.py
+  test/python/test_device_tensors.py test/python/test_compile_on_device.py test/python/test_eager_on_device.py \
+  test/python/test_creation.py
 # (The real NVRTC: the image's nvidia-cuda-nvrtc wheel; in a dry run the one installed here.)
 step "pytest CUDA codegen" 60 "$OUT/pytest.log" env -u KILN_NVRTC -u KILN_CUDA_DRIVER -u KILN_CUBLAS \
   "$PY" -m pytest -q -p no:cacheprovider test/python/test_cuda_codegen.py

@@ -27,6 +27,8 @@
 #include "runtime/cuda/CudaDriver.h"
 #include "runtime/cuda/CudaMemory.h"
 #include "runtime/cuda/CudaModule.h"
+#include "runtime/cuda/CudaTensorKernels.h"
+#include "runtime/Dispatcher.h"
 
 namespace nb = nanobind;
 
@@ -333,9 +335,109 @@ private:
   std::map<std::string, cuda::CudaKernel> kernels_;
 };
 
+// -- Eager ops on CUDA: the dispatcher's CUDA fallback asks kiln.compiler.cuda_eager (the handler
+// set by _set_cuda_eager_handler) to run the op with a program generated from its decomposition.
+
+nb::object* eagerHandler = nullptr; // a Python callable, never released
+
+nb::object listOf(const auto& items, auto convert) {
+  nb::list out;
+  for (const auto& item : items) out.append(convert(item));
+  return out;
+}
+
+// A boxed argument as the Python value the op function would have been called with.
+nb::object stackValue(const Value& v) {
+  if (v.isNone()) return nb::none();
+  if (v.isTensor()) return nb::steal(wrapTensor(v.toTensor()));
+  if (v.isBool()) return nb::bool_(v.toBool());
+  if (v.isInt()) return nb::int_(v.toInt());
+  if (v.isDouble()) return nb::float_(v.toDouble());
+  if (v.isScalar()) {
+    Scalar x = v.toScalar();
+    if (x.isBool()) return nb::bool_(x.toBool());
+    if (x.isIntegral()) return nb::int_(x.toInt());
+    return nb::float_(x.toDouble());
+  }
+  if (v.isIntList()) return listOf(v.toIntList(), [](int64_t i) { return nb::int_(i); });
+  if (v.isTensorList()) return listOf(v.toTensorList(), [](const Tensor& t) { return nb::steal(wrapTensor(t)); });
+  if (v.isOptionalTensorList())
+    return listOf(v.toOptionalTensorList(), [](const std::optional<Tensor>& t) -> nb::object {
+      return t ? nb::steal(wrapTensor(*t)) : nb::none();
+    });
+  // The rest has no is*() test (Value.h, included everywhere, stays as it is): the accessor of
+  // the wrong alternative throws std::bad_variant_access.
+  try {
+    return nb::steal(dtypeObject(v.toScalarType()));
+  } catch (const std::bad_variant_access&) {
+  }
+  try {
+    return nb::steal(deviceObject(v.toDevice()));
+  } catch (const std::bad_variant_access&) {
+  }
+  try {
+    return listOf(v.toDoubleList(), [](double d) { return nb::float_(d); });
+  } catch (const std::bad_variant_access&) {
+  }
+  return nb::str(v.toStringRef().c_str());
+}
+
+// The handler's Python exception as the kiln exception of the same kind (the op call turns it
+// back into that Python type).
+[[noreturn]] void rethrow(nb::python_error& e) {
+  std::string message = nb::cast<std::string>(nb::str(e.value()));
+  if (e.matches(PyExc_NotImplementedError)) throw NotImplementedError(message);
+  if (e.matches(PyExc_IndexError)) throw IndexError(message);
+  if (e.matches(PyExc_TypeError)) throw TypeError(message);
+  if (e.matches(PyExc_ValueError)) throw ValueError(message);
+  throw Error(message);
+}
+
+bool pythonEagerHook(OpId op, Stack& stack) {
+  if (!eagerHandler) return false;
+  nb::gil_scoped_acquire gil;
+  const OpSchema& s = Dispatcher::instance().schema(op);
+  nb::list args;
+  nb::dict kwargs;
+  for (size_t i = 0; i < s.args.size() && i < stack.size(); ++i) {
+    nb::object v = stackValue(stack[i]);
+    if (s.args[i].kwargOnly) kwargs[s.args[i].name.c_str()] = v;
+    else args.append(v);
+  }
+  nb::object result;
+  try {
+    result = (*eagerHandler)(s.qualifiedName(), nb::tuple(args), kwargs, s.returns.size());
+  } catch (nb::python_error& e) {
+    rethrow(e);
+  }
+  Stack in = std::move(stack);
+  stack.clear();
+  for (size_t i = 0; i < s.returns.size(); ++i) {
+    const ReturnSpec& r = s.returns[i];
+    // An in-place op returns the tensor it wrote (the same object, as eager kernels do).
+    if (r.aliasOf >= 0 && s.args[size_t(r.aliasOf)].mutated) {
+      stack.push_back(in[size_t(r.aliasOf)]);
+      continue;
+    }
+    nb::handle item = s.returns.size() == 1 ? nb::handle(result) : nb::handle(result[i]);
+    KILN_CHECK(isTensor(item.ptr()), "kiln.", s.qualifiedName(), ": the CUDA eager handler returned a ",
+               Py_TYPE(item.ptr())->tp_name, ", not a Tensor");
+    stack.push_back(Value(unwrapTensor(item.ptr())));
+  }
+  return true;
+}
+
 } // namespace
 
 void registerCudaCompiledProgram(nb::module_& c) {
+  c.def(
+      "_set_cuda_eager_handler",
+      [](nb::object handler) {
+        eagerHandler = new nb::object(std::move(handler));
+        cuda::setCudaEagerHook(pythonEagerHook);
+      },
+      "handler(op qualified name, args, kwargs, number of returns) -> the op's result: runs eager "
+      "ops on CUDA tensors that have no CUDA kernel");
   nb::class_<CudaCompiledProgram>(c, "CudaCompiledProgram",
                                   "a loop program compiled for a CUDA device: call it with the program's "
                                   "input tensors (on that device), get a tuple of its outputs; the work "

@@ -55,6 +55,13 @@ def test_compiled_programs_run_on_fake_cuda():
     assert "passed" in summary and "skipped" not in summary, summary
 
 
+def test_eager_ops_run_generated_kernels_on_fake_cuda():
+    # Ops without a CUDA kernel run a program generated from their decomposition (cuda_eager.py):
+    # pointwise, reductions, an MLP forward and backward, compared with the CPU.
+    summary = run_device_tests("test_eager_on_device.py")
+    assert "passed" in summary and "skipped" not in summary, summary
+
+
 def test_device_generic_creation_tests_pass_on_fake_cuda():
     # The converted creation tests (compared with PyTorch on the CPU; skipped without torch).
     run_device_tests("test_creation.py", "-k", "cuda")

@@ -228,7 +228,7 @@ def _compile_program(graph):
             raise InductorUnsupported("ops without a lowering run eagerly between compiled segments, "
                                       "which CUDA tensors cannot do yet: " + ", ".join(
                                           sorted({str(n.target) for s in steps if s.kind != "compiled"
-                                                  for n in s.outputs})))
+                                                  for n in s.outputs if n.target != "operator.getitem"})))
         return _compile_partitioned(graph, steps)
     try:
         program, schedule_log = _codegen.schedule(_codegen.lower(graph))
