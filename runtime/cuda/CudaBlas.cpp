@@ -39,7 +39,10 @@ std::vector<std::string> candidates(const std::vector<std::string>& searchDirs) 
     c.push_back(d + "/nvidia/cu13/lib/libcublas.so.13");
     c.push_back(d + "/nvidia/cublas/lib/libcublas.so.12");
   }
-  for (const char* sys : {"libcublas.so.13", "libcublas.so.12", "libcublas.so"}) c.push_back(sys);
+  // The toolkit's folder is not always on the loader's path (images with nvcc).
+  for (const char* sys : {"libcublas.so.13", "libcublas.so.12", "libcublas.so", "/usr/local/cuda/lib64/libcublas.so.13",
+                          "/usr/local/cuda/lib64/libcublas.so.12"})
+    c.push_back(sys);
   return c;
 }
 

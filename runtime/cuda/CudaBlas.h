@@ -2,7 +2,7 @@
 // CUDA programs (codegen/CudaCodegen.h, CudaGemm). The library is found in this order:
 // $KILN_CUBLAS (a path; tests point it at the fake cuBLAS), the CUDA wheels in Python's search
 // path (<dir>/nvidia/cu13/lib/libcublas.so.13, <dir>/nvidia/cublas/lib/libcublas.so.12: what
-// PyTorch's CUDA wheels install), then the system's (libcublas.so.13, .12, libcublas.so).
+// PyTorch's CUDA wheels install), then the system's (libcublas.so.13, .12, libcublas.so, and in /usr/local/cuda/lib64).
 #pragma once
 #include <cstdint>
 #include <string>
