@@ -79,3 +79,22 @@ def test_generated_kernels_are_cached_and_unlowerable_ops_name_themselves(device
     assert len(cuda_eager._cache) == n
     with pytest.raises(NotImplementedError, match=r"kiln\.sort: no CUDA kernel"):
         kiln.sort(x)
+
+
+def test_integer_ops_indexing_and_its_index_error(device):
+    x = kiln.arange(10).to(device)
+    xc = x.cpu()
+    assert (x * 3 // 2 % 4).cpu().tolist() == (xc * 3 // 2 % 4).tolist()
+    assert ((x > 3) & (x < 8)).cpu().tolist() == ((xc > 3) & (xc < 8)).tolist()
+    assert x[kiln.tensor([0, 3, 9]).to(device)].cpu().tolist() == [0, 3, 9]
+    # On CUDA the kernel records the bad index in the program's KilnError, read back after it.
+    with pytest.raises(IndexError, match="index 11 is out of bounds for dimension 0 with size 10"):
+        x[kiln.tensor([11]).to(device)]
+
+
+@pytest.mark.parametrize("dtype", [kiln.float16, kiln.bfloat16])
+def test_16_bit_matmul(device, dtype):
+    a, b = tensor((6, 8), device).to(dtype), tensor((8, 5), device).to(dtype)
+    got = a @ b
+    assert got.dtype == dtype
+    close(got.float(), (a.cpu() @ b.cpu()).float(), device, rtol=1e-2, atol=1e-2)
