@@ -128,10 +128,13 @@ void gemm(const RowMajorGemm& g, CudaStream stream, const std::vector<std::strin
   const void* beta = f64 ? static_cast<const void*>(&g.beta) : &beta32;
   // Row-major C [m, n] is column-major C^T [n, m] = op(B)^T op(A)^T: B comes first, and a
   // row-major operand's leading dimension is the column-major one of its transpose.
+  // cuBLAS wants leading dimensions >= 1 even for empty operands.
+  int lda = checkedInt(std::max<int64_t>(g.lda, 1), "lda");
+  int ldb = checkedInt(std::max<int64_t>(g.ldb, 1), "ldb");
+  int ldc = checkedInt(std::max<int64_t>(g.ldc, 1), "ldc");
   check(c.gemmEx(handle, g.transB ? kOpT : kOpN, g.transA ? kOpT : kOpN, checkedInt(g.n, "n"),
-                 checkedInt(g.m, "m"), checkedInt(g.k, "k"), alpha, g.b, type, checkedInt(std::max<int64_t>(g.ldb, 1), "ldb"),
-                 g.strideB, g.a, type, checkedInt(std::max<int64_t>(g.lda, 1), "lda"), g.strideA, beta, g.c, type,
-                 checkedInt(std::max<int64_t>(g.ldc, 1), "ldc"), g.strideC, checkedInt(g.batch, "batch"),
+                 checkedInt(g.m, "m"), checkedInt(g.k, "k"), alpha, g.b, type, ldb, g.strideB, g.a,
+                 type, lda, g.strideA, beta, g.c, type, ldc, g.strideC, checkedInt(g.batch, "batch"),
                  f64 ? kCompute64F : kCompute32F, kGemmDefault),
         "cublasGemmStridedBatchedEx");
 }
