@@ -71,3 +71,16 @@ def test_symbolic_sizes(device, strict_inductor):
     for n in (6, 9, 13):  # the third size runs the program compiled over a size symbol
         compiled = check(f, (tensor((n, 40), device), tensor((n, 40), device)), device, atol=1e-5)
     assert compiled is not None
+
+
+def test_cubins_go_to_the_configured_kernel_cache(device, strict_inductor):
+    # Regression: the CUDA path used ~/.cache/kiln (or $KILN_CACHE_DIR) whatever
+    # kiln.config.cache_dir said; the C++ path always followed it.
+    if not device.startswith("cuda"):
+        pytest.skip("CUDA only: NVRTC's CUBINs")
+    import os
+
+    artifacts = os.path.join(strict_inductor, "artifacts")
+    before = len(os.listdir(artifacts)) if os.path.isdir(artifacts) else 0
+    check(lambda x: x.abs() * 3.25 - 1, (tensor((7, 11), device),), device)
+    assert len(os.listdir(artifacts)) > before

@@ -208,7 +208,7 @@ def _compile_cuda(program, device, size_hints=None):
     """The CudaCompiledProgram of a scheduled loop program (NVRTC CUBINs come from the kernel
     cache's artifact store, so a program compiled before is only loaded)."""
     try:
-        kernel = _codegen.CudaCompiledProgram(program, device, size_hints or {})
+        kernel = _codegen.CudaCompiledProgram(program, device, size_hints or {}, _codegen.cache_dir())
     except Exception as error:  # noqa: BLE001 - the emitter's refusals name what it lacks
         raise InductorUnsupported(f"CUDA: {type(error).__name__}: {error}") from error
     debug_dir.write("output_code.cu", kernel.source)
