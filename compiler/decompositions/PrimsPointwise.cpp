@@ -6,6 +6,7 @@
 #include <numbers>
 
 #include "compiler/decompositions/PrimsCommon.h"
+#include "runtime/Half.h"
 #include "generated/DecompositionDecls.h"
 
 namespace kiln::decompositions {
@@ -20,11 +21,20 @@ bool isOne(const Scalar& s) { return s.toDouble() == 1.0 && !s.isBool(); }
 
 // self + alpha * other (sub: self - alpha * other), in the compute dtype. The op itself has
 // rejected the alphas PyTorch rejects (the recorder runs it on fakes first).
+// A 16-bit float result rounds alpha to its type first, as the eager kernel (and PyTorch's)
+// does: add_(g, alpha=-0.1) on bfloat16 multiplies by -0.10009765625.
 Tensor addLike(const char* op, const Operand& self, const Operand& other, const Scalar& alpha,
                bool subtract) {
+  Scalar a = alpha;
+  if (!isOne(alpha) && !alpha.isBool()) {
+    ScalarType result = elementwiseDtypes({self, other}, PromotionKind::Default).result;
+    float f = static_cast<float>(alpha.toDouble());
+    if (result == ScalarType::Float16) a = Scalar(static_cast<double>(float(Half(f))));
+    if (result == ScalarType::BFloat16) a = Scalar(static_cast<double>(float(BFloat16(f))));
+  }
   return pointwise(op, {self, other}, PromotionKind::Default, [&](const Ts& t) {
     Tensor b = t[1];
-    if (!isOne(alpha)) b = P::mul(b, filledLike(b, alpha));
+    if (!isOne(a)) b = P::mul(b, filledLike(b, a));
     return subtract ? P::sub(t[0], b) : P::add(t[0], b);
   });
 }

@@ -92,6 +92,52 @@ def test_strided_vectors():
     check(kiln.dot(kiln.from_numpy(z), kb), torch.dot(torch.from_numpy(z.copy()), tb))
 
 
+@pytest.mark.parametrize("compiled", [False, True])
+def test_batched_products_through_one_batched_gemm(compiled):
+    # float32 batches run as one batched GEMM (DnnlMatmul.h sgemmBatched) when each operand steps
+    # through its batch by one stride: permuted batch dims (not collapsible: the per-entry
+    # loop), a broadcast operand (stride 0), transposed matrices, a batch large enough to thread.
+    torch = need_torch()
+    a = sample((6, 4, 33, 40), "float32", 20)
+    b = sample((4, 6, 40, 24), "float32", 21)
+    w = sample((40, 24), "float32", 22)
+    cases = [
+        lambda L, x, y, v: L.matmul(x, y.transpose(0, 1)),                 # batch dims permuted in b
+        lambda L, x, y, v: L.matmul(x.transpose(-1, -2).transpose(-1, -2), v.expand(6, 4, 40, 24)),
+        lambda L, x, y, v: L.bmm(x.reshape(24, 33, 40), y.transpose(0, 1).reshape(24, 40, 24)),
+        lambda L, x, y, v: L.bmm(x.reshape(24, 33, 40).transpose(1, 2).contiguous().transpose(1, 2),
+                                 y.reshape(24, 40, 24)),
+        lambda L, x, y, v: L.matmul(x[:, ::2], y.transpose(0, 1)[:, ::2]),  # a batch stride gap
+    ]
+    for i, case in enumerate(cases):
+        ka, kb, kw = (kiln.from_numpy(t) for t in (a, b, w))
+        ta, tb, tw = (torch.from_numpy(t.copy()) for t in (a, b, w))
+        fn = (lambda x, y, v, case=case: case(kiln, x, y, v))
+        if compiled:
+            kiln.compiler.reset()
+            fn = kiln.compile(fn)
+        check(fn(ka, kb, kw), case(torch, ta, tb, tw))
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_compiled_16bit_products_are_gemms_equal_to_eager(dtype):
+    # Compiled 16-bit mm/bmm were a naive reduction loop (a 512^3 bf16 mm: 101 ms compiled vs
+    # 0.4 ms eager); now the runtime's 16-bit GEMM (bf16 on oneDNN's bf16 kernels where the CPU
+    # has them, else widened to f32), accumulated in f32 and rounded once, as eager.
+    dt = getattr(kiln, dtype)
+    x = kiln.from_numpy(sample((3, 70, 48), "float32", 30)).to(dt)
+    w = kiln.from_numpy(sample((24, 48), "float32", 31)).to(dt)
+    b = kiln.from_numpy(sample((24,), "float32", 32)).to(dt)
+    fns = [lambda x, w, b: kiln.nn.functional.linear(x, w, b).relu(),
+           lambda x, w, b: x @ x.transpose(1, 2),
+           lambda x, w, b: kiln.mm(x[1], w.t()) * 2]
+    for fn in fns:
+        kiln.compiler.reset()
+        got, want = kiln.compile(fn)(x, w, b), fn(x, w, b)
+        assert got.dtype == want.dtype == dt
+        assert np.array_equal(got.float().numpy(), want.float().numpy())
+
+
 def test_large_blas():
     torch = need_torch()
     (ka, ta), (kb, tb) = pair((130, 257), "float32", 10), pair((257, 96), "float32", 11, "transposed")

@@ -162,6 +162,19 @@ def test_add_alpha_is_rounded_to_the_tensor_type(dtype):
     assert differ < 1e-3, differ
 
 
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("op", ["add", "sub"])
+def test_compiled_add_alpha_rounds_like_eager(dtype, op):
+    # The compiled decomposition of add/sub(alpha) rounds alpha to a 16-bit result type as the
+    # eager kernel does; it multiplied by the unrounded alpha (compiled != eager).
+    rng = np.random.default_rng(1)
+    a, b = (kiln.from_numpy(rng.standard_normal(4096).astype(np.float32)).to(getattr(kiln, dtype))
+            for _ in range(2))
+    fn = lambda x, y: getattr(x, op)(y, alpha=-0.1) * 1.5
+    kiln.compiler.reset()
+    assert np.array_equal(_as_np(kiln.compile(fn)(a, b)), _as_np(fn(a, b)))
+
+
 def test_fused_sgd_large_and_non_contiguous_parameters():
     # Past 32768 elements the kernel runs in parallel over runs of elements; a transposed
     # parameter is updated through a contiguous copy written back.
