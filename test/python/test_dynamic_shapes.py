@@ -388,3 +388,44 @@ def test_dims_that_compiled_static_are_not_probed_again(monkeypatch):
     assert counts["symbols"] == [None] * 4
     probing = [i for i, o in enumerate(traces) if "sizes" in o]
     assert probing and max(probing) < len(traces) - 2  # only the first recompile probed
+
+
+def test_symbolic_gemm_sizes_beyond_int_range_raise():
+    # BLAS takes int sizes: a symbolic M beyond INT_MAX makes the program return 2 before any
+    # memory is touched, with the op and its sizes in the error (called through ctypes with
+    # a size no test could allocate).
+    import ctypes
+
+    from kiln._C import _codegen
+
+    text = """program @p(%x: f32[s0, 4], %w: f32[4, 4]) {
+  kernel @k0 {
+    %mm: f32[s0, 4] = extern mm(%x, %w)
+  }
+  output %mm
+}
+"""
+    program, _ = _codegen.schedule(text)
+    source = _codegen.emit_cpp(program)
+    assert "INT32_MAX" in source
+    path, _ = _codegen.compile_source(source)
+
+    class Error(ctypes.Structure):
+        _fields_ = [("set", ctypes.c_int), ("index", ctypes.c_int64), ("size", ctypes.c_int64),
+                    ("message", ctypes.c_char_p)]
+
+    class Context(ctypes.Structure):
+        _fields_ = [("alloc", ctypes.c_void_p), ("free", ctypes.c_void_p), ("sgemm", ctypes.c_void_p),
+                    ("dgemm", ctypes.c_void_p), ("num_threads", ctypes.c_int), ("sgemm_post", ctypes.c_void_p),
+                    ("error", ctypes.POINTER(Error))]
+
+    entry = ctypes.CDLL(path).kiln_entry
+    entry.restype = ctypes.c_int
+    error = Error()
+    ctx = Context(None, None, None, None, 1, None, ctypes.pointer(error))
+    inputs, outputs = (ctypes.c_void_p * 2)(), (ctypes.c_void_p * 1)()
+    sizes = (ctypes.c_int64 * 1)(2 ** 31 + 5)
+    assert entry(ctypes.byref(ctx), inputs, outputs, sizes) == 2
+    assert error.set == 1 and error.index == 2 ** 31 + 5 and error.size == 2 ** 31 - 1
+    message = error.message.decode()
+    assert message.startswith("RuntimeError: extern mm (%mm)") and "m = s0, n = 4, k = 4" in message
