@@ -275,7 +275,10 @@ class FrameCallback:
             # y`): the graph only hands values through; as TorchDynamo, no graph is counted.
             return self._glue_entry(code, frame_info, result, site, gm.forward)
         traces, static_result = None, result
-        if site is None and not _needs_autograd(examples, result["attrs"]):
+        # Training graphs are compiled over size symbols by AOT autograd for the inductor backend
+        # (aot.compile_training_dynamic); other backends get them through gm.kiln_dynamic.
+        if site is None and (not _needs_autograd(examples, result["attrs"])
+                             or _backend_name(self.backend) == "inductor"):
             traces = self._dynamic_traces(code, state, frame_info, result, examples)
             if traces is not None:
                 result = traces.result
@@ -293,7 +296,9 @@ class FrameCallback:
         try:
             with debug_dir.compiling(dump):
                 if _needs_autograd(examples, result["attrs"], gm.graph) and getattr(self.backend, "__module__", None) == __package__ + ".backends":
-                    compiled = self._compile_training(code, name, gm, examples)
+                    compiled, gm, traces = self._compile_training(code, name, gm, examples, traces)
+                    result = traces.result if traces is not None else static_result
+                    self._remember_static_dims(state, traces)
                 else:
                     compiled, gm, traces = self._backend_compile(code, frame_info, gm, examples, traces)
                     result = traces.result if traces is not None else static_result
@@ -446,7 +451,7 @@ class FrameCallback:
         finally:
             self._time(code, "trace_frame", start)
         _dynamic_log.info("%s: the frame traces at sizes up to %d only: guarded 2 <= s <= %d", _where(code), low, low)
-        return dynamic.Signature(sig.dims, sig.hints, low)
+        return sig.with_max_size(low)
 
     def _probe(self, code, frame_info, result, tensors, sig):
         """The frame traced over `sig`'s symbols at the probe points (dynamic.Traces); None when
@@ -501,10 +506,44 @@ class FrameCallback:
         capture.skip_code(glue.__code__)  # the hook never captures the glue itself
         return result["guards"], glue
 
-    def _compile_training(self, code, name, gm, examples):
-        """AOT autograd (aot.py) for the inductor and aot_eager backends; the eager backend, and
-        graphs AOT autograd does not handle yet, run op by op under the autograd engine."""
+    def _compile_training(self, code, name, gm, examples, traces=None):
+        """(compiled, gm, traces): AOT autograd (aot.py) for the inductor and aot_eager backends;
+        the eager backend, and graphs AOT autograd does not handle yet, run op by op under the
+        autograd engine. With `traces` (the frame traced over size symbols, inductor only) the
+        forward and backward are compiled over the symbols; when they are not one graph over
+        them (DynamicUnsupported), for static sizes, and traces is None on return."""
         backend = _backend_name(self.backend)
+        if traces is not None:
+            compiled = self._compile_training_dynamic(code, name, gm, examples, traces)
+            if compiled is not None:
+                return compiled, gm, traces
+            static = traces.static_result
+            gm = GraphModule(static["attrs"], static["graph"])
+        return self._compile_training_static(code, name, gm, examples, backend), gm, None
+
+    def _compile_training_dynamic(self, code, name, gm, examples, traces):
+        """The training graph compiled over size symbols (aot.compile_training_dynamic), or None
+        when it is not one graph over them or AOT autograd cannot compile it."""
+        from .aot import AOTUnsupported, compile_training_dynamic
+        from .inductor import _attribute, attribute_reader
+
+        options = self.backend_kwargs.get("options") or {}
+        try:
+            run, attr_targets = compile_training_dynamic(
+                traces, examples, {n.target: _attribute(gm, n.target) for n in gm.graph.nodes
+                                   if n.op == "get_attr"}, options.get("partitioner", "min_cut"))
+        except (dynamic.DynamicUnsupported, AOTUnsupported) as error:
+            _dynamic_log.info("%s: %s: no training graph over the size symbols %s (%s); compiling for "
+                              "static sizes", _where(code), name, traces.describe(), error)
+            return None
+        _aot_log.info("%s: %s compiled for training over size symbols %s (AOT autograd, inductor backend)",
+                      _where(code), name, traces.describe())
+        if not attr_targets:
+            return run
+        read = attribute_reader(gm, attr_targets)
+        return lambda *args: run(*args, *read())
+
+    def _compile_training_static(self, code, name, gm, examples, backend):
         if backend in ("inductor", "aot_eager"):
             from .aot import AOTUnsupported, compile_training
             from .inductor import _attribute, attribute_reader, compile_graph
