@@ -490,3 +490,19 @@ def test_random_draws_over_symbols():
         kiln.manual_seed(n)
         np.testing.assert_allclose(got.numpy(), fn(x).numpy(), rtol=1e-5, atol=1e-5)
     assert counts["compiles"] == 1 and counts["symbols"] == ["x: f32[s0, 3]"]
+
+
+def test_explain_shows_symbolic_dims():
+    # kiln.explain probes a call whose inputs are marked dynamic as a compile would and lists
+    # each graph's symbolic inputs with their types; unmarked calls stay static.
+    w = _t(64, 16)
+
+    def fn(x):
+        return kiln.softmax(x @ w, dim=-1).sum(dim=0)
+
+    x = _t(12, 64)
+    kiln.compiler.mark_dynamic(x, 0)
+    out = kiln.explain(fn)(x)
+    assert out.dynamic_per_graph == ["x: f32[s0, 64]"]
+    assert "Graph 1: x: f32[s0, 64]" in str(out)
+    assert kiln.explain(fn)(_t(12, 64)).dynamic_per_graph == [None]

@@ -174,10 +174,14 @@ class FrameCallback:
     What it captures also goes to the recording session of the `kiln explain` command when
     one is active, and to kiln.config.debug_dir when set."""
 
-    def __init__(self, backend, *, fullgraph=False, backend_kwargs=None, recorder=None, dynamic=None):
+    def __init__(self, backend, *, fullgraph=False, backend_kwargs=None, recorder=None, dynamic=None,
+                 describe_dynamic=False):
         self.backend = backend
         self.fullgraph = fullgraph
         self.dynamic = dynamic
+        # kiln.explain: frames with symbolic dims (mark_dynamic) are probed to describe their
+        # symbolic signature even for a backend that compiles static sizes only.
+        self.describe_dynamic = describe_dynamic
         self.backend_kwargs = dict(backend_kwargs or {})
         self.recorder = recorder
 
@@ -274,12 +278,15 @@ class FrameCallback:
             # Nothing to compile before the break, or in the rest of a frame after one (`return
             # y`): the graph only hands values through; as TorchDynamo, no graph is counted.
             return self._glue_entry(code, frame_info, result, site, gm.forward)
-        traces, static_result = None, result
+        traces, static_result, described = None, result, None
         # Training graphs are compiled over size symbols by AOT autograd for the inductor backend
         # (aot.compile_training_dynamic); other backends get them through gm.kiln_dynamic.
         if site is None and (not _needs_autograd(examples, result["attrs"])
                              or _backend_name(self.backend) == "inductor"):
             traces = self._dynamic_traces(code, state, frame_info, result, examples)
+            if traces is not None and not getattr(self.backend, "supports_dynamic_shapes", False):
+                # Described (kiln.explain), not compiled over: the graph runs at the call's sizes.
+                described, traces = traces.describe(), None
             if traces is not None:
                 result = traces.result
                 gm = GraphModule(result["attrs"], result["graph"])
@@ -324,7 +331,7 @@ class FrameCallback:
                          _where(code), result["guards"])
         for recorder in self._recorders(code):
             recorder.add_graph(gm, result["op_count"], result["guards"], examples,
-                               dynamic=traces.describe() if traces is not None else None)
+                               dynamic=traces.describe() if traces is not None else described)
         return entry
 
     def _backend_compile(self, code, frame_info, gm, examples, traces):
@@ -399,7 +406,7 @@ class FrameCallback:
         # (Dims of size 0 or 1 and non-contiguous inputs are static for this call only.)
         state.wanted_dims = {e: {x for x in d if tensors[e].shape[x] >= 2} for e, d in wanted.items()
                              if tensors[e].is_contiguous()}
-        if not wanted or not getattr(self.backend, "supports_dynamic_shapes", False):
+        if not wanted or not (getattr(self.backend, "supports_dynamic_shapes", False) or self.describe_dynamic):
             return None
         sig = dynamic.choose(tensors, wanted)
         if not sig:
