@@ -910,6 +910,12 @@ std::string emitExtern(const Buffer& b, const std::string& fname, const std::vec
       emitPostOpCall(code, unit.postOps, la, lb, m, n, k, pa, pb, c, [&](const std::string& tensor) {
         return param({rootOf(tensor), {}, {}}, false);
       });
+    } else if (batched && !isDouble && alpha == 1.0 && !fillBias) {
+      code.line("ctx->sgemm_batched(" + std::string(la.transposed ? "112" : "111") + ", " +
+                (lb.transposed ? "112" : "111") + ", " + sizeText(batch) + ", " + blasInt(m) + ", " +
+                blasInt(n) + ", " + blasInt(k) + ", " + pa + ", " + blasInt(la.ld) + ", " + sizeText(sa) +
+                ", " + pb + ", " + blasInt(lb.ld) + ", " + sizeText(sb) + ", " + c + ", " + blasInt(n) +
+                ", " + sizeText(m * n) + ");");
     } else if (batched) {
       code.open("for (int64_t bt = 0; bt < " + sizeText(batch) + "; ++bt) {");
       code.line(call + pa + " + bt * " + sizeText(sa) + ", " + blasInt(la.ld) + ", " + pb + " + bt * " +

@@ -38,6 +38,11 @@ struct KilnContext {
                      const float* b, int ldb, float* c, int ldc, int nops, const int* kinds,
                      const float* scalars, const float* const* tensors, const int64_t* row_strides);
   KilnError* error; // where an out-of-range indirect index is reported
+  // c + i * stride_c = op(a + i * stride_a) @ op(b + i * stride_b) for i < batch, row-major
+  // f32 (a stride of 0 shares one matrix): one batched product, one parallel region.
+  void (*sgemm_batched)(int trans_a, int trans_b, int64_t batch, int m, int n, int k,
+                        const float* a, int lda, int64_t stride_a, const float* b, int ldb,
+                        int64_t stride_b, float* c, int ldc, int64_t stride_c);
 };
 
 __attribute__((cold, noinline)) static void kiln_index_error(struct KilnError* err, int64_t index,

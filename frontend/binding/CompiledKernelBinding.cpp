@@ -47,6 +47,9 @@ struct KilnContext {
                     int ldb, float* c, int ldc, int nops, const int* kinds, const float* scalars,
                     const float* const* tensors, const int64_t* rowStrides);
   KilnError* error;
+  void (*sgemmBatched)(int transA, int transB, int64_t batch, int m, int n, int k, const float* a, int lda,
+                       int64_t strideA, const float* b, int ldb, int64_t strideB, float* c, int ldc,
+                       int64_t strideC);
 };
 
 // The exception of an out-of-range indirect index (status 2): the indirect op's error,
@@ -106,6 +109,14 @@ void contextSgemmPost(int transA, int transB, int m, int n, int k, const float* 
   for (int i = 0; i < nops; ++i)
     ops[size_t(i)] = {cpu::PostOpKind(kinds[i]), scalars[2 * i], scalars[2 * i + 1], tensors[i], rowStrides[i]};
   cpu::sgemmPostOps(transA == 112, transB == 112, m, n, k, a, lda, b, ldb, c, ldc, ops.data(), nops);
+}
+
+// A batch of GEMMs as one product (runtime/cpu/DnnlMatmul.h), transposes as in contextSgemm.
+void contextSgemmBatched(int transA, int transB, int64_t batch, int m, int n, int k, const float* a, int lda,
+                         int64_t strideA, const float* b, int ldb, int64_t strideB, float* c, int ldc,
+                         int64_t strideC) {
+  cpu::sgemmBatched(transA == 112, transB == 112, batch, m, n, k, a, lda, strideA, b, ldb, strideB, c, ldc,
+                    strideC);
 }
 
 // An input's or output's declared sizes and strides: expressions over the size symbols.
@@ -251,7 +262,7 @@ public:
     }
     KilnError error{0, 0, 0, nullptr};
     KilnContext ctx{contextAlloc, contextFree, contextSgemm, contextDgemm, omp_get_max_threads(), contextSgemmPost,
-                    &error};
+                    &error, contextSgemmBatched};
     int status;
     {
       nb::gil_scoped_release release;

@@ -16,6 +16,7 @@
 #include "generated/KernelDecls.h"
 #include "generated/Ops.h"
 #include "runtime/CppTypeName.h"
+#include "runtime/cpu/DnnlMatmul.h"
 #include "runtime/cpu/Gemm.h"
 #include "runtime/TensorIterator.h"
 
@@ -93,6 +94,25 @@ int64_t batchOffset(const DimVector& strides, IntArrayRef batch, int64_t linear)
   return offset;
 }
 
+// The one stride that steps an operand through its (flattened) batch, if there is one: entry
+// bi at bi * stride for every bi (0 when the operand is broadcast over the whole batch).
+bool collapsedStride(const DimVector& strides, IntArrayRef batch, int64_t& stride) {
+  bool first = true;
+  int64_t expected = 0;
+  for (int64_t d = int64_t(batch.size()) - 1; d >= 0; --d) {
+    if (batch[size_t(d)] == 1) continue;
+    if (first) {
+      stride = strides[size_t(d)];
+      first = false;
+    } else if (strides[size_t(d)] != expected) {
+      return false;
+    }
+    expected = strides[size_t(d)] * batch[size_t(d)];
+  }
+  if (first) stride = 0;
+  return true;
+}
+
 // The shapes of one product: batch dims, then C[m, n] = A[m, k] @ B[k, n].
 struct GemmShape {
   DimVector batch;
@@ -135,6 +155,20 @@ void runBlas(const GemmShape& s, const Operand& A, const Operand& B, const Opera
   BlasLayout la = blasLayout(s.m, s.k, A.rowStride, A.colStride);
   BlasLayout lb = blasLayout(s.k, s.n, B.rowStride, B.colStride);
   int64_t count = computeNumel(s.batch);
+  if constexpr (std::is_same_v<T, float>) {
+    // A batch of float32 GEMMs as one batched product (one parallel region, DnnlMatmul.h) when
+    // every operand steps through its batch by one stride.
+    int64_t sa, sb, sc;
+    if (count > 1 && s.n > 1 && alpha == 1.f && beta == 0.f &&
+        collapsedStride(A.batchStrides, s.batch, sa) && collapsedStride(B.batchStrides, s.batch, sb) &&
+        collapsedStride(C.batchStrides, s.batch, sc)) {
+      cpu::sgemmBatched(la.transposed, lb.transposed, count, s.m, s.n, s.k,
+                        reinterpret_cast<const float*>(A.data), la.ld, sa,
+                        reinterpret_cast<const float*>(B.data), lb.ld, sb,
+                        reinterpret_cast<float*>(C.data), C.rowStride, sc);
+      return;
+    }
+  }
   for (int64_t bi = 0; bi < count; ++bi) {
     const T* a = reinterpret_cast<const T*>(A.data) + batchOffset(A.batchStrides, s.batch, bi);
     const T* b = reinterpret_cast<const T*>(B.data) + batchOffset(B.batchStrides, s.batch, bi);

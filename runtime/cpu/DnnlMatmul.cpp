@@ -122,7 +122,77 @@ Matmul* primitiveFor(bool ta, bool tb, int64_t m, int64_t n, int64_t k, int64_t 
   return cache.emplace(std::move(key), std::move(mm)).first->second.get();
 }
 
+// A [batch, rows, cols] operand: row-major with leading dimension ld, or column-major
+// (transposed) with it; a batch stride of 0 is one matrix broadcast over the batch.
+memory::desc batchedMatrix(int64_t batch, int64_t rows, int64_t cols, int64_t ld, bool transposed,
+                           int64_t batchStride) {
+  memory::dims strides = transposed ? memory::dims{batchStride, 1, ld} : memory::dims{batchStride, ld, 1};
+  if (batchStride == 0) {
+    batch = 1;
+    strides[0] = rows * cols;
+  }
+  return memory::desc({batch, rows, cols}, memory::data_type::f32, strides);
+}
+
+struct BatchedMatmul {
+  dnnl::matmul primitive;
+  memory::desc a, b, c;
+};
+
+BatchedMatmul* batchedPrimitiveFor(bool ta, bool tb, int64_t batch, int64_t m, int64_t n, int64_t k,
+                                   int64_t lda, int64_t sa, int64_t ldb, int64_t sb, int64_t ldc,
+                                   int64_t sc, int threads) {
+  std::vector<int64_t> key{ta, tb, batch, m, n, k, lda, sa, ldb, sb, ldc, sc, threads};
+  static std::mutex mutex;
+  static std::map<std::vector<int64_t>, std::unique_ptr<BatchedMatmul>> cache;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second.get();
+  if (cache.size() >= 512) cache.clear();
+  std::unique_ptr<BatchedMatmul> mm;
+  try {
+    auto p = std::make_unique<BatchedMatmul>();
+    p->a = batchedMatrix(batch, m, k, lda, ta, sa);
+    p->b = batchedMatrix(batch, k, n, ldb, tb, sb);
+    p->c = batchedMatrix(batch, m, n, ldc, false, sc);
+    p->primitive = dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(p->a, p->b, p->c), engine()));
+    mm = std::move(p);
+  } catch (const dnnl::error&) {
+    mm = nullptr;
+  }
+  return cache.emplace(std::move(key), std::move(mm)).first->second.get();
+}
+
 } // namespace
+
+void sgemmBatched(bool ta, bool tb, int64_t batch, int64_t m, int64_t n, int64_t k, const float* a,
+                  int64_t lda, int64_t strideA, const float* b, int64_t ldb, int64_t strideB,
+                  float* c, int64_t ldc, int64_t strideC) {
+  if (batch == 1 || strideC == 0) {
+    for (int64_t i = 0; i < batch; ++i)
+      sgemm(ta, tb, m, n, k, 1.f, a + i * strideA, lda, b + i * strideB, ldb, 0.f, c + i * strideC, ldc);
+    return;
+  }
+  bool nested = omp_in_parallel();
+  int threads = nested ? 1 : std::min(gemmThreads(batch * m, n, k), omp_get_max_threads());
+  bool done = false;
+  withThreads(threads, [&] {
+    BatchedMatmul* mm =
+        batchedPrimitiveFor(ta, tb, batch, m, n, k, lda, strideA, ldb, strideB, ldc, strideC, threads);
+    if (!mm) return;
+    dnnl::stream stream(engine());
+    mm->primitive.execute(stream, {{DNNL_ARG_SRC, memory(mm->a, engine(), const_cast<float*>(a))},
+                                   {DNNL_ARG_WEIGHTS, memory(mm->b, engine(), const_cast<float*>(b))},
+                                   {DNNL_ARG_DST, memory(mm->c, engine(), c)}});
+    stream.wait();
+    done = true;
+  });
+  if (done) return;
+  // A GEMM inside a parallel region runs on its calling thread (Gemm.h).
+#pragma omp parallel for num_threads(threads) if (!nested && batch >= threads && threads > 1)
+  for (int64_t i = 0; i < batch; ++i)
+    sgemm(ta, tb, m, n, k, 1.f, a + i * strideA, lda, b + i * strideB, ldb, 0.f, c + i * strideC, ldc);
+}
 
 float applyPostOps(float v, const PostOp* ops, int nops, int64_t row, int64_t col) {
   for (int i = 0; i < nops; ++i) {

@@ -26,6 +26,15 @@ struct PostOp {
 void sgemmPostOps(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
                   const float* b, int64_t ldb, float* c, int64_t ldc, const PostOp* ops, int nops);
 
+// Row-major c_i = op(a_i) @ op(b_i) for i < batch, operand x_i at x + i * strideX (a stride of 0
+// shares one matrix between all entries): one oneDNN batched matmul primitive, one parallel
+// region over every entry's tiles (a loop of per-entry GEMMs opens a region per entry). Where
+// oneDNN has no primitive, entries run as single-threaded GEMMs in parallel (or one after the
+// other, each threaded, when there are fewer entries than threads).
+void sgemmBatched(bool ta, bool tb, int64_t batch, int64_t m, int64_t n, int64_t k, const float* a,
+                  int64_t lda, int64_t strideA, const float* b, int64_t ldb, int64_t strideB,
+                  float* c, int64_t ldc, int64_t strideC);
+
 // The post-ops applied to one value by the plain loop (also the reference the tests use).
 float applyPostOps(float v, const PostOp* ops, int nops, int64_t row, int64_t col);
 

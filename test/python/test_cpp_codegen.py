@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from kiln._C import _codegen
+from kiln_context import KilnContext, sgemm_batched
 
 CXX = os.environ.get("KILN_CXX", "c++")
 
@@ -424,13 +425,6 @@ program @collapse(%x: f32[4, 64, 256], %y: f32[4, 1, 256]) {
 """)
 
 
-class KilnContext(ctypes.Structure):
-    _fields_ = [("alloc", ctypes.c_void_p), ("free", ctypes.c_void_p), ("sgemm", ctypes.c_void_p),
-                ("dgemm", ctypes.c_void_p), ("num_threads", ctypes.c_int),
-                ("sgemm_post", ctypes.c_void_p),
-                ("error", ctypes.c_void_p)]  # KilnError*: only programs with indirect indices use it
-
-
 ALLOC = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_size_t)
 FREE = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 
@@ -494,6 +488,7 @@ def run(lib, blas, name, inputs, outputs, threads=0):
                       ctypes.cast(allocator.free, ctypes.c_void_p).value,
                       ctypes.cast(blas.cblas_sgemm, ctypes.c_void_p).value,
                       ctypes.cast(blas.cblas_dgemm, ctypes.c_void_p).value, threads)
+    ctx.sgemm_batched = sgemm_batched(blas)
     outs = [np.empty(shape, dtype) for shape, dtype in outputs]
     ins = (ctypes.c_void_p * max(len(inputs), 1))(*[a.ctypes.data for a in inputs])
     outp = (ctypes.c_void_p * max(len(outs), 1))(*[a.ctypes.data for a in outs])

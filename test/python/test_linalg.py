@@ -92,6 +92,33 @@ def test_strided_vectors():
     check(kiln.dot(kiln.from_numpy(z), kb), torch.dot(torch.from_numpy(z.copy()), tb))
 
 
+@pytest.mark.parametrize("compiled", [False, True])
+def test_batched_products_through_one_batched_gemm(compiled):
+    # float32 batches run as one batched GEMM (DnnlMatmul.h sgemmBatched) when each operand steps
+    # through its batch by one stride: permuted batch dims (not collapsible: the per-entry
+    # loop), a broadcast operand (stride 0), transposed matrices, a batch large enough to thread.
+    torch = need_torch()
+    a = sample((6, 4, 33, 40), "float32", 20)
+    b = sample((4, 6, 40, 24), "float32", 21)
+    w = sample((40, 24), "float32", 22)
+    cases = [
+        lambda L, x, y, v: L.matmul(x, y.transpose(0, 1)),                 # batch dims permuted in b
+        lambda L, x, y, v: L.matmul(x.transpose(-1, -2).transpose(-1, -2), v.expand(6, 4, 40, 24)),
+        lambda L, x, y, v: L.bmm(x.reshape(24, 33, 40), y.transpose(0, 1).reshape(24, 40, 24)),
+        lambda L, x, y, v: L.bmm(x.reshape(24, 33, 40).transpose(1, 2).contiguous().transpose(1, 2),
+                                 y.reshape(24, 40, 24)),
+        lambda L, x, y, v: L.matmul(x[:, ::2], y.transpose(0, 1)[:, ::2]),  # a batch stride gap
+    ]
+    for i, case in enumerate(cases):
+        ka, kb, kw = (kiln.from_numpy(t) for t in (a, b, w))
+        ta, tb, tw = (torch.from_numpy(t.copy()) for t in (a, b, w))
+        fn = (lambda x, y, v, case=case: case(kiln, x, y, v))
+        if compiled:
+            kiln.compiler.reset()
+            fn = kiln.compile(fn)
+        check(fn(ka, kb, kw), case(torch, ta, tb, tw))
+
+
 def test_large_blas():
     torch = need_torch()
     (ka, ta), (kb, tb) = pair((130, 257), "float32", 10), pair((257, 96), "float32", 11, "transposed")

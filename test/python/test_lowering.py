@@ -15,6 +15,7 @@ import pytest
 import kiln
 import kiln.fx as fx
 from kiln._C import _codegen
+from kiln_context import KilnContext, sgemm_batched
 
 CXX = os.environ.get("KILN_CXX", "c++")
 
@@ -149,13 +150,6 @@ def _prims(name):
     return fx.retrace(fx.parse(GRAPHS[name][0]), "prims")
 
 
-class KilnContext(ctypes.Structure):
-    _fields_ = [("alloc", ctypes.c_void_p), ("free", ctypes.c_void_p), ("sgemm", ctypes.c_void_p),
-                ("dgemm", ctypes.c_void_p), ("num_threads", ctypes.c_int),
-                ("sgemm_post", ctypes.c_void_p),
-                ("error", ctypes.c_void_p)]  # KilnError*: only programs with indirect indices use it
-
-
 ALLOC = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_size_t)
 FREE = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 
@@ -194,6 +188,7 @@ def _run_compiled(lib, blas, name, inputs, outputs):
     ctx = KilnContext(ctypes.cast(alloc, ctypes.c_void_p).value, ctypes.cast(free, ctypes.c_void_p).value,
                       ctypes.cast(blas.cblas_sgemm, ctypes.c_void_p).value,
                       ctypes.cast(blas.cblas_dgemm, ctypes.c_void_p).value, 0)
+    ctx.sgemm_batched = sgemm_batched(blas)
     outs = [np.empty(o.shape, o.dtype) for o in outputs]
     ins = (ctypes.c_void_p * max(len(inputs), 1))(*[a.ctypes.data for a in inputs])
     outp = (ctypes.c_void_p * max(len(outs), 1))(*[a.ctypes.data for a in outs])
