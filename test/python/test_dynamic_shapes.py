@@ -452,19 +452,16 @@ def test_symbolic_gemm_sizes_beyond_int_range_raise():
     assert "INT32_MAX" in source
     path, _ = _codegen.compile_source(source)
 
-    class Error(ctypes.Structure):
+    from kiln_context import KilnContext
+
+    class Error(ctypes.Structure):  # KilnError (codegen/CppPrelude.cpp)
         _fields_ = [("set", ctypes.c_int), ("index", ctypes.c_int64), ("size", ctypes.c_int64),
                     ("message", ctypes.c_char_p)]
-
-    class Context(ctypes.Structure):
-        _fields_ = [("alloc", ctypes.c_void_p), ("free", ctypes.c_void_p), ("sgemm", ctypes.c_void_p),
-                    ("dgemm", ctypes.c_void_p), ("num_threads", ctypes.c_int), ("sgemm_post", ctypes.c_void_p),
-                    ("error", ctypes.POINTER(Error))]
 
     entry = ctypes.CDLL(path).kiln_entry
     entry.restype = ctypes.c_int
     error = Error()
-    ctx = Context(None, None, None, None, 1, None, ctypes.pointer(error))
+    ctx = KilnContext(num_threads=1, error=ctypes.addressof(error))
     inputs, outputs = (ctypes.c_void_p * 2)(), (ctypes.c_void_p * 1)()
     sizes = (ctypes.c_int64 * 1)(2 ** 31 + 5)
     assert entry(ctypes.byref(ctx), inputs, outputs, sizes) == 2
