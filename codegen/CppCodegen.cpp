@@ -802,10 +802,12 @@ std::string emitExtern(const Buffer& b, const std::string& fname, const std::vec
   bool batched = x.kernel == "bmm", addmm = x.kernel == "addmm";
   KILN_CHECK(x.kernel == "mm" || batched || addmm, what,
              ": unsupported extern kernel (mm, bmm and addmm are)");
-  KILN_CHECK(b.dtype == ScalarType::Float32 || b.dtype == ScalarType::Float64, what,
-             ": only f32 and f64 GEMMs are supported, not ", scalarTypeShortName(b.dtype));
+  bool is16 = b.dtype == ScalarType::Float16 || b.dtype == ScalarType::BFloat16;
+  KILN_CHECK(b.dtype == ScalarType::Float32 || b.dtype == ScalarType::Float64 || is16, what,
+             ": only f32, f64, f16 and bf16 GEMMs are supported, not ", scalarTypeShortName(b.dtype));
+  KILN_CHECK(!is16 || !addmm, what, ": a 16-bit addmm is not supported (mm and bmm are)");
   bool isDouble = b.dtype == ScalarType::Float64;
-  std::string T = isDouble ? "double" : "float", gemm = isDouble ? "ctx->dgemm" : "ctx->sgemm";
+  std::string T = is16 ? "uint16_t" : isDouble ? "double" : "float", gemm = isDouble ? "ctx->dgemm" : "ctx->sgemm";
   size_t first = addmm ? 1 : 0;
   KILN_CHECK(ops.size() == first + 2, what, ": expected ", first + 2, " inputs, got ", ops.size());
   size_t rank = batched ? 3 : 2;
@@ -905,7 +907,16 @@ std::string emitExtern(const Buffer& b, const std::string& fname, const std::vec
                        (lb.transposed ? "112" : "111") + ", " + blasInt(m) + ", " + blasInt(n) +
                        ", " + blasInt(k) + ", " + num(alpha, isDouble) + ", ";
     std::string tail = ", " + num(fillBias ? beta : 0.0, isDouble) + ", ";
-    if (unit.epilogue) {
+    if (is16) {
+      // 16-bit floats: accumulated in f32 and rounded once (bf16 on oneDNN's bf16 kernels where
+      // the CPU has them, else widened to f32 by the runtime).
+      KILN_CHECK(alpha == 1.0 && !unit.epilogue, what, ": a 16-bit GEMM takes no alpha or epilogue");
+      code.line("ctx->gemm16_batched(" + std::string(b.dtype == ScalarType::BFloat16 ? "1" : "0") + ", " +
+                (la.transposed ? "112" : "111") + ", " + (lb.transposed ? "112" : "111") + ", " +
+                sizeText(batch) + ", " + blasInt(m) + ", " + blasInt(n) + ", " + blasInt(k) + ", " + pa + ", " +
+                blasInt(la.ld) + ", " + sizeText(sa) + ", " + pb + ", " + blasInt(lb.ld) + ", " + sizeText(sb) +
+                ", " + c + ", " + blasInt(n) + ", " + sizeText(m * n) + ");");
+    } else if (unit.epilogue) {
       KILN_CHECK(!batched && !addmm && alpha == 1.0 && !isDouble, what, ": a fused epilogue needs an f32 mm");
       emitPostOpCall(code, unit.postOps, la, lb, m, n, k, pa, pb, c, [&](const std::string& tensor) {
         return param({rootOf(tensor), {}, {}}, false);

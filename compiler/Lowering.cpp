@@ -668,8 +668,7 @@ private:
     if (prim == "argmax") return lowerReduction(n, ReductionKind::ArgMax);
     if (prim == "argmin") return lowerReduction(n, ReductionKind::ArgMin);
     if (prim == "var") return lowerVar(n);
-    if ((prim == "mm" || prim == "bmm") && tensorTypeOf(n).dtype != ScalarType::Float32 &&
-        tensorTypeOf(n).dtype != ScalarType::Float64)
+    if ((prim == "mm" || prim == "bmm") && !isFloatingType(tensorTypeOf(n).dtype))
       return lowerMatmulLoops(n, prim == "bmm");
     if (prim == "mm" || prim == "bmm") {
       Extern x{prim, {}, {}, {}};
@@ -699,9 +698,8 @@ private:
                               ") has no loop lowering");
   }
 
-  // mm / bmm of dtypes BLAS has no kernel for (integers, f16, bf16) as a sum reduction over
-  // the inner dim: 16-bit floats multiply and accumulate in f32 and round once at the end, as
-  // PyTorch's CPU kernels do; integers accumulate in their own type.
+  // mm / bmm of integers (no GEMM library has them) as a sum reduction over the inner dim,
+  // accumulated in their own type. Floating types, 16-bit ones included, are extern GEMMs.
   Value lowerMatmulLoops(const Node* n, bool batched) {
     const Value& a = operand(n, 0, "self");
     const Value& b = operand(n, 1, "mat2");

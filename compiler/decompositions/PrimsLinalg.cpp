@@ -32,16 +32,17 @@ Tensor addmm(const Tensor& self, const Tensor& mat1, const Tensor& mat2, const S
   checkSameDtype("addmm", mat1, mat2);
   KILN_CHECK(self.dtype() == mat1.dtype(), "addmm: self and mat2 must have the same dtype, but got ",
              scalarTypeName(self.dtype()), " and ", scalarTypeName(mat1.dtype()));
-  Tensor product = P::mm(mat1, mat2);
-  ScalarType compute = computationDtype(product.dtype());
-  Tensor out = convert(product, compute);
+  // 16-bit floats: the product stays in f32 until the bias is added, so that the result is
+  // rounded once as eager's (and PyTorch's) addmm rounds it; a 16-bit mm would round twice.
+  ScalarType dtype = mat1.dtype(), compute = computationDtype(dtype);
+  Tensor out = compute == dtype ? P::mm(mat1, mat2) : P::mm(convert(mat1, compute), convert(mat2, compute));
   if (alpha.toDouble() != 1.0) out = P::mul(out, filledLike(out, alpha));
   if (beta.toDouble() != 0.0) {
     Tensor bias = broadcastTo(convert(self, compute), out.sizes());
     if (beta.toDouble() != 1.0) bias = P::mul(bias, filledLike(bias, beta));
     out = P::add(bias, out);
   }
-  return convert(out, product.dtype());
+  return convert(out, dtype);
 }
 
 } // namespace kiln::decompositions

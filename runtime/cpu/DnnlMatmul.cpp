@@ -10,9 +10,11 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "runtime/Half.h"
 #include "runtime/cpu/Gemm.h"
 
 namespace kiln::cpu {
@@ -125,13 +127,13 @@ Matmul* primitiveFor(bool ta, bool tb, int64_t m, int64_t n, int64_t k, int64_t 
 // A [batch, rows, cols] operand: row-major with leading dimension ld, or column-major
 // (transposed) with it; a batch stride of 0 is one matrix broadcast over the batch.
 memory::desc batchedMatrix(int64_t batch, int64_t rows, int64_t cols, int64_t ld, bool transposed,
-                           int64_t batchStride) {
+                           int64_t batchStride, memory::data_type type) {
   memory::dims strides = transposed ? memory::dims{batchStride, 1, ld} : memory::dims{batchStride, ld, 1};
   if (batchStride == 0) {
     batch = 1;
     strides[0] = rows * cols;
   }
-  return memory::desc({batch, rows, cols}, memory::data_type::f32, strides);
+  return memory::desc({batch, rows, cols}, type, strides);
 }
 
 struct BatchedMatmul {
@@ -139,10 +141,12 @@ struct BatchedMatmul {
   memory::desc a, b, c;
 };
 
-BatchedMatmul* batchedPrimitiveFor(bool ta, bool tb, int64_t batch, int64_t m, int64_t n, int64_t k,
-                                   int64_t lda, int64_t sa, int64_t ldb, int64_t sb, int64_t ldc,
-                                   int64_t sc, int threads) {
-  std::vector<int64_t> key{ta, tb, batch, m, n, k, lda, sa, ldb, sb, ldc, sc, threads};
+// nullptr where oneDNN has no primitive, or only its reference one (scalar loops: a bfloat16
+// product on a CPU without AVX-512 BF16 would be slower than widening to float32).
+BatchedMatmul* batchedPrimitiveFor(memory::data_type type, bool ta, bool tb, int64_t batch, int64_t m,
+                                   int64_t n, int64_t k, int64_t lda, int64_t sa, int64_t ldb,
+                                   int64_t sb, int64_t ldc, int64_t sc, int threads) {
+  std::vector<int64_t> key{int64_t(type), ta, tb, batch, m, n, k, lda, sa, ldb, sb, ldc, sc, threads};
   static std::mutex mutex;
   static std::map<std::vector<int64_t>, std::unique_ptr<BatchedMatmul>> cache;
   std::lock_guard<std::mutex> lock(mutex);
@@ -152,11 +156,14 @@ BatchedMatmul* batchedPrimitiveFor(bool ta, bool tb, int64_t batch, int64_t m, i
   std::unique_ptr<BatchedMatmul> mm;
   try {
     auto p = std::make_unique<BatchedMatmul>();
-    p->a = batchedMatrix(batch, m, k, lda, ta, sa);
-    p->b = batchedMatrix(batch, k, n, ldb, tb, sb);
-    p->c = batchedMatrix(batch, m, n, ldc, false, sc);
-    p->primitive = dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(p->a, p->b, p->c), engine()));
-    mm = std::move(p);
+    p->a = batchedMatrix(batch, m, k, lda, ta, sa, type);
+    p->b = batchedMatrix(batch, k, n, ldb, tb, sb, type);
+    p->c = batchedMatrix(batch, m, n, ldc, false, sc, type);
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(p->a, p->b, p->c), engine());
+    if (!std::string(pd.impl_info_str()).starts_with("ref")) {
+      p->primitive = dnnl::matmul(pd);
+      mm = std::move(p);
+    }
   } catch (const dnnl::error&) {
     mm = nullptr;
   }
@@ -177,8 +184,8 @@ void sgemmBatched(bool ta, bool tb, int64_t batch, int64_t m, int64_t n, int64_t
   int threads = nested ? 1 : std::min(gemmThreads(batch * m, n, k), omp_get_max_threads());
   bool done = false;
   withThreads(threads, [&] {
-    BatchedMatmul* mm =
-        batchedPrimitiveFor(ta, tb, batch, m, n, k, lda, strideA, ldb, strideB, ldc, strideC, threads);
+    BatchedMatmul* mm = batchedPrimitiveFor(memory::data_type::f32, ta, tb, batch, m, n, k, lda, strideA, ldb,
+                                            strideB, ldc, strideC, threads);
     if (!mm) return;
     dnnl::stream stream(engine());
     mm->primitive.execute(stream, {{DNNL_ARG_SRC, memory(mm->a, engine(), const_cast<float*>(a))},
@@ -192,6 +199,64 @@ void sgemmBatched(bool ta, bool tb, int64_t batch, int64_t m, int64_t n, int64_t
 #pragma omp parallel for num_threads(threads) if (!nested && batch >= threads && threads > 1)
   for (int64_t i = 0; i < batch; ++i)
     sgemm(ta, tb, m, n, k, 1.f, a + i * strideA, lda, b + i * strideB, ldb, 0.f, c + i * strideC, ldc);
+}
+
+bool bf16GemmBatched(bool ta, bool tb, int64_t batch, int64_t m, int64_t n, int64_t k, const uint16_t* a,
+                     int64_t lda, int64_t strideA, const uint16_t* b, int64_t ldb, int64_t strideB,
+                     uint16_t* c, int64_t ldc, int64_t strideC) {
+  int threads = omp_in_parallel() ? 1 : std::min(gemmThreads(batch * m, n, k), omp_get_max_threads());
+  bool done = false;
+  withThreads(threads, [&] {
+    BatchedMatmul* mm = batchedPrimitiveFor(memory::data_type::bf16, ta, tb, batch, m, n, k, lda, strideA,
+                                            ldb, strideB, ldc, strideC, threads);
+    if (!mm) return;
+    dnnl::stream stream(engine());
+    mm->primitive.execute(stream, {{DNNL_ARG_SRC, memory(mm->a, engine(), const_cast<uint16_t*>(a))},
+                                   {DNNL_ARG_WEIGHTS, memory(mm->b, engine(), const_cast<uint16_t*>(b))},
+                                   {DNNL_ARG_DST, memory(mm->c, engine(), c)}});
+    stream.wait();
+    done = true;
+  });
+  return done;
+}
+
+namespace {
+
+// The stored block of a batch of matrices (rows x cols each, leading dimension ld, `stride`
+// apart; 0: one matrix) widened to contiguous float32, the layout kept (ld becomes cols).
+std::vector<float> widenBlock(bool bf16, const uint16_t* x, int64_t count, int64_t rows, int64_t cols,
+                              int64_t ld, int64_t stride) {
+  int64_t entries = stride == 0 ? 1 : count;
+  std::vector<float> out(size_t(entries * rows * cols));
+#pragma omp parallel for if (entries * rows * cols > 65536)
+  for (int64_t r = 0; r < entries * rows; ++r) {
+    const uint16_t* src = x + (r / rows) * stride + (r % rows) * ld;
+    float* dst = out.data() + r * cols;
+    for (int64_t j = 0; j < cols; ++j)
+      dst[j] = bf16 ? BFloat16::toFloat(src[j]) : Half::toFloat(src[j]);
+  }
+  return out;
+}
+
+} // namespace
+
+void gemm16Batched(bool bf16, bool ta, bool tb, int64_t batch, int64_t m, int64_t n, int64_t k,
+                   const uint16_t* a, int64_t lda, int64_t strideA, const uint16_t* b, int64_t ldb,
+                   int64_t strideB, uint16_t* c, int64_t ldc, int64_t strideC) {
+  if (bf16 && bf16GemmBatched(ta, tb, batch, m, n, k, a, lda, strideA, b, ldb, strideB, c, ldc, strideC))
+    return;
+  // The stored blocks: m x k (k x m when transposed) for a, k x n (n x k) for b.
+  std::vector<float> wa = widenBlock(bf16, a, batch, ta ? k : m, ta ? m : k, lda, strideA);
+  std::vector<float> wb = widenBlock(bf16, b, batch, tb ? n : k, tb ? k : n, ldb, strideB);
+  std::vector<float> wc(size_t(batch * m * n));
+  sgemmBatched(ta, tb, batch, m, n, k, wa.data(), ta ? m : k, strideA == 0 ? 0 : m * k, wb.data(),
+               tb ? k : n, strideB == 0 ? 0 : k * n, wc.data(), n, m * n);
+#pragma omp parallel for if (batch * m * n > 65536)
+  for (int64_t r = 0; r < batch * m; ++r)
+    for (int64_t j = 0; j < n; ++j) {
+      float v = wc[size_t(r * n + j)];
+      c[(r / m) * strideC + (r % m) * ldc + j] = bf16 ? BFloat16(v).bits : Half(v).bits;
+    }
 }
 
 float applyPostOps(float v, const PostOp* ops, int nops, int64_t row, int64_t col) {

@@ -8,7 +8,7 @@ class KilnContext(ctypes.Structure):
                 ("dgemm", ctypes.c_void_p), ("num_threads", ctypes.c_int),
                 ("sgemm_post", ctypes.c_void_p),
                 ("error", ctypes.c_void_p),  # KilnError*: only programs with indirect indices use it
-                ("sgemm_batched", ctypes.c_void_p)]
+                ("sgemm_batched", ctypes.c_void_p), ("gemm16_batched", ctypes.c_void_p)]
 
 
 _SGEMM_BATCHED = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int,
