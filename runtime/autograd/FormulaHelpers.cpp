@@ -138,13 +138,39 @@ Tensor logsumexpBackward(const Tensor& grad, const Tensor& self, const Tensor& r
   return ops::mul(expandReduced(grad, self.sizes(), dims, keepdim), ops::exp(ops::sub(self, r)));
 }
 
-Tensor softmaxBackward(const Tensor& grad, const Tensor& result, int64_t dim, ScalarType) {
+namespace {
+
+bool is16BitFloat(const Tensor& t) {
+  return t.dtype() == ScalarType::Float16 || t.dtype() == ScalarType::BFloat16;
+}
+
+Tensor widened(const Tensor& t) { return is16BitFloat(t) ? ops::_to_copy(t, ScalarType::Float32, std::nullopt) : t; }
+
+// PyTorch computes these backward formulas as one kernel (gelu_backward, tanh_backward,
+// _softmax_backward_data, ...) that widens 16-bit floats to float and rounds the result once;
+// composed of kiln ops at the 16-bit type, each op would round (a bfloat16 GELU's gradient
+// differed from PyTorch's in half its elements). `f` runs on the widened inputs.
+template <typename F, typename... Ts> Tensor roundedOnce(const Tensor& grad, F&& f, const Ts&... ts) {
+  if (!is16BitFloat(grad) && !(is16BitFloat(ts) || ...)) return f(grad, ts...);
+  Tensor out = f(widened(grad), widened(ts)...);
+  return ops::_to_copy(out, grad.dtype(), std::nullopt);
+}
+
+} // namespace
+
+Tensor softmaxBackward(const Tensor& grad, const Tensor& result, int64_t dim, ScalarType dtype) {
+  if (is16BitFloat(grad) || is16BitFloat(result))
+    return roundedOnce(grad, [&](const Tensor& g, const Tensor& y) { return softmaxBackward(g, y, dim, dtype); },
+                       result);
   std::vector<int64_t> d{dim};
   Tensor gy = ops::mul(grad, result);
   return ops::sub(gy, ops::mul(result, ops::sum(gy, IntArrayRef(d), true)));
 }
 
-Tensor logSoftmaxBackward(const Tensor& grad, const Tensor& result, int64_t dim, ScalarType) {
+Tensor logSoftmaxBackward(const Tensor& grad, const Tensor& result, int64_t dim, ScalarType dtype) {
+  if (is16BitFloat(grad) || is16BitFloat(result))
+    return roundedOnce(grad, [&](const Tensor& g, const Tensor& y) { return logSoftmaxBackward(g, y, dim, dtype); },
+                       result);
   std::vector<int64_t> d{dim};
   return ops::sub(grad, ops::mul(ops::exp(result), ops::sum(grad, IntArrayRef(d), true)));
 }
@@ -309,7 +335,21 @@ std::vector<Tensor> clampBackwardMinMax(const Tensor& grad, const Tensor& self, 
   return out;
 }
 
+Tensor tanhBackward(const Tensor& grad, const Tensor& result) {
+  return roundedOnce(grad, [](const Tensor& g, const Tensor& y) {
+    return ops::mul(g, ops::sub(Scalar(1.0), ops::mul(y, y)));
+  }, result);
+}
+
+Tensor sigmoidBackward(const Tensor& grad, const Tensor& result) {
+  return roundedOnce(grad, [](const Tensor& g, const Tensor& y) {
+    return ops::mul(g, ops::mul(y, ops::sub(Scalar(1.0), y)));
+  }, result);
+}
+
 Tensor geluBackward(const Tensor& grad, const Tensor& self, const std::string& approximate) {
+  if (is16BitFloat(grad) || is16BitFloat(self))
+    return roundedOnce(grad, [&](const Tensor& g, const Tensor& x) { return geluBackward(g, x, approximate); }, self);
   if (approximate == "tanh") {
     const double k = std::sqrt(2.0 / M_PI), c = 0.044715;
     Tensor x2 = ops::mul(self, self);
@@ -326,6 +366,7 @@ Tensor geluBackward(const Tensor& grad, const Tensor& self, const std::string& a
 }
 
 Tensor siluBackward(const Tensor& grad, const Tensor& self) {
+  if (is16BitFloat(grad) || is16BitFloat(self)) return roundedOnce(grad, siluBackward, self);
   Tensor sig = ops::sigmoid(self);
   return ops::mul(grad, ops::mul(sig, ops::add(ops::mul(self, ops::sub(Scalar(1.0), sig)), Scalar(1.0))));
 }

@@ -65,6 +65,8 @@ Tensor clampTensorBackward(const Tensor& grad, const Tensor& self, const std::op
 // returns max).
 std::vector<Tensor> clampBackwardMinMax(const Tensor& grad, const Tensor& self, const std::optional<Tensor>& min,
                                         const std::optional<Tensor>& max, const std::vector<bool>& mask);
+Tensor tanhBackward(const Tensor& grad, const Tensor& result);
+Tensor sigmoidBackward(const Tensor& grad, const Tensor& result);
 Tensor geluBackward(const Tensor& grad, const Tensor& self, const std::string& approximate);
 Tensor siluBackward(const Tensor& grad, const Tensor& self);
 // maximum/minimum: the gradient goes to the larger (smaller) input, split evenly on ties.
