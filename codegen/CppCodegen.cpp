@@ -705,6 +705,7 @@ struct Operand {
   std::string name;
   std::vector<IndexExpr> sizes, strides;
   int64_t offset = 0; // in elements, from the start of the input or buffer
+  ScalarType dtype = ScalarType::Float32;
 };
 
 // A pointer expression to an operand's first element.
@@ -802,12 +803,19 @@ std::string emitExtern(const Buffer& b, const std::string& fname, const std::vec
   bool batched = x.kernel == "bmm", addmm = x.kernel == "addmm";
   KILN_CHECK(x.kernel == "mm" || batched || addmm, what,
              ": unsupported extern kernel (mm, bmm and addmm are)");
-  bool is16 = b.dtype == ScalarType::Float16 || b.dtype == ScalarType::BFloat16;
-  KILN_CHECK(b.dtype == ScalarType::Float32 || b.dtype == ScalarType::Float64 || is16, what,
+  // The operands' type: the result's, or a 16-bit float type multiplied into an f32 result.
+  ScalarType in = ops.empty() ? b.dtype : ops.back().dtype;
+  for (const Operand& o : ops)
+    KILN_CHECK(o.dtype == in || (addmm && &o == &ops[0]), what, ": operands of different dtypes");
+  bool is16 = in == ScalarType::Float16 || in == ScalarType::BFloat16;
+  KILN_CHECK(in == b.dtype || (is16 && b.dtype == ScalarType::Float32), what, ": ",
+             scalarTypeShortName(in), " operands and a ", scalarTypeShortName(b.dtype), " result");
+  KILN_CHECK(in == ScalarType::Float32 || in == ScalarType::Float64 || is16, what,
              ": only f32, f64, f16 and bf16 GEMMs are supported, not ", scalarTypeShortName(b.dtype));
   KILN_CHECK(!is16 || !addmm, what, ": a 16-bit addmm is not supported (mm and bmm are)");
   bool isDouble = b.dtype == ScalarType::Float64;
   std::string T = is16 ? "uint16_t" : isDouble ? "double" : "float", gemm = isDouble ? "ctx->dgemm" : "ctx->sgemm";
+  std::string outT = b.dtype == ScalarType::Float32 ? "float" : T;
   size_t first = addmm ? 1 : 0;
   KILN_CHECK(ops.size() == first + 2, what, ": expected ", first + 2, " inputs, got ", ops.size());
   size_t rank = batched ? 3 : 2;
@@ -841,7 +849,13 @@ std::string emitExtern(const Buffer& b, const std::string& fname, const std::vec
     sig += std::string(", ") + (written ? "" : "const ") + T + "* " + cNames.at(o.name);
     return cNames.at(o.name);
   };
-  std::string c = param({unit.epilogue ? unit.epilogue->name : b.name, outSizes, {}}, true);
+  std::string c = [&] {
+    Operand out{unit.epilogue ? unit.epilogue->name : b.name, outSizes, {}};
+    if (std::find(params.begin(), params.end(), out.name) != params.end()) return cNames.at(out.name);
+    params.push_back(out.name);
+    sig += ", " + outT + "* " + cNames.at(out.name);
+    return cNames.at(out.name);
+  }();
   // The result starts as beta * bias (broadcast) for addmm.
   bool fillBias = addmm && beta != 0.0;
   if (addmm) {
@@ -873,7 +887,7 @@ std::string emitExtern(const Buffer& b, const std::string& fname, const std::vec
   } else if (k.constant() == 0) {
     // An empty inner dimension: the product is zero (BLAS needs k >= 1 for its leading dims).
     if (!fillBias) {
-      code.line("__builtin_memset(" + c + ", 0, " + sizeText(batch * m * n) + " * sizeof(" + T + "));");
+      code.line("__builtin_memset(" + c + ", 0, " + sizeText(batch * m * n) + " * sizeof(" + outT + "));");
     }
     code.line("(void)ctx;");
   } else {
@@ -911,8 +925,8 @@ std::string emitExtern(const Buffer& b, const std::string& fname, const std::vec
       // 16-bit floats: accumulated in f32 and rounded once (bf16 on oneDNN's bf16 kernels where
       // the CPU has them, else widened to f32 by the runtime).
       KILN_CHECK(alpha == 1.0 && !unit.epilogue, what, ": a 16-bit GEMM takes no alpha or epilogue");
-      code.line("ctx->gemm16_batched(" + std::string(b.dtype == ScalarType::BFloat16 ? "1" : "0") + ", " +
-                (la.transposed ? "112" : "111") + ", " + (lb.transposed ? "112" : "111") + ", " +
+      code.line("ctx->gemm16_batched(" + std::string(in == ScalarType::BFloat16 ? "1" : "0") + ", " +
+                (b.dtype == ScalarType::Float32 ? "1" : "0") + ", " + (la.transposed ? "112" : "111") + ", " + (lb.transposed ? "112" : "111") + ", " +
                 sizeText(batch) + ", " + blasInt(m) + ", " + blasInt(n) + ", " + blasInt(k) + ", " + pa + ", " +
                 blasInt(la.ld) + ", " + sizeText(sa) + ", " + pb + ", " + blasInt(lb.ld) + ", " + sizeText(sb) +
                 ", " + c + ", " + blasInt(n) + ", " + sizeText(m * n) + ");");
@@ -997,7 +1011,7 @@ public:
           ops.push_back(operand(storage));
           if (const std::optional<StridedView>& v = x.viewOf(i))
             ops.back() = Operand{storage, {v->sizes.begin(), v->sizes.end()},
-                                 {v->strides.begin(), v->strides.end()}, v->offset};
+                                 {v->strides.begin(), v->strides.end()}, v->offset, ops.back().dtype};
         }
         unitTexts[u] = emitExtern(*b, fname, ops, cNames_, symbols_, params, units_[u],
                                   [&](const std::string& n) { return rootOf(n); }) + "\n";
@@ -1172,9 +1186,9 @@ public:
 
 private:
   Operand operand(const std::string& n) {
-    if (const LoopInput* in = p_.findInput(n)) return Operand{n, in->sizes, in->strides};
+    if (const LoopInput* in = p_.findInput(n)) return Operand{n, in->sizes, in->strides, 0, in->dtype};
     const Buffer* b = p_.findBuffer(n);
-    return Operand{n, b->sizes, contiguousStrides(b->sizes)};
+    return Operand{n, b->sizes, contiguousStrides(b->sizes), 0, b->dtype};
   }
 
   std::string rootOf(const std::string& name) const { return plan_.rootOf(name); }

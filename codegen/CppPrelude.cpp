@@ -43,10 +43,11 @@ struct KilnContext {
   void (*sgemm_batched)(int trans_a, int trans_b, int64_t batch, int m, int n, int k,
                         const float* a, int lda, int64_t stride_a, const float* b, int ldb,
                         int64_t stride_b, float* c, int ldc, int64_t stride_c);
-  // The same for 16-bit floats (bf16: 1 = bfloat16, 0 = half), accumulated in f32, rounded once.
-  void (*gemm16_batched)(int bf16, int trans_a, int trans_b, int64_t batch, int m, int n, int k,
-                         const uint16_t* a, int lda, int64_t stride_a, const uint16_t* b, int ldb,
-                         int64_t stride_b, uint16_t* c, int ldc, int64_t stride_c);
+  // The same for 16-bit float operands (bf16: 1 = bfloat16, 0 = half), accumulated in f32; c is
+  // f32 when f32_out, else the operands' type (rounded once).
+  void (*gemm16_batched)(int bf16, int f32_out, int trans_a, int trans_b, int64_t batch, int m, int n,
+                         int k, const uint16_t* a, int lda, int64_t stride_a, const uint16_t* b,
+                         int ldb, int64_t stride_b, void* c, int ldc, int64_t stride_c);
 };
 
 __attribute__((cold, noinline)) static void kiln_index_error(struct KilnError* err, int64_t index,

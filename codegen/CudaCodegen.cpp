@@ -1138,6 +1138,15 @@ private:
                what, ": only f32, f64, f16 and bf16 GEMMs are supported, not ", scalarTypeShortName(b.dtype));
     size_t first = addmm ? 1 : 0;
     KILN_CHECK(x.inputs.size() == first + 2, what, ": expected ", first + 2, " inputs, got ", x.inputs.size());
+    for (size_t i = first; i < x.inputs.size(); ++i) {
+      std::string storage = plan_.rootOf(x.inputs[i]);
+      const LoopInput* in = p_.findInput(storage);
+      ScalarType dt = in ? in->dtype : p_.findBuffer(storage)->dtype;
+      // The C++ target multiplies 16-bit operands into an f32 result (a 16-bit addmm's
+      // decomposition); cuBLAS could (cublasGemmEx), this emitter does not yet.
+      KILN_CHECK(dt == b.dtype, what, ": ", scalarTypeShortName(dt), " operands with a ",
+                 scalarTypeShortName(b.dtype), " result are not supported by the CUDA emitter yet");
+    }
     size_t rank = batched ? 3 : 2;
     Operand A = operand(x, first), B = operand(x, first + 1);
     KILN_CHECK(A.sizes.size() == rank && B.sizes.size() == rank, what, ": operands must be ", rank, "-D");

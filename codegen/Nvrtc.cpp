@@ -22,7 +22,10 @@ std::vector<std::string> candidates(const std::vector<std::string>& searchDirs) 
     c.push_back(d + "/nvidia/cu13/lib/libnvrtc.so.13");
     c.push_back(d + "/nvidia/cuda_nvrtc/lib/libnvrtc.so.12");
   }
-  for (const char* sys : {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"}) c.push_back(sys);
+  // The toolkit's folder is not always on the loader's path (images with nvcc).
+  for (const char* sys : {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so", "/usr/local/cuda/lib64/libnvrtc.so.13",
+                          "/usr/local/cuda/lib64/libnvrtc.so.12"})
+    c.push_back(sys);
   return c;
 }
 

@@ -4,7 +4,7 @@
 //
 // The library is found in this order: $KILN_NVRTC (a path), the `nvidia-cuda-nvrtc` wheel in a
 // Python search path (<dir>/nvidia/cu13/lib/libnvrtc.so.13, <dir>/nvidia/cuda_nvrtc/lib/
-// libnvrtc.so.12), then the system's (libnvrtc.so.13, .12, libnvrtc.so).
+// libnvrtc.so.12), then the system's (libnvrtc.so.13, .12, libnvrtc.so, and in /usr/local/cuda/lib64).
 #pragma once
 #include <string>
 #include <vector>

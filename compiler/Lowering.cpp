@@ -672,8 +672,19 @@ private:
       return lowerMatmulLoops(n, prim == "bmm");
     if (prim == "mm" || prim == "bmm") {
       Extern x{prim, {}, {}, {}};
+      // An f32 product of two operands converted from one 16-bit float type (a 16-bit addmm's
+      // decomposition) reads the 16-bit operands: the GEMM library multiplies them with f32
+      // accumulation and output (bfloat16 on the CPU's bf16 units) without widened copies.
+      const Node* from16[2] = {operandNode(n, 0, "self"), operandNode(n, 1, "mat2")};
+      for (const Node*& a : from16) {
+        a = a->target() == "prims.convert_element_type" ? operandNode(a, 0, "a") : nullptr;
+        ScalarType d = a ? tensorTypeOf(a).dtype : ScalarType::Float32;
+        if (d != ScalarType::Float16 && d != ScalarType::BFloat16) a = nullptr;
+      }
+      bool mixed = tensorTypeOf(n).dtype == ScalarType::Float32 && from16[0] && from16[1] &&
+                   tensorTypeOf(from16[0]).dtype == tensorTypeOf(from16[1]).dtype;
       for (auto [pos, arg] : {std::pair<size_t, const char*>{0, "self"}, {1, "mat2"}}) {
-        Value& v = operand(n, pos, arg);
+        Value& v = mixed ? valueOf(from16[pos]) : operand(n, pos, arg);
         auto view = stridedView(v);
         if (!view && v.aliasOf && values_.at(v.aliasOf).storage.empty()) {
           // A view (a transpose) of a value not computed yet: compute the value in its own

@@ -50,9 +50,9 @@ struct KilnContext {
   void (*sgemmBatched)(int transA, int transB, int64_t batch, int m, int n, int k, const float* a, int lda,
                        int64_t strideA, const float* b, int ldb, int64_t strideB, float* c, int ldc,
                        int64_t strideC);
-  void (*gemm16Batched)(int bf16, int transA, int transB, int64_t batch, int m, int n, int k, const uint16_t* a,
-                        int lda, int64_t strideA, const uint16_t* b, int ldb, int64_t strideB, uint16_t* c,
-                        int ldc, int64_t strideC);
+  void (*gemm16Batched)(int bf16, int f32Out, int transA, int transB, int64_t batch, int m, int n, int k,
+                        const uint16_t* a, int lda, int64_t strideA, const uint16_t* b, int ldb, int64_t strideB,
+                        void* c, int ldc, int64_t strideC);
 };
 
 // The exception of an out-of-range indirect index (status 2): the indirect op's error,
@@ -123,11 +123,11 @@ void contextSgemmBatched(int transA, int transB, int64_t batch, int m, int n, in
 }
 
 // A batch of 16-bit float GEMMs (runtime/cpu/DnnlMatmul.h).
-void contextGemm16Batched(int bf16, int transA, int transB, int64_t batch, int m, int n, int k, const uint16_t* a,
-                          int lda, int64_t strideA, const uint16_t* b, int ldb, int64_t strideB, uint16_t* c,
-                          int ldc, int64_t strideC) {
-  cpu::gemm16Batched(bf16 != 0, transA == 112, transB == 112, batch, m, n, k, a, lda, strideA, b, ldb, strideB, c,
-                     ldc, strideC);
+void contextGemm16Batched(int bf16, int f32Out, int transA, int transB, int64_t batch, int m, int n, int k,
+                          const uint16_t* a, int lda, int64_t strideA, const uint16_t* b, int ldb, int64_t strideB,
+                          void* c, int ldc, int64_t strideC) {
+  cpu::gemm16Batched(bf16 != 0, f32Out != 0, transA == 112, transB == 112, batch, m, n, k, a, lda, strideA, b, ldb,
+                     strideB, c, ldc, strideC);
 }
 
 // An input's or output's declared sizes and strides: expressions over the size symbols.

@@ -40,6 +40,7 @@ LoopProgram parseOne(std::string_view text, const char* what) {
 
 void registerCudaCodegen(nb::module_& m) {
   nb::module_ c = m.def_submodule("_codegen", "generated C++: code generation and compilation");
+  registerCudaCompiledProgram(c);
   c.def(
       "emit_cuda",
       [](std::string_view text, std::map<std::string, int64_t> sizeHints) {

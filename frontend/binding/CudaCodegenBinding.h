@@ -6,5 +6,7 @@
 namespace kiln::python {
 
 void registerCudaCodegen(nanobind::module_& m);
+// kiln._C._codegen.CudaCompiledProgram (CudaProgramBinding.cpp), into the _codegen module `c`.
+void registerCudaCompiledProgram(nanobind::module_& c);
 
 } // namespace kiln::python

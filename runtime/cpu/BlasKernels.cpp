@@ -241,8 +241,9 @@ void runLoop(const GemmShape& s, const Operand& A, const Operand& B, const Opera
 }
 
 // A bfloat16 product on oneDNN's bfloat16 kernels (AVX-512 BF16 / AMX: several times float32's
-// speed), where every operand steps through the batch by one stride; false (nothing written)
-// where it cannot run, and the caller widens to float32.
+// speed), where every operand steps through the batch by one stride, into a bfloat16 c (rounded
+// once) or a float32 c (unrounded); false (nothing written) where it cannot run, and the caller
+// widens to float32.
 bool nativeBf16Gemm(Tensor a, Tensor b, const Tensor& c, IntArrayRef batch) {
   int64_t m = a.size(-2), n = b.size(-1), k = a.size(-1);
   if (k == 0 || std::max({m, n, k}) >= INT_MAX / 2) return false;
@@ -257,7 +258,7 @@ bool nativeBf16Gemm(Tensor a, Tensor b, const Tensor& c, IntArrayRef batch) {
   return cpu::bf16GemmBatched(la.transposed, lb.transposed, computeNumel(batch), m, n, k,
                               reinterpret_cast<const uint16_t*>(A.data), la.ld, sa,
                               reinterpret_cast<const uint16_t*>(B.data), lb.ld, sb,
-                              reinterpret_cast<uint16_t*>(C.data), C.rowStride, sc);
+                              C.data, C.rowStride, sc, c.dtype() == ScalarType::Float32);
 }
 
 // c[batch..., m, n] (contiguous, already holding beta's addend when beta != 0) =
@@ -270,6 +271,20 @@ void batchedGemm(const char* op, Tensor a, Tensor b, const Tensor& c, IntArrayRe
   if (dt == ScalarType::BFloat16 && alpha.toDouble() == 1.0 && beta.toDouble() == 0.0 &&
       nativeBf16Gemm(a, b, c, batch))
     return;
+  if (dt == ScalarType::BFloat16) {
+    // beta * c + alpha * (a @ b) in float32 from the unrounded product, rounded once (a
+    // bfloat16 linear layer's bias).
+    Tensor wide = Tensor::empty(c.sizes(), ScalarType::Float32);
+    if (nativeBf16Gemm(a, b, wide, batch)) {
+      if (alpha.toDouble() != 1.0) wide = ops::mul(wide, alpha);
+      if (beta.toDouble() != 0.0) {
+        Tensor bias = ops::_to_copy(c, ScalarType::Float32, std::nullopt);
+        wide = ops::add(beta.toDouble() == 1.0 ? bias : ops::mul(bias, beta), wide);
+      }
+      ops::copy_(c, wide, false);
+      return;
+    }
+  }
   if (dt == ScalarType::Float16 || dt == ScalarType::BFloat16) {
     // Widened to float32 for BLAS: accumulating in float and rounding once is what PyTorch's
     // CPU kernels do for the 16-bit floats too.

@@ -143,10 +143,10 @@ struct BatchedMatmul {
 
 // nullptr where oneDNN has no primitive, or only its reference one (scalar loops: a bfloat16
 // product on a CPU without AVX-512 BF16 would be slower than widening to float32).
-BatchedMatmul* batchedPrimitiveFor(memory::data_type type, bool ta, bool tb, int64_t batch, int64_t m,
-                                   int64_t n, int64_t k, int64_t lda, int64_t sa, int64_t ldb,
-                                   int64_t sb, int64_t ldc, int64_t sc, int threads) {
-  std::vector<int64_t> key{int64_t(type), ta, tb, batch, m, n, k, lda, sa, ldb, sb, ldc, sc, threads};
+BatchedMatmul* batchedPrimitiveFor(memory::data_type type, memory::data_type out, bool ta, bool tb,
+                                   int64_t batch, int64_t m, int64_t n, int64_t k, int64_t lda, int64_t sa,
+                                   int64_t ldb, int64_t sb, int64_t ldc, int64_t sc, int threads) {
+  std::vector<int64_t> key{int64_t(type), int64_t(out), ta, tb, batch, m, n, k, lda, sa, ldb, sb, ldc, sc, threads};
   static std::mutex mutex;
   static std::map<std::vector<int64_t>, std::unique_ptr<BatchedMatmul>> cache;
   std::lock_guard<std::mutex> lock(mutex);
@@ -158,7 +158,7 @@ BatchedMatmul* batchedPrimitiveFor(memory::data_type type, bool ta, bool tb, int
     auto p = std::make_unique<BatchedMatmul>();
     p->a = batchedMatrix(batch, m, k, lda, ta, sa, type);
     p->b = batchedMatrix(batch, k, n, ldb, tb, sb, type);
-    p->c = batchedMatrix(batch, m, n, ldc, false, sc, type);
+    p->c = batchedMatrix(batch, m, n, ldc, false, sc, out);
     dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(p->a, p->b, p->c), engine());
     if (!std::string(pd.impl_info_str()).starts_with("ref")) {
       p->primitive = dnnl::matmul(pd);
@@ -184,8 +184,8 @@ void sgemmBatched(bool ta, bool tb, int64_t batch, int64_t m, int64_t n, int64_t
   int threads = nested ? 1 : std::min(gemmThreads(batch * m, n, k), omp_get_max_threads());
   bool done = false;
   withThreads(threads, [&] {
-    BatchedMatmul* mm = batchedPrimitiveFor(memory::data_type::f32, ta, tb, batch, m, n, k, lda, strideA, ldb,
-                                            strideB, ldc, strideC, threads);
+    BatchedMatmul* mm = batchedPrimitiveFor(memory::data_type::f32, memory::data_type::f32, ta, tb, batch, m, n,
+                                            k, lda, strideA, ldb, strideB, ldc, strideC, threads);
     if (!mm) return;
     dnnl::stream stream(engine());
     mm->primitive.execute(stream, {{DNNL_ARG_SRC, memory(mm->a, engine(), const_cast<float*>(a))},
@@ -203,12 +203,13 @@ void sgemmBatched(bool ta, bool tb, int64_t batch, int64_t m, int64_t n, int64_t
 
 bool bf16GemmBatched(bool ta, bool tb, int64_t batch, int64_t m, int64_t n, int64_t k, const uint16_t* a,
                      int64_t lda, int64_t strideA, const uint16_t* b, int64_t ldb, int64_t strideB,
-                     uint16_t* c, int64_t ldc, int64_t strideC) {
+                     void* c, int64_t ldc, int64_t strideC, bool f32Out) {
   int threads = omp_in_parallel() ? 1 : std::min(gemmThreads(batch * m, n, k), omp_get_max_threads());
   bool done = false;
   withThreads(threads, [&] {
-    BatchedMatmul* mm = batchedPrimitiveFor(memory::data_type::bf16, ta, tb, batch, m, n, k, lda, strideA,
-                                            ldb, strideB, ldc, strideC, threads);
+    BatchedMatmul* mm = batchedPrimitiveFor(memory::data_type::bf16,
+                                            f32Out ? memory::data_type::f32 : memory::data_type::bf16, ta, tb,
+                                            batch, m, n, k, lda, strideA, ldb, strideB, ldc, strideC, threads);
     if (!mm) return;
     dnnl::stream stream(engine());
     mm->primitive.execute(stream, {{DNNL_ARG_SRC, memory(mm->a, engine(), const_cast<uint16_t*>(a))},
@@ -240,22 +241,28 @@ std::vector<float> widenBlock(bool bf16, const uint16_t* x, int64_t count, int64
 
 } // namespace
 
-void gemm16Batched(bool bf16, bool ta, bool tb, int64_t batch, int64_t m, int64_t n, int64_t k,
+void gemm16Batched(bool bf16, bool f32Out, bool ta, bool tb, int64_t batch, int64_t m, int64_t n, int64_t k,
                    const uint16_t* a, int64_t lda, int64_t strideA, const uint16_t* b, int64_t ldb,
-                   int64_t strideB, uint16_t* c, int64_t ldc, int64_t strideC) {
-  if (bf16 && bf16GemmBatched(ta, tb, batch, m, n, k, a, lda, strideA, b, ldb, strideB, c, ldc, strideC))
+                   int64_t strideB, void* c, int64_t ldc, int64_t strideC) {
+  if (bf16 && bf16GemmBatched(ta, tb, batch, m, n, k, a, lda, strideA, b, ldb, strideB, c, ldc, strideC, f32Out))
     return;
   // The stored blocks: m x k (k x m when transposed) for a, k x n (n x k) for b.
   std::vector<float> wa = widenBlock(bf16, a, batch, ta ? k : m, ta ? m : k, lda, strideA);
   std::vector<float> wb = widenBlock(bf16, b, batch, tb ? n : k, tb ? k : n, ldb, strideB);
+  if (f32Out) { // straight into c
+    sgemmBatched(ta, tb, batch, m, n, k, wa.data(), ta ? m : k, strideA == 0 ? 0 : m * k, wb.data(),
+                 tb ? k : n, strideB == 0 ? 0 : k * n, static_cast<float*>(c), ldc, strideC);
+    return;
+  }
   std::vector<float> wc(size_t(batch * m * n));
   sgemmBatched(ta, tb, batch, m, n, k, wa.data(), ta ? m : k, strideA == 0 ? 0 : m * k, wb.data(),
                tb ? k : n, strideB == 0 ? 0 : k * n, wc.data(), n, m * n);
+  uint16_t* out = static_cast<uint16_t*>(c);
 #pragma omp parallel for if (batch * m * n > 65536)
   for (int64_t r = 0; r < batch * m; ++r)
     for (int64_t j = 0; j < n; ++j) {
       float v = wc[size_t(r * n + j)];
-      c[(r / m) * strideC + (r % m) * ldc + j] = bf16 ? BFloat16(v).bits : Half(v).bits;
+      out[(r / m) * strideC + (r % m) * ldc + j] = bf16 ? BFloat16(v).bits : Half(v).bits;
     }
 }
 

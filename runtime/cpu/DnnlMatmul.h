@@ -38,16 +38,17 @@ void sgemmBatched(bool ta, bool tb, int64_t batch, int64_t m, int64_t n, int64_t
 // The same for bfloat16 operands and result (accumulated in float32, rounded once, as the
 // widening path computes it) on oneDNN's AVX-512 BF16 / AMX kernels: false where this CPU has
 // none (the caller widens to float32).
+// c is float32 when f32Out (the unrounded product), else bfloat16.
 bool bf16GemmBatched(bool ta, bool tb, int64_t batch, int64_t m, int64_t n, int64_t k, const uint16_t* a,
                      int64_t lda, int64_t strideA, const uint16_t* b, int64_t ldb, int64_t strideB,
-                     uint16_t* c, int64_t ldc, int64_t strideC);
+                     void* c, int64_t ldc, int64_t strideC, bool f32Out = false);
 
 // A batch of 16-bit float GEMMs (bf16: bfloat16, else half), arguments as sgemmBatched's:
 // bfloat16 through bf16GemmBatched where it runs, else (and for half) widened to float32,
-// multiplied by sgemmBatched and rounded once.
-void gemm16Batched(bool bf16, bool ta, bool tb, int64_t batch, int64_t m, int64_t n, int64_t k,
+// multiplied by sgemmBatched and rounded once (f32Out: c is float32, the product unrounded).
+void gemm16Batched(bool bf16, bool f32Out, bool ta, bool tb, int64_t batch, int64_t m, int64_t n, int64_t k,
                    const uint16_t* a, int64_t lda, int64_t strideA, const uint16_t* b, int64_t ldb,
-                   int64_t strideB, uint16_t* c, int64_t ldc, int64_t strideC);
+                   int64_t strideB, void* c, int64_t ldc, int64_t strideC);
 
 // The post-ops applied to one value by the plain loop (also the reference the tests use).
 float applyPostOps(float v, const PostOp* ops, int nops, int64_t row, int64_t col);

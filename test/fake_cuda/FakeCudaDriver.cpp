@@ -3,7 +3,14 @@
 // allocator, copies and fills) for real. "Device memory" is host memory moved by kBias to a
 // non-canonical address: host code that dereferences a device pointer by mistake crashes instead
 // of passing. Every copy and fill checks that its range lies inside one live allocation. Work
-// runs synchronously; kernels cannot run (cuModuleLoadData fails).
+// runs synchronously.
+//
+// Kernels run on the CPU: the same library is a fake NVRTC (kiln loads it through $KILN_NVRTC)
+// whose "CUBIN" carries the CUDA source (FakeNvrtc.cpp), and cuModuleLoadData builds that
+// source against the CUDA emulator (cuda_emulator.h: a host thread per CUDA thread) with the
+// system C++ compiler; cuLaunchKernel runs it with the launch's grid, block and arguments, the
+// device pointers translated to host addresses. It is also a fake cuBLAS ($KILN_CUBLAS,
+// FakeCublas.cpp) computing GEMMs on the host memory behind device pointers.
 // Knobs: KILN_FAKE_CUDA_DEVICES (default 1), KILN_FAKE_CUDA_MEMORY (bytes per device, 1 GiB).
 #include <chrono>
 #include <cstdint>
@@ -11,6 +18,8 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+
+#include "test/fake_cuda/FakeCuda.h"
 
 extern "C" {
 using CUresult = int;
@@ -27,8 +36,9 @@ namespace {
 
 constexpr CUresult kSuccess = 0, kInvalidValue = 1, kOutOfMemory = 2, kNotInitialized = 3,
                    kInvalidDevice = 101, kInvalidImage = 200, kInvalidContext = 201,
-                   kInvalidHandle = 400, kNotReady = 600;
-constexpr uintptr_t kBias = uintptr_t(1) << 62;
+                   kInvalidHandle = 400, kNotFound = 500, kNotReady = 600, kLaunchFailed = 719,
+                   kNotSupported = 801;
+using kiln::fake_cuda::kBias;
 
 struct Allocation {
   size_t bytes;
@@ -59,8 +69,10 @@ int contextDevice(CUcontext c) {
   return -1;
 }
 
+} // namespace
+
 // The host address of [ptr, ptr + bytes) when it lies inside one live allocation.
-char* hostRange(CUdeviceptr ptr, size_t bytes) {
+char* kiln::fake_cuda::hostRange(CUdeviceptr ptr, size_t bytes) {
   if (ptr < kBias) return nullptr;
   uintptr_t host = uintptr_t(ptr) - kBias;
   State& s = state();
@@ -71,6 +83,9 @@ char* hostRange(CUdeviceptr ptr, size_t bytes) {
   if (host + bytes > it->first + it->second.bytes) return nullptr;
   return reinterpret_cast<char*>(host);
 }
+
+namespace {
+using kiln::fake_cuda::hostRange;
 
 struct FakeEvent {
   double ms = 0;
@@ -121,7 +136,10 @@ CUresult cuGetErrorName(CUresult e, const char** name) {
   case kInvalidImage: *name = "CUDA_ERROR_INVALID_IMAGE"; return kSuccess;
   case kInvalidContext: *name = "CUDA_ERROR_INVALID_CONTEXT"; return kSuccess;
   case kInvalidHandle: *name = "CUDA_ERROR_INVALID_HANDLE"; return kSuccess;
+  case kNotFound: *name = "CUDA_ERROR_NOT_FOUND"; return kSuccess;
   case kNotReady: *name = "CUDA_ERROR_NOT_READY"; return kSuccess;
+  case kLaunchFailed: *name = "CUDA_ERROR_LAUNCH_FAILED"; return kSuccess;
+  case kNotSupported: *name = "CUDA_ERROR_NOT_SUPPORTED"; return kSuccess;
   default: *name = nullptr; return kInvalidValue;
   }
 }
@@ -131,8 +149,12 @@ CUresult cuGetErrorString(CUresult e, const char** text) {
   case kInvalidValue: *text = "invalid argument"; return kSuccess;
   case kOutOfMemory: *text = "out of memory"; return kSuccess;
   case kInvalidImage:
-    *text = "device kernel image is invalid (the fake driver runs no kernels)";
+    *text = "device kernel image is invalid (not a CUBIN of the fake NVRTC, or its source does not build "
+            "on the emulator)";
     return kSuccess;
+  case kNotFound: *text = "named symbol not found"; return kSuccess;
+  case kLaunchFailed: *text = "unspecified launch failure"; return kSuccess;
+  case kNotSupported: *text = "operation not supported (by the fake driver)"; return kSuccess;
   default: *text = "fake driver error"; return kSuccess;
   }
 }
@@ -303,13 +325,41 @@ CUresult cuEventDestroy_v2(CUevent e) {
   return kSuccess;
 }
 
-CUresult cuModuleLoadData(CUmodule*, const void*) { return kInvalidImage; }
-CUresult cuModuleGetFunction(CUfunction*, CUmodule, const char*) { return kInvalidHandle; }
-CUresult cuModuleUnload(CUmodule) { return kInvalidHandle; }
-CUresult cuFuncSetAttribute(CUfunction, int, int) { return kInvalidHandle; }
-CUresult cuLaunchKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-                        unsigned, CUstream, void**, void**) {
-  return kInvalidHandle;
+// Modules: the fake NVRTC's image, built on the emulator (FakeKernels.cpp).
+CUresult cuModuleLoadData(CUmodule* module, const void* image) {
+  if (!currentContext || !module || !image) return currentContext ? kInvalidValue : kInvalidContext;
+  void* m = kiln::fake_cuda::loadModule(static_cast<const char*>(image));
+  if (!m) return kInvalidImage;
+  *module = reinterpret_cast<CUmodule>(m);
+  return kSuccess;
+}
+
+CUresult cuModuleGetFunction(CUfunction* function, CUmodule module, const char* name) {
+  if (!module || !function || !name) return kInvalidHandle;
+  void* f = kiln::fake_cuda::moduleFunction(module, name);
+  if (!f) return kNotFound;
+  *function = reinterpret_cast<CUfunction>(f);
+  return kSuccess;
+}
+
+CUresult cuModuleUnload(CUmodule module) {
+  if (!module) return kInvalidHandle;
+  kiln::fake_cuda::unloadModule(module);
+  return kSuccess;
+}
+
+CUresult cuFuncSetAttribute(CUfunction f, int, int) { return f ? kSuccess : kInvalidHandle; }
+
+// Runs the kernel at once (streams are synchronous). The generated kernels are 1-D and use no
+// dynamic shared memory: anything else is refused rather than run differently from a GPU.
+CUresult cuLaunchKernel(CUfunction f, unsigned gridX, unsigned gridY, unsigned gridZ, unsigned blockX,
+                        unsigned blockY, unsigned blockZ, unsigned sharedBytes, CUstream, void** params,
+                        void** extra) {
+  if (!currentContext) return kInvalidContext;
+  if (!f) return kInvalidHandle;
+  if (gridX == 0 || blockX == 0 || blockX > 1024 || extra) return kInvalidValue;
+  if (gridY != 1 || gridZ != 1 || blockY != 1 || blockZ != 1 || sharedBytes != 0) return kNotSupported;
+  return kiln::fake_cuda::launch(f, gridX, blockX, params) ? kSuccess : kLaunchFailed;
 }
 
 } // extern "C"

@@ -1,8 +1,8 @@
 """Runs generated CUDA programs on the CPU, for tests on machines without a GPU: the CUDA source
 is compiled by the system C++ compiler against a header that emulates the CUDA built-ins it uses
-(a std::thread per CUDA thread, one block at a time; warp shuffles and __syncwarp through a
-per-warp barrier, __syncthreads through a per-block barrier; __shared__ arrays are statics), and
-the launch list (kiln._C._codegen.emit_cuda's text form) is interpreted here, cuBLAS steps with
+(test/fake_cuda/cuda_emulator.h, shared with the fake CUDA driver: a std::thread per CUDA thread,
+one block at a time; warp shuffles and __syncwarp through a per-warp barrier, __syncthreads
+through a per-block barrier; __shared__ arrays are statics), and the launch list (kiln._C._codegen.emit_cuda's text form) is interpreted here, cuBLAS steps with
 numpy. Slow (threads are OS threads): small shapes only. It checks what the kernels compute
 (mappings, combines, index math) and that the launch list is complete; not speed, not the
 memory model of a real GPU.
@@ -17,97 +17,26 @@ import numpy as np
 
 from kiln._C import _codegen
 
-HEADER = r"""
-#include <math.h>
-#include <string.h>
-#include <barrier>
-#include <cmath>
-#include <thread>
-#include <utility>
-#include <vector>
-#include <type_traits>
-using std::isfinite;
-struct kiln_emu_dim { unsigned x = 0, y = 0, z = 0; };
-static thread_local kiln_emu_dim threadIdx, blockIdx;
-static kiln_emu_dim blockDim, gridDim;
-struct kiln_emu_warp {
-  std::barrier<>* bar;
-  unsigned long long slots[32];
-};
-static thread_local kiln_emu_warp* kiln_emu_tw;
-static thread_local std::barrier<>* kiln_emu_tb;
-static thread_local int kiln_emu_lane;
-#define __global__
-#define __device__
-#define __forceinline__ inline
-#define __noinline__
-#define __restrict__ __restrict
-#define __launch_bounds__(n)
-#define __shared__ static
-static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
-static inline float __uint_as_float(unsigned i) { float f; memcpy(&f, &i, 4); return f; }
-static inline unsigned __float_as_uint(float f) { unsigned i; memcpy(&i, &f, 4); return i; }
-static inline double __longlong_as_double(long long i) { double d; memcpy(&d, &i, 8); return d; }
-static inline int atomicExch(int* p, int v) { return __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST); }
-static inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
-static inline void __syncwarp() { kiln_emu_tw->bar->arrive_and_wait(); }
-static inline void __syncthreads() { kiln_emu_tb->arrive_and_wait(); }
-template <typename T> static T kiln_emu_exchange(T v, int from) {
-  static_assert(sizeof(T) <= 8);
-  memcpy(&kiln_emu_tw->slots[kiln_emu_lane], &v, sizeof(T));
-  kiln_emu_tw->bar->arrive_and_wait();
-  T o;
-  memcpy(&o, &kiln_emu_tw->slots[from], sizeof(T));
-  kiln_emu_tw->bar->arrive_and_wait();
-  return o;
-}
-template <typename T> static T __shfl_xor_sync(unsigned, T v, int mask) { return kiln_emu_exchange(v, kiln_emu_lane ^ mask); }
-template <typename T> static T __shfl_sync(unsigned, T v, int lane) { return kiln_emu_exchange(v, lane); }
-"""
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# The emulated CUDA built-ins and the launcher, shared with the fake CUDA driver.
+EMULATOR_HEADER = os.path.join(REPO, "test", "fake_cuda", "cuda_emulator.h")
 
-FOOTER = r"""
-template <typename T> static T kiln_emu_arg(void* p) {
-  if constexpr (std::is_pointer_v<T>) return static_cast<T>(p); else return *static_cast<T*>(p);
-}
-template <typename... P, size_t... I>
-static void kiln_emu_call(void (*f)(P...), void** a, std::index_sequence<I...>) { f(kiln_emu_arg<P>(a[I])...); }
-template <typename... P> static void kiln_emu_launch(void (*f)(P...), unsigned grid, unsigned block, void** a) {
-  gridDim.x = grid;
-  blockDim.x = block;
-  for (unsigned b = 0; b < grid; ++b) {
-    std::barrier<> blockBar(block);
-    unsigned warps = (block + 31) / 32;
-    std::vector<kiln_emu_warp> ws(warps);
-    std::vector<std::barrier<>*> bars;
-    for (unsigned w = 0; w < warps; ++w) {
-      unsigned n = std::min(32u, block - 32 * w);
-      bars.push_back(new std::barrier<>(n));
-      ws[w].bar = bars.back();
-    }
-    std::vector<std::thread> ts;
-    for (unsigned t = 0; t < block; ++t)
-      ts.emplace_back([&, t]() {
-        blockIdx.x = b;
-        threadIdx.x = t;
-        kiln_emu_tw = &ws[t / 32];
-        kiln_emu_tb = &blockBar;
-        kiln_emu_lane = int(t % 32);
-        kiln_emu_call(f, a, std::index_sequence_for<P...>{});
-        kiln_emu_tw->bar->arrive_and_drop();
-        blockBar.arrive_and_drop();
-      });
-    for (std::thread& t : ts) t.join();
-    for (auto* p : bars) delete p;
-  }
-}
-"""
+
+def kernels(source):
+    """[(name, syncs)] of the source's kernels: syncs when its body has a barrier or a warp
+    shuffle (its threads must then run concurrently)."""
+    found = list(re.finditer(r'extern "C" __global__ void __launch_bounds__\(\d+\) (\w+)\(', source))
+    out = []
+    for i, m in enumerate(found):
+        body = source[m.end():found[i + 1].start() if i + 1 < len(found) else len(source)]
+        out.append((m.group(1), "__sync" in body or "kiln_shfl" in body))
+    return out
 
 
 def _compile(source, workdir):
-    names = re.findall(r'extern "C" __global__ void __launch_bounds__\(\d+\) (\w+)\(', source)
-    text = HEADER + source + FOOTER + "".join(
-        f'extern "C" void emu_{n}(unsigned g, unsigned b, void** a) {{ kiln_emu_launch({n}, g, b, a); }}\n'
-        for n in names)
+    text = f'#include "{EMULATOR_HEADER}"\n' + source + "".join(
+        f'extern "C" void emu_{n}(unsigned g, unsigned b, void** a) {{ kiln_emu_launch({n}, g, b, a, {str(s).lower()}); }}\n'
+        for n, s in kernels(source))
     src = os.path.join(workdir, "emu.cpp")
     lib = os.path.join(workdir, "emu.so")
     with open(src, "w") as f:
@@ -171,15 +100,15 @@ def run(program_text, inputs, outputs, sizes=None):
             elif m := re.fullmatch(r"launch (\w+) grid=(.+) block=(\d+) \((.*)\)( checks errors)?", line):
                 args = []
                 for a in m.group(4).split(", ") if m.group(4) else []:
+                    # args[i] points at the parameter's value, as cuLaunchKernel's.
                     if a == "error":
-                        args.append(ctypes.c_void_p(err.ctypes.data))
+                        v = ctypes.c_void_p(err.ctypes.data)
                     elif a.startswith("%") or a.startswith("output:"):
-                        buf = store[a.lstrip("%")]
-                        args.append(ctypes.c_void_p(buf.ctypes.data))
+                        v = ctypes.c_void_p(store[a.lstrip("%")].ctypes.data)
                     else:
                         v = ctypes.c_int64(sizes[a])
-                        keep.append(v)
-                        args.append(ctypes.cast(ctypes.pointer(v), ctypes.c_void_p))
+                    keep.append(v)
+                    args.append(ctypes.cast(ctypes.pointer(v), ctypes.c_void_p))
                 arr = (ctypes.c_void_p * max(len(args), 1))(*args)
                 getattr(lib, "emu_" + m.group(1))(ctypes.c_uint(_eval(m.group(2), sizes)),
                                                    ctypes.c_uint(int(m.group(3))), arr)

@@ -21,7 +21,9 @@ def fake_driver():
 
 
 def run_fake(args, **env):
-    full_env = dict(os.environ, KILN_CUDA_DRIVER=fake_driver())
+    # The library is also the fake NVRTC (kernels built for the CPU emulator) and the fake cuBLAS.
+    lib = fake_driver()
+    full_env = dict(os.environ, KILN_CUDA_DRIVER=lib, KILN_NVRTC=lib, KILN_CUBLAS=lib)
     full_env.update(env)
     return subprocess.run([sys.executable, *args], capture_output=True, text=True, env=full_env,
                           cwd=REPO, timeout=300)
@@ -44,6 +46,20 @@ def run_device_tests(path, *args):
 def test_device_generic_tests_pass_on_fake_cuda():
     summary = run_device_tests("test_device_tensors.py")
     assert "passed" in summary and "skipped" not in summary, summary  # all ran on the fake GPU
+
+
+def test_compiled_programs_run_on_fake_cuda():
+    # kiln.compile on CUDA tensors: the CUDA emitter, the fake NVRTC, kernels launched on the
+    # emulator, GEMMs through the fake cuBLAS; compared with the same functions eager on the CPU.
+    summary = run_device_tests("test_compile_on_device.py")
+    assert "passed" in summary and "skipped" not in summary, summary
+
+
+def test_eager_ops_run_generated_kernels_on_fake_cuda():
+    # Ops without a CUDA kernel run a program generated from their decomposition (cuda_eager.py):
+    # pointwise, reductions, an MLP forward and backward, compared with the CPU.
+    summary = run_device_tests("test_eager_on_device.py")
+    assert "passed" in summary and "skipped" not in summary, summary
 
 
 def test_device_generic_creation_tests_pass_on_fake_cuda():
@@ -136,3 +152,84 @@ def test_missing_entry_point_is_the_reason():
                       KILN_CUDA_DRIVER="libm.so.6")
     assert result.returncode == 0, result.stderr
     assert "libm.so.6 lacks the entry point cuInit" in result.stdout
+
+
+SOFTMAX = """program @softmax(%x: f32[6, 300]) {
+  kernel @k0 {
+    %amax: f32[6, 1] = reduction max [i0: 6] over [r0: 300] {
+      %0 = load %x[300*i0 + r0]
+      reduce %0
+    }
+    %sum: f32[6, 1] = reduction sum [i0: 6] over [r0: 300] {
+      %0 = load %x[300*i0 + r0]
+      %1 = load %amax[i0]
+      %2 = sub %0, %1
+      %3 = exp %2
+      reduce %3
+    }
+    %out: f32[6, 300] = pointwise [i0: 6, i1: 300] {
+      %0 = load %x[300*i0 + i1]
+      %1 = load %amax[i0]
+      %2 = sub %0, %1
+      %3 = exp %2
+      %4 = load %sum[i0]
+      %5 = div %3, %4
+      store %5
+    }
+  }
+  output %out
+}
+"""
+
+
+def test_kernels_run_on_the_fake_driver_and_a_broken_one_fails():
+    # A CudaCompiledProgram end to end: the fake NVRTC builds the kernels (its "CUBIN" carries the
+    # source), cuModuleLoadData loads them, cuLaunchKernel runs them with the launch's grid and
+    # block (a row per warp: shuffles across 32 host threads). A source that does not compile
+    # fails in nvrtcCompileProgram with the compiler's log, as NVRTC's would.
+    run_script(f"""
+        import numpy as np
+        import kiln
+        from kiln._C import _codegen
+        text = {SOFTMAX!r}
+        p = _codegen.CudaCompiledProgram(text, 0)
+        assert p.arch == "sm_90" and "(a row per" in p.source, p
+        x = np.random.default_rng(0).standard_normal((6, 300)).astype(np.float32) * 3
+        (out,) = p(kiln.tensor(x).cuda())
+        assert out.device.type == "cuda" and out.shape == (6, 300)
+        e = np.exp(x - x.max(1, keepdims=True))
+        np.testing.assert_allclose(out.cpu().numpy(), e / e.sum(1, keepdims=True), rtol=2e-6, atol=1e-7)
+        assert _codegen.CudaCompiledProgram(text, 0).cache_hit    # the CUBIN cache
+        try:
+            p(kiln.tensor(x))
+            raise SystemExit("a CPU input was accepted")
+        except RuntimeError as e:
+            assert "is on cpu, but the program was compiled for cuda:0" in str(e), e
+        try:
+            _codegen.nvrtc_compile('extern "C" __global__ void k(float* x) {{ x[0] = undefined_name; }}',
+                                   "sm_90", "broken.cu")
+            raise SystemExit("a broken kernel compiled")
+        except Exception as e:
+            assert "NVRTC_ERROR_COMPILATION" in str(e) and "undefined_name" in str(e), e
+    """, KILN_FAKE_CUDA_CACHE=os.path.join(os.environ.get("TMPDIR", "/tmp"), f"kiln-fake-cuda-test-{os.getpid()}"))
+
+
+def test_gemm_steps_through_the_fake_cublas():
+    # Row-major GEMMs reach the column-major (fake) cuBLAS with their operands swapped: mm with a
+    # transposed operand (m, n, k all different, so a wrong swap reads out of range or differs),
+    # addmm's bias and beta, bmm's batch strides; against numpy.
+    run_script("""
+        import numpy as np
+        import kiln
+        rng = np.random.default_rng(1)
+        a, b = rng.standard_normal((5, 7)).astype(np.float32), rng.standard_normal((3, 7)).astype(np.float32)
+        bias = rng.standard_normal(3).astype(np.float32)
+        x, y = rng.standard_normal((4, 5, 6)), rng.standard_normal((4, 6, 2))
+        kiln.config.strict = True
+        f = kiln.compile(lambda a, b, bias, x, y: (a @ b.t(), kiln.addmm(bias, a, b.t(), beta=0.5), x @ y))
+        mm, addmm, bmm = f(*(kiln.tensor(v).cuda() for v in (a, b, bias, x, y)))
+        np.testing.assert_allclose(mm.cpu().numpy(), a @ b.T, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(addmm.cpu().numpy(), 0.5 * bias + a @ b.T, rtol=1e-5, atol=1e-5)
+        assert bmm.dtype == kiln.float64
+        np.testing.assert_allclose(bmm.cpu().numpy(), x @ y, rtol=1e-12)
+    """)

@@ -284,3 +284,13 @@ def reset_accumulated_memory_stats(device=None):
 def empty_cache():
     """Returns the cached, unused device memory of every device to the driver."""
     _C._cuda_empty_cache()
+
+
+def _eager_op(qualname, args, kwargs, num_returns):
+    """Runs an op on CUDA tensors that has no CUDA kernel (kiln/compiler/cuda_eager.py)."""
+    from .compiler import cuda_eager
+
+    return cuda_eager.run(qualname, args, kwargs, num_returns)
+
+
+_C._codegen._set_cuda_eager_handler(_eager_op)

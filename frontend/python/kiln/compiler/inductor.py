@@ -4,6 +4,10 @@
     -> kiln._C._codegen.lower (loop program) -> schedule (fusion into kernels)
     -> emit_cpp -> compile_source (the kernel cache) -> CompiledKernel (the per-call path, C++)
 
+A graph whose tensor inputs are on a CUDA device compiles for that device instead: the scheduled
+loop program goes to kiln._C._codegen.CudaCompiledProgram (CUDA emitter -> NVRTC for the
+device's architecture -> the launch list run on the current stream; docs/cuda-codegen.md).
+
 In-place writes (prims.copy_to) are compiled: the program writes into intermediates and into
 the caller's input tensors, as eager mode does. Outputs that are inputs or views of inputs
 (written in place or not) are taken eagerly at each call, after the program ran (they alias the
@@ -184,15 +188,53 @@ def _hoist_random(graph, placeholders):
     return draw_graph
 
 
+def cuda_device(graph):
+    """The CUDA device index of a graph whose tensor placeholders are on CUDA (None when they are
+    on the CPU); InductorUnsupported when they are on several devices."""
+    devices = set()
+    for node in graph.nodes:
+        if node.op == "placeholder" and node.type is not None and node.type.kind == "tensor":
+            devices.add(str(node.type.device or "cpu"))
+    cuda = sorted(d for d in devices if d.startswith("cuda"))
+    if not cuda:
+        return None
+    if len(devices) > 1:
+        raise InductorUnsupported(f"a compiled graph's tensor inputs must be on one device, not on "
+                                  f"{', '.join(sorted(devices))}")
+    from ..cuda import current_device
+    return int(cuda[0].partition(":")[2] or current_device())
+
+
+def _compile_cuda(program, device, size_hints=None):
+    """The CudaCompiledProgram of a scheduled loop program (NVRTC CUBINs come from the kernel
+    cache's artifact store, so a program compiled before is only loaded)."""
+    try:
+        kernel = _codegen.CudaCompiledProgram(program, device, size_hints or {}, _codegen.cache_dir())
+    except Exception as error:  # noqa: BLE001 - the emitter's refusals name what it lacks
+        raise InductorUnsupported(f"CUDA: {type(error).__name__}: {error}") from error
+    debug_dir.write("output_code.cu", kernel.source)
+    _output_code_log.info("CUDA output code (%s, %s):\n%s\n%s", kernel.arch,
+                          "cache hit" if kernel.cache_hit else "compiled", kernel.source, kernel.launch_list)
+    return kernel
+
+
 def _compile_program(graph):
     """(CompiledKernel, scheduled loop program text, the scheduler's log) of a prims graph; for a
     graph with fallback ops (fallback.py), (PartitionedProgram, the segments' programs joined,
-    their logs joined)."""
+    their logs joined). On CUDA inputs, a CudaCompiledProgram instead of the CompiledKernel."""
+    device = cuda_device(graph)
     steps = _plan(graph)
     if steps is not None:
+        if device is not None:
+            raise InductorUnsupported("ops without a lowering run eagerly between compiled segments, "
+                                      "which CUDA tensors cannot do yet: " + ", ".join(
+                                          sorted({str(n.target) for s in steps if s.kind != "compiled"
+                                                  for n in s.outputs if n.target != "operator.getitem"})))
         return _compile_partitioned(graph, steps)
     try:
         program, schedule_log = _codegen.schedule(_codegen.lower(graph))
+        if device is not None:
+            return _compile_cuda(program, device), program, schedule_log
         source = _codegen.emit_cpp(program)
     except Exception as error:  # noqa: BLE001 - lowering errors name the prim; re-raised as one kind
         raise InductorUnsupported(f"{type(error).__name__}: {error}") from error
@@ -297,9 +339,10 @@ def compile_graph(gm, example_inputs=None):
         kernel, program, schedule_log = _compile_program(computed) if computed is not None else (None,) * 3
         view_fn = GraphModule({}, views).forward if views is not None else None
         draw_fn = GraphModule({}, draws).forward if draws is not None else None
-        if isinstance(kernel, fallback.PartitionedProgram):
-            # Not in the graph cache (its entries hold one program); the segments' C++ still
-            # comes from the kernel cache.
+        if isinstance(kernel, fallback.PartitionedProgram) or \
+                isinstance(kernel, _codegen.CudaCompiledProgram):
+            # Not in the graph cache (its entries hold one C++ program); the segments' C++ and
+            # the CUDA CUBINs still come from the kernel cache.
             return _runner(kernel, view_fn, draw_fn, where), attr_targets, kernel
         entry = graph_cache.Entry(program, kernel.path if kernel is not None else None,
                                   str(views) if views is not None else None, where, attr_targets,
@@ -540,6 +583,7 @@ def compile_dynamic(traces, example_inputs):
     from .dynamic import DynamicUnsupported, generalize
 
     texts, attr_lists, wheres, geometries, draw_graphs = [], [], [], [], []
+    device = None
     for gm in traces.graph_modules:
         try:
             attr_targets, draws, computed, views, where = _prepare(
@@ -553,6 +597,7 @@ def compile_dynamic(traces, example_inputs):
         if computed is not None and _plan(computed) is not None:
             raise DynamicUnsupported("ops without a lowering (fallbacks) are compiled for static sizes only")
         texts.append(str(computed) if computed is not None else "")
+        device = cuda_device(computed) if computed is not None else None
         attr_lists.append(attr_targets)
         wheres.append(where)
     if any(w != wheres[0] for w in wheres) or len({len(g) for g in geometries}) > 1 or \
@@ -571,6 +616,15 @@ def compile_dynamic(traces, example_inputs):
         raise DynamicUnsupported("the graph reads other attributes at other sizes")
     symbolic_text = generalize(texts, traces.points, traces.names)
     hints = dict(zip(traces.names, traces.points[0]))
+    if device is not None:
+        try:
+            program, schedule_log = _codegen.schedule(_codegen.lower(symbolic_text))
+        except Exception as error:  # noqa: BLE001 - as below
+            raise DynamicUnsupported(f"lowering over size symbols failed: {type(error).__name__}: {error}") \
+                from error
+        _loops_log.info("fusion decisions (sizes %s, CUDA):\n%s", traces.describe(), schedule_log)
+        kernel = _compile_cuda(program, device, hints)
+        return _dynamic_runner(kernel, views, wheres[0], symbol_dims, draws), attr_lists[0]
     # The graph cache keys on the symbolic graph (its text over s0, s1, ...) and the size hints
     # the code was tuned for: another process, or another frame with the same graph, skips
     # lowering and compiling.

@@ -1,0 +1,461 @@
+// kiln._C._codegen.CudaCompiledProgram: a loop program compiled for a CUDA device and run on
+// the current stream. Construction emits the CUDA program (codegen/CudaCodegen.h), compiles it
+// with NVRTC for the device's architecture (compute capability from the driver; CUBINs cached
+// on disk) and loads it; a call checks the inputs, evaluates the size symbols from them,
+// allocates the outputs and interprets the launch list: allocations from the caching allocator,
+// kernel launches, cuBLAS GEMMs, aliases, frees and device-to-device copies, all queued on the
+// device's current stream (nothing waits for the GPU unless the program checks indirect indices).
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/map.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/string_view.h>
+
+#include <map>
+#include <memory>
+
+#include "codegen/CudaCodegen.h"
+#include "codegen/Nvrtc.h"
+#include "frontend/binding/CudaCodegenBinding.h"
+#include "frontend/binding/PythonConvert.h"
+#include "ir/Diagnostic.h"
+#include "ir/loop/Parser.h"
+#include "ir/loop/Verifier.h"
+#include "runtime/Error.h"
+#include "runtime/TensorImpl.h"
+#include "runtime/cuda/CudaBlas.h"
+#include "runtime/cuda/CudaDevice.h"
+#include "runtime/cuda/CudaDriver.h"
+#include "runtime/cuda/CudaMemory.h"
+#include "runtime/cuda/CudaModule.h"
+#include "runtime/cuda/CudaTensorKernels.h"
+#include "runtime/Dispatcher.h"
+
+namespace nb = nanobind;
+
+namespace kiln::python {
+namespace {
+
+using codegen::CudaAlias;
+using codegen::CudaAlloc;
+using codegen::CudaArg;
+using codegen::CudaCopy;
+using codegen::CudaFree;
+using codegen::CudaGemm;
+using codegen::CudaLaunch;
+
+// struct KilnError of the CUDA prelude: {int set; int64_t index, size; char message[256]}.
+struct DeviceKilnError {
+  int set;
+  int64_t index, size;
+  char message[256];
+};
+
+std::vector<std::string> pythonPaths() {
+  std::vector<std::string> dirs;
+  for (nb::handle h : nb::module_::import_("sys").attr("path"))
+    if (nb::isinstance<nb::str>(h)) dirs.push_back(nb::cast<std::string>(h));
+  return dirs;
+}
+
+struct TensorMeta {
+  std::string name;
+  ScalarType dtype;
+  std::vector<IndexExpr> sizes, strides;
+};
+
+DimVector evaluated(const std::vector<IndexExpr>& exprs, const std::map<std::string, int64_t>& values) {
+  DimVector out;
+  for (const IndexExpr& e : exprs) out.push_back(e.isConstant() ? *e.constant() : e.evaluate(values));
+  return out;
+}
+
+// Strides matter only along dims of size > 1, and not at all for an empty tensor.
+bool sameLayout(const Tensor& t, const DimVector& sizes, const DimVector& strides) {
+  if (t.numel() == 0) return true;
+  for (size_t d = 0; d < sizes.size(); ++d)
+    if (sizes[d] != 1 && t.strides()[d] != strides[d]) return false;
+  return true;
+}
+
+// The device memory a call allocated and has not freed yet, freed when the call ends (a failed
+// call included).
+class CallMemory {
+public:
+  explicit CallMemory(int device) : device_(device) {}
+  ~CallMemory() {
+    for (auto& [name, ptr] : owned_) cuda::freeDeviceMemory(device_, ptr);
+  }
+  void* allocate(const std::string& name, size_t bytes) {
+    void* p = cuda::allocateDeviceMemory(device_, std::max<size_t>(bytes, 1));
+    owned_.emplace_back(name, p);
+    return p;
+  }
+  void free(const std::string& name) {
+    for (auto it = owned_.begin(); it != owned_.end(); ++it)
+      if (it->first == name) {
+        void* p = it->second;
+        owned_.erase(it);
+        cuda::freeDeviceMemory(device_, p);
+        return;
+      }
+  }
+
+private:
+  int device_;
+  std::vector<std::pair<std::string, void*>> owned_;
+};
+
+class CudaCompiledProgram {
+public:
+  CudaCompiledProgram(std::string_view programText, int device, const std::map<std::string, int64_t>& sizeHints,
+                      const std::string& cacheDir)
+      : device_(device) {
+    LoopParseResult r = parseLoopPrograms(programText);
+    if (r.error) throw ValueError(formatDiagnostic(*r.error, "<program>", programText));
+    KILN_CHECK_VALUE(r.programs.size() == 1, "CudaCompiledProgram: expected one loop program, got ",
+                     r.programs.size());
+    std::vector<Diagnostic> problems = verifyLoopProgram(r.programs[0]);
+    if (!problems.empty()) throw ValueError(formatDiagnostic(problems[0], "<program>", programText));
+    const LoopProgram& p = r.programs[0];
+    name_ = p.name;
+    for (const LoopInput& in : p.inputs) inputs_.push_back({in.name, in.dtype, in.sizes, in.strides});
+    for (const std::string& version : p.outputs) {
+      std::string out = p.storageRoot(version);
+      if (const Buffer* b = p.findBuffer(out)) {
+        outputs_.push_back({out, b->dtype, b->sizes, {}});
+      } else {
+        const LoopInput* in = p.findInput(out);
+        KILN_CHECK_VALUE(in != nullptr, "CudaCompiledProgram: unknown output %", out);
+        outputs_.push_back({out, in->dtype, in->sizes, {}});
+      }
+    }
+    for (const std::string& sym : p.sizeSymbols()) {
+      bool found = false;
+      for (size_t i = 0; i < inputs_.size() && !found; ++i)
+        for (size_t d = 0; d < inputs_[i].sizes.size() && !found; ++d)
+          if (inputs_[i].sizes[d] == IndexExpr::var(sym)) {
+            symbols_.push_back({sym, i, d});
+            found = true;
+          }
+      KILN_CHECK_VALUE(found, "CudaCompiledProgram: program @", name_, ": size symbol ", sym,
+                       " is not the size of an input dim, so a call cannot bind it");
+    }
+    codegen::CudaOptions options;
+    options.sizeHints = sizeHints;
+    program_ = codegen::emitCuda(p, options);
+    cuda::CudaDeviceProperties props = cuda::deviceProperties(device_);
+    arch_ = "sm_" + std::to_string(props.major * 10 + props.minor);
+    searchDirs_ = pythonPaths();
+    codegen::CachedCubin cubin = codegen::cubinFor(program_, arch_, cacheDir, searchDirs_);
+    cacheHit_ = cubin.cacheHit;
+    module_ = std::make_unique<cuda::CudaModule>(device_, cubin.cubin);
+    for (const codegen::CudaStep& step : program_.steps)
+      if (const auto* l = std::get_if<CudaLaunch>(&step); l && !kernels_.count(l->kernel))
+        kernels_.emplace(l->kernel, module_->kernel(l->kernel));
+  }
+
+  nb::object call(nb::args args) const {
+    size_t n = args.size();
+    if (n != inputs_.size())
+      throw nb::type_error(("compiled CUDA program @" + name_ + " takes " + std::to_string(inputs_.size()) +
+                            " tensor inputs, got " + std::to_string(n)).c_str());
+    std::vector<const Tensor*> ins;
+    for (size_t i = 0; i < n; ++i) {
+      PyObject* o = args[i].ptr();
+      if (!isTensor(o))
+        throw nb::type_error(("compiled CUDA program @" + name_ + ": input " + std::to_string(i) + " (%" +
+                              inputs_[i].name + ") must be a Tensor, not " + Py_TYPE(o)->tp_name).c_str());
+      ins.push_back(&unwrapTensor(o));
+    }
+    std::map<std::string, int64_t> values;
+    for (const SymbolSource& s : symbols_) {
+      const Tensor& t = *ins[s.input];
+      KILN_CHECK(t.dim() == int64_t(inputs_[s.input].sizes.size()), "compiled CUDA program @", name_, ": input ",
+                 s.input, " (%", inputs_[s.input].name, ") has ", t.dim(), " dims, expected ",
+                 inputs_[s.input].sizes.size());
+      int64_t v = t.sizes()[s.dim];
+      KILN_CHECK(v >= kMinSizeSymbol, "compiled CUDA program @", name_, ": size symbol ", s.symbol, " (dim ", s.dim,
+                 " of input ", s.input, ") is ", v, ", but the program was compiled for ", s.symbol,
+                 " >= ", kMinSizeSymbol);
+      values[s.symbol] = v;
+    }
+    std::map<std::string, void*> storage;
+    for (size_t i = 0; i < n; ++i) {
+      const Tensor& t = *ins[i];
+      const TensorMeta& m = inputs_[i];
+      KILN_CHECK(t.device().isCuda() && t.device().index == device_, "compiled CUDA program @", name_, ": input ",
+                 i, " (%", m.name, ") is on ", t.device().str(), ", but the program was compiled for cuda:",
+                 device_);
+      DimVector sizes = evaluated(m.sizes, values), strides = evaluated(m.strides, values);
+      KILN_CHECK(t.dtype() == m.dtype && t.sizes() == IntArrayRef(sizes) && sameLayout(t, sizes, strides),
+                 "compiled CUDA program @", name_, ": input ", i, " (%", m.name, ") is ", scalarTypeName(t.dtype()),
+                 shapeString(t.sizes()), " with strides ", shapeString(t.strides()),
+                 ", but the program was compiled for ", scalarTypeName(m.dtype), shapeString(sizes), " with strides ",
+                 shapeString(strides));
+      storage[m.name] = t.rawData();
+    }
+    Device dev(DeviceType::CUDA, int8_t(device_));
+    std::vector<Tensor> outs;
+    for (size_t i = 0; i < outputs_.size(); ++i) {
+      outs.push_back(Tensor::empty(evaluated(outputs_[i].sizes, values), outputs_[i].dtype, dev));
+      storage["output:" + std::to_string(i)] = outs.back().rawData();
+      if (!program_.outputBuffers[i].empty()) storage[program_.outputBuffers[i]] = outs.back().rawData();
+    }
+    run(storage, values);
+    PyObject* tuple = PyTuple_New(Py_ssize_t(outs.size()));
+    if (tuple == nullptr) throw nb::python_error();
+    for (size_t i = 0; i < outs.size(); ++i) PyTuple_SET_ITEM(tuple, Py_ssize_t(i), wrapTensor(std::move(outs[i])));
+    return nb::steal(tuple);
+  }
+
+  const std::string& name() const { return name_; }
+  const std::string& arch() const { return arch_; }
+  const std::string& source() const { return program_.source; }
+  std::string launchList() const { return codegen::printLaunchList(program_); }
+  bool cacheHit() const { return cacheHit_; }
+  int device() const { return device_; }
+
+private:
+  struct SymbolSource {
+    std::string symbol;
+    size_t input, dim;
+  };
+
+  static int64_t eval(const IndexExpr& e, const std::map<std::string, int64_t>& values) {
+    return e.isConstant() ? *e.constant() : e.evaluate(values);
+  }
+
+  void* at(const std::map<std::string, void*>& storage, const std::string& name) const {
+    auto it = storage.find(name);
+    KILN_CHECK(it != storage.end(), "compiled CUDA program @", name_, ": the launch list uses storage %", name,
+               " before it exists");
+    return it->second;
+  }
+
+  // Interprets the launch list on the current stream.
+  void run(std::map<std::string, void*>& storage, const std::map<std::string, int64_t>& values) const {
+    cuda::CudaDeviceGuard guard(device_);
+    cuda::CudaStream stream = cuda::currentStream(device_);
+    CallMemory memory(device_);
+    void* error = nullptr;
+    if (program_.usesErrors) {
+      error = memory.allocate("kiln.error", sizeof(DeviceKilnError));
+      cuda::fillDevice(error, 0, 1, sizeof(DeviceKilnError), stream);
+    }
+    for (const codegen::CudaStep& step : program_.steps) {
+      if (const auto* a = std::get_if<CudaAlloc>(&step)) {
+        storage[a->name] = memory.allocate(a->name, size_t(eval(a->bytes, values)));
+      } else if (const auto* a = std::get_if<CudaAlias>(&step)) {
+        storage[a->name] = at(storage, a->of);
+      } else if (const auto* f = std::get_if<CudaFree>(&step)) {
+        memory.free(f->name);
+      } else if (const auto* c = std::get_if<CudaCopy>(&step)) {
+        int64_t bytes = eval(c->bytes, values);
+        if (bytes > 0) cuda::copyDeviceToDevice(at(storage, c->dst), at(storage, c->src), size_t(bytes), stream);
+      } else if (const auto* l = std::get_if<CudaLaunch>(&step)) {
+        launch(*l, storage, values, error, stream);
+      } else if (const auto* g = std::get_if<CudaGemm>(&step)) {
+        gemm(*g, storage, values, stream);
+      }
+    }
+    if (error) raiseIndexError(error, stream);
+  }
+
+  void launch(const CudaLaunch& l, const std::map<std::string, void*>& storage,
+              const std::map<std::string, int64_t>& values, void* error, cuda::CudaStream stream) const {
+    std::vector<uint64_t> slots(l.args.size());
+    std::vector<void*> params(l.args.size());
+    for (size_t i = 0; i < l.args.size(); ++i) {
+      const CudaArg& a = l.args[i];
+      if (a.kind == CudaArg::Kind::Pointer) slots[i] = reinterpret_cast<uint64_t>(at(storage, a.name));
+      else if (a.kind == CudaArg::Kind::Size) slots[i] = uint64_t(values.at(a.name));
+      else slots[i] = reinterpret_cast<uint64_t>(error);
+      params[i] = &slots[i];
+    }
+    int64_t grid = eval(l.grid, values);
+    KILN_CHECK(grid >= 1 && grid <= 0x7fffffff, "compiled CUDA program @", name_, ": kernel ", l.kernel,
+               " has a grid of ", grid, " blocks");
+    cuda::LaunchConfig config;
+    config.grid.x = unsigned(grid);
+    config.block.x = unsigned(l.block);
+    config.sharedMemBytes = unsigned(l.sharedBytes);
+    config.stream = stream;
+    kernels_.at(l.kernel).launch(config, params.data());
+  }
+
+  void gemm(const CudaGemm& g, const std::map<std::string, void*>& storage,
+            const std::map<std::string, int64_t>& values, cuda::CudaStream stream) const {
+    size_t item = elementSize(g.dtype);
+    cuda::RowMajorGemm r;
+    r.dtype = g.dtype;
+    r.transA = g.transA;
+    r.transB = g.transB;
+    r.m = eval(g.m, values);
+    r.n = eval(g.n, values);
+    r.k = eval(g.k, values);
+    r.lda = eval(g.lda, values);
+    r.ldb = eval(g.ldb, values);
+    r.ldc = eval(g.ldc, values);
+    r.batch = eval(g.batch, values);
+    r.strideA = eval(g.strideA, values);
+    r.strideB = eval(g.strideB, values);
+    r.strideC = eval(g.strideC, values);
+    r.a = static_cast<char*>(at(storage, g.a)) + g.offsetA * int64_t(item);
+    r.b = static_cast<char*>(at(storage, g.b)) + g.offsetB * int64_t(item);
+    r.c = at(storage, g.c);
+    r.alpha = g.alpha;
+    r.beta = g.beta;
+    if (r.m == 0 || r.n == 0 || r.batch == 0) return;
+    cuda::gemm(r, stream, searchDirs_);
+  }
+
+  // Reads the call's KilnError back (waiting for the stream) and raises it as the CPU program
+  // does: "{index}"/"{size}" filled in, the exception type from the message's prefix.
+  void raiseIndexError(void* error, cuda::CudaStream stream) const {
+    DeviceKilnError e{};
+    cuda::copyDeviceToHost(&e, error, sizeof e, stream);
+    if (!e.set) return;
+    e.message[255] = 0;
+    std::string text = e.message[0] ? e.message : "IndexError: index {index} is out of bounds";
+    for (auto [key, value] : {std::pair<std::string, int64_t>{"{index}", e.index}, {"{size}", e.size}})
+      for (size_t pos = text.find(key); pos != std::string::npos; pos = text.find(key, pos))
+        text.replace(pos, key.size(), std::to_string(value));
+    if (text.starts_with("RuntimeError: ")) throw Error(text.substr(14));
+    throw IndexError(text.starts_with("IndexError: ") ? text.substr(12) : text);
+  }
+
+  int device_;
+  std::string name_, arch_;
+  bool cacheHit_ = false;
+  std::vector<TensorMeta> inputs_, outputs_;
+  std::vector<SymbolSource> symbols_;
+  std::vector<std::string> searchDirs_;
+  codegen::CudaProgram program_;
+  std::unique_ptr<cuda::CudaModule> module_;
+  std::map<std::string, cuda::CudaKernel> kernels_;
+};
+
+// -- Eager ops on CUDA: the dispatcher's CUDA fallback asks kiln.compiler.cuda_eager (the handler
+// set by _set_cuda_eager_handler) to run the op with a program generated from its decomposition.
+
+nb::object* eagerHandler = nullptr; // a Python callable, never released
+
+nb::object listOf(const auto& items, auto convert) {
+  nb::list out;
+  for (const auto& item : items) out.append(convert(item));
+  return out;
+}
+
+// A boxed argument as the Python value the op function would have been called with.
+nb::object stackValue(const Value& v) {
+  if (v.isNone()) return nb::none();
+  if (v.isTensor()) return nb::steal(wrapTensor(v.toTensor()));
+  if (v.isBool()) return nb::bool_(v.toBool());
+  if (v.isInt()) return nb::int_(v.toInt());
+  if (v.isDouble()) return nb::float_(v.toDouble());
+  if (v.isScalar()) {
+    Scalar x = v.toScalar();
+    if (x.isBool()) return nb::bool_(x.toBool());
+    if (x.isIntegral()) return nb::int_(x.toInt());
+    return nb::float_(x.toDouble());
+  }
+  if (v.isIntList()) return listOf(v.toIntList(), [](int64_t i) { return nb::int_(i); });
+  if (v.isTensorList()) return listOf(v.toTensorList(), [](const Tensor& t) { return nb::steal(wrapTensor(t)); });
+  if (v.isOptionalTensorList())
+    return listOf(v.toOptionalTensorList(), [](const std::optional<Tensor>& t) -> nb::object {
+      return t ? nb::steal(wrapTensor(*t)) : nb::none();
+    });
+  // The rest has no is*() test (Value.h, included everywhere, stays as it is): the accessor of
+  // the wrong alternative throws std::bad_variant_access.
+  try {
+    return nb::steal(dtypeObject(v.toScalarType()));
+  } catch (const std::bad_variant_access&) {
+  }
+  try {
+    return nb::steal(deviceObject(v.toDevice()));
+  } catch (const std::bad_variant_access&) {
+  }
+  try {
+    return listOf(v.toDoubleList(), [](double d) { return nb::float_(d); });
+  } catch (const std::bad_variant_access&) {
+  }
+  return nb::str(v.toStringRef().c_str());
+}
+
+// The handler's Python exception as the kiln exception of the same kind (the op call turns it
+// back into that Python type).
+[[noreturn]] void rethrow(nb::python_error& e) {
+  std::string message = nb::cast<std::string>(nb::str(e.value()));
+  if (e.matches(PyExc_NotImplementedError)) throw NotImplementedError(message);
+  if (e.matches(PyExc_IndexError)) throw IndexError(message);
+  if (e.matches(PyExc_TypeError)) throw TypeError(message);
+  if (e.matches(PyExc_ValueError)) throw ValueError(message);
+  throw Error(message);
+}
+
+bool pythonEagerHook(OpId op, Stack& stack) {
+  if (!eagerHandler) return false;
+  nb::gil_scoped_acquire gil;
+  const OpSchema& s = Dispatcher::instance().schema(op);
+  nb::list args;
+  nb::dict kwargs;
+  for (size_t i = 0; i < s.args.size() && i < stack.size(); ++i) {
+    nb::object v = stackValue(stack[i]);
+    if (s.args[i].kwargOnly) kwargs[s.args[i].name.c_str()] = v;
+    else args.append(v);
+  }
+  nb::object result;
+  try {
+    result = (*eagerHandler)(s.qualifiedName(), nb::tuple(args), kwargs, s.returns.size());
+  } catch (nb::python_error& e) {
+    rethrow(e);
+  }
+  Stack in = std::move(stack);
+  stack.clear();
+  for (size_t i = 0; i < s.returns.size(); ++i) {
+    const ReturnSpec& r = s.returns[i];
+    // An in-place op returns the tensor it wrote (the same object, as eager kernels do).
+    if (r.aliasOf >= 0 && s.args[size_t(r.aliasOf)].mutated) {
+      stack.push_back(in[size_t(r.aliasOf)]);
+      continue;
+    }
+    nb::handle item = s.returns.size() == 1 ? nb::handle(result) : nb::handle(result[i]);
+    KILN_CHECK(isTensor(item.ptr()), "kiln.", s.qualifiedName(), ": the CUDA eager handler returned a ",
+               Py_TYPE(item.ptr())->tp_name, ", not a Tensor");
+    stack.push_back(Value(unwrapTensor(item.ptr())));
+  }
+  return true;
+}
+
+} // namespace
+
+void registerCudaCompiledProgram(nb::module_& c) {
+  c.def(
+      "_set_cuda_eager_handler",
+      [](nb::object handler) {
+        eagerHandler = new nb::object(std::move(handler));
+        cuda::setCudaEagerHook(pythonEagerHook);
+      },
+      "handler(op qualified name, args, kwargs, number of returns) -> the op's result: runs eager "
+      "ops on CUDA tensors that have no CUDA kernel");
+  nb::class_<CudaCompiledProgram>(c, "CudaCompiledProgram",
+                                  "a loop program compiled for a CUDA device: call it with the program's "
+                                  "input tensors (on that device), get a tuple of its outputs; the work "
+                                  "is queued on the current stream")
+      .def(nb::init<std::string_view, int, const std::map<std::string, int64_t>&, const std::string&>(),
+           nb::arg("program_text"), nb::arg("device"), nb::arg("size_hints") = std::map<std::string, int64_t>{},
+           nb::arg("cache_dir") = "")
+      .def("__call__", &CudaCompiledProgram::call)
+      .def_prop_ro("name", &CudaCompiledProgram::name)
+      .def_prop_ro("arch", &CudaCompiledProgram::arch)
+      .def_prop_ro("source", &CudaCompiledProgram::source)
+      .def_prop_ro("launch_list", &CudaCompiledProgram::launchList)
+      .def_prop_ro("cache_hit", &CudaCompiledProgram::cacheHit)
+      .def_prop_ro("device", &CudaCompiledProgram::device)
+      .def("__repr__", [](const CudaCompiledProgram& p) {
+        return "<kiln compiled CUDA program @" + p.name() + " for " + p.arch() + " on cuda:" +
+               std::to_string(p.device()) + ">";
+      });
+}
+
+} // namespace kiln::python

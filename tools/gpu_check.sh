@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# The one-shot GPU check of issue 18, for a session lent a GPU machine (15 minutes of device
+# time in all): build kiln there, run the device-generic tests on CUDA, the CUDA codegen tests
+# and the GPU benches, each step time-boxed, logs and JSON under $OUT (at most 8 files come
+# back). Worst case about 8.5 minutes (typical: a 16-core build ~2-3 min, tests ~1.5 min,
+# benches ~2 min, torch.compile's own compiles included); a step that fails does not stop the
+# later ones.
+#
+#   tools/gpu_check.sh --prepare   here (no GPU): copy the Debian packages kiln builds against
+#                                  (oneDNN, OpenBLAS-OpenMP; the GPU image lacks them and has no
+#                                  network) into .gpu-debs/ (ignored by git; ~20 MB)
+#   tools/gpu_check.sh             there: device.run(command="tools/gpu_check.sh",
+#                                  carry=[".gpu-debs"], timeout_s=560)
+#   tools/gpu_check.sh --dry-run   here: every step on the fake CUDA driver (kernels on the CPU
+#                                  emulator) with the existing build; steps that need real
+#                                  hardware print why they skip
+set -u
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+OUT=${OUT:-$ROOT/gpu-check-out}
+mkdir -p "$OUT"
+SUMMARY=$OUT/summary.txt
+DEBS="bookworm: libdnnl2 libdnnl-dev libopenblas0-openmp libopenblas-openmp-dev libgfortran5 libquadmath0 ocl-icd-libopencl1"
+
+if [ "${1:-}" = "--prepare" ]; then
+  mkdir -p .gpu-debs
+  for p in ${DEBS#bookworm: }; do
+    f=$(ls /var/cache/apt/archives/${p}_*_amd64.deb 2>/dev/null | head -1)
+    if [ -n "$f" ]; then cp "$f" .gpu-debs/; else (cd .gpu-debs && apt-get download "$p"); fi
+  done
+  grep -qx '/.gpu-debs/' .gitignore || echo "(add /.gpu-debs/ to .gitignore)"
+  du -sh .gpu-debs
+  exit 0
+fi
+
+DRY=0
+if [ "${1:-}" = "--dry-run" ]; then
+  DRY=1
+  PY=${PY:-$ROOT/.venv/bin/python}
+  FAKE=${KILN_BUILD_DIR:-$ROOT/build}/test/fake_cuda/libkiln_fake_cuda.so
+  [ -f "$FAKE" ] || { echo "dry run: the fake driver is not built ($FAKE)"; exit 1; }
+  export KILN_CUDA_DRIVER=$FAKE KILN_NVRTC=$FAKE KILN_CUBLAS=$FAKE
+else
+  PY=${PY:-python3}
+fi
+export PYTHONUNBUFFERED=1
+
+: >"$SUMMARY"
+note() { echo "$*" | tee -a "$SUMMARY"; }
+# step NAME SECONDS LOG COMMAND...: runs the command with a time limit, logs it, notes the result.
+step() {
+  local name=$1 limit=$2 log=$3
+  shift 3
+  local t0=$SECONDS
+  timeout -k 10 "$limit" "$@" >>"$log" 2>&1
+  local rc=$?
+  local what=ok
+  [ $rc = 124 ] && what="TIMED OUT after ${limit}s"
+  [ $rc != 0 ] && [ $rc != 124 ] && what="FAILED (rc $rc)"
+  note "$(printf '%-28s %-24s %4ds  (log: %s)' "$name" "$what" $((SECONDS - t0)) "$(basename "$log")")"
+  tail -n 3 "$log" | sed 's/^/    /' | tee -a "$SUMMARY"
+  return $rc
+}
+
+{
+  date -u
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv 2>&1 || echo "no nvidia-smi"
+  "$PY" -c 'import sys; print("python", sys.version.split()[0])'
+  "$PY" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.is_available())' 2>&1 | tail -1
+  c++ --version 2>&1 | head -1
+  nproc
+} >"$OUT/env.txt" 2>&1
+note "== kiln GPU check ($( [ $DRY = 1 ] && echo 'dry run on the fake driver' || echo 'real GPU')): $(grep -m1 '^python' "$OUT/env.txt")"
+
+# 1. Build (the real run only): the Debian packages unpacked beside the tree when the image lacks them.
+if [ $DRY = 0 ]; then
+  DEFINES=(-C cmake.define.KILN_BUILD_TESTS=OFF)
+  if ! ls /usr/lib/x86_64-linux-gnu/libdnnl.so >/dev/null 2>&1; then
+    if ls .gpu-debs/*.deb >/dev/null 2>&1; then
+      DEPS=/tmp/kiln-deps
+      mkdir -p $DEPS
+      for f in .gpu-debs/*.deb; do dpkg -x "$f" $DEPS; done
+      L=$DEPS/usr/lib/x86_64-linux-gnu
+      export LD_LIBRARY_PATH=$L:$L/openblas-openmp:${LD_LIBRARY_PATH:-}
+      DEFINES+=(-C cmake.define.KILN_DNNL_INCLUDE=$DEPS/usr/include -C cmake.define.KILN_DNNL_LIB=$L/libdnnl.so
+                -C cmake.define.KILN_CBLAS_OMP_INCLUDE=$DEPS/usr/include/x86_64-linux-gnu/openblas-openmp
+                -C cmake.define.KILN_OPENBLAS_OMP_LIB=$L/openblas-openmp/libopenblas.so)
+    else
+      note "no oneDNN on this machine and no .gpu-debs/ carried (run tools/gpu_check.sh --prepare here first)"
+    fi
+  fi
+  export CMAKE_BUILD_PARALLEL_LEVEL=$(nproc)
+  step "build (-j$(nproc))" 300 "$OUT/build.log" "$PY" -m pip install --no-build-isolation --no-deps \
+    -C build-dir=build-gpu "${DEFINES[@]}" -e . || { note "build failed: nothing else can run"; exit 1; }
+fi
+
+# 2. The device-generic tests on CUDA (compiled programs included), then the CUDA codegen tests.
+export KILN_TEST_DEVICE=cuda
+step "pytest device-generic" 150 "$OUT/pytest.log" "$PY" -m pytest -q -p no:cacheprovider -x \
+  test/python/test_device_tensors.py test/python/test_compile_on_device.py test/python/test_eager_on_device.py \
+  test/python/test_creation.py
+# (The real NVRTC: the image's nvidia-cuda-nvrtc wheel; in a dry run the one installed here.)
+step "pytest CUDA codegen" 60 "$OUT/pytest.log" env -u KILN_NVRTC -u KILN_CUDA_DRIVER -u KILN_CUBLAS \
+  "$PY" -m pytest -q -p no:cacheprovider test/python/test_cuda_codegen.py
+note "conformance on CUDA: skipped (../shared/conformance/run.py has no device option; the device-generic MLP forward stands in)"
+
+# 3. Benches (each skips with its reason where there is no real GPU).
+step "bench cuda_copy" 45 "$OUT/bench.log" "$PY" bench/cuda_copy.py --mib 256 --json "$OUT/cuda_copy.json"
+step "bench cuda_kernels" 150 "$OUT/bench.log" "$PY" bench/cuda_kernels.py --json "$OUT/cuda_kernels.json" \
+  $( [ $DRY = 1 ] && echo --fake-ok )
+note "== done in ${SECONDS}s; files in $OUT"
