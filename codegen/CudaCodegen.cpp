@@ -1138,14 +1138,19 @@ private:
                what, ": only f32, f64, f16 and bf16 GEMMs are supported, not ", scalarTypeShortName(b.dtype));
     size_t first = addmm ? 1 : 0;
     KILN_CHECK(x.inputs.size() == first + 2, what, ": expected ", first + 2, " inputs, got ", x.inputs.size());
+    // The operands' type: the result's, or a 16-bit float type multiplied into an f32 result
+    // (a 16-bit addmm's decomposition: cuBLAS reads bf16/f16 and writes f32).
+    ScalarType in = b.dtype;
     for (size_t i = first; i < x.inputs.size(); ++i) {
       std::string storage = plan_.rootOf(x.inputs[i]);
-      const LoopInput* in = p_.findInput(storage);
-      ScalarType dt = in ? in->dtype : p_.findBuffer(storage)->dtype;
-      // The C++ target multiplies 16-bit operands into an f32 result (a 16-bit addmm's
-      // decomposition); cuBLAS could (cublasGemmEx), this emitter does not yet.
-      KILN_CHECK(dt == b.dtype, what, ": ", scalarTypeShortName(dt), " operands with a ",
-                 scalarTypeShortName(b.dtype), " result are not supported by the CUDA emitter yet");
+      const LoopInput* input = p_.findInput(storage);
+      ScalarType dt = input ? input->dtype : p_.findBuffer(storage)->dtype;
+      bool mixed = !addmm && b.dtype == ScalarType::Float32 &&
+                   (dt == ScalarType::Float16 || dt == ScalarType::BFloat16);
+      KILN_CHECK(dt == b.dtype || mixed, what, ": ", scalarTypeShortName(dt), " operands and a ",
+                 scalarTypeShortName(b.dtype), " result");
+      KILN_CHECK(i == first || dt == in, what, ": operands of different dtypes");
+      in = dt;
     }
     size_t rank = batched ? 3 : 2;
     Operand A = operand(x, first), B = operand(x, first + 1);
@@ -1230,10 +1235,10 @@ private:
       batchStride = batched ? o.strides[0] : IndexExpr(0);
       if (l.copy) {
         std::string tmp = b.name + "." + which;
-        tempTypes_[tmp] = b.dtype;
+        tempTypes_[tmp] = in;
         IndexExpr count = batch * rows * cols;
-        steps.push_back(CudaAlloc{tmp, simplify(count * IndexExpr(int64_t(elementSize(b.dtype))), symbolFacts(count))});
-        steps.push_back(gather(fname + "_" + which, tmp + " = contiguous %" + o.name, tmp, o.name, b.dtype, o.sizes,
+        steps.push_back(CudaAlloc{tmp, simplify(count * IndexExpr(int64_t(elementSize(in))), symbolFacts(count))});
+        steps.push_back(gather(fname + "_" + which, tmp + " = contiguous %" + o.name, tmp, o.name, in, o.sizes,
                                o.strides, o.offset));
         temps.push_back(tmp);
         o = Operand{tmp, {}, {}, 0};
@@ -1244,7 +1249,8 @@ private:
     IndexExpr sa(0), sb(0);
     MatrixLayout la = layoutFor(A, m, k, "a", sa), lb = layoutFor(B, k, n, "b", sb);
     CudaGemm g;
-    g.dtype = b.dtype;
+    g.dtype = in;
+    g.outDtype = b.dtype;
     g.transA = la.transposed;
     g.transB = lb.transposed;
     g.m = m;
@@ -1313,7 +1319,9 @@ std::string printLaunchList(const CudaProgram& p) {
       if (!(g->batch == IndexExpr(1)))
         os << " batch=" << g->batch.str() << " strides=" << g->strideA.str() << "," << g->strideB.str() << ","
            << g->strideC.str();
-      os << " alpha=" << g->alpha << " beta=" << g->beta << "\n";
+      os << " alpha=" << g->alpha << " beta=" << g->beta;
+      if (g->outDtype != g->dtype) os << " out=" << dtypeShortName(g->outDtype);
+      os << "\n";
     } else if (const auto* a = std::get_if<CudaAlloc>(&step)) {
       os << "alloc %" << a->name << " " << a->bytes.str() << " bytes\n";
     } else if (const auto* a = std::get_if<CudaAlias>(&step)) {

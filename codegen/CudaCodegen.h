@@ -50,7 +50,8 @@ struct CudaLaunch {
 // sizes of op(a) = [m, k], op(b) = [k, n]; lda/ldb/ldc are row-major leading dimensions.
 // dtype f32/f64 (cublasSgemm/Dgemm), f16/bf16 (cublasGemmEx, f32 compute).
 struct CudaGemm {
-  ScalarType dtype = ScalarType::Float32;
+  ScalarType dtype = ScalarType::Float32;    // the operands'
+  ScalarType outDtype = ScalarType::Float32; // C's: dtype, or f32 for 16-bit operands
   bool transA = false, transB = false;
   IndexExpr m, n, k, lda, ldb, ldc;
   IndexExpr batch = IndexExpr(1), strideA = IndexExpr(0), strideB = IndexExpr(0),

@@ -288,6 +288,7 @@ private:
     size_t item = elementSize(g.dtype);
     cuda::RowMajorGemm r;
     r.dtype = g.dtype;
+    r.outDtype = g.outDtype;
     r.transA = g.transA;
     r.transB = g.transB;
     r.m = eval(g.m, values);

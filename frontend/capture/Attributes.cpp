@@ -65,6 +65,10 @@ VT* InstructionTranslator::loadAttr(VT* obj, const std::string& name) {
     auto* m = static_cast<ModuleVT*>(obj);
     nb::handle mod = m->module;
     PyObject** dictPtr = _PyObject_GetDictPtr(mod.ptr());
+    // `self.__dict__` (nn.Module.__getattr__ traced): the instance dict, as a dict from outside
+    // (keys guarded, each value reached through it).
+    if (name == "__dict__" && dictPtr && *dictPtr && m->source)
+      return t_.wrap(*dictPtr, attrSource(m->source, name), true, m->path);
     if (dictPtr && *dictPtr) {
       if (PyObject* v = PyDict_GetItemString(*dictPtr, name.c_str()))
         return t_.wrap(v, m->source ? attrSource(m->source, name) : nullptr, true,

@@ -346,8 +346,13 @@ VT* InstructionTranslator::callMethod(MethodVT* m, VTs args, Kwargs kwargs) {
       // The methods of nn.Module itself (train, eval, zero_grad, ...) are traced, not run for
       // real: run for real, their writes to the module tree (`training = mode` on every child)
       // would happen once, while tracing, and not when the graph runs again. (A layer's own
-      // methods, such as Linear.reset_parameters, still run for real.)
-      bool moduleMethod = libraryModuleMethod && moduleOf(attr) == "kiln.nn.modules.module";
+      // methods, such as Linear.reset_parameters, still run for real.) So are the views of
+      // kiln's containers (ModuleDict.items/keys/values): run for real they hand back a real
+      // odict view the trace cannot iterate; traced, they read `_modules` as a guarded dict.
+      std::string owner = libraryModuleMethod ? moduleOf(attr) : "";
+      bool moduleMethod = owner == "kiln.nn.modules.module" ||
+                          (owner == "kiln.nn.modules.container" &&
+                           (name == "items" || name == "keys" || name == "values"));
       return inlineFunction(f, std::move(args), std::move(kwargs), moduleMethod);
     }
     throw Unsupported{"calling the method " + name + " of a " + kindName(self)};

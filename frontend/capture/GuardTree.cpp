@@ -390,6 +390,8 @@ PyObject* GuardNode::Impl::read(PyObject* parent, const FrameView& frame, std::s
       dict = slot ? *slot : nullptr;
     }
     if (!dict) return fail(std::string("a ") + Py_TYPE(parent)->tp_name + " without __dict__");
+    // `obj.__dict__` itself (a module's instance dict read by nn.Module.__getattr__).
+    if (!PyModule_Check(parent) && PyUnicode_CompareWithASCIIString(key.ptr(), "__dict__") == 0) return dict;
     PyObject* v = dictLookup(dict, key.ptr());
     return v ? v : fail("no such attribute");
   }

@@ -15,6 +15,10 @@
 
 namespace kiln::capture {
 
+// kiln._compiling's RESTORE_GRAD_ENABLED / RESTORE_GRAD_DISABLED (Tracer.cpp): the exit of a
+// grad-mode `with` block cut by a graph break, as the glue hands it to the resume function.
+nb::handle gradModeRestorer(bool mode);
+
 namespace {
 
 std::string literal(nb::handle o) { return nb::cast<std::string>(nb::repr(o)); }
@@ -84,6 +88,8 @@ std::string Tracer::outputExpr(VT* v, std::vector<Node*>& outputs, nb::list& con
   }
   case VT::Kind::Function:
   case VT::Kind::Module: return constantRef(toPython(v));
+  case VT::Kind::GradModeExit: // a break inside `with no_grad():`: the block's exit, for the resume
+    return constantRef(gradModeRestorer(static_cast<GradModeExitVT*>(v)->restore));
   case VT::Kind::Method: { // a bound method, e.g. `t.item` on the stack at a graph break
     auto* m = static_cast<MethodVT*>(v);
     std::string self = outputExpr(m->self, outputs, constants);

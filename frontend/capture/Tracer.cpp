@@ -65,6 +65,12 @@ std::string sanitize(const std::string& s) {
 
 } // namespace
 
+nb::handle gradModeRestorer(bool mode) {
+  static nb::handle on = nb::object(nb::module_::import_("kiln._compiling").attr("RESTORE_GRAD_ENABLED")).release();
+  static nb::handle off = nb::object(nb::module_::import_("kiln._compiling").attr("RESTORE_GRAD_DISABLED")).release();
+  return mode ? on : off;
+}
+
 int DictVT::find(PyObject* key) const {
   const bool byIdentity = python::isTensor(key);
   for (size_t i = 0; i < entries.size(); ++i) {
@@ -242,6 +248,12 @@ VT* Tracer::wrap(nb::handle value, SourcePtr source, bool viaModule, const std::
     return wrapTensor(value, source, viaModule, path);
   }
   GuardNode* g = source ? &source->guardNode(*guards_) : nullptr;
+  // The exit of a grad-mode block a break cut (on a resume function's stack): the block goes on.
+  for (bool mode : {true, false})
+    if (o == gradModeRestorer(mode).ptr()) {
+      if (g) g->checkId(o);
+      return make<GradModeExitVT>(mode);
+    }
   if (isPlainConstant(o)) {
     if (g) g->checkConst(o);
     return constant(nb::borrow(value));

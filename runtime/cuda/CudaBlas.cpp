@@ -134,7 +134,7 @@ void gemm(const RowMajorGemm& g, CudaStream stream, const std::vector<std::strin
   int ldc = checkedInt(std::max<int64_t>(g.ldc, 1), "ldc");
   check(c.gemmEx(handle, g.transB ? kOpT : kOpN, g.transA ? kOpT : kOpN, checkedInt(g.n, "n"),
                  checkedInt(g.m, "m"), checkedInt(g.k, "k"), alpha, g.b, type, ldb, g.strideB, g.a,
-                 type, lda, g.strideA, beta, g.c, type, ldc, g.strideC, checkedInt(g.batch, "batch"),
+                 type, lda, g.strideA, beta, g.c, dataType(g.outDtype), ldc, g.strideC, checkedInt(g.batch, "batch"),
                  f64 ? kCompute64F : kCompute32F, kGemmDefault),
         "cublasGemmStridedBatchedEx");
 }

@@ -18,7 +18,8 @@ namespace kiln::cuda {
 // lda/ldb/ldc row-major leading dimensions, batch strides in elements; pointers are device
 // addresses of the first batch's first element.
 struct RowMajorGemm {
-  ScalarType dtype = ScalarType::Float32; // f32, f64, f16, bf16 (the last two sum in f32)
+  ScalarType dtype = ScalarType::Float32; // A's and B's: f32, f64, f16, bf16 (the last two sum in f32)
+  ScalarType outDtype = ScalarType::Float32; // C's: dtype, or f32 for 16-bit operands
   bool transA = false, transB = false;
   int64_t m = 0, n = 0, k = 0, lda = 0, ldb = 0, ldc = 0;
   int64_t batch = 1, strideA = 0, strideB = 0, strideC = 0;

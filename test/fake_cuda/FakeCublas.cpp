@@ -127,7 +127,9 @@ int cublasGemmStridedBatchedEx(void* handle, int transa, int transb, int m, int 
   if (!handle) return kNotInitialized;
   if (m < 0 || n < 0 || k < 0 || batch < 0 || transa < 0 || transa > 1 || transb < 0 || transb > 1)
     return kInvalidValue;
-  if (Atype != Btype || Atype != Ctype || elementSize(Atype) == 0) return kNotSupported;
+  // cuBLAS's combinations: one type throughout, or 16-bit A and B into an f32 C.
+  bool mixed = Ctype == kR32F && (Atype == kR16F || Atype == kR16BF);
+  if (Atype != Btype || (Atype != Ctype && !mixed) || elementSize(Atype) == 0) return kNotSupported;
   if (computeType != (Atype == kR64F ? kCompute64F : kCompute32F)) return kNotSupported;
   double a = computeType == kCompute64F ? *static_cast<const double*>(alpha) : *static_cast<const float*>(alpha);
   double b = computeType == kCompute64F ? *static_cast<const double*>(beta) : *static_cast<const float*>(beta);

@@ -145,5 +145,5 @@ def _gemm(line, store, sizes):
     for bt in range(batch):
         a = _view(A, t, oa + bt * sa, (m, k), (1, lda) if trans[0] == "T" else (lda, 1))
         b = _view(B, t, ob + bt * sb, (k, n), (1, ldb) if trans[1] == "T" else (ldb, 1))
-        c = _view(C, t, bt * sc, (m, n), (ldc, 1))
+        c = _view(C, GEMM_DTYPES[f.get("out", line.split()[1])], bt * sc, (m, n), (ldc, 1))
         c[...] = alpha * (a.astype(np.float64) @ b.astype(np.float64)) + beta * c

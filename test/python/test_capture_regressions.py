@@ -142,3 +142,26 @@ def test_compiled_optimizer_step_runs_and_matches_eager(make):
         results.append([p.detach().numpy().copy() for p in model.parameters()])
     for a, b in zip(*results):
         np.testing.assert_allclose(a, b, rtol=0, atol=1e-6)
+
+
+def test_module_dict_views_and_instance_dict_are_traced():
+    """`ModuleDict.items()` ("iterating a odict_items") and nn.Module.__getattr__'s
+    `self.__dict__` ("a descriptor") used to break: both are read as guarded dicts."""
+    heads = nn.ModuleDict({"a": nn.Linear(3, 2), "b": nn.Linear(3, 4)})
+    seq = nn.Sequential(nn.Linear(3, 3))
+
+    def fn(x):
+        outs = {name: head(x) for name, head in heads.items()}
+        first = seq.__getattr__("0")
+        return outs["a"].sum() + outs["b"].sum() + first(x).sum(), list(heads.keys())
+
+    x = kiln.randn(5, 3)
+    (total, keys), graphs = graphs_of(fn, x)
+    assert len(graphs) == 1 and keys == ["a", "b"]
+    close(total, fn(x)[0])
+    e = kiln.explain(fn)(x)
+    assert (e.graph_count, e.graph_break_count, len(e.break_reasons)) == (1, 0, 0), str(e)
+    # A head swapped in after compiling is seen (the dict's entries are guarded).
+    heads["a"] = nn.Linear(3, 2)
+    compiled = kiln.compile(fn)
+    close(compiled(x)[0], fn(x)[0])

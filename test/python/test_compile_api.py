@@ -171,7 +171,11 @@ def test_skip_policy_by_file():
     assert skip_policy.is_skipped_file(json.dumps.__code__.co_filename)          # standard library
     assert skip_policy.is_skipped_file(pytest.main.__code__.co_filename)        # site-packages
     assert skip_policy.is_skipped_file(kiln.compiler.compile.__code__.co_filename)  # kiln itself
-    assert not skip_policy.is_skipped_file(nn.Linear.forward.__code__.co_filename)  # kiln/nn forwards
+    # kiln.nn and kiln.optim too, as torch.compile skips torch.nn's and torch.autograd's frames
+    # entered from eager code (a user's forward under Module.__call__ is captured on its own)
+    assert skip_policy.is_skipped_file(nn.Linear.forward.__code__.co_filename)
+    assert skip_policy.is_skipped_file(nn.Module.__call__.__code__.co_filename)
+    assert skip_policy.is_skipped_file(kiln.optim.SGD.zero_grad.__code__.co_filename)
     assert not skip_policy.is_skipped_file(__file__)
     assert not skip_policy.is_skipped_file("<string>")
     assert skip_policy.is_skipped_file("<frozen importlib._bootstrap>")
@@ -249,10 +253,12 @@ def test_callback_skips_library_frames_unless_root(hook):
     callback = frame_callback.FrameCallback(kiln.compiler.lookup_backend("eager"))
     assert callback(_info(code=json.dumps.__code__, is_root=False)) is SKIP
     assert callback(_info(code=kiln.Tensor.__repr__.__code__, is_root=False)) is SKIP
+    assert callback(_info(code=nn.Linear.forward.__code__, is_root=False)) is SKIP
     assert tracer.calls == []
-    assert callback(_info(code=nn.Linear.forward.__code__, is_root=False)) is None
+    assert callback(_info(code=_frame.__code__, is_root=False)) is None
     assert callback(_info(code=json.dumps.__code__, is_root=True)) is None
-    assert len(tracer.calls) == 2
+    assert callback(_info(code=nn.Linear.forward.__code__, is_root=True)) is None
+    assert len(tracer.calls) == 3
 
 
 def test_callback_recompiles_and_stops_at_the_limit(hook, capsys):

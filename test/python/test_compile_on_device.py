@@ -84,3 +84,15 @@ def test_cubins_go_to_the_configured_kernel_cache(device, strict_inductor):
     before = len(os.listdir(artifacts)) if os.path.isdir(artifacts) else 0
     check(lambda x: x.abs() * 3.25 - 1, (tensor((7, 11), device),), device)
     assert len(os.listdir(artifacts)) > before
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_16_bit_linear_with_bias(device, dtype):
+    # A 16-bit addmm decomposes to an f32 product of the 16-bit operands (the bias added before
+    # the one rounding): a GEMM with 16-bit operands and an f32 result on either target.
+    dt = getattr(kiln, dtype)
+    x, w, b = (tensor(s, device).to(dt) for s in ((8, 16), (4, 16), (4,)))
+    compiled = kiln.compile(lambda x, w, b: kiln.nn.functional.linear(x, w, b))
+    got = compiled(x, w, b).cpu().float().numpy()
+    want = kiln.nn.functional.linear(x.cpu(), w.cpu(), b.cpu()).float().numpy()
+    np.testing.assert_array_equal(got, want)

@@ -206,6 +206,12 @@ _COUNTED = {
     "print_after_ops": "y = x.sin() * 2\n    print('end', file=SINK)\n    return y",
     "two_prints": ("y = x * 2\n    print('a', file=SINK)\n    y = y + 1\n    print('b', file=SINK)\n"
                    "    return y * 3"),
+    # A break inside a grad-mode block: the graph before it ends the block, the resume
+    # function's graph goes on inside it (freeze_finetune's `with no_grad()` around an init).
+    "print_in_no_grad": ("y = x * 2\n    with no_grad():\n        z = y + 1\n        print('in', file=SINK)\n"
+                         "        z = z * 3\n    return y + z"),
+    "if_in_no_grad": ("y = x * 2\n    with no_grad():\n        z = y + 1\n        if z.sum() > 0:\n"
+                      "            z = z * 3\n        z = z - 1\n    return y + z"),
 }
 
 
@@ -218,7 +224,7 @@ def test_break_counts_equal_torch(name):
     counts = {}
     for lib, explain, x in ((kiln, lambda f: kiln.explain(f), _x()),
                             (torch, lambda f: torch._dynamo.explain(f), torch.ones(8))):
-        namespace = {"SINK": io.StringIO(), "redirect_stdout": contextlib.redirect_stdout}
+        namespace = {"SINK": io.StringIO(), "redirect_stdout": contextlib.redirect_stdout, "no_grad": lib.no_grad}
         exec(compile(source, f"<counted {name}>", "exec"), namespace)  # noqa: S102 - test program
         e = explain(namespace["fn"])(x)
         counts[lib.__name__] = (e.graph_count, e.graph_break_count, len(e.break_reasons))
@@ -355,3 +361,74 @@ def test_attribute_global_and_nonlocal_stores_replay():
     kiln.compiler.reset()
     e = kiln.explain(make())(x)
     assert not e.break_reasons, str(e)
+
+
+def _in_no_grad(x, w, sink):
+    y = x * w
+    with kiln.no_grad():
+        z = y + 1
+        print("in", file=sink)
+        z = z * 3
+        with kiln.enable_grad():
+            u = (x * w).sum()
+            if u > -1e9:
+                u = u * 2
+        z = z + u
+    return y + z, z, u
+
+
+def test_break_inside_grad_mode_blocks_keeps_compiling():
+    """A break (a print, a data-dependent `if`) inside `with no_grad():` and a nested
+    `with enable_grad():`: the graph before it leaves the block's grad mode as eager code does
+    at that point, the resume functions compile the rest of the blocks, and each value's
+    requires_grad and the grad mode after the call are eager's."""
+    w = kiln.tensor([1.5, -2.0, 0.5], requires_grad=True)
+    x = kiln.tensor([1.0, 2.0, 3.0])
+    expected = _in_no_grad(x, w, io.StringIO())
+    kiln.config.strict = True
+    try:
+        compiled = kiln.compile(_in_no_grad)
+        for _ in range(2):
+            sink = io.StringIO()
+            got = compiled(x, w, sink)
+            assert sink.getvalue() == "in\n" and kiln.is_grad_enabled()
+            for a, b in zip(got, expected):
+                np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-6)
+                assert a.requires_grad == b.requires_grad
+        kiln.compiler.reset()
+        e = kiln.explain(_in_no_grad)(x, w, io.StringIO())
+        assert (e.graph_count, e.graph_break_count) == (3, 2), str(e)
+    finally:
+        kiln.config.strict = False
+
+
+def test_a_break_raising_inside_no_grad_restores_grad_mode():
+    def boom(t):
+        print("boom", file=io.StringIO())  # a break inside: the call in fn is the break
+        raise ValueError("boom")
+
+    def fn(x):
+        y = x + 1
+        with kiln.no_grad():
+            y = y * 2
+            boom(y)
+        return y
+
+    compiled = kiln.compile(fn)
+    for _ in range(2):
+        with pytest.raises(ValueError):
+            compiled(kiln.ones(3))
+        assert kiln.is_grad_enabled()
+
+
+def test_reset_parameters_compiled_leaves_grad_mode_on():
+    # freeze_finetune: Linear.reset_parameters (init.uniform_ inside `with no_grad()`) called
+    # from a compiled frame runs as kiln's own code, eagerly; grad mode is on afterwards.
+    lin = kiln.nn.Linear(4, 3)
+    kiln.config.strict = True
+    try:
+        kiln.compile(lambda: lin.reset_parameters())()
+    finally:
+        kiln.config.strict = False
+    assert kiln.is_grad_enabled()
+    assert lin.weight.requires_grad and float(lin.weight.abs().max()) <= 0.5

@@ -136,13 +136,18 @@ def test_no_grad_block_inside_a_compiled_inference_function():
         assert not kiln.is_grad_enabled()
 
 
-def test_a_graph_leaving_grad_mode_switched_is_not_compiled():
+def test_a_graph_leaving_grad_mode_switched_compiles_and_leaves_it_switched():
+    # The graph is compiled with the mode switched back at its end, and the call switches it
+    # after the graph, as the function does eagerly (issue 16: a break inside `with no_grad()`).
     def fn(x):
         kiln.set_grad_enabled(False)
         return x + 1
 
+    x = kiln.randn(3, requires_grad=True)
     try:
-        with pytest.raises(kiln.compiler.errors.BackendCompilerFailed, match="leaves grad mode switched"):
-            kiln.compile(fn)(kiln.randn(3))
+        out = kiln.compile(fn)(x)
+        assert not kiln.is_grad_enabled()
+        assert not out.requires_grad
+        assert_match(out, x.detach() + 1)
     finally:
         kiln.set_grad_enabled(True)

@@ -313,7 +313,9 @@ def make_resume_code(code, target, stack_nulls, bound_cells, name):
     first = nvar
     cell_args = [f"__kiln_cell{first + k}" for k, b in enumerate(bound_cells) if b]
     first += len(cell_args)
-    stack_args = [f"__kiln_stack{first + k}" for k, null in enumerate(stack_nulls) if not null]
+    # (Each name's number is the slot it takes: numbering NULLs too gave a resume function's
+    # own resume function a name its first stack argument already had.)
+    stack_args = [f"__kiln_stack{first + k}" for k in range(sum(not null for null in stack_nulls))]
     added = cell_args + stack_args
     shift = len(added)
 

@@ -69,6 +69,36 @@ def _needs_autograd(examples, attrs, graph=None):
     return False
 
 
+_SET_GRAD_ENABLED = "kiln._C._set_grad_enabled"
+
+
+def _end_in_entry_grad_mode(graph):
+    """The grad mode `graph` leaves switched, or None when it leaves the mode as it found it.
+
+    A graph cut inside a `with no_grad():` block by a break ends in the block's mode, and the
+    graph of the resume function after it ends the block: each leaves grad mode switched, as the
+    frame's code does at that point. The graph gets a switch back to the entry mode at its end,
+    so every backend compiles a graph that leaves the mode as it found it, and the caller
+    switches to the returned mode after the call (as TorchDynamo restores grad mode at a graph's
+    end and sets it again in the code after the call)."""
+    switches = [n for n in graph.nodes if n.op == "call_function" and str(n.target) == _SET_GRAD_ENABLED]
+    entry = _C.is_grad_enabled()
+    if not switches or bool(switches[-1].args[0]) == entry:
+        return None
+    output = next(n for n in graph.nodes if n.op == "output")
+    with graph.inserting_before(output):
+        graph.call_function(_SET_GRAD_ENABLED, (entry,))
+    return bool(switches[-1].args[0])
+
+
+def _switching_grad_mode_after(compiled, mode):
+    def run(*args):
+        out = compiled(*args)
+        _C._set_grad_enabled(mode)
+        return out
+    return run
+
+
 def _node_args(node):
     stack = [node.args, node.kwargs]
     while stack:
@@ -272,17 +302,22 @@ class FrameCallback:
         return result
 
     def _compile(self, code, state, frame_info, result, site=None):
+        leaves_grad_mode = _end_in_entry_grad_mode(result["graph"])
         gm = GraphModule(result["attrs"], result["graph"])
         examples = example_inputs(code, frame_info.args, result["inputs"], result["constants"])
-        if not result["op_count"] and (site is not None or resume.is_resume_code(code)):
-            # Nothing to compile before the break, or in the rest of a frame after one (`return
-            # y`): the graph only hands values through; as TorchDynamo, no graph is counted.
-            return self._glue_entry(code, frame_info, result, site, gm.forward)
+        if not result["op_count"]:
+            # Nothing to compile (a frame without tensor ops: a namedtuple's __new__, `return y`
+            # after a break, nothing before one): the graph only hands values through; as
+            # TorchDynamo, which compiles no graph without a call in it, no graph is counted.
+            run = gm.forward
+            if leaves_grad_mode is not None:
+                run = _switching_grad_mode_after(run, leaves_grad_mode)
+            return self._glue_entry(code, frame_info, result, site, run)
         traces, static_result, described = None, result, None
         # Training graphs are compiled over size symbols by AOT autograd for the inductor backend
         # (aot.compile_training_dynamic); other backends get them through gm.kiln_dynamic.
-        if site is None and (not _needs_autograd(examples, result["attrs"])
-                             or _backend_name(self.backend) == "inductor"):
+        if site is None and leaves_grad_mode is None and (not _needs_autograd(examples, result["attrs"])
+                                                          or _backend_name(self.backend) == "inductor"):
             traces = self._dynamic_traces(code, state, frame_info, result, examples)
             if traces is not None and not getattr(self.backend, "supports_dynamic_shapes", False):
                 # Described (kiln.explain), not compiled over: the graph runs at the call's sizes.
@@ -302,7 +337,15 @@ class FrameCallback:
         start = time.perf_counter()
         try:
             with debug_dir.compiling(dump):
-                if _needs_autograd(examples, result["attrs"], gm.graph) and getattr(self.backend, "__module__", None) == __package__ + ".backends":
+                needs_autograd = _needs_autograd(examples, result["attrs"], gm.graph)
+                if needs_autograd and leaves_grad_mode is not None:
+                    # A graph that switches grad mode for the code after it (a break inside a
+                    # `with` block) and records autograd: AOT autograd's function would run in
+                    # the mode of the call, not of the block; op by op the switches are real.
+                    _aot_log.info("%s: %s needs autograd inside a grad-mode block a break cut; it "
+                                  "runs op by op under the autograd engine", _where(code), name)
+                    compiled = gm.forward
+                elif needs_autograd and getattr(self.backend, "__module__", None) == __package__ + ".backends":
                     compiled, gm, traces = self._compile_training(code, name, gm, examples, traces)
                     result = traces.result if traces is not None else static_result
                     self._remember_static_dims(state, traces)
@@ -317,6 +360,8 @@ class FrameCallback:
         finally:
             self._time(code, "backend", start)
             _C.set_rng_state(rng_state)
+        if leaves_grad_mode is not None:
+            compiled = _switching_grad_mode_after(compiled, leaves_grad_mode)
         entry = self._glue_entry(code, frame_info, result, site, compiled)
 
         if traces is not None:

@@ -22,6 +22,7 @@ bytecode.py (CPython 3.11 to 3.13).
 import types
 import weakref
 
+from .. import _compiling
 from . import bytecode
 from .errors import BreakReason
 
@@ -156,7 +157,18 @@ def _break_lines(site, frame_info, state, namespace, skip_code):
             kw_names = bytecode.keyword_names(code, site.index)
         call = _call_expr(site, stack, kw_names, namespace)
         namespace["__at_break"] = _at_line(code, bytecode.line_of(code, site.index), skip_code)
-        lines.append(f"__r = __at_break(lambda: {call})")
+        ends = [e for e in stack if e is not None and e.startswith("__c[")]
+        if ends:
+            # The call may be inside grad-mode `with` blocks (their exits are constants on the
+            # stack): if it raises, the blocks end as they would eagerly, innermost first.
+            namespace["__RestoreGradMode"] = _compiling._RestoreGradMode  # noqa: SLF001
+            lines += ["try:", f"    __r = __at_break(lambda: {call})", "except BaseException:",
+                      f"    for __e in reversed(({', '.join(ends)},)):",
+                      "        if isinstance(__e, __RestoreGradMode):",
+                      "            __e(None, None, None)",
+                      "    raise"]
+        else:
+            lines.append(f"__r = __at_break(lambda: {call})")
         lines.append(resume("__resume", bytecode.next_index(code, site.index), stack + ["__r"]))
     elif site.kind == "jump":
         taken_when, keep = bytecode.jump_sense(site.opname)

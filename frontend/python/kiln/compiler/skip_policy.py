@@ -1,8 +1,18 @@
-"""Which frames kiln.compile never tries to capture: code of kiln itself (except kiln/nn/, the
-module forwards users compile; and the generated code of its GraphModules), of the standard
-library and of installed packages. These run
-eagerly when called from an uncaptured frame; the callback marks their code SKIP once, so the
-decision costs nothing afterwards. A compiled function's own (root) frame is always traced."""
+"""Which frames kiln.compile never tries to capture: code of kiln itself (kiln.nn and kiln.optim
+included, and the generated code of its GraphModules), of the standard library and of installed
+packages. These run eagerly when called from an uncaptured frame; the callback marks their code
+SKIP once, so the decision costs nothing afterwards. A compiled function's own (root) frame is
+always traced, and kiln code called from a traced frame is traced with it (inlined or run for
+real on fakes: docs/capture.md).
+
+This is TorchDynamo's rule for its own library (torch/_dynamo/trace_rules.py: torch.nn,
+torch.autograd, torch._tensor are in MOD_SKIPLIST, entered from eager code they are not
+captured): a training loop that runs eagerly (a graph break inside its `for`) calls
+`model(x)`, `F.cross_entropy`, `clip_grad_norm_`, `loss.backward()`, `model.train()` eagerly,
+and only the user's own frames under them (a module's `forward`, entered from kiln's
+`Module.__call__`) are captured, each as a graph of its own. Capturing kiln's frames there made
+a graph (and a break) of every library call: a GPT training loop compiled 17 graphs where
+torch.compile compiles 2."""
 import os
 import site
 import sysconfig
@@ -26,13 +36,12 @@ def _library_dirs():
     return tuple(sorted({_real_dir(d) for d in dirs if d}))
 
 
-def _kiln_dirs():
-    kiln_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    return _real_dir(kiln_dir), _real_dir(os.path.join(kiln_dir, "nn"))
+def _kiln_dir():
+    return _real_dir(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 _LIBRARY_DIRS = _library_dirs()
-_KILN_DIR, _KILN_NN_DIR = _kiln_dirs()
+_KILN_DIR = _kiln_dir()
 
 
 def is_skipped_file(filename):
@@ -42,6 +51,4 @@ def is_skipped_file(filename):
     if filename.startswith("<"):
         return False  # exec'd or interactive user code: <string>, <stdin>, notebook cells
     path = os.path.realpath(filename)
-    if path.startswith(_KILN_DIR):
-        return not path.startswith(_KILN_NN_DIR)
-    return path.startswith(_LIBRARY_DIRS)
+    return path.startswith((_KILN_DIR,) + _LIBRARY_DIRS)
