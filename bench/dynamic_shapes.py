@@ -14,7 +14,14 @@ a kernel compiled over symbolic sizes costs against the same kernel compiled for
               kiln.compile with dynamic=True against dynamic=False at seq 64 (end to end,
               capture and lowering over symbols). Target: <= 1.15.
 
-    python bench/dynamic_shapes.py [--part compiles,kernels] [--repeat N] [--json OUT]
+    training  a GPT-style block with an MSE loss (d=64, 4 heads, batch 2) trained through
+              kiln.compile (forward + backward, AOT autograd) at sequence lengths 8, 9, ..., 32
+              with automatic dynamic shapes against dynamic=False: training graphs compiled and
+              total wall time of the steps; then the time per step (forward + backward) at seq
+              32 of the symbolic and the static compile (median, alternating). Target: at most
+              2 compiles.
+
+    python bench/dynamic_shapes.py [--part compiles,kernels,training] [--repeat N] [--json OUT]
 """
 import argparse
 import json
@@ -180,6 +187,97 @@ def compiled_ratio(repeat, seq=64):
             "ratio": med["symbolic"] / med["static"], "compiles": count[0]}
 
 
+class _Block(kiln.nn.Module):
+    """A pre-norm GPT block (causal attention, GELU MLP) returning an MSE loss."""
+
+    def __init__(self, d=64, heads=4):
+        super().__init__()
+        self.heads = heads
+        self.ln1, self.ln2 = kiln.nn.LayerNorm(d), kiln.nn.LayerNorm(d)
+        self.qkv, self.proj = kiln.nn.Linear(d, 3 * d), kiln.nn.Linear(d, d)
+        self.fc, self.out = kiln.nn.Linear(d, 4 * d), kiln.nn.Linear(4 * d, d)
+
+    def forward(self, x, target):
+        F = kiln.nn.functional
+        b, s, d = x.shape
+        hd = d // self.heads
+        q, k, v = self.qkv(self.ln1(x)).reshape(b, s, 3, self.heads, hd).permute(2, 0, 3, 1, 4).unbind(0)
+        a = (q @ k.transpose(-2, -1)) * (1.0 / hd ** 0.5)
+        mask = kiln.ones(s, s, dtype=kiln.bool).triu(1)
+        a = kiln.softmax(a.masked_fill(mask, float("-inf")), dim=-1) @ v
+        x = x + self.proj(a.transpose(1, 2).reshape(b, s, d))
+        x = x + self.out(F.gelu(self.fc(self.ln2(x))))
+        return F.mse_loss(x, target)
+
+
+def _training_compiles():
+    """A counter of the training graphs kiln.compile compiles (AOT autograd)."""
+    from kiln.compiler import frame_callback
+
+    count = [0]
+    original = frame_callback.FrameCallback._compile_training
+
+    def counting(self, *args, **kwargs):
+        count[0] += 1
+        return original(self, *args, **kwargs)
+
+    frame_callback.FrameCallback._compile_training = counting
+    return count
+
+
+def _step(model, x, y):
+    for p in model.parameters():
+        p.grad = None
+    loss = model(x, y)
+    loss.backward()
+    return loss
+
+
+def training(repeat, seqs=range(8, 33), at=32):
+    r = np.random.default_rng(3)
+
+    def batch(s):
+        return tuple(kiln.from_numpy(r.standard_normal((2, s, 64)).astype(np.float32)) for _ in range(2))
+
+    import tempfile
+
+    count = _training_compiles()
+    out = {}
+    for label, dynamic in (("symbolic", None), ("static", False)):
+        # Cold compiles: an empty kernel and graph cache.
+        kiln.config.cache_dir = tempfile.mkdtemp(prefix=f"kiln-bench-{label}-")
+        kiln.compiler.reset()
+        kiln.manual_seed(0)
+        run = kiln.compile(_Block(), dynamic=dynamic)
+        count[0] = 0
+        start = time.perf_counter()
+        for s in seqs:
+            _step(run, *batch(s))
+        out[label] = {"compiles": count[0], "steps": len(seqs), "total_s": time.perf_counter() - start}
+    # Per step at one size: the static compile beyond the recompile limit runs parts eagerly, so
+    # both are compiled anew (the symbolic one at at - 1, then at at: over the sequence symbol).
+    kiln.compiler.reset()
+    args = batch(at)
+    runs = {}
+    for label, dynamic in (("symbolic", None), ("static", False)):
+        kiln.manual_seed(0)
+        runs[label] = kiln.compile(_Block(), dynamic=dynamic)
+    _step(runs["symbolic"], *batch(at - 1))
+    times = {"symbolic": [], "static": []}
+    for _ in range(3):
+        for key in times:
+            _step(runs[key], *args)
+    for _ in range(repeat):
+        for key in times:
+            t = time.perf_counter()
+            _step(runs[key], *args)
+            times[key].append(time.perf_counter() - t)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    out["per_step"] = {"seq": at, "symbolic_ms": med["symbolic"] * 1e3, "static_ms": med["static"] * 1e3,
+                       "ratio": med["symbolic"] / med["static"]}
+    return out
+
+
 def static_text(text, sizes):
     for sym, value in sizes.items():
         text = re.sub(rf"\b{sym}\b", str(value), text)
@@ -219,7 +317,7 @@ def kernel_ratios(repeat):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--part", default="compiles,kernels")
+    ap.add_argument("--part", default="compiles,kernels,training")
     ap.add_argument("--repeat", type=int, default=50)
     ap.add_argument("--json")
     args = ap.parse_args()
@@ -238,6 +336,14 @@ def main():
         for name, r in out["kernels"].items():
             print(f"{name:24s} symbolic {r['symbolic_ms']:8.3f} ms  static {r['static_ms']:8.3f} ms  "
                   f"ratio {r['ratio']:.3f} (target <= 1.15) at {r['sizes']}")
+    if "training" in parts:
+        out["training_block_seq_8_to_32"] = t = training(args.repeat)
+        for key in ("symbolic", "static"):
+            print(f"training {key:9s} {t[key]['compiles']:3d} compiles over {t[key]['steps']} steps, "
+                  f"{t[key]['total_s']:.2f} s" + (" (target: <= 2 compiles)" if key == "symbolic" else ""))
+        p = t["per_step"]
+        print(f"training step at seq {p['seq']}: symbolic {p['symbolic_ms']:.3f} ms  static {p['static_ms']:.3f} ms  "
+              f"ratio {p['ratio']:.3f}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=2)

@@ -733,6 +733,31 @@ std::string blasInt(const IndexExpr& e) {
   return e.isConstant() ? sizeText(e) : "static_cast<int>(" + sizeText(e) + ")";
 }
 
+// BLAS takes sizes and leading dimensions as int: symbolic ones (static ones are checked while
+// emitting) are checked at run time before the call, and a size beyond INT_MAX makes the
+// program return 2 with a RuntimeError naming the op and its sizes (instead of a truncated int).
+void emitBlasRangeCheck(Code& code, const std::string& kernel, const std::string& buffer, const IndexExpr& m,
+                        const IndexExpr& n, const IndexExpr& k, const std::vector<IndexExpr>& lds) {
+  std::vector<std::string> values; // each symbolic size once
+  for (const std::vector<IndexExpr>& group : {std::vector<IndexExpr>{m, n, k}, lds})
+    for (const IndexExpr& e : group) {
+      std::string v = "static_cast<int64_t>(" + sizeText(e) + ")";
+      if (!e.isConstant() && std::find(values.begin(), values.end(), v) == values.end()) values.push_back(v);
+    }
+  if (values.empty()) return;
+  std::string cond;
+  for (const std::string& v : values) cond += (cond.empty() ? "" : " || ") + v + " > INT32_MAX";
+  std::string message = "RuntimeError: extern " + kernel + " (%" + buffer + "): a GEMM size (" +
+                        "{index}) is beyond BLAS's int range (at most {size}): m = " + m.str() + ", n = " +
+                        n.str() + ", k = " + k.str() + " at these sizes";
+  code.open("if (" + cond + ") {");
+  code.line("int64_t largest = 0;");
+  for (const std::string& v : values) code.line("if (" + v + " > largest) largest = " + v + ";");
+  code.line("kiln_index_error(ctx->error, largest, INT32_MAX, " + cppStringLiteral(message) + ");");
+  code.line("return 2;");
+  code.close();
+}
+
 std::string num(double v, bool isDouble) { return cppFloatLiteral(v, isDouble ? ScalarType::Float64 : ScalarType::Float32); }
 
 // The call of ctx->sgemm_post for an mm whose epilogue runs as its post-ops: the steps as static
@@ -813,6 +838,10 @@ std::string emitExtern(const Buffer& b, const std::string& fname, const std::vec
 
   Code code;
   code.indent_ = 1;
+  // Before anything is written (the bias fill): BLAS's int sizes hold this call's sizes.
+  emitBlasRangeCheck(code, x.kernel, b.name, m, n, k,
+                     {matrixLayout(m, k, A.strides[rank - 2], A.strides[rank - 1]).ld,
+                      matrixLayout(k, n, B.strides[rank - 2], B.strides[rank - 1]).ld});
   std::string sig = "const KilnContext* ctx";
   auto param = [&](const Operand& o, bool written) {
     if (std::find(params.begin(), params.end(), o.name) != params.end()) return cNames.at(o.name);
@@ -986,10 +1015,10 @@ public:
         }
         unitTexts[u] = emitExtern(*b, fname, ops, cNames_, symbols_, params, units_[u],
                                   [&](const std::string& n) { return rootOf(n); }) + "\n";
-        calls[u] = "if (" + fname + "(ctx";
+        calls[u] = "if (const int rc = " + fname + "(ctx";
         for (const std::string& q : params) calls[u] += ", " + cNames_[q];
         for (const std::string& sym : symbols_) calls[u] += ", " + sym;
-        calls[u] += ") != 0) {";
+        calls[u] += "); rc != 0) {";
       }
       for (const std::string& q : params) readers_[q].insert(u);
     }
@@ -1054,10 +1083,11 @@ public:
       }
     for (const auto& [storage, u] : lastUse) freeAfter[u].push_back(storage);
     std::vector<const Buffer*> live;
-    // Frees the live intermediates and returns `status` (1: out of memory, 2: an index error).
-    auto failure = [&](int status = 1) {
+    // Frees the live intermediates and returns `status` (1: out of memory, 2: an index error or
+    // a GEMM size beyond BLAS's int range, recorded in ctx->error; `rc`: an extern's status).
+    auto failure = [&](const std::string& status = "1") {
       for (const Buffer* l : live) entry.line("  ctx->free(" + cNames_[l->name] + ");");
-      entry.line("  return " + std::to_string(status) + ";");
+      entry.line("  return " + status + ";");
       entry.line("}");
     };
     for (size_t u = 0; u < units_.size(); ++u) {
@@ -1075,10 +1105,10 @@ public:
         live.push_back(b);
       }
       entry.line(calls[u]);
-      if (!std::holds_alternative<Nest>(units_[u].work)) failure();
+      if (!std::holds_alternative<Nest>(units_[u].work)) failure("rc");
       if (checksErrors[u]) {
         entry.line("if (ctx->error->set) {");
-        failure(2);
+        failure("2");
       }
       for (const Buffer* b : freeAfter[u]) {
         entry.line("ctx->free(" + cNames_[b->name] + ");");

@@ -11,12 +11,24 @@
 #include <set>
 #include <unordered_map>
 
+#include "ir/IndexExprReader.h"
 #include "runtime/Error.h"
 #include "runtime/TensorImpl.h"
 
 namespace kiln::compiler {
 
 namespace {
+
+// The expression of a symbolic fill value ("s0*64"): an IRError on malformed text or trailing
+// tokens.
+IndexExpr symbolicFill(const std::string& text) {
+  Lexer lex(text);
+  Token tok = lex.next();
+  IndexExpr e = IndexExprReader(lex, tok, "fill value expression").read();
+  KILN_CHECK(tok.kind == Token::Kind::End, "lowering: prims.full: the fill value \"", text,
+             "\" is not one size expression");
+  return e;
+}
 
 using Index = std::vector<IndexExpr>;
 // Sizes and strides: constants, or expressions over size symbols (each >= kMinSizeSymbol).
@@ -115,23 +127,11 @@ struct Value {
   bool aliasWhole = false;
 };
 
-std::vector<int64_t> contiguousStrides(const std::vector<int64_t>& sizes) {
-  std::vector<int64_t> s(sizes.size(), 1);
-  for (size_t d = sizes.size(); d-- > 1;) s[d - 1] = s[d] * sizes[d];
-  return s;
-}
-
 // Row-major strides of symbolic sizes.
 Shape rowMajorStrides(const Shape& sizes) {
   Shape s(sizes.size(), IndexExpr(1));
   for (size_t d = sizes.size(); d-- > 1;) s[d - 1] = s[d] * sizes[d];
   return s;
-}
-
-IndexExpr flatIndex(const Index& idx, const std::vector<int64_t>& strides) {
-  IndexExpr e(0);
-  for (size_t d = 0; d < idx.size(); ++d) e = e + idx[d] * IndexExpr(strides[d]);
-  return e;
 }
 
 IndexExpr flatIndex(const Index& idx, const Shape& strides) {
@@ -175,11 +175,6 @@ std::vector<IterVar> iterVars(const char* prefix, const Shape& extents, RangeFac
     facts[name] = VarRange{0, extents[d].constant()};
   }
   return r;
-}
-
-std::vector<IterVar> iterVars(const char* prefix, const std::vector<int64_t>& extents,
-                              RangeFacts& facts) {
-  return iterVars(prefix, Shape(extents.begin(), extents.end()), facts);
 }
 
 std::vector<IndexExpr> exprs(const std::vector<int64_t>& v) {
@@ -637,9 +632,17 @@ private:
     }
     if (prim == "full") {
       const Argument* fill = argOf(n, 1, "fill_value");
+      ScalarType dtype = tensorTypeOf(n).dtype;
+      if (fill && fill->kind() == Argument::Kind::String) {
+        // A fill value over the size symbols (a mean's element count, fitted over the probe
+        // sizes by kiln/compiler/dynamic.py), written as its expression: "s0*64".
+        IndexExpr count = symbolicFill(fill->toString());
+        return derived(
+            n, [count, dtype](BodyContext& c, const Index&) { return emitCast(c, emitIndexExpr(c, count), dtype); },
+            1);
+      }
       KILN_CHECK(fill && fill->isNumber(), "lowering: prims.full needs a number fill_value");
       Argument value = *fill;
-      ScalarType dtype = tensorTypeOf(n).dtype;
       return derived(
           n, [value, dtype](BodyContext& c, const Index&) { return emitConstant(c, value, dtype); },
           1);
@@ -1399,12 +1402,15 @@ private:
            " with size {size}";
   }
 
-  // The static sizes of an indexing op's operand (indexing lowers over static sizes only).
-  static std::vector<int64_t> ss(const Value& v) {
+  // The sizes of an indexing op's operand: constants or expressions over size symbols (the
+  // indexing lowerings below take either; pooling still needs static sizes: staticSizes).
+  static const Shape& ss(const Value& v) { return v.sizes; }
+
+  static std::vector<int64_t> staticSizes(const Value& v) {
     std::vector<int64_t> r;
     for (const IndexExpr& s : v.sizes) {
       std::optional<int64_t> c = s.constant();
-      if (!c) throw NotImplementedError("lowering: indexing ops over symbolic sizes (" + shapeString(v.sizes) +
+      if (!c) throw NotImplementedError("lowering: pooling over symbolic sizes (" + shapeString(v.sizes) +
                                         ") do not lower yet");
       r.push_back(*c);
     }
@@ -1507,7 +1513,7 @@ private:
   // adjacent, else first (NumPy's rule, as eager's AdvancedIndex).
   struct AdvancedIndexing {
     std::vector<const Value*> indices; // per self dim (nullptr: not indexed)
-    std::vector<int64_t> broadcast;    // the index tensors' broadcast shape
+    Shape broadcast;                   // the index tensors' broadcast shape
     size_t first = 0;                  // where the broadcast dims go in the result
     std::vector<size_t> kept;          // self's dims taken whole, in order
   };
@@ -1529,13 +1535,15 @@ private:
       a.indices[d] = &v;
       indexed.push_back(d);
       // Broadcast right-aligned.
-      std::vector<int64_t> s = ss(v);
-      std::vector<int64_t>& b = a.broadcast;
-      if (s.size() > b.size()) b.insert(b.begin(), s.size() - b.size(), 1);
+      const Shape& s = ss(v);
+      Shape& b = a.broadcast;
+      if (s.size() > b.size()) b.insert(b.begin(), s.size() - b.size(), IndexExpr(1));
       for (size_t i = 0; i < s.size(); ++i) {
-        int64_t& t = b[b.size() - s.size() + i];
-        KILN_CHECK(t == 1 || s[i] == 1 || t == s[i], "lowering: ", n->target(), ": index shapes do not broadcast");
-        if (t == 1) t = s[i];
+        IndexExpr& t = b[b.size() - s.size() + i];
+        // (Size symbols are >= 2: a symbolic dim broadcasts only against 1 or itself.)
+        KILN_CHECK(t == IndexExpr(1) || s[i] == IndexExpr(1) || t == s[i], "lowering: ", n->target(),
+                   ": index shapes do not broadcast");
+        if (t == IndexExpr(1)) t = s[i];
       }
     }
     KILN_CHECK(!indexed.empty(), "lowering: ", n->target(), " without an index tensor");
@@ -1549,8 +1557,8 @@ private:
   // The self index of result position `idx` (result dims: kept dims before `first`, the
   // broadcast dims, the remaining kept dims), binding an index variable per indexed dim.
   static Index advancedSource(BodyContext& c, const AdvancedIndexing& a, const std::vector<Loader>& loaders,
-                              const std::vector<std::vector<int64_t>>& indexSizes,
-                              const std::vector<int64_t>& selfSizes, const Index& idx) {
+                              const std::vector<Shape>& indexSizes, const Shape& selfSizes,
+                              const Index& idx) {
     size_t nb = a.broadcast.size();
     Index src(selfSizes.size(), IndexExpr(0));
     size_t k = 0;
@@ -1564,10 +1572,10 @@ private:
     for (size_t d : a.kept) before += d < a.first;
     for (size_t d = 0; d < selfSizes.size(); ++d) {
       if (!a.indices[d]) continue;
-      const std::vector<int64_t>& s = indexSizes[d];
+      const Shape& s = indexSizes[d];
       Index position;
       for (size_t i = 0; i < s.size(); ++i)
-        position.push_back(s[i] == 1 ? IndexExpr(0) : idx.at(before + nb - s.size() + i));
+        position.push_back(s[i] == IndexExpr(1) ? IndexExpr(0) : idx.at(before + nb - s.size() + i));
       src[d] = emitIndirect(c, loaders[d](c, position), selfSizes[d], true, boundsError("IndexError", int64_t(d)));
     }
     return src;
@@ -1578,7 +1586,7 @@ private:
     const Value& self = operand(n, 0, "self");
     AdvancedIndexing a = advancedIndexing(n, self, 1);
     std::vector<Loader> loaders(ss(self).size());
-    std::vector<std::vector<int64_t>> indexSizes(ss(self).size());
+    std::vector<Shape> indexSizes(ss(self).size());
     int64_t cost = self.cost + 1;
     for (size_t d = 0; d < ss(self).size(); ++d)
       if (a.indices[d]) {
@@ -1587,7 +1595,7 @@ private:
         cost += a.indices[d]->cost + 1;
       }
     Loader in = self.load;
-    std::vector<int64_t> selfSizes = ss(self);
+    Shape selfSizes = ss(self);
     return derived(
         n, [in, a, loaders, indexSizes, selfSizes](BodyContext& c, const Index& idx) {
           return in(c, advancedSource(c, a, loaders, indexSizes, selfSizes, idx));
@@ -1607,8 +1615,8 @@ private:
   // An in-place write of `value(c, idx, dst)` over `ranges` into the storage `base` (a fresh
   // buffer), at the flat index `dst(c, idx)` built from indirect variables; the result is the
   // new version of the storage, with `sizes`.
-  Value scatterInto(const std::string& base, ScalarType dtype, const std::vector<int64_t>& sizes,
-                    const std::vector<int64_t>& ranges, bool accumulate,
+  Value scatterInto(const std::string& base, ScalarType dtype, const Shape& sizes, const Shape& ranges,
+                    bool accumulate,
                     const std::function<IndexExpr(BodyContext&, const Index&)>& dst,
                     const std::function<int(BodyContext&, const Index&)>& value) {
     Pointwise pw;
@@ -1621,7 +1629,7 @@ private:
     pw.into = base;
     pw.accumulate = accumulate;
     std::string name = freshName();
-    program_.buffers.push_back(Buffer{name, dtype, exprs(ranges), std::move(pw), "", {}});
+    program_.buffers.push_back(Buffer{name, dtype, ranges, std::move(pw), "", {}});
     versionRoot_[name] = storageRoot(base);
     return bufferValue(name, dtype, sizes);
   }
@@ -1634,7 +1642,7 @@ private:
     bool accumulate = boolArg(n, 3, "accumulate", false);
     AdvancedIndexing a = advancedIndexing(n, self, 1);
     // The indexed shape: what index(self, indices) would give.
-    std::vector<int64_t> ranges;
+    Shape ranges;
     size_t before = 0;
     for (size_t d : a.kept) before += d < a.first;
     for (size_t k = 0; k < before; ++k) ranges.push_back(ss(self)[a.kept[k]]);
@@ -1643,14 +1651,14 @@ private:
     KILN_CHECK(ss(values).size() <= ranges.size(), "lowering: index_put: values of rank ",
                ss(values).size(), " for an indexed shape of rank ", ranges.size());
     std::vector<Loader> loaders(ss(self).size());
-    std::vector<std::vector<int64_t>> indexSizes(ss(self).size());
+    std::vector<Shape> indexSizes(ss(self).size());
     for (size_t d = 0; d < ss(self).size(); ++d)
       if (a.indices[d]) {
         loaders[d] = a.indices[d]->load;
         indexSizes[d] = ss(*a.indices[d]);
       }
-    std::vector<int64_t> selfSizes = ss(self), strides = contiguousStrides(ss(self));
-    std::vector<int64_t> valueSizes = ss(values);
+    Shape selfSizes = ss(self), strides = rowMajorStrides(ss(self));
+    Shape valueSizes = ss(values);
     Loader valueLoad = values.load;
     std::string base = freshCopy(self);
     return scatterInto(
@@ -1661,7 +1669,7 @@ private:
         [&](BodyContext& c, const Index& idx) {
           Index at; // values broadcast to the indexed shape, right-aligned
           for (size_t i = 0; i < valueSizes.size(); ++i)
-            at.push_back(valueSizes[i] == 1 ? IndexExpr(0) : idx[idx.size() - valueSizes.size() + i]);
+            at.push_back(valueSizes[i] == IndexExpr(1) ? IndexExpr(0) : idx[idx.size() - valueSizes.size() + i]);
           return valueLoad(c, at);
         });
   }
@@ -1672,8 +1680,8 @@ private:
     const Value& self = operand(n, 0, "self");
     const Value& index = operand(n, 2, "index");
     int64_t dim = normalizedDim(intArg(n, 1, "dim"), ss(self).size(), op);
-    int64_t size = ss(self).empty() ? 1 : ss(self)[size_t(dim)];
-    std::vector<int64_t> strides = contiguousStrides(ss(self));
+    IndexExpr size = ss(self).empty() ? IndexExpr(1) : ss(self)[size_t(dim)];
+    Shape strides = rowMajorStrides(ss(self));
     Loader at = index.load, value;
     ScalarType dtype = self.dtype;
     const Argument* v = argOf(n, 3, op == "scatter.value" ? "value" : "src");
@@ -1710,14 +1718,14 @@ private:
     KILN_CHECK(!boolArg(n, 4, "scale_grad_by_freq", false),
                "lowering: embedding_dense_backward with scale_grad_by_freq runs eagerly");
     const TensorType& t = tensorTypeOf(n);
-    std::vector<int64_t> sizes = staticInts(t.sizes, "%" + n->name());
-    KILN_CHECK(sizes.size() == 2 && sizes[0] == rows, "lowering: embedding_dense_backward: unexpected result shape");
-    int64_t width = sizes[1];
+    Shape sizes = t.sizes;
+    KILN_CHECK(sizes.size() == 2 && sizes[0] == IndexExpr(rows), "lowering: embedding_dense_backward: unexpected result shape");
+    IndexExpr width = sizes[1];
     ScalarType dtype = t.dtype;
     Value zeros = derived(
         n, [dtype](BodyContext& c, const Index&) { return emitConstant(c, Argument(int64_t(0)), dtype); }, 1);
     std::string base = freshCopy(zeros);
-    std::vector<int64_t> ranges = ss(indices);
+    Shape ranges = ss(indices);
     ranges.push_back(width);
     size_t k = ss(indices).size();
     Loader at = indices.load, g = grad.load;
@@ -1756,7 +1764,7 @@ private:
                "lowering: max_pool2d_with_indices (%", n->name(), ") needs its (values, indices) type");
     std::vector<int64_t> outSizes =
         staticInts(n->meta.type->elements()[0].tensor().sizes, "%" + n->name());
-    PoolWindow w = poolWindow(n, 1, ss(self), outSizes); // (pooling lowers over static sizes)
+    PoolWindow w = poolWindow(n, 1, staticSizes(self), outSizes); // (pooling lowers over static sizes)
     ScalarType dtype = self.dtype;
     Loader in = self.load;
     int64_t cost = self.cost * w.kernel[0] * w.kernel[1] + 6 * w.kernel[0] * w.kernel[1];
@@ -1871,7 +1879,7 @@ private:
     const Value& grad = operand(n, 0, "grad_output");
     const Value& self = operand(n, 1, "self");
     const Value& indices = operand(n, 7, "indices");
-    PoolWindow w = poolWindow(n, 2, ss(self), ss(grad));
+    PoolWindow w = poolWindow(n, 2, staticSizes(self), staticSizes(grad));
     Loader g = grad.load, at = indices.load;
     ScalarType dtype = grad.dtype;
     int64_t cost = (grad.cost + indices.cost + 10) * w.kernel[0] * w.kernel[1];
@@ -1912,7 +1920,7 @@ private:
     PoolWindow w;
     bool includePad = true;
     std::optional<int64_t> divisor;
-    std::vector<int64_t> inSizes = ss(self); // (pooling lowers over static sizes)
+    std::vector<int64_t> inSizes = staticSizes(self); // (pooling lowers over static sizes)
     const size_t rank = inSizes.size();
     KILN_CHECK(rank == 3 || rank == 4, "lowering: ", n->target(), " needs a 3-d or 4-d input");
     if (adaptive) {

@@ -1,6 +1,7 @@
 // Binding node arguments to op schemas; argument kind checks; overload resolution.
 #include "ir/SchemaBinding.h"
 
+#include "ir/IndexExprReader.h"
 #include "ir/OpTarget.h"
 #include "ir/Printer.h"
 #include "runtime/Dispatcher.h"
@@ -70,6 +71,22 @@ bool nodeHoldsTensor(const Argument& a) {
   return a.isNode() && (holds(a) == Holds::Unknown || holds(a) == Holds::Tensor);
 }
 
+bool isSizeExpression(const Argument& a) {
+  if (a.kind() != Argument::Kind::String) return false;
+  try {
+    Lexer lex(a.toString());
+    Token tok = lex.next();
+    IndexExpr e = IndexExprReader(lex, tok, "size expression").read();
+    if (tok.kind != Token::Kind::End) return false;
+    // Over size symbols only (s0, s1, ...): any other name is a misspelled argument.
+    for (const std::string& v : e.variables())
+      if (v.size() < 2 || v[0] != 's' || v.find_first_not_of("0123456789", 1) != std::string::npos) return false;
+    return true;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
 bool allItems(const Argument& a, bool (*ok)(const Argument&)) {
   if (!a.isSequence()) return false;
   for (const Argument& item : a.items())
@@ -101,7 +118,9 @@ bool fits(const ArgSpec& spec, size_t argIndex, const Argument& a) {
   case ArgType::Bool:
     return a.kind() == Argument::Kind::Bool || nodeHoldsNumber(a);
   case ArgType::Scalar:
-    return a.isNumber() || nodeHoldsNumber(a);
+    // A string: a number over the graph's size symbols ("s0*64"), written by dynamic shapes'
+    // fitting (docs/dynamic-shapes.md); lowering reads it as a size expression.
+    return a.isNumber() || nodeHoldsNumber(a) || isSizeExpression(a);
   case ArgType::ScalarType:
     return a.kind() == Argument::Kind::Dtype;
   case ArgType::Device:

@@ -79,8 +79,8 @@ def test_automatic_dynamic_batch_compiles_twice(capsys):
         counts = _check(fn, [(_t(n, 32),) for n in (4, 8, 16, 33, 100)])
     finally:
         kiln.set_logs()
-    assert counts["symbols"] == [None, "x: [s0, _]"]
-    assert "recompiled over size symbols: x: [s0, _]" in capsys.readouterr().err
+    assert counts["symbols"] == [None, "x: f32[s0, 32]"]
+    assert "recompiled over size symbols: x: f32[s0, 32]" in capsys.readouterr().err
 
 
 def test_dynamic_false_compiles_each_size():
@@ -110,7 +110,7 @@ def test_dynamic_true_views_reductions_and_user_sizes():
     counts = _check(fn, [call(s) for s in (8, 9, 13, 30)], dynamic_flag=True, atol=1e-4)
     # The feature dim d is pinned by the layer norm's weight (a trace at another d fails), so
     # it is specialized; batch and sequence stay symbolic (the mask shares the sequence's).
-    assert counts["symbols"] == ["x: [s0, s1, _]; mask: [s1, s1]"]
+    assert counts["symbols"] == ["x: f32[s0, s1, 16]; mask: b8[s1, s1]"]
 
 
 def test_mark_dynamic_and_guards():
@@ -124,7 +124,7 @@ def test_mark_dynamic_and_guards():
     compiled(x)
     for n in (3, 64):
         np.testing.assert_allclose(compiled(_t(n, 7)).numpy().shape, (n,))
-    assert counts["symbols"] == ["x: [s0, _]"]
+    assert counts["symbols"] == ["x: f32[s0, 7]"]
     # A changed static dim recompiles (and becomes symbolic: automatic dynamic).
     compiled(_t(5, 9))
     assert counts["compiles"] == 2
@@ -137,7 +137,7 @@ def test_sizes_zero_and_one_are_specialized():
                     dynamic_flag=True)
     # The size-1 dim is static in the first graph; the size-3 call compiles over both dims
     # (distinct sizes: two symbols); size 6 reuses it, size 1 the first graph.
-    assert counts["symbols"] == ["x: [_, s0]", "x: [s0, s1]"]
+    assert counts["symbols"] == ["x: f32[1, s0]", "x: f32[s0, s1]"]
 
 
 def test_duck_sizing_guards_equal_sizes():
@@ -160,19 +160,33 @@ def test_size_dependent_branch_compiles_static():
 
     counts = _check(fn, [(_t(4, 3),), (_t(200, 3),), (_t(5, 3),)], dynamic_flag=True)
     # Dim 0 is specialized (each size compiles), dim 1 stays symbolic.
-    assert counts["symbols"] == ["x: [_, s0]"] * 3
+    assert counts["symbols"] == ["x: f32[4, s0]", "x: f32[200, s0]", "x: f32[5, s0]"]
 
 
 def test_size_returned_as_python_value_compiles_static():
     counts = _check(lambda x: (x + 1, x.shape[0] * 2), [(_t(4, 3),), (_t(6, 3),)], dynamic_flag=True)
-    assert counts["symbols"] == ["x: [_, s0]"] * 2
+    assert counts["symbols"] == ["x: f32[4, s0]", "x: f32[6, s0]"]
 
 
 def test_mean_over_symbolic_dim():
-    # mean divides by the symbolic count: a float constant of the sizes, which the probes
-    # cannot fit, so it compiles statically; the results stay right either way.
+    # mean divides by the symbolic count: the fill value of a prims.full that is an integer
+    # polynomial of the sizes at every probe, written as its expression ("s0") and converted
+    # at run time, so one graph serves every size.
     counts = _check(lambda x: x.mean(dim=0), [(_t(n, 5),) for n in (4, 6, 9)], dynamic_flag=True)
-    assert counts["symbols"] == ["x: [_, s0]"] * 3
+    assert counts["symbols"] == ["x: f32[s0, s1]"]
+    counts = _check(lambda x: x.mean(), [(_t(n, 5),) for n in (4, 6, 9, 2000)], dynamic_flag=True)
+    assert counts["symbols"] == ["x: f32[s0, s1]"]
+
+
+def test_fill_value_fitted_as_size_expression():
+    points = [(2,), (3,), (4096,), (4095,), (5,), (1366,)]
+    texts = [f"%full = call_function prims.full([], {10.0 * p[0]!r}, dtype=f32) : f32[]\n" for p in points]
+    assert dynamic.generalize(texts, points, ["s0"]) == \
+        '%full = call_function prims.full([], "10*s0", dtype=f32) : f32[]\n'
+    # A fraction of a size (1/n) is no polynomial with integer coefficients: not generalized.
+    texts = [f"%full = call_function prims.full([], {1.0 / p[0]!r}, dtype=f32) : f32[]\n" for p in points]
+    with pytest.raises(dynamic.DynamicUnsupported):
+        dynamic.generalize(texts, points, ["s0"])
 
 
 def test_guard_range_recompiles_beyond_max():
@@ -199,7 +213,7 @@ def test_slices_with_constant_bounds_stay_right():
     # x[:6] on a symbolic dim is min(s0, 6) rows and x[2:] is s0 - 2: the clamp is not one
     # polynomial over the probes, so that dim is specialized; the rest stays symbolic.
     counts = _check(lambda x: (x[:6] * 2, x[2:] + 1), [(_t(n, 3),) for n in (4, 8, 10, 5)], dynamic_flag=True)
-    assert counts["symbols"] == ["x: [_, s0]"] * 4
+    assert counts["symbols"] == [f"x: f32[{n}, s0]" for n in (4, 8, 10, 5)]
 
 
 def test_symbolic_strided_views_feed_gemms():
@@ -237,7 +251,7 @@ def test_slice_start_from_a_size_is_not_generalized():
     # at the probes while every size is constant, and is not fitted, so dim 0 is specialized
     # (the traced call's start kept would read the wrong rows at other sizes).
     counts = _check(lambda x: x[x.shape[0] - 2:] * 2, [(_t(n, 3),) for n in (4, 8, 6)], dynamic_flag=True)
-    assert counts["symbols"] == ["x: [_, s0]"] * 3
+    assert counts["symbols"] == [f"x: f32[{n}, s0]" for n in (4, 8, 6)]
 
 
 def test_size_argument_positions():
@@ -259,7 +273,7 @@ def test_size_equality_branch_specializes():
         return x * 3
 
     counts = _check(fn, [(_t(k, 3),) for k in (4, 10, 6)], dynamic_flag=True)
-    assert counts["symbols"] == ["x: [_, s0]"] * 3
+    assert counts["symbols"] == [f"x: f32[{n}, s0]" for n in (4, 10, 6)]
 
 
 def test_size_int_records_comparisons():
@@ -336,7 +350,7 @@ def test_causal_mask_buffer_bounds_the_range():
     model = Attention()
     with kiln.no_grad():
         counts = _check(model, [(_t(2, t, 8),) for t in range(5, 17)], atol=1e-4)
-    assert counts["symbols"] == [None, "x: [_, s0, _]"]
+    assert counts["symbols"] == [None, "x: f32[2, s0, 8]"]
 
 
 def test_graph_cache_keys_on_the_symbolic_graph(monkeypatch):
@@ -355,7 +369,7 @@ def test_graph_cache_keys_on_the_symbolic_graph(monkeypatch):
     lowered = []
     monkeypatch.setattr(inductor._codegen, "lower", lambda g, _lower=inductor._codegen.lower: lowered.append(1) or _lower(g))
     counts = _check(fn, calls, dynamic_flag=True)
-    assert counts["symbols"] == ["x: [s0, _]"] and lowered == []
+    assert counts["symbols"] == ["x: f32[s0, 8]"] and lowered == []
 
 
 def test_outputs_viewing_inputs_over_symbols():
@@ -365,7 +379,7 @@ def test_outputs_viewing_inputs_over_symbols():
         return x, x.transpose(0, 1)[1:], y.reshape(-1), (x * 2).sum(dim=1)
 
     counts = _check(fn, [(_t(n, 3), _t(2, n)) for n in (4, 7, 9)], dynamic_flag=True)
-    assert counts["symbols"] == ["x: [s0, s1]; y: [s2, s0]"]
+    assert counts["symbols"] == ["x: f32[s0, s1]; y: f32[s2, s0]"]
     backend, _ = _counting()
     compiled = kiln.compile(fn, backend=backend, dynamic=True)
     x, y = _t(5, 3), _t(2, 5)
@@ -377,14 +391,115 @@ def test_outputs_viewing_inputs_over_symbols():
 
 
 def test_dims_that_compiled_static_are_not_probed_again(monkeypatch):
-    # mean's 1/n keeps dim 0 static; later recompiles (automatic dynamic) do not trace the
-    # frame at probe sizes again for it.
+    # A constant that is no polynomial of dim 0 (n // 2) keeps it static; later recompiles
+    # (automatic dynamic) do not trace the frame at probe sizes again for it.
     from kiln.compiler import frame_callback
 
     traces = []
     real = frame_callback.trace_frame
     monkeypatch.setattr(frame_callback, "trace_frame", lambda info, options: traces.append(options) or real(info, options))
-    counts = _check(lambda x: x.mean(dim=0), [(_t(n, 5),) for n in (4, 6, 9, 11)])
+    counts = _check(lambda x: (x * (x.shape[0] // 2)).sum(dim=0), [(_t(n, 5),) for n in (4, 6, 9, 11)])
     assert counts["symbols"] == [None] * 4
     probing = [i for i, o in enumerate(traces) if "sizes" in o]
     assert probing and max(probing) < len(traces) - 2  # only the first recompile probed
+
+
+def test_scatter_index_put_and_advanced_indexing_over_symbols():
+    # The writes through computed indices (scatter_add, index_put with and without accumulate,
+    # scatter) and advanced indexing reads, over a symbolic number of rows: one compile over
+    # the symbols, equal to eager; an index out of range at a new size still raises.
+    def fn(x, idx, rows):
+        n = x.shape[0]
+        a = kiln.zeros(n, 4).scatter_add(0, idx, x[:, :4])
+        b = x.index_put((rows,), kiln.ones(2, 8) * 2, accumulate=True)
+        c = x.index_put((rows,), kiln.ones(8))
+        reverse = (n - 1 - kiln.arange(n)).unsqueeze(1).expand(n, 4)  # distinct rows per column
+        d = kiln.zeros(n, 4).scatter(0, reverse, x[:, 4:])
+        return a, b, c, d, x[rows] * 3, x[rows, 1:3].sum()
+
+    def call(n):
+        # (distinct rows: index_put without accumulate keeps one of duplicate writes)
+        return _t(n, 8), kiln.from_numpy(RNG.integers(0, n, (n, 4))), kiln.from_numpy(np.array([-1, 1]))
+
+    counts = _check(fn, [call(n) for n in (5, 6, 9, 13)])
+    assert counts["compiles"] == 2 and counts["symbols"][-1] is not None
+    x, idx, rows = call(7)
+    idx[3, 1] = 7
+    backend, _ = _counting()
+    compiled = kiln.compile(fn, backend=backend)
+    compiled(*call(5))
+    with pytest.raises(RuntimeError, match="out of bounds"):
+        compiled(x, idx, rows)
+
+
+def test_symbolic_gemm_sizes_beyond_int_range_raise():
+    # BLAS takes int sizes: a symbolic M beyond INT_MAX makes the program return 2 before any
+    # memory is touched, with the op and its sizes in the error (called through ctypes with
+    # a size no test could allocate).
+    import ctypes
+
+    from kiln._C import _codegen
+
+    text = """program @p(%x: f32[s0, 4], %w: f32[4, 4]) {
+  kernel @k0 {
+    %mm: f32[s0, 4] = extern mm(%x, %w)
+  }
+  output %mm
+}
+"""
+    program, _ = _codegen.schedule(text)
+    source = _codegen.emit_cpp(program)
+    assert "INT32_MAX" in source
+    path, _ = _codegen.compile_source(source)
+
+    from kiln_context import KilnContext
+
+    class Error(ctypes.Structure):  # KilnError (codegen/CppPrelude.cpp)
+        _fields_ = [("set", ctypes.c_int), ("index", ctypes.c_int64), ("size", ctypes.c_int64),
+                    ("message", ctypes.c_char_p)]
+
+    entry = ctypes.CDLL(path).kiln_entry
+    entry.restype = ctypes.c_int
+    error = Error()
+    ctx = KilnContext(num_threads=1, error=ctypes.addressof(error))
+    inputs, outputs = (ctypes.c_void_p * 2)(), (ctypes.c_void_p * 1)()
+    sizes = (ctypes.c_int64 * 1)(2 ** 31 + 5)
+    assert entry(ctypes.byref(ctx), inputs, outputs, sizes) == 2
+    assert error.set == 1 and error.index == 2 ** 31 + 5 and error.size == 2 ** 31 - 1
+    message = error.message.decode()
+    assert message.startswith("RuntimeError: extern mm (%mm)") and "m = s0, n = 4, k = 4" in message
+
+
+def test_random_draws_over_symbols():
+    # Draws run eagerly at each call (in program order, from kiln's generator) with their shapes
+    # fitted over the symbols: the same values as eager at every size, one compile.
+    F = kiln.nn.functional
+
+    def fn(x):
+        return F.dropout(x, 0.5) * 2 + kiln.rand(x.shape[0], 3).sum(dim=1, keepdim=True) + kiln.randn(3, x.shape[0]).t()
+
+    backend, counts = _counting()
+    compiled = kiln.compile(fn, backend=backend, dynamic=True)
+    for n in (6, 9, 4, 130):
+        x = _t(n, 3)
+        kiln.manual_seed(n)
+        got = compiled(x)
+        kiln.manual_seed(n)
+        np.testing.assert_allclose(got.numpy(), fn(x).numpy(), rtol=1e-5, atol=1e-5)
+    assert counts["compiles"] == 1 and counts["symbols"] == ["x: f32[s0, 3]"]
+
+
+def test_explain_shows_symbolic_dims():
+    # kiln.explain probes a call whose inputs are marked dynamic as a compile would and lists
+    # each graph's symbolic inputs with their types; unmarked calls stay static.
+    w = _t(64, 16)
+
+    def fn(x):
+        return kiln.softmax(x @ w, dim=-1).sum(dim=0)
+
+    x = _t(12, 64)
+    kiln.compiler.mark_dynamic(x, 0)
+    out = kiln.explain(fn)(x)
+    assert out.dynamic_per_graph == ["x: f32[s0, 64]"]
+    assert "Graph 1: x: f32[s0, 64]" in str(out)
+    assert kiln.explain(fn)(_t(12, 64)).dynamic_per_graph == [None]

@@ -244,28 +244,38 @@ def _check_partitioner(partitioner):
                          f"{sorted(partitioners.PARTITIONERS)}")
 
 
-def partition_joint(joint, num_outputs, num_tangents, requires_grad, partitioner="min_cut"):
+def partition_joint(joint, num_outputs, num_tangents, requires_grad, partitioner="min_cut", node_bytes=None):
     """The Partition (partitioners.py) of a joint graph: placeholders (the primals, then
     `num_tangents` tangents), output (the `num_outputs` forward outputs, then the gradients of
     the primals flagged in `requires_grad`, None where none reaches one). Raises AOTUnsupported
-    for in-place writes the partition cannot keep in order."""
+    for in-place writes the partition cannot keep in order. `node_bytes`: the cost of saving each
+    node of the joint graph (in order, as the returned Partition's node_bytes) instead of its own
+    bytes: the same graph traced at another size is cut where the first was (a ValueError when
+    the graphs' nodes do not line up)."""
     _check_partitioner(partitioner)
     backward_side = _tangent_dependent(joint, num_tangents)
     writes = _check_writes(joint, requires_grad, backward_side)
     if _read_written_inputs_through_clones(joint, writes):
         backward_side = _tangent_dependent(joint, num_tangents)
+    nodes = list(joint.nodes)
+    weights = None
+    if node_bytes is not None:
+        if len(node_bytes) != len(nodes):
+            raise ValueError(f"the joint graph has {len(nodes)} nodes, the one it is cut like {len(node_bytes)}")
+        weights = dict(zip(nodes, node_bytes))
     info = partitioners.JointInfo(joint, num_outputs, num_tangents, backward_side, writes, _ops,
-                                  _is_view, _storage_root, _written_arguments)
-    return partitioners.PARTITIONERS[partitioner](info)
+                                  _is_view, _storage_root, _written_arguments, weights)
+    part = partitioners.PARTITIONERS[partitioner](info)
+    part.node_bytes = [partitioners.nbytes(n) for n in nodes]
+    return part
 
 
-def _trace_and_partition(gm, example_inputs, attributes, partitioner):
-    """(Partition, JointInfo-ish facts: the joint graph, number of forward outputs, tangent_for,
-    grad_inputs, number of inputs, attribute paths)."""
-    _check_partitioner(partitioner)
-    from .inductor import _lowerable_graph, _with_input_layouts
+def _joint_graph(typed, example_inputs, attributes):
+    """(joint graph, facts) of a captured graph whose placeholders and attributes are typed
+    (`typed`): facts = (number of forward outputs, tangent_for, grad_inputs, requires_grad,
+    number of inputs, attribute paths, written inputs)."""
+    from .inductor import _lowerable_graph
 
-    typed = _with_input_layouts(gm, example_inputs)
     graph, placeholders, attr_targets = _lowerable_graph(typed)
     values = list(example_inputs) + [attributes[t] for t in attr_targets]
     if any(not isinstance(v, _C.TensorBase) for v in values) or len(values) != len(placeholders):
@@ -273,34 +283,58 @@ def _trace_and_partition(gm, example_inputs, attributes, partitioner):
     requires_grad = [v.requires_grad for v in values]
     graph, written = _functionalized(graph, requires_grad)
     joint, num_outputs, tangent_for, grad_inputs = _fx.trace_joint(graph, requires_grad)
+    return joint, (num_outputs, tuple(tangent_for), tuple(grad_inputs), tuple(requires_grad), len(values),
+                   tuple(attr_targets), tuple(written))
+
+
+def _trace_and_partition(gm, example_inputs, attributes, partitioner):
+    """(Partition, JointInfo-ish facts: the joint graph, number of forward outputs, tangent_for,
+    grad_inputs, number of inputs, attribute paths)."""
+    _check_partitioner(partitioner)
+    from .inductor import _with_input_layouts
+
+    joint, facts = _joint_graph(_with_input_layouts(gm, example_inputs), example_inputs, attributes)
+    num_outputs, tangent_for, grad_inputs, requires_grad, num_values, attr_targets, written = facts
     debug_dir.write("joint.txt", joint)
     _log.debug("joint graph:\n%s", joint)
     part = partition_joint(joint, num_outputs, sum(tangent_for), requires_grad, partitioner)
+    _log_partition(part, partitioner)
+    grads = list(joint.output_node.args[0])[num_outputs:]
+    return part, (num_outputs, list(tangent_for), list(grad_inputs), [g is not None for g in grads], num_values,
+                  list(attr_targets), list(written))
+
+
+def _log_partition(part, partitioner):
     debug_dir.write("forward.txt", part.forward)
     debug_dir.write("backward.txt", part.backward)
     _log.info("forward graph:\n%s\nbackward graph:\n%s", part.forward, part.backward)
     _log.info("saved for backward (%s partitioner): %d inputs, %d intermediates, %d bytes", partitioner,
               len(part.saved_inputs), part.num_saved, part.saved_bytes)
-    grads = list(joint.output_node.args[0])[num_outputs:]
-    return part, (num_outputs, tangent_for, grad_inputs, [g is not None for g in grads], len(values),
-                  attr_targets, written)
 
 
-def _compile_both(part, compile_graph):
+def _compile_both(part, compile_graph, compile_backward=None):
     """(compiled forward, compiled backward): the backward compiles in a second thread while the
     forward compiles in this one. Lowering and scheduling hold the GIL; the C++ compiler runs
     without it (KernelCache), so the two compilers run at once: a 1-layer GPT's cold
-    forward + backward compile takes about the longer of the two instead of their sum."""
+    forward + backward compile takes about the longer of the two instead of their sum.
+    compile_graph(GraphModule) compiles the forward (and the backward, without
+    compile_backward); a Partition `part` of None: the compilers take no argument."""
+    def graph(which):
+        return GraphModule({}, which) if part is not None else None
+
+    def run(compile_one, g):
+        return compile_one(g) if g is not None else compile_one()
+
     def backward():
         with debug_dir.stage("backward_"):
-            return compile_graph(GraphModule({}, part.backward))
+            return run(compile_backward or compile_graph, graph(part.backward if part else None))
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
         # The thread runs in a copy of this context: the debug folder of the graph being compiled.
         future = pool.submit(contextvars.copy_context().run, backward)
         try:
             with debug_dir.stage("forward_"):
-                forward = compile_graph(GraphModule({}, part.forward))
+                forward = run(compile_graph, graph(part.forward if part else None))
         finally:
             backward_result = future.exception() or future.result()
     if isinstance(backward_result, BaseException):
@@ -313,9 +347,15 @@ def compile_training(gm, example_inputs, attributes, compile_graph, partitioner=
     with a compiled forward and backward: (run, attribute paths). `attributes`: the tensors the
     get_attr nodes read (path -> tensor); compile_graph(GraphModule) -> callable returning a
     tuple; partitioner: "min_cut" or "default" (partitioners.py)."""
-    part, (num_outputs, tangent_for, grad_inputs, grad_present, num_inputs, attr_targets, written) = \
-        _trace_and_partition(gm, example_inputs, attributes, partitioner)
+    part, facts = _trace_and_partition(gm, example_inputs, attributes, partitioner)
     compiled_forward, compiled_backward = _compile_both(part, compile_graph)
+    return _training_runner(gm, part, facts, compiled_forward, compiled_backward)
+
+
+def _training_runner(gm, part, facts, compiled_forward, compiled_backward):
+    """(run, attribute paths) of compile_training: the autograd Function around the compiled
+    forward and backward of `part`, and the runtime wrapper's copies into written inputs."""
+    num_outputs, tangent_for, grad_inputs, grad_present, num_inputs, attr_targets, written = facts
     plan = _Plan(compiled_forward, compiled_backward, num_outputs, tangent_for, grad_inputs,
                  part.saved_inputs, num_inputs)
     plan.grad_present = grad_present
@@ -343,6 +383,90 @@ def compile_training(gm, example_inputs, attributes, compile_graph, partitioner=
         return results
 
     return run, attr_targets
+
+
+class _GraphsOverSymbols:
+    """One side (forward or backward) of a training graph partitioned at each probe point of a
+    dynamic.Traces, in the form inductor.compile_dynamic takes: the graph modules (the call's
+    sizes first), the points, the symbols' names, and per symbol the (placeholder, dim) whose
+    size it is at every point (None when no placeholder dim is that symbol)."""
+
+    def __init__(self, graphs, points, names, signature):
+        self.graph_modules = [GraphModule({}, g) for g in graphs]
+        self.points, self.names, self.signature = points, names, signature
+        self.symbolic_inputs = set()  # the placeholders are typed already: no example layouts
+        self._dims = [None] * len(names)
+        shapes = [[tuple(p.type.shape) if p.type is not None and p.type.kind == "tensor" else None
+                   for p in g.placeholders()] for g in graphs]
+        for k, first in enumerate(shapes[0]):
+            for d in range(len(first or ())):
+                values = [int(s[k][d]) if s[k] is not None and d < len(s[k]) else None for s in shapes]
+                for i in range(len(names)):
+                    if self._dims[i] is None and values == [p[i] for p in points]:
+                        self._dims[i] = (k, d)
+
+    def describe(self):
+        return self.signature.describe()
+
+    def symbol_dims(self):
+        return list(self._dims)
+
+
+def compile_training_dynamic(traces, example_inputs, attributes, partitioner="min_cut"):
+    """compile_training over size symbols: `traces` (dynamic.Traces) holds the frame traced at
+    the call's sizes and at the probe points; each trace gets its joint graph and partition (cut
+    by the bytes at the call's sizes, so every probe saves the same values), and the forward
+    graphs, then the backward graphs, are fitted over the symbols and compiled once each
+    (inductor.compile_dynamic): the saved tensors' sizes are symbolic. Raises
+    dynamic.DynamicUnsupported when the joint graphs or their partitions differ between the
+    probes (the caller compiles for static sizes then); returns (run, attribute paths)."""
+    from .dynamic import DynamicUnsupported
+    from .inductor import _with_probe_layouts, compile_dynamic
+
+    _check_partitioner(partitioner)
+    parts, node_bytes, first_facts = [], None, None
+    for j, gm in enumerate(traces.graph_modules):
+        typed = _with_probe_layouts(gm, example_inputs, traces.symbolic_inputs)
+        try:
+            joint, facts = _joint_graph(typed, example_inputs, attributes)
+            num_outputs, tangent_for, _, requires_grad, *_ = facts
+            part = partition_joint(joint, num_outputs, sum(tangent_for), requires_grad, partitioner, node_bytes)
+        except AOTUnsupported:
+            raise
+        except Exception as error:  # noqa: BLE001 - a probe the joint trace refuses: static sizes then
+            raise DynamicUnsupported(f"the joint graph at sizes {traces.points[j]} does not trace: "
+                                     f"{type(error).__name__}: {error}") from error
+        grads = list(joint.output_node.args[0])[num_outputs:]
+        facts = facts + (tuple(g is not None for g in grads), tuple(part.saved_inputs), part.num_saved)
+        if j == 0:
+            node_bytes, first_facts = part.node_bytes, facts
+            debug_dir.write("joint.txt", joint)
+            _log_partition(part, partitioner)
+        elif facts != first_facts:
+            raise DynamicUnsupported(f"the partition differs at sizes {traces.points[j]} (inputs, outputs, "
+                                     "gradients or saved values)")
+        parts.append(part)
+    points, names = traces.points, traces.names
+    forward = _GraphsOverSymbols([p.forward for p in parts], points, names, traces.signature)
+    backward = _GraphsOverSymbols([p.backward for p in parts], points, names, traces.signature)
+    _log.info("forward and backward over size symbols %s (%d probes)", traces.describe(), len(points) - 1)
+
+    def compile_side(side):
+        def compile_it():
+            try:
+                run, _ = compile_dynamic(side, ())
+            except DynamicUnsupported:
+                raise
+            except Exception as error:  # noqa: BLE001 - e.g. a symbol no input dim binds
+                raise DynamicUnsupported(f"{type(error).__name__}: {error}") from error
+            return run
+        return compile_it
+
+    compiled_forward, compiled_backward = _compile_both(None, compile_side(forward), compile_side(backward))
+    num_outputs, tangent_for, grad_inputs, _, num_values, attr_targets, written, grad_present = first_facts[:8]
+    facts = (num_outputs, list(tangent_for), list(grad_inputs), list(grad_present), num_values,
+             list(attr_targets), list(written))
+    return _training_runner(traces.graph_modules[0], parts[0], facts, compiled_forward, compiled_backward)
 
 
 def _outputs_that_are_inputs(gm):

@@ -73,11 +73,14 @@ def reset():
 def explain(fn):
     """`kiln.explain(fn)(*args, **kwargs)` runs fn once under capture with the eager backend
     and returns an ExplainOutput: the graphs, ops, guards and break reasons. Like
-    torch._dynamo.explain it resets the compile caches before and after."""
+    torch._dynamo.explain it resets the compile caches before and after. Inputs marked with
+    kiln.compiler.mark_dynamic are probed as a compile would: dynamic_per_graph gives each
+    graph's symbolic inputs (`x: f32[s0, 64]`), though the eager backend runs the graph at the
+    call's sizes."""
 
     def run(*args, **kwargs):
         recorder = ExplainRecorder()
-        compiled = _wrap(fn, FrameCallback(lookup_backend("eager"), recorder=recorder))
+        compiled = _wrap(fn, FrameCallback(lookup_backend("eager"), recorder=recorder, describe_dynamic=True))
         reset()
         try:
             compiled(*args, **kwargs)

@@ -149,10 +149,15 @@ class Signature:
     """The symbolic signature of a compile: per input expression, the symbol id of each dim
     (-1: static), the symbols' sizes in the traced call (hints) and the guarded maximum."""
 
-    def __init__(self, dims, hints, max_size):
+    def __init__(self, dims, hints, max_size, dtypes=None, shapes=None):
         self.dims = dims          # expr -> [symbol id or -1]
         self.hints = hints        # [size] per symbol id
         self.max_size = max_size
+        # Per expr, its dtype's short name ("f32") and the traced sizes (for describe()).
+        self.dtypes, self.shapes = dtypes or {}, shapes or {}
+
+    def with_max_size(self, max_size):
+        return Signature(self.dims, self.hints, max_size, self.dtypes, self.shapes)
 
     def __bool__(self):
         return bool(self.hints)
@@ -166,16 +171,22 @@ class Signature:
             mapped = [new_id.get(i, -1) for i in ids]
             if any(i >= 0 for i in mapped):
                 dims[expr] = mapped
-        return Signature(dims, [self.hints[i] for i in keep], self.max_size)
+        return Signature(dims, [self.hints[i] for i in keep], self.max_size, self.dtypes, self.shapes)
 
     def symbol_names(self):
         return [f"s{i}" for i in range(len(self.hints))]
 
     def describe(self):
-        """'L['x']: [s0, 32]' per input with a symbolic dim."""
+        """"x: f32[s0, 32]" per input with a symbolic dim (its type over the symbols, as graph
+        text prints it); "x: [s0, _]" when the input's dtype and sizes are not known."""
         parts = []
         for expr, ids in self.dims.items():
-            parts.append(f"{expr}: [" + ", ".join(f"s{i}" if i >= 0 else "_" for i in ids) + "]")
+            shape, dtype = self.shapes.get(expr), self.dtypes.get(expr)
+            if shape is None or dtype is None or len(shape) != len(ids):
+                parts.append(f"{expr}: [" + ", ".join(f"s{i}" if i >= 0 else "_" for i in ids) + "]")
+            else:
+                parts.append(f"{expr}: {dtype}[" + ", ".join(f"s{i}" if i >= 0 else str(n)
+                                                             for i, n in zip(ids, shape)) + "]")
         return "; ".join(parts)
 
     def sizes_at(self, point, examples_by_expr):
@@ -207,7 +218,11 @@ def choose(examples_by_expr, wanted):
         if any(i >= 0 for i in ids):
             dims[expr] = ids
     max_size = max([MIN_MAX_SIZE] + [4 * h for h in hints])
-    return Signature(dims, hints, max_size)
+    from ..fx.graph import type_of
+
+    dtypes = {e: str(type_of(examples_by_expr[e])).split("[", 1)[0] for e in dims}
+    shapes = {e: tuple(examples_by_expr[e].shape) for e in dims}
+    return Signature(dims, hints, max_size, dtypes, shapes)
 
 
 def _monomials(k):
@@ -342,6 +357,10 @@ _SIZE_ARGUMENTS = {
     "prims.iota": {0, "length"},
     "prims.empty_strided": {0, 1, "shape", "strides"},
     "prims.slice": {2, "limit_indices"},
+    # Random draws run eagerly at each call with their shape evaluated at the call's sizes
+    # (inductor._symbolic_draws fits it over the probes).
+    "prims.uniform": {0, "shape"},
+    "prims.normal": {0, "shape"},
 }
 _CALL = re.compile(r"= call_function ([\w.]+)\(")
 
@@ -383,6 +402,54 @@ def _size_argument(line, offset):
     return bool(allowed) and _argument_at(line, offset) in allowed
 
 
+def _argument_span(line, which):
+    """(start, end) of the text of argument number `which` (by position) of the call on `line`,
+    or None."""
+    m = _CALL.search(line)
+    if not m:
+        return None
+    depth, index, start = 0, 0, m.end()
+    for i in range(m.end(), len(line)):
+        c = line[i]
+        if c in "([{":
+            depth += 1
+        elif c in ")]}" and depth:
+            depth -= 1
+        elif (c == "," and depth == 0) or c in ")]}":
+            if index == which:
+                return start, i
+            if c != ",":
+                return None
+            index, start = index + 1, i + 1
+    return None
+
+
+def _fit_fill_values(row, fitter):
+    """The lines of `row` (one node at each probe) with a prims.full fill value that differs
+    between the probes (a mean's element count, `full([], 640.0)`) replaced by its polynomial
+    in the symbols as a string (`"s0*64"`, which lowering reads as a size expression), when
+    the values are integers at every probe; the lines as they were otherwise."""
+    m = _CALL.search(row[0])
+    if not m or m.group(1) != "prims.full":
+        return row
+    spans = [_argument_span(line, 1) for line in row]
+    if any(s is None for s in spans):
+        return row
+    texts = [line[a:b].strip() for line, (a, b) in zip(row, spans)]
+    if len(set(texts)) == 1:
+        return row
+    try:
+        values = [float(t) for t in texts]
+    except ValueError:
+        return row
+    if not all(v.is_integer() and abs(v) < 2 ** 53 for v in values):
+        return row
+    expr = fitter.fit([int(v) for v in values])
+    if expr is None:
+        return row
+    return [line[:a] + f' "{expr}"' + line[b:] for line, (a, b) in zip(row, spans)]
+
+
 def generalize(texts, points, names):
     """The graph text over the symbols `names` that is texts[j] with symbol i at points[j][i]
     (texts[0] is the traced call's graph, points[0] its sizes); DynamicUnsupported otherwise.
@@ -394,6 +461,7 @@ def generalize(texts, points, names):
     fitter = Fitter(points, names)
     out = []
     for row in zip(*lines):
+        row = _fit_fill_values(row, fitter)
         parts = [_split_line(line) for line in row]
         new_line = ""
         for which in (0, 1):

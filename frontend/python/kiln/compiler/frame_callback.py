@@ -204,10 +204,14 @@ class FrameCallback:
     What it captures also goes to the recording session of the `kiln explain` command when
     one is active, and to kiln.config.debug_dir when set."""
 
-    def __init__(self, backend, *, fullgraph=False, backend_kwargs=None, recorder=None, dynamic=None):
+    def __init__(self, backend, *, fullgraph=False, backend_kwargs=None, recorder=None, dynamic=None,
+                 describe_dynamic=False):
         self.backend = backend
         self.fullgraph = fullgraph
         self.dynamic = dynamic
+        # kiln.explain: frames with symbolic dims (mark_dynamic) are probed to describe their
+        # symbolic signature even for a backend that compiles static sizes only.
+        self.describe_dynamic = describe_dynamic
         self.backend_kwargs = dict(backend_kwargs or {})
         self.recorder = recorder
 
@@ -309,9 +313,15 @@ class FrameCallback:
             if leaves_grad_mode is not None:
                 run = _switching_grad_mode_after(run, leaves_grad_mode)
             return self._glue_entry(code, frame_info, result, site, run)
-        traces, static_result = None, result
-        if site is None and leaves_grad_mode is None and not _needs_autograd(examples, result["attrs"]):
+        traces, static_result, described = None, result, None
+        # Training graphs are compiled over size symbols by AOT autograd for the inductor backend
+        # (aot.compile_training_dynamic); other backends get them through gm.kiln_dynamic.
+        if site is None and leaves_grad_mode is None and (not _needs_autograd(examples, result["attrs"])
+                                                          or _backend_name(self.backend) == "inductor"):
             traces = self._dynamic_traces(code, state, frame_info, result, examples)
+            if traces is not None and not getattr(self.backend, "supports_dynamic_shapes", False):
+                # Described (kiln.explain), not compiled over: the graph runs at the call's sizes.
+                described, traces = traces.describe(), None
             if traces is not None:
                 result = traces.result
                 gm = GraphModule(result["attrs"], result["graph"])
@@ -336,7 +346,9 @@ class FrameCallback:
                                   "runs op by op under the autograd engine", _where(code), name)
                     compiled = gm.forward
                 elif needs_autograd and getattr(self.backend, "__module__", None) == __package__ + ".backends":
-                    compiled = self._compile_training(code, name, gm, examples)
+                    compiled, gm, traces = self._compile_training(code, name, gm, examples, traces)
+                    result = traces.result if traces is not None else static_result
+                    self._remember_static_dims(state, traces)
                 else:
                     compiled, gm, traces = self._backend_compile(code, frame_info, gm, examples, traces)
                     result = traces.result if traces is not None else static_result
@@ -364,7 +376,7 @@ class FrameCallback:
                          _where(code), result["guards"])
         for recorder in self._recorders(code):
             recorder.add_graph(gm, result["op_count"], result["guards"], examples,
-                               dynamic=traces.describe() if traces is not None else None)
+                               dynamic=traces.describe() if traces is not None else described)
         return entry
 
     def _backend_compile(self, code, frame_info, gm, examples, traces):
@@ -439,7 +451,7 @@ class FrameCallback:
         # (Dims of size 0 or 1 and non-contiguous inputs are static for this call only.)
         state.wanted_dims = {e: {x for x in d if tensors[e].shape[x] >= 2} for e, d in wanted.items()
                              if tensors[e].is_contiguous()}
-        if not wanted or not getattr(self.backend, "supports_dynamic_shapes", False):
+        if not wanted or not (getattr(self.backend, "supports_dynamic_shapes", False) or self.describe_dynamic):
             return None
         sig = dynamic.choose(tensors, wanted)
         if not sig:
@@ -491,7 +503,7 @@ class FrameCallback:
         finally:
             self._time(code, "trace_frame", start)
         _dynamic_log.info("%s: the frame traces at sizes up to %d only: guarded 2 <= s <= %d", _where(code), low, low)
-        return dynamic.Signature(sig.dims, sig.hints, low)
+        return sig.with_max_size(low)
 
     def _probe(self, code, frame_info, result, tensors, sig):
         """The frame traced over `sig`'s symbols at the probe points (dynamic.Traces); None when
@@ -547,10 +559,44 @@ class FrameCallback:
         capture.skip_code(glue.__code__)  # the hook never captures the glue itself
         return result["guards"], glue
 
-    def _compile_training(self, code, name, gm, examples):
-        """AOT autograd (aot.py) for the inductor and aot_eager backends; the eager backend, and
-        graphs AOT autograd does not handle yet, run op by op under the autograd engine."""
+    def _compile_training(self, code, name, gm, examples, traces=None):
+        """(compiled, gm, traces): AOT autograd (aot.py) for the inductor and aot_eager backends;
+        the eager backend, and graphs AOT autograd does not handle yet, run op by op under the
+        autograd engine. With `traces` (the frame traced over size symbols, inductor only) the
+        forward and backward are compiled over the symbols; when they are not one graph over
+        them (DynamicUnsupported), for static sizes, and traces is None on return."""
         backend = _backend_name(self.backend)
+        if traces is not None:
+            compiled = self._compile_training_dynamic(code, name, gm, examples, traces)
+            if compiled is not None:
+                return compiled, gm, traces
+            static = traces.static_result
+            gm = GraphModule(static["attrs"], static["graph"])
+        return self._compile_training_static(code, name, gm, examples, backend), gm, None
+
+    def _compile_training_dynamic(self, code, name, gm, examples, traces):
+        """The training graph compiled over size symbols (aot.compile_training_dynamic), or None
+        when it is not one graph over them or AOT autograd cannot compile it."""
+        from .aot import AOTUnsupported, compile_training_dynamic
+        from .inductor import _attribute, attribute_reader
+
+        options = self.backend_kwargs.get("options") or {}
+        try:
+            run, attr_targets = compile_training_dynamic(
+                traces, examples, {n.target: _attribute(gm, n.target) for n in gm.graph.nodes
+                                   if n.op == "get_attr"}, options.get("partitioner", "min_cut"))
+        except (dynamic.DynamicUnsupported, AOTUnsupported) as error:
+            _dynamic_log.info("%s: %s: no training graph over the size symbols %s (%s); compiling for "
+                              "static sizes", _where(code), name, traces.describe(), error)
+            return None
+        _aot_log.info("%s: %s compiled for training over size symbols %s (AOT autograd, inductor backend)",
+                      _where(code), name, traces.describe())
+        if not attr_targets:
+            return run
+        read = attribute_reader(gm, attr_targets)
+        return lambda *args: run(*args, *read())
+
+    def _compile_training_static(self, code, name, gm, examples, backend):
         if backend in ("inductor", "aot_eager"):
             from .aot import AOTUnsupported, compile_training
             from .inductor import _attribute, attribute_reader, compile_graph

@@ -20,6 +20,7 @@ from .. import _logging
 from .._C import _codegen
 from .. import _C
 from ..fx import Graph, GraphModule, retrace
+from ..fx.interpreter import Interpreter
 from ..fx.graph import type_of
 from . import debug_dir, fallback, graph_cache
 
@@ -495,16 +496,70 @@ def _symbolic_views(geometries, traces):
     return out
 
 
-def _dynamic_runner(kernel, views, where, symbol_dims):
-    """The callable of a dynamic compile: the program (or none) and the output views of inputs,
-    taken with their fitted geometry at the symbol values of the call (`symbol_dims`: per
-    symbol, the (argument, dim) it is read from)."""
-    if views is None:
+class _SizedDraws(Interpreter):
+    """Runs the draw graph traced at the call's sizes with each random draw's shape argument
+    replaced by its fitted shape at the symbol values of this call."""
+
+    def __init__(self, graph, shapes):
+        super().__init__(None, graph=graph)
+        self.shapes = shapes  # node -> [size fn]
+        self.values = ()
+
+    def run_node(self, n):
+        args, kwargs = self.fetch_args_kwargs_from_env(n)
+        if n in self.shapes:
+            args = ([f(*self.values) for f in self.shapes[n]],) + tuple(args[1:])
+        return getattr(self, n.op)(n.target, args, kwargs)
+
+
+def _symbolic_draws(draw_graphs, traces):
+    """The eager draws of a dynamic compile (random prims hoisted out of the program, run at
+    each call in program order, inputs of the program): `draw_graphs`, the draw graph at each
+    probe point, must be one graph over the symbols (dynamic.generalize: only the draws'
+    shapes and the types differ); each draw's shape is fitted over the probes. Returns
+    draw(args, symbol values) -> the draws' values."""
+    from .dynamic import DynamicUnsupported, Fitter, generalize
+
+    generalize([str(g) for g in draw_graphs], traces.points, traces.names)
+    fitter = Fitter(traces.points, traces.names)
+    per_probe = [list(g.nodes) for g in draw_graphs]
+    shapes = {}
+    for i, node in enumerate(per_probe[0]):
+        if node.op != "call_function" or node.target not in _RANDOM_PRIMS:
+            continue
+        sizes = [list(nodes[i].args[0]) for nodes in per_probe]
+        fns = []
+        for d in range(len(sizes[0])):
+            text = fitter.fit([s[d] for s in sizes])
+            if text is None:
+                raise DynamicUnsupported(f"a random draw's shape is not a polynomial of the sizes: {node.format_node()}")
+            fns.append(eval(compile(f"lambda {', '.join(traces.names)}: {text}", "<draw>", "eval")))  # noqa: S307
+        shapes[node] = fns
+    interpreter = _SizedDraws(draw_graphs[0], shapes)
+
+    def draw(args, values):
+        interpreter.values = values
+        out = interpreter.run(*args)
+        return tuple(out) if isinstance(out, (tuple, list)) else (out,)
+
+    return draw
+
+
+def _dynamic_runner(kernel, views, where, symbol_dims, draws=None):
+    """The callable of a dynamic compile: the eager random draws (appended to the program's
+    inputs), the program (or none) and the output views of inputs, the draws' shapes and the
+    views' geometry taken at the symbol values of the call (`symbol_dims`: per symbol, the
+    (argument, dim) it is read from)."""
+    if views is None and draws is None:
         return kernel
 
     def run(*args):
-        computed_outputs = kernel(*args) if kernel is not None else ()
         values = [args[a].shape[d] for a, d in symbol_dims]
+        if draws is not None:
+            args = args + tuple(draws(args, values))
+        computed_outputs = kernel(*args) if kernel is not None else ()
+        if views is None:
+            return computed_outputs
         results = []
         for is_view, i in where:
             if not is_view:
@@ -524,10 +579,10 @@ def compile_dynamic(traces, example_inputs):
     `traces` is a dynamic.Traces; returns (the callable, attribute targets). Outputs that are
     views of inputs are taken at each call with their geometry fitted over the symbols. Raises
     dynamic.DynamicUnsupported when the prims graphs do not agree over the symbols, or when
-    the graph needs what the symbolic path does not do yet (draws, fallbacks)."""
+    the graph needs what the symbolic path does not do yet (fallbacks)."""
     from .dynamic import DynamicUnsupported, generalize
 
-    texts, attr_lists, wheres, geometries = [], [], [], []
+    texts, attr_lists, wheres, geometries, draw_graphs = [], [], [], [], []
     device = None
     for gm in traces.graph_modules:
         try:
@@ -538,8 +593,7 @@ def compile_dynamic(traces, example_inputs):
         except Exception as error:  # noqa: BLE001 - a probe the pipeline refuses: static sizes then
             raise DynamicUnsupported(f"the graph at other sizes does not compile: {type(error).__name__}: "
                                      f"{error}") from error
-        if draws is not None:
-            raise DynamicUnsupported("random draws are compiled for static sizes only")
+        draw_graphs.append(draws)
         if computed is not None and _plan(computed) is not None:
             raise DynamicUnsupported("ops without a lowering (fallbacks) are compiled for static sizes only")
         texts.append(str(computed) if computed is not None else "")
@@ -550,9 +604,14 @@ def compile_dynamic(traces, example_inputs):
             (geometries and len(geometries) != len(texts)):
         raise DynamicUnsupported("the outputs aliasing inputs change with the sizes")
     views = _symbolic_views(geometries, traces) if geometries else None
+    if any((g is None) != (draw_graphs[0] is None) for g in draw_graphs):
+        raise DynamicUnsupported("the graph draws random numbers at some sizes only")
+    draws = _symbolic_draws(draw_graphs, traces) if draw_graphs[0] is not None else None
     symbol_dims = traces.symbol_dims()
+    if (views is not None or draws is not None) and None in symbol_dims:
+        raise DynamicUnsupported("a size symbol of an output view or a random draw is the size of no input dim")
     if not texts[0]:
-        return _dynamic_runner(None, views, wheres[0], symbol_dims), attr_lists[0]
+        return _dynamic_runner(None, views, wheres[0], symbol_dims, draws), attr_lists[0]
     if any(a != attr_lists[0] for a in attr_lists):
         raise DynamicUnsupported("the graph reads other attributes at other sizes")
     symbolic_text = generalize(texts, traces.points, traces.names)
@@ -565,7 +624,7 @@ def compile_dynamic(traces, example_inputs):
                 from error
         _loops_log.info("fusion decisions (sizes %s, CUDA):\n%s", traces.describe(), schedule_log)
         kernel = _compile_cuda(program, device, hints)
-        return _dynamic_runner(kernel, views, wheres[0], symbol_dims), attr_lists[0]
+        return _dynamic_runner(kernel, views, wheres[0], symbol_dims, draws), attr_lists[0]
     # The graph cache keys on the symbolic graph (its text over s0, s1, ...) and the size hints
     # the code was tuned for: another process, or another frame with the same graph, skips
     # lowering and compiling.
@@ -573,7 +632,7 @@ def compile_dynamic(traces, example_inputs):
                      repr(sorted(hints.items())), symbolic_text])
     entry = graph_cache.load(key)
     if entry is not None and entry.kernel is not None:
-        return _dynamic_runner(entry.kernel, views, wheres[0], symbol_dims), attr_lists[0]
+        return _dynamic_runner(entry.kernel, views, wheres[0], symbol_dims, draws), attr_lists[0]
     try:
         program, schedule_log = _codegen.schedule(_codegen.lower(symbolic_text))
         source = _codegen.emit_cpp(program, size_hints=hints)
@@ -591,7 +650,7 @@ def compile_dynamic(traces, example_inputs):
     # (The entry holds the program; the output views are fitted again from the probes.)
     graph_cache.store(key, graph_cache.Entry(program, path, None, [], attr_lists[0], schedule_log=schedule_log))
     kernel = _codegen.CompiledKernel(path, "kiln_entry", program)
-    return _dynamic_runner(kernel, views, wheres[0], symbol_dims), attr_lists[0]
+    return _dynamic_runner(kernel, views, wheres[0], symbol_dims, draws), attr_lists[0]
 
 
 def attribute_reader(gm, targets):

@@ -31,8 +31,12 @@ class JointInfo:
     positions)), is_view(node), storage_root(node), written_arguments(node)."""
 
     def __init__(self, joint, num_forward_outputs, num_tangents, backward, writes, ops, is_view,
-                 storage_root, written_arguments):
+                 storage_root, written_arguments, weights=None):
         self.joint, self.num_forward_outputs, self.num_tangents = joint, num_forward_outputs, num_tangents
+        # The cost of saving each node (node -> bytes) when not its own bytes: a graph traced at
+        # several sizes (dynamic shapes) is cut by the bytes at the call's sizes at every one,
+        # so that each probe saves the same values (aot.compile_training_dynamic).
+        self.weights = weights
         self.backward, self.writes = backward, writes
         self.ops, self.is_view = ops, is_view
         self.storage_root, self.written_arguments = storage_root, written_arguments
@@ -264,7 +268,7 @@ def min_cut_partition(info):
     for node in forward_side:
         vin[node], vout[node] = net.vertex(), net.vertex()
         # Saving a node costs its bytes; a tuple (a multi-output op) cannot be saved, its items can.
-        size = nbytes(node)
+        size = info.weights[node] if info.weights is not None else nbytes(node)
         net.edge(vin[node], vout[node], size if size or node.op == "placeholder" else _INF)
         if node.op == "placeholder" or not _recomputable(node, info) or (
                 node in must_forward and not _recomputable(node, info)):
