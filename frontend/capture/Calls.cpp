@@ -711,13 +711,26 @@ VT* InstructionTranslator::callBuiltin(nb::handle fn, VTs& args, Kwargs& kwargs,
     }
     return t_.callReal(fn, args, kwargs);
   }
-  if (is("getattr") && args.size() >= 2)
+  // getattr(x, name, default) and hasattr(x, name) answer a missing attribute (the tracer's
+  // "AttributeError: ..." reasons); any other reason the attribute cannot be traced stays a break
+  // (answering False or the default there would be silently wrong).
+  auto missing = [](const TraceError& e) { return e.reason.starts_with("AttributeError:"); };
+  if (is("getattr") && args.size() == 3) {
+    try {
+      return loadAttr(args[0], nb::cast<std::string>(constantValue(args[1], "an attribute name")));
+    } catch (const TraceError& e) {
+      if (!missing(e)) throw;
+      return args[2];
+    }
+  }
+  if (is("getattr") && args.size() == 2)
     return loadAttr(args[0], nb::cast<std::string>(constantValue(args[1], "an attribute name")));
   if (is("hasattr") && args.size() == 2) {
     try {
       loadAttr(args[0], nb::cast<std::string>(constantValue(args[1], "an attribute name")));
       return t_.constant(nb::bool_(true));
-    } catch (const TraceError&) {
+    } catch (const TraceError& e) {
+      if (!missing(e)) throw;
       return t_.constant(nb::bool_(false));
     }
   }

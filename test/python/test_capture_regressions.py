@@ -165,3 +165,27 @@ def test_module_dict_views_and_instance_dict_are_traced():
     heads["a"] = nn.Linear(3, 2)
     compiled = kiln.compile(fn)
     close(compiled(x)[0], fn(x)[0])
+
+
+def test_getattr_with_a_default_of_a_missing_attribute_is_traced():
+    # getattr(obj, name, default) ignored the default: a missing attribute sent the whole frame
+    # to eager execution with no break reported (0 graphs, 0 breaks).
+    lin = kiln.nn.Linear(4, 3)
+
+    class Cfg:
+        scale = 2.0
+
+    cfg = Cfg()
+
+    def f(x):
+        y = lin(x) * getattr(cfg, "scale", 1.0) + getattr(cfg, "shift", 0.5)
+        if getattr(lin, "missing", None) is None and not hasattr(lin, "nothere"):
+            y = y - 1
+        return y
+
+    x = kiln.randn(2, 4)
+    kiln.compiler.reset()
+    e = kiln.explain(f)(x)
+    assert (e.graph_count, e.graph_break_count) == (1, 0), e.break_reasons
+    kiln.compiler.reset()
+    np.testing.assert_array_equal(kiln.compile(f)(x).detach().numpy(), f(x).detach().numpy())
