@@ -12,10 +12,8 @@
 
 #include "codegen/CppCodegen.h"
 #include "codegen/KernelCache.h"
+#include "frontend/binding/ProgramSignature.h"
 #include "frontend/binding/PythonConvert.h"
-#include "ir/Diagnostic.h"
-#include "ir/loop/Parser.h"
-#include "ir/loop/Verifier.h"
 #include "runtime/Allocator.h"
 #include "runtime/Error.h"
 #include "runtime/TensorImpl.h"
@@ -130,69 +128,15 @@ void contextGemm16Batched(int bf16, int f32Out, int transA, int transB, int64_t 
                      strideB, c, ldc, strideC);
 }
 
-// An input's or output's declared sizes and strides: expressions over the size symbols.
-struct TensorMeta {
-  std::string name;
-  ScalarType dtype;
-  std::vector<IndexExpr> sizes;
-  std::vector<IndexExpr> strides;
-};
-
-// Where a size symbol's value is read at each call: the size of dim `dim` of input `input`.
-struct SymbolSource {
-  std::string symbol;
-  size_t input, dim;
-};
-
-DimVector evaluated(const std::vector<IndexExpr>& exprs, const std::map<std::string, int64_t>& values) {
-  DimVector out;
-  for (const IndexExpr& e : exprs) out.push_back(e.isConstant() ? *e.constant() : e.evaluate(values));
-  return out;
-}
-
-// Strides matter only along dims of size > 1, and not at all for an empty tensor.
-bool sameLayout(const Tensor& t, const DimVector& sizes, const DimVector& strides) {
-  if (t.numel() == 0) return true;
-  for (size_t d = 0; d < sizes.size(); ++d) {
-    if (sizes[d] != 1 && t.strides()[d] != strides[d]) return false;
-  }
-  return true;
-}
-
 class CompiledKernel {
 public:
   CompiledKernel(std::string path, std::string entry, std::string_view programText)
       : path_(std::move(path)), entry_(std::move(entry)) {
-    LoopParseResult r = parseLoopPrograms(programText);
-    if (r.error) throw ValueError(formatDiagnostic(*r.error, "<program>", programText));
-    KILN_CHECK_VALUE(r.programs.size() == 1, "CompiledKernel: expected one loop program, got ",
-                     r.programs.size());
-    std::vector<Diagnostic> problems = verifyLoopProgram(r.programs[0]);
-    if (!problems.empty()) throw ValueError(formatDiagnostic(problems[0], "<program>", programText));
-    const LoopProgram& p = r.programs[0];
-    name_ = p.name;
-    for (const LoopInput& in : p.inputs) inputs_.push_back({in.name, in.dtype, in.sizes, in.strides});
-    for (const std::string& version : p.outputs) {
-      // A version written in place stands for its whole storage.
-      std::string out = p.storageRoot(version);
-      if (const Buffer* b = p.findBuffer(out)) {
-        outputs_.push_back({out, b->dtype, b->sizes, {}});
-      } else {
-        const LoopInput* in = p.findInput(out);
-        KILN_CHECK_VALUE(in != nullptr, "CompiledKernel: unknown output %", out);
-        outputs_.push_back({out, in->dtype, in->sizes, {}});
-      }
-    }
-    // Each size symbol is read from the first input dim that is exactly that symbol.
-    for (const std::string& sym : p.sizeSymbols()) {
-      std::optional<SymbolSource> source;
-      for (size_t i = 0; i < inputs_.size() && !source; ++i)
-        for (size_t d = 0; d < inputs_[i].sizes.size() && !source; ++d)
-          if (inputs_[i].sizes[d] == IndexExpr::var(sym)) source = SymbolSource{sym, i, d};
-      KILN_CHECK_VALUE(source.has_value(), "CompiledKernel: program @", name_, ": size symbol ", sym,
-                       " is not the size of an input dim, so a call cannot bind it");
-      symbols_.push_back(*source);
-    }
+    ProgramSignature sig = readProgramSignature(programText, "CompiledKernel");
+    name_ = sig.program.name;
+    inputs_ = std::move(sig.inputs);
+    outputs_ = std::move(sig.outputs);
+    symbols_ = std::move(sig.symbols);
     if (symbols_.empty()) {
       std::map<std::string, int64_t> none;
       for (TensorMeta& m : inputs_) staticInputs_.push_back({evaluated(m.sizes, none), evaluated(m.strides, none)});
@@ -226,14 +170,7 @@ public:
     std::map<std::string, int64_t> values;
     std::vector<int64_t> sizeArgs;
     for (const SymbolSource& s : symbols_) {
-      const Tensor& t = unwrapTensor(args[s.input].ptr());
-      KILN_CHECK(t.dim() == int64_t(inputs_[s.input].sizes.size()), "compiled program @", name_,
-                 ": input ", s.input, " (%", inputs_[s.input].name, ") has ", t.dim(), " dims, expected ",
-                 inputs_[s.input].sizes.size());
-      int64_t v = t.sizes()[s.dim];
-      KILN_CHECK(v >= kMinSizeSymbol, "compiled program @", name_, ": size symbol ", s.symbol,
-                 " (dim ", s.dim, " of input ", s.input, ", %", inputs_[s.input].name, ") is ", v,
-                 ", but the program was compiled for ", s.symbol, " >= ", kMinSizeSymbol);
+      int64_t v = symbolValue(s, unwrapTensor(args[s.input].ptr()), inputs_, "compiled program", name_);
       values[s.symbol] = v;
       sizeArgs.push_back(v);
     }

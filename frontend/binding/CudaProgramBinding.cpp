@@ -16,10 +16,8 @@
 #include "codegen/CudaCodegen.h"
 #include "codegen/Nvrtc.h"
 #include "frontend/binding/CudaCodegenBinding.h"
+#include "frontend/binding/ProgramSignature.h"
 #include "frontend/binding/PythonConvert.h"
-#include "ir/Diagnostic.h"
-#include "ir/loop/Parser.h"
-#include "ir/loop/Verifier.h"
 #include "runtime/Error.h"
 #include "runtime/TensorImpl.h"
 #include "runtime/cuda/CudaBlas.h"
@@ -57,26 +55,6 @@ std::vector<std::string> pythonPaths() {
   return dirs;
 }
 
-struct TensorMeta {
-  std::string name;
-  ScalarType dtype;
-  std::vector<IndexExpr> sizes, strides;
-};
-
-DimVector evaluated(const std::vector<IndexExpr>& exprs, const std::map<std::string, int64_t>& values) {
-  DimVector out;
-  for (const IndexExpr& e : exprs) out.push_back(e.isConstant() ? *e.constant() : e.evaluate(values));
-  return out;
-}
-
-// Strides matter only along dims of size > 1, and not at all for an empty tensor.
-bool sameLayout(const Tensor& t, const DimVector& sizes, const DimVector& strides) {
-  if (t.numel() == 0) return true;
-  for (size_t d = 0; d < sizes.size(); ++d)
-    if (sizes[d] != 1 && t.strides()[d] != strides[d]) return false;
-  return true;
-}
-
 // The device memory a call allocated and has not freed yet, freed when the call ends (a failed
 // call included).
 class CallMemory {
@@ -110,36 +88,12 @@ public:
   CudaCompiledProgram(std::string_view programText, int device, const std::map<std::string, int64_t>& sizeHints,
                       const std::string& cacheDir)
       : device_(device) {
-    LoopParseResult r = parseLoopPrograms(programText);
-    if (r.error) throw ValueError(formatDiagnostic(*r.error, "<program>", programText));
-    KILN_CHECK_VALUE(r.programs.size() == 1, "CudaCompiledProgram: expected one loop program, got ",
-                     r.programs.size());
-    std::vector<Diagnostic> problems = verifyLoopProgram(r.programs[0]);
-    if (!problems.empty()) throw ValueError(formatDiagnostic(problems[0], "<program>", programText));
-    const LoopProgram& p = r.programs[0];
+    ProgramSignature sig = readProgramSignature(programText, "CudaCompiledProgram");
+    const LoopProgram& p = sig.program;
     name_ = p.name;
-    for (const LoopInput& in : p.inputs) inputs_.push_back({in.name, in.dtype, in.sizes, in.strides});
-    for (const std::string& version : p.outputs) {
-      std::string out = p.storageRoot(version);
-      if (const Buffer* b = p.findBuffer(out)) {
-        outputs_.push_back({out, b->dtype, b->sizes, {}});
-      } else {
-        const LoopInput* in = p.findInput(out);
-        KILN_CHECK_VALUE(in != nullptr, "CudaCompiledProgram: unknown output %", out);
-        outputs_.push_back({out, in->dtype, in->sizes, {}});
-      }
-    }
-    for (const std::string& sym : p.sizeSymbols()) {
-      bool found = false;
-      for (size_t i = 0; i < inputs_.size() && !found; ++i)
-        for (size_t d = 0; d < inputs_[i].sizes.size() && !found; ++d)
-          if (inputs_[i].sizes[d] == IndexExpr::var(sym)) {
-            symbols_.push_back({sym, i, d});
-            found = true;
-          }
-      KILN_CHECK_VALUE(found, "CudaCompiledProgram: program @", name_, ": size symbol ", sym,
-                       " is not the size of an input dim, so a call cannot bind it");
-    }
+    inputs_ = std::move(sig.inputs);
+    outputs_ = std::move(sig.outputs);
+    symbols_ = std::move(sig.symbols);
     codegen::CudaOptions options;
     options.sizeHints = sizeHints;
     program_ = codegen::emitCuda(p, options);
@@ -168,17 +122,8 @@ public:
       ins.push_back(&unwrapTensor(o));
     }
     std::map<std::string, int64_t> values;
-    for (const SymbolSource& s : symbols_) {
-      const Tensor& t = *ins[s.input];
-      KILN_CHECK(t.dim() == int64_t(inputs_[s.input].sizes.size()), "compiled CUDA program @", name_, ": input ",
-                 s.input, " (%", inputs_[s.input].name, ") has ", t.dim(), " dims, expected ",
-                 inputs_[s.input].sizes.size());
-      int64_t v = t.sizes()[s.dim];
-      KILN_CHECK(v >= kMinSizeSymbol, "compiled CUDA program @", name_, ": size symbol ", s.symbol, " (dim ", s.dim,
-                 " of input ", s.input, ") is ", v, ", but the program was compiled for ", s.symbol,
-                 " >= ", kMinSizeSymbol);
-      values[s.symbol] = v;
-    }
+    for (const SymbolSource& s : symbols_)
+      values[s.symbol] = symbolValue(s, *ins[s.input], inputs_, "compiled CUDA program", name_);
     std::map<std::string, void*> storage;
     for (size_t i = 0; i < n; ++i) {
       const Tensor& t = *ins[i];
@@ -216,11 +161,6 @@ public:
   int device() const { return device_; }
 
 private:
-  struct SymbolSource {
-    std::string symbol;
-    size_t input, dim;
-  };
-
   static int64_t eval(const IndexExpr& e, const std::map<std::string, int64_t>& values) {
     return e.isConstant() ? *e.constant() : e.evaluate(values);
   }
