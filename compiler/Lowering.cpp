@@ -512,6 +512,8 @@ private:
       values_[n] = lowerAvgPool2d(n, target == "aten._adaptive_avg_pool2d");
     } else if (target == "operator.getitem") {
       values_[n] = tupleItem(n);
+    } else if (target == "aten.cumsum" || target == "aten.cumprod") {
+      values_[n] = lowerScan(n, target == "aten.cumprod");
     } else if (target.starts_with("aten.") && isLoweredIndexingOp(target)) {
       values_[n] = lowerIndexing(n, target.substr(5));
     } else {
@@ -1435,6 +1437,53 @@ private:
     if (!a || a->isNone()) return dflt;
     KILN_CHECK(a->kind() == Argument::Kind::Bool, "lowering: ", n->target(), " needs a bool ", name);
     return a->toBool();
+  }
+
+  // cumsum / cumprod(self, dim, *, dtype): an extern scan (codegen: a running value carried
+  // along `dim`, parallel over the other dims) of the operand converted to the computation
+  // dtype (float for 16-bit floats, as eager accumulates them), its result converted back
+  // lazily. The operand's producers fuse into the one pointwise buffer the scan reads.
+  Value lowerScan(const Node* n, bool prod) {
+    const char* op = prod ? "cumprod" : "cumsum";
+    const TensorType& t = tensorTypeOf(n);
+    KILN_CHECK(t.dtype != ScalarType::Bool, "lowering: aten.", op, " (%",
+               n->name(), ") of ", scalarTypeShortName(t.dtype), " has no loop lowering");
+    Value& self = operand(n, 0, "self");
+    ScalarType result = t.dtype;
+    ScalarType compute =
+        result == ScalarType::Float16 || result == ScalarType::BFloat16 ? ScalarType::Float32 : result;
+    if (self.sizes.empty()) { // a 0-d tensor is its own scan
+      Loader in = self.load;
+      return derived(n, [in, result](BodyContext& c, const Index& idx) { return emitCast(c, in(c, idx), result); },
+                     self.cost + 1);
+    }
+    int64_t dim = normalizedDim(intArg(n, 1, "dim"), self.sizes.size(), op);
+    std::string src = contiguousOperand(self, compute);
+    std::string name = freshName();
+    program_.buffers.push_back(Buffer{name, compute, t.sizes, Extern{op, {src}, {{"dim", dim}}, {}}, "", {}});
+    Value r = bufferValue(name, compute, t.sizes);
+    if (compute == result) return r;
+    Loader scanned = r.load;
+    return derived(
+        n, [scanned, result](BodyContext& c, const Index& idx) { return emitCast(c, scanned(c, idx), result); }, 2);
+  }
+
+  // An input or buffer holding v's elements contiguously in `dtype`: v's own storage when it is
+  // one, else a pointwise buffer computing it (v itself is realized when only a view of it or
+  // no cast stands in the way, so its other readers load it too).
+  std::string contiguousOperand(Value& v, ScalarType dtype) {
+    if (v.dtype == dtype && !v.storage.empty()) {
+      if (const Buffer* b = program_.findBuffer(v.storage); b && !b->writesInto()) return v.storage;
+      if (const LoopInput* in = program_.findInput(v.storage); in && in->strides == rowMajorStrides(in->sizes))
+        return v.storage;
+    }
+    if (v.dtype == dtype && v.storage.empty() && !v.aliasOf) return realize(v);
+    Value copy;
+    copy.dtype = dtype;
+    copy.sizes = v.sizes;
+    Loader in = v.load;
+    copy.load = [in, dtype](BodyContext& c, const Index& idx) { return emitCast(c, in(c, idx), dtype); };
+    return realize(copy);
   }
 
   Value lowerIndexing(const Node* n, const std::string& op) {

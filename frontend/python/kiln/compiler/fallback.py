@@ -48,6 +48,8 @@ def is_fallback(node):
         return not _lowers_indexing(node)
     if target in _POOLING_OPS:
         return not _lowers_pooling(node)
+    if target in _SCAN_OPS:
+        return not _lowers_scan(node)
     if target == "operator.getitem" and node.args and hasattr(node.args[0], "op"):
         return is_fallback(node.args[0])
     return not target.startswith("prims.") or target in _UNLOWERED_PRIMS
@@ -59,6 +61,17 @@ _INDEXING_OPS = frozenset({
     "aten.gather", "aten.index_select", "aten.embedding", "aten.index.Tensor", "aten.index_put",
     "aten.scatter.src", "aten.scatter.value", "aten.scatter_add", "aten.embedding_dense_backward",
 })
+
+
+# Scans the loop IR lowers directly as an extern scan (compiler/Lowering.cpp, lowerScan), over
+# static or symbolic sizes.
+_SCAN_OPS = frozenset({"aten.cumsum", "aten.cumprod"})
+
+
+def _lowers_scan(node):
+    """Numeric results; a bool result (dtype=bool) runs eagerly, whose kernel raises."""
+    out = _tensor_type(node)
+    return out is not None and out.dtype != _bool_dtype() and not getattr(out.dtype, "is_complex", False)
 
 
 # Pooling ops the loop IR lowers directly (compiler/Lowering.cpp, "Pooling"); their results
