@@ -541,7 +541,7 @@ def compare_traces(traced, static, probes):
     for r in [traced] + list(probes):
         if not r["ok"]:
             return f"a trace at other sizes failed: {r['reason']}"
-        for key in ("inputs", "output", "lets", "side_effects"):
+        for key in ("inputs", "output", "lets", "side_effects", "break_state"):
             if r.get(key) != static.get(key):
                 return f"the frame's {key} differ at other sizes"
         if not _same_constants(list(r["constants"]), list(static["constants"])):
