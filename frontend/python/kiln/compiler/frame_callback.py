@@ -544,6 +544,7 @@ class FrameCallback:
             self._time(code, "trace_frame", start)
         if compared:
             return compared
+        dynamic.size_break_state(result, [traced] + [r for _, r in probes])
         why = dynamic.compare_traces(traced, result, [r for _, r in probes])
         if why is not None:
             _dynamic_log.info("%s: not traced over size symbols %s (%s)", _where(code), sig.describe(), why)
