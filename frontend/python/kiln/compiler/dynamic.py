@@ -253,8 +253,28 @@ def probe_points(sig, avoid=()):
         if point != tuple(sig.hints) and point not in points and len(set(point)) == k:
             points.append(point)
         if len(points) >= need:
-            return points
+            return _with_both_ends(points, values, top, tuple(sig.hints))
     raise DynamicUnsupported(f"too few probe points in [2, {top}]")
+
+
+def _with_both_ends(points, values, top, hints):
+    """`points` plus, for each symbol that takes neither end of the range (2, `top`) at any of
+    them, a point where it does: with several symbols the spread leaves a symbol inside the
+    range (s1 >= 7), and a clamp below that (`x[:, 1:4]` has min(s1, 4) - 1 elements) would
+    fit a constant."""
+    points = list(points)
+    for i in range(len(points[0])):
+        for end in (v for v in (2, top) if v in values):
+            if any(p[i] == end for p in points):
+                continue
+            point = list(points[0])
+            point[i] = end
+            for j in range(len(point)):  # distinct values (equal ones would share a symbol)
+                if j != i and point[j] == end:
+                    point[j] = next(v for v in values if v not in point)
+            if tuple(point) != hints and tuple(point) not in points:
+                points.append(tuple(point))
+    return points
 
 
 def _solve(rows, values):
