@@ -269,6 +269,7 @@ nb::dict Tracer::run() {
   d["side_effects"] = effects;
   if (stopped) d["break_state"] = brk;
   d["constants"] = constants;
+  d["floats"] = floatsRead;
   d["attrs"] = attrs_;
   d["op_count"] = recorder_.numRecorded();
   d["graph"] = python::wrapGraph(std::move(graph_));
@@ -312,6 +313,9 @@ nb::dict traceFrame(nb::handle frameInfo, nb::handle options) {
     if (o.contains("sizes"))
       for (auto [k, v] : nb::borrow<nb::dict>(o["sizes"]))
         tracer.probeSizes[nb::cast<std::string>(k)] = nb::cast<std::vector<int64_t>>(v);
+    if (o.contains("dynamic_floats"))
+      for (nb::handle e : nb::borrow<nb::object>(o["dynamic_floats"]))
+        tracer.dynamicFloats.insert(nb::cast<std::string>(e));
     if (o.contains("dynamic")) {
       for (auto [k, v] : nb::borrow<nb::dict>(o["dynamic"]))
         tracer.dynamicDims[nb::cast<std::string>(k)] = nb::cast<std::vector<int>>(v);

@@ -32,3 +32,78 @@ class _RestoreGradMode:
 
 RESTORE_GRAD_ENABLED = _RestoreGradMode(True)
 RESTORE_GRAD_DISABLED = _RestoreGradMode(False)
+
+
+def float_input(value):
+    """A Python float that a compiled graph takes as an input (an optimizer's lr that a scheduler
+    changes at every step: frontend/capture's `dynamic_floats`), as the 0-d float64 tensor the
+    graph was traced with. The glue calls it on the float at each call."""
+    from . import _C
+
+    return _C._ops.full([], value, dtype=_C.float64)
+
+
+# Library functions whose frames kiln.compile captures even when eager code calls them, as
+# TorchDynamo captures torch.optim's steps (kiln/compiler/skip_policy.py skips kiln's other
+# frames): code object -> a function preparing a capture from the frame's arguments (None: none).
+_captured_entries = {}
+
+
+def capture_from_eager(fn, prepare=None):
+    """Marks kiln library function `fn` (an optimizer's step) as captured when called from eager
+    code under kiln.compile; `prepare(args)` runs before each trace of it with the frame's
+    arguments (an optimizer making its state, as TorchDynamo runs `_init_group` for real)."""
+    _captured_entries[fn.__code__] = prepare
+    return fn
+
+
+def is_captured_entry(code):
+    return code in _captured_entries
+
+
+def prepare_capture(code, args):
+    prepare = _captured_entries.get(code)
+    if prepare is not None:
+        prepare(args)
+
+
+_mode_independent = {}
+
+
+def _names_training(code):
+    if "training" in code.co_names:
+        return True
+    return any(isinstance(c, type(code)) and _names_training(c) for c in code.co_consts)
+
+
+def mode_independent(cls):
+    """Whether a module of class `cls` computes the same in training and in eval mode, as far as
+    the tracer can tell: a kiln.nn class none of whose methods (below nn.Module, whose train()
+    and eval() set the flag) reads `training`. kiln's modules run for real while tracing, so
+    their reads of the flag are invisible to the tracer: their flag is guarded unless the class
+    does not read it (TorchDynamo guards the flag where the traced code reads it; a Linear
+    compiled in training mode serves eval mode too). User classes are always guarded."""
+    known = _mode_independent.get(cls)
+    if known is not None:
+        return known
+    from .nn import Module
+
+    independent = True
+    for klass in cls.__mro__:
+        if klass is Module or klass is object:
+            continue
+        if not klass.__module__.startswith("kiln."):
+            independent = False
+            break
+        for value in vars(klass).values():
+            if isinstance(value, property):
+                value = value.fget
+            value = getattr(value, "__func__", value)
+            code = getattr(value, "__code__", None)
+            if code is not None and _names_training(code):
+                independent = False
+                break
+        if not independent:
+            break
+    _mode_independent[cls] = independent
+    return independent
