@@ -182,6 +182,9 @@ public:
 
 private:
   void step(size_t here);
+  // step(), with an exception the traced code raises inside one of this frame's try blocks
+  // made a graph break (Unsupported) instead of a user error.
+  void stepCatching(size_t here);
   VT* loadFast(int slot);
   void storeFast(int slot, VT* v);
   void pushCallable(VT* v, bool withNull);

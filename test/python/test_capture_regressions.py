@@ -189,3 +189,41 @@ def test_getattr_with_a_default_of_a_missing_attribute_is_traced():
     assert (e.graph_count, e.graph_break_count) == (1, 0), e.break_reasons
     kiln.compiler.reset()
     np.testing.assert_array_equal(kiln.compile(f)(x).detach().numpy(), f(x).detach().numpy())
+
+
+def test_an_exception_caught_by_a_try_block_is_a_graph_break_traced_once():
+    # `try: s = o.scale except AttributeError:` made the tracer give up as "the user's code
+    # raised": the frame ran eagerly, traced again at every call, with no break reported. It is
+    # a graph break at the lookup now, once: the code before it stays compiled.
+    class Obj:
+        pass
+
+    o = Obj()
+    traces = []
+
+    def counting(gm, example_inputs, **kwargs):
+        traces.append(gm)
+        return gm.forward
+
+    def fn(x):
+        y = x * 2
+        try:
+            s = o.scale
+        except AttributeError:
+            s = 3.0
+        return y * s
+
+    x = kiln.randn(4)
+    kiln.compiler.reset()
+    e = kiln.explain(fn)(x)
+    assert e.graph_count == 1 and ["try block" in str(r) for r in e.break_reasons] == [True], str(e)
+    kiln.compiler.reset()
+    compiled = kiln.compile(fn, backend=counting)
+    for _ in range(3):
+        np.testing.assert_allclose(compiled(x).numpy(), (x * 6).numpy())
+    o.scale = 5.0
+    np.testing.assert_allclose(compiled(x).numpy(), (x * 10).numpy())
+    del o.scale
+    np.testing.assert_allclose(compiled(x).numpy(), (x * 6).numpy())
+    assert len(traces) == 1
+    kiln.compiler.reset()

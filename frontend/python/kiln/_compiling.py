@@ -54,11 +54,31 @@ def capture_from_eager(fn, prepare=None):
     code under kiln.compile; `prepare(args)` runs before each trace of it with the frame's
     arguments (an optimizer making its state, as TorchDynamo runs `_init_group` for real)."""
     _captured_entries[fn.__code__] = prepare
+    _graph_break_calls[fn.__code__] = ("an optimizer's step is a graph of its own (called from "
+                                       "traced code: a graph break, as torch.optim's step)")
     return fn
+
+
+# Library functions that traced code does not inline (a graph break at the call, the call made
+# eagerly): code object -> the break's reason. An optimizer's step is a graph of its own, as
+# torch.optim's `_use_grad` calls torch._dynamo.graph_break() before and after the step;
+# `zero_grad` runs eagerly, as torch.optim's is `torch._disable_dynamo`.
+_graph_break_calls = {}
 
 
 def is_captured_entry(code):
     return code in _captured_entries
+
+
+def not_traced(fn, reason):
+    """Marks kiln library function `fn` as not traced when traced code calls it (`reason`)."""
+    _graph_break_calls[fn.__code__] = reason
+    return fn
+
+
+def graph_break_reason(code):
+    """Why traced code does not inline a call of `code` (None: it does)."""
+    return _graph_break_calls.get(code)
 
 
 def prepare_capture(code, args):

@@ -331,6 +331,8 @@ class Optimizer:
         whose state the step itself computes (SGD's momentum buffer, a copy of the first grad)
         make none here, as torch's."""
 
+    @functools.partial(_compiling.not_traced, reason="Optimizer.zero_grad runs eagerly (as "
+                       "torch.optim's, which is torch._disable_dynamo)")
     def zero_grad(self, set_to_none=True):
         """Resets the parameters' gradients: to None (the default), or to zeros in place."""
         for group in self.param_groups:
