@@ -127,3 +127,38 @@ def mode_independent(cls):
             break
     _mode_independent[cls] = independent
     return independent
+
+
+def make_function(code, globals, defaults, kwdefaults, closure):
+    """A function the traced code made (MAKE_FUNCTION), made again by a graph break's glue."""
+    import types
+
+    fn = types.FunctionType(code, globals, code.co_name, defaults or None, closure or None)
+    fn.__qualname__ = code.co_qualname
+    if kwdefaults:
+        fn.__kwdefaults__ = dict(kwdefaults)
+    return fn
+
+
+def _cell(*value):
+    import types
+
+    return types.CellType(*value)
+
+
+make_function.cell = _cell
+
+
+def _writes(code, name, after=-1):
+    import dis
+
+    for ins in dis.get_instructions(code):
+        if ins.offset // 2 > after and ins.opname in ("STORE_DEREF", "DELETE_DEREF") and ins.argval == name:
+            return True
+    return any(isinstance(c, type(code)) and _writes(c, name) for c in code.co_consts)
+
+
+def cell_written(fn_code, frame_code, index, name):
+    """Whether variable `name` of a closure is written by the function (`fn_code`) or by the
+    traced frame (`frame_code`) after instruction `index` (a graph break's)."""
+    return _writes(fn_code, name) or _writes(frame_code, name, index)
