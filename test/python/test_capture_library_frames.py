@@ -184,3 +184,63 @@ def test_a_library_modules_training_flag_is_guarded_only_where_it_is_read():
         model.train()
         assert len(compiled) == graphs, layer
     kiln.compiler.reset()
+
+
+def test_a_library_modules_forward_with_hooks_is_captured_from_eager_code():
+    # As TorchDynamo's trace_rules: an inbuilt module's forward entered from eager code is
+    # captured when the module has forward hooks (a hook may break the caller's graph); without
+    # hooks it runs eagerly (torch.compile: the same counts, checked with torch._dynamo.explain).
+    act = nn.ReLU()
+    stats = []
+    model = nn.Sequential(nn.Linear(4, 4), act)
+
+    def run(x):
+        outs = []
+        for _ in range(2):
+            outs.append(model(x).sum().item())
+        return outs
+
+    x = kiln.randn(3, 4)
+    kiln.compiler.reset()
+    assert kiln.explain(run)(x).graph_count == 0
+    act.register_forward_hook(lambda m, inp, out: stats.append(out.detach().mean()))
+    kiln.compiler.reset()
+    e = kiln.explain(run)(x)
+    # ReLU.forward, then the hook (recompiled once: it appends to `stats`, whose length is
+    # guarded).
+    assert e.graph_count == 3, str(e)
+    kiln.compiler.reset()
+
+
+def test_a_custom_functions_backward_is_not_captured():
+    # The autograd engine calls a custom Function's backward under a compiled function: captured,
+    # it guarded each call's new ctx (a recompile per call) or broke at ctx.saved_tensors; it
+    # runs eagerly now, as its forward (torch.compile has no graph of its own for it either).
+    class Square(kiln.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x * x
+
+        @staticmethod
+        def backward(ctx, grad):
+            (x,) = ctx.saved_tensors
+            return grad * 2 * x
+
+    w = nn.Parameter(kiln.randn(3))
+
+    def run():
+        grads = []
+        for _ in range(3):
+            w.grad = None
+            Square.apply(w).sum().backward()
+            grads.append(w.grad.clone())
+        return grads
+
+    kiln.compiler.reset()
+    e = kiln.explain(run)()
+    assert not any("saved_tensors" in str(r) or "backward" in str(r.filename) for r in e.break_reasons)
+    kiln.compiler.reset()
+    for g in kiln.compile(run)():
+        np.testing.assert_allclose(g.numpy(), (2 * w).detach().numpy(), rtol=1e-6)
+    kiln.compiler.reset()

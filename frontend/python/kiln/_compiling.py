@@ -162,3 +162,17 @@ def cell_written(fn_code, frame_code, index, name):
     """Whether variable `name` of a closure is written by the function (`fn_code`) or by the
     traced frame (`frame_code`) after instruction `index` (a graph break's)."""
     return _writes(fn_code, name) or _writes(frame_code, name, index)
+
+
+def is_library_module(obj):
+    """Whether `obj` is an instance of one of kiln.nn's module classes."""
+    from .nn import Module
+
+    return isinstance(obj, Module) and type(obj).__module__.startswith("kiln.nn.")
+
+
+def has_forward_hooks(module):
+    """Whether a kiln.nn module has forward (pre-)hooks: then its forward entered from eager code
+    is captured (a graph of its own), as TorchDynamo's trace_rules allow an inbuilt module's
+    forward with hooks (a hook may break the caller's graph, so the forward is traced alone)."""
+    return bool(module.__dict__.get("_forward_hooks") or module.__dict__.get("_forward_pre_hooks"))

@@ -226,7 +226,12 @@ class FrameCallback:
         code = frame_info.code
         entry = _compiling.is_captured_entry(code)
         if not frame_info.is_root and is_skipped_file(code.co_filename) and not entry:
-            return capture.SKIP
+            if code.co_name != "forward" or not frame_info.args or not _compiling.is_library_module(
+                    frame_info.args[0]):
+                return capture.SKIP
+            if not _compiling.has_forward_hooks(frame_info.args[0]):
+                # Another module of the class may have hooks: decided again at the next call.
+                return None
         state = _state(code)
         if state.break_reason is not None:
             return self._unsupported(code, state.break_reason)
