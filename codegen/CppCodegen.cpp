@@ -10,6 +10,7 @@
 // a max phase, a sum phase, then the pointwise phase, with the row's max and sum kept in locals.
 #include "codegen/CppCodegen.h"
 
+#include <cstdint>
 #include <algorithm>
 #include <cctype>
 #include <climits>

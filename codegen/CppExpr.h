@@ -1,6 +1,7 @@
 // C++ text for the scalar parts of a loop program: element types, index expressions in int64
 // arithmetic, and loop bodies as straight-line code (one const local per op).
 #pragma once
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <optional>

@@ -2,6 +2,7 @@
 // reductions, extern kernels and the realization policy.
 #include "compiler/Lowering.h"
 
+#include <cstdint>
 #include <algorithm>
 #include <array>
 #include <bit>

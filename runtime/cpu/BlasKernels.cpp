@@ -4,6 +4,7 @@
 // transpose flag, only operands BLAS cannot address are copied. Other
 // dtypes run a loop that accumulates in a wider type: 64-bit integer arithmetic for integers
 // (wrapping exactly as PyTorch's narrower accumulation does), float for float16/bfloat16.
+#include <cstdint>
 #include <cblas.h>
 #include <oneapi/dnnl/dnnl.h>
 #include <omp.h>
