@@ -101,6 +101,11 @@ VT* InstructionTranslator::call(VT* fn, VTs args, Kwargs kwargs) {
     if (PyObject_HasAttrString(obj.ptr(), "__wrapped__") && !isKilnLibrary(obj) &&
         !PyType_Check(obj.ptr())) {
       nb::object inner = obj.attr("__wrapped__");
+      if (PyMethod_Check(inner.ptr()) && PyFunction_Check(PyMethod_GET_FUNCTION(inner.ptr()))) {
+        // kiln.compile(model.step): a bound method, its function inlined with its object.
+        args.insert(args.begin(), t_.wrap(PyMethod_GET_SELF(inner.ptr()), nullptr));
+        return call(t_.wrap(PyMethod_GET_FUNCTION(inner.ptr()), nullptr), std::move(args), std::move(kwargs));
+      }
       return call(t_.wrap(inner, nullptr), std::move(args), std::move(kwargs));
     }
     if (PyType_Check(obj.ptr()) && !isKilnLibrary(obj)) return construct(obj, std::move(args), std::move(kwargs));

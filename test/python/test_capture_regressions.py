@@ -227,3 +227,34 @@ def test_an_exception_caught_by_a_try_block_is_a_graph_break_traced_once():
     np.testing.assert_allclose(compiled(x).numpy(), (x * 6).numpy())
     assert len(traces) == 1
     kiln.compiler.reset()
+
+
+def test_a_compiled_bound_method_called_from_traced_code_is_inlined():
+    # step = kiln.compile(model.step) called inside a compiled loop: the bound method was not
+    # traced through ("calling <bound method ...>"), a break inside the loop, and the whole
+    # frame ran eagerly (kv_cache_decode: 0 graphs, torch.compile 1).
+    class Net(kiln.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = kiln.nn.Linear(4, 4)
+
+        def step(self, x, k):
+            return self.lin(x) * k
+
+    net = Net()
+    step = kiln.compile(net.step)
+
+    def run(x):
+        outs = []
+        for k in range(3):
+            x = step(x, k + 1)
+            outs.append(x)
+        return kiln.stack(outs)
+
+    x = kiln.randn(2, 4)
+    kiln.compiler.reset()
+    e = kiln.explain(run)(x)
+    assert (e.graph_count, e.graph_break_count, len(e.break_reasons)) == (1, 0, 0), str(e)
+    kiln.compiler.reset()
+    np.testing.assert_allclose(kiln.compile(run)(x).detach().numpy(), run(x).detach().numpy(), rtol=1e-6)
+    kiln.compiler.reset()
