@@ -486,3 +486,24 @@ def test_a_closure_writing_a_cell_of_the_frame_is_not_rebuilt_at_a_break():
     kiln.compiler.reset()
     np.testing.assert_allclose(kiln.compile(run)(x).numpy(), (x * 2).numpy())
     kiln.compiler.reset()
+
+
+def test_retain_grad_runs_the_frame_eagerly_as_torch_compile():
+    # torch.compile skips a frame calling retain_grad() ("does not work with AOTDispatcher")
+    # instead of resuming after it; kiln does the same, so graph counts stay torch's
+    # (hooks_retain_grad: 8 graphs where torch has 6), and the grad is retained.
+    lin = kiln.nn.Linear(4, 3)
+
+    def fn(x):
+        h = lin(x)
+        h.retain_grad()
+        (h * 2).sum().backward()
+        return h.grad
+
+    x = kiln.randn(2, 4)
+    kiln.compiler.reset()
+    e = kiln.explain(fn)(x)
+    assert e.graph_count == 0 and ["retain_grad" in str(r) for r in e.break_reasons] == [True], str(e)
+    kiln.compiler.reset()
+    np.testing.assert_array_equal(kiln.compile(fn)(x).numpy(), np.full((2, 3), 2.0, np.float32))
+    kiln.compiler.reset()

@@ -172,7 +172,9 @@ def is_library_module(obj):
 
 
 def has_forward_hooks(module):
-    """Whether a kiln.nn module has forward (pre-)hooks: then its forward entered from eager code
-    is captured (a graph of its own), as TorchDynamo's trace_rules allow an inbuilt module's
-    forward with hooks (a hook may break the caller's graph, so the forward is traced alone)."""
-    return bool(module.__dict__.get("_forward_hooks") or module.__dict__.get("_forward_pre_hooks"))
+    """Whether a kiln.nn module has forward hooks: then its forward entered from eager code is
+    captured (a graph of its own), as TorchDynamo's trace_rules allow an inbuilt module's forward
+    with hooks (a hook may break the caller's graph, so the forward is traced alone). (Observed
+    with torch 2.13: a Linear with only a forward pre-hook is not captured; one with a forward
+    hook is.)"""
+    return bool(module.__dict__.get("_forward_hooks"))
