@@ -101,6 +101,11 @@ VT* InstructionTranslator::call(VT* fn, VTs args, Kwargs kwargs) {
     if (PyObject_HasAttrString(obj.ptr(), "__wrapped__") && !isKilnLibrary(obj) &&
         !PyType_Check(obj.ptr())) {
       nb::object inner = obj.attr("__wrapped__");
+      if (PyMethod_Check(inner.ptr()) && PyFunction_Check(PyMethod_GET_FUNCTION(inner.ptr()))) {
+        // kiln.compile(model.step): a bound method, its function inlined with its object.
+        args.insert(args.begin(), t_.wrap(PyMethod_GET_SELF(inner.ptr()), nullptr));
+        return call(t_.wrap(PyMethod_GET_FUNCTION(inner.ptr()), nullptr), std::move(args), std::move(kwargs));
+      }
       return call(t_.wrap(inner, nullptr), std::move(args), std::move(kwargs));
     }
     if (PyType_Check(obj.ptr()) && !isKilnLibrary(obj)) return construct(obj, std::move(args), std::move(kwargs));
@@ -177,6 +182,13 @@ VT* InstructionTranslator::inlineFunction(FunctionVT* f, VTs args, Kwargs kwargs
 VT* InstructionTranslator::inlineCall(nb::handle code, nb::handle globals,
                                       GlobalSourceFn globalSource, VTs closure, VTs defaults,
                                       VT* kwdefaults, VTs args, Kwargs kwargs) {
+  // kiln library functions that torch.compile does not trace into either (an optimizer's step
+  // and zero_grad): a graph break at the call, which runs eagerly (a step is then captured as a
+  // graph of its own: kiln/compiler/frame_callback.py).
+  static nb::handle breakReason =
+      nb::object(nb::module_::import_("kiln._compiling").attr("graph_break_reason")).release();
+  nb::object why = breakReason(code);
+  if (!why.is_none()) throw Unsupported{nb::cast<std::string>(why)};
   auto* co = reinterpret_cast<PyCodeObject*>(code.ptr());
   const int nargs = co->co_argcount, nkwonly = co->co_kwonlyargcount;
   const bool varargs = co->co_flags & CO_VARARGS, varkw = co->co_flags & CO_VARKEYWORDS;

@@ -265,6 +265,21 @@ VT* Tracer::wrapTensor(nb::handle value, const SourcePtr& source, bool viaModule
   return vt;
 }
 
+VT* Tracer::wrapDynamicFloat(const SourcePtr& source, const std::string& expr) {
+  // A float that changes between calls (an lr a scheduler sets): a graph input, as TorchDynamo
+  // makes such a float after its first recompile; any float passes the guard.
+  static nb::handle toTensor =
+      nb::object(nb::module_::import_("kiln._compiling").attr("float_input")).release();
+  source->guardNode(*guards_).checkType(&PyFloat_Type);
+  Node* node = placeholder(source->identifier());
+  inputExprs_.push_back(constantRef(toTensor) + "(" + expr + ")");
+  std::vector<int64_t> scalar;
+  Tensor fake = Tensor::empty(IntArrayRef(scalar), ScalarType::Float64, Device(DeviceType::Meta));
+  node->meta.type = Type(TensorType{ScalarType::Float64, {}, std::nullopt, Device(DeviceType::CPU)});
+  recorder_.bind(fake, node, Device(DeviceType::CPU));
+  return make<TensorVT>(nb::steal(python::wrapTensor(fake)));
+}
+
 VT* Tracer::wrap(nb::handle value, SourcePtr source, bool viaModule, const std::string& path) {
   PyObject* o = value.ptr();
   if (python::isTensor(o)) {
@@ -283,6 +298,11 @@ VT* Tracer::wrap(nb::handle value, SourcePtr source, bool viaModule, const std::
       return make<GradModeExitVT>(mode);
     }
   if (isPlainConstant(o)) {
+    if (PyFloat_CheckExact(o) && source && source->isArgument() && !viaModule) {
+      std::string expr = source->expr();
+      floatsRead[expr.c_str()] = value;
+      if (dynamicFloats.count(expr)) return wrapDynamicFloat(source, expr);
+    }
     if (g) g->checkConst(o);
     return constant(nb::borrow(value));
   }
@@ -624,8 +644,13 @@ void Tracer::registerModule(nb::handle module, const std::string& path, const So
 void Tracer::guardTraining(nb::handle module, const SourcePtr& source) {
   PyObject** dictPtr = _PyObject_GetDictPtr(module.ptr());
   if (!dictPtr || !*dictPtr) return;
+  // (Not for a kiln module that never reads its flag: a Linear traced in training mode serves
+  // eval mode too, as with TorchDynamo, which guards the flag only where the code reads it.)
+  static nb::handle independent =
+      nb::object(nb::module_::import_("kiln._compiling").attr("mode_independent")).release();
   if (PyObject* training = PyDict_GetItemString(*dictPtr, "training"))
-    attrSource(source, "training")->guardNode(*guards_).checkConst(training);
+    if (!nb::cast<bool>(independent(nb::handle(reinterpret_cast<PyObject*>(Py_TYPE(module.ptr()))))))
+      attrSource(source, "training")->guardNode(*guards_).checkConst(training);
   PyObject* subs = PyDict_GetItemString(*dictPtr, "_modules");
   if (!subs || !PyDict_Check(subs)) return;
   PyObject *k, *v;
