@@ -368,6 +368,21 @@ VT* Tracer::wrap(nb::handle value, SourcePtr source, bool viaModule, const std::
     f->source = source;
     return f;
   }
+  if (PyCFunction_Check(o)) {
+    // A list's or dict's bound method (`res.append` on a resume function's stack, cut by a break
+    // inside the call whose result it appends): a method of the traced container, as TorchDynamo
+    // wraps it. Called for real, it put the fake result into the caller's list and the graph
+    // never replayed the append (the compiled function returned a meta tensor, one item short).
+    PyObject* owner = PyCFunction_GET_SELF(o);
+    if (owner && (PyList_CheckExact(owner) || isTracedDict(owner))) {
+      // Its owner is usually a local of the frame too (`res`), already wrapped: that variable,
+      // with no identity guard (the list is new each call; the glue binds the method from the
+      // same local, so the two are one object whenever the resume function runs).
+      bool known = containers_.count(owner) != 0;
+      VT* self = wrap(owner, source && !known ? attrSource(source, "__self__") : nullptr, viaModule);
+      return make<MethodVT>(self, reinterpret_cast<PyCFunctionObject*>(o)->m_ml->ml_name);
+    }
+  }
   if (PyType_Check(o) || PyModule_Check(o) || PyCFunction_Check(o)) {
     if (g && !PyModule_Check(o)) g->checkId(o);
     return make<ObjectVT>(nb::borrow(value));
@@ -579,6 +594,10 @@ VT* Tracer::callReal(nb::handle fn, const VTs& args, const Kwargs& kwargs) {
     }
     result = nb::steal(r);
   }
+  // The engine (autograd.grad, backward) restores grad mode when it returns, after the last op
+  // it recorded: the graph must switch it back too, else the frame ends with the mode the
+  // backward ran under and the call leaves grad mode off for the caller.
+  recorder_.beforeRecord();
   // A leaf that requires grad made by the call (a factory with requires_grad=True, or
   // requires_grad_() on a value of the graph): the graph's output would be a plain tensor
   // without that flag, so gradients would silently not reach it. As TorchDynamo, a break.

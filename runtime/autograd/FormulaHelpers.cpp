@@ -279,6 +279,10 @@ Tensor matmulBackwardOther(const Tensor& grad, const Tensor& self, const Tensor&
 }
 
 Tensor powBackwardSelf(const Tensor& grad, const Tensor& self, const Tensor& exponent) {
+  // `x ** 2` binds the number to the Tensor exponent as a wrapped number: as PyTorch's
+  // pow.Tensor_Scalar, exponent - 1 is number arithmetic (a traced sub would get a Python
+  // number as its self).
+  if (exponent.isWrappedNumber() && !exponent.isMeta()) return powScalarBackward(grad, self, exponent.item());
   Tensor g = ops::mul(ops::mul(grad, exponent), ops::pow(self, ops::sub(exponent, Scalar(1))));
   return ops::masked_fill(g, ops::eq(exponent, Scalar(0.0)), Scalar(0.0));
 }
@@ -413,6 +417,9 @@ Tensor normBackward(const Tensor& grad, const Tensor& self, const Scalar& ord, c
 Tensor cumprodBackward(const Tensor& grad, const Tensor& self, const Tensor& result, int64_t dim) {
   if (self.dim() == 0 || self.numel() == 0) return grad;
   int64_t d = wrapDim(dim, self.dim());
+  // Meta tensors (AOT's joint trace, the capture's fakes) have no values to test for zeros:
+  // cumprod_backward's composite is exact with or without them, in ops that trace.
+  if (self.isMeta()) return ops::cumprod_backward(grad, self, d, result);
   if (!ops::any(ops::eq(self, Scalar(0.0))).item().toBool()) {
     std::vector<int64_t> ds{d};
     Tensor acc = ops::flip(ops::cumsum(ops::flip(ops::mul(grad, result), ds), d), ds);

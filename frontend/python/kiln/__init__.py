@@ -9,7 +9,7 @@ from ._tensor import Tensor, Size  # noqa: F401
 from ._creation import tensor, as_tensor, from_dlpack  # noqa: F401
 from ._tensor_str import set_printoptions, get_printoptions, printoptions  # noqa: F401
 from ._ops import _export_ops
-from ._indexing import einsum, nonzero, unique, _install_methods  # noqa: F401
+from ._indexing import bucketize, einsum, nonzero, unique, _install_methods  # noqa: F401
 from ._dtype_info import finfo, iinfo  # noqa: F401
 
 half, float, double = float16, float32, float64
