@@ -810,3 +810,63 @@ def test_full_backward_hooks_see_grad_input_and_grad_output():
     kiln.compiler.reset()
     e = kiln.explain(model)(x)
     assert any("full backward hooks" in r.reason for r in e.break_reasons)
+
+
+def _against_torch(cases, shape, grad=True):
+    torch = pytest.importorskip("torch")
+    a = np.random.default_rng(0).random(shape, dtype=np.float32)
+    for case in cases:
+        outs = []
+        for T in (kiln, torch):
+            x = T.from_numpy(a.copy()).requires_grad_(grad)
+            ys = case(T, x)
+            ys = ys if isinstance(ys, tuple) else (ys,)
+            if grad:
+                sum(((y * (i + 1)) ** 2).sum() for i, y in enumerate(ys)).backward()
+            outs.append([y.detach().numpy() for y in ys] + ([x.grad.numpy()] if grad else []))
+        for u, v in zip(*outs):
+            assert u.shape == v.shape
+            np.testing.assert_allclose(u, v, rtol=1e-5, atol=1e-6)
+
+
+def test_diagonal_diag_meshgrid_broadcast_helpers_match_pytorch():
+    _against_torch([
+        lambda T, x: T.diagonal(x), lambda T, x: x.diagonal(1), lambda T, x: x.diagonal(-2, 1, 2),
+        lambda T, x: T.diagonal(x[:, ::2], 0, 0, 2), lambda T, x: T.diag(x[0]), lambda T, x: T.diag(x[0, 0], -1),
+        lambda T, x: T.diag(x[1, 2], 2), lambda T, x: T.meshgrid(x[0, 0], x[0, 1, :3], indexing="xy"),
+        lambda T, x: T.meshgrid(x[0, 0, :2], x[0, 1, :3], x[1, 1], indexing="ij"),
+        lambda T, x: T.broadcast_tensors(x[:, :1], x[0]), lambda T, x: x[:, :1].broadcast_to((3, 4, 5)),
+    ], (3, 4, 5))
+    d = kiln.zeros(3, 3)
+    d.diagonal().fill_(1.0)  # a view: writes reach the base
+    assert d.tolist() == kiln.eye(3).tolist()
+    assert kiln.broadcast_shapes((3, 1), (1, 4), 4) == (3, 4)
+    assert kiln.is_tensor(d) and not kiln.is_tensor(3) and d.is_floating_point() and kiln.numel(d) == 9
+    with pytest.raises(RuntimeError, match="diagonal dimensions cannot be identical"):
+        d.diagonal(0, 1, 1)
+
+
+def test_pixel_shuffle_and_nearest_interpolate_match_pytorch():
+    F = lambda T: T.nn.functional  # noqa: E731
+    _against_torch([
+        lambda T, x: F(T).pixel_shuffle(x, 2), lambda T, x: F(T).pixel_unshuffle(x[:, :, :4, :2], 2),
+        lambda T, x: F(T).interpolate(x, scale_factor=2), lambda T, x: F(T).interpolate(x, size=(7, 4)),
+        lambda T, x: F(T).interpolate(x, scale_factor=(1.5, 2.5)), lambda T, x: F(T).interpolate(x, size=(3, 2)),
+        lambda T, x: F(T).interpolate(x[:, :, 0], scale_factor=3), lambda T, x: T.nn.Upsample(scale_factor=2)(x),
+    ], (2, 8, 5, 3))
+    with pytest.raises(NotImplementedError, match="mode='bilinear' is not supported"):
+        kiln.nn.functional.interpolate(kiln.ones(1, 1, 2, 2), scale_factor=2, mode="bilinear")
+    kiln.manual_seed(0)
+    d = kiln.nn.Dropout2d(0.5)(kiln.ones(4, 16, 2, 2))
+    per_channel = d.reshape(64, 4)
+    assert ((per_channel == 0).all(1) | (per_channel == 2).all(1)).all()
+
+
+def test_nearest_upsample_compiles_without_a_break(strict):
+    up = nn.Sequential(nn.Conv2d(2, 4, 3, padding=1), nn.Upsample(scale_factor=2), nn.PixelShuffle(2))
+    x = kiln.randn(1, 2, 3, 5)
+    want = up(x)
+    e = _explain(up, x)
+    assert (e.graph_count, len(e.break_reasons)) == (1, 0), e.break_reasons
+    kiln.compiler.reset()
+    np.testing.assert_allclose(kiln.compile(up)(x).detach().numpy(), want.detach().numpy(), rtol=1e-5, atol=1e-6)

@@ -19,6 +19,12 @@ _export_ops(globals())
 del _export_ops
 _install_methods(Tensor)
 del _install_methods
+from ._composites import (  # noqa: E402,F401
+    broadcast_shapes, broadcast_tensors, broadcast_to, diag, diagonal, is_floating_point, is_tensor, meshgrid,
+    numel, _install_methods as _install_composites,
+)
+_install_composites(Tensor)
+del _install_composites
 from ._random import install as _install_random  # noqa: E402
 _install_random(globals(), Tensor)
 del _install_random
