@@ -870,3 +870,21 @@ def test_nearest_upsample_compiles_without_a_break(strict):
     assert (e.graph_count, len(e.break_reasons)) == (1, 0), e.break_reasons
     kiln.compiler.reset()
     np.testing.assert_allclose(kiln.compile(up)(x).detach().numpy(), want.detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_dataloader_over_a_tensor_dataset():
+    from kiln.utils.data import DataLoader, TensorDataset, default_collate, random_split
+    x, y = kiln.arange(10.0).reshape(5, 2), kiln.arange(5)
+    batches = [(a.tolist(), b.tolist()) for a, b in DataLoader(TensorDataset(x, y), batch_size=2)]
+    assert batches == [([[0.0, 1.0], [2.0, 3.0]], [0, 1]), ([[4.0, 5.0], [6.0, 7.0]], [2, 3]), ([[8.0, 9.0]], [4])]
+    assert len(DataLoader(TensorDataset(x, y), batch_size=2, drop_last=True)) == 2
+    kiln.manual_seed(1)
+    first = [b.tolist() for _, b in DataLoader(TensorDataset(x, y), batch_size=2, shuffle=True)]
+    kiln.manual_seed(1)
+    assert [b.tolist() for _, b in DataLoader(TensorDataset(x, y), batch_size=2, shuffle=True)] == first
+    assert sorted(sum(first, [])) == [0, 1, 2, 3, 4]
+    c = default_collate([{"a": 1, "b": kiln.ones(2)}, {"a": 2, "b": kiln.zeros(2)}])
+    assert c["a"].tolist() == [1, 2] and c["b"].shape == (2, 2)
+    assert [len(s) for s in random_split(TensorDataset(x, y), [0.6, 0.4])] == [3, 2]
+    with pytest.raises(AssertionError, match="Size mismatch"):
+        TensorDataset(x, kiln.arange(4))
