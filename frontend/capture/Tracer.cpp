@@ -556,6 +556,7 @@ nb::object Tracer::toPython(VT* v) {
 
 VT* Tracer::callReal(nb::handle fn, const VTs& args, const Kwargs& kwargs) {
   static nb::handle autogradGrad = nb::object(nb::module_::import_("kiln.autograd").attr("grad")).release();
+  static nb::handle builtinNext = nb::object(nb::module_::import_("builtins").attr("next")).release();
   if (historyInputs_ && fn.ptr() == autogradGrad.ptr())
     // Traced on the fakes, the backward would stop at the graph's inputs: the part of the
     // gradient that flows through their history (an earlier graph, eager code) would be lost.
@@ -602,7 +603,10 @@ VT* Tracer::callReal(nb::handle fn, const VTs& args, const Kwargs& kwargs) {
   // requires_grad_() on a value of the graph): the graph's output would be a plain tensor
   // without that flag, so gradients would silently not reach it. As TorchDynamo, a break.
   forEachTensor(result.ptr(), [&](PyObject* t) {
-    if (isGradLeaf(t) && !leavesBefore.count(t))
+    // next() hands back what an iterator yields, not a tensor it made: a module's parameter
+    // from `next(model.parameters())` (init_hidden's weight.new_zeros idiom) is a leaf already.
+    bool existing = fn.ptr() == builtinNext.ptr();
+    if (isGradLeaf(t) && !leavesBefore.count(t) && !existing)
       throw Unsupported{"a tensor made in the graph that requires grad (a factory function with "
                         "requires_grad=True, or requires_grad_() on a graph value or input)"};
   });

@@ -888,3 +888,52 @@ def test_dataloader_over_a_tensor_dataset():
     assert [len(s) for s in random_split(TensorDataset(x, y), [0.6, 0.4])] == [3, 2]
     with pytest.raises(AssertionError, match="Size mismatch"):
         TensorDataset(x, kiln.arange(4))
+
+
+def test_batchnorm_momentum_none_inside_a_compiled_model_averages_every_batch():
+    # BatchNorm(momentum=None) reads 1 / float(num_batches_tracked) while kiln's library module
+    # runs on fakes: the real buffer's value at trace time was baked into the graph (the factor
+    # of the first batch every call: running_mean silently wrong). Reading a value the graph
+    # reads is now a break, as in TorchDynamo.
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(3, 3, 1)
+            self.bn = nn.BatchNorm2d(3, momentum=None)
+
+        def forward(self, x):
+            return self.bn(self.conv(x)).relu()
+
+    m, ref = M(), M()
+    ref.load_state_dict(m.state_dict())
+    kiln.compiler.reset()
+    compiled = kiln.compile(m)
+    xs = [kiln.randn(4, 3, 5, 5) * (i + 1) for i in range(3)]
+    for x in xs:
+        compiled(x).sum().backward()
+        ref(x).sum().backward()
+    np.testing.assert_allclose(m.bn.running_mean.numpy(), ref.bn.running_mean.numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(m.bn.running_var.numpy(), ref.bn.running_var.numpy(), rtol=1e-5, atol=1e-6)
+    assert int(m.bn.num_batches_tracked) == 3
+
+
+def test_compiled_detach_of_an_input_and_next_of_parameters(strict):
+    # repackage_hidden compiled: h.detach() of an input came back as a view requiring grad with
+    # no derivative (backward through the next step failed); init_hidden's
+    # next(self.parameters()).new_zeros(...) broke the frame ("a tensor made in the graph that
+    # requires grad": next() handed back an existing parameter).
+    def repackage(h):
+        return h.detach() if isinstance(h, kiln.Tensor) else tuple(repackage(v) for v in h)
+
+    w = kiln.ones(3, requires_grad=True)
+    h = w * 2
+    kiln.compiler.reset()
+    r = kiln.compile(repackage)((h, h))
+    assert all(not t.requires_grad and t.grad_fn is None for t in r)
+    m = nn.Linear(3, 4)
+
+    def init_hidden(x):
+        return next(m.parameters()).new_zeros(2, 4) + x
+
+    e = _explain(init_hidden, kiln.ones(2, 4))
+    assert (e.graph_count, len(e.break_reasons)) == (1, 0), e.break_reasons
