@@ -3,6 +3,7 @@
 // log, log1p and tanh are written here branch-free (selects only, which GCC if-converts under
 // -fno-trapping-math) and inline; the others use glibc's libmvec vector variants.
 #include "codegen/CppPrelude.h"
+#include <cstdint>
 
 namespace kiln::codegen {
 

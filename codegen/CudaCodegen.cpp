@@ -19,6 +19,7 @@
 // shape: a thread's share of a row is fixed by the mapping, and the combine order is fixed.
 #include "codegen/CudaCodegen.h"
 
+#include <cstdint>
 #include <algorithm>
 #include <climits>
 #include <functional>

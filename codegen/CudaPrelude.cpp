@@ -2,6 +2,7 @@
 // `__builtin_inff()`); the CUDA emitter renames them `kiln_b_*` (defined here) rather than
 // relying on which builtins NVRTC's front end accepts in device code.
 #include "codegen/CudaPrelude.h"
+#include <cstdint>
 
 namespace kiln::codegen {
 

@@ -2,6 +2,7 @@
 // that find damaged entries, and the process-wide table of loaded libraries.
 #include "codegen/KernelCache.h"
 
+#include <cstdint>
 #include <dlfcn.h>
 #include <elf.h>
 #include <fcntl.h>

@@ -2,6 +2,7 @@
 // members, which members are written to memory, the units of a program and their storage.
 #include "codegen/KernelPlan.h"
 
+#include <cstdint>
 #include <algorithm>
 #include <cctype>
 #include <functional>

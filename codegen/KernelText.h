@@ -2,6 +2,7 @@
 // write: an indented line buffer, sizes and loops as C expressions, and a reduction's
 // accumulator (declaration, update, final value), which is plain C++ in both languages.
 #pragma once
+#include <cstdint>
 #include <algorithm>
 #include <cmath>
 #include <string>

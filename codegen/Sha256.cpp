@@ -1,6 +1,7 @@
 // SHA-256 as specified by FIPS 180-4; written here so that kiln needs no crypto library.
 #include "codegen/Sha256.h"
 
+#include <cstdint>
 #include <algorithm>
 #include <cstring>
 

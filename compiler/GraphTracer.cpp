@@ -1,6 +1,7 @@
 // GraphTracer: replays a graph's ops on fakes under a (decomposing) OpRecorder.
 #include "compiler/GraphTracer.h"
 
+#include <cstdint>
 #include <unordered_map>
 
 #include "ir/OpTarget.h"

@@ -4,6 +4,7 @@
 
 #include "compiler/Decompositions.h"
 #include "runtime/Error.h"
+#include <cstdint>
 
 namespace kiln::compiler {
 

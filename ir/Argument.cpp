@@ -1,6 +1,7 @@
 // Node arguments: construction, identity, hashing and traversal of node references.
 #include "ir/Argument.h"
 
+#include <cstdint>
 #include <cmath>
 #include <cstring>
 #include <limits>

@@ -2,6 +2,7 @@
 // folding), the floor-div/mod rules, interval bounds under range facts, printing, evaluation.
 #include "ir/IndexExpr.h"
 
+#include <cstdint>
 #include <algorithm>
 #include <functional>
 #include <numeric>

@@ -2,6 +2,7 @@
 #include "ir/IndexExprReader.h"
 
 #include "runtime/Error.h"
+#include <cstdint>
 
 namespace kiln {
 

@@ -5,6 +5,7 @@
 //   atom := int | name | floordiv(sum, sum) | mod(sum, sum) | min(sum, sum) | max(sum, sum)
 //           | '(' sum ')'
 #pragma once
+#include <cstdint>
 #include <string>
 
 #include "ir/IndexExpr.h"

@@ -1,6 +1,7 @@
 // The tokenizer of the graph text form: identifiers, numbers, strings, %values and punctuation,
 // with 1-based line/column positions. Comments run from "//" to the end of the line.
 #pragma once
+#include <cstdint>
 #include <string>
 #include <string_view>
 

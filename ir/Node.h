@@ -1,6 +1,7 @@
 // Node: one operation of a Graph (FX's Node): an opcode, a target, args and kwargs, the nodes
 // that use its value, and meta (type, source location). Nodes are created and owned by a Graph.
 #pragma once
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>

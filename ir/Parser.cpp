@@ -1,6 +1,7 @@
 // Recursive-descent parser of the graph text form: graphs, nodes, arguments, types, locations.
 #include "ir/Parser.h"
 
+#include <cstdint>
 #include <cmath>
 #include <cstdlib>
 #include <unordered_set>

@@ -1,6 +1,7 @@
 // The type a graph node's value has: a tensor type (dtype, symbolic sizes, strides, device),
 // a tuple of types (multi-output nodes), or a Python number (int, float, bool).
 #pragma once
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>

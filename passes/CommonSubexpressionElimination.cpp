@@ -1,6 +1,7 @@
 // Common-subexpression elimination: hash each pure node's call, merge repeats.
 #include "passes/CommonSubexpressionElimination.h"
 
+#include <cstdint>
 #include <algorithm>
 #include <unordered_map>
 #include <unordered_set>

@@ -1,6 +1,7 @@
 // Constant folding of Python-number operations, with CPython's semantics.
 #include "passes/ConstantFolding.h"
 
+#include <cstdint>
 #include <cmath>
 #include <optional>
 #include <string_view>

@@ -2,6 +2,7 @@
 // node holding its current value, and for every view its base and the views leading to it.
 #include "passes/Functionalize.h"
 
+#include <cstdint>
 #include <unordered_map>
 
 #include "ir/Effects.h"

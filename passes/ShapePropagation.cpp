@@ -1,6 +1,7 @@
 // Shape propagation: an abstract interpretation of the graph on meta tensors.
 #include "passes/ShapePropagation.h"
 
+#include <cstdint>
 #include <unordered_map>
 
 #include "ir/OpTarget.h"

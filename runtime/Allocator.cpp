@@ -3,6 +3,7 @@
 // so a freed block serves any later request of its bin.
 #include "runtime/Allocator.h"
 
+#include <cstdint>
 #include <algorithm>
 #include <cstdlib>
 #include <mutex>

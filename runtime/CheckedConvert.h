@@ -1,6 +1,7 @@
 // Scalar -> element value with PyTorch's overflow check (c10::checked_convert): factories and
 // fills reject a value the dtype cannot hold instead of silently wrapping or saturating.
 #pragma once
+#include <cstdint>
 #include <cmath>
 #include <limits>
 

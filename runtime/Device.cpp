@@ -2,6 +2,7 @@
 #include "runtime/Device.h"
 
 #include "runtime/Error.h"
+#include <cstdint>
 
 namespace kiln {
 

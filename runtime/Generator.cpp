@@ -1,6 +1,7 @@
 // The generator's state: seeding, counters, state save/restore, and the default generator.
 #include "runtime/Generator.h"
 
+#include <cstdint>
 #include <chrono>
 #include <random>
 

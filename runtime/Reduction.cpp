@@ -1,6 +1,7 @@
 // Reduction dims, result shapes, empty-input errors and the loop geometry of a reduction.
 #include "runtime/Reduction.h"
 
+#include <cstdint>
 #include <algorithm>
 #include <vector>
 

@@ -5,6 +5,7 @@
 #include "runtime/Error.h"
 #include "runtime/cuda/CudaDevice.h"
 #include "runtime/cuda/CudaMemory.h"
+#include <cstdint>
 
 namespace kiln {
 

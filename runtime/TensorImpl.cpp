@@ -1,6 +1,7 @@
 // TensorImpl geometry and Tensor basics.
 #include "runtime/TensorImpl.h"
 
+#include <cstdint>
 #include <cstring>
 
 #include "generated/Ops.h"

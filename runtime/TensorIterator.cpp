@@ -1,6 +1,7 @@
 // TensorIterator: promotion, broadcasting, output layout and the parallel strided loop.
 #include "runtime/TensorIterator.h"
 
+#include <cstdint>
 #include <algorithm>
 #include <numeric>
 #include <omp.h>

@@ -4,6 +4,7 @@
 // dimensions and runs a 1-D inner loop over the result, in parallel above a size threshold.
 // Meta tensors get shapes and dtypes only: the loop never runs for them.
 #pragma once
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <vector>

@@ -1,5 +1,6 @@
 // Value printing.
 #include "runtime/Value.h"
+#include <cstdint>
 
 namespace kiln {
 

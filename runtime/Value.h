@@ -1,6 +1,7 @@
 // Value: one boxed argument or result of an op (the IValue analogue). Stack: an op's arguments
 // going in, its results coming out.
 #pragma once
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <variant>
@@ -65,6 +66,7 @@ public:
   const std::vector<int64_t>& toIntList() const { return std::get<std::vector<int64_t>>(v_); }
   const std::vector<double>& toDoubleList() const { return std::get<std::vector<double>>(v_); }
   const std::vector<Tensor>& toTensorList() const { return std::get<std::vector<Tensor>>(v_); }
+  std::vector<Tensor>& toTensorList() { return std::get<std::vector<Tensor>>(v_); }
   const std::vector<std::optional<Tensor>>& toOptionalTensorList() const {
     return std::get<std::vector<std::optional<Tensor>>>(v_);
   }

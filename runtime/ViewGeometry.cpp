@@ -2,6 +2,7 @@
 // computeStride and inferExpandGeometry).
 #include "runtime/ViewGeometry.h"
 
+#include <cstdint>
 #include <algorithm>
 #include <numeric>
 #include <vector>

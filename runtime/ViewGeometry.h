@@ -1,6 +1,7 @@
 // Geometry of views: size inference for view/reshape, restriding without copies, expand's
 // broadcast strides and the layout of an output that follows its input (PyTorch's rules).
 #pragma once
+#include <cstdint>
 #include <optional>
 
 #include "runtime/TensorImpl.h"

@@ -80,7 +80,7 @@ note "== kiln GPU check ($( [ $DRY = 1 ] && echo 'dry run on the fake driver' ||
 
 # 1. Build (the real run only): the Debian packages unpacked beside the tree when the image lacks them.
 if [ $DRY = 0 ]; then
-  DEFINES=(-C cmake.define.KILN_BUILD_TESTS=OFF)
+  DEFINES=(-C cmake.define.KILN_BUILD_TESTS=OFF -C cmake.define.KILN_WERROR=OFF)  # its GCC 13 warns more
   if ! ls /usr/lib/x86_64-linux-gnu/libdnnl.so >/dev/null 2>&1; then
     if ls .gpu-debs/*.deb >/dev/null 2>&1; then
       DEPS=/tmp/kiln-deps
@@ -101,22 +101,22 @@ if [ $DRY = 0 ]; then
     "$PY" -m pip install -q --no-index --find-links .gpu-debs/wheels "${m#*:}" >>"$OUT/build.log" 2>&1 || note "  failed"
   done
   export CMAKE_BUILD_PARALLEL_LEVEL=$(nproc)
-  step "build (-j$(nproc))" 300 "$OUT/build.log" "$PY" -m pip install --no-build-isolation --no-deps \
+  step "build (-j$(nproc))" 330 "$OUT/build.log" "$PY" -m pip install --no-build-isolation --no-deps \
     -C build-dir=build-gpu "${DEFINES[@]}" -e . || { note "build failed: nothing else can run"; exit 1; }
 fi
 
 # 2. The device-generic tests on CUDA (compiled programs included), then the CUDA codegen tests.
 export KILN_TEST_DEVICE=cuda
-step "pytest device-generic" 150 "$OUT/pytest.log" "$PY" -m pytest -q -p no:cacheprovider --maxfail=40 -rfE \
+step "pytest device-generic" 120 "$OUT/pytest.log" "$PY" -m pytest -q -p no:cacheprovider --maxfail=40 -rfE \
   test/python/test_device_tensors.py test/python/test_compile_on_device.py test/python/test_eager_on_device.py \
   test/python/test_creation.py
 # (The real NVRTC: the image's nvidia-cuda-nvrtc wheel; in a dry run the one installed here.)
-step "pytest CUDA codegen" 60 "$OUT/pytest.log" env -u KILN_NVRTC -u KILN_CUDA_DRIVER -u KILN_CUBLAS \
+step "pytest CUDA codegen" 45 "$OUT/pytest.log" env -u KILN_NVRTC -u KILN_CUDA_DRIVER -u KILN_CUBLAS \
   "$PY" -m pytest -q -p no:cacheprovider test/python/test_cuda_codegen.py
 note "conformance on CUDA: skipped (../shared/conformance/run.py has no device option; the device-generic MLP forward stands in)"
 
 # 3. Benches (each skips with its reason where there is no real GPU).
-step "bench cuda_copy" 45 "$OUT/bench.log" "$PY" bench/cuda_copy.py --mib 256 --json "$OUT/cuda_copy.json"
-step "bench cuda_kernels" 150 "$OUT/bench.log" "$PY" bench/cuda_kernels.py --json "$OUT/cuda_kernels.json" \
+step "bench cuda_copy" 30 "$OUT/bench.log" "$PY" bench/cuda_copy.py --mib 256 --json "$OUT/cuda_copy.json"
+step "bench cuda_kernels" 120 "$OUT/bench.log" "$PY" bench/cuda_kernels.py --json "$OUT/cuda_kernels.json" \
   $( [ $DRY = 1 ] && echo --fake-ok )
 note "== done in ${SECONDS}s; files in $OUT"

@@ -8,6 +8,7 @@
 // the loop program (or with --emit its source). --emit on a graph without lower-loops completes
 // the pipeline: decompose-prims, lower-loops, schedule.
 // Errors go to stderr as "file:line:col: error: ..." and make the exit status 1.
+#include <cstdint>
 #include <fstream>
 #include <iostream>
 #include <sstream>

@@ -3,6 +3,7 @@
 // while tracing may pass a fake's meta device, which the tracer maps back to the real one.
 #include "compiler/decompositions/CoreAtenSupport.h"
 #include "generated/DecompositionDecls.h"
+#include <cstdint>
 
 namespace kiln::decompositions {
 

@@ -2,6 +2,7 @@
 // torch/_decomp/decompositions.py (baddbmm, addmv) and ATen's matmul folding.
 #include "compiler/decompositions/CoreAtenSupport.h"
 #include "generated/DecompositionDecls.h"
+#include <cstdint>
 
 namespace kiln::decompositions {
 

@@ -1,5 +1,6 @@
 // Normalizations in core ATen ops, following torch/_decomp/decompositions.py (native_layer_norm,
 // native_batch_norm_helper).
+#include <cstdint>
 #include <cmath>
 
 #include "compiler/decompositions/CoreAtenSupport.h"

@@ -5,6 +5,7 @@
 #include "compiler/decompositions/CoreAtenSupport.h"
 #include "generated/DecompositionDecls.h"
 
+#include <cstdint>
 #include <cmath>
 #include <limits>
 

@@ -3,6 +3,7 @@
 // tril, triu, roll).
 #include "compiler/decompositions/CoreAtenSupport.h"
 #include "generated/DecompositionDecls.h"
+#include <cstdint>
 
 namespace kiln::decompositions {
 

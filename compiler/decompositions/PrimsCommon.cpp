@@ -2,6 +2,7 @@
 // decompositions (see PrimsCommon.h).
 #include "compiler/decompositions/PrimsCommon.h"
 
+#include <cstdint>
 #include <algorithm>
 
 #include "runtime/TensorIterator.h"

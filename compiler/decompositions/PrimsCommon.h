@@ -4,6 +4,7 @@
 // 0-d tensors, keepdim) turned into the Prims IR's explicit dims. Every tensor is made by a
 // kiln::ops::prims call, so tracing a decomposition records only prims.
 #pragma once
+#include <cstdint>
 #include <optional>
 #include <vector>
 

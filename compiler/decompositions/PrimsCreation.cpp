@@ -6,6 +6,7 @@
 #include "generated/DecompositionDecls.h"
 #include "generated/KernelDecls.h"
 #include "runtime/ViewGeometry.h"
+#include <cstdint>
 
 namespace kiln::decompositions {
 

@@ -2,6 +2,7 @@
 // any) and cumulative sums and products, after torch/_refs: the input converted to the
 // computation dtype (float for 16-bit floats), reduced by a prim over explicit dims, kept dims
 // restored with broadcast_in_dim, the result converted to PyTorch's result dtype.
+#include <cstdint>
 #include <algorithm>
 
 #include "compiler/decompositions/PrimsCommon.h"

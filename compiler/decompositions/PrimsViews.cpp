@@ -1,6 +1,7 @@
 // Core ATen -> Prims: views (view, permute, squeeze, unsqueeze, expand, select, slice,
 // as_strided, alias) as the view prims with explicit, non-negative arguments, the shape ops
 // built from them (cat, repeat, flip), after torch/_refs, and the scatters into slices/selects.
+#include <cstdint>
 #include <algorithm>
 
 #include "compiler/decompositions/PrimsCommon.h"

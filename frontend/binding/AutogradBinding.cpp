@@ -1,6 +1,7 @@
 // Tensor autograd properties, backward/grad, nodes and custom Functions for Python.
 #include "frontend/binding/AutogradBinding.h"
 
+#include <cstdint>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>

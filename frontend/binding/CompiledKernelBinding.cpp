@@ -2,6 +2,7 @@
 // graphs stays here in C++: check the inputs, allocate the outputs, call the entry.
 #include "frontend/binding/CompiledKernelBinding.h"
 
+#include <cstdint>
 #include <omp.h>
 
 #include <map>

@@ -5,6 +5,7 @@
 #include "frontend/binding/CppCodegenBinding.h"
 #include "frontend/binding/CudaCodegenBinding.h"
 
+#include <cstdint>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/map.h>
 #include <nanobind/stl/pair.h>

@@ -2,6 +2,7 @@
 // cross the boundary as (device, handle) pairs of ints; handle 0 is the default stream.
 #include "frontend/binding/CudaBinding.h"
 
+#include <cstdint>
 #include <nanobind/stl/map.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>

@@ -2,6 +2,7 @@
 // Python's sys.path (the nvidia-cuda-nvrtc wheel) besides $KILN_NVRTC and the system.
 #include "frontend/binding/CudaCodegenBinding.h"
 
+#include <cstdint>
 #include <nanobind/stl/map.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>

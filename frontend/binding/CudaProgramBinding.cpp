@@ -5,6 +5,7 @@
 // allocates the outputs and interprets the launch list: allocations from the caching allocator,
 // kernel launches, cuBLAS GEMMs, aliases, frees and device-to-device copies, all queued on the
 // device's current stream (nothing waits for the GPU unless the program checks indirect indices).
+#include <cstdint>
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/map.h>
 #include <nanobind/stl/string.h>

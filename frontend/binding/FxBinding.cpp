@@ -8,6 +8,7 @@
 // is the same Python object while anyone holds it (nodes work as dict keys, `is` works).
 #include "frontend/binding/FxBinding.h"
 
+#include <cstdint>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/string_view.h>

@@ -2,6 +2,7 @@
 // then the next counter, little-endian), like torch.get_rng_state's ByteTensor.
 #include "frontend/binding/GeneratorBinding.h"
 
+#include <cstdint>
 #include <cstring>
 #include <memory>
 

@@ -3,6 +3,7 @@
 // unsqueeze); integer/bool tensors and lists are collected for one advanced-indexing op.
 #include "frontend/binding/Indexing.h"
 
+#include <cstdint>
 #include <cmath>
 #include <cstring>
 

@@ -3,6 +3,7 @@
 // other's memory alive for as long as it views it.
 #include "frontend/binding/Interop.h"
 
+#include <cstdint>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/pair.h>
 

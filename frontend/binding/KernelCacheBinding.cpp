@@ -2,6 +2,7 @@
 // (cpp_compiler, cpp_flags, cache_dir), read at every call so assignments take effect at once.
 #include "frontend/binding/KernelCacheBinding.h"
 
+#include <cstdint>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>

@@ -1,4 +1,5 @@
 // The extension module kiln._C: types, op functions (one per Python name), runtime state.
+#include <cstdint>
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/map.h>
 #include <nanobind/stl/string.h>

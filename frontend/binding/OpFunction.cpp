@@ -1,6 +1,7 @@
 // The vectorcall op object: parse -> dispatch -> wrap, with errors mapped to Python.
 #include "frontend/binding/OpFunction.h"
 
+#include <stdexcept>
 #include <structmember.h>
 
 #include <map>

@@ -3,6 +3,7 @@
 // dtypes, sizes and strides (expressions over its size symbols) and where each size symbol is
 // read at a call.
 #pragma once
+#include <cstdint>
 #include <map>
 #include <string>
 #include <string_view>

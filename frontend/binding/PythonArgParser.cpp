@@ -4,6 +4,7 @@
 #include "frontend/binding/PythonConvert.h"
 #include "runtime/Dispatcher.h"
 #include "runtime/Error.h"
+#include <cstdint>
 
 namespace kiln::python {
 

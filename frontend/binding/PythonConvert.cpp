@@ -1,6 +1,7 @@
 // dtype and device objects, tensor wrapping, number conversion, exception mapping.
 #include "frontend/binding/PythonConvert.h"
 
+#include <cstdint>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 

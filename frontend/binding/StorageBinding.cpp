@@ -3,6 +3,7 @@
 // loading rebuilds the storage with _tensor_from_bytes and views it with as_strided.
 #include "frontend/binding/StorageBinding.h"
 
+#include <cstdint>
 #include <cstring>
 
 #include "frontend/binding/PythonConvert.h"

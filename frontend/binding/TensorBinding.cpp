@@ -1,6 +1,7 @@
 // Tensor properties and the methods that are not ops of the table (metadata, item, flags).
 #include "frontend/binding/TensorBinding.h"
 
+#include <cstdint>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>

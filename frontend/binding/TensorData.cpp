@@ -3,6 +3,7 @@
 // with a checked conversion) and Tensor.tolist.
 #include "frontend/binding/TensorData.h"
 
+#include <cstdint>
 #include <nanobind/stl/string.h>
 
 #include <cstring>

@@ -1,6 +1,7 @@
 // The running CPython's opcode table, read from its `opcode` module by name (Bytecode.h).
 #include "frontend/capture/Bytecode.h"
 
+#include <cstdint>
 #include <nanobind/stl/string.h>
 
 #include <array>

@@ -2,6 +2,7 @@
 // guard never runs user code (no __eq__, __hash__, __getattr__ or __len__ of user types).
 #include "frontend/capture/GuardTree.h"
 
+#include <cstdint>
 #include <nanobind/nanobind.h>
 
 #include <cmath>

@@ -2,6 +2,7 @@
 // accessors (frame local -> dict item -> ...) with checks on each value, evaluated in C++
 // without calling back into Python (no __eq__, __getattr__ or __hash__ of user types runs).
 #pragma once
+#include <cstdint>
 #include <Python.h>
 
 #include <memory>

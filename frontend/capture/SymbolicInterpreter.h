@@ -3,6 +3,7 @@
 // fake (meta) tensors while an OpRecorder turns every dispatched op into a graph node; Python
 // control flow on constants, shapes and dtypes is evaluated (specialized) and guarded.
 #pragma once
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <unordered_map>

@@ -1,6 +1,7 @@
 // kiln._C._capture.trace_frame: runs the symbolic interpreter over a frame and returns the
 // graph, its guards, how to feed its inputs from the frame's arguments and how to rebuild the
 // frame's return value from its outputs (see docs/capture.md).
+#include <cstdint>
 #include <Python.h>
 
 #include <nanobind/stl/string.h>

@@ -1,6 +1,7 @@
 // Tracer: the state one trace shares across inlined frames. Turns outside values into variable
 // trackers with guards (placeholders for argument tensors, get_attr for others), runs kiln code
 // for real on fakes under the OpRecorder, and assembles the result of trace_frame.
+#include <cstdint>
 #include <Python.h>
 
 #include <unordered_set>

@@ -10,6 +10,7 @@
 // the other operand, where PyTorch's propagate it.
 #include "ir/loop/GemmEpilogue.h"
 
+#include <cstdint>
 #include <algorithm>
 #include <cmath>
 #include <functional>

@@ -5,6 +5,7 @@
 // chain, or says why it cannot; the scheduler (passes/loop/FuseGemmEpilogue.h) and the code
 // generators share it.
 #pragma once
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <variant>

@@ -1,6 +1,7 @@
 // Loop IR: op and reduction tables, dtype rules, body builders, program lookups, equality.
 #include "ir/loop/LoopIR.h"
 
+#include <cstdint>
 #include <algorithm>
 #include <cstring>
 

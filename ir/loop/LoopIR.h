@@ -2,6 +2,7 @@
 // loop nest, a reduction or an extern kernel; loop bodies are small expression DAGs over
 // loads, constants and index expressions. Text form and grammar: docs/loop-ir.md.
 #pragma once
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>

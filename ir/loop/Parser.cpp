@@ -2,6 +2,7 @@
 // loop bodies and index expressions. Shares the graph text form's lexer and diagnostics.
 #include "ir/loop/Parser.h"
 
+#include <cstdint>
 #include <cmath>
 #include <cstdlib>
 #include <unordered_map>

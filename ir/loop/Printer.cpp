@@ -4,6 +4,7 @@
 #include "ir/Identifier.h"
 #include "ir/Printer.h"
 #include "ir/Type.h"
+#include <cstdint>
 
 namespace kiln {
 

@@ -1,6 +1,7 @@
 // Checking loop programs: names, ranges, body structure, dtypes and load bounds.
 #include "ir/loop/Verifier.h"
 
+#include <cstdint>
 #include <algorithm>
 #include <map>
 #include <set>

@@ -1,6 +1,7 @@
 // Fusion groups of the loop scheduler (see FusionGroups.h).
 #include "passes/loop/FusionGroups.h"
 
+#include <cstdint>
 #include <algorithm>
 #include <limits>
 #include <queue>

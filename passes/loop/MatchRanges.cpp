@@ -1,6 +1,7 @@
 // match-ranges (see MatchRanges.h).
 #include "passes/loop/MatchRanges.h"
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <optional>

@@ -1,6 +1,7 @@
 // The autograd state of one tensor (grad, grad_fn, hooks, view base) and the functions that
 // connect tensors to the backward graph.
 #pragma once
+#include <cstdint>
 #include <vector>
 
 #include "runtime/autograd/Node.h"

@@ -3,6 +3,7 @@
 // gradients, gradients validated against each input's shape and dtype.
 #include "runtime/autograd/Engine.h"
 
+#include <cstdint>
 #include <queue>
 #include <unordered_map>
 

@@ -1,6 +1,7 @@
 // Backward building blocks for the derivative formulas, written in ops (differentiable).
 #include "runtime/autograd/FormulaHelpers.h"
 
+#include <cstdint>
 #include <cmath>
 #include <numeric>
 

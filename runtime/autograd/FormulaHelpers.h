@@ -1,6 +1,7 @@
 // Helpers that derivative formulas (the `derivatives:` entries of ir/ops/*.yaml) call: written
 // in ops, so every backward they build is itself differentiable.
 #pragma once
+#include <cstdint>
 #include <optional>
 #include <vector>
 

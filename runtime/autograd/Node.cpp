@@ -4,6 +4,7 @@
 #include "generated/Ops.h"
 #include "runtime/DispatchKey.h"
 #include "runtime/autograd/AutogradMeta.h"
+#include <cstdint>
 
 namespace kiln::autograd {
 

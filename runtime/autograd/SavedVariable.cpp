@@ -3,6 +3,7 @@
 
 #include "runtime/DispatchKey.h"
 #include "runtime/autograd/AutogradMeta.h"
+#include <cstdint>
 
 namespace kiln::autograd {
 

@@ -1,6 +1,7 @@
 // A tensor saved for backward: checked against in-place changes when unpacked (the version of
 // its storage must not have moved), and freed after a backward without retain_graph.
 #pragma once
+#include <cstdint>
 #include <string>
 
 #include "runtime/autograd/Node.h"

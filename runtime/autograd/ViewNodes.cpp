@@ -1,6 +1,7 @@
 // View and in-place-on-view nodes, written in ops so that they are differentiable themselves.
 #include "runtime/autograd/ViewNodes.h"
 
+#include <cstdint>
 #include <algorithm>
 #include <numeric>
 

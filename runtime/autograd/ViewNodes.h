@@ -3,6 +3,7 @@
 // (PyTorch's CopySlices).
 #pragma once
 #include "runtime/autograd/Node.h"
+#include <cstdint>
 
 namespace kiln::autograd {
 

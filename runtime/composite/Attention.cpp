@@ -1,5 +1,6 @@
 // scaled_dot_product_attention written in other ops (PyTorch's math path): two GEMMs around a
 // masked softmax, over any leading batch dims.
+#include <cstdint>
 #include <cmath>
 #include <limits>
 #include <vector>

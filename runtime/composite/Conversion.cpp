@@ -1,6 +1,7 @@
 // to(...), contiguous, zero_: written in terms of other ops.
 #include "generated/KernelDecls.h"
 #include "generated/Ops.h"
+#include <cstdint>
 
 namespace kiln::kernels {
 

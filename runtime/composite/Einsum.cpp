@@ -3,6 +3,7 @@
 // label an operand lacks being a size-1 dim; operands are then multiplied left to right, each
 // summed label contracted (through bmm) as soon as no later operand uses it. A label repeated
 // within an operand takes its diagonal.
+#include <cstdint>
 #include <algorithm>
 #include <array>
 

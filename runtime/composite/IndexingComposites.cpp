@@ -3,6 +3,7 @@
 // the indices repeat_interleave(repeats) gives).
 #include "generated/KernelDecls.h"
 #include "generated/Ops.h"
+#include <cstdint>
 
 namespace kiln::kernels {
 

@@ -1,6 +1,7 @@
 // stack and concat (in terms of cat), and the splitting ops, which return views.
 #include "generated/KernelDecls.h"
 #include "generated/Ops.h"
+#include <cstdint>
 
 namespace kiln::kernels {
 

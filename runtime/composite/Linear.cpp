@@ -1,6 +1,7 @@
 // linear: y = input @ weight.T + bias, through addmm where PyTorch fuses the bias.
 #include "generated/KernelDecls.h"
 #include "generated/Ops.h"
+#include <cstdint>
 
 namespace kiln::kernels {
 

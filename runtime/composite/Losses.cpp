@@ -1,5 +1,6 @@
 // Loss functions written in other ops (ir/ops/loss.yaml), with PyTorch's formulas, argument
 // checks and error messages. `reduction` is PyTorch's enum: 0 none, 1 mean, 2 sum.
+#include <cstdint>
 #include <vector>
 
 #include "generated/KernelDecls.h"

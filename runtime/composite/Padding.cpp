@@ -1,5 +1,6 @@
 // constant_pad_nd written in other ops: negative amounts narrow, positive ones concatenate
 // blocks of the fill value, one dim at a time from the last.
+#include <cstdint>
 #include <vector>
 
 #include "generated/KernelDecls.h"

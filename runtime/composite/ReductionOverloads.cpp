@@ -1,6 +1,7 @@
 // Reduction overloads written in terms of other ops: var/std with `unbiased` (a correction of
 // 1 or 0), norm (torch.norm's p='fro' or a number) via linalg_vector_norm, and the binary
 // max/min (maximum/minimum).
+#include <cstdint>
 #include <string>
 
 #include "generated/KernelDecls.h"

@@ -1,5 +1,6 @@
 // rms_norm written in other ops: x * rsqrt(mean(x^2) + eps) * weight over the trailing
 // normalized_shape dims, computed in float32 for 16-bit inputs as PyTorch does.
+#include <cstdint>
 #include <limits>
 #include <string>
 #include <vector>

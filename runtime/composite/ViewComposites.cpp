@@ -1,5 +1,6 @@
 // View ops written in other view ops: reshape (a view when the strides allow, else a copy),
 // flatten/unflatten, narrow, movedim, swapdims and the *_as forms.
+#include <cstdint>
 #include <algorithm>
 #include <numeric>
 

@@ -2,6 +2,7 @@
 // over the batch and spatial dims, parallel over channels. Sums run in the compute type along each
 // contiguous (sample, channel) segment and in double across segments; variance is two-pass.
 // Parameters and running statistics are the input's dtype, or float32 for a 16-bit input.
+#include <cstdint>
 #include <omp.h>
 
 #include <cmath>

@@ -3,6 +3,7 @@
 // GEMM per group covers the whole chunk (cpu/Gemm.h threads it); unfolding, folding and the layout
 // copies between [N, C, L] and [C, N * L] run in OpenMP loops. A 1x1 kernel with unit stride and
 // no padding multiplies the input directly, one sample at a time.
+#include <cstdint>
 #include <omp.h>
 
 #include <algorithm>

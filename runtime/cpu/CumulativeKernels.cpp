@@ -3,6 +3,7 @@
 #include "generated/KernelDecls.h"
 #include "runtime/cpu/RowLoops.h"
 #include "runtime/cpu/VectorizableMath.h"
+#include <cstdint>
 
 namespace kiln::kernels {
 

@@ -4,6 +4,7 @@
 // their reorders are cached per thread by shape.
 #include "runtime/cpu/DnnlConvolution.h"
 
+#include <cstdint>
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <array>

@@ -1,6 +1,7 @@
 // Float32 GEMMs with fused post-ops through oneDNN's matmul primitive (see DnnlMatmul.h).
 #include "runtime/cpu/DnnlMatmul.h"
 
+#include <cstdint>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <omp.h>
 

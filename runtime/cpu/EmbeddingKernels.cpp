@@ -1,6 +1,7 @@
 // embedding (rows of weight gathered by index) and embedding_dense_backward (gradient rows summed
 // into the rows they came from). The backward splits the weight's rows among threads, each
 // thread scanning every index and adding only into its own rows: no two threads write one row.
+#include <cstdint>
 #include <omp.h>
 
 #include <algorithm>

@@ -1,5 +1,6 @@
 // Factories: empty, zeros, ones, full, scalar_tensor, the *_like and new_* families, arange,
 // linspace, eye; and fill_. Every one works for meta tensors (shapes only).
+#include <cstdint>
 #include <algorithm>
 #include <cmath>
 #include <numeric>

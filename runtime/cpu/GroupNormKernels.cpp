@@ -2,6 +2,7 @@
 // group) block of C / group channels normalized by its own mean and biased variance, then a
 // per-channel affine. Parallel over blocks; sums in the compute type along each channel's
 // contiguous run and in double across runs.
+#include <cstdint>
 #include <omp.h>
 
 #include <cmath>

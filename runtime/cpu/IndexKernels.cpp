@@ -1,6 +1,7 @@
 // Indexing kernels: advanced indexing (index, index_put_), index_select, gather, masked_fill.
 // Gathers and scatters run on TensorIterator over restrided views, as PyTorch's AdvancedIndex
 // does: the indexed dims of the source get stride 0 and each element adds index * stride.
+#include <cstdint>
 #include <algorithm>
 #include <cstring>
 

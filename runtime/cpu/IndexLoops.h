@@ -2,6 +2,7 @@
 // along `dim`. gather and scatter kernels walk one line in order (an index addresses elements
 // of its own line only), so lines run in parallel without two of them touching one element.
 #pragma once
+#include <cstdint>
 #include <omp.h>
 
 #include <algorithm>

@@ -3,6 +3,7 @@
 #include "generated/KernelDecls.h"
 #include "generated/Ops.h"
 #include "runtime/TensorIterator.h"
+#include <cstdint>
 
 namespace kiln::kernels {
 

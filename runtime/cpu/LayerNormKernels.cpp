@@ -1,6 +1,7 @@
 // layer_norm: each row (the trailing normalized_shape dims) is normalized by its mean and
 // biased variance, then scaled and shifted. The moments come from one pass over the row
 // (Welford in float, double for float64, in vectorizable lanes that share their count).
+#include <cstdint>
 #include <cmath>
 
 #include "generated/KernelDecls.h"

@@ -2,6 +2,7 @@
 // return types say what each operand holds; contiguous runs get a tight loop the compiler
 // vectorizes. Lambdas must not throw (they run inside OpenMP regions): check inputs first.
 #pragma once
+#include <cstdint>
 #include <tuple>
 #include <type_traits>
 #include <utility>

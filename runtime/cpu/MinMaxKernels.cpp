@@ -1,5 +1,6 @@
 // amax, amin, max, min (whole tensor and along a dim, with indices), argmax, argmin. NaN wins
 // over every number (and the first NaN's index is returned); ties give the first index.
+#include <cstdint>
 #include <cmath>
 #include <limits>
 

@@ -3,6 +3,7 @@
 // mt19937 values, only the distribution). With replacement: inverse CDF of one uniform per
 // sample. Without: the k largest w_i / E_i with E_i ~ Exp(1) (PyTorch's method, which draws a
 // weighted sample without replacement in one pass).
+#include <cstdint>
 #include <omp.h>
 
 #include <algorithm>

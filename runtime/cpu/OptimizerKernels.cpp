@@ -3,6 +3,7 @@
 // round it (FMA where PyTorch's kernels use one, a rounding to the parameter dtype after each
 // op), so the results are torch's bit for bit; this file is compiled with -ffp-contract=off so
 // that the compiler adds no FMA of its own.
+#include <cstdint>
 #include <omp.h>
 
 #include <algorithm>

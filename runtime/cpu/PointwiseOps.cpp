@@ -3,6 +3,7 @@
 
 #include "generated/Ops.h"
 #include "runtime/cpu/Loops.h"
+#include <cstdint>
 
 namespace kiln::cpu {
 

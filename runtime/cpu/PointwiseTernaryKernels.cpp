@@ -1,5 +1,6 @@
 // Pointwise ops of up to three operands: where(condition, self, other), clamp/clamp_min/clamp_max
 // with number or tensor bounds, lerp with a number or tensor weight, and addcmul/addcdiv.
+#include <cstdint>
 #include <cmath>
 
 #include "generated/KernelDecls.h"

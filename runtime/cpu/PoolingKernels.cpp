@@ -2,6 +2,7 @@
 // loops over the output positions of each (sample, channel) plane, parallel over planes. Each
 // backward scatters into the gradient plane of its own output plane, so threads never share
 // memory. Inputs are [C, H, W] or [N, C, H, W], read contiguous.
+#include <cstdint>
 #include <omp.h>
 
 #include <algorithm>

@@ -1,6 +1,7 @@
 // Elementwise prims (prims.exp, prims.add, prims.where, prims.convert_element_type, ...): the
 // eager pointwise kernels behind a strict front: operands of equal shapes and dtypes, so the
 // kernels neither broadcast nor promote, and each result has the dtype the prim's schema says.
+#include <cstdint>
 #include <initializer_list>
 
 #include "generated/KernelDecls.h"

@@ -2,6 +2,7 @@
 // with dtype and device always given (the decompositions of ATen's factories resolve the
 // defaults).
 #include "generated/KernelDecls.h"
+#include <cstdint>
 
 namespace kiln::kernels {
 

@@ -1,6 +1,7 @@
 // Matrix-product prims: mm (2-d) and bmm (3-d, batched) of operands of one dtype; the eager
 // BLAS-backed kernels do the work.
 #include "generated/KernelDecls.h"
+#include <cstdint>
 
 namespace kiln::kernels {
 

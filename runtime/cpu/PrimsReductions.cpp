@@ -1,6 +1,7 @@
 // Reduction prims: sum, prod, amax, amin, var over explicit dims (None: all; no dim is kept),
 // with the input's dtype unless output_dtype says otherwise; argmax/argmin along one dim.
 // They run the eager reduction kernels (16-bit floats accumulate in float there).
+#include <cstdint>
 #include <algorithm>
 #include <vector>
 

@@ -1,6 +1,7 @@
 // View and shape prims: broadcast_in_dim, squeeze, transpose, slice, as_strided, view_of (views
 // that never touch data, so they serve Meta as is), and reshape, rev, cat. Their arguments are
 // fully explicit (no negative dims, no -1 sizes, no implicit broadcasting or promotion).
+#include <cstdint>
 #include <vector>
 
 #include "generated/KernelDecls.h"

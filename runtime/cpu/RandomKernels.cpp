@@ -2,6 +2,7 @@
 // random_ and bernoulli. Every value comes from the default generator's Philox stream (element i
 // of a draw from counter first + i), so fills run in parallel yet repeat exactly after
 // manual_seed. Bit patterns cannot match PyTorch's mt19937; the distributions and checks do.
+#include <cstdint>
 #include <cmath>
 #include <limits>
 #include <numbers>

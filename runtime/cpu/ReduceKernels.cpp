@@ -1,5 +1,6 @@
 // sum, mean, prod, all, any, logsumexp and the vector norm: reductions that fold values into an
 // accumulator (float for the 16-bit floats, wrapping int64 for integers) and map it to a result.
+#include <cstdint>
 #include <cmath>
 #include <limits>
 #include <sstream>

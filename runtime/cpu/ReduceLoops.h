@@ -16,6 +16,7 @@
 // Positions are only meaningful for a single reduced dim (argmax and max.dim reduce one). Each
 // accumulator is stepped in increasing position order; partial results are then combined.
 #pragma once
+#include <cstdint>
 #include <omp.h>
 
 #include <algorithm>

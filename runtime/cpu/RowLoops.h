@@ -3,6 +3,7 @@
 // with inner == 1 a row is contiguous; otherwise neighbouring rows are handled together as
 // lanes (element j of lane l at j * inner + l), which keeps the loops vectorizable.
 #pragma once
+#include <cstdint>
 #include <omp.h>
 
 #include <algorithm>

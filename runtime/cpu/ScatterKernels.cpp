@@ -3,6 +3,7 @@
 // does the work: the positions of the index are split into lines along dim; two lines never
 // write the same element of self, so lines run in parallel, and each line runs in index order
 // (the last write wins, sums add in order), which makes results independent of the thread count.
+#include <cstdint>
 #include <omp.h>
 
 #include <cmath>

@@ -1,6 +1,7 @@
 // Kernels whose result size depends on the data or that index the flattened tensor:
 // masked_select, masked_scatter, take, nonzero, bincount, searchsorted and the index list of
 // repeat_interleave. Data-dependent shapes cannot be computed on the meta device.
+#include <cstdint>
 #include <omp.h>
 
 #include "generated/KernelDecls.h"

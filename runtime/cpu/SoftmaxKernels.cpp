@@ -1,6 +1,7 @@
 // softmax and log_softmax along a dim, numerically stable: per row the maximum m, then
 // s = sum(exp(x - m)); softmax = exp(x - m) / s, log_softmax = x - m - log(s). The 16-bit
 // floats compute in float.
+#include <cstdint>
 #include <cmath>
 #include <limits>
 

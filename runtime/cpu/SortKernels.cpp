@@ -2,6 +2,7 @@
 // along dim is read into a buffer of (value, index) pairs and ordered there; rows run in
 // parallel. NaN orders above every number (PyTorch's order), and orders that PyTorch leaves
 // open (ties in topk, kthvalue, median) are resolved by the lower index first.
+#include <cstdint>
 #include <omp.h>
 
 #include <algorithm>

@@ -1,5 +1,6 @@
 // tril / triu: keep the lower / upper triangle of the last two dims (relative to `diagonal`),
 // zero the rest. Zero is all-zero bytes in every dtype, so the masking is a memset per row.
+#include <cstdint>
 #include <algorithm>
 #include <cstring>
 

@@ -1,6 +1,7 @@
 // Unary pointwise kernels: float math (integer and bool inputs compute in float32), the ops that
 // keep the dtype (abs, neg, sign, rounding, nan_to_num), activations (relu, gelu, silu),
 // predicates (isnan, isinf, isfinite) and logical/bitwise negation, with their in-place forms.
+#include <cstdint>
 #include <cmath>
 #include <limits>
 

@@ -1,5 +1,6 @@
 // var, std, var_mean, std_mean with a correction: Welford's running mean and sum of squared
 // deviations in double (as PyTorch's CPU kernels accumulate), merged with Chan's formula.
+#include <cstdint>
 #include <cmath>
 
 #include "generated/KernelDecls.h"

@@ -1,5 +1,6 @@
 // View ops: new sizes/strides/offset over the same storage, never touching data (so they serve
 // the Meta device unchanged). In-place variants (squeeze_, t_, ...) re-point self's geometry.
+#include <cstdint>
 #include <algorithm>
 #include <bitset>
 

@@ -3,6 +3,7 @@
 // view, copy_), so they serve every device, Meta included.
 #include "generated/KernelDecls.h"
 #include "generated/Ops.h"
+#include <cstdint>
 
 namespace kiln::kernels {
 

@@ -2,6 +2,7 @@
 // primary context on first use; the stream is set before each call.
 #include "runtime/cuda/CudaBlas.h"
 
+#include <cstdint>
 #include <dlfcn.h>
 
 #include <cstdlib>

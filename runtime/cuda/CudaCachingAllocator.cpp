@@ -3,6 +3,7 @@
 // neighbours to merge with.
 #include "runtime/cuda/CudaCachingAllocator.h"
 
+#include <cstdint>
 #include <cstdio>
 #include <set>
 #include <vector>

@@ -2,6 +2,7 @@
 // does, so kiln shares the context with any other CUDA library in the process.
 #include "runtime/cuda/CudaDevice.h"
 
+#include <cstdint>
 #include <mutex>
 #include <vector>
 

@@ -1,6 +1,7 @@
 // Device allocators fed by the driver, and the driver's copy and memset calls.
 #include "runtime/cuda/CudaMemory.h"
 
+#include <cstdint>
 #include <array>
 #include <mutex>
 

@@ -4,6 +4,7 @@
 // the destination's span is uploaded again. Slow but exact; generated kernels will replace it.
 #include "runtime/cuda/CudaTensorKernels.h"
 
+#include <cstdint>
 #include <atomic>
 
 #include <cstring>

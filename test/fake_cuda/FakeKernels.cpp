@@ -5,6 +5,7 @@
 // the compiler's output as NVRTC's log) and its "CUBIN" is kCubinMagic, the architecture and the
 // source; cuModuleLoadData builds that source again (a cache hit: shared objects are cached on
 // disk by content, in $KILN_FAKE_CUDA_CACHE or /tmp/kiln-fake-cuda-<uid>) and dlopens it.
+#include <cstdint>
 #include <dlfcn.h>
 #include <unistd.h>
 

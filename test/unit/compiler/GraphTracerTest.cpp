@@ -1,5 +1,6 @@
 // GraphTracer: retrace replays a graph on fakes, typing every node, and decomposes ops outside
 // the requested op set (non-core ops at the core ATen level) through their decompositions.
+#include <cstdint>
 #include <gtest/gtest.h>
 
 #include "compiler/Decompositions.h"

@@ -1,5 +1,6 @@
 // Graph mutation APIs: creation and naming, users kept in sync, insertion points, moves,
 // erasure, use replacement, deep copies, and the verifier's view of the results.
+#include <cstdint>
 #include <gtest/gtest.h>
 
 #include <limits>

@@ -2,6 +2,7 @@
 // substitution, evaluation, printing; and properties over random expressions: construction and
 // simplification keep the value at every point of a range box, simplify is idempotent, bounds
 // hold, and the printed text parses back to the same expression.
+#include <cstdint>
 #include <gtest/gtest.h>
 
 #include <functional>

@@ -1,6 +1,7 @@
 // The text form's constants round-trip exactly, and the parser survives arbitrary damage to
 // its input: every prefix and many byte substitutions of a valid text give either graphs or
 // a located diagnostic, never a crash or an escaping exception.
+#include <cstdint>
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -1,5 +1,6 @@
 // Graph sizes are the loop IR's symbolic integers (ir/IndexExpr.h): the graph text prints them
 // canonically and the graph parser reads the printed form back to an equal expression.
+#include <cstdint>
 #include <gtest/gtest.h>
 
 #include "ir/IndexExpr.h"

@@ -2,6 +2,7 @@
 // scheduler decides with (codegen::pointwiseNestFacts) agree with the code generator's nest
 // builder (codegen::fusesIntoOneNest) on random groups, every kernel the scheduler forms is one
 // nest, the scheduled program verifies, and no kernel exceeds the size bound.
+#include <cstdint>
 #include <gtest/gtest.h>
 
 #include <map>

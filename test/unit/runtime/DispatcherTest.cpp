@@ -1,5 +1,6 @@
 // The dispatcher's mode mechanism: a fallback on a mode key sees every op, redispatches below
 // itself, and is switched by thread-local include/exclude guards.
+#include <cstdint>
 #include <gtest/gtest.h>
 
 #include <thread>

@@ -1,5 +1,6 @@
 // Philox4x32-10 against the known-answer vectors of Random123 (kat_vectors), and the
 // generator's counter bookkeeping.
+#include <cstdint>
 #include <gtest/gtest.h>
 
 #include "runtime/Generator.h"

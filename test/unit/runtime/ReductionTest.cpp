@@ -1,5 +1,6 @@
 // The reduction plan's geometry (dim order, coalescing, strategy) and reductions of inputs
 // Python cannot easily build (zero strides).
+#include <cstdint>
 #include <gtest/gtest.h>
 
 #include "generated/Ops.h"

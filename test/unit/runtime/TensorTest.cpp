@@ -1,4 +1,5 @@
 // Tensor geometry, the allocator and the dispatcher through the typed op API.
+#include <cstdint>
 #include <gtest/gtest.h>
 
 #include "generated/Ops.h"

@@ -1,5 +1,6 @@
 // The CUDA caching allocator on a fake segment source (no GPU): rounding, pools, splitting,
 // coalescing, per-stream reuse, the out-of-memory retry, and the stats PyTorch reports.
+#include <cstdint>
 #include <gtest/gtest.h>
 
 #include <map>
