@@ -169,6 +169,27 @@ def _aliases_first_argument(node):
     return "-> Tensor(a" in schema
 
 
+def _detaching_outputs(compiled, graph):
+    """`compiled`, with the outputs the graph returns from aten.detach detached again: the
+    backends rebuild an output aliasing an input as a view of it (prims.view_of, which detach
+    becomes), which required grad with no derivative (`return h.detach()` of a hidden state
+    made backward through it fail, as repackage_hidden in a compiled function does)."""
+    outputs = graph.output_node.args[0]
+    outputs = list(outputs) if isinstance(outputs, (tuple, list)) else [outputs]
+    detached = [i for i, o in enumerate(outputs) if str(getattr(o, "target", "")) == "aten.detach"]
+    if not detached:
+        return compiled
+
+    def run(*args):
+        out = list(compiled(*args))
+        for i in detached:
+            if isinstance(out[i], _C.TensorBase) and out[i].requires_grad:
+                out[i] = out[i].detach()
+        return tuple(out)
+
+    return run
+
+
 def _returns_view_of_intermediate(graph):
     """Whether an output of `graph` is a view of a value the graph computes: compiled, the output
     would be a copy, no longer aliasing that value."""
@@ -419,6 +440,7 @@ class FrameCallback:
             _C.set_rng_state(rng_state)
         if leaves_grad_mode is not None:
             compiled = _switching_grad_mode_after(compiled, leaves_grad_mode)
+        compiled = _detaching_outputs(compiled, gm.graph)
         entry = self._glue_entry(code, frame_info, result, site, compiled)
 
         if traces is not None:

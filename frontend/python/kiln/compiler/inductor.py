@@ -335,7 +335,7 @@ def compile_graph(gm, example_inputs=None):
     key = _graph_key(gm, example_inputs)
     entry = graph_cache.load(key)
     if entry is None:
-        attr_targets, draws, computed, views, where = _prepare(gm, example_inputs)
+        attr_targets, draws, computed, views, where = _prepare_cuttable(gm, example_inputs)
         kernel, program, schedule_log = _compile_program(computed) if computed is not None else (None,) * 3
         view_fn = GraphModule({}, views).forward if views is not None else None
         draw_fn = GraphModule({}, draws).forward if draws is not None else None
@@ -388,10 +388,17 @@ def _drop_grad_mode_changes(graph):
         graph.erase_node(node)
 
 
-def _prepare(gm, example_inputs):
+def _prepare(gm, example_inputs, functionalize=False):
     """The graphs compile_graph builds from `gm`: (attribute targets, the graph of eager draws or
-    None, the graph to compile or None, the view graph or None, where each output comes from)."""
-    prims_gm = retrace(_with_input_layouts(gm, example_inputs), "prims")
+    None, the graph to compile or None, the view graph or None, where each output comes from).
+    With `functionalize`, in-place writes into the graph's own intermediates become values first
+    (see _prepare_cuttable)."""
+    typed = _with_input_layouts(gm, example_inputs)
+    if functionalize:
+        aten = _C._fx.retrace(typed.graph, "aten", True)
+        aten._run_passes("functionalize,dce")
+        typed = GraphModule(typed, aten, class_name=type(typed).__name__)
+    prims_gm = retrace(typed, "prims")
     graph, placeholders, attr_targets = _lowerable_graph(prims_gm)
     _drop_grad_mode_changes(graph)
     # Identical pure calls computed once (a backward formula's `grad * x + grad * x`, the same
@@ -405,11 +412,34 @@ def _prepare(gm, example_inputs):
     return attr_targets, draws, computed, views, where
 
 
+def _prepare_cuttable(gm, example_inputs):
+    """_prepare's graphs, functionalized when an op without a lowering reads storage the graph
+    writes in place (an inference graph is not functionalized by AOT autograd: a ResNet in eval
+    mode writes relu(inplace=True) and `out += identity` into values its convolutions read, and
+    fallback.plan cannot order those writes between compiled segments)."""
+    prepared = _prepare(gm, example_inputs)
+    computed = prepared[2]
+    if computed is None:
+        return prepared
+    try:
+        fallback.plan(computed, _VIEW_PRIMS, _MUTATING_PRIMS)
+        return prepared
+    except fallback.Uncuttable:
+        pass
+    try:
+        functional = _prepare(gm, example_inputs, functionalize=True)
+        if functional[2] is not None:
+            fallback.plan(functional[2], _VIEW_PRIMS, _MUTATING_PRIMS)
+    except (RuntimeError, fallback.Uncuttable):  # no better: _plan reports the first graph's writes
+        return prepared
+    return functional
+
+
 def plan_kernels(gm, example_inputs=None):
     """The scheduled loop program (text) the inductor backend would compile for `gm`, without
     compiling it; None when every output is an input or a view of one (nothing to compile).
     Raises InductorUnsupported for graphs the backend runs eagerly."""
-    _, _, computed, _, _ = _prepare(gm, example_inputs)
+    _, _, computed, _, _ = _prepare_cuttable(gm, example_inputs)
     if computed is None:
         return None
     steps = _plan(computed)
