@@ -493,6 +493,8 @@ private:
     bool parallel = phaseParallel_ && hint(tripCount(phase.loops)) >= options_.parallelThreshold;
     // The members' bodies first: their loop-invariant values go before the loops.
     BodyEnv e = env(phase);
+    std::map<std::string, std::string> shared;
+    e.shared = &shared;
     std::set<std::string> loopVars;
     for (const Loop& l : phase.loops) loopVars.insert(l.var);
     std::vector<std::string> added, hoisted, inner;

@@ -40,6 +40,11 @@ using Shape = std::vector<IndexExpr>;
 // recomputation of deep chains).
 constexpr int64_t kSharedRecomputeLimit = 32;
 constexpr int64_t kRecomputeLimit = 512;
+// A shared value that reads more than this many elements of memory per element is realized
+// too, however few ops it has (Inductor's realize_reads_threshold): a residual stream built
+// by adds over many layers' outputs would otherwise be re-read from every one of them by each
+// consumer, and by every pass of a row reduction (layer norm's mean, variance and output).
+constexpr int64_t kSharedReadLimit = 4;
 
 // The body being built, with the ranges of its loop variables (for simplifying indices).
 struct BodyContext {
@@ -270,6 +275,15 @@ private:
 
   // The name of an input or buffer holding v's elements; computes a pointwise buffer when v
   // is not one yet (and from then on v loads from it).
+  // How many loads from memory one element of v emits (identical loads counted once).
+  int64_t loadsOf(const Value& v) {
+    BodyContext c;
+    iterVars("i", v.sizes, c.facts);
+    v.load(c, loopVars("i", v.sizes.size()));
+    return std::count_if(c.body.ops.begin(), c.body.ops.end(),
+                         [](const LoopOp& op) { return op.code == LoopOpCode::Load; });
+  }
+
   std::string realize(Value& v) {
     if (!v.storage.empty()) return v.storage;
     std::string name = freshName();
@@ -518,8 +532,10 @@ private:
     Value& v = values_.at(n);
     // Realization policy: a value recomputed by several consumers stays cheap. For a view the
     // root is realized (the view keeps aliasing it, and loads it from memory).
+    bool shared = n->users().size() > 1;
     if (v.storage.empty() &&
-        (v.cost > kRecomputeLimit || (n->users().size() > 1 && v.cost > kSharedRecomputeLimit))) {
+        (v.cost > kRecomputeLimit || (shared && v.cost > kSharedRecomputeLimit) ||
+         (shared && v.cost > kSharedReadLimit && loadsOf(v) > kSharedReadLimit))) {
       if (!v.aliasOf) {
         realize(v);
       } else if (values_.at(v.aliasOf).storage.empty()) {

@@ -280,6 +280,10 @@ Tensor matmulBackwardOther(const Tensor& grad, const Tensor& self, const Tensor&
 }
 
 Tensor powBackwardSelf(const Tensor& grad, const Tensor& self, const Tensor& exponent) {
+  // `x ** 2` binds the number to the Tensor exponent as a wrapped number: as PyTorch's
+  // pow.Tensor_Scalar, exponent - 1 is number arithmetic (a traced sub would get a Python
+  // number as its self).
+  if (exponent.isWrappedNumber() && !exponent.isMeta()) return powScalarBackward(grad, self, exponent.item());
   Tensor g = ops::mul(ops::mul(grad, exponent), ops::pow(self, ops::sub(exponent, Scalar(1))));
   return ops::masked_fill(g, ops::eq(exponent, Scalar(0.0)), Scalar(0.0));
 }

@@ -12,7 +12,7 @@ import traceback
 import warnings
 import weakref
 
-from .. import _C, config
+from .. import _C, _compiling, config
 from .._logging import get_logger
 from ..fx import GraphModule
 from . import debug_dir, dynamic, resume
@@ -117,7 +117,7 @@ class _CodeState:
     one-time warnings already given."""
 
     __slots__ = ("break_reason", "warned_backend", "warned_recompile_limit", "sizes", "dynamic_dims",
-                 "static_dims", "wanted_dims")
+                 "static_dims", "wanted_dims", "floats", "dynamic_floats", "static_floats")
 
     def __init__(self):
         self.break_reason = None
@@ -131,6 +131,12 @@ class _CodeState:
         # again at later recompiles; and the dims the compile in progress wanted.
         self.static_dims = {}
         self.wanted_dims = {}
+        # Floats an optimizer step reads (input expression -> value at the last compile), those
+        # that changed between compiles (graph inputs from then on) and those that do not trace
+        # as inputs (specialized): _float_inputs.
+        self.floats = {}
+        self.dynamic_floats = set()
+        self.static_floats = set()
 
 
 _code_states = weakref.WeakKeyDictionary()
@@ -161,6 +167,27 @@ def _aliases_first_argument(node):
     except Exception:  # noqa: BLE001 - not an op of the table (a Python function): no alias
         return False
     return "-> Tensor(a" in schema
+
+
+def _detaching_outputs(compiled, graph):
+    """`compiled`, with the outputs the graph returns from aten.detach detached again: the
+    backends rebuild an output aliasing an input as a view of it (prims.view_of, which detach
+    becomes), which required grad with no derivative (`return h.detach()` of a hidden state
+    made backward through it fail, as repackage_hidden in a compiled function does)."""
+    outputs = graph.output_node.args[0]
+    outputs = list(outputs) if isinstance(outputs, (tuple, list)) else [outputs]
+    detached = [i for i, o in enumerate(outputs) if str(getattr(o, "target", "")) == "aten.detach"]
+    if not detached:
+        return compiled
+
+    def run(*args):
+        out = list(compiled(*args))
+        for i in detached:
+            if isinstance(out[i], _C.TensorBase) and out[i].requires_grad:
+                out[i] = out[i].detach()
+        return tuple(out)
+
+    return run
 
 
 def _returns_view_of_intermediate(graph):
@@ -218,8 +245,14 @@ class FrameCallback:
     def __call__(self, frame_info):
         capture = capture_module()
         code = frame_info.code
-        if not frame_info.is_root and is_skipped_file(code.co_filename):
-            return capture.SKIP
+        entry = _compiling.is_captured_entry(code)
+        if not frame_info.is_root and is_skipped_file(code.co_filename) and not entry:
+            if code.co_name != "forward" or not frame_info.args or not _compiling.is_library_module(
+                    frame_info.args[0]):
+                return capture.SKIP
+            if not _compiling.has_forward_hooks(frame_info.args[0]):
+                # Another module of the class may have hooks: decided again at the next call.
+                return None
         state = _state(code)
         if state.break_reason is not None:
             return self._unsupported(code, state.break_reason)
@@ -236,12 +269,19 @@ class FrameCallback:
                 f"argument name(s) {', '.join(collision)} are reserved by kiln's glue code",
                 code.co_filename, code.co_firstlineno, ""))
 
+        if entry:
+            _compiling.prepare_capture(code, frame_info.args)
         start = time.perf_counter()
         result = trace_frame(frame_info, {"fullgraph": self.fullgraph})
         self._time(code, "trace_frame", start)
+        if result["ok"] and entry:
+            result = self._float_inputs(code, state, frame_info, result)
         if not result["ok"]:
             if result["kind"] == "unsupported":
-                if not self.fullgraph and "instruction" in result:
+                # (A library step that does not trace runs eagerly as a whole: no partial graphs
+                # and resume functions inside kiln's own code.)
+                library = entry and not frame_info.is_root
+                if not self.fullgraph and "instruction" in result and not library:
                     entry = self._partial(code, state, frame_info, resume.BreakSite(code, result))
                     if entry is not None:
                         return entry
@@ -252,6 +292,43 @@ class FrameCallback:
                               result["reason"], result["filename"], result["lineno"])
             return None
         return self._compile(code, state, frame_info, result)
+
+    def _float_inputs(self, code, state, frame_info, result):
+        """`result` traced again with the floats that changed since the last compile of `code`
+        as graph inputs (an lr a scheduler sets at every step), as TorchDynamo's automatic
+        dynamic floats: the first step compiles with the lr as a constant, the second with it
+        as an input, and later steps reuse that graph. A float the traced code cannot take as a
+        tensor (it branches on it: SGD's `momentum != 0`) stays a guarded constant."""
+        floats = dict(result.get("floats") or {})
+        for expr, value in floats.items():
+            before = state.floats.get(expr)
+            if before is not None and before != value:
+                state.dynamic_floats.add(expr)
+            state.floats[expr] = value
+        wanted = sorted((state.dynamic_floats & floats.keys()) - state.static_floats)
+        if not wanted:
+            return result
+
+        def traced(exprs):
+            start = time.perf_counter()
+            out = trace_frame(frame_info, {"fullgraph": self.fullgraph, "dynamic_floats": exprs})
+            self._time(code, "trace_frame", start)
+            return out
+
+        dynamic = traced(wanted)
+        if not dynamic["ok"] and len(wanted) > 1:
+            alone = [expr for expr in wanted if traced([expr])["ok"]]
+            state.static_floats.update(set(wanted) - set(alone))
+            dynamic = traced(alone) if alone else dynamic
+        elif not dynamic["ok"]:
+            state.static_floats.update(wanted)
+        if not dynamic["ok"]:
+            _recompiles_log.info("%s: the floats %s that changed since the last compile stay constants (%s)",
+                                 _where(code), ", ".join(wanted), dynamic["reason"])
+            return result
+        _recompiles_log.info("%s: floats that change between calls are graph inputs: %s", _where(code),
+                             ", ".join(e for e in wanted if e not in state.static_floats))
+        return dynamic
 
     def _partial(self, code, state, frame_info, site):
         """A graph break that keeps compiling (resume.py): the cache entry of the graph up to
@@ -363,6 +440,7 @@ class FrameCallback:
             _C.set_rng_state(rng_state)
         if leaves_grad_mode is not None:
             compiled = _switching_grad_mode_after(compiled, leaves_grad_mode)
+        compiled = _detaching_outputs(compiled, gm.graph)
         entry = self._glue_entry(code, frame_info, result, site, compiled)
 
         if traces is not None:
