@@ -614,7 +614,8 @@ def compile_dynamic(traces, example_inputs, cuda_graphs=False):
     `traces` is a dynamic.Traces; returns (the callable, attribute targets). Outputs that are
     views of inputs are taken at each call with their geometry fitted over the symbols. Raises
     dynamic.DynamicUnsupported when the prims graphs do not agree over the symbols, or when
-    the graph needs what the symbolic path does not do yet (fallbacks)."""
+    the graph needs what the symbolic path does not do yet (fallbacks on CUDA tensors, fallback
+    plans that differ between probes: _partitioned_over_symbols)."""
     from .dynamic import DynamicUnsupported, generalize
 
     texts, attr_lists, wheres, geometries, draw_graphs, graphs, plans = [], [], [], [], [], [], []
