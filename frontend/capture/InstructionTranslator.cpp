@@ -56,17 +56,33 @@ VT* InstructionTranslator::run(VTs locals, const VTs& closure) {
     size_t here = pc_++;
     t_.setPosition(code_, int(here));
     if (depth_ > 0) {
-      step(here);
+      stepCatching(here);
       continue;
     }
     if (t_.visitRoot(int(here), bc_.raw[here], bc_.args[here])) {
       t_.stopped = std::make_unique<Tracer::StopState>(Tracer::StopState{locals_, stack_, kwNames_});
       return nullptr;
     }
-    step(here);
+    stepCatching(here);
   }
   if (isGenerator_) return t_.make<IteratorVT>(yielded_);
   return result_;
+}
+
+void InstructionTranslator::stepCatching(size_t here) {
+  try {
+    step(here);
+  } catch (const TraceError& e) {
+    // The traced code raised (`o.attr` missing, a KeyError) where a handler of this frame may
+    // catch it: `try: s = o.scale except AttributeError: ...` runs fine eagerly, so the frame is
+    // no user error to run eagerly (and trace again) at every call. Exception handling is not
+    // traced: a graph break at this instruction, once (the code before it stays compiled).
+    static nb::handle inTry =
+        nb::object(nb::module_::import_("kiln.compiler.bytecode").attr("in_try")).release();
+    if (nb::cast<bool>(inTry(code_, nb::int_(here))))
+      throw Unsupported{e.reason + ", raised inside a try block (exception handling is not traced)"};
+    throw;
+  }
 }
 
 void InstructionTranslator::jumpTo(size_t target) { pc_ = target; }

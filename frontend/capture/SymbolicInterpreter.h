@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <set>
 #include <memory>
 #include <unordered_map>
 
@@ -121,6 +122,14 @@ public:
   std::map<std::string, std::vector<int64_t>> probeSizes;
   std::map<std::string, std::vector<int>> dynamicDims;
   int64_t maxDynamicSize = 0;
+  // Python floats read from the frame's arguments (their input expressions) that are graph
+  // inputs rather than constants (trace_frame option `dynamic_floats`): an optimizer's lr that a
+  // scheduler changes at every step. Each is a 0-d float64 tensor to the traced code; the glue
+  // converts the float at each call, and its guard checks the type only.
+  std::set<std::string> dynamicFloats;
+  // Every float read from the frame's arguments: input expression -> value (the callback
+  // compares them across compiles to find the floats that change).
+  nb::dict floatsRead;
   // Sizes read from tensors (`x.shape`, `x.size()`) while tracing over size symbols: each
   // element equal to a symbol's value becomes a kiln.compiler.dynamic.SizeInt, which records
   // the comparisons the traced code makes on it (the symbol is then specialized).
@@ -132,6 +141,7 @@ private:
   Node* placeholder(const std::string& hint);
   Node* getAttr(nb::handle tensor, const std::string& hint);
   VT* wrapTensor(nb::handle value, const SourcePtr& source, bool viaModule, const std::string& path);
+  VT* wrapDynamicFloat(const SourcePtr& source, const std::string& expr);
   std::string outputExpr(VT* v, std::vector<Node*>& outputs, nb::list& constants);
   nb::dict breakState(std::vector<Node*>& outputs, nb::list& constants);
   nb::list sideEffectLines(std::vector<Node*>& outputs, nb::list& constants);
@@ -173,6 +183,9 @@ public:
 
 private:
   void step(size_t here);
+  // step(), with an exception the traced code raises inside one of this frame's try blocks
+  // made a graph break (Unsupported) instead of a user error.
+  void stepCatching(size_t here);
   VT* loadFast(int slot);
   void storeFast(int slot, VT* v);
   void pushCallable(VT* v, bool withNull);

@@ -89,6 +89,50 @@ std::string Tracer::outputExpr(VT* v, std::vector<Node*>& outputs, nb::list& con
   }
   case VT::Kind::Function:
   case VT::Kind::Module: return constantRef(toPython(v));
+  case VT::Kind::Iterator: {
+    // An iterator on the stack at a break (a comprehension's argument: `[f(x) for _ in
+    // range(5)]` breaking inside f): a new one over the items it has left, made at each call.
+    auto* it = static_cast<IteratorVT*>(v);
+    if (memo_.count(v)) return memo_[v];
+    std::string body;
+    for (size_t i = it->next; i < it->items.size(); ++i)
+      body += outputExpr(it->items[i], outputs, constants) + ", ";
+    return memoized(v, "iter([" + body + "])");
+  }
+  case VT::Kind::NestedFunction: {
+    // A function made while tracing (a comprehension's code on 3.11) on the stack at a break:
+    // made again from its code, defaults and closure cells. Cells the trace made are not
+    // rebuilt (the resumed frame would not share them).
+    auto* f = static_cast<NestedFunctionVT*>(v);
+    if (memo_.count(v)) return memo_[v];
+    static nb::handle make =
+        nb::object(nb::module_::import_("kiln._compiling").attr("make_function")).release();
+    static nb::handle cellWritten =
+        nb::object(nb::module_::import_("kiln._compiling").attr("cell_written")).release();
+    std::string closure;
+    nb::tuple freevars = nb::borrow<nb::tuple>(f->code.attr("co_freevars"));
+    for (size_t i = 0; i < f->closure.size(); ++i) {
+      VT* c = f->closure[i];
+      if (c->kind == VT::Kind::RealCell) {
+        closure += constantRef(static_cast<RealCellVT*>(c)->cell) + ", ";
+        continue;
+      }
+      // A cell of the traced frame: a new cell holding its value. Only where nobody could tell
+      // the difference: neither the function nor the rest of the frame writes the variable.
+      if (c->kind != VT::Kind::Cell || nb::cast<bool>(cellWritten(f->code, code_, stopAt, freevars[i])))
+        throw Unsupported{"a function defined inside the compiled one, sharing a variable the "
+                          "frame or the function writes, live at a graph break"};
+      VT* contents = static_cast<CellVT*>(c)->contents;
+      closure += constantRef(make.attr("cell")) + "(" +
+                 (contents ? outputExpr(contents, outputs, constants) : std::string()) + "), ";
+    }
+    std::string defaults;
+    for (VT* d : f->defaults)
+      defaults += outputExpr(d, outputs, constants) + ", ";
+    std::string kwdefaults = f->kwdefaults ? outputExpr(f->kwdefaults, outputs, constants) : "None";
+    return memoized(v, constantRef(make) + "(" + constantRef(f->code) + ", " + constantRef(f->globals) +
+                           ", (" + defaults + "), " + kwdefaults + ", (" + closure + "))");
+  }
   case VT::Kind::GradModeExit: // a break inside `with no_grad():`: the block's exit, for the resume
     return constantRef(gradModeRestorer(static_cast<GradModeExitVT*>(v)->restore));
   case VT::Kind::Method: { // a bound method, e.g. `t.item` on the stack at a graph break
@@ -270,6 +314,7 @@ nb::dict Tracer::run() {
   d["side_effects"] = effects;
   if (stopped) d["break_state"] = brk;
   d["constants"] = constants;
+  d["floats"] = floatsRead;
   d["attrs"] = attrs_;
   d["op_count"] = recorder_.numRecorded();
   d["graph"] = python::wrapGraph(std::move(graph_));
@@ -313,6 +358,9 @@ nb::dict traceFrame(nb::handle frameInfo, nb::handle options) {
     if (o.contains("sizes"))
       for (auto [k, v] : nb::borrow<nb::dict>(o["sizes"]))
         tracer.probeSizes[nb::cast<std::string>(k)] = nb::cast<std::vector<int64_t>>(v);
+    if (o.contains("dynamic_floats"))
+      for (nb::handle e : nb::borrow<nb::object>(o["dynamic_floats"]))
+        tracer.dynamicFloats.insert(nb::cast<std::string>(e));
     if (o.contains("dynamic")) {
       for (auto [k, v] : nb::borrow<nb::dict>(o["dynamic"]))
         tracer.dynamicDims[nb::cast<std::string>(k)] = nb::cast<std::vector<int>>(v);

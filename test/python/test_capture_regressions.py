@@ -189,3 +189,72 @@ def test_getattr_with_a_default_of_a_missing_attribute_is_traced():
     assert (e.graph_count, e.graph_break_count) == (1, 0), e.break_reasons
     kiln.compiler.reset()
     np.testing.assert_array_equal(kiln.compile(f)(x).detach().numpy(), f(x).detach().numpy())
+
+
+def test_an_exception_caught_by_a_try_block_is_a_graph_break_traced_once():
+    # `try: s = o.scale except AttributeError:` made the tracer give up as "the user's code
+    # raised": the frame ran eagerly, traced again at every call, with no break reported. It is
+    # a graph break at the lookup now, once: the code before it stays compiled.
+    class Obj:
+        pass
+
+    o = Obj()
+    traces = []
+
+    def counting(gm, example_inputs, **kwargs):
+        traces.append(gm)
+        return gm.forward
+
+    def fn(x):
+        y = x * 2
+        try:
+            s = o.scale
+        except AttributeError:
+            s = 3.0
+        return y * s
+
+    x = kiln.randn(4)
+    kiln.compiler.reset()
+    e = kiln.explain(fn)(x)
+    assert e.graph_count == 1 and ["try block" in str(r) for r in e.break_reasons] == [True], str(e)
+    kiln.compiler.reset()
+    compiled = kiln.compile(fn, backend=counting)
+    for _ in range(3):
+        np.testing.assert_allclose(compiled(x).numpy(), (x * 6).numpy())
+    o.scale = 5.0
+    np.testing.assert_allclose(compiled(x).numpy(), (x * 10).numpy())
+    del o.scale
+    np.testing.assert_allclose(compiled(x).numpy(), (x * 6).numpy())
+    assert len(traces) == 1
+    kiln.compiler.reset()
+
+
+def test_a_compiled_bound_method_called_from_traced_code_is_inlined():
+    # step = kiln.compile(model.step) called inside a compiled loop: the bound method was not
+    # traced through ("calling <bound method ...>"), a break inside the loop, and the whole
+    # frame ran eagerly (kv_cache_decode: 0 graphs, torch.compile 1).
+    class Net(kiln.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = kiln.nn.Linear(4, 4)
+
+        def step(self, x, k):
+            return self.lin(x) * k
+
+    net = Net()
+    step = kiln.compile(net.step)
+
+    def run(x):
+        outs = []
+        for k in range(3):
+            x = step(x, k + 1)
+            outs.append(x)
+        return kiln.stack(outs)
+
+    x = kiln.randn(2, 4)
+    kiln.compiler.reset()
+    e = kiln.explain(run)(x)
+    assert (e.graph_count, e.graph_break_count, len(e.break_reasons)) == (1, 0, 0), str(e)
+    kiln.compiler.reset()
+    np.testing.assert_allclose(kiln.compile(run)(x).detach().numpy(), run(x).detach().numpy(), rtol=1e-6)
+    kiln.compiler.reset()

@@ -432,3 +432,78 @@ def test_reset_parameters_compiled_leaves_grad_mode_on():
         kiln.config.strict = False
     assert kiln.is_grad_enabled()
     assert lin.weight.requires_grad and float(lin.weight.abs().max()) <= 0.5
+
+
+def test_break_inside_a_comprehension_resumes_after_it():
+    # On 3.11 a comprehension is a function made while tracing, closing over the frame's cells,
+    # called with an iterator: a break inside it (print in a helper) is a break at that call,
+    # and the glue makes the function and the iterator again. The frame ran eagerly before
+    # (0 graphs; torch.compile: 2, the helper's resume and the code after the comprehension).
+    lin = kiln.nn.Linear(3, 3)
+    seen = []
+
+    def helper(x):
+        seen.append(1)
+        print("in helper")
+        return x + 1
+
+    def run(x):
+        scale = x * 3
+        out = [helper(scale).sum() for _ in range(3)]
+        return out, lin.weight.detach().clone() * 2
+
+    x = kiln.randn(3)
+    kiln.compiler.reset()
+    e = kiln.explain(run)(x)
+    if sys.version_info < (3, 12):  # (from 3.12 a comprehension is inlined: a break in a loop)
+        assert (e.graph_count, e.graph_break_count) == (3, 2), str(e)
+    kiln.compiler.reset()
+    compiled = kiln.compile(run)
+    for _ in range(2):
+        seen.clear()
+        out, w = compiled(x)
+        assert len(seen) == 3 and len(out) == 3
+        np.testing.assert_allclose([o.item() for o in out], [(x * 3 + 1).sum().item()] * 3, rtol=1e-6)
+        np.testing.assert_array_equal(w.numpy(), lin.weight.detach().numpy() * 2)
+    kiln.compiler.reset()
+
+
+def test_a_closure_writing_a_cell_of_the_frame_is_not_rebuilt_at_a_break():
+    # A function made while tracing that writes a variable it shares with the frame cannot be
+    # made again by the glue (the resumed frame would not see its writes): no resume there.
+    def run(x):
+        total = x * 1
+
+        def add(v):
+            nonlocal total
+            print("adding")
+            total = total + v
+
+        add(x)
+        return total
+
+    x = kiln.randn(3)
+    kiln.compiler.reset()
+    np.testing.assert_allclose(kiln.compile(run)(x).numpy(), (x * 2).numpy())
+    kiln.compiler.reset()
+
+
+def test_retain_grad_runs_the_frame_eagerly_as_torch_compile():
+    # torch.compile skips a frame calling retain_grad() ("does not work with AOTDispatcher")
+    # instead of resuming after it; kiln does the same, so graph counts stay torch's
+    # (hooks_retain_grad: 8 graphs where torch has 6), and the grad is retained.
+    lin = kiln.nn.Linear(4, 3)
+
+    def fn(x):
+        h = lin(x)
+        h.retain_grad()
+        (h * 2).sum().backward()
+        return h.grad
+
+    x = kiln.randn(2, 4)
+    kiln.compiler.reset()
+    e = kiln.explain(fn)(x)
+    assert e.graph_count == 0 and ["retain_grad" in str(r) for r in e.break_reasons] == [True], str(e)
+    kiln.compiler.reset()
+    np.testing.assert_array_equal(kiln.compile(fn)(x).numpy(), np.full((2, 3), 2.0, np.float32))
+    kiln.compiler.reset()

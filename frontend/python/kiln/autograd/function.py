@@ -88,7 +88,7 @@ class Function(metaclass=_FunctionMeta):
         single = not isinstance(output, tuple)
         outputs = (output,) if single else output
         if _C.is_grad_enabled() and any(ctx.needs_input_grad):
-            backward = cls.backward if cls.backward is not Function.backward else cls.vjp
+            backward = _uncaptured(cls, "backward" if cls.backward is not Function.backward else "vjp")
             outputs = tuple(_C._record_function(
                 ctx, backward, cls._backward_name, list(args), list(outputs), list(ctx.to_save),
                 list(ctx.dirty_tensors), list(ctx.non_differentiable), ctx.materialize_grads))
@@ -101,12 +101,22 @@ def _uncaptured_forward(cls):
     captured as a frame of its own, it would guard on the identity of each call's new ctx
     (a recompile per call), and ctx.save_for_backward, run for real while tracing, would keep the
     trace's fake tensors for the backward."""
-    fn = cls.__dict__.get("_kiln_uncaptured_forward")
-    if fn is None or fn[0] is not cls.forward:
+    return _uncaptured(cls, "forward")
+
+
+def _uncaptured(cls, name):
+    """cls.<name> (forward, backward or vjp) as kiln.compiler.disable wraps it, made once per
+    class. The backward, called by the autograd engine under a compiled function, runs eagerly
+    too: captured, its frame guarded the identity of each call's new ctx and compiled again at
+    every call (ste_quant), or broke at ctx.saved_tensors; torch.compile compiles no graph of its
+    own for it either (the backward is part of the traced autograd.Function)."""
+    attr = f"_kiln_uncaptured_{name}"
+    fn = cls.__dict__.get(attr)
+    if fn is None or fn[0] is not getattr(cls, name):
         from ..compiler.compile_api import disable
 
-        fn = (cls.forward, disable(cls.forward))
-        cls._kiln_uncaptured_forward = fn
+        fn = (getattr(cls, name), disable(getattr(cls, name)))
+        setattr(cls, attr, fn)
     return fn[1]
 
 

@@ -12,7 +12,7 @@ import traceback
 import warnings
 import weakref
 
-from .. import _C, config
+from .. import _C, _compiling, config
 from .._logging import get_logger
 from ..fx import GraphModule
 from . import debug_dir, dynamic, resume
@@ -117,7 +117,7 @@ class _CodeState:
     one-time warnings already given."""
 
     __slots__ = ("break_reason", "warned_backend", "warned_recompile_limit", "sizes", "dynamic_dims",
-                 "static_dims", "wanted_dims")
+                 "static_dims", "wanted_dims", "floats", "dynamic_floats", "static_floats")
 
     def __init__(self):
         self.break_reason = None
@@ -131,6 +131,12 @@ class _CodeState:
         # again at later recompiles; and the dims the compile in progress wanted.
         self.static_dims = {}
         self.wanted_dims = {}
+        # Floats an optimizer step reads (input expression -> value at the last compile), those
+        # that changed between compiles (graph inputs from then on) and those that do not trace
+        # as inputs (specialized): _float_inputs.
+        self.floats = {}
+        self.dynamic_floats = set()
+        self.static_floats = set()
 
 
 _code_states = weakref.WeakKeyDictionary()
@@ -161,6 +167,27 @@ def _aliases_first_argument(node):
     except Exception:  # noqa: BLE001 - not an op of the table (a Python function): no alias
         return False
     return "-> Tensor(a" in schema
+
+
+def _detaching_outputs(compiled, graph):
+    """`compiled`, with the outputs the graph returns from aten.detach detached again: the
+    backends rebuild an output aliasing an input as a view of it (prims.view_of, which detach
+    becomes), which required grad with no derivative (`return h.detach()` of a hidden state
+    made backward through it fail, as repackage_hidden in a compiled function does)."""
+    outputs = graph.output_node.args[0]
+    outputs = list(outputs) if isinstance(outputs, (tuple, list)) else [outputs]
+    detached = [i for i, o in enumerate(outputs) if str(getattr(o, "target", "")) == "aten.detach"]
+    if not detached:
+        return compiled
+
+    def run(*args):
+        out = list(compiled(*args))
+        for i in detached:
+            if isinstance(out[i], _C.TensorBase) and out[i].requires_grad:
+                out[i] = out[i].detach()
+        return tuple(out)
+
+    return run
 
 
 def _returns_view_of_intermediate(graph):
@@ -218,8 +245,14 @@ class FrameCallback:
     def __call__(self, frame_info):
         capture = capture_module()
         code = frame_info.code
-        if not frame_info.is_root and is_skipped_file(code.co_filename):
-            return capture.SKIP
+        entry = _compiling.is_captured_entry(code)
+        if not frame_info.is_root and is_skipped_file(code.co_filename) and not entry:
+            if code.co_name != "forward" or not frame_info.args or not _compiling.is_library_module(
+                    frame_info.args[0]):
+                return capture.SKIP
+            if not _compiling.has_forward_hooks(frame_info.args[0]):
+                # Another module of the class may have hooks: decided again at the next call.
+                return None
         state = _state(code)
         if state.break_reason is not None:
             return self._unsupported(code, state.break_reason)
@@ -236,12 +269,19 @@ class FrameCallback:
                 f"argument name(s) {', '.join(collision)} are reserved by kiln's glue code",
                 code.co_filename, code.co_firstlineno, ""))
 
+        if entry:
+            _compiling.prepare_capture(code, frame_info.args)
         start = time.perf_counter()
         result = trace_frame(frame_info, {"fullgraph": self.fullgraph})
         self._time(code, "trace_frame", start)
+        if result["ok"] and entry:
+            result = self._float_inputs(code, state, frame_info, result)
         if not result["ok"]:
             if result["kind"] == "unsupported":
-                if not self.fullgraph and "instruction" in result:
+                # (A library step that does not trace runs eagerly as a whole: no partial graphs
+                # and resume functions inside kiln's own code.)
+                library = entry and not frame_info.is_root
+                if not self.fullgraph and "instruction" in result and not library:
                     entry = self._partial(code, state, frame_info, resume.BreakSite(code, result))
                     if entry is not None:
                         return entry
@@ -252,6 +292,43 @@ class FrameCallback:
                               result["reason"], result["filename"], result["lineno"])
             return None
         return self._compile(code, state, frame_info, result)
+
+    def _float_inputs(self, code, state, frame_info, result):
+        """`result` traced again with the floats that changed since the last compile of `code`
+        as graph inputs (an lr a scheduler sets at every step), as TorchDynamo's automatic
+        dynamic floats: the first step compiles with the lr as a constant, the second with it
+        as an input, and later steps reuse that graph. A float the traced code cannot take as a
+        tensor (it branches on it: SGD's `momentum != 0`) stays a guarded constant."""
+        floats = dict(result.get("floats") or {})
+        for expr, value in floats.items():
+            before = state.floats.get(expr)
+            if before is not None and before != value:
+                state.dynamic_floats.add(expr)
+            state.floats[expr] = value
+        wanted = sorted((state.dynamic_floats & floats.keys()) - state.static_floats)
+        if not wanted:
+            return result
+
+        def traced(exprs):
+            start = time.perf_counter()
+            out = trace_frame(frame_info, {"fullgraph": self.fullgraph, "dynamic_floats": exprs})
+            self._time(code, "trace_frame", start)
+            return out
+
+        dynamic = traced(wanted)
+        if not dynamic["ok"] and len(wanted) > 1:
+            alone = [expr for expr in wanted if traced([expr])["ok"]]
+            state.static_floats.update(set(wanted) - set(alone))
+            dynamic = traced(alone) if alone else dynamic
+        elif not dynamic["ok"]:
+            state.static_floats.update(wanted)
+        if not dynamic["ok"]:
+            _recompiles_log.info("%s: the floats %s that changed since the last compile stay constants (%s)",
+                                 _where(code), ", ".join(wanted), dynamic["reason"])
+            return result
+        _recompiles_log.info("%s: floats that change between calls are graph inputs: %s", _where(code),
+                             ", ".join(e for e in wanted if e not in state.static_floats))
+        return dynamic
 
     def _partial(self, code, state, frame_info, site):
         """A graph break that keeps compiling (resume.py): the cache entry of the graph up to
@@ -316,9 +393,10 @@ class FrameCallback:
         traces, static_result, described = None, result, None
         # Training graphs are compiled over size symbols by AOT autograd for the inductor backend
         # (aot.compile_training_dynamic); other backends get them through gm.kiln_dynamic.
-        if site is None and leaves_grad_mode is None and (not _needs_autograd(examples, result["attrs"])
-                                                          or _backend_name(self.backend) == "inductor"):
-            traces = self._dynamic_traces(code, state, frame_info, result, examples)
+        # (A graph before a break is probed as it was traced: up to the break, `site`.)
+        if leaves_grad_mode is None and (not _needs_autograd(examples, result["attrs"])
+                                         or _backend_name(self.backend) == "inductor"):
+            traces = self._dynamic_traces(code, state, frame_info, result, examples, site)
             if traces is not None and not getattr(self.backend, "supports_dynamic_shapes", False):
                 # Described (kiln.explain), not compiled over: the graph runs at the call's sizes.
                 described, traces = traces.describe(), None
@@ -362,6 +440,7 @@ class FrameCallback:
             _C.set_rng_state(rng_state)
         if leaves_grad_mode is not None:
             compiled = _switching_grad_mode_after(compiled, leaves_grad_mode)
+        compiled = _detaching_outputs(compiled, gm.graph)
         entry = self._glue_entry(code, frame_info, result, site, compiled)
 
         if traces is not None:
@@ -403,7 +482,8 @@ class FrameCallback:
                     if len(sig.hints) > 1:
                         tensors = {e: x for e, x in zip(traces.static_result["inputs"], examples)
                                    if isinstance(x, _C.TensorBase)}
-                        tries = [self._probe(code, frame_info, traces.static_result, tensors, sig.restrict([i]))
+                        tries = [self._probe(code, frame_info, traces.static_result, tensors, sig.restrict([i]),
+                                             traces.trace_options)
                                  for i in range(len(sig.hints))]
                         tries = [t if isinstance(t, dynamic.Traces) else None for t in tries]
         _dynamic_log.info("%s: compiling for static sizes", _where(code))
@@ -443,8 +523,10 @@ class FrameCallback:
                 wanted[expr] = dims
         return tensors, wanted
 
-    def _dynamic_traces(self, code, state, frame_info, result, examples):
-        """The frame traced with size symbols (dynamic.Traces), or None for a static compile."""
+    def _dynamic_traces(self, code, state, frame_info, result, examples, site=None):
+        """The frame (up to the break at `site`, when given) traced with size symbols
+        (dynamic.Traces), or None for a static compile."""
+        extra = site.retrace_options() if site is not None else {}
         tensors, wanted = self._wanted_dynamic_dims(state, result["inputs"], examples)
         wanted = {e: d - state.static_dims.get(e, set()) for e, d in wanted.items()}
         wanted = {e: d for e, d in wanted.items() if d}
@@ -460,7 +542,7 @@ class FrameCallback:
             _dynamic_log.info("%s: %d size symbols (at most %d are fitted); compiling for static sizes",
                               _where(code), len(sig.hints), dynamic.MAX_SYMBOLS)
             return None
-        traces = self._probe(code, frame_info, result, tensors, sig)
+        traces = self._probe(code, frame_info, result, tensors, sig, extra)
         while isinstance(traces, set):
             # The traced code compared sizes of these symbols (it may branch on them): they
             # are specialized, the others traced again.
@@ -470,27 +552,28 @@ class FrameCallback:
             if not keep:
                 return None
             sig = sig.restrict(keep)
-            traces = self._probe(code, frame_info, result, tensors, sig)
+            traces = self._probe(code, frame_info, result, tensors, sig, extra)
         if traces is None and len(sig.hints) > 1:
             # Specialize what does not trace over a symbol (a dim a parameter's size pins, as
             # `layer_norm(x, [d], weight)`): the symbols that trace alone, then together.
             alone = [i for i in range(len(sig.hints))
-                     if isinstance(self._probe(code, frame_info, result, tensors, sig.restrict([i])),
+                     if isinstance(self._probe(code, frame_info, result, tensors, sig.restrict([i]), extra),
                                    dynamic.Traces)]
             if len(alone) > 1:
-                traces = self._probe(code, frame_info, result, tensors, sig.restrict(alone))
+                traces = self._probe(code, frame_info, result, tensors, sig.restrict(alone), extra)
             if not isinstance(traces, dynamic.Traces) and alone:
-                traces = self._probe(code, frame_info, result, tensors, sig.restrict(alone[:1]))
+                traces = self._probe(code, frame_info, result, tensors, sig.restrict(alone[:1]), extra)
         return traces if isinstance(traces, dynamic.Traces) else None
 
-    def _fit_range(self, code, frame_info, tensors, sig):
+    def _fit_range(self, code, frame_info, tensors, sig, extra):
         """`sig` with its guarded maximum lowered to the largest size the frame traces at, when
         it does not trace with every symbol at the maximum (a model whose causal mask is
         block_size long takes sequences up to block_size only): found by bisection between
         the traced sizes and the maximum, with every symbol at the same size."""
         def traces_at(size):
             point = tuple(size for _ in sig.hints)
-            return trace_frame(frame_info, {"fullgraph": self.fullgraph, "sizes": sig.sizes_at(point, tensors)})["ok"]
+            return trace_frame(frame_info, {"fullgraph": self.fullgraph, **extra,
+                                            "sizes": sig.sizes_at(point, tensors)})["ok"]
 
         start = time.perf_counter()
         try:
@@ -505,11 +588,12 @@ class FrameCallback:
         _dynamic_log.info("%s: the frame traces at sizes up to %d only: guarded 2 <= s <= %d", _where(code), low, low)
         return sig.with_max_size(low)
 
-    def _probe(self, code, frame_info, result, tensors, sig):
+    def _probe(self, code, frame_info, result, tensors, sig, extra):
         """The frame traced over `sig`'s symbols at the probe points (dynamic.Traces); None when
-        the traces are not one graph; the set of symbol ids whose sizes the code compared."""
-        sig = self._fit_range(code, frame_info, tensors, sig)
-        options = {"fullgraph": self.fullgraph, "dynamic": sig.dims, "max_dynamic_size": sig.max_size}
+        the traces are not one graph; the set of symbol ids whose sizes the code compared.
+        `extra`: trace_frame options of a graph before a break (resume.BreakSite)."""
+        sig = self._fit_range(code, frame_info, tensors, sig, extra)
+        options = {"fullgraph": self.fullgraph, **extra, "dynamic": sig.dims, "max_dynamic_size": sig.max_size}
         start = time.perf_counter()
         compared = set()
         try:
@@ -538,14 +622,17 @@ class FrameCallback:
             self._time(code, "trace_frame", start)
         if compared:
             return compared
+        dynamic.size_break_state(result, [traced] + [r for _, r in probes])
         why = dynamic.compare_traces(traced, result, [r for _, r in probes])
         if why is not None:
             _dynamic_log.info("%s: not traced over size symbols %s (%s)", _where(code), sig.describe(), why)
             return None
         positions = {i for i, e in enumerate(result["inputs"]) if e in sig.dims}
-        return dynamic.Traces(sig, traced, result, [tuple(sig.hints)] + [p for p, _ in probes],
-                              [GraphModule(traced["attrs"], traced["graph"])]
-                              + [GraphModule(r["attrs"], r["graph"]) for _, r in probes], positions)
+        traces = dynamic.Traces(sig, traced, result, [tuple(sig.hints)] + [p for p, _ in probes],
+                                [GraphModule(traced["attrs"], traced["graph"])]
+                                + [GraphModule(r["attrs"], r["graph"]) for _, r in probes], positions)
+        traces.trace_options = extra  # to probe again over fewer symbols
+        return traces
 
     def _glue_entry(self, code, frame_info, result, site, compiled):
         capture = capture_module()

@@ -339,7 +339,7 @@ def compile_graph(gm, example_inputs=None, cuda_graphs=False):
     key = _graph_key(gm, example_inputs)
     entry = graph_cache.load(key)
     if entry is None:
-        attr_targets, draws, computed, views, where = _prepare(gm, example_inputs)
+        attr_targets, draws, computed, views, where = _prepare_cuttable(gm, example_inputs)
         kernel, program, schedule_log = _compile_program(computed, cuda_graphs) if computed is not None \
             else (None,) * 3
         view_fn = GraphModule({}, views).forward if views is not None else None
@@ -393,10 +393,17 @@ def _drop_grad_mode_changes(graph):
         graph.erase_node(node)
 
 
-def _prepare(gm, example_inputs):
+def _prepare(gm, example_inputs, functionalize=False):
     """The graphs compile_graph builds from `gm`: (attribute targets, the graph of eager draws or
-    None, the graph to compile or None, the view graph or None, where each output comes from)."""
-    prims_gm = retrace(_with_input_layouts(gm, example_inputs), "prims")
+    None, the graph to compile or None, the view graph or None, where each output comes from).
+    With `functionalize`, in-place writes into the graph's own intermediates become values first
+    (see _prepare_cuttable)."""
+    typed = _with_input_layouts(gm, example_inputs)
+    if functionalize:
+        aten = _C._fx.retrace(typed.graph, "aten", True)
+        aten._run_passes("functionalize,dce")
+        typed = GraphModule(typed, aten, class_name=type(typed).__name__)
+    prims_gm = retrace(typed, "prims")
     graph, placeholders, attr_targets = _lowerable_graph(prims_gm)
     _drop_grad_mode_changes(graph)
     # Identical pure calls computed once (a backward formula's `grad * x + grad * x`, the same
@@ -410,11 +417,34 @@ def _prepare(gm, example_inputs):
     return attr_targets, draws, computed, views, where
 
 
+def _prepare_cuttable(gm, example_inputs):
+    """_prepare's graphs, functionalized when an op without a lowering reads storage the graph
+    writes in place (an inference graph is not functionalized by AOT autograd: a ResNet in eval
+    mode writes relu(inplace=True) and `out += identity` into values its convolutions read, and
+    fallback.plan cannot order those writes between compiled segments)."""
+    prepared = _prepare(gm, example_inputs)
+    computed = prepared[2]
+    if computed is None:
+        return prepared
+    try:
+        fallback.plan(computed, _VIEW_PRIMS, _MUTATING_PRIMS)
+        return prepared
+    except fallback.Uncuttable:
+        pass
+    try:
+        functional = _prepare(gm, example_inputs, functionalize=True)
+        if functional[2] is not None:
+            fallback.plan(functional[2], _VIEW_PRIMS, _MUTATING_PRIMS)
+    except (RuntimeError, fallback.Uncuttable):  # no better: _plan reports the first graph's writes
+        return prepared
+    return functional
+
+
 def plan_kernels(gm, example_inputs=None):
     """The scheduled loop program (text) the inductor backend would compile for `gm`, without
     compiling it; None when every output is an input or a view of one (nothing to compile).
     Raises InductorUnsupported for graphs the backend runs eagerly."""
-    _, _, computed, _, _ = _prepare(gm, example_inputs)
+    _, _, computed, _, _ = _prepare_cuttable(gm, example_inputs)
     if computed is None:
         return None
     steps = _plan(computed)
@@ -587,7 +617,7 @@ def compile_dynamic(traces, example_inputs, cuda_graphs=False):
     the graph needs what the symbolic path does not do yet (fallbacks)."""
     from .dynamic import DynamicUnsupported, generalize
 
-    texts, attr_lists, wheres, geometries, draw_graphs = [], [], [], [], []
+    texts, attr_lists, wheres, geometries, draw_graphs, graphs, plans = [], [], [], [], [], [], []
     device = None
     for gm in traces.graph_modules:
         try:
@@ -599,8 +629,11 @@ def compile_dynamic(traces, example_inputs, cuda_graphs=False):
             raise DynamicUnsupported(f"the graph at other sizes does not compile: {type(error).__name__}: "
                                      f"{error}") from error
         draw_graphs.append(draws)
-        if computed is not None and _plan(computed) is not None:
-            raise DynamicUnsupported("ops without a lowering (fallbacks) are compiled for static sizes only")
+        try:
+            plans.append(_plan(computed) if computed is not None else None)
+        except InductorUnsupported as error:
+            raise DynamicUnsupported(str(error)) from error
+        graphs.append(computed)
         texts.append(str(computed) if computed is not None else "")
         device = cuda_device(computed) if computed is not None else None
         attr_lists.append(attr_targets)
@@ -619,8 +652,13 @@ def compile_dynamic(traces, example_inputs, cuda_graphs=False):
         return _dynamic_runner(None, views, wheres[0], symbol_dims, draws), attr_lists[0]
     if any(a != attr_lists[0] for a in attr_lists):
         raise DynamicUnsupported("the graph reads other attributes at other sizes")
-    symbolic_text = generalize(texts, traces.points, traces.names)
     hints = dict(zip(traces.names, traces.points[0]))
+    if any(plan is not None for plan in plans):
+        if device is not None:
+            raise DynamicUnsupported("ops without a lowering (fallbacks) on CUDA tensors")
+        kernel = _partitioned_over_symbols(graphs, plans, traces, hints)
+        return _dynamic_runner(kernel, views, wheres[0], symbol_dims, draws), attr_lists[0]
+    symbolic_text = generalize(texts, traces.points, traces.names)
     if device is not None:
         try:
             program, schedule_log = _codegen.schedule(_codegen.lower(symbolic_text))
@@ -630,14 +668,21 @@ def compile_dynamic(traces, example_inputs, cuda_graphs=False):
         _loops_log.info("fusion decisions (sizes %s, CUDA):\n%s", traces.describe(), schedule_log)
         kernel = _compile_cuda(program, device, hints, cuda_graphs)
         return _dynamic_runner(kernel, views, wheres[0], symbol_dims, draws), attr_lists[0]
-    # The graph cache keys on the symbolic graph (its text over s0, s1, ...) and the size hints
-    # the code was tuned for: another process, or another frame with the same graph, skips
-    # lowering and compiling.
+    kernel = _compile_symbolic(symbolic_text, hints, traces, attr_lists[0])
+    return _dynamic_runner(kernel, views, wheres[0], symbol_dims, draws), attr_lists[0]
+
+
+def _compile_symbolic(symbolic_text, hints, traces, attr_targets=()):
+    """The CompiledKernel of a prims graph's text over size symbols, tuned for the size `hints`.
+    The graph cache keys on the symbolic graph (its text over s0, s1, ...) and the hints: another
+    process, or another frame with the same graph, skips lowering and compiling."""
+    from .dynamic import DynamicUnsupported
+
     key = "\n".join([graph_cache.build_identity(), _codegen.toolchain_key(), "symbolic sizes",
                      repr(sorted(hints.items())), symbolic_text])
     entry = graph_cache.load(key)
     if entry is not None and entry.kernel is not None:
-        return _dynamic_runner(entry.kernel, views, wheres[0], symbol_dims, draws), attr_lists[0]
+        return entry.kernel
     try:
         program, schedule_log = _codegen.schedule(_codegen.lower(symbolic_text))
         source = _codegen.emit_cpp(program, size_hints=hints)
@@ -653,9 +698,55 @@ def compile_dynamic(traces, example_inputs, cuda_graphs=False):
     _output_code_log.info("output code (%s, %s, symbolic sizes %s):\n%s", path,
                           "cache hit" if cache_hit else "compiled", traces.describe(), source)
     # (The entry holds the program; the output views are fitted again from the probes.)
-    graph_cache.store(key, graph_cache.Entry(program, path, None, [], attr_lists[0], schedule_log=schedule_log))
-    kernel = _codegen.CompiledKernel(path, "kiln_entry", program)
-    return _dynamic_runner(kernel, views, wheres[0], symbol_dims, draws), attr_lists[0]
+    graph_cache.store(key, graph_cache.Entry(program, path, None, [], list(attr_targets), schedule_log=schedule_log))
+    return _codegen.CompiledKernel(path, "kiln_entry", program)
+
+
+def _partitioned_over_symbols(graphs, plans, traces, hints):
+    """A graph with fallback ops over size symbols: the probes' prims `graphs` cut by their
+    fallback `plans`, which must agree (the same steps, fallbacks whose calls differ only in
+    their types); each compiled segment is fitted over the probes and compiled once over the
+    symbols (it binds them from its own inputs' dims), and the fallbacks run eagerly between
+    them as they do for static sizes (eager kernels take any size)."""
+    from .dynamic import DynamicUnsupported, generalize
+
+    if any(plan is None for plan in plans):
+        raise DynamicUnsupported("ops without a lowering (fallbacks) at some sizes only")
+    shape = [_step_signature(step) for step in plans[0]]
+    for plan, point in zip(plans[1:], traces.points[1:]):
+        if [_step_signature(step) for step in plan] != shape:
+            raise DynamicUnsupported(f"the fallback ops or their segments differ at sizes {point}")
+    segment_texts = {}
+    for i, step in enumerate(plans[0]):
+        if step.kind != "compiled":
+            continue
+        texts = []
+        for plan in plans:
+            segment = plan[i].graph
+            computed, views, _ = _split_outputs(segment, list(segment.placeholders()))
+            if views is not None or computed is None:
+                raise DynamicUnsupported("a segment between fallback ops returns a view of its inputs")
+            texts.append(str(computed))
+        segment_texts[id(step.graph)] = generalize(texts, traces.points, traces.names)
+
+    def compile_segment(segment):
+        symbolic_text = segment_texts[id(segment)]
+        kernel = _compile_symbolic(symbolic_text, hints, traces)
+        return kernel, symbolic_text
+
+    return fallback.PartitionedProgram(graphs[0], plans[0], compile_segment)
+
+
+def _step_signature(step):
+    """What must agree between probes for a step of a fallback plan: its kind, the nodes it takes
+    and produces, and for a fallback its calls without their types (the arguments an eager
+    kernel reads)."""
+    names = ([n.name for n in step.inputs], [getattr(n, "name", None) for n in step.outputs])
+    if step.kind == "compiled":
+        return step.kind, names, step.layouts
+    calls = [(n.op, str(n.target), repr(n.args), repr(n.kwargs)) for n in step.graph.nodes
+             if n.op == "call_function"]
+    return step.kind, names, step.layouts, calls
 
 
 def attribute_reader(gm, targets):

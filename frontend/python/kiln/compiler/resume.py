@@ -77,6 +77,10 @@ class BreakSite:
             # As TorchDynamo: a resume function inside a loop would call itself once per
             # iteration (the glue of each iteration calling the next).
             return "a graph break inside a for/while loop"
+        if self.reason.reason.startswith("Tensor.retain_grad()"):
+            # As TorchDynamo ("Tensor.retain_grad() does not work with AOTDispatcher": the frame
+            # is skipped, not resumed), so graph counts stay torch.compile's.
+            return "retain_grad() runs the frame eagerly, as with torch.compile"
         return None
 
     def at_statement_start(self):

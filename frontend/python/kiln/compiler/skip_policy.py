@@ -12,7 +12,9 @@ captured): a training loop that runs eagerly (a graph break inside its `for`) ca
 and only the user's own frames under them (a module's `forward`, entered from kiln's
 `Module.__call__`) are captured, each as a graph of its own. Capturing kiln's frames there made
 a graph (and a break) of every library call: a GPT training loop compiled 17 graphs where
-torch.compile compiles 2."""
+torch.compile compiles 2. The exception is an optimizer's step (kiln._compiling's
+capture_from_eager entries, checked by the frame callback), captured as TorchDynamo captures
+torch.optim's."""
 import os
 import site
 import sysconfig

@@ -89,6 +89,12 @@ class Adam(Optimizer):
                 state["max_exp_avg_sq"] = _C._ops.zeros_like(param)
         return state
 
+    def _prepare_capture(self):
+        for group in self.param_groups:
+            for param in group["params"]:
+                if getattr(param, "grad", None) is not None:
+                    self._init_state(param, group["amsgrad"])
+
     @_use_grad_for_differentiable
     def step(self, closure=None):
         """Performs a single optimization step; `closure` re-evaluates the model and returns

@@ -11,7 +11,7 @@ import warnings
 from collections import OrderedDict, defaultdict
 from collections.abc import Iterable
 
-from .. import _C
+from .. import _C, _compiling
 from .._tensor import Tensor
 from ..autograd import enable_grad
 
@@ -83,7 +83,15 @@ def _step_with_hooks(step):
         return out
 
     wrapper.hooked = True
+    # kiln.compile captures a step called from eager code (a training loop that runs eagerly
+    # around a graph break), as TorchDynamo captures torch.optim's: one graph per step.
+    _compiling.capture_from_eager(wrapper, _prepare_step_capture)
     return wrapper
+
+
+def _prepare_step_capture(args):
+    if args and isinstance(args[0], Optimizer):
+        args[0]._prepare_capture()
 
 
 def _to_scalar(x):
@@ -316,6 +324,15 @@ class Optimizer:
             if foreach:
                 raise RuntimeError("`fused` and `foreach` cannot be `True` together.")
 
+    def _prepare_capture(self):
+        """Before kiln.compile traces a step: makes the state the step would make (zeros), so
+        the first graph already reads it and the second step does not recompile; TorchDynamo
+        runs torch.optim's `_init_group` for real while tracing for the same reason. Optimizers
+        whose state the step itself computes (SGD's momentum buffer, a copy of the first grad)
+        make none here, as torch's."""
+
+    @functools.partial(_compiling.not_traced, reason="Optimizer.zero_grad runs eagerly (as "
+                       "torch.optim's, which is torch._disable_dynamo)")
     def zero_grad(self, set_to_none=True):
         """Resets the parameters' gradients: to None (the default), or to zeros in place."""
         for group in self.param_groups:

@@ -93,7 +93,12 @@ class SGD(Optimizer):
         dampening = group["dampening"]
         nesterov = group["nesterov"]
         maximize = group["maximize"]
-        lr = _to_scalar(group["lr"])
+        lr = group["lr"]
+        # A tensor lr that requires grad, or one kiln.compile made of a float that changes
+        # between steps (traced: no .item()), multiplies the update as a tensor.
+        tensor_lr = isinstance(lr, Tensor) and (lr.requires_grad or is_compiling())
+        if not tensor_lr:
+            lr = _to_scalar(lr)
         state = self.state
         for param in group["params"]:
             grad = getattr(param, "grad", None)
@@ -115,7 +120,7 @@ class SGD(Optimizer):
                     buf.mul_(momentum).add_(grad, alpha=1 - dampening)
                 param_state["momentum_buffer"] = buf
                 grad = grad.add(buf, alpha=momentum) if nesterov else buf
-            if isinstance(group["lr"], Tensor) and group["lr"].requires_grad:
-                param.addcmul_(grad, group["lr"], value=-1)
+            if tensor_lr:
+                param.addcmul_(grad, lr, value=-1)
             else:
                 param.add_(grad, alpha=-lr)
