@@ -145,11 +145,15 @@ smoke_diagnose() {
   done
   echo "--- PYTHONMALLOC=debug: $crash"
   PYTHONMALLOC=debug timeout -k 5 60 "$PY" -X dev -X faulthandler -c "$crash" 2>&1 | tail -n 60
-  local asan
+  # (libstdc++ preloaded with it: else ASan's __cxa_throw interceptor finds nothing to wrap and
+  # the first C++ exception aborts with "CHECK failed ... real___cxa_throw"; the one kiln._C
+  # resolves, so the run loads what it would without ASan.)
+  local asan std
   asan=$(c++ -print-file-name=libasan.so 2>/dev/null)
+  std=$([ -n "$so" ] && ldd "$so" | awk '/libstdc\+\+/ {print $3}')
   if [ -n "$asan" ] && [ -f "$asan" ]; then
-    echo "--- ASan allocator ($asan): $crash"
-    LD_PRELOAD=$asan ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0 PYTHONMALLOC=malloc \
+    echo "--- ASan allocator ($asan $std): $crash"
+    LD_PRELOAD="$asan $std" ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0 PYTHONMALLOC=malloc \
       timeout -k 5 60 "$PY" -c "$crash" 2>&1 | tail -n 80
   fi
 }
