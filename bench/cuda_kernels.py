@@ -7,8 +7,9 @@ bandwidth and to torch.compile on the same GPU.
              bandwidth (cuMemcpyDtoD, read + write) measured in the same process (target >= 85%)
     softmax  softmax over the last dim of [8192, 8192] f32: TB/s counting one read and one write
              (2 x 4 bytes per element; target 2.5 TB/s on an H100), kiln and torch.compile
-    overhead wall-clock microseconds per call of a tiny compiled function ([16] f32, x + 1),
-             kiln and torch.compile (no reduce-overhead in kiln yet: that row is absent)
+    overhead wall-clock microseconds per call of a tiny compiled function ([16] f32,
+             (x + 1) * 2 - 3), kiln and torch.compile, with the default mode
+             and with mode="reduce-overhead" (CUDA graphs replayed)
 
 GPU times come from CUDA events around --repeat back-to-back calls (median of 5 such runs).
 Without a GPU (or on the fake driver: its kernels run on the CPU emulator, so no speed is
@@ -60,7 +61,7 @@ def softmax_last(lib):
 
 
 def tiny(x):
-    return x + 1
+    return (x + 1) * 2 - 3
 
 
 def measure(lib, compile_fn, elements, rows, repeat):
@@ -86,6 +87,8 @@ def measure(lib, compile_fn, elements, rows, repeat):
     t = lib.ones(16, device="cuda")
     tf = compile_fn(tiny)
     out["tiny_call_us"] = wall_us(lib, lambda: tf(t))
+    tg = compile_fn(tiny, mode="reduce-overhead")
+    out["tiny_graph_call_us"] = wall_us(lib, lambda: tg(t))
     return out
 
 
@@ -119,7 +122,8 @@ def main():
     except ImportError:
         pass
     print(f"{name}; fused kernel over {a.elements} f32, softmax over [{a.rows}, {a.rows}] f32")
-    keys = ["d2d_TBps", "fused_TBps", "fused_fraction_of_d2d", "softmax_TBps", "tiny_call_us"]
+    keys = ["d2d_TBps", "fused_TBps", "fused_fraction_of_d2d", "softmax_TBps", "tiny_call_us",
+            "tiny_graph_call_us"]
     print(f"{'library':<8}" + "".join(f"{k:>22}" for k in keys))
     for lib in ("kiln", "torch"):
         if lib in results:

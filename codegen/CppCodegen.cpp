@@ -493,6 +493,8 @@ private:
     bool parallel = phaseParallel_ && hint(tripCount(phase.loops)) >= options_.parallelThreshold;
     // The members' bodies first: their loop-invariant values go before the loops.
     BodyEnv e = env(phase);
+    std::map<std::string, std::string> shared;
+    e.shared = &shared;
     std::set<std::string> loopVars;
     for (const Loop& l : phase.loops) loopVars.insert(l.var);
     std::vector<std::string> added, hoisted, inner;
@@ -969,6 +971,72 @@ std::string emitExtern(const Buffer& b, const std::string& fname, const std::vec
   return label.str() + "\nstatic int " + fname + "(" + sig + ") {\n" + code.str() + "}\n";
 }
 
+// Lanes of the inner dims one thread scans together (a 64-byte line of f32).
+constexpr int64_t kScanLanes = 16;
+// Elements below which a scan runs on one thread.
+constexpr int64_t kScanParallelElements = 32768;
+
+// An extern cumsum / cumprod (ScanShape) as a static function returning 0: a running value
+// carried along the scanned dim, in parallel over the rows and over blocks of kScanLanes
+// inner positions (simd across the lanes of a block).
+std::string emitScan(const Buffer& b, const std::string& fname, const std::vector<Operand>& ops,
+                     const std::map<std::string, std::string>& cNames, const std::vector<std::string>& symbols,
+                     std::vector<std::string>& params) {
+  const Extern& x = std::get<Extern>(b.computation);
+  std::string what = "C++ codegen: extern " + x.kernel + " (%" + b.name + ")";
+  KILN_CHECK(ops.size() == 1, what, ": expected 1 input, got ", ops.size());
+  const Operand& in = ops[0];
+  KILN_CHECK(in.strides == contiguousStrides(in.sizes), what, ": the operand must be contiguous");
+  ScanShape s = scanShape(b, in.sizes, in.dtype, what);
+  params = {in.name, b.name};
+  const std::string& src = cNames.at(in.name);
+  const std::string& dst = cNames.at(b.name);
+  std::string sig = "const KilnContext* ctx, const " + s.T + "* " + src + ", " + s.T + "* " + dst;
+  for (const std::string& sym : symbols) sig += ", [[maybe_unused]] int64_t " + sym;
+  Code code;
+  code.indent_ = 1;
+  code.line("const int64_t rows = " + sizeText(s.rows) + ", n = " + sizeText(s.length) + ", inner = " +
+            sizeText(s.inner) + ";");
+  code.line("[[maybe_unused]] const int nt = kiln_num_threads(ctx);");
+  std::string parallel = "num_threads(nt) if (rows * n * inner >= " + std::to_string(kScanParallelElements) + ")";
+  const std::string x0 = at(src, in.offset);
+  if (s.inner == IndexExpr(1)) { // rows scanned one per thread
+    code.line("#pragma omp parallel for " + parallel);
+    code.open("for (int64_t r = 0; r < rows; ++r) {");
+    code.line("const " + s.T + "* x = " + x0 + " + r * n;");
+    code.line(s.T + "* y = " + dst + " + r * n;");
+    code.line(s.A + " acc = " + s.init() + ";");
+    code.open("for (int64_t j = 0; j < n; ++j) {");
+    code.line(s.step("acc", "x[j]"));
+    code.line("y[j] = static_cast<" + s.T + ">(acc);");
+    code.close();
+    code.close();
+  } else {
+    std::string lanes = std::to_string(kScanLanes);
+    code.line("const int64_t blocks = (inner + " + lanes + " - 1) / " + lanes + ";");
+    code.line("#pragma omp parallel for collapse(2) " + parallel);
+    code.open("for (int64_t r = 0; r < rows; ++r) {");
+    code.open("for (int64_t blk = 0; blk < blocks; ++blk) {");
+    code.line("const int64_t lo = blk * " + lanes + ", w = inner - lo < " + lanes + " ? inner - lo : " + lanes + ";");
+    code.line("const " + s.T + "* x = " + x0 + " + r * n * inner + lo;");
+    code.line(s.T + "* y = " + dst + " + r * n * inner + lo;");
+    code.line(s.A + " acc[" + lanes + "];");
+    code.line("for (int64_t l = 0; l < " + lanes + "; ++l) acc[l] = " + s.init() + ";");
+    code.open("for (int64_t j = 0; j < n; ++j) {");
+    code.line("#pragma omp simd");
+    code.open("for (int64_t l = 0; l < w; ++l) {");
+    code.line(s.step("acc[l]", "x[j * inner + l]"));
+    code.line("y[j * inner + l] = static_cast<" + s.T + ">(acc[l]);");
+    code.close();
+    code.close();
+    code.close();
+    code.close();
+  }
+  code.line("return 0;");
+  std::string label = "// %" + b.name + " = " + x.kernel + "(%" + x.inputs[0] + ")";
+  return label + "\nstatic int " + fname + "(" + sig + ") {\n" + code.str() + "}\n";
+}
+
 // ---------------------------------------------------------------------------------------------
 // The program
 
@@ -1014,8 +1082,11 @@ public:
             ops.back() = Operand{storage, {v->sizes.begin(), v->sizes.end()},
                                  {v->strides.begin(), v->strides.end()}, v->offset, ops.back().dtype};
         }
-        unitTexts[u] = emitExtern(*b, fname, ops, cNames_, symbols_, params, units_[u],
-                                  [&](const std::string& n) { return rootOf(n); }) + "\n";
+        if (x.kernel == "cumsum" || x.kernel == "cumprod")
+          unitTexts[u] = emitScan(*b, fname, ops, cNames_, symbols_, params) + "\n";
+        else
+          unitTexts[u] = emitExtern(*b, fname, ops, cNames_, symbols_, params, units_[u],
+                                    [&](const std::string& n) { return rootOf(n); }) + "\n";
         calls[u] = "if (const int rc = " + fname + "(ctx";
         for (const std::string& q : params) calls[u] += ", " + cNames_[q];
         for (const std::string& sym : symbols_) calls[u] += ", " + sym;

@@ -372,7 +372,8 @@ std::string emitBody(const LoopBody& body, const std::string& prefix, const Body
       invariant[i] = std::all_of(op.operands.begin(), op.operands.end(), [&](int o) { return invariant[o]; });
     }
   }
-  auto name = [&](int i) { return prefix + std::to_string(i); };
+  std::vector<std::string> reused(body.ops.size()); // the earlier local a value is equal to
+  auto name = [&](int i) { return reused[size_t(i)].empty() ? prefix + std::to_string(i) : reused[size_t(i)]; };
   // Only the values the stored or reduced value depends on are emitted.
   std::vector<bool> live(body.ops.size(), false);
   if (!body.ops.empty()) live.back() = true;
@@ -424,8 +425,15 @@ std::string emitBody(const LoopBody& body, const std::string& prefix, const Body
       else
         expr = binaryExpr(op.code, operandDtype(0), operand(0), operand(1));
     }
-    (invariant[i] ? hoisted : lines)
-        .push_back("const " + std::string(cppComputeType(t)) + " " + name(int(i)) + " = " + expr + ";");
+    std::string type = cppComputeType(t);
+    if (env.shared && op.code != LoopOpCode::Indirect) {
+      auto [it, fresh] = env.shared->emplace(type + " " + expr, name(int(i)));
+      if (!fresh) {
+        reused[i] = it->second;
+        continue;
+      }
+    }
+    (invariant[i] ? hoisted : lines).push_back("const " + type + " " + name(int(i)) + " = " + expr + ";");
   }
   throw Error("C++ codegen: a loop body without store or reduce");
 }

@@ -44,6 +44,11 @@ struct BodyEnv {
   // The KilnError* expression indirect ops report to (and whose use the caller records); unset
   // where bodies have no indirect ops.
   std::function<std::string()> errors;
+  // Where set, values equal to one already emitted into the same loop body (the same C++
+  // expression of the same type) reuse its local instead: the members of one pointwise phase
+  // share their loads and math (a GELU backward recomputing the forward's erf for two outputs).
+  // Maps "type expr" to the local's name; indirect ops always get their own.
+  std::map<std::string, std::string>* shared = nullptr;
 };
 
 // The C++ names of a body's indirect index variables: the locals of their ops (prefix + op

@@ -993,7 +993,8 @@ public:
           }
       } else {
         const Buffer* b = std::get<const Buffer*>(unit.work);
-        unitSteps[u] = gemmSteps(*b, fname);
+        const std::string& kernel = std::get<Extern>(b->computation).kernel;
+        unitSteps[u] = kernel == "cumsum" || kernel == "cumprod" ? scanSteps(*b, fname) : gemmSteps(*b, fname);
         readers[b->name].insert(u);
         for (const std::string& in : std::get<Extern>(b->computation).inputs) readers[plan_.rootOf(in)].insert(u);
       }
@@ -1125,6 +1126,37 @@ private:
     if (const LoopInput* in = p_.findInput(storage)) return Operand{storage, in->sizes, in->strides};
     const Buffer* b = p_.findBuffer(storage);
     return Operand{storage, b->sizes, contiguousStrides(b->sizes)};
+  }
+
+  // An extern cumsum / cumprod (ScanShape): a thread per row and inner position carries the
+  // running value along the scanned dim (neighbouring threads read neighbouring inner elements).
+  std::vector<CudaStep> scanSteps(const Buffer& b, const std::string& fname) {
+    const Extern& x = std::get<Extern>(b.computation);
+    std::string what = "CUDA codegen: extern " + x.kernel + " (%" + b.name + ")";
+    KILN_CHECK(x.inputs.size() == 1, what, ": expected 1 input, got ", x.inputs.size());
+    Operand in = operand(x, 0);
+    KILN_CHECK(in.strides == contiguousStrides(in.sizes) && in.offset == 0, what, ": the operand must be contiguous");
+    const LoopInput* input = p_.findInput(in.name);
+    ScanShape s = scanShape(b, in.sizes, input ? input->dtype : p_.findBuffer(in.name)->dtype, what);
+    std::vector<Loop> loops = named({s.rows, s.inner}, "c");
+    std::string params = s.T + "* __restrict__ dst, const " + s.T + "* __restrict__ src";
+    for (const std::string& sym : plan_.symbols) params += ", int64_t " + sym;
+    std::string n = sizeText(s.length), inner = sizeText(s.inner);
+    std::string body = "{ const int64_t base = int64_t(c0) * " + n + " * " + inner + " + int64_t(c1); " + s.A +
+                       " acc = " + s.init() + "; for (int64_t j = 0; j < " + n + "; ++j) { " +
+                       s.step("acc", "src[base + j * " + inner + "]") + " dst[base + j * " + inner +
+                       "] = static_cast<" + s.T + ">(acc); } }";
+    std::string label = "%" + b.name + " = " + x.kernel + "(%" + x.inputs[0] + ")";
+    kernels_ += copyKernel(fname, label, loops, params, body, indexType(index32_)) + "\n";
+    CudaLaunch l;
+    l.kernel = fname;
+    l.label = label;
+    l.block = kElementwiseBlock;
+    IndexExpr lanes = s.rows * s.inner;
+    l.grid = simplify(min(ceilDiv(lanes, kElementwiseBlock), IndexExpr(kMaxBlocks)), symbolFacts(lanes));
+    l.args = {{CudaArg::Kind::Pointer, b.name}, {CudaArg::Kind::Pointer, in.name}};
+    for (const std::string& sym : plan_.symbols) l.args.push_back({CudaArg::Kind::Size, sym});
+    return {std::move(l)};
   }
 
   // An extern mm / bmm / addmm: operand copies where cuBLAS cannot read the layout, addmm's

@@ -10,6 +10,7 @@
 
 #include "codegen/CppExpr.h"
 #include "codegen/KernelPlan.h"
+#include "runtime/Error.h"
 
 namespace kiln::codegen {
 
@@ -211,6 +212,49 @@ struct Accumulator {
     return name;
   }
 };
+
+// An extern scan (cumsum, cumprod: compiler/Lowering.cpp) of one contiguous operand of the
+// buffer's shape: `rows` blocks of `length` x `inner` elements, each scanned along `length`.
+// The running value is kept as eager's CPU kernel keeps it (double for floats, wrapping uint64_t
+// for integers), and each output is that value converted to the element type.
+struct ScanShape {
+  bool prod = false;
+  IndexExpr rows, length, inner;
+  std::string T, A; // the element and running value C++ types
+  std::string init() const { return A + "(" + (prod ? "1" : "0") + ")"; }
+  // The running value `acc` after the element `x` (an expression of type T).
+  std::string step(const std::string& acc, const std::string& x) const {
+    return acc + " = " + acc + (prod ? " * " : " + ") + A + "(" + x + ");";
+  }
+};
+
+inline ScanShape scanShape(const Buffer& b, const std::vector<IndexExpr>& inputSizes, ScalarType input,
+                           const std::string& what) {
+  const Extern& x = std::get<Extern>(b.computation);
+  ScanShape s;
+  s.prod = x.kernel == "cumprod";
+  KILN_CHECK(x.inputs.size() == 1, what, ": expected 1 input, got ", x.inputs.size());
+  KILN_CHECK(input == b.dtype, what, ": a ", scalarTypeShortName(input), " operand and a ",
+             scalarTypeShortName(b.dtype), " result");
+  KILN_CHECK(b.dtype == ScalarType::Float32 || b.dtype == ScalarType::Float64 ||
+                 (isIntegralType(b.dtype, false)),
+             what, ": scans of ", scalarTypeShortName(b.dtype), " are not supported (f32, f64 and integers are)");
+  int64_t dim = -1;
+  for (const auto& [key, v] : x.args) {
+    const int64_t* d = std::get_if<int64_t>(&v);
+    KILN_CHECK(key == "dim" && d, what, ": unknown argument ", key, " (dim=<int> is the only one)");
+    dim = *d;
+  }
+  KILN_CHECK(dim >= 0 && size_t(dim) < inputSizes.size(), what, ": dim=", dim, " is not a dim of the ",
+             inputSizes.size(), "-d operand");
+  KILN_CHECK(numel(inputSizes) == numel(b.sizes), what, ": operand and result sizes do not match");
+  s.rows = numel({inputSizes.begin(), inputSizes.begin() + dim});
+  s.length = inputSizes[size_t(dim)];
+  s.inner = numel({inputSizes.begin() + dim + 1, inputSizes.end()});
+  s.T = cppStorageType(b.dtype);
+  s.A = isFloatingType(b.dtype) ? "double" : "uint64_t";
+  return s;
+}
 
 inline Accumulator makeAccumulator(const Member& m) {
   const Reduction& r = std::get<Reduction>(m.buffer->computation);

@@ -40,6 +40,11 @@ using Shape = std::vector<IndexExpr>;
 // recomputation of deep chains).
 constexpr int64_t kSharedRecomputeLimit = 32;
 constexpr int64_t kRecomputeLimit = 512;
+// A shared value that reads more than this many elements of memory per element is realized
+// too, however few ops it has (Inductor's realize_reads_threshold): a residual stream built
+// by adds over many layers' outputs would otherwise be re-read from every one of them by each
+// consumer, and by every pass of a row reduction (layer norm's mean, variance and output).
+constexpr int64_t kSharedReadLimit = 4;
 
 // The body being built, with the ranges of its loop variables (for simplifying indices).
 struct BodyContext {
@@ -193,16 +198,6 @@ std::vector<int64_t> intList(const Argument& a, const std::string& what) {
   return r;
 }
 
-std::vector<int64_t> staticInts(const std::vector<IndexExpr>& v, const std::string& what) {
-  std::vector<int64_t> r;
-  for (const IndexExpr& s : v) {
-    std::optional<int64_t> c = s.constant();
-    KILN_CHECK(c.has_value(), "lowering: ", what, " has a dynamic size; only static shapes lower");
-    r.push_back(*c);
-  }
-  return r;
-}
-
 const TensorType& tensorTypeOf(const Node* n) {
   KILN_CHECK(n->meta.type && n->meta.type->isTensor(), "lowering: %", n->name(),
              " has no tensor type (retrace the graph to prims first)");
@@ -280,6 +275,15 @@ private:
 
   // The name of an input or buffer holding v's elements; computes a pointwise buffer when v
   // is not one yet (and from then on v loads from it).
+  // How many loads from memory one element of v emits (identical loads counted once).
+  int64_t loadsOf(const Value& v) {
+    BodyContext c;
+    iterVars("i", v.sizes, c.facts);
+    v.load(c, loopVars("i", v.sizes.size()));
+    return std::count_if(c.body.ops.begin(), c.body.ops.end(),
+                         [](const LoopOp& op) { return op.code == LoopOpCode::Load; });
+  }
+
   std::string realize(Value& v) {
     if (!v.storage.empty()) return v.storage;
     std::string name = freshName();
@@ -511,8 +515,12 @@ private:
       values_[n] = lowerMaxPool2dBackward(n);
     } else if (target == "aten.avg_pool2d" || target == "aten._adaptive_avg_pool2d") {
       values_[n] = lowerAvgPool2d(n, target == "aten._adaptive_avg_pool2d");
+    } else if (target == "aten.avg_pool2d_backward" || target == "aten._adaptive_avg_pool2d_backward") {
+      values_[n] = lowerAvgPool2dBackward(n, target == "aten._adaptive_avg_pool2d_backward");
     } else if (target == "operator.getitem") {
       values_[n] = tupleItem(n);
+    } else if (target == "aten.cumsum" || target == "aten.cumprod") {
+      values_[n] = lowerScan(n, target == "aten.cumprod");
     } else if (target.starts_with("aten.") && isLoweredIndexingOp(target)) {
       values_[n] = lowerIndexing(n, target.substr(5));
     } else {
@@ -524,8 +532,10 @@ private:
     Value& v = values_.at(n);
     // Realization policy: a value recomputed by several consumers stays cheap. For a view the
     // root is realized (the view keeps aliasing it, and loads it from memory).
+    bool shared = n->users().size() > 1;
     if (v.storage.empty() &&
-        (v.cost > kRecomputeLimit || (n->users().size() > 1 && v.cost > kSharedRecomputeLimit))) {
+        (v.cost > kRecomputeLimit || (shared && v.cost > kSharedRecomputeLimit) ||
+         (shared && v.cost > kSharedReadLimit && loadsOf(v) > kSharedReadLimit))) {
       if (!v.aliasOf) {
         realize(v);
       } else if (values_.at(v.aliasOf).storage.empty()) {
@@ -1404,19 +1414,8 @@ private:
   }
 
   // The sizes of an indexing op's operand: constants or expressions over size symbols (the
-  // indexing lowerings below take either; pooling still needs static sizes: staticSizes).
+  // indexing lowerings below take either; pooling needs static spatial sizes: spatialSizes).
   static const Shape& ss(const Value& v) { return v.sizes; }
-
-  static std::vector<int64_t> staticSizes(const Value& v) {
-    std::vector<int64_t> r;
-    for (const IndexExpr& s : v.sizes) {
-      std::optional<int64_t> c = s.constant();
-      if (!c) throw NotImplementedError("lowering: pooling over symbolic sizes (" + shapeString(v.sizes) +
-                                        ") do not lower yet");
-      r.push_back(*c);
-    }
-    return r;
-  }
 
   static int64_t normalizedDim(int64_t dim, size_t rank, const std::string& what) {
     int64_t r = std::max<int64_t>(int64_t(rank), 1);
@@ -1436,6 +1435,53 @@ private:
     if (!a || a->isNone()) return dflt;
     KILN_CHECK(a->kind() == Argument::Kind::Bool, "lowering: ", n->target(), " needs a bool ", name);
     return a->toBool();
+  }
+
+  // cumsum / cumprod(self, dim, *, dtype): an extern scan (codegen: a running value carried
+  // along `dim`, parallel over the other dims) of the operand converted to the computation
+  // dtype (float for 16-bit floats, as eager accumulates them), its result converted back
+  // lazily. The operand's producers fuse into the one pointwise buffer the scan reads.
+  Value lowerScan(const Node* n, bool prod) {
+    const char* op = prod ? "cumprod" : "cumsum";
+    const TensorType& t = tensorTypeOf(n);
+    KILN_CHECK(t.dtype != ScalarType::Bool, "lowering: aten.", op, " (%",
+               n->name(), ") of ", scalarTypeShortName(t.dtype), " has no loop lowering");
+    Value& self = operand(n, 0, "self");
+    ScalarType result = t.dtype;
+    ScalarType compute =
+        result == ScalarType::Float16 || result == ScalarType::BFloat16 ? ScalarType::Float32 : result;
+    if (self.sizes.empty()) { // a 0-d tensor is its own scan
+      Loader in = self.load;
+      return derived(n, [in, result](BodyContext& c, const Index& idx) { return emitCast(c, in(c, idx), result); },
+                     self.cost + 1);
+    }
+    int64_t dim = normalizedDim(intArg(n, 1, "dim"), self.sizes.size(), op);
+    std::string src = contiguousOperand(self, compute);
+    std::string name = freshName();
+    program_.buffers.push_back(Buffer{name, compute, t.sizes, Extern{op, {src}, {{"dim", dim}}, {}}, "", {}});
+    Value r = bufferValue(name, compute, t.sizes);
+    if (compute == result) return r;
+    Loader scanned = r.load;
+    return derived(
+        n, [scanned, result](BodyContext& c, const Index& idx) { return emitCast(c, scanned(c, idx), result); }, 2);
+  }
+
+  // An input or buffer holding v's elements contiguously in `dtype`: v's own storage when it is
+  // one, else a pointwise buffer computing it (v itself is realized when only a view of it or
+  // no cast stands in the way, so its other readers load it too).
+  std::string contiguousOperand(Value& v, ScalarType dtype) {
+    if (v.dtype == dtype && !v.storage.empty()) {
+      if (const Buffer* b = program_.findBuffer(v.storage); b && !b->writesInto()) return v.storage;
+      if (const LoopInput* in = program_.findInput(v.storage); in && in->strides == rowMajorStrides(in->sizes))
+        return v.storage;
+    }
+    if (v.dtype == dtype && v.storage.empty() && !v.aliasOf) return realize(v);
+    Value copy;
+    copy.dtype = dtype;
+    copy.sizes = v.sizes;
+    Loader in = v.load;
+    copy.load = [in, dtype](BodyContext& c, const Index& idx) { return emitCast(c, in(c, idx), dtype); };
+    return realize(copy);
   }
 
   Value lowerIndexing(const Node* n, const std::string& op) {
@@ -1763,16 +1809,15 @@ private:
     const Value& self = operand(n, 0, "self");
     KILN_CHECK(n->meta.type && n->meta.type->isTuple() && n->meta.type->elements().size() == 2,
                "lowering: max_pool2d_with_indices (%", n->name(), ") needs its (values, indices) type");
-    std::vector<int64_t> outSizes =
-        staticInts(n->meta.type->elements()[0].tensor().sizes, "%" + n->name());
-    PoolWindow w = poolWindow(n, 1, staticSizes(self), outSizes); // (pooling lowers over static sizes)
+    const Shape& outSizes = n->meta.type->elements()[0].tensor().sizes;
+    PoolWindow w = poolWindow(n, 1, self.sizes, outSizes);
     ScalarType dtype = self.dtype;
     Loader in = self.load;
     int64_t cost = self.cost * w.kernel[0] * w.kernel[1] + 6 * w.kernel[0] * w.kernel[1];
     auto make = [&](bool indices) {
       Value v;
       v.dtype = indices ? ScalarType::Int64 : dtype;
-      v.sizes = exprs(outSizes);
+      v.sizes = outSizes;
       v.cost = cost;
       v.load = [in, w, dtype, indices](BodyContext& c, const Index& idx) {
         return emitMaxWindow(c, in, w, dtype, idx, indices);
@@ -1786,13 +1831,30 @@ private:
     std::array<int64_t, 2> kernel, stride, padding, dilation, in, out;
   };
 
+  // The sizes of a pooling operand (3-d or 4-d) whose last two (spatial) dims are static: the
+  // window is unrolled over them. The dims before (batch, channels) pass through the loaders'
+  // indices and may be size symbols; they are 0 here.
+  static std::vector<int64_t> spatialSizes(const Node* n, const Shape& sizes) {
+    const size_t rank = sizes.size();
+    KILN_CHECK(rank == 3 || rank == 4, "lowering: ", n->target(), " needs a 3-d or 4-d input");
+    std::vector<int64_t> r(rank, 0);
+    for (size_t d = rank - 2; d < rank; ++d) {
+      std::optional<int64_t> c = sizes[d].constant();
+      if (!c)
+        throw NotImplementedError("lowering: " + n->target() + " (%" + n->name() + ") over symbolic spatial sizes (" +
+                                  shapeString(sizes) + ") does not lower (the window is unrolled over them)");
+      r[d] = *c;
+    }
+    return r;
+  }
+
   // The window of a pooling call whose kernel_size is argument `first` (stride, padding and, when
   // `dilated`, dilation follow), over an input and output of these sizes (3-d or 4-d).
-  PoolWindow poolWindow(const Node* n, size_t first, const std::vector<int64_t>& in,
-                        const std::vector<int64_t>& out, bool dilated = true) {
+  PoolWindow poolWindow(const Node* n, size_t first, const Shape& inSizes, const Shape& outSizes,
+                        bool dilated = true) {
+    std::vector<int64_t> in = spatialSizes(n, inSizes), out = spatialSizes(n, outSizes);
     const size_t rank = in.size();
-    KILN_CHECK((rank == 3 || rank == 4) && out.size() == rank, "lowering: ", n->target(),
-               " needs a 3-d or 4-d input");
+    KILN_CHECK(out.size() == rank, "lowering: ", n->target(), " needs a 3-d or 4-d input");
     auto pair = [&](size_t pos, std::string_view name, std::vector<int64_t> dflt) {
       const Argument* a = argOf(n, pos, name);
       std::vector<int64_t> v = (!a || a->isNone()) ? dflt : intList(*a, n->target() + " " + std::string(name));
@@ -1880,7 +1942,7 @@ private:
     const Value& grad = operand(n, 0, "grad_output");
     const Value& self = operand(n, 1, "self");
     const Value& indices = operand(n, 7, "indices");
-    PoolWindow w = poolWindow(n, 2, staticSizes(self), staticSizes(grad));
+    PoolWindow w = poolWindow(n, 2, self.sizes, grad.sizes);
     Loader g = grad.load, at = indices.load;
     ScalarType dtype = grad.dtype;
     int64_t cost = (grad.cost + indices.cost + 10) * w.kernel[0] * w.kernel[1];
@@ -1917,45 +1979,29 @@ private:
   // window's extent over the padded input (count_include_pad) or over the input.
   Value lowerAvgPool2d(const Node* n, bool adaptive) {
     const Value& self = operand(n, 0, "self");
-    std::vector<int64_t> outSizes = staticInts(tensorTypeOf(n).sizes, "%" + n->name());
-    PoolWindow w;
-    bool includePad = true;
-    std::optional<int64_t> divisor;
-    std::vector<int64_t> inSizes = staticSizes(self); // (pooling lowers over static sizes)
-    const size_t rank = inSizes.size();
-    KILN_CHECK(rank == 3 || rank == 4, "lowering: ", n->target(), " needs a 3-d or 4-d input");
+    const Shape& outSizes = tensorTypeOf(n).sizes;
+    AvgPool pool;
     if (adaptive) {
-      for (size_t d = 0; d < 2; ++d) {
-        int64_t in = inSizes[rank - 2 + d], out = outSizes[rank - 2 + d];
-        KILN_CHECK(out > 0 && in % out == 0, "lowering: _adaptive_avg_pool2d lowers only when the "
-                   "input size divides by the output size");
-        w.kernel[d] = w.stride[d] = in / out;
-        w.padding[d] = 0;
-        w.dilation[d] = 1;
-        w.in[d] = in;
-        w.out[d] = out;
-      }
+      pool.w = adaptivePoolWindow(n, self.sizes, outSizes);
     } else {
-      w = poolWindow(n, 1, inSizes, outSizes, /*dilated=*/false);
-      includePad = boolArg(n, 5, "count_include_pad", true);
+      pool.w = poolWindow(n, 1, self.sizes, outSizes, /*dilated=*/false);
+      pool.includePad = boolArg(n, 5, "count_include_pad", true);
       const Argument* o = argOf(n, 6, "divisor_override");
-      if (o && !o->isNone()) divisor = intArg(n, 6, "divisor_override");
+      if (o && !o->isNone()) pool.divisor = intArg(n, 6, "divisor_override");
     }
     Loader in = self.load;
     ScalarType dtype = self.dtype;
+    const PoolWindow& w = pool.w;
     int64_t cost = (self.cost + 3) * w.kernel[0] * w.kernel[1];
     return derived(
-        n, [in, w, dtype, includePad, divisor](BodyContext& c, const Index& idx) {
+        n, [in, pool, dtype](BodyContext& c, const Index& idx) {
+          const PoolWindow& w = pool.w;
           const size_t r = idx.size();
           int zero = emitConstant(c, Argument(int64_t(0)), dtype);
           int sum = zero;
-          std::array<IndexExpr, 2> start, extent;
-          for (size_t d = 0; d < 2; ++d) {
+          std::array<IndexExpr, 2> start;
+          for (size_t d = 0; d < 2; ++d)
             start[d] = idx[r - 2 + d] * IndexExpr(w.stride[d]) - IndexExpr(w.padding[d]);
-            IndexExpr end = min(start[d] + IndexExpr(w.kernel[d]), IndexExpr(w.in[d] + w.padding[d]));
-            extent[d] = includePad ? end - start[d]
-                                   : min(end, IndexExpr(w.in[d])) - max(start[d], IndexExpr(0));
-          }
           for (int64_t ky = 0; ky < w.kernel[0]; ++ky) {
             for (int64_t kx = 0; kx < w.kernel[1]; ++kx) {
               std::array<int64_t, 2> k = {ky, kx};
@@ -1973,11 +2019,94 @@ private:
               sum = emitMath(c, LoopOpCode::Add, {sum, v});
             }
           }
-          // An empty window (only where ceil_mode leaves one) gives 0, as eager: count 1.
-          IndexExpr count = divisor ? IndexExpr(*divisor)
-                                    : max(simplify(extent[0] * extent[1], c.facts), IndexExpr(1));
-          int by = emitCast(c, emitIndexExpr(c, simplify(count, c.facts)), dtype);
+          int by = emitCast(c, emitIndexExpr(c, pool.divisorAt({idx[r - 2], idx[r - 1]}, c.facts)), dtype);
           return emitMath(c, LoopOpCode::Div, {sum, by});
+        },
+        cost);
+  }
+
+  // An average pool's window and divisor rule (avg_pool2d's arguments; an adaptive pool is a
+  // window of in/out with the padded count).
+  struct AvgPool {
+    PoolWindow w;
+    bool includePad = true;
+    std::optional<int64_t> divisor;
+
+    // The divisor of the output at spatial position `o`, as eager's avgDivisor: the override,
+    // or the window's extent over the padded input (count_include_pad) or over the input; at
+    // least 1 (an empty window, only where ceil_mode leaves one, gives 0 as eager's count 1).
+    IndexExpr divisorAt(const std::array<IndexExpr, 2>& o, const RangeFacts& facts) const {
+      if (divisor) return IndexExpr(*divisor);
+      std::array<IndexExpr, 2> extent;
+      for (size_t d = 0; d < 2; ++d) {
+        IndexExpr start = o[d] * IndexExpr(w.stride[d]) - IndexExpr(w.padding[d]);
+        IndexExpr end = min(start + IndexExpr(w.kernel[d]), IndexExpr(w.in[d] + w.padding[d]));
+        extent[d] = includePad ? end - start : min(end, IndexExpr(w.in[d])) - max(start, IndexExpr(0));
+      }
+      return simplify(max(simplify(extent[0] * extent[1], facts), IndexExpr(1)), facts);
+    }
+  };
+
+  // _adaptive_avg_pool2d's window where the input divides into the output: windows of in/out,
+  // no padding.
+  PoolWindow adaptivePoolWindow(const Node* n, const Shape& inSizes, const Shape& outSizes) {
+    std::vector<int64_t> ins = spatialSizes(n, inSizes), outs = spatialSizes(n, outSizes);
+    const size_t rank = ins.size();
+    PoolWindow w;
+    for (size_t d = 0; d < 2; ++d) {
+      int64_t in = ins[rank - 2 + d], out = outs[rank - 2 + d];
+      KILN_CHECK(out > 0 && in % out == 0, "lowering: ", n->target(), " lowers only when the "
+                 "input size divides by the output size");
+      w.kernel[d] = w.stride[d] = in / out;
+      w.padding[d] = 0;
+      w.dilation[d] = 1;
+      w.in[d] = in;
+      w.out[d] = out;
+    }
+    return w;
+  }
+
+  // avg_pool2d_backward(grad_output, self, kernel_size, stride, padding, ceil_mode,
+  // count_include_pad, divisor_override) and _adaptive_avg_pool2d_backward(grad_output, self):
+  // grad_input[.., y, x] adds grad_output / divisor over the outputs whose window holds (y, x)
+  // (poolCandidates, undilated), in ascending output order from 0 as eager's scatter adds them.
+  Value lowerAvgPool2dBackward(const Node* n, bool adaptive) {
+    const Value& grad = operand(n, 0, "grad_output");
+    const Value& self = operand(n, 1, "self");
+    AvgPool pool;
+    if (adaptive) {
+      pool.w = adaptivePoolWindow(n, self.sizes, grad.sizes);
+    } else {
+      pool.w = poolWindow(n, 2, self.sizes, grad.sizes, /*dilated=*/false);
+      pool.includePad = boolArg(n, 6, "count_include_pad", true);
+      const Argument* o = argOf(n, 7, "divisor_override");
+      if (o && !o->isNone()) pool.divisor = intArg(n, 7, "divisor_override");
+    }
+    Loader g = grad.load;
+    ScalarType dtype = grad.dtype;
+    int64_t cost = (grad.cost + 12) * pool.w.kernel[0] * pool.w.kernel[1];
+    return derived(
+        n, [g, pool, dtype](BodyContext& c, const Index& idx) {
+          const PoolWindow& w = pool.w;
+          const size_t rank = idx.size();
+          std::vector<PoolCandidate> ys = poolCandidates(w, 0, idx[rank - 2]);
+          std::vector<PoolCandidate> xs = poolCandidates(w, 1, idx[rank - 1]);
+          int zero = emitConstant(c, Argument(int64_t(0)), dtype);
+          int sum = zero;
+          for (const PoolCandidate& y : ys) {
+            for (const PoolCandidate& x : xs) {
+              Index src = idx;
+              src[rank - 2] = max(IndexExpr(0), min(y.o, IndexExpr(w.out[0] - 1)));
+              src[rank - 1] = max(IndexExpr(0), min(x.o, IndexExpr(w.out[1] - 1)));
+              int valid = emitCandidateValid(c, y), vx = emitCandidateValid(c, x);
+              if (vx >= 0) valid = valid < 0 ? vx : emitMath(c, LoopOpCode::BitwiseAnd, {valid, vx});
+              IndexExpr count = pool.divisorAt({src[rank - 2], src[rank - 1]}, c.facts);
+              int v = emitMath(c, LoopOpCode::Div, {g(c, src), emitCast(c, emitIndexExpr(c, count), dtype)});
+              if (valid >= 0) v = emitMath(c, LoopOpCode::Where, {valid, v, zero});
+              sum = emitMath(c, LoopOpCode::Add, {sum, v});
+            }
+          }
+          return sum;
         },
         cost);
   }

@@ -122,6 +122,7 @@ Node* OpRecorder::nodeFor(Tensor& t, Device& device) {
       throw Error(strCat("kiln tracing met a real tensor that is not an input of the graph: ",
                          t.describe()));
     Node* n = liftTensor(t);
+    lifted_.insert(t.impl());
     Tensor fake = makeFake(t);
     bind(fake, n, t.device());
     it = nodes_.find(fake.impl());

@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "ir/Graph.h"
 #include "runtime/Dispatcher.h"
@@ -84,6 +85,11 @@ public:
   // The recorder of this thread's innermost Scope, or null.
   static const OpRecorder* current();
 
+  // Whether `real` is a real tensor the graph reads (lifted by liftTensor: a parameter or
+  // buffer kiln's library code used while running on fakes). Its value is an input of the
+  // graph: reading it into Python (item(), float()) would bake this call's value in.
+  bool isLifted(const Tensor& real) const { return lifted_.count(real.impl()) != 0; }
+
   // Number of op nodes recorded so far.
   int numRecorded() const { return numRecorded_; }
 
@@ -104,6 +110,7 @@ private:
 
   Graph& graph_;
   std::unordered_map<const TensorImpl*, Bound> nodes_;
+  std::unordered_set<const TensorImpl*> lifted_;
   std::optional<OpId> currentOp_; // the op whose arguments are being converted (for errors)
   // The bound fake viewing the same storage with the same geometry as `t` (nodeFor's fallback).
   std::unordered_map<const TensorImpl*, Bound>::const_iterator aliasOf(const Tensor& t) const;

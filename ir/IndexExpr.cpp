@@ -289,20 +289,33 @@ struct IndexBuilder {
     return IndexExpr::make(IndexExpr::Kind::Add, constant, {}, std::move(ops));
   }
 
-  // k*c*rest*floordiv(y, c) + k*rest*mod(y, c) -> k*rest*y (Python's divmod identity).
+  // k*c*rest*floordiv(y, c) + k*rest*mod(y, c) -> k*rest*y (Python's divmod identity), for a
+  // divisor c that is one term: a constant, or a product of size symbols (a reshape merging
+  // [2, s0] into [2*s0] reads 64*s0*floordiv(i, s0) + 64*mod(i, s0), which is 64*i).
   std::optional<IndexExpr> recombine(const std::vector<Term>& terms, int64_t constant) const {
     for (size_t i = 0; i < terms.size(); ++i) {
       for (size_t p = 0; p < terms[i].factors.size(); ++p) {
         const IndexExpr& m = terms[i].factors[p];
         if (m.kind() != IndexExpr::Kind::Mod) continue;
-        auto c = m.operands()[1].constant();
-        if (!c) continue;
-        IndexExpr q = floorDiv(m.operands()[0], m.operands()[1]);
+        const IndexExpr& divisor = m.operands()[1];
+        Term c{1, {}};
+        if (std::optional<int64_t> value = divisor.constant()) {
+          c.k = *value;
+        } else {
+          std::vector<Term> dTerms;
+          int64_t dConst = 0;
+          decompose(divisor, dTerms, dConst);
+          if (dTerms.size() != 1 || dConst != 0) continue;
+          c = dTerms[0];
+        }
+        IndexExpr q = floorDiv(m.operands()[0], divisor);
         int64_t kc;
-        if (!isAtom(q) || __builtin_mul_overflow(terms[i].k, *c, &kc)) continue;
+        if (!isAtom(q) || __builtin_mul_overflow(terms[i].k, c.k, &kc)) continue;
         std::vector<IndexExpr> rest = terms[i].factors;
         rest.erase(rest.begin() + p);
         std::vector<IndexExpr> partner = rest;
+        for (const IndexExpr& f : c.factors)
+          partner.insert(std::upper_bound(partner.begin(), partner.end(), f, less), f);
         partner.insert(std::upper_bound(partner.begin(), partner.end(), q, less), q);
         for (size_t j = 0; j < terms.size(); ++j) {
           if (j == i || terms[j].k != kc || compareLists(terms[j].factors, partner) != 0)

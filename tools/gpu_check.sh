@@ -2,9 +2,13 @@
 # The one-shot GPU check of issue 18, for a session lent a GPU machine (15 minutes of device
 # time in all): build kiln there, run the device-generic tests on CUDA, the CUDA codegen tests
 # and the GPU benches, each step time-boxed, logs and JSON under $OUT (at most 8 files come
-# back). Worst case about 8.5 minutes (typical: a 16-core build ~2-3 min, tests ~1.5 min,
-# benches ~2 min, torch.compile's own compiles included); a step that fails does not stop the
-# later ones.
+# back: summary.txt with the machine, build.log, smoke.log, pytest.log, bench.log and the two
+# benches' JSON). Worst case about 9 minutes (typical: a 16-core build ~2-3 min, smoke ~10 s,
+# tests ~1.5 min, benches ~2 min, torch.compile's own compiles included); a step that fails
+# does not stop the later ones, except a failed build or a smoke import that crashes: then the
+# smoke step's diagnostics (faulthandler, cuda-gdb backtrace, the shared libraries each import
+# order resolves, PYTHONMALLOC=debug, ASan's allocator where the compiler has it) are the
+# result, and nothing else runs.
 #
 #   tools/gpu_check.sh --prepare   here (no GPU): copy the Debian packages kiln builds against
 #                                  (oneDNN, OpenBLAS-OpenMP; the GPU image lacks them and has no
@@ -75,8 +79,10 @@ step() {
   "$PY" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.is_available())' 2>&1 | tail -1
   c++ --version 2>&1 | head -1
   nproc
-} >"$OUT/env.txt" 2>&1
-note "== kiln GPU check ($( [ $DRY = 1 ] && echo 'dry run on the fake driver' || echo 'real GPU')): $(grep -m1 '^python' "$OUT/env.txt")"
+} >"$OUT/env.tmp" 2>&1
+note "== kiln GPU check ($( [ $DRY = 1 ] && echo 'dry run on the fake driver' || echo 'real GPU')): $(grep -m1 '^python' "$OUT/env.tmp")"
+sed 's/^/  /' "$OUT/env.tmp" >>"$SUMMARY"
+rm -f "$OUT/env.tmp"
 
 # 1. Build (the real run only): the Debian packages unpacked beside the tree when the image lacks them.
 if [ $DRY = 0 ]; then
@@ -105,7 +111,61 @@ if [ $DRY = 0 ]; then
     -C build-dir=build-gpu "${DEFINES[@]}" -e . || { note "build failed: nothing else can run"; exit 1; }
 fi
 
-# 2. The device-generic tests on CUDA (compiled programs included), then the CUDA codegen tests.
+# 2. Smoke: kiln imported alone, after numpy and after torch (the first GPU machine crashed in
+# `import numpy; import kiln`), each running one CUDA op. A crash there makes every later step
+# fail for the same reason, so the check stops after collecting what says where it crashed.
+SMOKE_OP='import kiln; x = kiln.ones(4, device="cuda"); y = (x * 2 + 1).cpu(); assert y.tolist() == [3.0] * 4, y; print("ok:", kiln.cuda.get_device_name(0))'
+smoke_all() {
+  local ok=0 first
+  for first in "" "import numpy; " "import torch; "; do
+    echo "--- ${first:-(kiln alone) }$SMOKE_OP"
+    timeout -k 5 60 "$PY" -X faulthandler -c "$first$SMOKE_OP" || { echo "rc $?"; ok=1; }
+  done
+  return $ok
+}
+# Where a crashing import crashed and what it had loaded: the native backtrace (the GPU image has
+# cuda-gdb, which debugs host programs too, and no gdb), the libraries the dynamic loader picked
+# (two runtimes of one library, e.g. libstdc++ or libgomp, are a suspect), CPython's debug
+# allocator (overflows and double frees of Python memory) and ASan's allocator preloaded
+# (invalid frees reported with the freeing stack).
+smoke_diagnose() {
+  local crash="import numpy; import kiln; print('imported')" so
+  so=$("$PY" -c 'import importlib.util as u; print(u.find_spec("kiln._C").origin)' 2>/dev/null)
+  echo "--- ldd $so"; [ -n "$so" ] && ldd "$so"
+  for dbg in cuda-gdb gdb; do
+    command -v $dbg >/dev/null || continue
+    echo "--- $dbg backtrace of: $crash"
+    timeout -k 5 90 $dbg -q -batch -ex run -ex bt -ex "info sharedlibrary" --args "$PY" -c "$crash" 2>&1 | tail -n 150
+    break
+  done
+  for first in "import numpy; import kiln" "import kiln"; do
+    echo "--- libraries resolved by: $first"
+    LD_DEBUG=libs timeout -k 5 60 "$PY" -c "$first" 2>&1 |
+      grep -E "calling init: .*(stdc\+\+|gomp|gfortran|quadmath|dnnl|openblas|libgcc_s|_C\.)" | sed 's/^ *[0-9]*: *//'
+  done
+  echo "--- PYTHONMALLOC=debug: $crash"
+  PYTHONMALLOC=debug timeout -k 5 60 "$PY" -X dev -X faulthandler -c "$crash" 2>&1 | tail -n 60
+  local asan
+  asan=$(c++ -print-file-name=libasan.so 2>/dev/null)
+  if [ -n "$asan" ] && [ -f "$asan" ]; then
+    echo "--- ASan allocator ($asan): $crash"
+    LD_PRELOAD=$asan ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0 PYTHONMALLOC=malloc \
+      timeout -k 5 60 "$PY" -c "$crash" 2>&1 | tail -n 80
+  fi
+}
+export -f smoke_all smoke_diagnose
+export PY SMOKE_OP
+if ! step "smoke (imports, one op)" 200 "$OUT/smoke.log" bash -c smoke_all; then
+  step "smoke diagnostics" 240 "$OUT/smoke.log" bash -c smoke_diagnose
+  if grep -q "^ok:" "$OUT/smoke.log"; then
+    note "smoke: some import orders work (see smoke.log); going on"
+  else
+    note "smoke failed in every import order: nothing else can run"
+    exit 1
+  fi
+fi
+
+# 3. The device-generic tests on CUDA (compiled programs included), then the CUDA codegen tests.
 export KILN_TEST_DEVICE=cuda
 step "pytest device-generic" 120 "$OUT/pytest.log" "$PY" -m pytest -q -p no:cacheprovider --maxfail=40 -rfE \
   test/python/test_device_tensors.py test/python/test_compile_on_device.py test/python/test_eager_on_device.py \
@@ -115,7 +175,7 @@ step "pytest CUDA codegen" 45 "$OUT/pytest.log" env -u KILN_NVRTC -u KILN_CUDA_D
   "$PY" -m pytest -q -p no:cacheprovider test/python/test_cuda_codegen.py
 note "conformance on CUDA: skipped (../shared/conformance/run.py has no device option; the device-generic MLP forward stands in)"
 
-# 3. Benches (each skips with its reason where there is no real GPU).
+# 4. Benches (each skips with its reason where there is no real GPU).
 step "bench cuda_copy" 30 "$OUT/bench.log" "$PY" bench/cuda_copy.py --mib 256 --json "$OUT/cuda_copy.json"
 step "bench cuda_kernels" 120 "$OUT/bench.log" "$PY" bench/cuda_kernels.py --json "$OUT/cuda_kernels.json" \
   $( [ $DRY = 1 ] && echo --fake-ok )

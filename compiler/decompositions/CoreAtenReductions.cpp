@@ -80,28 +80,6 @@ Tensor allAll(const Tensor& self) {
   return allResult(self, ops::logical_not(ops::any(ops::logical_not(self))));
 }
 
-// cumprod (not core ATen): a lower-triangular mask over the scanned dim and a product,
-// out[.., i, ..] = prod over j <= i of self[.., j, ..].
-Tensor cumprodCore(const Tensor& self, int64_t dim, std::optional<ScalarType> dtype) {
-  ScalarType result = dtype ? *dtype : isIntegralType(self.dtype(), true) ? ScalarType::Int64 : self.dtype();
-  Tensor a = self.dtype() == result ? self : ops::_to_copy(self, result);
-  if (a.dim() == 0) return ops::clone(a);
-  int64_t d = wrapDim(dim, a.dim());
-  int64_t n = a.size(d);
-  Tensor idx = ops::arange(Scalar(n), ScalarType::Int64, a.device());
-  Tensor mask = ops::le(ops::unsqueeze(idx, 0), ops::unsqueeze(idx, 1)); // [i, j]: j <= i
-  DimVector shape(a.sizes());
-  shape.insert(size_t(d), n); // [.., i, j, ..]
-  Tensor spread = ops::expand(ops::unsqueeze(a, d), shape);
-  DimVector maskShape(size_t(a.dim() + 1), 1);
-  maskShape[size_t(d)] = n;
-  maskShape[size_t(d + 1)] = n;
-  Tensor m = ops::view(mask, maskShape);
-  Tensor one = ops::full({}, Scalar(int64_t(1)), result, a.device());
-  // dtype= keeps a narrow integer result (prod alone would widen uint8 to int64).
-  return ops::prod(ops::where(m, spread, one), d + 1, false, result);
-}
-
 Tensor allDim(const Tensor& self, int64_t dim, bool keepdim) {
   return allResult(self, ops::logical_not(ops::anyDim(ops::logical_not(self), dim, keepdim)));
 }

@@ -1,5 +1,5 @@
 // Core ATen -> Prims: reductions (sum, mean, prod, amax/amin, max/min.dim, argmax/argmin, var,
-// any) and cumulative sums and products, after torch/_refs: the input converted to the
+// any), after torch/_refs: the input converted to the
 // computation dtype (float for 16-bit floats), reduced by a prim over explicit dims, kept dims
 // restored with broadcast_in_dim, the result converted to PyTorch's result dtype.
 #include <cstdint>
@@ -93,34 +93,6 @@ Tensor anyImpl(const Tensor& self, IntArrayRef dims, bool keepdim) {
   return self.dtype() == ScalarType::UInt8 ? convert(r, ScalarType::UInt8) : r;
 }
 
-// Cumulative sums/products as a masked reduction (torch/_refs): out[.., i, ..] combines
-// x[.., j, ..] for j <= i, with a [n, n] lower-triangular mask made from iota.
-Tensor cumulative(const Tensor& self, int64_t dim, std::optional<ScalarType> dtype, bool isSum) {
-  ScalarType result = sumDtype(self, dtype);
-  Tensor a = convert(self, computationDtype(result));
-  int64_t d = wrapDim(dim, std::max<int64_t>(self.dim(), 1));
-  if (self.dim() == 0) return convert(a.isSame(self) ? P::clone(a) : a, result);
-  int64_t n = self.size(d);
-  Device device = self.device();
-  Tensor iota = P::iota(n, 0, 1, ScalarType::Int64, device);
-  std::vector<int64_t> square{n, n};
-  Tensor rows = P::broadcast_in_dim(iota, square, std::vector<int64_t>{0});
-  Tensor cols = P::broadcast_in_dim(iota, square, std::vector<int64_t>{1});
-  Tensor mask = P::le(cols, rows);
-  DimVector shape(a.sizes());
-  shape.insert(size_t(d + 1), n);
-  std::vector<int64_t> inputDims;
-  for (int64_t k = 0; k < a.dim(); ++k)
-    inputDims.push_back(k < d ? k : k + 1);
-  Tensor spread = P::broadcast_in_dim(a, shape, inputDims);
-  Tensor spreadMask = P::broadcast_in_dim(mask, shape, std::vector<int64_t>{d, d + 1});
-  Tensor identity = filled(isSum ? 0 : 1, a.dtype(), device, shape);
-  Tensor masked = P::where(spreadMask, spread, identity);
-  std::vector<int64_t> inner{d + 1};
-  Tensor r = isSum ? P::sum(masked, inner) : P::prod(masked, inner);
-  return convert(r, result);
-}
-
 } // namespace
 
 // -- sums, means, products ------------------------------------------------------------------
@@ -191,12 +163,6 @@ Tensor anyDim(const Tensor& self, int64_t dim, bool keepdim) {
 }
 Tensor anyDims(const Tensor& self, std::optional<IntArrayRef> dim, bool keepdim) {
   return anyImpl(self, reductionDims(self, dim), keepdim);
-}
-
-// -- cumulative -----------------------------------------------------------------------------
-
-Tensor cumsum(const Tensor& self, int64_t dim, std::optional<ScalarType> dtype) {
-  return cumulative(self, dim, dtype, true);
 }
 
 } // namespace kiln::decompositions

@@ -5,6 +5,13 @@
 // allocates the outputs and interprets the launch list: allocations from the caching allocator,
 // kernel launches, cuBLAS GEMMs, aliases, frees and device-to-device copies, all queued on the
 // device's current stream (nothing waits for the GPU unless the program checks indirect indices).
+//
+// With `cuda_graphs` (kiln.compile(mode="reduce-overhead")) the launch list is captured once per
+// set of size-symbol values as a CUDA graph over buffers of its own and then replayed: a call
+// copies its inputs into the graph's input buffers, launches the graph (one driver call), copies
+// inputs the program writes back, and returns the graph's output buffers. The outputs alias
+// those buffers, so the next call of the same program at the same sizes overwrites them (as
+// PyTorch's CUDA graphs): clone an output to keep it past the next call.
 #include <cstdint>
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/map.h>
@@ -13,6 +20,8 @@
 
 #include <map>
 #include <memory>
+#include <set>
+#include <vector>
 
 #include "codegen/CudaCodegen.h"
 #include "codegen/Nvrtc.h"
@@ -24,6 +33,7 @@
 #include "runtime/cuda/CudaBlas.h"
 #include "runtime/cuda/CudaDevice.h"
 #include "runtime/cuda/CudaDriver.h"
+#include "runtime/cuda/CudaGraph.h"
 #include "runtime/cuda/CudaMemory.h"
 #include "runtime/cuda/CudaModule.h"
 #include "runtime/cuda/CudaTensorKernels.h"
@@ -56,20 +66,28 @@ std::vector<std::string> pythonPaths() {
   return dirs;
 }
 
+// Where the launch list's `alloc` steps get their memory and where `free` steps return it.
+class StepMemory {
+public:
+  virtual ~StepMemory() = default;
+  virtual void* allocate(const std::string& name, size_t bytes) = 0;
+  virtual void free(const std::string& name) = 0;
+};
+
 // The device memory a call allocated and has not freed yet, freed when the call ends (a failed
 // call included).
-class CallMemory {
+class CallMemory : public StepMemory {
 public:
   explicit CallMemory(int device) : device_(device) {}
-  ~CallMemory() {
+  ~CallMemory() override {
     for (auto& [name, ptr] : owned_) cuda::freeDeviceMemory(device_, ptr);
   }
-  void* allocate(const std::string& name, size_t bytes) {
+  void* allocate(const std::string& name, size_t bytes) override {
     void* p = cuda::allocateDeviceMemory(device_, std::max<size_t>(bytes, 1));
     owned_.emplace_back(name, p);
     return p;
   }
-  void free(const std::string& name) {
+  void free(const std::string& name) override {
     for (auto it = owned_.begin(); it != owned_.end(); ++it)
       if (it->first == name) {
         void* p = it->second;
@@ -84,17 +102,80 @@ private:
   std::vector<std::pair<std::string, void*>> owned_;
 };
 
+// A CUDA graph's memory: every `alloc` of the launch list reserved before the capture (a
+// capturing thread may not allocate), handed out in order while it records, kept as long as the
+// graph (its `free` steps free nothing: the replays use the same addresses).
+class GraphMemory : public StepMemory {
+public:
+  explicit GraphMemory(int device) : device_(device) {}
+  ~GraphMemory() override {
+    for (auto& [name, ptr] : blocks_) cuda::freeDeviceMemory(device_, ptr);
+  }
+  void reserve(const std::string& name, size_t bytes) {
+    blocks_.emplace_back(name, cuda::allocateDeviceMemory(device_, std::max<size_t>(bytes, 1)));
+  }
+  void* allocate(const std::string& name, size_t) override {
+    KILN_CHECK(next_ < blocks_.size() && blocks_[next_].first == name,
+               "CUDA graph capture: the launch list allocates %", name, " out of the reserved order");
+    return blocks_[next_++].second;
+  }
+  void free(const std::string&) override {}
+
+private:
+  int device_;
+  std::vector<std::pair<std::string, void*>> blocks_;
+  size_t next_ = 0;
+};
+
+// One captured graph of a program at one set of size-symbol values, with the buffers it reads
+// and writes at fixed addresses. (Members are destroyed last to first: the graph before its
+// memory.)
+struct GraphReplay {
+  std::vector<Tensor> inputs, outputs;
+  std::vector<size_t> inputBytes; // the extent copied in (and back, for inputs written)
+  std::unique_ptr<GraphMemory> memory;
+  void* error = nullptr; // the program's KilnError, or null
+  cuda::CudaStream allocatedOn, lastLaunchedOn;
+  std::unique_ptr<cuda::CudaGraph> graph;
+
+  ~GraphReplay() {
+    // The memory goes back to the pool of the stream it came from: work of a replay on another
+    // stream must be finished first.
+    if (graph && !(lastLaunchedOn == allocatedOn)) {
+      try {
+        cuda::synchronizeStream(lastLaunchedOn);
+      } catch (...) {
+      }
+    }
+  }
+};
+
+// The bytes from a strided tensor's first element to past its last one.
+size_t extentBytes(const DimVector& sizes, const DimVector& strides, ScalarType dtype) {
+  int64_t last = 0;
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    if (sizes[d] == 0) return 0;
+    last += (sizes[d] - 1) * strides[d];
+  }
+  return size_t(last + 1) * elementSize(dtype);
+}
+
 class CudaCompiledProgram {
 public:
   CudaCompiledProgram(std::string_view programText, int device, const std::map<std::string, int64_t>& sizeHints,
-                      const std::string& cacheDir)
-      : device_(device) {
+                      const std::string& cacheDir, bool cudaGraphs)
+      : device_(device), cudaGraphs_(cudaGraphs) {
     ProgramSignature sig = readProgramSignature(programText, "CudaCompiledProgram");
     const LoopProgram& p = sig.program;
     name_ = p.name;
     inputs_ = std::move(sig.inputs);
     outputs_ = std::move(sig.outputs);
     symbols_ = std::move(sig.symbols);
+    // Inputs the program writes in place: a graph writes its own copy, which goes back after.
+    for (const Buffer& b : p.buffers)
+      if (b.writesInto())
+        for (size_t i = 0; i < inputs_.size(); ++i)
+          if (inputs_[i].name == p.storageRoot(b.name)) writtenInputs_.insert(i);
     codegen::CudaOptions options;
     options.sizeHints = sizeHints;
     program_ = codegen::emitCuda(p, options);
@@ -109,7 +190,7 @@ public:
         kernels_.emplace(l->kernel, module_->kernel(l->kernel));
   }
 
-  nb::object call(nb::args args) const {
+  nb::object call(nb::args args) {
     size_t n = args.size();
     if (n != inputs_.size())
       throw nb::type_error(("compiled CUDA program @" + name_ + " takes " + std::to_string(inputs_.size()) +
@@ -125,8 +206,40 @@ public:
     std::map<std::string, int64_t> values;
     for (const SymbolSource& s : symbols_)
       values[s.symbol] = symbolValue(s, *ins[s.input], inputs_, "compiled CUDA program", name_);
+    checkInputs(ins, values);
+    return cudaGraphs_ ? replay(ins, values) : runOnce(ins, values);
+  }
+
+  const std::string& name() const { return name_; }
+  const std::string& arch() const { return arch_; }
+  const std::string& source() const { return program_.source; }
+  std::string launchList() const { return codegen::printLaunchList(program_); }
+  bool cacheHit() const { return cacheHit_; }
+  int device() const { return device_; }
+  bool cudaGraphs() const { return cudaGraphs_; }
+  size_t graphCount() const { return graphs_.size(); }
+
+private:
+  // The graphs kept per program (one per set of size-symbol values; the oldest goes first).
+  static constexpr size_t kMaxGraphs = 8;
+
+  // A call without a graph: fresh outputs, the launch list interpreted on the current stream.
+  nb::object runOnce(const std::vector<const Tensor*>& ins, const std::map<std::string, int64_t>& values) const {
     std::map<std::string, void*> storage;
-    for (size_t i = 0; i < n; ++i) {
+    for (size_t i = 0; i < ins.size(); ++i) storage[inputs_[i].name] = ins[i]->rawData();
+    Device dev(DeviceType::CUDA, int8_t(device_));
+    std::vector<Tensor> outs;
+    for (size_t i = 0; i < outputs_.size(); ++i) {
+      outs.push_back(Tensor::empty(evaluated(outputs_[i].sizes, values), outputs_[i].dtype, dev));
+      storage["output:" + std::to_string(i)] = outs.back().rawData();
+      if (!program_.outputBuffers[i].empty()) storage[program_.outputBuffers[i]] = outs.back().rawData();
+    }
+    run(storage, values);
+    return tupleOf(outs);
+  }
+
+  void checkInputs(const std::vector<const Tensor*>& ins, const std::map<std::string, int64_t>& values) const {
+    for (size_t i = 0; i < ins.size(); ++i) {
       const Tensor& t = *ins[i];
       const TensorMeta& m = inputs_[i];
       KILN_CHECK(t.device().isCuda() && t.device().index == device_, "compiled CUDA program @", name_, ": input ",
@@ -138,30 +251,82 @@ public:
                  shapeString(t.sizes()), " with strides ", shapeString(t.strides()),
                  ", but the program was compiled for ", scalarTypeName(m.dtype), shapeString(sizes), " with strides ",
                  shapeString(strides));
-      storage[m.name] = t.rawData();
     }
-    Device dev(DeviceType::CUDA, int8_t(device_));
-    std::vector<Tensor> outs;
-    for (size_t i = 0; i < outputs_.size(); ++i) {
-      outs.push_back(Tensor::empty(evaluated(outputs_[i].sizes, values), outputs_[i].dtype, dev));
-      storage["output:" + std::to_string(i)] = outs.back().rawData();
-      if (!program_.outputBuffers[i].empty()) storage[program_.outputBuffers[i]] = outs.back().rawData();
-    }
-    run(storage, values);
+  }
+
+  static nb::object tupleOf(std::vector<Tensor>& outs) {
     PyObject* tuple = PyTuple_New(Py_ssize_t(outs.size()));
     if (tuple == nullptr) throw nb::python_error();
     for (size_t i = 0; i < outs.size(); ++i) PyTuple_SET_ITEM(tuple, Py_ssize_t(i), wrapTensor(std::move(outs[i])));
     return nb::steal(tuple);
   }
 
-  const std::string& name() const { return name_; }
-  const std::string& arch() const { return arch_; }
-  const std::string& source() const { return program_.source; }
-  std::string launchList() const { return codegen::printLaunchList(program_); }
-  bool cacheHit() const { return cacheHit_; }
-  int device() const { return device_; }
+  // -- reduce-overhead: the first call at a set of sizes runs as usual (a warm-up: cuBLAS's
+  // handle and anything else created lazily exist before a capture, which may not create them);
+  // the second captures the graph; every later call replays it.
+  nb::object replay(const std::vector<const Tensor*>& ins, const std::map<std::string, int64_t>& values) {
+    std::vector<int64_t> key;
+    for (const SymbolSource& s : symbols_) key.push_back(values.at(s.symbol));
+    auto it = graphs_.find(key);
+    if (it == graphs_.end()) {
+      if (warmedUp_.insert(key).second) return runOnce(ins, values);
+      if (graphs_.size() >= kMaxGraphs) {
+        graphs_.erase(graphOrder_.front());
+        graphOrder_.erase(graphOrder_.begin());
+      }
+      it = graphs_.emplace(key, capture(values)).first;
+      graphOrder_.push_back(key);
+    }
+    GraphReplay& g = *it->second;
+    cuda::CudaDeviceGuard guard(device_);
+    cuda::CudaStream stream = cuda::currentStream(device_);
+    for (size_t i = 0; i < ins.size(); ++i)
+      if (ins[i]->rawData() != g.inputs[i].rawData())
+        cuda::copyDeviceToDevice(g.inputs[i].rawData(), ins[i]->rawData(), g.inputBytes[i], stream);
+    g.graph->launch(stream);
+    g.lastLaunchedOn = stream;
+    for (size_t i : writtenInputs_)
+      if (ins[i]->rawData() != g.inputs[i].rawData())
+        cuda::copyDeviceToDevice(ins[i]->rawData(), g.inputs[i].rawData(), g.inputBytes[i], stream);
+    if (g.error) raiseIndexError(g.error, stream);
+    // Fresh tensors over the graph's output buffers (a caller's metadata changes stay its own).
+    std::vector<Tensor> outs;
+    for (const Tensor& o : g.outputs) outs.push_back(o.asStrided(o.sizes(), o.strides(), o.storageOffset()));
+    return tupleOf(outs);
+  }
 
-private:
+  // Buffers for every input, output and intermediate at these sizes, then the launch list
+  // recorded on a pool stream (the default stream cannot be captured).
+  std::unique_ptr<GraphReplay> capture(const std::map<std::string, int64_t>& values) const {
+    auto g = std::make_unique<GraphReplay>();
+    Device dev(DeviceType::CUDA, int8_t(device_));
+    std::map<std::string, void*> storage;
+    for (const TensorMeta& m : inputs_) {
+      DimVector sizes = evaluated(m.sizes, values), strides = evaluated(m.strides, values);
+      g->inputs.push_back(Tensor::emptyStrided(sizes, strides, m.dtype, dev));
+      g->inputBytes.push_back(extentBytes(sizes, strides, m.dtype));
+      storage[m.name] = g->inputs.back().rawData();
+    }
+    for (size_t i = 0; i < outputs_.size(); ++i) {
+      g->outputs.push_back(Tensor::empty(evaluated(outputs_[i].sizes, values), outputs_[i].dtype, dev));
+      storage["output:" + std::to_string(i)] = g->outputs.back().rawData();
+      if (!program_.outputBuffers[i].empty()) storage[program_.outputBuffers[i]] = g->outputs.back().rawData();
+    }
+    g->memory = std::make_unique<GraphMemory>(device_);
+    if (program_.usesErrors) {
+      g->memory->reserve("kiln.error", sizeof(DeviceKilnError));
+      g->error = g->memory->allocate("kiln.error", 0);
+    }
+    for (const codegen::CudaStep& step : program_.steps)
+      if (const auto* a = std::get_if<CudaAlloc>(&step)) g->memory->reserve(a->name, size_t(eval(a->bytes, values)));
+    cuda::CudaDeviceGuard guard(device_);
+    g->allocatedOn = g->lastLaunchedOn = cuda::currentStream(device_);
+    cuda::CudaStream captureStream = cuda::streamFromPool(device_);
+    g->graph = cuda::CudaGraph::capture(captureStream,
+                                        [&] { queueSteps(storage, values, *g->memory, g->error, captureStream); });
+    return g;
+  }
+
   static int64_t eval(const IndexExpr& e, const std::map<std::string, int64_t>& values) {
     return e.isConstant() ? *e.constant() : e.evaluate(values);
   }
@@ -178,11 +343,16 @@ private:
     cuda::CudaDeviceGuard guard(device_);
     cuda::CudaStream stream = cuda::currentStream(device_);
     CallMemory memory(device_);
-    void* error = nullptr;
-    if (program_.usesErrors) {
-      error = memory.allocate("kiln.error", sizeof(DeviceKilnError));
-      cuda::fillDevice(error, 0, 1, sizeof(DeviceKilnError), stream);
-    }
+    void* error = program_.usesErrors ? memory.allocate("kiln.error", sizeof(DeviceKilnError)) : nullptr;
+    queueSteps(storage, values, memory, error, stream);
+    if (error) raiseIndexError(error, stream);
+  }
+
+  // Queues the launch list's work on `stream`, the KilnError (when the program has one) zeroed
+  // first; waits for nothing.
+  void queueSteps(std::map<std::string, void*>& storage, const std::map<std::string, int64_t>& values,
+                  StepMemory& memory, void* error, cuda::CudaStream stream) const {
+    if (error) cuda::fillDevice(error, 0, 1, sizeof(DeviceKilnError), stream);
     for (const codegen::CudaStep& step : program_.steps) {
       if (const auto* a = std::get_if<CudaAlloc>(&step)) {
         storage[a->name] = memory.allocate(a->name, size_t(eval(a->bytes, values)));
@@ -199,7 +369,6 @@ private:
         gemm(*g, storage, values, stream);
       }
     }
-    if (error) raiseIndexError(error, stream);
   }
 
   void launch(const CudaLaunch& l, const std::map<std::string, void*>& storage,
@@ -267,8 +436,13 @@ private:
   }
 
   int device_;
+  bool cudaGraphs_;
   std::string name_, arch_;
   bool cacheHit_ = false;
+  std::set<size_t> writtenInputs_;
+  std::set<std::vector<int64_t>> warmedUp_;
+  std::map<std::vector<int64_t>, std::unique_ptr<GraphReplay>> graphs_;
+  std::vector<std::vector<int64_t>> graphOrder_;
   std::vector<TensorMeta> inputs_, outputs_;
   std::vector<SymbolSource> symbols_;
   std::vector<std::string> searchDirs_;
@@ -384,9 +558,9 @@ void registerCudaCompiledProgram(nb::module_& c) {
                                   "a loop program compiled for a CUDA device: call it with the program's "
                                   "input tensors (on that device), get a tuple of its outputs; the work "
                                   "is queued on the current stream")
-      .def(nb::init<std::string_view, int, const std::map<std::string, int64_t>&, const std::string&>(),
+      .def(nb::init<std::string_view, int, const std::map<std::string, int64_t>&, const std::string&, bool>(),
            nb::arg("program_text"), nb::arg("device"), nb::arg("size_hints") = std::map<std::string, int64_t>{},
-           nb::arg("cache_dir") = "")
+           nb::arg("cache_dir") = "", nb::arg("cuda_graphs") = false)
       .def("__call__", &CudaCompiledProgram::call)
       .def_prop_ro("name", &CudaCompiledProgram::name)
       .def_prop_ro("arch", &CudaCompiledProgram::arch)
@@ -394,6 +568,9 @@ void registerCudaCompiledProgram(nb::module_& c) {
       .def_prop_ro("launch_list", &CudaCompiledProgram::launchList)
       .def_prop_ro("cache_hit", &CudaCompiledProgram::cacheHit)
       .def_prop_ro("device", &CudaCompiledProgram::device)
+      .def_prop_ro("cuda_graphs", &CudaCompiledProgram::cudaGraphs,
+                   "whether calls replay CUDA graphs (mode=\"reduce-overhead\")")
+      .def_prop_ro("graph_count", &CudaCompiledProgram::graphCount, "the CUDA graphs captured and kept")
       .def("__repr__", [](const CudaCompiledProgram& p) {
         return "<kiln compiled CUDA program @" + p.name() + " for " + p.arch() + " on cuda:" +
                std::to_string(p.device()) + ">";

@@ -6,6 +6,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include "compiler/OpRecorder.h"
 #include "frontend/binding/PythonConvert.h"
 
 namespace kiln::python {
@@ -61,6 +62,15 @@ TensorClass registerTensor(nb::module_& m) {
       .def("_is_same", [](const Tensor& a, const Tensor& b) { return a.isSame(b); })
       .def("_storage_id", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.storage().get()); })
       .def("item", [](const Tensor& t) -> nb::object {
+        // A parameter or buffer the traced graph reads, read into Python by kiln's library code
+        // running on fakes (BatchNorm's momentum=None: 1 / float(num_batches_tracked)): its
+        // value now would be a constant of the graph, wrong on the next call. A break instead.
+        const compiler::OpRecorder* recorder = compiler::OpRecorder::current();
+        if (recorder && !t.isMeta() && recorder->isLifted(t)) {
+          PyErr_SetString(PyExc_NotImplementedError,
+                          "item() of a parameter or buffer the graph reads (its value is data-dependent)");
+          throw nb::python_error();
+        }
         Scalar s = t.item();
         if (s.isBool()) return nb::bool_(s.toBool());
         if (s.isIntegral()) return nb::int_(s.toInt());

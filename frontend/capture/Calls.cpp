@@ -48,7 +48,7 @@ bool inList(const std::string& s, const char* const* names, size_t n) {
   return false;
 }
 
-// Whether every module below `mod` is one of kiln's own with no forward hooks: then running
+// Whether every module below `mod` is one of kiln's own with no module hooks: then running
 // mod's forward for real on fakes only records its ops.
 bool onlyPlainLibraryModulesBelow(nb::handle mod, int depth = 0) {
   PyObject** dictPtr = _PyObject_GetDictPtr(mod.ptr());
@@ -61,7 +61,7 @@ bool onlyPlainLibraryModulesBelow(nb::handle mod, int depth = 0) {
     if (child == Py_None) continue;
     if (!isKilnLibrary(nb::handle(reinterpret_cast<PyObject*>(Py_TYPE(child))))) return false;
     PyObject** childDict = _PyObject_GetDictPtr(child);
-    for (const char* table : {"_forward_pre_hooks", "_forward_hooks"}) {
+    for (const char* table : {"_forward_pre_hooks", "_forward_hooks", "_backward_hooks", "_backward_pre_hooks"}) {
       PyObject* hooks = childDict && *childDict ? PyDict_GetItemString(*childDict, table) : nullptr;
       if (hooks && (!PyDict_Check(hooks) || PyDict_GET_SIZE(hooks) != 0)) return false;
     }
@@ -94,11 +94,14 @@ VT* InstructionTranslator::call(VT* fn, VTs args, Kwargs kwargs) {
     bool handled = false;
     VT* r = callBuiltin(obj, args, kwargs, handled);
     if (handled) return r;
-    if (std::string(Py_TYPE(obj.ptr())->tp_name) == "kiln._C._capture.CompiledFunction" &&
-        nb::getattr(obj, "_callback", nb::none()).is_none())
+    bool compiled = std::string(Py_TYPE(obj.ptr())->tp_name) == "kiln._C._capture.CompiledFunction";
+    if (compiled && nb::getattr(obj, "_callback", nb::none()).is_none())
       throw Unsupported{"calling a function wrapped by kiln.compiler.disable"};
-    // A function already wrapped by kiln.compile: trace through to what it wraps.
-    if (PyObject_HasAttrString(obj.ptr(), "__wrapped__") && !isKilnLibrary(obj) &&
+    // A function already wrapped by kiln.compile: trace through to what it wraps. Also when it
+    // wraps kiln's own code (kiln.compile(model)'s forward is Linear.forward): called for real
+    // on the fakes, it compiled and ran a program on them and its meta results reached the
+    // caller at run time (a compiled step calling a compiled model returned meta tensors).
+    if (PyObject_HasAttrString(obj.ptr(), "__wrapped__") && (compiled || !isKilnLibrary(obj)) &&
         !PyType_Check(obj.ptr())) {
       nb::object inner = obj.attr("__wrapped__");
       if (PyMethod_Check(inner.ptr()) && PyFunction_Check(PyMethod_GET_FUNCTION(inner.ptr()))) {
@@ -266,6 +269,22 @@ DictVT* InstructionTranslator::moduleHooks(ModuleVT* m, const char* table) {
 // may replace the positional arguments, forward runs, each forward hook may replace the output.
 // Hooks registered with with_kwargs=True are not traced (they break the graph).
 VT* InstructionTranslator::callModule(ModuleVT* m, VTs args, Kwargs kwargs) {
+  // kiln.compile(model) called in a traced frame (a compiled train step calling a compiled
+  // model): the model itself is traced, as TorchDynamo inlines OptimizedModule._orig_mod. Its
+  // forward is a compiled function, which cannot run on the fakes.
+  nb::handle type = nb::handle(reinterpret_cast<PyObject*>(Py_TYPE(m->module.ptr())));
+  if (moduleOf(type) == "kiln.compiler.optimized_module") {
+    VT* inner = loadAttr(m, "_orig_mod");
+    if (inner->kind == VT::Kind::Module)
+      return callModule(static_cast<ModuleVT*>(inner), std::move(args), std::move(kwargs));
+  }
+  // Full backward hooks wrap the call's inputs and outputs in autograd Functions whose backward
+  // runs Python: not traced (as TorchDynamo), the module runs eagerly with its hooks.
+  for (const char* table : {"_backward_hooks", "_backward_pre_hooks"}) {
+    DictVT* hooks = moduleHooks(m, table);
+    if (hooks && !hooks->entries.empty())
+      throw Unsupported{"calling an nn.Module with full backward hooks (register_full_backward_hook)"};
+  }
   DictVT* pre = moduleHooks(m, "_forward_pre_hooks");
   DictVT* post = moduleHooks(m, "_forward_hooks");
   bool hooked = (pre && !pre->entries.empty()) || (post && !post->entries.empty());

@@ -386,6 +386,11 @@ PyObject* GuardNode::Impl::read(PyObject* parent, const FrameView& frame, std::s
     return PyList_Check(parent) ? PyList_GET_ITEM(parent, i) : PyTuple_GET_ITEM(parent, i);
   }
   case Access::Attr: {
+    // A bound builtin method's owner (`res.append` on a resume function's stack): no __dict__.
+    if (PyCFunction_Check(parent) && PyUnicode_CompareWithASCIIString(key.ptr(), "__self__") == 0) {
+      PyObject* owner = PyCFunction_GET_SELF(parent);
+      return owner && !PyModule_Check(owner) ? owner : fail("a function without __self__");
+    }
     PyObject* dict = nullptr;
     if (PyModule_Check(parent)) {
       dict = PyModule_GetDict(parent);

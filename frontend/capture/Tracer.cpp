@@ -389,6 +389,21 @@ VT* Tracer::wrap(nb::handle value, SourcePtr source, bool viaModule, const std::
     f->source = source;
     return f;
   }
+  if (PyCFunction_Check(o)) {
+    // A list's or dict's bound method (`res.append` on a resume function's stack, cut by a break
+    // inside the call whose result it appends): a method of the traced container, as TorchDynamo
+    // wraps it. Called for real, it put the fake result into the caller's list and the graph
+    // never replayed the append (the compiled function returned a meta tensor, one item short).
+    PyObject* owner = PyCFunction_GET_SELF(o);
+    if (owner && (PyList_CheckExact(owner) || isTracedDict(owner))) {
+      // Its owner is usually a local of the frame too (`res`), already wrapped: that variable,
+      // with no identity guard (the list is new each call; the glue binds the method from the
+      // same local, so the two are one object whenever the resume function runs).
+      bool known = containers_.count(owner) != 0;
+      VT* self = wrap(owner, source && !known ? attrSource(source, "__self__") : nullptr, viaModule);
+      return make<MethodVT>(self, reinterpret_cast<PyCFunctionObject*>(o)->m_ml->ml_name);
+    }
+  }
   if (PyType_Check(o) || PyModule_Check(o) || PyCFunction_Check(o)) {
     if (g && !PyModule_Check(o)) g->checkId(o);
     return make<ObjectVT>(nb::borrow(value));
@@ -562,6 +577,7 @@ nb::object Tracer::toPython(VT* v) {
 
 VT* Tracer::callReal(nb::handle fn, const VTs& args, const Kwargs& kwargs) {
   static nb::handle autogradGrad = nb::object(nb::module_::import_("kiln.autograd").attr("grad")).release();
+  static nb::handle builtinNext = nb::object(nb::module_::import_("builtins").attr("next")).release();
   if (historyInputs_ && fn.ptr() == autogradGrad.ptr())
     // Traced on the fakes, the backward would stop at the graph's inputs: the part of the
     // gradient that flows through their history (an earlier graph, eager code) would be lost.
@@ -600,11 +616,18 @@ VT* Tracer::callReal(nb::handle fn, const VTs& args, const Kwargs& kwargs) {
     }
     result = nb::steal(r);
   }
+  // The engine (autograd.grad, backward) restores grad mode when it returns, after the last op
+  // it recorded: the graph must switch it back too, else the frame ends with the mode the
+  // backward ran under and the call leaves grad mode off for the caller.
+  recorder_.beforeRecord();
   // A leaf that requires grad made by the call (a factory with requires_grad=True, or
   // requires_grad_() on a value of the graph): the graph's output would be a plain tensor
   // without that flag, so gradients would silently not reach it. As TorchDynamo, a break.
   forEachTensor(result.ptr(), [&](PyObject* t) {
-    if (isGradLeaf(t) && !leavesBefore.count(t))
+    // next() hands back what an iterator yields, not a tensor it made: a module's parameter
+    // from `next(model.parameters())` (init_hidden's weight.new_zeros idiom) is a leaf already.
+    bool existing = fn.ptr() == builtinNext.ptr();
+    if (isGradLeaf(t) && !leavesBefore.count(t) && !existing)
       throw Unsupported{"a tensor made in the graph that requires grad (a factory function with "
                         "requires_grad=True, or requires_grad_() on a graph value or input)"};
   });

@@ -280,6 +280,10 @@ Tensor matmulBackwardOther(const Tensor& grad, const Tensor& self, const Tensor&
 }
 
 Tensor powBackwardSelf(const Tensor& grad, const Tensor& self, const Tensor& exponent) {
+  // `x ** 2` binds the number to the Tensor exponent as a wrapped number: as PyTorch's
+  // pow.Tensor_Scalar, exponent - 1 is number arithmetic (a traced sub would get a Python
+  // number as its self).
+  if (exponent.isWrappedNumber() && !exponent.isMeta()) return powScalarBackward(grad, self, exponent.item());
   Tensor g = ops::mul(ops::mul(grad, exponent), ops::pow(self, ops::sub(exponent, Scalar(1))));
   return ops::masked_fill(g, ops::eq(exponent, Scalar(0.0)), Scalar(0.0));
 }
@@ -409,29 +413,6 @@ Tensor normBackward(const Tensor& grad, const Tensor& self, const Scalar& ord, c
     r = ops::div(ops::mul(scaled, g), ops::pow(n, Scalar(p - 1.0)));
   }
   return ops::masked_fill(r, ops::eq(n, Scalar(0.0)), Scalar(0.0));
-}
-
-Tensor cumprodBackward(const Tensor& grad, const Tensor& self, const Tensor& result, int64_t dim) {
-  if (self.dim() == 0 || self.numel() == 0) return grad;
-  int64_t d = wrapDim(dim, self.dim());
-  if (!ops::any(ops::eq(self, Scalar(0.0))).item().toBool()) {
-    std::vector<int64_t> ds{d};
-    Tensor acc = ops::flip(ops::cumsum(ops::flip(ops::mul(grad, result), ds), d), ds);
-    return ops::div(acc, self);
-  }
-  // With zeros, no division: d/dx_k sum_i g_i prod_{j<=i} x_j = sum_{i>=k} g_i prod_{j<=i, j!=k} x_j
-  //   = (prod_{j<k} x_j) * sum_{i>=k} g_i * P[k, i], P[k, i] = prod_{k<j<=i} x_j,
-  // with P the cumulative product along i of x_j masked to 1 for j <= k (O(n^2) along dim).
-  Tensor x = ops::transpose(self, d, -1), g = ops::transpose(grad, d, -1);
-  int64_t n = x.size(-1);
-  Tensor idx = ops::arange(Scalar(n), ScalarType::Int64, self.device());
-  Tensor row = ops::reshape(idx, {1, n}), col = ops::reshape(idx, {n, 1}); // [k, j]
-  Tensor one = ops::ones({}, x.dtype(), x.device()), zero = ops::zeros({}, grad.dtype(), grad.device());
-  Tensor after = ops::cumprod(ops::where(ops::gt(row, col), ops::unsqueeze(x, -2), one), -1);
-  Tensor terms = ops::where(ops::ge(row, col), ops::mul(after, ops::unsqueeze(g, -2)), zero);
-  std::vector<int64_t> last{-1};
-  Tensor r = ops::mul(exclusiveCumprod(x, x.dim() - 1), ops::sum(terms, IntArrayRef(last), false));
-  return ops::transpose(r, d, -1);
 }
 
 Tensor asStridedBackward(const Tensor& grad, const Tensor& self, IntArrayRef size, IntArrayRef stride,

@@ -77,7 +77,6 @@ Tensor roundingGradOther(const Tensor& grad, const std::optional<std::string>& m
                          const Tensor& other);
 Tensor normBackward(const Tensor& grad, const Tensor& self, const Scalar& ord, const Tensor& result,
                     std::optional<IntArrayRef> dims, bool keepdim);
-Tensor cumprodBackward(const Tensor& grad, const Tensor& self, const Tensor& result, int64_t dim);
 Tensor asStridedBackward(const Tensor& grad, const Tensor& self, IntArrayRef size, IntArrayRef stride,
                          std::optional<int64_t> storageOffset);
 Tensor repeatBackward(const Tensor& grad, IntArrayRef sizes, IntArrayRef repeats);

@@ -150,9 +150,10 @@ template <typename T> T blasDot(int64_t k, const T* x, int64_t incx, const T* y,
 }
 
 // float32/float64 through BLAS; every operand already has a BLAS layout (see batchedGemm).
+// `cBytes` is c's extent, zeroed before the per-matrix BLAS calls when beta is 0 (see below).
 template <typename T>
 void runBlas(const GemmShape& s, const Operand& A, const Operand& B, const Operand& C, T alpha,
-             T beta) {
+             T beta, size_t cBytes) {
   BlasLayout la = blasLayout(s.m, s.k, A.rowStride, A.colStride);
   BlasLayout lb = blasLayout(s.k, s.n, B.rowStride, B.colStride);
   int64_t count = computeNumel(s.batch);
@@ -167,9 +168,12 @@ void runBlas(const GemmShape& s, const Operand& A, const Operand& B, const Opera
                         reinterpret_cast<const float*>(A.data), la.ld, sa,
                         reinterpret_cast<const float*>(B.data), lb.ld, sb,
                         reinterpret_cast<float*>(C.data), C.rowStride, sc);
-      return;
+      return; // oneDNN's batched product writes c without reading it: no zeroing needed
     }
   }
+  // BLAS may scale c by beta = 0 (0 * nan is nan in OpenBLAS's gemv/scal): give it zeros, not
+  // uninitialized memory.
+  if (beta == T(0)) std::memset(C.data, 0, cBytes);
   for (int64_t bi = 0; bi < count; ++bi) {
     const T* a = reinterpret_cast<const T*>(A.data) + batchOffset(A.batchStrides, s.batch, bi);
     const T* b = reinterpret_cast<const T*>(B.data) + batchOffset(B.batchStrides, s.batch, bi);
@@ -325,13 +329,11 @@ void batchedGemm(const char* op, Tensor a, Tensor b, const Tensor& c, IntArrayRe
       C.batchStrides.clear();
     }
   }
-  // BLAS may scale c by beta = 0 (0 * nan is nan): give it zeros, not uninitialized memory.
-  if (blas && beta.toDouble() == 0.0)
-    std::memset(c.rawData(), 0, size_t(c.numel()) * elementSize(dt));
   KILN_DISPATCH_NUMERIC(dt, op, [&]<typename scalar_t>() {
     if constexpr (std::is_same_v<scalar_t, float> || std::is_same_v<scalar_t, double>) {
       if (blas) {
-        runBlas<scalar_t>(s, A, B, C, alpha.to<scalar_t>(), beta.to<scalar_t>());
+        runBlas<scalar_t>(s, A, B, C, alpha.to<scalar_t>(), beta.to<scalar_t>(),
+                          size_t(c.numel()) * sizeof(scalar_t));
         return;
       }
     }

@@ -94,7 +94,14 @@ bool CudaDriver::load(const std::string& library) {
             bindEntry(handle, t.cuModuleGetFunction, {"cuModuleGetFunction"}, missing) &&
             bindEntry(handle, t.cuModuleUnload, {"cuModuleUnload"}, missing) &&
             bindEntry(handle, t.cuFuncSetAttribute, {"cuFuncSetAttribute"}, missing) &&
-            bindEntry(handle, t.cuLaunchKernel, {"cuLaunchKernel"}, missing);
+            bindEntry(handle, t.cuLaunchKernel, {"cuLaunchKernel"}, missing) &&
+            bindEntry(handle, t.cuStreamBeginCapture, {"cuStreamBeginCapture_v2"}, missing) &&
+            bindEntry(handle, t.cuStreamEndCapture, {"cuStreamEndCapture"}, missing) &&
+            // CUDA 12's cuda.h maps cuGraphInstantiate to cuGraphInstantiateWithFlags.
+            bindEntry(handle, t.cuGraphInstantiate, {"cuGraphInstantiateWithFlags"}, missing) &&
+            bindEntry(handle, t.cuGraphLaunch, {"cuGraphLaunch"}, missing) &&
+            bindEntry(handle, t.cuGraphExecDestroy, {"cuGraphExecDestroy"}, missing) &&
+            bindEntry(handle, t.cuGraphDestroy, {"cuGraphDestroy"}, missing);
   if (!ok) {
     reason_ = strCat(library, " lacks the entry point ", missing,
                      " (kiln needs a CUDA 12 or newer driver)");

@@ -16,6 +16,8 @@ using CUstream = struct CUstream_st*;
 using CUevent = struct CUevent_st*;
 using CUmodule = struct CUmod_st*;
 using CUfunction = struct CUfunc_st*;
+using CUgraph = struct CUgraph_st*;
+using CUgraphExec = struct CUgraphExec_st*;
 }
 
 namespace kiln::cuda {
@@ -38,6 +40,9 @@ constexpr unsigned kEventDisableTiming = 2;        // CU_EVENT_DISABLE_TIMING
 // CUfunction_attribute: opt in to more than 48 KiB of dynamic shared memory,
 // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
 constexpr int kFuncAttrMaxDynamicSharedBytes = 8;
+// CUstreamCaptureMode: while this thread captures, it may make no call that could break a
+// capture (allocate, free, synchronize); other threads are not restricted.
+constexpr int kStreamCaptureModeThreadLocal = 1; // CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
 
 // One function pointer per driver entry point kiln calls; CudaDriver fills it with dlsym.
 struct CudaDriverTable {
@@ -83,6 +88,13 @@ struct CudaDriverTable {
                              unsigned blockX, unsigned blockY, unsigned blockZ,
                              unsigned sharedMemBytes, CUstream stream, void** params,
                              void** extra);
+  // CUDA graphs (mode="reduce-overhead"): the work queued on a stream captured once, replayed.
+  CUresult (*cuStreamBeginCapture)(CUstream stream, int mode);
+  CUresult (*cuStreamEndCapture)(CUstream stream, CUgraph* graph);
+  CUresult (*cuGraphInstantiate)(CUgraphExec* exec, CUgraph graph, unsigned long long flags);
+  CUresult (*cuGraphLaunch)(CUgraphExec exec, CUstream stream);
+  CUresult (*cuGraphExecDestroy)(CUgraphExec exec);
+  CUresult (*cuGraphDestroy)(CUgraph graph);
 };
 
 } // namespace kiln::cuda

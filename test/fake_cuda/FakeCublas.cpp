@@ -87,6 +87,26 @@ char* operand(const void* ptr, int type, int64_t rows, int64_t cols, int64_t ld,
   return kiln::fake_cuda::hostRange(reinterpret_cast<uintptr_t>(ptr), size_t(last) * elementSize(type));
 }
 
+// C[b] = alpha * op(A[b]) op(B[b]) + beta * C[b] on host memory.
+void gemm(const char* pa, const char* pb, char* pc, int Atype, int Ctype, int transa, int transb, int64_t m,
+          int64_t n, int64_t k, int64_t lda, int64_t ldb, int64_t ldc, int64_t strideA, int64_t strideB,
+          int64_t strideC, int64_t batch, double a, double b) {
+  int Btype = Atype;
+  for (int64_t bt = 0; bt < batch; ++bt)
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t i = 0; i < m; ++i) {
+        double sum = 0;
+        for (int64_t l = 0; l < k; ++l) {
+          double x = load(pa, Atype, bt * strideA + (transa ? l + i * lda : i + l * lda));
+          double y = load(pb, Btype, bt * strideB + (transb ? j + l * ldb : l + j * ldb));
+          sum += x * y;
+        }
+        int64_t at = bt * strideC + i + j * ldc;
+        // beta == 0: C is not read (it may hold NaN), as cuBLAS.
+        store(pc, Ctype, at, a * sum + (b == 0 ? 0.0 : b * load(pc, Ctype, at)));
+      }
+}
+
 } // namespace
 
 extern "C" {
@@ -133,23 +153,25 @@ int cublasGemmStridedBatchedEx(void* handle, int transa, int transb, int m, int 
   if (computeType != (Atype == kR64F ? kCompute64F : kCompute32F)) return kNotSupported;
   double a = computeType == kCompute64F ? *static_cast<const double*>(alpha) : *static_cast<const float*>(alpha);
   double b = computeType == kCompute64F ? *static_cast<const double*>(beta) : *static_cast<const float*>(beta);
-  const char* pa = operand(A, Atype, transa ? k : m, transa ? m : k, lda, strideA, batch);
-  const char* pb = operand(B, Btype, transb ? n : k, transb ? k : n, ldb, strideB, batch);
-  char* pc = operand(C, Ctype, m, n, ldc, strideC, batch);
-  if (!pc || (k > 0 && (!pa || !pb))) return kInvalidValue;
-  for (int64_t bt = 0; bt < batch; ++bt)
-    for (int64_t j = 0; j < n; ++j)
-      for (int64_t i = 0; i < m; ++i) {
-        double sum = 0;
-        for (int64_t l = 0; l < k; ++l) {
-          double x = load(pa, Atype, bt * strideA + (transa ? l + i * lda : i + l * lda));
-          double y = load(pb, Btype, bt * strideB + (transb ? j + l * ldb : l + j * ldb));
-          sum += x * y;
-        }
-        int64_t at = bt * strideC + i + j * ldc;
-        // beta == 0: C is not read (it may hold NaN), as cuBLAS.
-        store(pc, Ctype, at, a * sum + (b == 0 ? 0.0 : b * load(pc, Ctype, at)));
-      }
+  // Operands are checked now and again when the work runs (at each launch of a CUDA graph that
+  // captured it: the handle's stream in capture records it, FakeCudaDriver.cpp).
+  auto operands = [=](const char*& pa, const char*& pb, char*& pc) {
+    pa = operand(A, Atype, transa ? k : m, transa ? m : k, lda, strideA, batch);
+    pb = operand(B, Btype, transb ? n : k, transb ? k : n, ldb, strideB, batch);
+    pc = operand(C, Ctype, m, n, ldc, strideC, batch);
+    return pc && (k == 0 || (pa && pb));
+  };
+  const char *checkA, *checkB;
+  char* checkC;
+  if (!operands(checkA, checkB, checkC)) return kInvalidValue;
+  auto work = [=] {
+    const char *pa, *pb;
+    char* pc;
+    if (!operands(pa, pb, pc)) return false;
+    gemm(pa, pb, pc, Atype, Ctype, transa, transb, m, n, k, lda, ldb, ldc, strideA, strideB, strideC, batch, a, b);
+    return true;
+  };
+  if (!kiln::fake_cuda::recordIfCapturing(static_cast<Handle*>(handle)->stream, work)) work();
   return kSuccess;
 }
 

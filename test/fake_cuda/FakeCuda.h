@@ -2,7 +2,9 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <vector>
 
 namespace kiln::fake_cuda {
 
@@ -26,5 +28,13 @@ void* loadModule(const char* image);
 void* moduleFunction(void* module, const char* name);
 void unloadModule(void* module);
 bool launch(void* function, unsigned grid, unsigned block, void** params);
+// The byte size of each parameter of a module function.
+std::vector<unsigned> paramSizes(void* function);
+
+// Stream capture (CUDA graphs, FakeCudaDriver.cpp): while `stream` is capturing, work queued on
+// it is recorded, to run at each launch of the instantiated graph, instead of running now.
+// Returns false when the stream is not capturing (the caller runs the work itself). `work`
+// returns false when it fails (a replay then fails with CUDA_ERROR_LAUNCH_FAILED).
+bool recordIfCapturing(void* stream, std::function<bool()> work);
 
 } // namespace kiln::fake_cuda

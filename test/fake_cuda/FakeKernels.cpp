@@ -60,6 +60,7 @@ std::string launchers(const std::string& source) {
     const std::string& n = kernels[i].second;
     out += "extern \"C\" void emu_" + n + "(unsigned g, unsigned b, void** a) { kiln_emu_launch(" + n +
            ", g, b, a, " + (syncs ? "true" : "false") + "); }\n";
+    out += "extern \"C\" unsigned emusz_" + n + "(unsigned* s) { return kiln_emu_param_sizes(" + n + ", s); }\n";
   }
   return out;
 }
@@ -107,11 +108,18 @@ std::string buildEmulated(const std::string& source, std::string& log) {
 
 namespace {
 
+using Launcher = void (*)(unsigned, unsigned, void**);
+using ParamSizer = unsigned (*)(unsigned*);
+
+struct FakeFunction {
+  Launcher launch;
+  ParamSizer paramSizes;
+};
+
 struct FakeModule {
   void* library;
-  std::map<std::string, void*> functions;
+  std::map<std::string, FakeFunction> functions;
 };
-using Launcher = void (*)(unsigned, unsigned, void**);
 
 } // namespace
 
@@ -130,7 +138,18 @@ void* loadModule(const char* image) {
 
 void* moduleFunction(void* module, const char* name) {
   auto* m = static_cast<FakeModule*>(module);
-  return dlsym(m->library, (std::string("emu_") + name).c_str());
+  auto it = m->functions.find(name);
+  if (it != m->functions.end()) return &it->second;
+  auto launcher = reinterpret_cast<Launcher>(dlsym(m->library, (std::string("emu_") + name).c_str()));
+  auto sizer = reinterpret_cast<ParamSizer>(dlsym(m->library, (std::string("emusz_") + name).c_str()));
+  if (!launcher || !sizer) return nullptr;
+  return &m->functions.emplace(name, FakeFunction{launcher, sizer}).first->second;
+}
+
+std::vector<unsigned> paramSizes(void* function) {
+  unsigned sizes[256];
+  unsigned n = static_cast<FakeFunction*>(function)->paramSizes(sizes);
+  return std::vector<unsigned>(sizes, sizes + n);
 }
 
 void unloadModule(void* module) {
@@ -141,7 +160,7 @@ void unloadModule(void* module) {
 
 bool launch(void* function, unsigned grid, unsigned block, void** params) {
   if (!function) return false;
-  reinterpret_cast<Launcher>(function)(grid, block, params);
+  static_cast<FakeFunction*>(function)->launch(grid, block, params);
   return true;
 }
 

@@ -100,6 +100,14 @@ static void kiln_emu_call(void (*f)(P...), void** a, std::index_sequence<I...>) 
   f(kiln_emu_arg<P>(a[I])...);
 }
 
+// The byte size of each parameter of f, into sizes; returns their count (the fake driver copies
+// a launch's parameters when it records the launch into a CUDA graph).
+template <typename... P> static unsigned kiln_emu_param_sizes(void (*)(P...), unsigned* sizes) {
+  unsigned i = 0;
+  ((sizes[i++] = unsigned(sizeof(P))), ...);
+  return unsigned(sizeof...(P));
+}
+
 // Runs f<<<grid, block>>>(args): concurrently per block when the kernel `syncs`, else one
 // thread after the other.
 template <typename... P>

@@ -3,6 +3,7 @@ torch.compile has none, and gives eager's answer."""
 import decimal
 
 import numpy as np
+import pytest
 
 import kiln
 from kiln import nn
@@ -603,3 +604,336 @@ def test_repeat_interleave_by_an_int_compiles_with_its_gradient():
     z = y.repeat_interleave(1)
     z[0] = 9.0
     assert y[0].item() == 0.0  # a new tensor, not a view
+
+
+# --- session 10 sweep ---
+
+@pytest.fixture
+def strict():
+    """A backend failure raises instead of falling back to eager (which would hide it)."""
+    saved = kiln.config.strict
+    kiln.config.strict = True
+    yield
+    kiln.config.strict = saved
+
+
+def test_autograd_grad_in_a_compiled_function_leaves_grad_mode_on():
+    # The engine restores grad mode after the last op it recorded: the traced frame ended with
+    # the backward's mode (off), and every call left grad mode off for the caller.
+    x = kiln.randn(3, 5, requires_grad=True)
+
+    def fn(x):
+        o = x.cumsum(dim=1)
+        g, = kiln.autograd.grad((o * 2).sum(), x)
+        return o, g
+
+    for backend in ("eager", "inductor"):
+        kiln.compiler.reset()
+        f = kiln.compile(fn, backend=backend)
+        for _ in range(2):
+            _, g = f(x)
+            assert kiln.is_grad_enabled(), backend
+            np.testing.assert_allclose(g.numpy(), fn(x)[1].numpy(), rtol=1e-6)
+        assert (x * 2).requires_grad
+
+
+def test_cumprod_and_square_gradients_traced_by_aot(strict):
+    # cumprod's backward tested its input for zeros with item() (not on AOT's meta tensors);
+    # x ** 2's derivative recorded sub.Scalar(2, 1) with a Python number as self.
+    x = kiln.randn(3, 5, requires_grad=True)
+
+    def fn(x):
+        c = kiln.cumprod(x * 0.5 + 1, dim=0)
+        s = (x ** 2).sum()
+        g, = kiln.autograd.grad(c.sum() + s, x)
+        return c, g
+
+    want = fn(x)
+    kiln.compiler.reset()
+    got = kiln.compile(fn)(x)
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-5, atol=1e-6)
+    kiln.compiler.reset()
+    y = kiln.tensor([[1.0, 0.0, 2.0], [3.0, 4.0, 0.0]], requires_grad=True)
+    kiln.compile(lambda t: kiln.cumprod(t * 1.0, 1).sum())(y).backward()
+    np.testing.assert_allclose(y.grad.numpy(), [[1.0, 3.0, 0.0], [5.0, 3.0, 12.0]])
+
+
+def test_list_append_of_a_call_that_breaks_keeps_its_result(strict):
+    # `res.append(f(x))` with a break inside f: the resume function got the real list's bound
+    # append on its stack and called it on the fake result (a meta tensor in the returned list,
+    # the second append lost).
+    def f(x):
+        print("side effect")
+        return x * 2
+
+    def run(x):
+        res = []
+        res.append(f(x))
+        res.append(f(x) + 1)
+        return res
+
+    x = kiln.randn(4, 3)
+    kiln.compiler.reset()
+    compiled = kiln.compile(run)
+    for _ in range(2):
+        got = compiled(x)
+        assert len(got) == 2 and all(t.device.type == "cpu" for t in got)
+        np.testing.assert_allclose(got[0].numpy(), (x * 2).numpy())
+        np.testing.assert_allclose(got[1].numpy(), (x * 2 + 1).numpy())
+
+
+def test_compiled_model_called_from_a_compiled_step(strict):
+    # kiln.compile(model) inside a traced frame ran its compiled forward on the fakes (a break
+    # naming linear(), then a meta result); it is traced as the model itself, as TorchDynamo.
+    model = nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 2))
+    acts = []
+    model[0].register_forward_hook(lambda m, i, o: acts.append(o.detach()))
+    cmodel = kiln.compile(model)
+
+    def step(x):
+        out = cmodel(x)
+        return out, cmodel(x + 1)
+
+    x = kiln.randn(4, 6)
+    want = (model(x), model(x + 1))
+    e = _explain(step, x)
+    assert (e.graph_count, len(e.break_reasons)) == (1, 0), e.break_reasons
+    kiln.compiler.reset()
+    got = kiln.compile(step)(x)
+    for a, b in zip(got, want):
+        assert a.device.type == "cpu"
+        np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_eval_resnet_block_with_inplace_relu_compiles_under_inference_mode(strict):
+    # No AOT autograd under inference_mode, so no functionalization: relu(inplace=True) and
+    # `out += x` wrote values a convolution (run by oneDNN between compiled segments) reads,
+    # and the backend refused the graph.
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv1 = nn.Conv2d(8, 8, 3, padding=1, bias=False)
+            self.bn1 = nn.BatchNorm2d(8)
+            self.relu = nn.ReLU(inplace=True)
+            self.conv2 = nn.Conv2d(8, 8, 3, padding=1, bias=False)
+
+        def forward(self, x):
+            out = self.relu(self.bn1(self.conv1(x)))
+            out = self.conv2(out)
+            out += x
+            return self.relu(out)
+
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(inplace=True), nn.MaxPool2d(3, 2, 1), Block())
+    model.eval()
+    x = kiln.randn(4, 3, 12, 12)
+    with kiln.inference_mode():
+        want = model(x)
+        kiln.compiler.reset()
+        got = kiln.compile(model)(x)
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_tensor_unfold_is_a_view_with_pytorchs_shape_and_strides():
+    a = np.arange(3 * 8 * 6, dtype=np.float32).reshape(3, 8, 6)
+    x = kiln.from_numpy(a)
+    for dim, size, step, shape, strides in [(1, 3, 2, (3, 3, 6, 3), (48, 12, 1, 6)),
+                                            (-1, 6, 1, (3, 8, 1, 6), (48, 6, 1, 1)),
+                                            (2, 2, 2, (3, 8, 3, 2), (48, 6, 2, 1))]:
+        u = x.unfold(dim, size, step)
+        assert tuple(u.shape) == shape and u.stride() == strides
+        want = np.lib.stride_tricks.sliding_window_view(a, size, axis=dim % 3)
+        want = np.take(want, range(0, want.shape[dim % 3], step), axis=dim % 3)
+        np.testing.assert_array_equal(u.numpy(), want)
+    x.unfold(1, 3, 2)[0, 0, 0, 0] = -1.0  # a view: writes reach the base
+    assert a[0, 0, 0] == -1.0
+    with pytest.raises(RuntimeError, match="maximum size for tensor at dimension 0 is 3 but size is 4"):
+        kiln.ones(3).unfold(0, 4, 1)
+    with pytest.raises(RuntimeError, match="step is 0 but must be > 0"):
+        kiln.ones(3).unfold(0, 2, 0)
+
+
+def test_unfold_patches_train_under_compile(strict):
+    w = kiln.randn(12, 4, requires_grad=True)
+
+    def fn(x):
+        p = x.unfold(2, 2, 2).unfold(3, 2, 2).permute(0, 2, 3, 4, 5, 1).reshape(2, -1, 12)
+        return (p @ w).tanh().sum()
+
+    x = kiln.randn(2, 3, 4, 6)
+    want = fn(x)
+    want.backward()
+    gw = w.grad.clone()
+    w.grad = None
+    kiln.compiler.reset()
+    got = kiln.compile(fn)(x)
+    got.backward()
+    np.testing.assert_allclose(got.item(), want.item(), rtol=1e-5)
+    np.testing.assert_allclose(w.grad.numpy(), gw.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_bucketize_is_searchsorted_of_the_boundaries():
+    b = kiln.tensor([-1.0, 0.0, 0.5, 2.0])
+    v = kiln.tensor([[-3.0, 0.0, 0.25], [0.5, 2.0, 9.0]])
+    assert kiln.bucketize(v, b).tolist() == [[0, 1, 2], [2, 3, 4]]
+    assert kiln.bucketize(v, b, right=True).tolist() == [[0, 2, 2], [3, 4, 4]]
+    assert kiln.bucketize(v, b, out_int32=True).dtype == kiln.int32
+    assert kiln.bucketize(0.5, b).item() == 2
+    with pytest.raises(RuntimeError, match="boundaries tensor must be 1 dimension"):
+        kiln.bucketize(v, b.reshape(2, 2))
+
+
+def test_full_backward_hooks_see_grad_input_and_grad_output():
+    model = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+    log = []
+    h = model[2].register_full_backward_hook(lambda m, gi, go: log.append((gi[0].clone(), go[0].clone())))
+    model[2].register_full_backward_pre_hook(lambda m, go: (go[0] * 2,))
+    model[1].register_full_backward_hook(lambda m, gi, go: (gi[0] * 0.5,))
+    first = []
+    model[0].register_full_backward_hook(lambda m, gi, go: first.append(gi))
+    x = kiln.randn(5, 3)
+    out = model(x)
+    out.sum().backward()
+    (gi, go), = log
+    np.testing.assert_allclose(go.numpy(), np.full((5, 2), 2.0))  # the pre-hook doubled it
+    np.testing.assert_allclose(gi.numpy(), (go @ model[2].weight).detach().numpy(), rtol=1e-6)
+    assert first == [(None,)]  # x needs no gradient: called from the output's backward
+    # the ReLU hook halves what reaches Linear 0: its weight gradient is half the plain one
+    plain = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+    plain.load_state_dict(model.state_dict())
+    (plain(x) * 2).sum().backward()
+    np.testing.assert_allclose(model[0].weight.grad.numpy(), plain[0].weight.grad.numpy() * 0.5, rtol=1e-5)
+    h.remove()
+    model.zero_grad()
+    model(x).sum().backward()
+    assert len(log) == 1
+    kiln.compiler.reset()
+    e = kiln.explain(model)(x)
+    assert any("full backward hooks" in r.reason for r in e.break_reasons)
+
+
+def _against_torch(cases, shape, grad=True):
+    torch = pytest.importorskip("torch")
+    a = np.random.default_rng(0).random(shape, dtype=np.float32)
+    for case in cases:
+        outs = []
+        for T in (kiln, torch):
+            x = T.from_numpy(a.copy()).requires_grad_(grad)
+            ys = case(T, x)
+            ys = ys if isinstance(ys, tuple) else (ys,)
+            if grad:
+                sum(((y * (i + 1)) ** 2).sum() for i, y in enumerate(ys)).backward()
+            outs.append([y.detach().numpy() for y in ys] + ([x.grad.numpy()] if grad else []))
+        for u, v in zip(*outs):
+            assert u.shape == v.shape
+            np.testing.assert_allclose(u, v, rtol=1e-5, atol=1e-6)
+
+
+def test_diagonal_diag_meshgrid_broadcast_helpers_match_pytorch():
+    _against_torch([
+        lambda T, x: T.diagonal(x), lambda T, x: x.diagonal(1), lambda T, x: x.diagonal(-2, 1, 2),
+        lambda T, x: T.diagonal(x[:, ::2], 0, 0, 2), lambda T, x: T.diag(x[0]), lambda T, x: T.diag(x[0, 0], -1),
+        lambda T, x: T.diag(x[1, 2], 2), lambda T, x: T.meshgrid(x[0, 0], x[0, 1, :3], indexing="xy"),
+        lambda T, x: T.meshgrid(x[0, 0, :2], x[0, 1, :3], x[1, 1], indexing="ij"),
+        lambda T, x: T.broadcast_tensors(x[:, :1], x[0]), lambda T, x: x[:, :1].broadcast_to((3, 4, 5)),
+    ], (3, 4, 5))
+    d = kiln.zeros(3, 3)
+    d.diagonal().fill_(1.0)  # a view: writes reach the base
+    assert d.tolist() == kiln.eye(3).tolist()
+    assert kiln.broadcast_shapes((3, 1), (1, 4), 4) == (3, 4)
+    assert kiln.is_tensor(d) and not kiln.is_tensor(3) and d.is_floating_point() and kiln.numel(d) == 9
+    with pytest.raises(RuntimeError, match="diagonal dimensions cannot be identical"):
+        d.diagonal(0, 1, 1)
+
+
+def test_pixel_shuffle_and_nearest_interpolate_match_pytorch():
+    F = lambda T: T.nn.functional  # noqa: E731
+    _against_torch([
+        lambda T, x: F(T).pixel_shuffle(x, 2), lambda T, x: F(T).pixel_unshuffle(x[:, :, :4, :2], 2),
+        lambda T, x: F(T).interpolate(x, scale_factor=2), lambda T, x: F(T).interpolate(x, size=(7, 4)),
+        lambda T, x: F(T).interpolate(x, scale_factor=(1.5, 2.5)), lambda T, x: F(T).interpolate(x, size=(3, 2)),
+        lambda T, x: F(T).interpolate(x[:, :, 0], scale_factor=3), lambda T, x: T.nn.Upsample(scale_factor=2)(x),
+    ], (2, 8, 5, 3))
+    with pytest.raises(NotImplementedError, match="mode='bilinear' is not supported"):
+        kiln.nn.functional.interpolate(kiln.ones(1, 1, 2, 2), scale_factor=2, mode="bilinear")
+    kiln.manual_seed(0)
+    d = kiln.nn.Dropout2d(0.5)(kiln.ones(4, 16, 2, 2))
+    per_channel = d.reshape(64, 4)
+    assert ((per_channel == 0).all(1) | (per_channel == 2).all(1)).all()
+
+
+def test_nearest_upsample_compiles_without_a_break(strict):
+    up = nn.Sequential(nn.Conv2d(2, 4, 3, padding=1), nn.Upsample(scale_factor=2), nn.PixelShuffle(2))
+    x = kiln.randn(1, 2, 3, 5)
+    want = up(x)
+    e = _explain(up, x)
+    assert (e.graph_count, len(e.break_reasons)) == (1, 0), e.break_reasons
+    kiln.compiler.reset()
+    np.testing.assert_allclose(kiln.compile(up)(x).detach().numpy(), want.detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_dataloader_over_a_tensor_dataset():
+    from kiln.utils.data import DataLoader, TensorDataset, default_collate, random_split
+    x, y = kiln.arange(10.0).reshape(5, 2), kiln.arange(5)
+    batches = [(a.tolist(), b.tolist()) for a, b in DataLoader(TensorDataset(x, y), batch_size=2)]
+    assert batches == [([[0.0, 1.0], [2.0, 3.0]], [0, 1]), ([[4.0, 5.0], [6.0, 7.0]], [2, 3]), ([[8.0, 9.0]], [4])]
+    assert len(DataLoader(TensorDataset(x, y), batch_size=2, drop_last=True)) == 2
+    kiln.manual_seed(1)
+    first = [b.tolist() for _, b in DataLoader(TensorDataset(x, y), batch_size=2, shuffle=True)]
+    kiln.manual_seed(1)
+    assert [b.tolist() for _, b in DataLoader(TensorDataset(x, y), batch_size=2, shuffle=True)] == first
+    assert sorted(sum(first, [])) == [0, 1, 2, 3, 4]
+    c = default_collate([{"a": 1, "b": kiln.ones(2)}, {"a": 2, "b": kiln.zeros(2)}])
+    assert c["a"].tolist() == [1, 2] and c["b"].shape == (2, 2)
+    assert [len(s) for s in random_split(TensorDataset(x, y), [0.6, 0.4])] == [3, 2]
+    with pytest.raises(AssertionError, match="Size mismatch"):
+        TensorDataset(x, kiln.arange(4))
+
+
+def test_batchnorm_momentum_none_inside_a_compiled_model_averages_every_batch():
+    # BatchNorm(momentum=None) reads 1 / float(num_batches_tracked) while kiln's library module
+    # runs on fakes: the real buffer's value at trace time was baked into the graph (the factor
+    # of the first batch every call: running_mean silently wrong). Reading a value the graph
+    # reads is now a break, as in TorchDynamo.
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(3, 3, 1)
+            self.bn = nn.BatchNorm2d(3, momentum=None)
+
+        def forward(self, x):
+            return self.bn(self.conv(x)).relu()
+
+    m, ref = M(), M()
+    ref.load_state_dict(m.state_dict())
+    kiln.compiler.reset()
+    compiled = kiln.compile(m)
+    xs = [kiln.randn(4, 3, 5, 5) * (i + 1) for i in range(3)]
+    for x in xs:
+        compiled(x).sum().backward()
+        ref(x).sum().backward()
+    np.testing.assert_allclose(m.bn.running_mean.numpy(), ref.bn.running_mean.numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(m.bn.running_var.numpy(), ref.bn.running_var.numpy(), rtol=1e-5, atol=1e-6)
+    assert int(m.bn.num_batches_tracked) == 3
+
+
+def test_compiled_detach_of_an_input_and_next_of_parameters(strict):
+    # repackage_hidden compiled: h.detach() of an input came back as a view requiring grad with
+    # no derivative (backward through the next step failed); init_hidden's
+    # next(self.parameters()).new_zeros(...) broke the frame ("a tensor made in the graph that
+    # requires grad": next() handed back an existing parameter).
+    def repackage(h):
+        return h.detach() if isinstance(h, kiln.Tensor) else tuple(repackage(v) for v in h)
+
+    w = kiln.ones(3, requires_grad=True)
+    h = w * 2
+    kiln.compiler.reset()
+    r = kiln.compile(repackage)((h, h))
+    assert all(not t.requires_grad and t.grad_fn is None for t in r)
+    m = nn.Linear(3, 4)
+
+    def init_hidden(x):
+        return next(m.parameters()).new_zeros(2, 4) + x
+
+    e = _explain(init_hidden, kiln.ones(2, 4))
+    assert (e.graph_count, len(e.break_reasons)) == (1, 0), e.break_reasons

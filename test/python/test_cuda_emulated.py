@@ -389,3 +389,27 @@ def test_long_rows_split_over_blocks():
     assert am[0] == 1000
     np.testing.assert_allclose(wm, y.astype(np.float64).mean(), rtol=1e-6)
     np.testing.assert_allclose(wv, y.astype(np.float64).var(), rtol=1e-5)
+
+
+SCAN = """program @scan(%x: f32[s0, 5, 3], %i: i32[s0, 7]) {
+  %buf0: f32[s0, 5, 3] = extern cumsum(%x, dim=1)
+  %buf1: i64[s0, 7] = pointwise [i0: s0, i1: 7] {
+    %0 = load %i[7*i0 + i1]
+    %1 = cast %0 : i64
+    store %1
+  }
+  %buf2: i64[s0, 7] = extern cumprod(%buf1, dim=1)
+  output %buf0, %buf2
+}
+"""
+
+
+def test_scan_a_thread_per_lane():
+    # cumsum / cumprod (ScanShape): a thread per row and inner position carries the running
+    # value (double for f32, wrapping integers) along the scanned dim, over a size symbol.
+    s0 = 4
+    x = rng.standard_normal((s0, 5, 3)).astype(np.float32)
+    i = rng.integers(-3, 4, (s0, 7)).astype(np.int32)
+    (c, p), _ = cuda_emulator.run(SCAN, {"x": x, "i": i}, [(np.float32, s0 * 15), (np.int64, s0 * 7)], {"s0": s0})
+    np.testing.assert_allclose(c.reshape(s0, 5, 3), np.cumsum(x.astype(np.float64), 1).astype(np.float32), rtol=1e-6)
+    np.testing.assert_array_equal(p.reshape(s0, 7), np.cumprod(i.astype(np.int64), 1))

@@ -503,3 +503,43 @@ def test_explain_shows_symbolic_dims():
     assert out.dynamic_per_graph == ["x: f32[s0, 64]"]
     assert "Graph 1: x: f32[s0, 64]" in str(out)
     assert kiln.explain(fn)(_t(12, 64)).dynamic_per_graph == [None]
+
+
+def _per_graph(counts_by_graph):
+    """A counting backend keeping, per graph (its first placeholder name and op count), how many
+    times it compiled and how many of those were over size symbols."""
+    inductor = lookup_backend("inductor")
+
+    def backend(gm, example_inputs, **kwargs):
+        compiled = inductor(gm, example_inputs, **kwargs)
+        key = tuple(n.target for n in gm.graph.nodes if n.op == "call_function")
+        static, dyn = counts_by_graph.get(key, (0, 0))
+        counts_by_graph[key] = (static + (getattr(gm, "kiln_dynamic", None) is None),
+                                dyn + (getattr(gm, "kiln_dynamic", None) is not None))
+        return compiled
+
+    backend.supports_dynamic_shapes = True
+    return backend
+
+
+def test_graphs_around_a_break_and_with_fallbacks_compile_twice(capsys):
+    # A model with a print in its forward (a graph break: the graph before it and the resume
+    # function's graph) and an op without a lowering (sort, run eagerly between compiled
+    # segments), called at growing sizes: each graph compiles once static, then once over s0.
+    # The sizes the print shows are read from the graph's output at each call (not the first
+    # call's sizes baked into the glue).
+    def fn(x, w):
+        y = (x @ w).relu()
+        print("step", y.shape, x.shape[0])
+        return (y * 2).sum(1) + x.sort(1)[0][:, 0] * y.mean()
+
+    counts = {}
+    compiled = kiln.compile(fn, backend=_per_graph(counts))
+    w = _t(16, 16)
+    for n in (4, 5, 6, 7, 9, 12):
+        x = _t(n, 16)
+        got = compiled(x, w)
+        printed = capsys.readouterr().out
+        np.testing.assert_allclose(got.numpy(), fn(x, w).numpy(), rtol=1e-5, atol=1e-6)
+        assert printed == capsys.readouterr().out == f"step kiln.Size([{n}, 16]) {n}\n"
+    assert len(counts) == 2 and all(c == (1, 1) for c in counts.values()), counts

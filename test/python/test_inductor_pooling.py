@@ -7,6 +7,7 @@ import pytest
 
 import kiln
 from conftest import needs_cxx
+from kiln.compiler import frame_callback
 
 pytestmark = [needs_cxx, pytest.mark.usefixtures("strict_inductor")]
 F = kiln.nn.functional
@@ -160,3 +161,54 @@ def test_adaptive_avg_pool2d_that_does_not_divide_is_a_fallback():
     assert [op for _, op in plan.fallbacks] == ["aten._adaptive_avg_pool2d"]
     with kiln.no_grad():
         np.testing.assert_array_equal(kiln.compile(fn)(x).numpy(), fn(x).numpy())
+
+
+@pytest.mark.parametrize("config", AVG_CONFIGS + [(3, 1, 1, False, True, None)],
+                         ids=[str(c) for c in AVG_CONFIGS + [(3, 1, 1, False, True, None)]])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_avg_pool2d_backward_compiled_equals_eager(config, dtype):
+    # Each input adds grad / divisor of the outputs whose window holds it, in eager's order.
+    k, s, p, ceil, include, divisor = config
+    a = np.random.default_rng(11).standard_normal((2, 3, 9, 11)).astype(dtype)
+
+    def fn(x):
+        return (F.avg_pool2d(x * 2, k, s, p, ceil, include, divisor) ** 2).sum() + \
+            (F.adaptive_avg_pool2d(x, (3, 1)) ** 2).sum()
+
+    grads = []
+    for f in (fn, kiln.compile(fn)):
+        x = kiln.from_numpy(a.copy()).requires_grad_()
+        f(x).backward()
+        grads.append(x.grad.numpy())
+    plan = kiln.explain(fn)(kiln.from_numpy(a).requires_grad_()).kernels_per_graph[0]
+    assert "avg_pool2d" not in str(plan), plan  # forward and backward both lowered
+    np.testing.assert_array_equal(grads[1], grads[0])
+
+
+def test_pooling_over_a_symbolic_batch(monkeypatch):
+    # A CNN trained with changing batch sizes: the batch dim passes through the window loaders,
+    # so the forward and backward compile once more over the size symbol, not once per size.
+    seen = []
+    original = frame_callback.FrameCallback._compile_training
+
+    def counting(self, *args, **kwargs):
+        compiled, gm, traces = original(self, *args, **kwargs)
+        seen.append(traces.describe() if traces is not None else None)
+        return compiled, gm, traces
+
+    monkeypatch.setattr(frame_callback.FrameCallback, "_compile_training", counting)
+
+    def fn(x):
+        y = F.max_pool2d(kiln.relu(x), 3, 2, 1) + F.avg_pool2d(x, 3, 2, 1, False, False)
+        return (y * F.adaptive_avg_pool2d(x, (5, 5))).sum()
+
+    compiled = kiln.compile(fn)
+    for batch in (2, 3, 5, 8):
+        a = np.random.default_rng(batch).standard_normal((batch, 3, 10, 10)).astype(np.float32)
+        grads = []
+        for f in (fn, compiled):
+            x = kiln.from_numpy(a.copy()).requires_grad_()
+            f(x).backward()
+            grads.append(x.grad.numpy())
+        np.testing.assert_array_equal(grads[1], grads[0])
+    assert len(seen) == 2 and seen[0] is None and "s0" in seen[1], seen

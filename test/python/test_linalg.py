@@ -182,6 +182,24 @@ def test_addmm_family(dtype, beta, alpha):
         check(kiln.baddbmm(ks, kb1, kb2, beta=beta, alpha=alpha), torch.baddbmm(ts, tb1, tb2, beta=beta, alpha=alpha))
 
 
+@pytest.mark.parametrize("shape", [(4, 8, 3, 6), (3, 1, 5, 7), (5, 6, 4, 1)])
+def test_products_never_read_recycled_output_memory(shape):
+    # bmm/mm write a fresh result without zeroing it first (the batched oneDNN product never
+    # reads it; the per-matrix BLAS calls get zeros): memory recycled from a NaN-filled tensor of
+    # the same size must not leak into the result.
+    b, m, k, n = shape
+    a, w = kiln.rand(b, m, k), kiln.rand(b, k, n)
+    expected = np.matmul(a.numpy(), w.numpy())
+    for _ in range(3):
+        junk = kiln.full((b, m, n), float("nan"))
+        del junk
+        out = kiln.bmm(a, w)
+        np.testing.assert_allclose(out.numpy(), expected, rtol=1e-5, atol=1e-5)
+        junk = kiln.full((m, n), float("nan"))
+        del junk
+        np.testing.assert_allclose(kiln.mm(a[0], w[0]).numpy(), expected[0], rtol=1e-5, atol=1e-5)
+
+
 def test_addmm_beta_zero_ignores_nan():
     torch = need_torch()
     nan_k, nan_t = kiln.full((2, 5), float("nan")), torch.full((2, 5), float("nan"))

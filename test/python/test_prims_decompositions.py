@@ -93,8 +93,6 @@ REDUCTIONS = [
     ("aten.argmin(%i, 2)", lambda i, f: i.argmin(2)),
     ("aten.var.correction(%f, [1], correction=0, keepdim=True)", lambda i, f: f.var(1, correction=0, keepdim=True)),
     ("aten.any.dims(%i, [0, 1])", lambda i, f: i.any((0, 1))),
-    ("aten.cumsum(%i, 1)", lambda i, f: i.cumsum(1)),
-    ("aten.cumprod(%h, 2)", lambda i, f: f.half().cumprod(2)),
 ]
 
 
@@ -109,6 +107,16 @@ def test_reductions(body, expected):
     got = run(r, ki, kf, kh)
     assert_match(got, run(g, ki, kf, kh))
     assert_match(got, expected(ti, tf))
+
+
+def test_scans_stay_for_the_loop_ir():
+    # cumsum and cumprod have no prims decomposition: the loop IR lowers them as a scan
+    # (compiler/Lowering.cpp lowerScan), where a masked reduction would be quadratic in the dim.
+    g = fx.parse("graph @f(%i: i32[2, 3, 4], %h: f16[2, 3, 4]) {\n"
+                 "  %s = call_function aten.cumsum(%i, 1)\n"
+                 "  %p = call_function aten.cumprod(%h, 2)\n  output (%s, %p)\n}\n")
+    r = fx.retrace(g, "prims")
+    assert [n.target for n in r.nodes if n.op == "call_function"] == ["aten.cumsum", "aten.cumprod"], str(r)
 
 
 def test_views_stay_views_and_shapes():

@@ -9,7 +9,7 @@ from ._tensor import Tensor, Size  # noqa: F401
 from ._creation import tensor, as_tensor, from_dlpack  # noqa: F401
 from ._tensor_str import set_printoptions, get_printoptions, printoptions  # noqa: F401
 from ._ops import _export_ops
-from ._indexing import einsum, nonzero, unique, _install_methods  # noqa: F401
+from ._indexing import bucketize, einsum, nonzero, unique, _install_methods  # noqa: F401
 from ._dtype_info import finfo, iinfo  # noqa: F401
 
 half, float, double = float16, float32, float64
@@ -19,6 +19,12 @@ _export_ops(globals())
 del _export_ops
 _install_methods(Tensor)
 del _install_methods
+from ._composites import (  # noqa: E402,F401
+    broadcast_shapes, broadcast_tensors, broadcast_to, diag, diagonal, is_floating_point, is_tensor, meshgrid,
+    numel, _install_methods as _install_composites,
+)
+_install_composites(Tensor)
+del _install_composites
 from ._random import install as _install_random  # noqa: E402
 _install_random(globals(), Tensor)
 del _install_random
@@ -28,6 +34,7 @@ from .autograd import (  # noqa: E402,F401
 )
 from . import autograd, nn  # noqa: E402,F401
 from . import optim  # noqa: E402,F401
+from . import utils  # noqa: E402,F401
 from .serialization import load, save  # noqa: E402,F401
 from . import fx  # noqa: E402,F401
 from . import config  # noqa: E402,F401

@@ -1,5 +1,6 @@
 """The indexing functions whose Python signatures the op table cannot express: nonzero's
-as_tuple=, einsum's operands as varargs, unique's optional outputs. Each calls table ops."""
+as_tuple=, einsum's operands as varargs, unique's optional outputs, bucketize (searchsorted
+with its arguments swapped), Tensor.unfold (a view). Each calls table ops."""
 from . import _C
 
 _ops = _C._ops
@@ -40,6 +41,38 @@ def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=No
     return output
 
 
+def bucketize(input, boundaries, *, out_int32=False, right=False):
+    """For each element of input, the index of the bucket of the sorted 1-D `boundaries` it falls
+    in: searchsorted(boundaries, input) (right=True: boundaries[i-1] <= x < boundaries[i])."""
+    if not isinstance(boundaries, _C.TensorBase) or boundaries.dim() != 1:
+        got = f"dim({boundaries.dim()})" if isinstance(boundaries, _C.TensorBase) else type(boundaries).__name__
+        raise RuntimeError(f"bucketize(): boundaries tensor must be 1 dimension, but got {got}")
+    return _ops.searchsorted(boundaries, input, out_int32=out_int32, right=right)
+
+
+def unfold(self, dimension, size, step):
+    """Tensor.unfold: the `size`-long windows of `dimension`, `step` apart, along a new last
+    dimension: a view of self (as_strided over self's strides), as PyTorch's."""
+    nd = max(self.dim(), 1)
+    if not -nd <= dimension < nd:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-nd}, {nd - 1}], "
+                         f"but got {dimension})")
+    d = dimension % nd
+    n = self.shape[d] if self.dim() else 1
+    if size > n:
+        raise RuntimeError(f"maximum size for tensor at dimension {d} is {n} but size is {size}")
+    if size < 0:
+        raise RuntimeError(f"size is {size} but must be >= 0")
+    if step <= 0:
+        raise RuntimeError(f"step is {step} but must be > 0")
+    sizes, strides = list(self.shape), list(self.stride())
+    along = strides[d] if self.dim() else 1
+    if self.dim():
+        sizes[d] = (n - size) // step + 1
+        strides[d] = along * step
+    return self.as_strided(sizes + [size], strides + [along], self.storage_offset())
+
+
 def _install_methods(tensor_class):
     def nonzero_method(self, *, as_tuple=False):
         return nonzero(self, as_tuple=as_tuple)
@@ -47,6 +80,7 @@ def _install_methods(tensor_class):
     def unique_method(self, sorted=True, return_inverse=False, return_counts=False, dim=None):
         return unique(self, sorted, return_inverse, return_counts, dim)
 
+    tensor_class.unfold = unfold
     nonzero_method.__name__ = "nonzero"
     unique_method.__name__ = "unique"
     tensor_class.nonzero = nonzero_method

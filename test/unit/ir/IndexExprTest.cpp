@@ -123,6 +123,15 @@ TEST(IndexExpr, SubstituteComposesViews) {
   EXPECT_EQ(E("i0").substitute({{"i0", E("i1")}, {"i1", E("i0")}}).str(), "i1");
 }
 
+TEST(IndexExpr, DivmodIdentityOverSizeSymbols) {
+  // A [2, s0, 64] buffer read as [2*s0, 64] (a reshape merging dims of symbolic size): the
+  // merged index is affine again, so an extern GEMM reads it in place instead of a copy.
+  EXPECT_EQ(E("64*s0*floordiv(i0, s0) + 64*mod(i0, s0) + i1").str(), "64*i0 + i1");
+  EXPECT_EQ(E("2*s0*s1*floordiv(x, s0*s1) + 2*mod(x, s0*s1)").str(), "2*x");
+  EXPECT_EQ(E("s0*floordiv(x, 2*s0) + mod(x, 2*s0)").str(), "s0*floordiv(x, 2*s0) + mod(x, 2*s0)");
+  EXPECT_EQ(E("s0*floordiv(x, s0 + 1) + mod(x, s0 + 1)").str(), "s0*floordiv(x, s0 + 1) + mod(x, s0 + 1)");
+}
+
 TEST(IndexExpr, EvaluateAndVariables) {
   IndexExpr e = E("16*i0 + floordiv(i1, 3) - mod(s0, 5)");
   EXPECT_EQ(e.evaluate({{"i0", 2}, {"i1", -4}, {"s0", 12}}), 32 - 2 - 2);

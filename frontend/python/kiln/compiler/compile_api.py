@@ -39,6 +39,9 @@ def compile(fn=None, *, backend="inductor", fullgraph=False, dynamic=None, mode=
     if mode is not None and options is not None:
         raise RuntimeError(
             "Either mode or options can be specified, but both can't be specified at the same time.")
+    if backend == "inductor":
+        from .inductor import check_mode
+        check_mode(mode)
     backend_fn = lookup_backend(backend)
     backend_kwargs = {}
     if mode is not None:

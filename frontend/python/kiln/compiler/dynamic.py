@@ -534,6 +534,70 @@ def _same_constants(a, b):
     return True
 
 
+def size_break_state(static, traces):
+    """Rewrites, in `static` and every trace of `traces` (the symbolic one and the probes), the
+    values a graph before a break hands on (its `break_state`: the breaking call's arguments,
+    the live locals) that are sizes of the graph's outputs at every trace (`print(y.shape)`,
+    `n = y.shape[0]`) into those sizes read at run time (`__o[0].shape`, `__o[0].shape[0]`),
+    so the glue stays right at other sizes; the constants they were are dropped."""
+    results = [static] + list(traces)
+    if "break_state" not in static or any("break_state" not in r or not r["ok"] for r in results):
+        return
+    shapes = []  # per result, per graph output: its shape (the static call's for the symbolic one)
+    for r in results:
+        outs = r["graph"].output_node.args[0] if r["graph"].output_node is not None else ()
+        outs = outs if isinstance(outs, (tuple, list)) else (outs,)
+        shapes.append([tuple(o.type.shape) if getattr(o, "type", None) is not None and o.type.kind == "tensor"
+                       else None for o in outs])
+    shapes[1] = shapes[0]  # traces[0] is the symbolic trace at the call's sizes
+    candidates = []
+    for i, shape in enumerate(shapes[0]):
+        if shape is None or not all(len(s) > i and s[i] is not None and len(s[i]) == len(shape) for s in shapes):
+            continue
+        candidates.append((f"__o[{i}].shape", lambda s, i=i: s[i]))
+        candidates += [(f"__o[{i}].shape[{d}]", lambda s, i=i, d=d: s[i][d]) for d in range(len(shape))]
+
+    def value(r, expr):
+        if expr is None:
+            return None
+        if expr.startswith("__c[") and expr.endswith("]") and expr[4:-1].isdigit():
+            return r["constants"][int(expr[4:-1])]
+        return int(expr) if expr.lstrip("-").isdigit() else None
+
+    def same(v, expected):  # (a size is an int, or a SizeInt while tracing over symbols)
+        if isinstance(expected, tuple):
+            return isinstance(v, tuple) and tuple(v) == expected
+        return isinstance(v, int) and not isinstance(v, bool) and int(v) == int(expected)
+
+    def rewrite(entries):
+        if any(len(e) != len(entries[0]) for e in entries):
+            return
+        for k in range(len(entries[0])):
+            exprs = [e[k] for e in entries]
+            values = [value(r, x) for r, x in zip(results, exprs)]
+            if any(v is None or not isinstance(v, (int, tuple)) or isinstance(v, bool) for v in values):
+                continue
+            if all(x == exprs[0] for x in exprs) and all(same(v, values[0]) for v in values):
+                continue  # the same value at every size
+            for text, size in candidates:
+                if all(same(v, size(sh)) for v, sh in zip(values, shapes)):
+                    for e in entries:
+                        e[k] = text
+                    break
+
+    for key in ("locals", "stack"):
+        entries = [r["break_state"].get(key) for r in results]
+        if all(isinstance(e, list) for e in entries):
+            rewrite(entries)
+    # Constants no longer referenced (sizes read from the outputs now) are not compared.
+    for r in results:
+        used = repr(r.get("break_state")) + repr(r.get("output")) + repr(r.get("lets")) + repr(r.get("side_effects"))
+        constants = [c if f"__c[{k}]" in used else None for k, c in enumerate(r["constants"])]
+        while constants and constants[-1] is None and f"__c[{len(constants) - 1}]" not in used:
+            constants.pop()
+        r["constants"] = constants
+
+
 def compare_traces(traced, static, probes):
     """Why the probe traces cannot be one graph over the symbols, or None: each must succeed
     and rebuild the frame's result from the same inputs, output expression and constants (a
@@ -541,7 +605,7 @@ def compare_traces(traced, static, probes):
     for r in [traced] + list(probes):
         if not r["ok"]:
             return f"a trace at other sizes failed: {r['reason']}"
-        for key in ("inputs", "output", "lets", "side_effects"):
+        for key in ("inputs", "output", "lets", "side_effects", "break_state"):
             if r.get(key) != static.get(key):
                 return f"the frame's {key} differ at other sizes"
         if not _same_constants(list(r["constants"]), list(static["constants"])):

@@ -48,6 +48,8 @@ def is_fallback(node):
         return not _lowers_indexing(node)
     if target in _POOLING_OPS:
         return not _lowers_pooling(node)
+    if target in _SCAN_OPS:
+        return not _lowers_scan(node)
     if target == "operator.getitem" and node.args and hasattr(node.args[0], "op"):
         return is_fallback(node.args[0])
     return not target.startswith("prims.") or target in _UNLOWERED_PRIMS
@@ -61,10 +63,22 @@ _INDEXING_OPS = frozenset({
 })
 
 
+# Scans the loop IR lowers directly as an extern scan (compiler/Lowering.cpp, lowerScan), over
+# static or symbolic sizes.
+_SCAN_OPS = frozenset({"aten.cumsum", "aten.cumprod"})
+
+
+def _lowers_scan(node):
+    """Numeric results; a bool result (dtype=bool) runs eagerly, whose kernel raises."""
+    out = _tensor_type(node)
+    return out is not None and out.dtype != _bool_dtype() and not getattr(out.dtype, "is_complex", False)
+
+
 # Pooling ops the loop IR lowers directly (compiler/Lowering.cpp, "Pooling"); their results
 # are taken by getitem nodes, which lower with them.
 _POOLING_OPS = frozenset({"aten.max_pool2d_with_indices", "aten.max_pool2d_with_indices_backward",
-                          "aten.avg_pool2d", "aten._adaptive_avg_pool2d"})
+                          "aten.avg_pool2d", "aten._adaptive_avg_pool2d", "aten.avg_pool2d_backward",
+                          "aten._adaptive_avg_pool2d_backward"})
 # Most window taps an average pool is unrolled into (a global pool over a large image stays a
 # fallback rather than one huge loop body).
 _MAX_AVERAGED_TAPS = 64
@@ -74,24 +88,15 @@ def _lowers_pooling(node):
     """Static shapes, a 3-d or 4-d numeric input and a nonempty result (eager reports the rest);
     average pools in float32/float64 (eager sums half precision in float32) over at most
     _MAX_AVERAGED_TAPS taps, adaptive ones only where the input divides into the output."""
+    if str(node.target) in ("aten.avg_pool2d_backward", "aten._adaptive_avg_pool2d_backward"):
+        # As the forward over the same window (grad_output is the forward's output); eager raises
+        # for mismatched dtypes.
+        grad, self_t = _tensor_type(node.args[0]), _tensor_type(node.args[1])
+        if grad is None or self_t is None or grad.dtype != self_t.dtype:
+            return False
+        return _lowers_avg_pool(node, self_t, grad, 2)
     if str(node.target) in ("aten.avg_pool2d", "aten._adaptive_avg_pool2d"):
-        self_t, out = _tensor_type(node.args[0]), _tensor_type(node)
-        if self_t is None or out is None or not _static(self_t) or not _static(out):
-            return False
-        if len(self_t.shape) not in (3, 4) or self_t.dtype not in _floating_dtypes()[:2]:
-            return False
-        if not all(s > 0 for s in list(self_t.shape) + list(out.shape)):
-            return False
-        if str(node.target) == "aten._adaptive_avg_pool2d":
-            ins, outs = self_t.shape[-2:], out.shape[-2:]
-            if any(i % o for i, o in zip(ins, outs)):
-                return False
-            taps = (ins[0] // outs[0]) * (ins[1] // outs[1])
-        else:
-            k = node.args[1] if len(node.args) > 1 else node.kwargs.get("kernel_size")
-            k = list(k) if isinstance(k, (list, tuple)) else [k]
-            taps = k[0] * (k[1] if len(k) > 1 else k[0])
-        return taps <= _MAX_AVERAGED_TAPS
+        return _lowers_avg_pool(node, _tensor_type(node.args[0]), _tensor_type(node), 1)
     if str(node.target) == "aten.max_pool2d_with_indices_backward":
         grad, self_t, indices = (_tensor_type(a) for a in (node.args[0], node.args[1], node.args[7]))
         if not all(_static(t) for t in (grad, self_t, indices)) or not _integer(indices):
@@ -108,6 +113,28 @@ def _lowers_pooling(node):
     if getattr(self_t.dtype, "is_complex", False):
         return False
     return all(s > 0 for s in out.shape)
+
+
+def _lowers_avg_pool(node, self_t, out, kernel_pos):
+    """An average pool (or its backward, whose kernel_size is argument 2) over `self_t` to
+    `out`: static, float32/float64, 3-d or 4-d, nonempty, at most _MAX_AVERAGED_TAPS taps;
+    adaptive ones only where the input divides into the output."""
+    if self_t is None or out is None or not _static(self_t) or not _static(out):
+        return False
+    if len(self_t.shape) not in (3, 4) or self_t.dtype not in _floating_dtypes()[:2]:
+        return False
+    if not all(s > 0 for s in list(self_t.shape) + list(out.shape)):
+        return False
+    if "adaptive" in str(node.target):
+        ins, outs = self_t.shape[-2:], out.shape[-2:]
+        if any(i % o for i, o in zip(ins, outs)):
+            return False
+        taps = (ins[0] // outs[0]) * (ins[1] // outs[1])
+    else:
+        k = node.args[kernel_pos] if len(node.args) > kernel_pos else node.kwargs.get("kernel_size")
+        k = list(k) if isinstance(k, (list, tuple)) else [k]
+        taps = k[0] * (k[1] if len(k) > 1 else k[0])
+    return taps <= _MAX_AVERAGED_TAPS
 
 
 def _tensor_type(a):

@@ -169,6 +169,27 @@ def _aliases_first_argument(node):
     return "-> Tensor(a" in schema
 
 
+def _detaching_outputs(compiled, graph):
+    """`compiled`, with the outputs the graph returns from aten.detach detached again: the
+    backends rebuild an output aliasing an input as a view of it (prims.view_of, which detach
+    becomes), which required grad with no derivative (`return h.detach()` of a hidden state
+    made backward through it fail, as repackage_hidden in a compiled function does)."""
+    outputs = graph.output_node.args[0]
+    outputs = list(outputs) if isinstance(outputs, (tuple, list)) else [outputs]
+    detached = [i for i, o in enumerate(outputs) if str(getattr(o, "target", "")) == "aten.detach"]
+    if not detached:
+        return compiled
+
+    def run(*args):
+        out = list(compiled(*args))
+        for i in detached:
+            if isinstance(out[i], _C.TensorBase) and out[i].requires_grad:
+                out[i] = out[i].detach()
+        return tuple(out)
+
+    return run
+
+
 def _returns_view_of_intermediate(graph):
     """Whether an output of `graph` is a view of a value the graph computes: compiled, the output
     would be a copy, no longer aliasing that value."""
@@ -372,9 +393,10 @@ class FrameCallback:
         traces, static_result, described = None, result, None
         # Training graphs are compiled over size symbols by AOT autograd for the inductor backend
         # (aot.compile_training_dynamic); other backends get them through gm.kiln_dynamic.
-        if site is None and leaves_grad_mode is None and (not _needs_autograd(examples, result["attrs"])
-                                                          or _backend_name(self.backend) == "inductor"):
-            traces = self._dynamic_traces(code, state, frame_info, result, examples)
+        # (A graph before a break is probed as it was traced: up to the break, `site`.)
+        if leaves_grad_mode is None and (not _needs_autograd(examples, result["attrs"])
+                                         or _backend_name(self.backend) == "inductor"):
+            traces = self._dynamic_traces(code, state, frame_info, result, examples, site)
             if traces is not None and not getattr(self.backend, "supports_dynamic_shapes", False):
                 # Described (kiln.explain), not compiled over: the graph runs at the call's sizes.
                 described, traces = traces.describe(), None
@@ -418,6 +440,7 @@ class FrameCallback:
             _C.set_rng_state(rng_state)
         if leaves_grad_mode is not None:
             compiled = _switching_grad_mode_after(compiled, leaves_grad_mode)
+        compiled = _detaching_outputs(compiled, gm.graph)
         entry = self._glue_entry(code, frame_info, result, site, compiled)
 
         if traces is not None:
@@ -459,7 +482,8 @@ class FrameCallback:
                     if len(sig.hints) > 1:
                         tensors = {e: x for e, x in zip(traces.static_result["inputs"], examples)
                                    if isinstance(x, _C.TensorBase)}
-                        tries = [self._probe(code, frame_info, traces.static_result, tensors, sig.restrict([i]))
+                        tries = [self._probe(code, frame_info, traces.static_result, tensors, sig.restrict([i]),
+                                             traces.trace_options)
                                  for i in range(len(sig.hints))]
                         tries = [t if isinstance(t, dynamic.Traces) else None for t in tries]
         _dynamic_log.info("%s: compiling for static sizes", _where(code))
@@ -499,8 +523,10 @@ class FrameCallback:
                 wanted[expr] = dims
         return tensors, wanted
 
-    def _dynamic_traces(self, code, state, frame_info, result, examples):
-        """The frame traced with size symbols (dynamic.Traces), or None for a static compile."""
+    def _dynamic_traces(self, code, state, frame_info, result, examples, site=None):
+        """The frame (up to the break at `site`, when given) traced with size symbols
+        (dynamic.Traces), or None for a static compile."""
+        extra = site.retrace_options() if site is not None else {}
         tensors, wanted = self._wanted_dynamic_dims(state, result["inputs"], examples)
         wanted = {e: d - state.static_dims.get(e, set()) for e, d in wanted.items()}
         wanted = {e: d for e, d in wanted.items() if d}
@@ -516,7 +542,7 @@ class FrameCallback:
             _dynamic_log.info("%s: %d size symbols (at most %d are fitted); compiling for static sizes",
                               _where(code), len(sig.hints), dynamic.MAX_SYMBOLS)
             return None
-        traces = self._probe(code, frame_info, result, tensors, sig)
+        traces = self._probe(code, frame_info, result, tensors, sig, extra)
         while isinstance(traces, set):
             # The traced code compared sizes of these symbols (it may branch on them): they
             # are specialized, the others traced again.
@@ -526,27 +552,28 @@ class FrameCallback:
             if not keep:
                 return None
             sig = sig.restrict(keep)
-            traces = self._probe(code, frame_info, result, tensors, sig)
+            traces = self._probe(code, frame_info, result, tensors, sig, extra)
         if traces is None and len(sig.hints) > 1:
             # Specialize what does not trace over a symbol (a dim a parameter's size pins, as
             # `layer_norm(x, [d], weight)`): the symbols that trace alone, then together.
             alone = [i for i in range(len(sig.hints))
-                     if isinstance(self._probe(code, frame_info, result, tensors, sig.restrict([i])),
+                     if isinstance(self._probe(code, frame_info, result, tensors, sig.restrict([i]), extra),
                                    dynamic.Traces)]
             if len(alone) > 1:
-                traces = self._probe(code, frame_info, result, tensors, sig.restrict(alone))
+                traces = self._probe(code, frame_info, result, tensors, sig.restrict(alone), extra)
             if not isinstance(traces, dynamic.Traces) and alone:
-                traces = self._probe(code, frame_info, result, tensors, sig.restrict(alone[:1]))
+                traces = self._probe(code, frame_info, result, tensors, sig.restrict(alone[:1]), extra)
         return traces if isinstance(traces, dynamic.Traces) else None
 
-    def _fit_range(self, code, frame_info, tensors, sig):
+    def _fit_range(self, code, frame_info, tensors, sig, extra):
         """`sig` with its guarded maximum lowered to the largest size the frame traces at, when
         it does not trace with every symbol at the maximum (a model whose causal mask is
         block_size long takes sequences up to block_size only): found by bisection between
         the traced sizes and the maximum, with every symbol at the same size."""
         def traces_at(size):
             point = tuple(size for _ in sig.hints)
-            return trace_frame(frame_info, {"fullgraph": self.fullgraph, "sizes": sig.sizes_at(point, tensors)})["ok"]
+            return trace_frame(frame_info, {"fullgraph": self.fullgraph, **extra,
+                                            "sizes": sig.sizes_at(point, tensors)})["ok"]
 
         start = time.perf_counter()
         try:
@@ -561,11 +588,12 @@ class FrameCallback:
         _dynamic_log.info("%s: the frame traces at sizes up to %d only: guarded 2 <= s <= %d", _where(code), low, low)
         return sig.with_max_size(low)
 
-    def _probe(self, code, frame_info, result, tensors, sig):
+    def _probe(self, code, frame_info, result, tensors, sig, extra):
         """The frame traced over `sig`'s symbols at the probe points (dynamic.Traces); None when
-        the traces are not one graph; the set of symbol ids whose sizes the code compared."""
-        sig = self._fit_range(code, frame_info, tensors, sig)
-        options = {"fullgraph": self.fullgraph, "dynamic": sig.dims, "max_dynamic_size": sig.max_size}
+        the traces are not one graph; the set of symbol ids whose sizes the code compared.
+        `extra`: trace_frame options of a graph before a break (resume.BreakSite)."""
+        sig = self._fit_range(code, frame_info, tensors, sig, extra)
+        options = {"fullgraph": self.fullgraph, **extra, "dynamic": sig.dims, "max_dynamic_size": sig.max_size}
         start = time.perf_counter()
         compared = set()
         try:
@@ -594,14 +622,17 @@ class FrameCallback:
             self._time(code, "trace_frame", start)
         if compared:
             return compared
+        dynamic.size_break_state(result, [traced] + [r for _, r in probes])
         why = dynamic.compare_traces(traced, result, [r for _, r in probes])
         if why is not None:
             _dynamic_log.info("%s: not traced over size symbols %s (%s)", _where(code), sig.describe(), why)
             return None
         positions = {i for i, e in enumerate(result["inputs"]) if e in sig.dims}
-        return dynamic.Traces(sig, traced, result, [tuple(sig.hints)] + [p for p, _ in probes],
-                              [GraphModule(traced["attrs"], traced["graph"])]
-                              + [GraphModule(r["attrs"], r["graph"]) for _, r in probes], positions)
+        traces = dynamic.Traces(sig, traced, result, [tuple(sig.hints)] + [p for p, _ in probes],
+                                [GraphModule(traced["attrs"], traced["graph"])]
+                                + [GraphModule(r["attrs"], r["graph"]) for _, r in probes], positions)
+        traces.trace_options = extra  # to probe again over fewer symbols
+        return traces
 
     def _glue_entry(self, code, frame_info, result, site, compiled):
         capture = capture_module()

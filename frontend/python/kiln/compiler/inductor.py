@@ -205,11 +205,13 @@ def cuda_device(graph):
     return int(cuda[0].partition(":")[2] or current_device())
 
 
-def _compile_cuda(program, device, size_hints=None):
+def _compile_cuda(program, device, size_hints=None, cuda_graphs=False):
     """The CudaCompiledProgram of a scheduled loop program (NVRTC CUBINs come from the kernel
-    cache's artifact store, so a program compiled before is only loaded)."""
+    cache's artifact store, so a program compiled before is only loaded); with `cuda_graphs`
+    (mode="reduce-overhead") its calls replay a CUDA graph captured at the second call."""
     try:
-        kernel = _codegen.CudaCompiledProgram(program, device, size_hints or {}, _codegen.cache_dir())
+        kernel = _codegen.CudaCompiledProgram(program, device, size_hints or {}, _codegen.cache_dir(),
+                                              cuda_graphs)
     except Exception as error:  # noqa: BLE001 - the emitter's refusals name what it lacks
         raise InductorUnsupported(f"CUDA: {type(error).__name__}: {error}") from error
     debug_dir.write("output_code.cu", kernel.source)
@@ -218,10 +220,11 @@ def _compile_cuda(program, device, size_hints=None):
     return kernel
 
 
-def _compile_program(graph):
+def _compile_program(graph, cuda_graphs=False):
     """(CompiledKernel, scheduled loop program text, the scheduler's log) of a prims graph; for a
     graph with fallback ops (fallback.py), (PartitionedProgram, the segments' programs joined,
-    their logs joined). On CUDA inputs, a CudaCompiledProgram instead of the CompiledKernel."""
+    their logs joined). On CUDA inputs, a CudaCompiledProgram instead of the CompiledKernel
+    (replaying CUDA graphs with `cuda_graphs`; nothing changes on the CPU)."""
     device = cuda_device(graph)
     steps = _plan(graph)
     if steps is not None:
@@ -234,7 +237,7 @@ def _compile_program(graph):
     try:
         program, schedule_log = _codegen.schedule(_codegen.lower(graph))
         if device is not None:
-            return _compile_cuda(program, device), program, schedule_log
+            return _compile_cuda(program, device, cuda_graphs=cuda_graphs), program, schedule_log
         source = _codegen.emit_cpp(program)
     except Exception as error:  # noqa: BLE001 - lowering errors name the prim; re-raised as one kind
         raise InductorUnsupported(f"{type(error).__name__}: {error}") from error
@@ -327,16 +330,18 @@ def _graph_key(gm, example_inputs):
     return "\n".join(lines)
 
 
-def compile_graph(gm, example_inputs=None):
+def compile_graph(gm, example_inputs=None, cuda_graphs=False):
     """What `inductor` builds, as (run, attribute paths bound after the placeholders, the
     CompiledKernel or None): `run(*placeholders, *attributes)` returns the outputs' tuple.
     A graph compiled before (in any process) with the same key comes from the graph cache
-    (graph_cache.py) without being lowered or compiled again."""
+    (graph_cache.py) without being lowered or compiled again. `cuda_graphs`: a program for CUDA
+    replays CUDA graphs (mode="reduce-overhead")."""
     key = _graph_key(gm, example_inputs)
     entry = graph_cache.load(key)
     if entry is None:
-        attr_targets, draws, computed, views, where = _prepare(gm, example_inputs)
-        kernel, program, schedule_log = _compile_program(computed) if computed is not None else (None,) * 3
+        attr_targets, draws, computed, views, where = _prepare_cuttable(gm, example_inputs)
+        kernel, program, schedule_log = _compile_program(computed, cuda_graphs) if computed is not None \
+            else (None,) * 3
         view_fn = GraphModule({}, views).forward if views is not None else None
         draw_fn = GraphModule({}, draws).forward if draws is not None else None
         if isinstance(kernel, fallback.PartitionedProgram) or \
@@ -388,10 +393,17 @@ def _drop_grad_mode_changes(graph):
         graph.erase_node(node)
 
 
-def _prepare(gm, example_inputs):
+def _prepare(gm, example_inputs, functionalize=False):
     """The graphs compile_graph builds from `gm`: (attribute targets, the graph of eager draws or
-    None, the graph to compile or None, the view graph or None, where each output comes from)."""
-    prims_gm = retrace(_with_input_layouts(gm, example_inputs), "prims")
+    None, the graph to compile or None, the view graph or None, where each output comes from).
+    With `functionalize`, in-place writes into the graph's own intermediates become values first
+    (see _prepare_cuttable)."""
+    typed = _with_input_layouts(gm, example_inputs)
+    if functionalize:
+        aten = _C._fx.retrace(typed.graph, "aten", True)
+        aten._run_passes("functionalize,dce")
+        typed = GraphModule(typed, aten, class_name=type(typed).__name__)
+    prims_gm = retrace(typed, "prims")
     graph, placeholders, attr_targets = _lowerable_graph(prims_gm)
     _drop_grad_mode_changes(graph)
     # Identical pure calls computed once (a backward formula's `grad * x + grad * x`, the same
@@ -405,11 +417,34 @@ def _prepare(gm, example_inputs):
     return attr_targets, draws, computed, views, where
 
 
+def _prepare_cuttable(gm, example_inputs):
+    """_prepare's graphs, functionalized when an op without a lowering reads storage the graph
+    writes in place (an inference graph is not functionalized by AOT autograd: a ResNet in eval
+    mode writes relu(inplace=True) and `out += identity` into values its convolutions read, and
+    fallback.plan cannot order those writes between compiled segments)."""
+    prepared = _prepare(gm, example_inputs)
+    computed = prepared[2]
+    if computed is None:
+        return prepared
+    try:
+        fallback.plan(computed, _VIEW_PRIMS, _MUTATING_PRIMS)
+        return prepared
+    except fallback.Uncuttable:
+        pass
+    try:
+        functional = _prepare(gm, example_inputs, functionalize=True)
+        if functional[2] is not None:
+            fallback.plan(functional[2], _VIEW_PRIMS, _MUTATING_PRIMS)
+    except (RuntimeError, fallback.Uncuttable):  # no better: _plan reports the first graph's writes
+        return prepared
+    return functional
+
+
 def plan_kernels(gm, example_inputs=None):
     """The scheduled loop program (text) the inductor backend would compile for `gm`, without
     compiling it; None when every output is an input or a view of one (nothing to compile).
     Raises InductorUnsupported for graphs the backend runs eagerly."""
-    _, _, computed, _, _ = _prepare(gm, example_inputs)
+    _, _, computed, _, _ = _prepare_cuttable(gm, example_inputs)
     if computed is None:
         return None
     steps = _plan(computed)
@@ -574,7 +609,7 @@ def _dynamic_runner(kernel, views, where, symbol_dims, draws=None):
     return run
 
 
-def compile_dynamic(traces, example_inputs):
+def compile_dynamic(traces, example_inputs, cuda_graphs=False):
     """The program over size symbols (dynamic.py) of a frame traced at several points:
     `traces` is a dynamic.Traces; returns (the callable, attribute targets). Outputs that are
     views of inputs are taken at each call with their geometry fitted over the symbols. Raises
@@ -582,7 +617,7 @@ def compile_dynamic(traces, example_inputs):
     the graph needs what the symbolic path does not do yet (fallbacks)."""
     from .dynamic import DynamicUnsupported, generalize
 
-    texts, attr_lists, wheres, geometries, draw_graphs = [], [], [], [], []
+    texts, attr_lists, wheres, geometries, draw_graphs, graphs, plans = [], [], [], [], [], [], []
     device = None
     for gm in traces.graph_modules:
         try:
@@ -594,8 +629,11 @@ def compile_dynamic(traces, example_inputs):
             raise DynamicUnsupported(f"the graph at other sizes does not compile: {type(error).__name__}: "
                                      f"{error}") from error
         draw_graphs.append(draws)
-        if computed is not None and _plan(computed) is not None:
-            raise DynamicUnsupported("ops without a lowering (fallbacks) are compiled for static sizes only")
+        try:
+            plans.append(_plan(computed) if computed is not None else None)
+        except InductorUnsupported as error:
+            raise DynamicUnsupported(str(error)) from error
+        graphs.append(computed)
         texts.append(str(computed) if computed is not None else "")
         device = cuda_device(computed) if computed is not None else None
         attr_lists.append(attr_targets)
@@ -614,8 +652,13 @@ def compile_dynamic(traces, example_inputs):
         return _dynamic_runner(None, views, wheres[0], symbol_dims, draws), attr_lists[0]
     if any(a != attr_lists[0] for a in attr_lists):
         raise DynamicUnsupported("the graph reads other attributes at other sizes")
-    symbolic_text = generalize(texts, traces.points, traces.names)
     hints = dict(zip(traces.names, traces.points[0]))
+    if any(plan is not None for plan in plans):
+        if device is not None:
+            raise DynamicUnsupported("ops without a lowering (fallbacks) on CUDA tensors")
+        kernel = _partitioned_over_symbols(graphs, plans, traces, hints)
+        return _dynamic_runner(kernel, views, wheres[0], symbol_dims, draws), attr_lists[0]
+    symbolic_text = generalize(texts, traces.points, traces.names)
     if device is not None:
         try:
             program, schedule_log = _codegen.schedule(_codegen.lower(symbolic_text))
@@ -623,16 +666,23 @@ def compile_dynamic(traces, example_inputs):
             raise DynamicUnsupported(f"lowering over size symbols failed: {type(error).__name__}: {error}") \
                 from error
         _loops_log.info("fusion decisions (sizes %s, CUDA):\n%s", traces.describe(), schedule_log)
-        kernel = _compile_cuda(program, device, hints)
+        kernel = _compile_cuda(program, device, hints, cuda_graphs)
         return _dynamic_runner(kernel, views, wheres[0], symbol_dims, draws), attr_lists[0]
-    # The graph cache keys on the symbolic graph (its text over s0, s1, ...) and the size hints
-    # the code was tuned for: another process, or another frame with the same graph, skips
-    # lowering and compiling.
+    kernel = _compile_symbolic(symbolic_text, hints, traces, attr_lists[0])
+    return _dynamic_runner(kernel, views, wheres[0], symbol_dims, draws), attr_lists[0]
+
+
+def _compile_symbolic(symbolic_text, hints, traces, attr_targets=()):
+    """The CompiledKernel of a prims graph's text over size symbols, tuned for the size `hints`.
+    The graph cache keys on the symbolic graph (its text over s0, s1, ...) and the hints: another
+    process, or another frame with the same graph, skips lowering and compiling."""
+    from .dynamic import DynamicUnsupported
+
     key = "\n".join([graph_cache.build_identity(), _codegen.toolchain_key(), "symbolic sizes",
                      repr(sorted(hints.items())), symbolic_text])
     entry = graph_cache.load(key)
     if entry is not None and entry.kernel is not None:
-        return _dynamic_runner(entry.kernel, views, wheres[0], symbol_dims, draws), attr_lists[0]
+        return entry.kernel
     try:
         program, schedule_log = _codegen.schedule(_codegen.lower(symbolic_text))
         source = _codegen.emit_cpp(program, size_hints=hints)
@@ -648,9 +698,55 @@ def compile_dynamic(traces, example_inputs):
     _output_code_log.info("output code (%s, %s, symbolic sizes %s):\n%s", path,
                           "cache hit" if cache_hit else "compiled", traces.describe(), source)
     # (The entry holds the program; the output views are fitted again from the probes.)
-    graph_cache.store(key, graph_cache.Entry(program, path, None, [], attr_lists[0], schedule_log=schedule_log))
-    kernel = _codegen.CompiledKernel(path, "kiln_entry", program)
-    return _dynamic_runner(kernel, views, wheres[0], symbol_dims, draws), attr_lists[0]
+    graph_cache.store(key, graph_cache.Entry(program, path, None, [], list(attr_targets), schedule_log=schedule_log))
+    return _codegen.CompiledKernel(path, "kiln_entry", program)
+
+
+def _partitioned_over_symbols(graphs, plans, traces, hints):
+    """A graph with fallback ops over size symbols: the probes' prims `graphs` cut by their
+    fallback `plans`, which must agree (the same steps, fallbacks whose calls differ only in
+    their types); each compiled segment is fitted over the probes and compiled once over the
+    symbols (it binds them from its own inputs' dims), and the fallbacks run eagerly between
+    them as they do for static sizes (eager kernels take any size)."""
+    from .dynamic import DynamicUnsupported, generalize
+
+    if any(plan is None for plan in plans):
+        raise DynamicUnsupported("ops without a lowering (fallbacks) at some sizes only")
+    shape = [_step_signature(step) for step in plans[0]]
+    for plan, point in zip(plans[1:], traces.points[1:]):
+        if [_step_signature(step) for step in plan] != shape:
+            raise DynamicUnsupported(f"the fallback ops or their segments differ at sizes {point}")
+    segment_texts = {}
+    for i, step in enumerate(plans[0]):
+        if step.kind != "compiled":
+            continue
+        texts = []
+        for plan in plans:
+            segment = plan[i].graph
+            computed, views, _ = _split_outputs(segment, list(segment.placeholders()))
+            if views is not None or computed is None:
+                raise DynamicUnsupported("a segment between fallback ops returns a view of its inputs")
+            texts.append(str(computed))
+        segment_texts[id(step.graph)] = generalize(texts, traces.points, traces.names)
+
+    def compile_segment(segment):
+        symbolic_text = segment_texts[id(segment)]
+        kernel = _compile_symbolic(symbolic_text, hints, traces)
+        return kernel, symbolic_text
+
+    return fallback.PartitionedProgram(graphs[0], plans[0], compile_segment)
+
+
+def _step_signature(step):
+    """What must agree between probes for a step of a fallback plan: its kind, the nodes it takes
+    and produces, and for a fallback its calls without their types (the arguments an eager
+    kernel reads)."""
+    names = ([n.name for n in step.inputs], [getattr(n, "name", None) for n in step.outputs])
+    if step.kind == "compiled":
+        return step.kind, names, step.layouts
+    calls = [(n.op, str(n.target), repr(n.args), repr(n.kwargs)) for n in step.graph.nodes
+             if n.op == "call_function"]
+    return step.kind, names, step.layouts, calls
 
 
 def attribute_reader(gm, targets):
@@ -678,16 +774,37 @@ def attribute_reader(gm, targets):
     return lambda: [_attribute(gm, target) for target in targets]
 
 
+# kiln.compile's modes, as torch.compile's; those that replay CUDA graphs on CUDA inputs.
+MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+_CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")
+
+
+def check_mode(mode):
+    """RuntimeError for a mode inductor does not know (torch.compile's message)."""
+    if mode is not None and mode not in MODES:
+        raise RuntimeError(f"Unrecognized mode={mode}, should be one of: {', '.join(MODES)}")
+
+
+def _wants_cuda_graphs(mode=None, options=None, **_):
+    """mode="reduce-overhead" (or "max-autotune"), or options={"triton.cudagraphs": True}."""
+    check_mode(mode)
+    if options is not None and "triton.cudagraphs" in options:
+        return bool(options["triton.cudagraphs"])
+    return mode in _CUDA_GRAPH_MODES
+
+
 def compile_inductor(gm, example_inputs, **kwargs):
     """Compiles the captured graph to C++ (see the module docstring); returns a callable taking
-    the graph's placeholders and returning its outputs as a tuple. `mode` and `options` of
-    kiln.compile are accepted and not used yet. A graph traced with size symbols
-    (gm.kiln_dynamic, set by the frame callback) compiles to one program over them."""
+    the graph's placeholders and returning its outputs as a tuple. mode="reduce-overhead" of
+    kiln.compile makes a program for CUDA replay CUDA graphs (docs/cuda.md); on the CPU the
+    modes change nothing yet. A graph traced with size symbols (gm.kiln_dynamic, set by the
+    frame callback) compiles to one program over them."""
+    cuda_graphs = _wants_cuda_graphs(**kwargs)
     traces = getattr(gm, "kiln_dynamic", None)
     if traces is not None:
-        run, attr_targets = compile_dynamic(traces, example_inputs)
+        run, attr_targets = compile_dynamic(traces, example_inputs, cuda_graphs)
     else:
-        run, attr_targets, _ = compile_graph(gm, example_inputs)
+        run, attr_targets, _ = compile_graph(gm, example_inputs, cuda_graphs)
     if not attr_targets:
         return run
     read = attribute_reader(gm, attr_targets)

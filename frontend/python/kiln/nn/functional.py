@@ -659,3 +659,94 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
         input = input.contiguous()
         _embedding_renorm_(weight, input, max_norm, norm_type)
     return _ops.embedding(weight, input, padding_idx, scale_grad_by_freq, sparse)
+
+
+# ---------------------------------------------------------------------------------------------
+# Upsampling and channel/space rearrangement as compositions of table ops (views, index_select,
+# dropout of a per-channel mask): what decoders, GAN generators and super-resolution nets call.
+# ---------------------------------------------------------------------------------------------
+def pixel_shuffle(input, upscale_factor):
+    """(*, C*r*r, H, W) -> (*, C, H*r, W*r), as PyTorch's."""
+    r = int(upscale_factor)
+    if input.dim() < 3:
+        raise RuntimeError(f"pixel_shuffle expects input to have at least 3 dimensions, but got input with "
+                           f"{input.dim()} dimension(s)")
+    *lead, c, h, w = input.shape
+    if r <= 0 or c % (r * r):
+        raise RuntimeError(f"pixel_shuffle expects its input's 'channel' dimension to be divisible by the square "
+                           f"of upscale_factor, but input.size(-3)={c} is not divisible by {r * r}")
+    n = len(lead)
+    x = input.reshape(*lead, c // (r * r), r, r, h, w)
+    x = x.permute(*range(n), n, n + 3, n + 1, n + 4, n + 2)
+    return x.reshape(*lead, c // (r * r), h * r, w * r)
+
+
+def pixel_unshuffle(input, downscale_factor):
+    """(*, C, H*r, W*r) -> (*, C*r*r, H, W), as PyTorch's."""
+    r = int(downscale_factor)
+    if input.dim() < 3:
+        raise RuntimeError(f"pixel_unshuffle expects input to have at least 3 dimensions, but got input with "
+                           f"{input.dim()} dimension(s)")
+    *lead, c, h, w = input.shape
+    if r <= 0 or h % r or w % r:
+        raise RuntimeError(f"pixel_unshuffle expects height and width to be divisible by downscale_factor, but "
+                           f"input.size(-2)={h} and input.size(-1)={w} are not divisible by {r}")
+    n = len(lead)
+    x = input.reshape(*lead, c, h // r, r, w // r, r)
+    x = x.permute(*range(n), n, n + 2, n + 4, n + 1, n + 3)
+    return x.reshape(*lead, c * r * r, h // r, w // r)
+
+
+def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
+                recompute_scale_factor=None, antialias=False):
+    """Resizing of the last 1-3 dims. mode='nearest' (PyTorch's: source index floor(i * in / out),
+    or floor(i / scale) with scale_factor) is an index_select per dim; other modes raise
+    NotImplementedError."""
+    spatial = input.dim() - 2
+    if spatial < 1 or spatial > 3:
+        raise ValueError(f"interpolate(): input must be 3-D, 4-D or 5-D (N, C, spatial...), got {input.dim()}-D")
+    if mode != "nearest":
+        raise NotImplementedError(f"kiln.nn.functional.interpolate: mode={mode!r} is not supported "
+                                  "(only 'nearest')")
+    if align_corners is not None:
+        raise ValueError("align_corners option can only be set with the interpolating modes: linear | bilinear "
+                         "| bicubic | trilinear")
+    if (size is None) == (scale_factor is None):
+        raise ValueError("only one of size or scale_factor should be defined")
+    in_sizes = list(input.shape[2:])
+    if size is not None:
+        out = [int(s) for s in size] if isinstance(size, (list, tuple)) else [int(size)] * spatial
+        if len(out) != spatial:
+            raise ValueError(f"Input and output must have the same number of spatial dimensions, but got input with "
+                             f"spatial dimensions of {in_sizes} and output size of {out}.")
+        scales = [i / o for i, o in zip(in_sizes, out)]
+    else:
+        factors = list(scale_factor) if isinstance(scale_factor, (list, tuple)) else [scale_factor] * spatial
+        if len(factors) != spatial:
+            raise ValueError(f"Input and scale_factor must have the same number of spatial dimensions, but got input "
+                             f"with spatial dimensions of {in_sizes} and scale_factor of shape {factors}.")
+        out = [int(_math.floor(i * float(f))) for i, f in zip(in_sizes, factors)]
+        scales = [1.0 / float(f) if not recompute_scale_factor else i / o for i, f, o in zip(in_sizes, factors, out)]
+    x = input
+    for d, (n_in, n_out, scale) in enumerate(zip(in_sizes, out, scales)):
+        if n_in == n_out:
+            continue
+        # float32 index arithmetic as PyTorch's nearest kernel: min(floor(i * scale), n_in - 1)
+        src = (_ops.arange(n_out, dtype=_C.float32, device=x.device) * scale).to(_C.int64)
+        x = _ops.index_select(x, 2 + d, src.clamp(max=n_in - 1))
+    return x
+
+
+def dropout2d(input, p=0.5, training=True, inplace=False):
+    """Zeroes whole channels: input (N, C, H, W) or (C, H, W) times a dropout of a per-channel
+    mask of ones, as PyTorch's feature dropout."""
+    if p < 0.0 or p > 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    if input.dim() not in (3, 4):
+        warnings.warn(f"dropout2d: Received a {input.dim()}-D input to dropout2d, which is deprecated and will "
+                      "result in an error in a future release.")
+    if not training or p == 0.0:
+        return input
+    lead = 2 if input.dim() == 4 else 1
+    mask = dropout(input.new_ones(*input.shape[:lead], *([1] * (input.dim() - lead))), p, True)
+    return input.mul_(mask) if inplace else input * mask

@@ -2,6 +2,7 @@
 import warnings
 from collections import OrderedDict, namedtuple
 
+from ... import _C
 from ..._tensor import Tensor
 from ..parameter import Buffer, Parameter
 
@@ -50,6 +51,8 @@ class Module:
         object.__setattr__(self, "_forward_pre_hooks_with_kwargs", {})
         object.__setattr__(self, "_forward_hooks_with_kwargs", {})
         object.__setattr__(self, "_forward_hooks_always_called", {})
+        object.__setattr__(self, "_backward_hooks", OrderedDict())
+        object.__setattr__(self, "_backward_pre_hooks", OrderedDict())
 
     # -- forward ------------------------------------------------------------------------
     def forward(self, *args, **kwargs):
@@ -60,7 +63,7 @@ class Module:
     def __call__(self, *args, **kwargs):
         if self._compiled_call_impl is not None:
             return self._compiled_call_impl(self, *args, **kwargs)
-        if not self._forward_pre_hooks and not self._forward_hooks:
+        if not self._forward_pre_hooks and not self._forward_hooks and not _has_backward_hooks(self):
             return self.forward(*args, **kwargs)
         return self._call_with_hooks(args, kwargs)
 
@@ -86,6 +89,9 @@ class Module:
                 if result is not None:
                     args = result if isinstance(result, tuple) else (result,)
         called = set()
+        backward = _BackwardHooks(self, args) if _has_backward_hooks(self) else None
+        if backward is not None:
+            args = backward.wrap_inputs(args)
         try:
             out = self.forward(*args, **kwargs)
             for hook_id, hook in list(self._forward_hooks.items()):
@@ -96,7 +102,7 @@ class Module:
                     result = hook(self, args, out)
                 if result is not None:
                     out = result
-            return out
+            return backward.wrap_outputs(out) if backward is not None else out
         except Exception:
             # always_call hooks still run (with no output) when forward or a hook raised.
             for hook_id, hook in list(self._forward_hooks.items()):
@@ -130,6 +136,25 @@ class Module:
             self._forward_hooks_always_called[handle.id] = True
         if prepend:
             self._forward_hooks.move_to_end(handle.id, last=False)
+        return handle
+
+    def register_full_backward_hook(self, hook, prepend=False):
+        """hook(module, grad_input, grad_output) -> new grad_input or None, called when the
+        gradients of the module's positional tensor inputs are computed (grad_input holds None
+        for inputs that are not tensors or need no gradient)."""
+        handle = RemovableHandle(self._backward_hooks)
+        self._backward_hooks[handle.id] = hook
+        if prepend:
+            self._backward_hooks.move_to_end(handle.id, last=False)
+        return handle
+
+    def register_full_backward_pre_hook(self, hook, prepend=False):
+        """hook(module, grad_output) -> new grad_output or None, called when the gradients of
+        the module's outputs are computed, before those of its inputs."""
+        handle = RemovableHandle(self._backward_pre_hooks)
+        self._backward_pre_hooks[handle.id] = hook
+        if prepend:
+            self._backward_pre_hooks.move_to_end(handle.id, last=False)
         return handle
 
     # -- registration -------------------------------------------------------------------
@@ -475,8 +500,105 @@ def _add_indent(text, spaces):
     return lines[0] + "\n" + "\n".join(" " * spaces + line for line in lines[1:])
 
 
+def _has_backward_hooks(module):
+    # getattr: a module whose __init__ skipped Module.__init__'s attributes (unpickled, copied)
+    return bool(getattr(module, "_backward_hooks", None) or getattr(module, "_backward_pre_hooks", None))
+
+
+class _BackwardHooks:
+    """One call's full backward hooks, as torch.utils.hooks.BackwardHook: the positional tensor
+    inputs and the outputs pass through identity autograd Functions; the outputs' backward sees
+    grad_output (the pre-hooks may replace it), the inputs' backward sees grad_input and calls the
+    hooks. With no input needing a gradient, the hooks run from the outputs' backward with
+    grad_input all None."""
+
+    def __init__(self, module, args):
+        self.module = module
+        self.n_inputs = len(args)
+        self.input_index = []
+        self.grad_output = None
+
+    def _tensor_positions(self, values):
+        return [i for i, v in enumerate(values) if isinstance(v, _C.TensorBase) and v.requires_grad]
+
+    def wrap_inputs(self, args):
+        from ...autograd import is_grad_enabled
+        self.input_index = self._tensor_positions(args) if is_grad_enabled() else []
+        if not self.input_index:
+            return args
+        new = _identity_apply(self._on_grad_input, [args[i] for i in self.input_index])
+        args = list(args)
+        for i, t in zip(self.input_index, new):
+            args[i] = t
+        return tuple(args)
+
+    def wrap_outputs(self, out):
+        from ...autograd import is_grad_enabled
+        single = isinstance(out, _C.TensorBase)
+        outs = (out,) if single else out
+        if not isinstance(outs, tuple) or not is_grad_enabled():
+            return out
+        index = self._tensor_positions(outs)
+        if not index:
+            return out
+        self.n_outputs, self.output_index = len(outs), index
+        new = _identity_apply(self._on_grad_output, [outs[i] for i in index])
+        outs = list(outs)
+        for i, t in zip(index, new):
+            outs[i] = t
+        return outs[0] if single else tuple(outs)
+
+    @staticmethod
+    def _spread(index, values, n):
+        full = [None] * n
+        for i, v in zip(index, values):
+            full[i] = v
+        return tuple(full)
+
+    def _on_grad_output(self, grads):
+        full = self._spread(self.output_index, grads, self.n_outputs)
+        for hook in list(self.module._backward_pre_hooks.values()):
+            result = hook(self.module, full)
+            if result is not None:
+                full = tuple(result) if isinstance(result, (tuple, list)) else (result,)
+        self.grad_output = full
+        if not self.input_index:  # nothing below needs a gradient: the hooks run now
+            for hook in list(self.module._backward_hooks.values()):
+                hook(self.module, (None,) * self.n_inputs, self.grad_output)
+        return [full[i] for i in self.output_index]
+
+    def _on_grad_input(self, grads):
+        full = self._spread(self.input_index, grads, self.n_inputs)
+        for hook in list(self.module._backward_hooks.values()):
+            result = hook(self.module, full, self.grad_output)
+            if result is not None:
+                full = tuple(result) if isinstance(result, (tuple, list)) else (result,)
+                if len(full) != self.n_inputs:
+                    raise RuntimeError(f"backward hook returned an invalid number of grad_input, got "
+                                       f"{len(full)}, but expected {self.n_inputs}")
+        return [full[i] for i in self.input_index]
+
+
+def _identity_apply(on_grads, tensors):
+    """tensors through an identity autograd Function whose backward hands its gradients to
+    on_grads (which returns the gradients to pass on)."""
+    from ...autograd import Function
+
+    class _HookIdentity(Function):
+        @staticmethod
+        def forward(ctx, *ts):
+            return tuple(t.clone() for t in ts)
+
+        @staticmethod
+        def backward(ctx, *grads):
+            return tuple(on_grads(grads))
+
+    out = _HookIdentity.apply(*tensors)
+    return out if isinstance(out, tuple) else (out,)
+
+
 def _call_uncompiled(module, *args, **kwargs):
     """Module.__call__ without the compiled path: what Module.compile compiles."""
-    if not module._forward_pre_hooks and not module._forward_hooks:
+    if not module._forward_pre_hooks and not module._forward_hooks and not _has_backward_hooks(module):
         return module.forward(*args, **kwargs)
     return module._call_with_hooks(args, kwargs)
