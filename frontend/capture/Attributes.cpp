@@ -289,6 +289,20 @@ void InstructionTranslator::storeAttr(VT* obj, const std::string& name, VT* valu
     t_.storeGrad(static_cast<TensorVT*>(obj), value);
     return;
   }
+  if (obj->kind == VT::Kind::Module && name == "training" &&
+      !(value->kind == VT::Kind::Constant &&
+        PyObject_RichCompareBool(static_cast<ConstantVT*>(value)->value.ptr(),
+                                 nb::getattr(static_cast<ModuleVT*>(obj)->module, "training", nb::none()).ptr(),
+                                 Py_EQ) == 1)) {
+    // model.eval() / train() switching the mode: replayed after the graph, the switch would come
+    // too late for kiln's modules, which run for real while tracing and read their real flag (a
+    // BatchNorm traced after eval() would normalize with batch statistics). A graph break at the
+    // call; storing the flag a module already has is nothing.
+    PyErr_Clear();
+    throw Unsupported{"switching a module between training and eval mode (train()/eval()) while "
+                      "tracing: kiln's modules read their real flag"};
+  }
+  if (obj->kind == VT::Kind::Module && name == "training") return;
   if (replayableStore(obj, name, value)) {
     // An nn.Module's or plain object's attribute: replayed with setattr after the graph; reads
     // later in the trace see the stored value.
