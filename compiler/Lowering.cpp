@@ -1938,6 +1938,26 @@ private:
     return valid;
   }
 
+  // Calls visit(src, valid) for each output position whose window may cover input element idx
+  // (over its last two dims), in eager's order: src is that output's index (clamped into range),
+  // valid the b8 value of the condition that its window really covers idx (-1: always).
+  template <typename Visit>
+  static void forEachPoolCandidate(BodyContext& c, const PoolWindow& w, const Index& idx, Visit visit) {
+    const size_t rank = idx.size();
+    std::vector<PoolCandidate> ys = poolCandidates(w, 0, idx[rank - 2]);
+    std::vector<PoolCandidate> xs = poolCandidates(w, 1, idx[rank - 1]);
+    for (const PoolCandidate& y : ys) {
+      for (const PoolCandidate& x : xs) {
+        Index src = idx;
+        src[rank - 2] = max(IndexExpr(0), min(y.o, IndexExpr(w.out[0] - 1)));
+        src[rank - 1] = max(IndexExpr(0), min(x.o, IndexExpr(w.out[1] - 1)));
+        int valid = emitCandidateValid(c, y), vx = emitCandidateValid(c, x);
+        if (vx >= 0) valid = valid < 0 ? vx : emitMath(c, LoopOpCode::BitwiseAnd, {valid, vx});
+        visit(src, valid);
+      }
+    }
+  }
+
   Value lowerMaxPool2dBackward(const Node* n) {
     const Value& grad = operand(n, 0, "grad_output");
     const Value& self = operand(n, 1, "self");
@@ -1949,23 +1969,14 @@ private:
     return derived(
         n, [g, at, w, dtype](BodyContext& c, const Index& idx) {
           const size_t rank = idx.size();
-          std::vector<PoolCandidate> ys = poolCandidates(w, 0, idx[rank - 2]);
-          std::vector<PoolCandidate> xs = poolCandidates(w, 1, idx[rank - 1]);
           int sum = emitConstant(c, Argument(int64_t(0)), dtype);
           int self = emitIndexExpr(c, idx[rank - 2] * IndexExpr(w.in[1]) + idx[rank - 1]);
-          for (const PoolCandidate& y : ys) {
-            for (const PoolCandidate& x : xs) {
-              Index src = idx;
-              src[rank - 2] = max(IndexExpr(0), min(y.o, IndexExpr(w.out[0] - 1)));
-              src[rank - 1] = max(IndexExpr(0), min(x.o, IndexExpr(w.out[1] - 1)));
-              int valid = emitCandidateValid(c, y), vx = emitCandidateValid(c, x);
-              if (vx >= 0) valid = valid < 0 ? vx : emitMath(c, LoopOpCode::BitwiseAnd, {valid, vx});
-              int take = emitMath(c, LoopOpCode::Eq, {emitCast(c, at(c, src), ScalarType::Int64), self});
-              if (valid >= 0) take = emitMath(c, LoopOpCode::BitwiseAnd, {valid, take});
-              int zero = emitConstant(c, Argument(int64_t(0)), dtype);
-              sum = emitMath(c, LoopOpCode::Add, {sum, emitMath(c, LoopOpCode::Where, {take, g(c, src), zero})});
-            }
-          }
+          forEachPoolCandidate(c, w, idx, [&](const Index& src, int valid) {
+            int take = emitMath(c, LoopOpCode::Eq, {emitCast(c, at(c, src), ScalarType::Int64), self});
+            if (valid >= 0) take = emitMath(c, LoopOpCode::BitwiseAnd, {valid, take});
+            int zero = emitConstant(c, Argument(int64_t(0)), dtype);
+            sum = emitMath(c, LoopOpCode::Add, {sum, emitMath(c, LoopOpCode::Where, {take, g(c, src), zero})});
+          });
           return sum;
         },
         cost);
@@ -2087,25 +2098,15 @@ private:
     int64_t cost = (grad.cost + 12) * pool.w.kernel[0] * pool.w.kernel[1];
     return derived(
         n, [g, pool, dtype](BodyContext& c, const Index& idx) {
-          const PoolWindow& w = pool.w;
           const size_t rank = idx.size();
-          std::vector<PoolCandidate> ys = poolCandidates(w, 0, idx[rank - 2]);
-          std::vector<PoolCandidate> xs = poolCandidates(w, 1, idx[rank - 1]);
           int zero = emitConstant(c, Argument(int64_t(0)), dtype);
           int sum = zero;
-          for (const PoolCandidate& y : ys) {
-            for (const PoolCandidate& x : xs) {
-              Index src = idx;
-              src[rank - 2] = max(IndexExpr(0), min(y.o, IndexExpr(w.out[0] - 1)));
-              src[rank - 1] = max(IndexExpr(0), min(x.o, IndexExpr(w.out[1] - 1)));
-              int valid = emitCandidateValid(c, y), vx = emitCandidateValid(c, x);
-              if (vx >= 0) valid = valid < 0 ? vx : emitMath(c, LoopOpCode::BitwiseAnd, {valid, vx});
-              IndexExpr count = pool.divisorAt({src[rank - 2], src[rank - 1]}, c.facts);
-              int v = emitMath(c, LoopOpCode::Div, {g(c, src), emitCast(c, emitIndexExpr(c, count), dtype)});
-              if (valid >= 0) v = emitMath(c, LoopOpCode::Where, {valid, v, zero});
-              sum = emitMath(c, LoopOpCode::Add, {sum, v});
-            }
-          }
+          forEachPoolCandidate(c, pool.w, idx, [&](const Index& src, int valid) {
+            IndexExpr count = pool.divisorAt({src[rank - 2], src[rank - 1]}, c.facts);
+            int v = emitMath(c, LoopOpCode::Div, {g(c, src), emitCast(c, emitIndexExpr(c, count), dtype)});
+            if (valid >= 0) v = emitMath(c, LoopOpCode::Where, {valid, v, zero});
+            sum = emitMath(c, LoopOpCode::Add, {sum, v});
+          });
           return sum;
         },
         cost);

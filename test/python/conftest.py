@@ -42,3 +42,21 @@ def strict_inductor(tmp_path_factory, monkeypatch):
     kiln.compiler.reset()
     yield path
     kiln.compiler.reset()
+
+
+@pytest.fixture
+def training_compiles(monkeypatch):
+    """Each training (forward + backward) compile of the test, in order: the symbols its
+    inputs are over (`traces.describe()`), or None for static sizes."""
+    from kiln.compiler import frame_callback
+
+    seen = []
+    original = frame_callback.FrameCallback._compile_training
+
+    def counting(self, *args, **kwargs):
+        compiled, gm, traces = original(self, *args, **kwargs)
+        seen.append(traces.describe() if traces is not None else None)
+        return compiled, gm, traces
+
+    monkeypatch.setattr(frame_callback.FrameCallback, "_compile_training", counting)
+    return seen

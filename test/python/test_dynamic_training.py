@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 
 import kiln
-from kiln.compiler import frame_callback
 
 pytestmark = pytest.mark.skipif(shutil.which(os.environ.get("KILN_CXX", "c++")) is None,
                                 reason="no C++ compiler")
@@ -24,21 +23,6 @@ def fresh(tmp_path_factory, monkeypatch):
     kiln.compiler.reset()
     yield
     kiln.compiler.reset()
-
-
-@pytest.fixture
-def compiles(monkeypatch):
-    """Each training compile: the symbols it is over (None: static sizes)."""
-    seen = []
-    original = frame_callback.FrameCallback._compile_training
-
-    def counting(self, *args, **kwargs):
-        compiled, gm, traces = original(self, *args, **kwargs)
-        seen.append(traces.describe() if traces is not None else None)
-        return compiled, gm, traces
-
-    monkeypatch.setattr(frame_callback.FrameCallback, "_compile_training", counting)
-    return seen
 
 
 def _twins(make):
@@ -80,7 +64,7 @@ class MLP(kiln.nn.Module):
 
 
 @pytest.mark.parametrize("loss", ["mse", "cross_entropy", "dropout"])
-def test_mlp_last_short_batch_compiles_twice(compiles, loss):
+def test_mlp_last_short_batch_compiles_twice(training_compiles, loss):
     r = np.random.default_rng(0)
 
     def batch(b):
@@ -91,7 +75,7 @@ def test_mlp_last_short_batch_compiles_twice(compiles, loss):
 
     model, eager = _twins(lambda: MLP(loss))
     _train_and_compare(model, eager, [batch(b) for b in (8, 7, 5, 3, 8)])
-    assert compiles == [None, "x: f32[s0, 32]; y: " + ("f32[s0, 10]" if loss == "mse" else "i64[s0]")]
+    assert training_compiles == [None, "x: f32[s0, 32]; y: " + ("f32[s0, 10]" if loss == "mse" else "i64[s0]")]
 
 
 class Block(kiln.nn.Module):
@@ -116,7 +100,7 @@ class Block(kiln.nn.Module):
         return F.mse_loss(x, target)
 
 
-def test_gpt_block_over_sequence_lengths_compiles_twice(compiles):
+def test_gpt_block_over_sequence_lengths_compiles_twice(training_compiles):
     r = np.random.default_rng(1)
     batches = []
     for s in range(8, 17):
@@ -124,10 +108,10 @@ def test_gpt_block_over_sequence_lengths_compiles_twice(compiles):
         batches.append((x, kiln.from_numpy(r.standard_normal((2, s, 32)).astype(np.float32))))
     model, eager = _twins(Block)
     _train_and_compare(model, eager, batches, rtol=1e-4, atol=1e-5)
-    assert compiles == [None, "x: f32[2, s0, 32]; target: f32[2, s0, 32]"]
+    assert training_compiles == [None, "x: f32[2, s0, 32]; target: f32[2, s0, 32]"]
 
 
-def test_gpt_language_model_over_sequence_lengths_compiles_twice(compiles):
+def test_gpt_language_model_over_sequence_lengths_compiles_twice(training_compiles):
     # The GPT-2-style character model of test_training.py (embeddings, weight tying, both
     # attention paths, a causal-mask buffer sliced to the length, cross_entropy with
     # ignore_index): the mask's block_size bounds the guarded range.
@@ -154,4 +138,4 @@ def test_gpt_language_model_over_sequence_lengths_compiles_twice(compiles):
         assert losses[0] == pytest.approx(losses[1], abs=1e-5)
         for (name, p), q in zip(model.named_parameters(), eager.parameters()):
             np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-4, atol=1e-6, err_msg=name)
-    assert compiles == [None, "idx: i64[4, s0]; targets: i64[4, s0]"]
+    assert training_compiles == [None, "idx: i64[4, s0]; targets: i64[4, s0]"]

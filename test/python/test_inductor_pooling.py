@@ -7,7 +7,6 @@ import pytest
 
 import kiln
 from conftest import needs_cxx
-from kiln.compiler import frame_callback
 
 pytestmark = [needs_cxx, pytest.mark.usefixtures("strict_inductor")]
 F = kiln.nn.functional
@@ -185,18 +184,10 @@ def test_avg_pool2d_backward_compiled_equals_eager(config, dtype):
     np.testing.assert_array_equal(grads[1], grads[0])
 
 
-def test_pooling_over_a_symbolic_batch(monkeypatch):
+def test_pooling_over_a_symbolic_batch(training_compiles):
     # A CNN trained with changing batch sizes: the batch dim passes through the window loaders,
     # so the forward and backward compile once more over the size symbol, not once per size.
-    seen = []
-    original = frame_callback.FrameCallback._compile_training
-
-    def counting(self, *args, **kwargs):
-        compiled, gm, traces = original(self, *args, **kwargs)
-        seen.append(traces.describe() if traces is not None else None)
-        return compiled, gm, traces
-
-    monkeypatch.setattr(frame_callback.FrameCallback, "_compile_training", counting)
+    seen = training_compiles
 
     def fn(x):
         y = F.max_pool2d(kiln.relu(x), 3, 2, 1) + F.avg_pool2d(x, 3, 2, 1, False, False)

@@ -8,7 +8,6 @@ import pytest
 
 import kiln
 from conftest import needs_cxx
-from kiln.compiler import frame_callback
 from test_dynamic_shapes import _counting
 
 pytestmark = [needs_cxx, pytest.mark.usefixtures("strict_inductor")]
@@ -77,21 +76,6 @@ def test_scan_over_symbolic_sizes_compiles_once():
         x = _rand((rows, cols), seed=rows)
         np.testing.assert_array_equal(compiled(x).numpy(), fn(x).numpy())
     assert counts["compiles"] == 1 and counts["dynamic"] == 1, counts
-
-
-@pytest.fixture
-def training_compiles(monkeypatch):
-    """Each training compile: the symbols it is over (None: static sizes)."""
-    seen = []
-    original = frame_callback.FrameCallback._compile_training
-
-    def counting(self, *args, **kwargs):
-        compiled, gm, traces = original(self, *args, **kwargs)
-        seen.append(traces.describe() if traces is not None else None)
-        return compiled, gm, traces
-
-    monkeypatch.setattr(frame_callback.FrameCallback, "_compile_training", counting)
-    return seen
 
 
 @pytest.mark.parametrize("zeros", [False, True])
