@@ -9,6 +9,7 @@
 #include "passes/DecomposeCoreAten.h"
 #include "passes/DecomposePrims.h"
 #include "passes/Functionalize.h"
+#include "passes/MergeSliceWrites.h"
 #include "passes/ShapePropagation.h"
 
 namespace kiln {

@@ -283,6 +283,9 @@ def _joint_graph(typed, example_inputs, attributes):
     requires_grad = [v.requires_grad for v in values]
     graph, written = _functionalized(graph, requires_grad)
     joint, num_outputs, tangent_for, grad_inputs = _fx.trace_joint(graph, requires_grad)
+    # The engine sums a split's part gradients, each zeros with one slice written: one tensor
+    # written in every slice instead (passes/MergeSliceWrites.h).
+    joint._run_passes("merge-slice-writes")
     return joint, (num_outputs, tuple(tangent_for), tuple(grad_inputs), tuple(requires_grad), len(values),
                    tuple(attr_targets), tuple(written))
 
