@@ -72,6 +72,68 @@ std::optional<LoopBody> reindexed(const LoopBody& body, const std::vector<IterVa
   return out;
 }
 
+// Gives `b` the ranges `shape` (row-major over the same elements) when no index gains a
+// division; logs why.
+bool reshapeRanges(Buffer& b, const std::vector<int64_t>& shape, const std::string& why,
+                   std::vector<std::string>& log) {
+  auto& pw = std::get<Pointwise>(b.computation);
+  std::optional<std::vector<int64_t>> extents = constantExtents(pw.ranges);
+  std::optional<LoopBody> body = reindexed(pw.body, pw.ranges, *extents, shape);
+  if (!body) return false;
+  std::string before = sizesText(pw.ranges);
+  pw.body = std::move(*body);
+  pw.ranges.clear();
+  for (size_t d = 0; d < shape.size(); ++d)
+    pw.ranges.push_back({"i" + std::to_string(d), IndexExpr(shape[d])});
+  log.push_back("match-ranges: %" + b.name + " over " + sizesText(pw.ranges) + " (was " + before + "), " + why);
+  return true;
+}
+
+// The fresh pointwise buffer's constant ranges, when it has any elements.
+std::optional<std::vector<int64_t>> pointwiseExtents(const Buffer& b) {
+  const auto* pw = std::get_if<Pointwise>(&b.computation);
+  if (!pw || !pw->into.empty()) return std::nullopt;
+  std::optional<std::vector<int64_t>> e = constantExtents(pw->ranges);
+  if (!e || product(*e) == 0) return std::nullopt;
+  return e;
+}
+
+bool readsReduction(const Buffer& b, const std::map<std::string, const Reduction*>& reductions) {
+  for (const LoopOp& op : std::get<Pointwise>(b.computation).body.ops)
+    if (op.code == LoopOpCode::Load && reductions.count(op.buffer)) return true;
+  return false;
+}
+
+// Pointwise buffers reading a common buffer over the same elements in different shapes (a
+// linear layer's bias add kept for the backward over [512, 512] and the GELU reading the same
+// product over [8, 64, 512]) take the ranges of the one with more dims, so that fuse-horizontal
+// can make them one pass over the product. Only the first reader of each buffer is a target, so
+// the work stays linear in the program.
+void matchSiblings(LoopProgram& p, const std::map<std::string, const Reduction*>& reductions,
+                   std::vector<std::string>& log) {
+  std::map<std::string, size_t> firstReader;
+  for (size_t i = 0; i < p.buffers.size(); ++i) {
+    std::optional<std::vector<int64_t>> mine = pointwiseExtents(p.buffers[i]);
+    if (!mine) continue;
+    for (const LoopOp& op : std::get<Pointwise>(p.buffers[i].computation).body.ops) {
+      if (op.code != LoopOpCode::Load) continue;
+      auto [at, fresh] = firstReader.emplace(op.buffer, i);
+      if (fresh) continue;
+      Buffer& first = p.buffers[at->second];
+      std::optional<std::vector<int64_t>> theirs = pointwiseExtents(first);
+      if (!theirs || *theirs == *mine || product(*theirs) != product(*mine)) continue;
+      bool mineFiner = mine->size() > theirs->size();
+      Buffer& coarse = mineFiner ? first : p.buffers[i];
+      const Buffer& fine = mineFiner ? p.buffers[i] : first;
+      // A reader of a reduction keeps the rows the rule above gave it.
+      if (readsReduction(coarse, reductions)) continue;
+      if (reshapeRanges(coarse, mineFiner ? *mine : *theirs,
+                        "the ranges of %" + fine.name + " (both read %" + op.buffer + ")", log))
+        break;
+    }
+  }
+}
+
 } // namespace
 
 void matchRanges(LoopProgram& p, std::vector<std::string>& log) {
@@ -106,6 +168,7 @@ void matchRanges(LoopProgram& p, std::vector<std::string>& log) {
       break;
     }
   }
+  matchSiblings(p, reductions, log);
 }
 
 } // namespace kiln::passes::loop

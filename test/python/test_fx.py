@@ -721,7 +721,7 @@ def test_passes_dce_cse_shape_prop():
 """)
     assert [p for p, _ in fx.passes.available()] == ["dce", "cse", "shape-prop", "constant-fold",
                                                      "decompose-core-aten", "decompose-prims",
-                                                     "functionalize"]
+                                                     "functionalize", "merge-slice-writes"]
     fx.passes.run(g, "dce")
     assert g.find_node("unused") is None
     fx.passes.run(g, "cse")
