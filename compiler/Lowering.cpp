@@ -301,6 +301,60 @@ private:
     return name;
   }
 
+  // Whether v, computed in row-major order, would gather from memory and its transpose in the
+  // last two dims would not: some load steps by 1 down v's columns and by more than 1 along
+  // its rows, and none steps by 1 along the rows (k.transpose(-2, -1) of a fused q/k/v
+  // projection, copied by the reshape that folds the heads into the batch: a stride of 384).
+  bool gathersAlongRows(const Value& v) {
+    size_t rank = v.sizes.size();
+    if (!v.storage.empty() || rank < 2 || v.sizes[rank - 1] == IndexExpr(1) || v.sizes[rank - 2] == IndexExpr(1))
+      return false;
+    BodyContext c;
+    iterVars("v", v.sizes, c.facts);
+    v.load(c, loopVars("v", rank));
+    std::map<std::string, IndexExpr> zero;
+    for (size_t d = 0; d < rank; ++d) zero["v" + std::to_string(d)] = IndexExpr(0);
+    bool gathers = false;
+    for (const LoopOp& op : c.body.ops) {
+      if (op.code != LoopOpCode::Load) continue;
+      IndexExpr origin = op.index.substitute(zero);
+      // How far the load moves for one step along dim d.
+      auto step = [&](size_t d) {
+        std::map<std::string, IndexExpr> at = zero;
+        at["v" + std::to_string(d)] = IndexExpr(1);
+        return simplify(op.index.substitute(at) - origin, c.facts).constant();
+      };
+      std::optional<int64_t> down = step(rank - 2), along = step(rank - 1);
+      if (!down || !along || *along == 1) return false;
+      gathers = gathers || (*down == 1 && *along > 1);
+    }
+    return gathers;
+  }
+
+  // Computes v into a buffer in the transposed order of its last two dims (both sides of the
+  // copy contiguous in the inner loop) and makes v read that buffer transposed: a GEMM then
+  // reads v as a strided view of it (its trans flag) instead of a row-major copy.
+  void realizeTransposed(Value& v) {
+    size_t rank = v.sizes.size();
+    Value t;
+    t.dtype = v.dtype;
+    t.sizes = v.sizes;
+    std::swap(t.sizes[rank - 2], t.sizes[rank - 1]);
+    t.cost = v.cost;
+    t.load = [load = v.load, rank](BodyContext& c, const Index& idx) {
+      Index swapped = idx;
+      std::swap(swapped[rank - 2], swapped[rank - 1]);
+      return load(c, swapped);
+    };
+    Loader copy = bufferValue(realize(t), t.dtype, t.sizes).load;
+    v.load = [copy, rank](BodyContext& c, const Index& idx) {
+      Index swapped = idx;
+      std::swap(swapped[rank - 2], swapped[rank - 1]);
+      return copy(c, swapped);
+    };
+    v.cost = 1;
+  }
+
   // When v is a strided view of an input or buffer that is not v itself (a transpose, a
   // reshape, a slice: its loader is one load at an affine index), that storage and the view,
   // so an extern kernel can read it in place instead of from a realized copy.
@@ -702,8 +756,16 @@ private:
           // order and let the GEMM read the view, rather than computing it in the view's order
           // (strided writes or reads in the loop nest).
           const Node* root = v.aliasOf;
-          realize(values_.at(root));
+          Value& r = values_.at(root);
+          if (gathersAlongRows(r))
+            realizeTransposed(r);
+          else
+            realize(r);
           refreshAliases(root);
+          view = stridedView(v);
+        }
+        if (!view && !v.aliasOf && gathersAlongRows(v)) {
+          realizeTransposed(v);
           view = stridedView(v);
         }
         x.inputs.push_back(view ? view->first : realize(v));

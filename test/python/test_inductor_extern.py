@@ -74,6 +74,24 @@ def test_batched_attention_scores_need_no_copies(capsys):
     assert defs[-1].split(" = ")[0].endswith("f32[2, 3, 8, 4]") and "extern bmm" in defs[-1]
 
 
+def test_heads_of_a_fused_projection_are_copied_in_the_order_they_are_stored(capsys):
+    """q @ k.transpose(-2, -1) with q, k heads of one fused projection (a GPT block's c_attn):
+    folding the heads into the batch needs copies; k^T is copied in k's own order (the inner
+    loop contiguous on both sides) and the bmm reads the copy transposed, instead of gathering
+    k^T at the projection's row stride into row-major order."""
+    qkv = _rand(2, 8, 3 * 16)
+
+    def fn(qkv):
+        q, k, v = qkv.split(16, dim=2)
+        q, k, v = (t.view(2, 8, 4, 4).transpose(1, 2) for t in (q, k, v))
+        return kiln.softmax(q @ k.transpose(-2, -1), dim=-1) @ v
+
+    program = _check(fn, (qkv,), capsys)
+    scores = next(line for line in program.splitlines() if "extern bmm" in line)
+    assert "view([8, 4, 8], [32, 1, 4], 0))" in scores, scores  # k^T over a [8, 8, 4] copy of k
+    assert "48*i3]" not in program, program  # no copy's inner loop steps by a row of qkv
+
+
 def test_reshaped_result_also_read_by_another_extern(capsys):
     a, b = _rand(3, 4, 3), _rand(3, 3, 3, seed=1)
     _check(lambda a, b: ((a @ b).reshape(12, 3), (a @ b).reshape(12, 3) @ b[0]), (a, b), capsys)
