@@ -81,6 +81,55 @@ def test_generated_kernels_are_cached_and_unlowerable_ops_name_themselves(device
         kiln.sort(x)
 
 
+def test_generated_kernels_are_cached_per_layout_class_not_per_size(device):
+    if not device.startswith("cuda"):
+        pytest.skip("CUDA only: the generated eager kernels")
+    from kiln.compiler import cuda_eager
+
+    cuda_eager.clear_cache()  # (programs of earlier tests would make the counts below smaller)
+
+    def counts():
+        return len(cuda_eager._cache), len(cuda_eager._by_sizes)
+
+    def check_sizes(op, make, sizes, programs, per_size):
+        """`op` at each of `sizes` equals the CPU's, compiling `programs` layout-class programs
+        and `per_size` exact-size ones in all."""
+        before = counts()
+        for s in sizes:
+            args = make(s)
+            close(op(*args), op(*[a.cpu() for a in args]), device, rtol=1e-5, atol=1e-5)
+        assert counts() == (before[0] + programs, before[1] + per_size), (op, sizes)
+
+    # Contiguous: one program over the sizes; a broadcast operand's size-1 dim is specialized.
+    check_sizes(lambda x: x.tanh(), lambda s: [tensor(s, device)], [(3, 10), (5, 17), (12, 2)], 1, 0)
+    check_sizes(lambda x, y: x * y, lambda s: [tensor(s, device), tensor((s[0], 1), device)],
+                [(3, 10), (7, 4)], 1, 0)
+    # Equal sizes share a symbol: a call where they differ is another layout class.
+    check_sizes(lambda x, y: x - y, lambda s: [tensor(s, device), tensor(s[1:], device)],
+                [(6, 6), (4, 4), (4, 9)], 2, 0)
+    # A reduction, and layer_norm, whose normalized_shape argument keeps the last dim static.
+    check_sizes(lambda x: x.sum(1), lambda s: [tensor(s, device)], [(3, 10), (5, 17)], 1, 0)
+    ln = lambda x: kiln.nn.functional.layer_norm(x, (8,))  # noqa: E731
+    check_sizes(ln, lambda s: [tensor(s, device)], [(3, 8), (11, 8)], 1, 0)
+    # Channels-last (NHWC in memory, NCHW sizes): the channels static, N, H, W symbols.
+    def nhwc(s):
+        t = tensor((s[0], s[2], s[3], s[1]), device).permute(0, 3, 1, 2)
+        assert cuda_eager.layout_class(t) == "channels_last"
+        return [t]
+
+    check_sizes(lambda x: x.sigmoid(), nhwc, [(2, 3, 4, 5), (3, 3, 7, 6)], 1, 0)
+    # Any other layout (a transposed view): compiled per size.
+    t_exp = lambda x: x.t().exp()  # noqa: E731
+    check_sizes(t_exp, lambda s: [tensor(s, device)], [(3, 10), (5, 17), (5, 17)], 2, 2)
+    # A size past the guarded range compiles again, over a wider range (then serves both).
+    x = tensor((2, 5000), device)
+    before = counts()
+    close(x.tanh(), x.cpu().tanh(), device)
+    y = tensor((3, 7), device)
+    close(y.tanh(), y.cpu().tanh(), device)
+    assert counts() == before and cuda_eager._cache[cuda_eager._key("tanh", 1, (x,), {}, False)].max_size == 20000
+
+
 def test_integer_ops_indexing_and_its_index_error(device):
     x = kiln.arange(10).to(device)
     xc = x.cpu()
