@@ -86,6 +86,20 @@ def test_cubins_go_to_the_configured_kernel_cache(device, strict_inductor):
     assert len(os.listdir(artifacts)) > before
 
 
+@pytest.mark.filterwarnings("ignore:.*it runs on the CPU, its tensors copied")
+def test_ops_without_a_lowering_between_compiled_segments(device, strict_inductor):
+    # sort and a convolution have no lowering: they run eagerly between compiled segments (on
+    # CUDA the segments are CUDA programs and those ops run on the host, their tensors copied
+    # there and back: kiln/compiler/cuda_eager.py); strict mode: no fallback to eager.
+    def f(x, w):
+        values, indices = x.flatten(1).sort(1)
+        h = kiln.nn.functional.conv2d(x.relu(), w, padding=1)
+        return (values * 2 + 1).tanh(), indices + 1, h.mean((2, 3)) * 0.5 + h.amax((2, 3))
+
+    check(f, (tensor((2, 3, 6, 6), device), tensor((4, 3, 3, 3), device, scale=0.3)), device,
+          rtol=1e-4, atol=1e-5)
+
+
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 def test_16_bit_linear_with_bias(device, dtype):
     # A 16-bit addmm decomposes to an f32 product of the 16-bit operands (the bias added before

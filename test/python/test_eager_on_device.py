@@ -66,10 +66,12 @@ def test_mlp_forward_backward(device):
         close(g, gc, device, rtol=1e-4, atol=1e-6)
 
 
-def test_generated_kernels_are_cached_and_unlowerable_ops_name_themselves(device):
+def test_generated_kernels_are_cached_and_unlowerable_ops_name_themselves(device, monkeypatch):
     if not device.startswith("cuda"):
         pytest.skip("CUDA only: the generated eager kernels")
     from kiln.compiler import cuda_eager
+
+    monkeypatch.setattr(kiln.config, "cuda_host_fallback", False)  # the error, not the host run
 
     x = tensor((3, 9), device)
     x.sigmoid()
@@ -128,6 +130,58 @@ def test_generated_kernels_are_cached_per_layout_class_not_per_size(device):
     y = tensor((3, 7), device)
     close(y.tanh(), y.cpu().tanh(), device)
     assert counts() == before and cuda_eager._cache[cuda_eager._key("tanh", 1, (x,), {}, False)].max_size == 20000
+
+
+def test_ops_without_a_cuda_program_run_on_the_host(device, monkeypatch):
+    if not device.startswith("cuda"):
+        pytest.skip("CUDA only: the host round trip")
+    import warnings
+
+    from kiln.compiler import cuda_eager
+
+    monkeypatch.setattr(cuda_eager, "_warned", set())
+    x = tensor((4, 9), device)
+    xc = x.cpu()
+    with pytest.warns(UserWarning, match=r"kiln\.sort: no CUDA kernel.*it runs on the CPU"):
+        values, indices = x.sort(1)
+    close(values, xc.sort(1).values, device)
+    assert indices.device.type == "cuda" and indices.cpu().tolist() == xc.sort(1).indices.tolist()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # once per op
+        x.sort(0)
+    # A data-dependent shape, and a convolution whose CPU result is channels-last: the layout
+    # comes back with it (one transfer, no strided copy on the device).
+    with pytest.warns(UserWarning, match=r"kiln\.nonzero"):
+        assert kiln.nonzero(x > 0).cpu().tolist() == kiln.nonzero(xc > 0).tolist()
+    img, w = tensor((2, 3, 6, 6), device), tensor((5, 3, 3, 3), device)
+    with pytest.warns(UserWarning, match=r"kiln\.convolution"):
+        got = kiln.nn.functional.conv2d(img, w, padding=1)
+    want = kiln.nn.functional.conv2d(img.cpu(), w.cpu(), padding=1)
+    assert got.stride() == want.stride()
+    close(got, want, device, rtol=1e-5, atol=1e-5)
+    # In place: the device tensor is written (and is the result), its input left alone.
+    index = kiln.tensor([[0, 1, 2, 0, 1, 2, 3, 3, 0]] * 4)
+    y = x.clone()
+    with pytest.warns(UserWarning, match=r"kiln\.scatter_reduce_"):
+        out = y.scatter_reduce_(1, index.to(device), x, "prod")
+    assert out is y
+    close(y, xc.clone().scatter_reduce_(1, index, xc, "prod"), device)
+    close(x, xc, device)
+    # prims.reshape of strides it cannot view: a CUDA clone, then a view (its CPU kernel serves
+    # CUDA; without it an eager view graph reshaping an input recursed through the eager hook).
+    from kiln.fx.targets import resolve
+
+    close(resolve("prims.reshape")(x.t(), [36]), xc.t().reshape(36), device)
+    flat = resolve("prims.reshape")(x, [36])  # viewable: a view
+    assert flat._storage_id() == x._storage_id()
+    close(flat, xc.reshape(36), device)
+    # A prims op is its own, not aten's of the same name (the handler was told "sum": aten.sum
+    # took prims.sum's dims as its dtype).
+    close(resolve("prims.sum")(x, [0]), resolve("prims.sum")(xc, [0]), device, atol=1e-5)
+    # kiln.config.cuda_host_fallback = False: the error naming the op.
+    monkeypatch.setattr(kiln.config, "cuda_host_fallback", False)
+    with pytest.raises(NotImplementedError, match=r"kiln\.topk: no CUDA kernel"):
+        x.topk(2)
 
 
 def test_integer_ops_indexing_and_its_index_error(device):

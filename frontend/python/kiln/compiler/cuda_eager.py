@@ -16,11 +16,20 @@ transposed or sliced view) is part of the key with its exact sizes and strides, 
 tensor of an op whose graph is not one program over the symbols (an argument that depends on the
 sizes, a view whose sizes do: `KILN_LOGS=dynamic` says why); those compile per size (NVRTC's
 CUBINs also come from the kernel cache on disk). A 0-dim CPU tensor argument, such as the
-wrapped 2 of `x * 2`, is a constant of the program: a new value compiles anew. An op whose
-decomposition does not lower (no prims decomposition, data-dependent output shapes, ops that run
-eagerly between compiled segments) raises NotImplementedError naming it.
+wrapped 2 of `x * 2`, is a constant of the program: a new value compiles anew.
+
+An op with no CUDA program (no prims decomposition, data-dependent output shapes, a
+decomposition needing the op itself as a fallback) runs on the host: its CUDA tensors are copied
+to the CPU, the CPU kernel runs, the results are copied back (in the layout they have, so a
+channels-last convolution result stays channels-last) and so are the inputs it wrote (an
+in-place op: found by their version counters). A UserWarning names the op and why, once per op
+and process, as PyTorch's MPS fallback warns. With kiln.config.cuda_host_fallback = False it
+raises NotImplementedError naming the op instead. The same path serves the fallback steps of a
+graph compiled for CUDA (inductor: its compiled segments run on the GPU, the eager ops between
+them dispatch here).
 """
 import threading
+import warnings
 
 from .. import _C
 from .._logging import get_logger
@@ -30,6 +39,8 @@ from . import dynamic
 
 _cache = {}      # the layout key -> _Program
 _by_sizes = {}   # the exact key -> the program, for layout keys that compile per size
+_no_program = {}  # the exact key -> the NotImplementedError of an op that has no CUDA program
+_warned = set()  # the ops that ran on the host (warned once each)
 _busy = threading.local()
 _dynamic_log = get_logger("dynamic")
 
@@ -40,6 +51,11 @@ class _Program:
 
     def __init__(self, run, max_size=0):
         self.run, self.max_size = run, max_size
+
+
+def _target(qualname):
+    """The graph target of the op the handler names: "prims.sum" as it is, "add.Tensor" is aten's."""
+    return qualname if qualname.startswith("prims.") else "aten." + qualname
 
 
 def _is_cpu_scalar(value):
@@ -123,7 +139,7 @@ def _graph(qualname, args, kwargs, num_returns, type_for=None):
 
     node_args = tuple(arg(a) for a in args)
     node_kwargs = {k: arg(v) for k, v in kwargs.items()}
-    node = g.call_function("aten." + qualname, node_args, node_kwargs)
+    node = g.call_function(_target(qualname), node_args, node_kwargs)
     if num_returns == 1:
         g.output(node)
     else:
@@ -138,7 +154,7 @@ def _unsupported(qualname, error):
 
 def _compile(qualname, args, kwargs, num_returns):
     """The program for the call's exact sizes and strides."""
-    from . import inductor
+    from . import fallback, inductor
     from ..autograd import no_grad
 
     gm, tensors = _graph(qualname, args, kwargs, num_returns)
@@ -147,6 +163,10 @@ def _compile(qualname, args, kwargs, num_returns):
             run, attr_targets, kernel = inductor.compile_graph(gm, tensors)
     except Exception as error:  # noqa: BLE001 - any refusal of the pipeline is "no CUDA kernel"
         raise _unsupported(qualname, error) from error
+    if isinstance(kernel, fallback.PartitionedProgram) and _target(qualname) in kernel.fallbacks:
+        # Its program would run the op itself eagerly on CUDA, that is come back here.
+        raise NotImplementedError(f"kiln.{qualname}: no CUDA kernel, and it has no decomposition "
+                                  f"into ops that compile for CUDA")
     if attr_targets:
         raise NotImplementedError(f"kiln.{qualname}: its CUDA program reads attributes")
     return run
@@ -254,7 +274,14 @@ def _program_for(qualname, args, kwargs, num_returns):
     exact = _key(qualname, num_returns, args, kwargs, exact=True)
     run = _by_sizes.get(exact)
     if run is None:
-        run = _by_sizes[exact] = _guarded_compile(exact, _compile, qualname, args, kwargs, num_returns)
+        if exact in _no_program:
+            raise _no_program[exact]
+        try:
+            run = _by_sizes[exact] = _guarded_compile(exact, _compile, qualname, args, kwargs, num_returns)
+        except NotImplementedError as error:
+            if getattr(_busy, "key", None) is None:  # (not the guard against compiling while compiling)
+                _no_program[exact] = error
+            raise
     return run
 
 
@@ -277,12 +304,73 @@ def run(qualname, args, kwargs, num_returns):
     if len(devices) > 1:
         raise RuntimeError(f"kiln.{qualname}: expected all tensors to be on the same device, but found "
                            f"at least two devices, {' and '.join(devices)}")
-    fn = _program_for(qualname, args, kwargs, num_returns)
+    from .. import config
     from ..autograd import no_grad
 
-    with no_grad():
-        out = fn(*tensors)
+    try:
+        fn = _program_for(qualname, args, kwargs, num_returns)
+    except NotImplementedError as error:
+        if not config.cuda_host_fallback or getattr(_busy, "key", None) is not None:
+            raise
+        return _on_host(qualname, args, kwargs, num_returns, tensors[0].device, error)
+    running = _busy.__dict__.setdefault("running", set())
+    if fn in running:
+        # Its program runs the op itself eagerly (an eager view graph of a view the CUDA key has
+        # no kernel for): that would recurse without end.
+        raise NotImplementedError(f"kiln.{qualname}: no CUDA kernel, and its generated program calls it again")
+    running.add(fn)
+    try:
+        with no_grad():
+            out = fn(*tensors)
+    finally:
+        running.discard(fn)
     return out[0] if num_returns == 1 else tuple(out)
+
+
+def _on_host(qualname, args, kwargs, num_returns, device, why):
+    """The op run by its CPU kernel on host copies of its CUDA tensors: the results copied to
+    `device`, and the inputs it wrote copied back (see the module docstring)."""
+    from ..autograd import no_grad
+    from ..fx.targets import resolve
+
+    if qualname not in _warned:
+        _warned.add(qualname)
+        warnings.warn(f"{why}: it runs on the CPU, its tensors copied there and back (this may have "
+                      f"performance implications; kiln.config.cuda_host_fallback = False makes it an "
+                      f"error)", UserWarning, stacklevel=4)
+    copies = []  # (device tensor, its host copy, the copy's version before the op)
+
+    def to_host(value):
+        if isinstance(value, _C.TensorBase) and value.device.type == "cuda":
+            host = value.cpu()
+            copies.append((value, host, host._version))
+            return host
+        if isinstance(value, (list, tuple)):
+            return type(value)(to_host(v) for v in value)
+        return value
+
+    host_args = tuple(to_host(a) for a in args)
+    host_kwargs = {k: to_host(v) for k, v in kwargs.items()}
+    with no_grad():
+        out = resolve(_target(qualname))(*host_args, **host_kwargs)
+        for tensor, host, version in copies:
+            if host._version != version:
+                tensor.copy_(host)
+        outs = (out,) if num_returns == 1 else tuple(out)
+        results = tuple(_to_device(o, device, copies) for o in outs)
+    return results[0] if num_returns == 1 else results
+
+
+def _to_device(host, device, copies):
+    """A host result on `device`: the device tensor it is the host copy of (an in-place op's
+    result), else a copy in the same layout when that is dense (one transfer), else contiguous."""
+    for tensor, copy, _ in copies:
+        if host._is_same(copy):
+            return tensor
+    if host.is_contiguous() or layout_class(host) == "channels_last":
+        out = _C._ops.empty_strided(host.shape, host.stride(), dtype=host.dtype, device=device)
+        return out.copy_(host)
+    return host.to(device)
 
 
 def _flatten(args, kwargs):
@@ -305,3 +393,4 @@ def _flatten(args, kwargs):
 def clear_cache():
     _cache.clear()
     _by_sizes.clear()
+    _no_program.clear()

@@ -228,11 +228,9 @@ def _compile_program(graph, cuda_graphs=False):
     device = cuda_device(graph)
     steps = _plan(graph)
     if steps is not None:
-        if device is not None:
-            raise InductorUnsupported("ops without a lowering run eagerly between compiled segments, "
-                                      "which CUDA tensors cannot do yet: " + ", ".join(
-                                          sorted({str(n.target) for s in steps if s.kind != "compiled"
-                                                  for n in s.outputs if n.target != "operator.getitem"})))
+        # On CUDA the segments compile for the device and the ops between them dispatch on CUDA
+        # tensors: a CUDA kernel, a program from their decomposition, or a host round trip
+        # (cuda_eager.py). CUDA graphs replay no partitioned program (each segment runs as usual).
         return _compile_partitioned(graph, steps)
     try:
         program, schedule_log = _codegen.schedule(_codegen.lower(graph))
