@@ -100,6 +100,29 @@ def test_ops_without_a_lowering_between_compiled_segments(device, strict_inducto
           rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.filterwarnings("ignore:.*it runs on the CPU, its tensors copied")
+def test_ops_without_a_lowering_over_size_symbols(device, strict_inductor, capsys):
+    # dynamic=True with a fallback op: the segments compile over the size symbols on CUDA too
+    # (they compiled for static sizes there: "ops without a lowering (fallbacks) on CUDA").
+    def f(x):
+        values, indices = (x * 2).sort(1)
+        return (values + 1).tanh(), indices
+
+    compiled = kiln.compile(f, dynamic=True)
+    kiln.set_logs(dynamic=True)
+    try:
+        for n in (5, 9, 13):
+            x = tensor((n, 7), device)
+            got, want = compiled(x), f(x.cpu())
+            for g, w in zip(got, want):
+                assert g.device.type == kiln.device(device).type
+                np.testing.assert_allclose(g.cpu().numpy(), w.numpy(), rtol=1e-5, atol=1e-6)
+    finally:
+        kiln.set_logs()
+    log = capsys.readouterr().err
+    assert "is over size symbols: x: f32[s0, s1]" in log and "static sizes" not in log, log
+
+
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 def test_16_bit_linear_with_bias(device, dtype):
     # A 16-bit addmm decomposes to an f32 product of the 16-bit operands (the bias added before

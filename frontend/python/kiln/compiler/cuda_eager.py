@@ -154,7 +154,7 @@ def _unsupported(qualname, error):
 
 def _compile(qualname, args, kwargs, num_returns):
     """The program for the call's exact sizes and strides."""
-    from . import fallback, inductor
+    from . import inductor
     from ..autograd import no_grad
 
     gm, tensors = _graph(qualname, args, kwargs, num_returns)
@@ -163,13 +163,20 @@ def _compile(qualname, args, kwargs, num_returns):
             run, attr_targets, kernel = inductor.compile_graph(gm, tensors)
     except Exception as error:  # noqa: BLE001 - any refusal of the pipeline is "no CUDA kernel"
         raise _unsupported(qualname, error) from error
-    if isinstance(kernel, fallback.PartitionedProgram) and _target(qualname) in kernel.fallbacks:
-        # Its program would run the op itself eagerly on CUDA, that is come back here.
-        raise NotImplementedError(f"kiln.{qualname}: no CUDA kernel, and it has no decomposition "
-                                  f"into ops that compile for CUDA")
+    _refuse_calling_itself(qualname, kernel)
     if attr_targets:
         raise NotImplementedError(f"kiln.{qualname}: its CUDA program reads attributes")
     return run
+
+
+def _refuse_calling_itself(qualname, kernel):
+    """NotImplementedError when the program `kernel` runs the op itself as a fallback: it would
+    run eagerly on CUDA, that is come back here."""
+    from . import fallback
+
+    if isinstance(kernel, fallback.PartitionedProgram) and _target(qualname) in kernel.fallbacks:
+        raise NotImplementedError(f"kiln.{qualname}: no CUDA kernel, and it has no decomposition "
+                                  f"into ops that compile for CUDA")
 
 
 def _signature(tensors, constants):
@@ -247,6 +254,7 @@ def _compile_symbolic(qualname, args, kwargs, num_returns):
         traces = dynamic.Traces(sig, {"inputs": list(examples)}, None, points, graph_modules, positions)
         with no_grad():
             run, attr_targets = inductor.compile_dynamic(traces, tensors)
+        _refuse_calling_itself(qualname, getattr(run, "kernel", run))
     except Exception as error:  # noqa: BLE001 - not one program over the symbols: per size then
         _dynamic_log.info("CUDA eager kiln.%s: compiled per size, not over %s (%s: %s)", qualname,
                           sig.describe(), type(error).__name__, error)
