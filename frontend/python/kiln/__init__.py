@@ -22,6 +22,7 @@ del _install_methods
 from ._composites import (  # noqa: E402,F401
     broadcast_shapes, broadcast_tensors, broadcast_to, diag, diagonal, is_floating_point, is_tensor, meshgrid,
     numel, _install_methods as _install_composites,
+    aminmax, count_nonzero, diff, fmax, fmin, heaviside, hypot, logaddexp, xlogy,
 )
 _install_composites(Tensor)
 del _install_composites
