@@ -447,8 +447,11 @@ private:
     return b;
   }
 
-  // The layout of a whole input or buffer, as a view of its storage.
-  StridedView wholeLayout(const std::string& name) {
+  // The layout of a whole input or buffer, as a view of its storage. A version written in
+  // place (a scatter into zeros) stands for its root's whole storage: its own sizes are the
+  // scatter's iteration domain, not the storage's shape.
+  StridedView wholeLayout(const std::string& version) {
+    const std::string name = program_.storageRoot(version);
     for (const LoopInput& in : program_.inputs)
       if (in.name == name) return StridedView{0, in.sizes, in.strides};
     for (const Buffer& b : program_.buffers)

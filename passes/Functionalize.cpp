@@ -2,6 +2,7 @@
 // node holding its current value, and for every view its base and the views leading to it.
 #include "passes/Functionalize.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <unordered_map>
 
@@ -150,7 +151,8 @@ private:
     if (parent && views_.count(parent)) recordView(n, parent);
   }
 
-  // The value of `parent` with `value` written where `view` (of parent) looks.
+  // The value of `parent` with `value` written where `view` (of parent) looks (as_strided:
+  // asStridedInverse, from write()).
   Node* inverse(Node* view, Node* parent, Node* value) {
     std::vector<Argument> rest(view->args().begin() + 1, view->args().end());
     auto scatter = [&](OpId op) {
@@ -188,8 +190,47 @@ private:
     default:
       fail(*view, "a write through " + view->target() +
                       " (functionalize knows the inverses of select, slice, view, squeeze, "
-                      "unsqueeze, permute, transpose, t, alias and detach)");
+                      "unsqueeze, permute, transpose, t, as_strided, alias and detach)");
     }
+  }
+
+  // The value of the storage's owner `base` with `value` written through the as_strided view
+  // `view` (diagonal(), and every as_strided view's gradient: zeros, then a copy_ into their
+  // as_strided view): the positions the view reads, as_strided over arange(numel) standing for
+  // the storage, are where index_put writes the value into the flattened base. Needs the
+  // storage's row-major layout, which a base computed in the graph (offset 0) with default
+  // strides has, and the view's storage offset (implied only when taken of the base itself).
+  Node* asStridedInverse(Node* view, Node* base, Node* value, bool ofBase) {
+    const TensorType& t = tensorTypeOf(*base);
+    const bool explicitOffset = (view->args().size() > 3 && !view->args()[3].isNone()) ||
+                                std::any_of(view->kwargs().begin(), view->kwargs().end(), [](const auto& kw) {
+                                  return kw.first == "storage_offset" && !kw.second.isNone();
+                                });
+    if (!ofBase && !explicitOffset) fail(*view, "a write through as_strided of a view, with no storage offset");
+
+    int64_t numel = 1;
+    bool rowMajor = true;
+    std::vector<Argument> sizes;
+    for (size_t d = t.sizes.size(); d-- > 0;) {
+      if (!t.sizes[d].constant()) fail(*view, "writes through a view of symbolic size");
+      // A stride only matters where the size is above 1.
+      if (t.strides && *t.sizes[d].constant() > 1 && (*t.strides)[d] != IndexExpr(numel)) rowMajor = false;
+      numel *= *t.sizes[d].constant();
+      sizes.insert(sizes.begin(), Argument(*t.sizes[d].constant()));
+    }
+    if (!rowMajor) fail(*view, "a write through as_strided of a tensor that is not contiguous");
+    std::vector<Argument> rest(view->args().begin() + 1, view->args().end());
+    Node* storage = call(OpId::arange, {Argument(numel)}, {{"dtype", Argument(ScalarType::Int64)},
+                                                             {"device", Argument(t.device)}});
+    std::vector<Argument> args{Argument(storage)};
+    args.insert(args.end(), rest.begin(), rest.end());
+    Node* positions = call(OpId::as_strided, std::move(args), view->kwargs());
+    Argument flat = Argument::list(std::vector<Argument>{Argument(int64_t(-1))});
+    Node* index = call(OpId::reshape, {Argument(positions), flat});
+    Node* flatBase = call(OpId::reshape, {Argument(base), flat});
+    Node* written = call(OpId::index_put, {Argument(flatBase), Argument::list(std::vector<Argument>{Argument(index)}),
+                                           Argument(call(OpId::reshape, {Argument(value), flat})), Argument(false)});
+    return call(OpId::reshape, {Argument(written), Argument::list(std::move(sizes))});
   }
 
   Argument inversePermutation(Node* view) {
@@ -344,6 +385,15 @@ private:
     ViewInfo& info = v->second;
     Node* base = value;
     for (size_t i = info.chain.size(); i-- > 0;) {
+      if (info.chain[i]->isOp() && info.chain[i]->op() == OpId::as_strided) {
+        // as_strided addresses the storage, whatever views lead to it: write into the base. A
+        // graph input's storage may start before its data (an input that is a slice): the
+        // view's offset then counts from a point the graph does not know.
+        if (info.base->opcode() == Opcode::Placeholder || info.base->opcode() == Opcode::GetAttr)
+          fail(*info.chain[i], "a write through as_strided of a graph input (its storage offset is not known)");
+        base = asStridedInverse(info.chain[i], read(info.base), base, i == 0);
+        break;
+      }
       Node* parent = i ? info.chain[i - 1] : info.base;
       base = inverse(info.chain[i], read(parent), base);
     }

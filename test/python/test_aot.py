@@ -73,9 +73,8 @@ def test_outputs_without_gradient_and_unused_outputs():
 
 
 def test_write_into_an_intermediate():
-    """The backward of a write through a view reads the gradient through as_strided, which the
-    inductor has no lowering for yet (a write and as_strided in one graph do not cut into
-    segments): aot_eager here."""
+    """The backward of a write through a view reads the gradient through as_strided (the
+    inductor functionalizes it into index_put, test_inductor.py): aot_eager here."""
     def fn(x):
         h = x * 2
         h[0] = 0

@@ -173,10 +173,32 @@ def test_compiled_kernel_checks_inputs():
 
 def _write_through_as_strided(x, y):
     # prims.as_strided has no loop lowering, and a write through it cannot run as a fallback
-    # kernel between compiled segments (fallback.py): the graph is not compiled.
-    h = x * 2
+    # kernel between compiled segments (fallback.py); functionalize turns a write through
+    # as_strided of a contiguous base into index_put, but not through as_strided of a view (the
+    # transpose here): the graph is not compiled.
+    h = (x * 2).view(2, 2).t()
     h.as_strided((2,), (2,)).copy_(y)
     return h.exp()
+
+
+def test_write_through_as_strided_of_an_intermediate_compiles(strict):
+    # diagonal() of an intermediate written in place, and the gradient of any as_strided view
+    # (zeros, then a copy_ through their as_strided view): functionalized into index_put.
+    def fn(x, y):
+        h = x * 2
+        h.as_strided((2,), (2,)).copy_(y)
+        h.view(2, 2).diagonal().mul_(3)
+        return h.exp()
+
+    x, y = _rand(4), _rand(2, seed=1)
+    kiln.compiler.reset()
+    np.testing.assert_allclose(kiln.compile(fn, backend="inductor")(x, y).numpy(), fn(x, y).numpy(), rtol=1e-6)
+    w = _rand(5, 5, seed=2).requires_grad_()
+    w_eager = w.detach().clone().requires_grad_()
+    g = lambda w: ((w @ w).diagonal() * kiln.arange(5.0)).sum()  # noqa: E731
+    kiln.compile(g, backend="inductor")(w).backward()
+    g(w_eager).backward()
+    np.testing.assert_allclose(w.grad.numpy(), w_eager.grad.numpy(), rtol=1e-5, atol=1e-5)
 
 
 def test_unsupported_graph_falls_back_with_warning():

@@ -121,6 +121,21 @@ def test_transposed_product_of_strided_operands(capsys):
     _check(lambda a, b: ((a @ b).t(), (a @ b).relu()), (a, b), capsys)
 
 
+def test_transposed_product_of_a_scatter_result(capsys):
+    # The GNN weight gradient: t(mm(t(x), index_put(zeros, idx, msgs, accumulate))). The
+    # scatter's buffer has the messages' iteration shape [34, 12] but the zeros' storage
+    # [10, 12]; the transposed operand must be a view of the storage (it read element 407 of a
+    # storage of 120 and failed to compile).
+    idx = kiln.from_numpy(np.random.default_rng(3).integers(0, 10, 34))
+    msgs, x = _rand(34, 12), _rand(10, 5, seed=1)
+
+    def fn(msgs, x):
+        z = kiln.zeros(10, 12).index_put((idx,), msgs * 2, accumulate=True)
+        return (x.t() @ z).t(), z.sum(0)  # a second reader: z goes to the GEMM unviewed
+
+    _check(fn, (msgs, x), capsys)
+
+
 def test_linear_weight_gradient_needs_no_transposing_copy(capsys):
     lin = kiln.nn.Linear(8, 16)
     x = _rand(4, 8)

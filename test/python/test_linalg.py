@@ -312,3 +312,36 @@ def f(T, *shape, dt="float32"):
 ], ids=range(39))
 def test_errors(make, match):
     same_error(make, match)
+
+
+# kiln.linalg's norms (torch.linalg.norm / vector_norm / matrix_norm in real model code).
+LINALG_NORMS = [
+    ("vector_norm", dict(), (3, 4, 5)), ("vector_norm", dict(ord=1, dim=(0, 2)), (3, 4, 5)),
+    ("vector_norm", dict(ord=float("inf"), dim=-1, keepdim=True), (3, 4)), ("vector_norm", dict(ord=0, dim=1), (3, 4)),
+    ("vector_norm", dict(ord=3, dtype="float64"), (5,)), ("matrix_norm", dict(), (2, 3, 4)),
+    ("matrix_norm", dict(ord=1), (2, 3, 4)), ("matrix_norm", dict(ord=-1, keepdim=True), (3, 4)),
+    ("matrix_norm", dict(ord=float("inf"), dim=(2, 0)), (3, 4, 5)), ("matrix_norm", dict(ord=float("-inf")), (4, 3)),
+    ("norm", dict(), (3, 4, 5)), ("norm", dict(ord=1), (6,)), ("norm", dict(ord=float("inf")), (3, 4)),
+    ("norm", dict(dim=1), (3, 4)), ("norm", dict(ord=1, dim=(0, 1), keepdim=True), (3, 4)),
+]
+
+
+@pytest.mark.parametrize("fn,kw,shape", LINALG_NORMS, ids=repr)
+def test_linalg_norms_match_pytorch(fn, kw, shape):
+    torch = need_torch()
+    a = sample(shape, "float32", 3)
+    kk = {k: getattr(kiln, v) if k == "dtype" else v for k, v in kw.items()}
+    kt = {k: getattr(torch, v) if k == "dtype" else v for k, v in kw.items()}
+    want = getattr(torch.linalg, fn)(torch.from_numpy(a), **kt)
+    assert_match(getattr(kiln.linalg, fn)(kiln.from_numpy(a), **kk), want, rtol=1e-5, atol=1e-5)
+    kiln.compiler.reset()  # the lambda's code object is shared by every case
+    compiled = kiln.compile(lambda x: getattr(kiln.linalg, fn)(x, **kk), fullgraph=True)
+    assert_match(compiled(kiln.from_numpy(a)), want, rtol=1e-5, atol=1e-5)
+
+
+def test_linalg_norm_errors():
+    same_error(lambda T: T.linalg.vector_norm(T.ones(3, dtype=T.int64)), "floating point")
+    same_error(lambda T: T.linalg.norm(T.ones(2, 2, 2), ord=1), "1D or 2D")
+    same_error(lambda T: T.linalg.matrix_norm(T.ones(3)), "at least 2 dimensions")
+    with pytest.raises(NotImplementedError, match="singular values"):
+        kiln.linalg.matrix_norm(kiln.ones(3, 3), ord="nuc")

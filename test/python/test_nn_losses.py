@@ -231,3 +231,62 @@ def test_huber_loss_matches_torch(reduction):
         assert_match(nn.functional.huber_loss(kx, ky, reduction=reduction, delta=delta),
                      torch.nn.functional.huber_loss(tx, ty, reduction=reduction, delta=delta))
         assert_match(nn.HuberLoss(reduction, delta)(kx, ky), torch.nn.HuberLoss(reduction, delta)(tx, ty))
+
+
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+def test_metric_learning_losses_match_torch(reduction):
+    torch = need_torch()
+    ka, ta = both(sample((6, 5), "float32", seed=1))
+    kp, tp = both(sample((6, 5), "float32", seed=2))
+    kn, tn = both(sample((6, 5), "float32", seed=3))
+    ky, ty = both(np.array([1, -1, 1, 1, -1, -1], dtype=np.float32))
+    for kw in (dict(), dict(margin=0.5, p=1, swap=True), dict(p=3, eps=0.0)):
+        assert_match(nn.functional.triplet_margin_loss(ka, kp, kn, reduction=reduction, **kw),
+                     torch.nn.functional.triplet_margin_loss(ta, tp, tn, reduction=reduction, **kw), rtol=1e-5, atol=1e-6)
+    assert_match(nn.TripletMarginLoss(margin=0.3, swap=True, reduction=reduction)(ka, kp, kn),
+                 torch.nn.TripletMarginLoss(margin=0.3, swap=True, reduction=reduction)(ta, tp, tn), rtol=1e-5, atol=1e-6)
+    assert_match(nn.functional.margin_ranking_loss(ka[:, 0], kp[:, 0], ky, margin=0.2, reduction=reduction),
+                 torch.nn.functional.margin_ranking_loss(ta[:, 0], tp[:, 0], ty, margin=0.2, reduction=reduction))
+    assert_match(nn.MarginRankingLoss(0.1, reduction=reduction)(ka[:, 1], kp[:, 1], ky),
+                 torch.nn.MarginRankingLoss(0.1, reduction=reduction)(ta[:, 1], tp[:, 1], ty))
+    for margin in (0.0, 0.3):
+        assert_match(nn.functional.cosine_embedding_loss(ka, kp, ky, margin=margin, reduction=reduction),
+                     torch.nn.functional.cosine_embedding_loss(ta, tp, ty, margin=margin, reduction=reduction),
+                     rtol=1e-5, atol=1e-6)
+    assert_match(nn.CosineEmbeddingLoss(reduction=reduction)(ka[0], kp[0], ky[0]),
+                 torch.nn.CosineEmbeddingLoss(reduction=reduction)(ta[0], tp[0], ty[0]), rtol=1e-5, atol=1e-6)
+
+
+def test_pairwise_distance_matches_torch_and_compiles():
+    torch = need_torch()
+    ka, ta = both(sample((4, 6), "float32", seed=1))
+    kb, tb = both(sample((6,), "float32", seed=2))
+    F, TF = nn.functional, torch.nn.functional
+    for kw in (dict(), dict(p=1.0, keepdim=True), dict(p=float("inf"), eps=0.0)):
+        assert_match(F.pairwise_distance(ka, kb, **kw), TF.pairwise_distance(ta, tb, **kw), rtol=1e-5, atol=1e-6)
+    assert_match(F.pairwise_distance(kb, kb.flip(0)), TF.pairwise_distance(tb, tb.flip(0)), rtol=1e-5, atol=1e-6)
+    assert_match(nn.PairwiseDistance(p=1.5)(ka, kb), torch.nn.PairwiseDistance(p=1.5)(ta, tb), rtol=1e-5, atol=1e-6)
+    # compiled with autograd: the triplet loss of a small embedding net trains as in eager
+    ka.requires_grad_()
+    ta.requires_grad_()
+    kiln.compiler.reset()
+    kloss = kiln.compile(lambda a, b: F.triplet_margin_loss(a, b, a.flip(0), swap=True), fullgraph=True)(ka, kb.expand(4, 6))
+    tloss = TF.triplet_margin_loss(ta, tb.expand(4, 6), ta.flip(0), swap=True)
+    kloss.backward()
+    tloss.backward()
+    assert_match(kloss.detach(), tloss.detach(), rtol=1e-5, atol=1e-6)
+    assert_match(ka.grad, ta.grad, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("call,msg", [
+    (lambda T: T.nn.functional.triplet_margin_loss(T.ones(2, 3), T.ones(2, 3), T.ones(3)), "same number of dimensions"),
+    (lambda T: T.nn.functional.margin_ranking_loss(T.ones(2, 3), T.ones(2, 3), T.ones(2)), "same dimension"),
+    (lambda T: T.nn.functional.cosine_embedding_loss(T.ones(2, 3), T.ones(2, 3), T.ones(2, 1)), "multi-target"),
+    (lambda T: T.nn.functional.cosine_embedding_loss(T.ones(3), T.ones(3), T.ones(2)), "1D target tensor expects 2D"),
+])
+def test_metric_learning_loss_errors_match_torch(call, msg):
+    torch = need_torch()
+    with pytest.raises(RuntimeError, match=msg):
+        call(torch)
+    with pytest.raises(RuntimeError, match=msg):
+        call(kiln)

@@ -683,3 +683,62 @@ def test_meta_tensors():
         assert r.is_meta and tuple(r.shape) == shape and r.dtype == dtype
     with pytest.raises(RuntimeError):
         kiln.allclose(m, m)
+
+
+# Composites real code calls: kiln/_composites.py (count_nonzero ... heaviside), eager and
+# compiled, against PyTorch; inputs with nan, inf, zeros and ties.
+def _special(shape, seed):
+    a = sample(shape, "float32", seed)
+    a.flat[::7] = 0.0
+    a.flat[3] = np.nan
+    a.flat[5] = np.inf
+    a.flat[6] = -np.inf
+    return a
+
+
+COMPOSITES = {
+    "count_nonzero": lambda T, a, b, i: (T.count_nonzero(a), T.count_nonzero(i, dim=1), i.count_nonzero((0, 1))),
+    "diff": lambda T, a, b, i: (T.diff(i), a.diff(n=2, dim=0), T.diff(i > 0, dim=0),
+                                T.diff(b, prepend=b[:, :1], append=b[:, -2:], dim=1), T.diff(b[:, :1], n=3)),
+    "aminmax": lambda T, a, b, i: (tuple(T.aminmax(b)), tuple(T.aminmax(i, dim=1, keepdim=True)),
+                                   T.aminmax(b, dim=0).max, tuple(T.aminmax(b, keepdim=True))),
+    "logaddexp": lambda T, a, b, i: (T.logaddexp(a, b), a.logaddexp(a), T.logaddexp(b * 100, b[:1] * 100)),
+    "hypot": lambda T, a, b, i: (T.hypot(a, b), b.hypot(b[:1])),
+    "xlogy": lambda T, a, b, i: (T.xlogy(a, b), T.xlogy(a.abs(), a), T.xlogy(2.0, b.abs()), T.xlogy(i, i),
+                                 T.xlogy(i, 3.0)),
+    "fmax_fmin": lambda T, a, b, i: (T.fmax(a, b), T.fmin(a, b), a.fmax(a.flip(0)), T.fmin(i, b)),
+    "heaviside": lambda T, a, b, i: (T.heaviside(a, b), T.heaviside(i, T.tensor([7])), a.heaviside(T.tensor(0.5))),
+}
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+@pytest.mark.parametrize("name", sorted(COMPOSITES))
+def test_composites_match_pytorch(name, compiled):
+    fn = COMPOSITES[name]
+    a, b = _special((4, 5), 1), sample((4, 5), "float32", 2)
+    i = sample((4, 5), "int64", 3)
+    (ka, ta), (kb, tb), (ki, ti) = both(a), both(b), both(i)
+    want = fn(torch, ta, tb, ti)
+    if compiled:
+        kiln.compiler.reset()
+        got = kiln.compile(lambda a, b, i: fn(kiln, a, b, i))(ka, kb, ki)
+    else:
+        got = fn(kiln, ka, kb, ki)
+    assert_match(got, want, rtol=1e-5, atol=1e-6)
+    if name == "aminmax":  # a named tuple, also out of a compiled function
+        f = kiln.compile(lambda x: kiln.aminmax(x, dim=0)) if compiled else (lambda x: kiln.aminmax(x, dim=0))
+        r = f(kb)
+        assert type(r).__name__ == "aminmax" and r.min is r[0]
+        assert_match(r.max, torch.aminmax(tb, dim=0).max)
+
+
+def test_composites_errors_match_pytorch():
+    for call in (lambda T: T.diff(T.tensor(1.0)), lambda T: T.diff(T.ones(3), n=-1),
+                 lambda T: T.logaddexp(T.ones(2, dtype=T.int64), T.ones(2, dtype=T.int64)),
+                 lambda T: T.heaviside(T.ones(2), T.ones(2, dtype=T.float64)),
+                 lambda T: T.aminmax(T.ones(0))):
+        with pytest.raises(RuntimeError) as want:
+            call(torch)
+        with pytest.raises(RuntimeError):
+            call(kiln)
+        assert want.value is not None

@@ -22,6 +22,7 @@ del _install_methods
 from ._composites import (  # noqa: E402,F401
     broadcast_shapes, broadcast_tensors, broadcast_to, diag, diagonal, is_floating_point, is_tensor, meshgrid,
     numel, _install_methods as _install_composites,
+    aminmax, count_nonzero, diff, fmax, fmin, heaviside, hypot, logaddexp, xlogy,
 )
 _install_composites(Tensor)
 del _install_composites
@@ -34,6 +35,7 @@ from .autograd import (  # noqa: E402,F401
 )
 from . import autograd, nn  # noqa: E402,F401
 from . import optim  # noqa: E402,F401
+from . import linalg  # noqa: E402,F401
 from . import utils  # noqa: E402,F401
 from .serialization import load, save  # noqa: E402,F401
 from . import fx  # noqa: E402,F401

@@ -1,6 +1,11 @@
 """torch functions that real model code calls and that are compositions of table ops (no
-kernel of their own): type predicates, broadcasting helpers, diagonal views and meshgrid."""
+kernel of their own): type predicates, broadcasting helpers, diagonal views and meshgrid, and
+small math (count_nonzero, diff, aminmax, logaddexp, hypot, xlogy, fmax/fmin, heaviside)."""
+import collections
+import math
+
 from . import _C
+from ._creation import tensor as _tensor
 from ._tensor import Size as _Size
 
 
@@ -111,7 +116,99 @@ def meshgrid(*tensors, indexing="ij"):
     return tuple(grids)
 
 
+def count_nonzero(input, dim=None):
+    return (input != 0).sum() if dim is None else (input != 0).sum(dim)
+
+
+def diff(input, n=1, dim=-1, prepend=None, append=None):
+    """The n-th forward difference along dim (of bools: whether neighbours differ), after
+    concatenating prepend and append along it, as PyTorch's."""
+    if input.dim() == 0:
+        raise RuntimeError("diff expects input to be at least one-dimensional")
+    if n < 0:
+        raise RuntimeError(f"order must be non-negative but got {n}")
+    parts = [t for t in (prepend, input, append) if t is not None]
+    x = _C._ops.cat(parts, dim) if len(parts) > 1 else input
+    for _ in range(n):
+        length = x.shape[dim]
+        if length == 0:
+            break
+        hi, lo = x.narrow(dim, 1, length - 1), x.narrow(dim, 0, length - 1)
+        x = hi != lo if x.dtype == _C.bool else hi - lo
+    return x
+
+
+# aminmax's result, a named tuple (min, max) as torch.return_types.aminmax.
+_aminmax = collections.namedtuple("aminmax", ["min", "max"])
+_aminmax.__module__ = "kiln.return_types"
+
+
+def aminmax(input, *, dim=None, keepdim=False):
+    if dim is None:
+        if input.numel() == 0:
+            raise RuntimeError("aminmax(): cannot compute aminmax over an empty dimension as the operation has no "
+                               "identity.")
+        lo, hi = input.amin(), input.amax()
+        if keepdim:
+            shape = [1] * input.dim()
+            lo, hi = lo.reshape(shape), hi.reshape(shape)
+        return _aminmax(lo, hi)
+    return _aminmax(input.amin(dim, keepdim), input.amax(dim, keepdim))
+
+
+def _float_only(op, *tensors):
+    for t in tensors:
+        if is_tensor(t) and not t.dtype.is_floating_point:
+            raise RuntimeError(f"\"{op}_cpu\" not implemented for '{t.dtype}'")
+
+
+def logaddexp(input, other):
+    """log(exp(a) + exp(b)) without overflow; equal infinities give themselves (not nan)."""
+    _float_only("logaddexp", input, other)
+    hi = _C._ops.maximum(input, other)
+    both_inf = _C._ops.isinf(input) & (input == other)
+    return _C._ops.where(both_inf, input, hi + (-(input - other).abs()).exp().log1p())
+
+
+def hypot(input, other):
+    _float_only("hypot", input, other)
+    return (input * input + other * other).sqrt()
+
+
+def xlogy(input, other):
+    """input * log(other), 0 where input is 0 (even where other is 0), nan where other is nan."""
+    if is_tensor(other):
+        log = other.log()
+    else:
+        log = math.log(other) if other > 0 else (-math.inf if other == 0 else math.nan)
+    out = input * log
+    zero = input == 0 if is_tensor(input) else _C._ops.full_like(out, input == 0, dtype=_C.bool)
+    out = _C._ops.where(zero, out.new_zeros(()), out)
+    if is_tensor(other):
+        return _C._ops.where(_C._ops.isnan(other), other, out).to(out.dtype)
+    return _C._ops.full_like(out, math.nan) if math.isnan(other) else out
+
+
+def fmax(input, other):
+    """maximum that ignores a nan (nan only where both are)."""
+    out = _C._ops.maximum(input, other)
+    return _C._ops.where(_C._ops.isnan(input), other, _C._ops.where(_C._ops.isnan(other), input, out)).to(out.dtype)
+
+
+def fmin(input, other):
+    out = _C._ops.minimum(input, other)
+    return _C._ops.where(_C._ops.isnan(input), other, _C._ops.where(_C._ops.isnan(other), input, out)).to(out.dtype)
+
+
+def heaviside(input, values):
+    if input.dtype != values.dtype:
+        raise RuntimeError("heaviside is not yet implemented for tensors with different dtypes")
+    return _C._ops.where(input == 0, values, (input > 0).to(input.dtype)).to(input.dtype)
+
+
 def _install_methods(tensor_class):
+    for fn in (count_nonzero, diff, aminmax, logaddexp, hypot, xlogy, fmax, fmin, heaviside):
+        setattr(tensor_class, fn.__name__, fn)
     tensor_class.diagonal = diagonal
     tensor_class.diag = diag
     tensor_class.broadcast_to = broadcast_to

@@ -26,6 +26,7 @@ import concurrent.futures
 import contextvars
 
 from ..fx import Graph, GraphModule
+from ..fx.interpreter import Interpreter
 from ..fx.graph import tensor_type
 
 
@@ -424,6 +425,52 @@ def plan(graph, views=frozenset(), writes=frozenset()):
     return steps
 
 
+def _storage_start(t):
+    return t.data_ptr() - t.storage_offset() * t.element_size()
+
+
+def input_relative_offset(t, offset, inputs):
+    """as_strided's storage offset for tensor `t` at run time. A graph is traced with every
+    input's storage starting at its data (the tracer's fakes have storage offset 0: diagonal()
+    of an input records offset 0), so as_strided of (a view of) an input that is a slice of a
+    bigger tensor (data[4:8]) adds that input's storage offset to the traced one; as_strided of
+    an intermediate keeps it."""
+    if not isinstance(offset, int) or not hasattr(t, "data_ptr") or not t.numel():
+        return offset
+    start = _storage_start(t)
+    for a in inputs:
+        if hasattr(a, "data_ptr") and a.storage_offset() and a.numel() and _storage_start(a) == start:
+            return offset + a.storage_offset()
+    return offset
+
+
+class InputRelativeViews(Interpreter):
+    """Runs a graph of view prims of its placeholders on real inputs with as_strided offsets
+    relative to the inputs (input_relative_offset); a callable as GraphModule.forward is."""
+
+    def __init__(self, graph):
+        super().__init__(None, graph=graph)
+        self.inputs = ()
+
+    def __call__(self, *args):
+        return self.run_with_inputs(args, args)
+
+    def run_with_inputs(self, args, inputs):
+        """Runs on `args`, offsets relative to `inputs` (the program's, when this graph is one
+        step of a partitioned program)."""
+        self.inputs = inputs
+        try:
+            return self.run(*args)
+        finally:
+            self.inputs = ()
+
+    def call_function(self, target, args, kwargs):
+        if str(target) == "prims.as_strided" and len(args) == 4 and not kwargs:
+            t, size, stride, offset = args
+            return t.as_strided(size, stride, input_relative_offset(t, offset, self.inputs))
+        return super().call_function(target, args, kwargs)
+
+
 # A float32 2-d convolution (oneDNN's) reads and writes NHWC without reorders, and its NCHW
 # result would cost a reorder as large as the result itself (small_cnn large: 4.9 ms of the
 # first convolution's 6.2). So a convolution whose result only the compiled segments read gets
@@ -505,6 +552,8 @@ class PartitionedProgram:
         for step in steps:
             if step.kind != "compiled":
                 step.run = GraphModule({}, step.graph).forward
+                if str(step.outputs[0].target) == "prims.as_strided":
+                    step.run = InputRelativeViews(step.graph)
 
     def __call__(self, *args):
         env = dict(zip(self.placeholders, args))
@@ -514,6 +563,10 @@ class PartitionedProgram:
             else:  # a channels-last copy a segment made is taken as it is
                 ins = [_laid_out(env[_ChannelsLast(a)] if _ChannelsLast(a) in env else env[a], layout)
                        for a, layout in zip(step.inputs, step.layouts)]
-            for node, value in zip(step.outputs, step.run(*ins)):
+            if isinstance(step.run, InputRelativeViews):  # offsets relative to the program's inputs
+                run = lambda *ins, step=step: step.run.run_with_inputs(ins, args)  # noqa: E731
+            else:
+                run = step.run
+            for node, value in zip(step.outputs, run(*ins)):
                 env[node] = value.permute(0, 3, 1, 2) if isinstance(node, _ChannelsLast) else value
         return tuple(env[r] for r in self.results)

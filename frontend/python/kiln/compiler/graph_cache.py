@@ -79,7 +79,8 @@ class Entry:
         if entry.program is not None:
             entry.kernel = _codegen.CompiledKernel(entry.path, "kiln_entry", entry.program)
         if entry.views is not None:
-            entry.view_fn = GraphModule({}, parse(entry.views)).forward
+            from .fallback import InputRelativeViews
+            entry.view_fn = InputRelativeViews(parse(entry.views))
         if entry.draws is not None:
             entry.draw_fn = GraphModule({}, parse(entry.draws)).forward
         return entry

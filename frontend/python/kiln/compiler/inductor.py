@@ -340,7 +340,7 @@ def compile_graph(gm, example_inputs=None, cuda_graphs=False):
         attr_targets, draws, computed, views, where = _prepare_cuttable(gm, example_inputs)
         kernel, program, schedule_log = _compile_program(computed, cuda_graphs) if computed is not None \
             else (None,) * 3
-        view_fn = GraphModule({}, views).forward if views is not None else None
+        view_fn = fallback.InputRelativeViews(views) if views is not None else None
         draw_fn = GraphModule({}, draws).forward if draws is not None else None
         if isinstance(kernel, fallback.PartitionedProgram) or \
                 isinstance(kernel, _codegen.CudaCompiledProgram):

@@ -457,6 +457,52 @@ def cosine_similarity(x1, x2, dim=1, eps=1e-8):
     return (x1 * x2).sum(dim) / (n1 * n2)
 
 
+def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
+    # torch adds eps to the difference (not the norm) and reduces the innermost dim of the
+    # broadcast result.
+    last = max(x1.dim(), x2.dim()) - 1
+    return (x1 - x2 + eps).norm(p, last, keepdim)
+
+
+def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, swap=False, size_average=None,
+                        reduce=None, reduction="mean"):
+    if not anchor.dim() == positive.dim() == negative.dim():
+        raise RuntimeError(f"The anchor, positive, and negative tensors are expected to have the same number of "
+                           f"dimensions, but got: anchor {anchor.dim()}D, positive {positive.dim()}D, and negative "
+                           f"{negative.dim()}D inputs")
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    d_pos = pairwise_distance(anchor, positive, p, eps)
+    d_neg = pairwise_distance(anchor, negative, p, eps)
+    if swap:  # the harder of the two negatives' distances (to the anchor or to the positive)
+        d_neg = _ops.minimum(d_neg, pairwise_distance(positive, negative, p, eps))
+    return _reduce((margin + d_pos - d_neg).clamp_min(0), reduction)
+
+
+def margin_ranking_loss(input1, input2, target, margin=0.0, size_average=None, reduce=None, reduction="mean"):
+    if not input1.dim() == input2.dim() == target.dim():
+        raise RuntimeError(f"margin_ranking_loss : All input tensors should have same dimension but got sizes: "
+                           f"input1: {_size_repr(input1)}, input2: {_size_repr(input2)}, target: {_size_repr(target)} ")
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    return _reduce((-target * (input1 - input2) + margin).clamp_min(0), reduction)
+
+
+def cosine_embedding_loss(input1, input2, target, margin=0.0, size_average=None, reduce=None, reduction="mean"):
+    d = target.dim()
+    if d > 1:
+        raise RuntimeError("0D or 1D target tensor expected, multi-target not supported")
+    if input1.dim() != d + 1 or input2.dim() != d + 1:
+        raise RuntimeError(f"{d}D target tensor expects {d + 1}D input tensors, but found inputs with sizes "
+                           f"{list(input1.shape)} and {list(input2.shape)}.")
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    # torch's formula: squared magnitudes plus 1e-12 each, the cosine over their product's root.
+    dot = (input1 * input2).sum(d)
+    mag = ((input1 * input1).sum(d) + 1e-12) * ((input2 * input2).sum(d) + 1e-12)
+    cos = dot / mag.sqrt()
+    zero = _ops.zeros_like(cos)
+    loss = _ops.where(target == 1, 1 - cos, zero) + _ops.where(target == -1, (cos - margin).clamp_min(0), zero)
+    return _reduce(loss, reduction)
+
+
 def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     _warn_target_size(input, target)
     diff = (input - target).abs()

@@ -11,10 +11,11 @@ from .activation import (  # noqa: F401
     CELU, ELU, GLU, SELU, Hardsigmoid, Hardswish, Hardtanh, LeakyReLU, LogSigmoid, Mish, MultiheadAttention, PReLU,
     ReLU6, Softmin, Softplus, Softsign, Tanhshrink,
 )
-from .distance import CosineSimilarity  # noqa: F401
+from .distance import CosineSimilarity, PairwiseDistance  # noqa: F401
 from .loss import (  # noqa: F401
     BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, KLDivLoss, L1Loss, MSELoss, NLLLoss, SmoothL1Loss,
 )
+from .loss import CosineEmbeddingLoss, MarginRankingLoss, TripletMarginLoss  # noqa: F401
 from .normalization import RMSNorm  # noqa: F401
 from .padding import (  # noqa: F401
     CircularPad1d, CircularPad2d, CircularPad3d, ConstantPad1d, ConstantPad2d, ConstantPad3d, ReflectionPad1d,

@@ -1,4 +1,4 @@
-"""CosineSimilarity over nn.functional."""
+"""CosineSimilarity and PairwiseDistance over nn.functional."""
 from .. import functional as F
 from .module import Module
 
@@ -11,3 +11,14 @@ class CosineSimilarity(Module):
 
     def forward(self, x1, x2):
         return F.cosine_similarity(x1, x2, self.dim, self.eps)
+
+
+class PairwiseDistance(Module):
+    def __init__(self, p=2.0, eps=1e-6, keepdim=False):
+        super().__init__()
+        self.norm = p
+        self.eps = eps
+        self.keepdim = keepdim
+
+    def forward(self, x1, x2):
+        return F.pairwise_distance(x1, x2, self.norm, self.eps, self.keepdim)
