@@ -572,6 +572,31 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     return _conv("conv2d", 2, input, weight, bias, stride, padding, dilation, groups)
 
 
+def _conv_transpose(name, dims, input, weight, bias, stride, padding, output_padding, groups, dilation):
+    if input.dim() not in (dims + 1, dims + 2):
+        raise RuntimeError(f"Expected {dims + 1}D (unbatched) or {dims + 2}D (batched) input to {name}, "
+                           f"but got input of size: {list(input.shape)}")
+    if isinstance(padding, str):
+        raise RuntimeError(f"{name}: padding must be an int or a tuple of ints, got the string {padding!r}")
+    unbatched = input.dim() == dims + 1
+    if unbatched:
+        input = input.unsqueeze(0)
+    out = _ops.convolution(input, weight, bias, _int_list(stride, dims, "stride"), _int_list(padding, dims, "padding"),
+                           _int_list(dilation, dims, "dilation"), True,
+                           _int_list(output_padding, dims, "output_padding"), groups)
+    return out.squeeze(0) if unbatched else out
+
+
+def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    return _conv_transpose("conv_transpose1d", 1, input, weight, bias, stride, padding, output_padding, groups,
+                           dilation)
+
+
+def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    return _conv_transpose("conv_transpose2d", 2, input, weight, bias, stride, padding, output_padding, groups,
+                           dilation)
+
+
 def _pool_list(value):
     return [value] if isinstance(value, int) else [int(v) for v in value]
 

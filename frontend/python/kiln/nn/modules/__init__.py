@@ -22,7 +22,7 @@ from .padding import (  # noqa: F401
     ZeroPad3d,
 )
 from .batchnorm import BatchNorm1d, BatchNorm2d  # noqa: F401
-from .conv import Conv1d, Conv2d  # noqa: F401
+from .conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d  # noqa: F401
 from .normalization import GroupNorm  # noqa: F401
 from .pooling import AdaptiveAvgPool2d, AvgPool2d, MaxPool2d  # noqa: F401
 from .sparse import Embedding  # noqa: F401
