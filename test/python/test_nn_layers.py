@@ -99,7 +99,7 @@ class Decoder(nn.Module):
 
 
 @needs_cxx
-def test_conv_transpose_trains_under_compile_like_eager():
+def test_conv_transpose_trains_under_compile_like_eager(strict_inductor):
     x = kiln.from_numpy(sample((2, 4, 3, 3), "float32", seed=7))
     losses = {}
     for mode in ("eager", "compiled"):
@@ -115,3 +115,125 @@ def test_conv_transpose_trains_under_compile_like_eager():
             opt.step()
             losses[mode].append(loss.item())
     np.testing.assert_allclose(losses["compiled"], losses["eager"], rtol=1e-5, atol=1e-6)
+
+
+# -- pooling, instance norm, interpolation -----------------------------------------------------
+FUNCTIONAL = [
+    ("max_pool1d", (2, 3, 9), dict(kernel_size=3, stride=2, padding=1)),
+    ("max_pool1d", (3, 9), dict(kernel_size=2, ceil_mode=True, dilation=2)),
+    ("avg_pool1d", (2, 3, 9), dict(kernel_size=3, stride=2, padding=1, count_include_pad=False)),
+    ("avg_pool1d", (3, 9), dict(kernel_size=4, ceil_mode=True)),
+    ("adaptive_avg_pool1d", (2, 3, 10), dict(output_size=4)),
+    ("adaptive_max_pool1d", (2, 3, 10), dict(output_size=4)),
+    ("adaptive_max_pool2d", (2, 3, 7, 10), dict(output_size=(3, 4))),
+    ("adaptive_max_pool2d", (3, 5, 6), dict(output_size=(None, 4))),
+    ("instance_norm", (2, 3, 5, 4), dict()),
+    ("instance_norm", (2, 3, 7), dict(eps=1e-3)),
+    ("interpolate", (2, 3, 7), dict(size=12, mode="linear")),
+    ("interpolate", (2, 3, 7), dict(scale_factor=2.5, mode="linear", align_corners=True)),
+    ("interpolate", (2, 3, 5, 6), dict(size=(9, 4), mode="bilinear")),
+    ("interpolate", (2, 3, 5, 6), dict(scale_factor=2, mode="bilinear", align_corners=True)),
+    ("interpolate", (2, 3, 5, 6), dict(scale_factor=(1.7, 0.6), mode="bilinear")),
+    ("interpolate", (2, 3, 5, 6), dict(scale_factor=(1.7, 0.6), mode="bilinear", recompute_scale_factor=True)),
+    ("interpolate", (1, 2, 3, 4, 5), dict(scale_factor=2, mode="trilinear")),
+]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("name,shape,kw", FUNCTIONAL, ids=[f"{n}-{k}" for n, _, k in FUNCTIONAL])
+def test_pool_norm_interpolate_match_torch(name, shape, kw, dtype):
+    torch = need_torch()
+    grads_match(lambda x: getattr(F, name)(x, **kw), lambda x: getattr(torch.nn.functional, name)(x, **kw),
+                [sample(shape, "float32", seed=12)], dtype, TOL32 if dtype == "float32" else {})
+
+
+@pytest.mark.parametrize("name,shape,kw", [("max_pool1d", (2, 3, 9), dict(kernel_size=3, stride=2, padding=1)),
+                                           ("adaptive_max_pool1d", (2, 3, 10), dict(output_size=4)),
+                                           ("adaptive_max_pool2d", (2, 3, 7, 10), dict(output_size=(3, 4))),
+                                           ("adaptive_max_pool2d", (3, 5, 6), dict(output_size=(None, 4)))])
+def test_pool_indices_match_torch(name, shape, kw):
+    torch = need_torch()
+    kx, tx = both(np.round(sample(shape, "float32", seed=13)))  # rounded: ties, where the first max wins
+    assert_match(getattr(F, name)(kx, return_indices=True, **kw),
+                 getattr(torch.nn.functional, name)(tx, return_indices=True, **kw))
+
+
+def test_pool_and_instance_norm_modules_match_torch():
+    torch = need_torch()
+    cases = [("MaxPool1d", (3, 2, 1)), ("AvgPool1d", (3,)), ("AdaptiveAvgPool1d", (4,)),
+             ("AdaptiveMaxPool1d", (3,)), ("AdaptiveMaxPool2d", ((2, None),))]
+    kx, tx = both(sample((2, 3, 9), "float32", seed=14))
+    for name, args in cases:
+        km, tm = getattr(nn, name)(*args), getattr(torch.nn, name)(*args)
+        assert repr(km) == repr(tm)
+        x = (kx, tx) if "2d" not in name else (kx.unsqueeze(0), tx.unsqueeze(0))
+        assert_match(km(x[0]), tm(x[1]))
+    for cfg in (dict(), dict(affine=True), dict(affine=True, track_running_stats=True, momentum=0.3)):
+        km, tm = nn.InstanceNorm1d(3, **cfg), torch.nn.InstanceNorm1d(3, **cfg)
+        assert repr(km) == repr(tm) and list(km.state_dict()) == list(tm.state_dict())
+        with torch.no_grad():
+            for p in tm.parameters():
+                p.uniform_(0.5, 1.5)
+            km.load_state_dict({k: kiln.from_numpy(v.numpy().copy()) for k, v in tm.state_dict().items()})
+            assert_match(km(kx), tm(tx), **TOL32)
+            assert_match(km(kx[0]), tm(tx[0]), **TOL32)  # unbatched
+            km.eval()
+            tm.eval()
+            assert_match(km(kx), tm(tx), **TOL32)
+            assert_match(list(km.state_dict().values()), list(tm.state_dict().values()), **TOL32)
+    km2, tm2 = nn.InstanceNorm2d(3, affine=True), torch.nn.InstanceNorm2d(3, affine=True)
+    kx2, tx2 = both(sample((2, 3, 4, 5), "float32", seed=15))
+    with torch.no_grad():
+        assert_match(km2(kx2), tm2(tx2), **TOL32)
+    for lib in (torch, kiln):
+        with pytest.raises(ValueError, match="expected 3D or 4D input \\(got 2D input\\)"):
+            lib.nn.InstanceNorm2d(3)(lib.ones(3, 4))
+        with pytest.raises(ValueError, match="expected input's size at dim=1 to match num_features \\(4\\)"):
+            lib.nn.InstanceNorm1d(4, affine=True)(lib.ones(2, 3, 5))
+        with pytest.raises(ValueError, match="Expected more than 1 spatial element when training"):
+            lib.nn.functional.instance_norm(lib.ones(2, 3, 1))
+        with pytest.raises(NotImplementedError, match="Got 4D input, but linear mode needs 3D input"):
+            lib.nn.functional.interpolate(lib.ones(1, 2, 3, 4), scale_factor=2, mode="linear")
+        with pytest.raises(ValueError, match="align_corners option can only be set with the interpolating modes"):
+            lib.nn.functional.interpolate(lib.ones(1, 2, 3), scale_factor=2, align_corners=True)
+    ku = nn.Upsample(scale_factor=2, mode="bilinear", align_corners=True)
+    tu = torch.nn.Upsample(scale_factor=2, mode="bilinear", align_corners=True)
+    assert repr(ku) == repr(tu)
+    assert_match(ku(kx2), tu(tx2), **TOL32)
+
+
+class PoolNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv1d(3, 4, 3)
+        self.norm = nn.InstanceNorm1d(4, affine=True)
+        self.pool = nn.MaxPool1d(2)
+        self.avg = nn.AvgPool1d(2)
+        self.amax = nn.AdaptiveMaxPool2d((2, 3))
+        self.up = nn.Upsample(scale_factor=2, mode="linear")
+
+    def forward(self, x):
+        h = self.norm(self.conv(x)).relu()
+        h = self.up(self.pool(h)) + self.avg(h).repeat_interleave(2, -1)
+        return self.amax(h.unsqueeze(1)).flatten(1) + F.adaptive_avg_pool1d(h, 6).sum(1)
+
+
+@needs_cxx
+def test_pool_norm_interpolate_train_under_compile_like_eager(strict_inductor):
+    x = kiln.from_numpy(sample((2, 3, 10), "float32", seed=16))
+    losses = {}
+    for mode in ("eager", "compiled"):
+        kiln.manual_seed(0)
+        model = PoolNet()
+        opt = kiln.optim.SGD(model.parameters(), lr=0.1)
+        fwd = model if mode == "eager" else kiln.compile(model)
+        losses[mode] = []
+        for _ in range(3):
+            loss = (fwd(x) ** 2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses[mode].append(loss.item())
+    np.testing.assert_allclose(losses["compiled"], losses["eager"], rtol=1e-5, atol=1e-6)
+    explained = kiln.compiler.explain(PoolNet())(x)
+    assert (explained.graph_count, explained.graph_break_count) == (1, 0)

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import kiln
+from conftest import needs_cxx
 from kiln import nn
 from oracle import assert_match, both, need_torch, sample
 
@@ -187,7 +188,8 @@ class SeqModel(nn.Module):
         return self.head(out[:, -1]) + h[-1].sum(-1, keepdim=True)
 
 
-def test_lstm_model_trains_under_compile_like_eager():
+@needs_cxx
+def test_lstm_model_trains_under_compile_like_eager(strict_inductor):
     """A small LSTM model: one graph with no break (torch.compile also makes one graph and no
     counted break: it stops its graph at the LSTM and runs the rest of the frame eagerly), and
     three compiled SGD steps give eager's losses."""
