@@ -237,3 +237,66 @@ def test_pool_norm_interpolate_train_under_compile_like_eager(strict_inductor):
     np.testing.assert_allclose(losses["compiled"], losses["eager"], rtol=1e-5, atol=1e-6)
     explained = kiln.compiler.explain(PoolNet())(x)
     assert (explained.graph_count, explained.graph_break_count) == (1, 0)
+
+
+# -- ParameterList, ParameterDict, Bilinear ------------------------------------------------------
+def test_parameter_containers_match_torch():
+    torch = need_torch()
+    for lib in (kiln, torch):
+        p = lib.nn.ParameterList([lib.nn.Parameter(lib.ones(2, 3)), lib.zeros(3)])
+        p.append(lib.ones(1))
+        d = lib.nn.ParameterDict({"a": lib.nn.Parameter(lib.ones(2)), "b": lib.zeros(3, dtype=lib.float64)})
+        d["c"] = lib.ones(4)
+        assert isinstance(p[1], lib.nn.Parameter) and isinstance(d["b"], lib.nn.Parameter)
+        assert len(p) == 3 and len(d) == 3 and "c" in d and list(d) == ["a", "b", "c"]
+        assert [tuple(x.shape) for x in p[1:]] == [(3,), (1,)]
+        assert d.pop("c").shape == (4,) and list(d.keys()) == ["a", "b"]
+        if lib is kiln:
+            kp, kd = p, d
+        else:
+            tp, td = p, d
+    assert repr(kp).replace("kiln", "torch") == repr(tp)
+    assert repr(kd).replace("kiln", "torch") == repr(td)
+    assert list(kp.state_dict()) == list(tp.state_dict()) and list(kd.state_dict()) == list(td.state_dict())
+    assert [n for n, _ in kd.named_parameters()] == [n for n, _ in td.named_parameters()]
+
+
+def test_bilinear_matches_torch():
+    torch = need_torch()
+    torch.manual_seed(0)
+    tm, km = torch.nn.Bilinear(3, 4, 5), nn.Bilinear(3, 4, 5)
+    assert repr(km) == repr(tm)
+    km.load_state_dict({k: kiln.from_numpy(v.numpy().copy()) for k, v in tm.state_dict().items()})
+    grads_match(lambda a, b, w, c: F.bilinear(a, b, w, c),
+                lambda a, b, w, c: torch.nn.functional.bilinear(a, b, w, c),
+                [sample((2, 6, 3), "float32", seed=20), sample((2, 6, 4), "float32", seed=21),
+                 sample((5, 3, 4), "float32", seed=22), sample((5,), "float32", seed=23)], "float64", {})
+    for lib in (torch, kiln):
+        with pytest.raises(RuntimeError, match="bilinear\\(\\): input batch dimensions do not match at dim 0"):
+            lib.nn.functional.bilinear(lib.ones(2, 3), lib.ones(3, 4), lib.ones(5, 3, 4))
+        with pytest.raises(RuntimeError, match="input2 size does not match weight size: got 5 but expected 4"):
+            lib.nn.functional.bilinear(lib.ones(2, 3), lib.ones(2, 5), lib.ones(5, 3, 4))
+
+
+class ParamNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.scales = nn.ParameterList([nn.Parameter(kiln.ones(4) * (i + 1)) for i in range(2)])
+        self.shift = nn.ParameterDict({"a": nn.Parameter(kiln.zeros(4))})
+        self.bil = nn.Bilinear(4, 4, 3)
+
+    def forward(self, x):
+        for s in self.scales:
+            x = x * s
+        return self.bil(x + self.shift["a"], x)
+
+
+@needs_cxx
+def test_parameter_containers_and_bilinear_compile(strict_inductor):
+    x = kiln.from_numpy(sample((5, 4), "float32", seed=24))
+    kiln.manual_seed(0)
+    model = ParamNet()
+    expected = model(x)
+    assert_match(kiln.compile(model)(x), expected, rtol=1e-5, atol=1e-5)
+    explained = kiln.compiler.explain(model)(x)
+    assert (explained.graph_count, explained.graph_break_count) == (1, 0)

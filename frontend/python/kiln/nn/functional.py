@@ -51,6 +51,32 @@ def linear(input, weight, bias=None):
     return _ops.linear(input, weight, bias)
 
 
+def bilinear(input1, input2, weight, bias=None):
+    """y[..., o] = sum_ij input1[..., i] weight[o, i, j] input2[..., j] (+ bias[o]), as one product
+    of input1 with the weight's (in1, out * in2) matrix and a reduction against input2."""
+    if input1.dim() != input2.dim():
+        raise RuntimeError(f"bilinear(): input dimensions do not match: got {input1.dim()} and {input2.dim()}")
+    for d in range(input1.dim() - 1):
+        if input1.shape[d] != input2.shape[d]:
+            raise RuntimeError(f"bilinear(): input batch dimensions do not match at dim {d}: got "
+                               f"{input1.shape[d]} and {input2.shape[d]}")
+    if weight.dim() != 3:
+        raise RuntimeError(f"bilinear(): weight must be 3-dimensional (out, in1, in2), got {list(weight.shape)}")
+    out, in1, in2 = weight.shape
+    if input1.shape[-1] != in1:
+        raise RuntimeError(f"bilinear(): input1 size does not match weight size: got {input1.shape[-1]} but "
+                           f"expected {in1}")
+    if input2.shape[-1] != in2:
+        raise RuntimeError(f"bilinear(): input2 size does not match weight size: got {input2.shape[-1]} but "
+                           f"expected {in2}")
+    if bias is not None and (bias.dim() != 1 or bias.shape[0] != out):
+        raise RuntimeError(f"bilinear(): bias size does not match weight size: got {list(bias.shape)} but "
+                           f"expected [{out}]")
+    t = _ops.matmul(input1, weight.permute(1, 0, 2).reshape(in1, out * in2))
+    y = (t.unflatten(-1, (out, in2)) * input2.unsqueeze(-2)).sum(-1)
+    return y if bias is None else y + bias
+
+
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     return _ops.layer_norm(input, list(normalized_shape), weight, bias, eps)
 
