@@ -2,7 +2,7 @@
 import numbers
 
 from .. import _C
-from .._tensor import Size
+from .._compiling import is_compiling
 from ..autograd.grad_mode import no_grad
 from ..nn import functional as F
 from .distribution import Distribution, broadcast_all, lazy_property, logits_to_probs, probs_to_logits
@@ -25,7 +25,14 @@ class Bernoulli(Distribution):
         else:
             (self.logits,) = broadcast_all(logits)
             param = self.logits
-        super().__init__(Size() if scalar else param.shape, validate_args=validate_args)
+        if is_compiling():
+            # Traced, both parametrizations now: the lazy attribute is a descriptor the tracer
+            # does not run (the values are the ones it would compute).
+            if probs is not None:
+                self.logits = probs_to_logits(self.probs, is_binary=True)
+            else:
+                self.probs = logits_to_probs(self.logits, is_binary=True)
+        super().__init__(() if scalar else param.shape, validate_args=validate_args)
 
     @lazy_property
     def logits(self):
@@ -43,7 +50,7 @@ class Bernoulli(Distribution):
     def variance(self):
         return self.probs * (1 - self.probs)
 
-    def sample(self, sample_shape=Size()):
+    def sample(self, sample_shape=()):
         shape = list(self._extended_shape(sample_shape))
         with no_grad():
             return _ops.bernoulli(self.probs.detach().expand(shape))

@@ -2,7 +2,7 @@
 from .. import _C
 from .._composites import broadcast_tensors
 from .._dtype_info import finfo
-from .._tensor import Size
+from .._compiling import is_compiling
 from .distribution import Distribution, lazy_property, logits_to_probs, probs_to_logits
 
 _ops = _C._ops
@@ -26,6 +26,13 @@ class Categorical(Distribution):
             # Normalized: log-probabilities.
             self.logits = logits - logits.logsumexp(-1, keepdim=True)
         self._param = self.probs if probs is not None else self.logits
+        if is_compiling():
+            # Traced, both parametrizations now: the lazy attribute is a descriptor the tracer
+            # does not run (the values are the ones it would compute).
+            if probs is not None:
+                self.logits = probs_to_logits(self.probs)
+            else:
+                self.probs = logits_to_probs(self.logits)
         self._num_events = self._param.shape[-1]
         super().__init__(self._param.shape[:-1], validate_args=validate_args)
 
@@ -53,9 +60,7 @@ class Categorical(Distribution):
     def variance(self):
         return _ops.full(list(self._extended_shape()), float("nan"), dtype=self.probs.dtype)
 
-    def sample(self, sample_shape=Size()):
-        if not isinstance(sample_shape, Size):
-            sample_shape = Size(sample_shape)
+    def sample(self, sample_shape=()):
         count = 1
         for s in sample_shape:
             count *= s

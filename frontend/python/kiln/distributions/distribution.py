@@ -4,6 +4,7 @@ import numbers
 import warnings
 
 from .. import _C
+from .._compiling import is_compiling
 from .._composites import broadcast_tensors
 from .._dtype_info import finfo
 from .._tensor import Size, Tensor
@@ -24,12 +25,18 @@ class Distribution:
             raise ValueError
         Distribution._validate_args = value
 
-    def __init__(self, batch_shape=Size(), event_shape=Size(), validate_args=None):
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        # The qualified names of the class and its bases, most derived first: kl_divergence's keys.
+        cls._kl_names = tuple(f"{c.__module__}.{c.__qualname__}" for c in cls.__mro__ if c is not object)
+
+    def __init__(self, batch_shape=(), event_shape=(), validate_args=None):
         self._batch_shape = Size(batch_shape)
         self._event_shape = Size(event_shape)
         if validate_args is not None:
             self._validate_args = validate_args
-        if self._validate_args:
+        # Validation reads tensor values: not while kiln.compile traces (it would break the graph).
+        if self._validate_args and not is_compiling():
             for name, (description, valid) in self.arg_constraints.items():
                 if name not in self.__dict__:
                     continue  # a lazily computed parameter (probs from logits, or the reverse)
@@ -59,16 +66,16 @@ class Distribution:
     def stddev(self):
         return self.variance.sqrt()
 
-    def sample(self, sample_shape=Size()):
+    def sample(self, sample_shape=()):
         with no_grad():
             return self.rsample(sample_shape)
 
-    def rsample(self, sample_shape=Size()):
+    def rsample(self, sample_shape=()):
         raise NotImplementedError(f"{type(self).__name__} has no reparameterized sampling (rsample)")
 
     def sample_n(self, n):
         warnings.warn("sample_n will be deprecated. Use .sample((n,)) instead", UserWarning, stacklevel=2)
-        return self.sample(Size((n,)))
+        return self.sample((n,))
 
     def log_prob(self, value):
         raise NotImplementedError
@@ -79,14 +86,14 @@ class Distribution:
     def perplexity(self):
         return self.entropy().exp()
 
-    def _extended_shape(self, sample_shape=Size()):
-        if not isinstance(sample_shape, Size):
-            sample_shape = Size(sample_shape)
+    def _extended_shape(self, sample_shape=()):
         return Size(tuple(sample_shape) + tuple(self._batch_shape) + tuple(self._event_shape))
 
     def _validate_sample(self, value, support, valid):
         """torch's checks of a value passed to log_prob: a tensor, broadcastable to the
-        distribution's shape, inside the support."""
+        distribution's shape, inside the support (not while traced, as in __init__)."""
+        if is_compiling():
+            return
         if not isinstance(value, Tensor):
             raise ValueError("The value argument to log_prob must be a Tensor")
         event_dim_start = len(value.shape) - len(self._event_shape)

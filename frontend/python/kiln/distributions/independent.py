@@ -1,5 +1,4 @@
 """Independent(base, reinterpreted_batch_ndims): the base's rightmost batch dims read as event dims."""
-from .._tensor import Size
 from .distribution import Distribution
 
 
@@ -18,8 +17,7 @@ class Independent(Distribution):
         event_dim = reinterpreted_batch_ndims + len(base_distribution.event_shape)
         self.base_dist = base_distribution
         self.reinterpreted_batch_ndims = reinterpreted_batch_ndims
-        super().__init__(Size(shape[:len(shape) - event_dim]), Size(shape[len(shape) - event_dim:]),
-                         validate_args=validate_args)
+        super().__init__(shape[:len(shape) - event_dim], shape[len(shape) - event_dim:], validate_args=validate_args)
 
     @property
     def has_rsample(self):
@@ -37,10 +35,10 @@ class Independent(Distribution):
     def variance(self):
         return self.base_dist.variance
 
-    def sample(self, sample_shape=Size()):
+    def sample(self, sample_shape=()):
         return self.base_dist.sample(sample_shape)
 
-    def rsample(self, sample_shape=Size()):
+    def rsample(self, sample_shape=()):
         return self.base_dist.rsample(sample_shape)
 
     def log_prob(self, value):

@@ -7,22 +7,31 @@ from .categorical import Categorical
 from .independent import Independent, _sum_rightmost
 from .normal import Normal
 
+# {name of type_p: {name of type_q: fn}}, by the qualified class names of Distribution._kl_names:
+# kiln.compile's tracer reads class attributes of the objects it constructs and dicts keyed by str,
+# but not type() or isinstance of them.
 _KL_REGISTRY = {}
 
 
 def register_kl(type_p, type_q):
     """Decorator registering fn(p, q) as the KL divergence of type_p from type_q."""
     def decorator(fn):
-        _KL_REGISTRY[type_p, type_q] = fn
+        _KL_REGISTRY.setdefault(type_p._kl_names[0], {})[type_q._kl_names[0]] = fn
         return fn
 
     return decorator
 
 
 def kl_divergence(p, q):
-    for (tp, tq), fn in _KL_REGISTRY.items():
-        if isinstance(p, tp) and isinstance(q, tq):
-            return fn(p, q)
+    # The most derived registered pair, p's class first (torch picks by total MRO distance).
+    for name_p in p._kl_names:
+        fns = _KL_REGISTRY.get(name_p)
+        if fns is None:
+            continue
+        for name_q in q._kl_names:
+            fn = fns.get(name_q)
+            if fn is not None:
+                return fn(p, q)
     raise NotImplementedError(f"No KL(p || q) is implemented for p type {type(p).__name__} and q type "
                               f"{type(q).__name__}")
 

@@ -3,7 +3,6 @@ import math
 import numbers
 
 from .. import _C
-from .._tensor import Size
 from .distribution import Distribution, broadcast_all
 
 _ops = _C._ops
@@ -15,8 +14,7 @@ class Normal(Distribution):
 
     def __init__(self, loc, scale, validate_args=None):
         self.loc, self.scale = broadcast_all(loc, scale)
-        batch_shape = Size() if isinstance(loc, numbers.Number) and isinstance(scale, numbers.Number) \
-            else self.loc.shape
+        batch_shape = () if isinstance(loc, numbers.Number) and isinstance(scale, numbers.Number) else self.loc.shape
         super().__init__(batch_shape, validate_args=validate_args)
 
     @property
@@ -35,7 +33,7 @@ class Normal(Distribution):
     def variance(self):
         return self.stddev.pow(2)
 
-    def rsample(self, sample_shape=Size()):
+    def rsample(self, sample_shape=()):
         shape = list(self._extended_shape(sample_shape))
         eps = _ops.randn(shape, dtype=self.loc.dtype, device=self.loc.device)
         return self.loc + eps * self.scale
