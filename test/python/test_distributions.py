@@ -77,17 +77,20 @@ def test_log_prob_gradients_match_torch():
 
 def test_validation_errors_match_torch():
     torch = need_torch()
+    # validate_args=True: once TorchDynamo is set up (another test compiled), it turns torch's
+    # default validation off (torch/_dynamo/eval_frame.py).
+    on = dict(validate_args=True)
     for lib in (kiln, torch):
         D = lib.distributions
         with pytest.raises(ValueError, match="Either `probs` or `logits` must be specified, but not both."):
             D.Categorical()
         with pytest.raises(ValueError, match="Expected parameter scale .* to satisfy the constraint GreaterThan"):
-            D.Normal(lib.zeros(2), lib.tensor([1.0, -1.0]))
+            D.Normal(lib.zeros(2), lib.tensor([1.0, -1.0]), **on)
         with pytest.raises(ValueError, match="Expected value argument .* to be within the support "
                                              "\\(IntegerInterval\\(lower_bound=0, upper_bound=2\\)\\)"):
-            D.Categorical(logits=lib.zeros(2, 3)).log_prob(lib.tensor([0, 5]))
+            D.Categorical(logits=lib.zeros(2, 3), **on).log_prob(lib.tensor([0, 5]))
         with pytest.raises(ValueError, match="Expected value argument .* support \\(Boolean\\(\\)\\)"):
-            D.Bernoulli(probs=lib.full((2,), 0.5)).log_prob(lib.tensor([0.0, 0.5]))
+            D.Bernoulli(probs=lib.full((2,), 0.5), **on).log_prob(lib.tensor([0.0, 0.5]))
         D.Normal(lib.zeros(2), lib.tensor([1.0, -1.0]), validate_args=False)  # no check when asked not to
 
 
