@@ -34,8 +34,11 @@ std::string moduleOf(nb::handle obj) {
 // their fakes do not have: it is interpreted too, so that the grads become graph inputs.
 bool isKilnLibrary(nb::handle fn) {
   std::string mod = moduleOf(fn);
+  // kiln.distributions is traced like user code, as TorchDynamo traces torch.distributions: its
+  // objects are made inside compiled code and must be constructed symbolically.
   return (startsWith(mod, "kiln.") || mod == "kiln") && !startsWith(mod, "kiln.compiler") &&
-         mod != "kiln.optim" && !startsWith(mod, "kiln.optim.") && mod != "kiln.nn.utils.clip_grad";
+         mod != "kiln.optim" && !startsWith(mod, "kiln.optim.") && mod != "kiln.nn.utils.clip_grad" &&
+         !startsWith(mod, "kiln.distributions");
 }
 
 const char* kDataDependentMethods[] = {"item", "tolist", "numpy", "__bool__", "__int__",
@@ -113,17 +116,15 @@ VT* InstructionTranslator::call(VT* fn, VTs args, Kwargs kwargs) {
     }
     if (PyType_Check(obj.ptr()) && !isKilnLibrary(obj)) return construct(obj, std::move(args), std::move(kwargs));
     if (PyType_Check(obj.ptr()) && PyObject_HasAttrString(obj.ptr(), "_kiln_trace_constant")) {
-      // kiln.finfo/iinfo of a dtype: an immutable description, a constant of the trace.
-      VTs all = args;
-      for (auto& kv : kwargs)
-        all.push_back(kv.second);
-      if (!allConstant(all)) throw Unsupported{"kiln.finfo/iinfo of a value that is not a constant"};
+      // kiln.finfo/iinfo of a dtype, a kiln.Size of constant sizes: an immutable value made of
+      // constants, a constant of the trace.
+      const char* what = "an argument of kiln.finfo/iinfo/Size (not a constant)";
       nb::dict pyKwargs;
       for (auto& [k, v] : kwargs)
-        pyKwargs[k.c_str()] = static_cast<ConstantVT*>(v)->value;
+        pyKwargs[k.c_str()] = constantValue(v, what);
       nb::list pyArgs;
       for (VT* a : args)
-        pyArgs.append(static_cast<ConstantVT*>(a)->value);
+        pyArgs.append(constantValue(a, what));
       PyObject* r = PyObject_Call(obj.ptr(), nb::tuple(pyArgs).ptr(), pyKwargs.ptr());
       if (!r) {
         nb::python_error e;

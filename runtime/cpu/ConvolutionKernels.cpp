@@ -1,8 +1,11 @@
-// convolution (1-d and 2-d, not transposed) and convolution_backward through im2col + GEMM. A
+// convolution (1-d and 2-d) and convolution_backward through im2col + GEMM. A
 // chunk of samples is unfolded into columns [C/groups * kh * kw, samples * OH * OW], so that one
 // GEMM per group covers the whole chunk (cpu/Gemm.h threads it); unfolding, folding and the layout
 // copies between [N, C, L] and [C, N * L] run in OpenMP loops. A 1x1 kernel with unit stride and
-// no padding multiplies the input directly, one sample at a time.
+// no padding multiplies the input directly, one sample at a time. A transposed convolution is
+// the adjoint of a direct one: its forward is that direct convolution's input gradient, its input
+// gradient that convolution's forward, its weight gradient that convolution's weight gradient with
+// the roles of input and grad_output swapped.
 #include <cstdint>
 #include <omp.h>
 
@@ -66,6 +69,9 @@ struct ConvShape {
   DimVector outSizes() const {
     return spatialDims == 1 ? DimVector(IntArrayRef{n, cout, ow}) : DimVector(IntArrayRef{n, cout, oh, ow});
   }
+  DimVector inSizes() const {
+    return spatialDims == 1 ? DimVector(IntArrayRef{n, c, w}) : DimVector(IntArrayRef{n, c, h, w});
+  }
 };
 
 std::string legacyTypeName(ScalarType t) { return strCat("kiln.", scalarTypeShortName(t), "Tensor"); }
@@ -77,6 +83,80 @@ DimVector expandParam(IntArrayRef v, const char* name, int64_t dims) {
              " to be a single integer value or a list of ", dims,
              " values to match the convolution dimensions, but got ", name, "=", shapeString(v));
   return DimVector(v);
+}
+
+void checkTypesAndDevices(const Tensor& input, const Tensor& weight,
+                          std::optional<ScalarType> biasType) {
+  KILN_CHECK(input.dtype() == weight.dtype(), "Input type (", legacyTypeName(input.dtype()),
+             ") and weight type (", legacyTypeName(weight.dtype()), ") should be the same");
+  KILN_CHECK(!biasType || *biasType == input.dtype(), "Input type (",
+             legacyTypeName(input.dtype()), ") and bias type (",
+             legacyTypeName(biasType.value_or(input.dtype())), ") should be the same");
+  KILN_CHECK(input.device().type == weight.device().type,
+             "Expected all tensors to be on the same device, but found at least two devices, ",
+             input.device().str(), " and ", weight.device().str(), "!");
+}
+
+// A transposed convolution's checks (PyTorch's, for transposed=True) and the shape of the direct
+// convolution it is the adjoint of: that convolution's input is the transposed one's output
+// (N, weight.size(1) * groups, out...), its output the transposed one's input (N, weight.size(0),
+// in...), its weight the same tensor read as [cout = weight.size(0), cin / groups, k...].
+ConvShape transposedConvShape(const Tensor& input, const Tensor& weight,
+                              const std::optional<DimVector>& biasSizes,
+                              std::optional<ScalarType> biasType, const DimVector& st,
+                              const DimVector& pad, const DimVector& dil, const DimVector& outPad,
+                              int64_t groups) {
+  const int64_t dims = weight.dim() - 2;
+  const int64_t cin = weight.size(0), cout = weight.size(1) * groups;
+  KILN_CHECK(cin >= groups, "Given groups=", groups, ", expected weight to be at least ", groups,
+             " at dimension 0, but got weight of size ", weight.shapeString(), " instead");
+  KILN_CHECK(cin % groups == 0, "Given groups=", groups, ", expected weight to be divisible by ",
+             groups, " at dimension 0, but got weight of size ", weight.shapeString(), " instead");
+  KILN_CHECK(input.size(1) == cin, "Given transposed=1, weight of size ", weight.shapeString(),
+             ", expected input", input.shapeString(), " to have ", cin, " channels, but got ",
+             input.size(1), " channels instead");
+  KILN_CHECK(!biasSizes || (biasSizes->size() == 1 && (*biasSizes)[0] == cout),
+             "Given transposed=1, weight of size ", weight.shapeString(),
+             ", expected bias to be 1-dimensional with ", cout, " elements, but got bias of size ",
+             biasSizes ? shapeString(*biasSizes) : "", " instead");
+  DimVector out(static_cast<size_t>(dims), 0);
+  std::string inText, outText;
+  bool positive = true;
+  for (size_t d = 0; d < size_t(dims); ++d) {
+    KILN_CHECK(outPad[d] >= 0 && (outPad[d] < st[d] || outPad[d] < dil[d]),
+               "output padding must be smaller than either stride or dilation, but got ",
+               "output_padding=", shapeString(outPad), ", stride=", shapeString(st),
+               ", dilation=", shapeString(dil));
+    const int64_t in = input.size(2 + int64_t(d)), k = weight.size(2 + int64_t(d));
+    out[d] = (in - 1) * st[d] - 2 * pad[d] + dil[d] * (k - 1) + outPad[d] + 1;
+    positive = positive && out[d] > 0;
+    inText += (d ? " x " : "") + std::to_string(input.size(2 + int64_t(d)));
+    outText += (d ? " x " : "") + std::to_string(out[d]);
+  }
+  KILN_CHECK(positive, "Given input size per channel: (", inText,
+             "). Calculated output size per channel: (", outText, "). Output size is too small");
+  checkTypesAndDevices(input, weight, biasType);
+  ConvShape s;
+  s.spatialDims = dims;
+  s.n = input.size(0);
+  s.c = cout;
+  s.cout = cin;
+  s.groups = groups;
+  s.w = out.back();
+  s.kw = weight.size(-1);
+  s.sw = st.back();
+  s.pw = pad.back();
+  s.dw = dil.back();
+  s.ow = input.size(-1);
+  if (dims == 2) {
+    s.h = out[0];
+    s.kh = weight.size(2);
+    s.sh = st[0];
+    s.ph = pad[0];
+    s.dh = dil[0];
+    s.oh = input.size(2);
+  }
+  return s;
 }
 
 // PyTorch's checks of convolution's arguments (check_shape_forward and the dtype checks), in its
@@ -92,8 +172,6 @@ ConvShape convShape(const Tensor& input, const Tensor& weight, const std::option
   DimVector st = expandParam(stride, "stride", dims), pad = expandParam(padding, "padding", dims),
             dil = expandParam(dilation, "dilation", dims);
   expandParam(outputPadding, "output_padding", dims);
-  if (transposed)
-    throw NotImplementedError("convolution: transposed convolution is not supported by kiln yet");
   if (dims > 2)
     throw NotImplementedError(strCat("convolution: kiln supports 1-d and 2-d convolutions, got a ",
                                      dims, "-d weight of size ", weight.shapeString()));
@@ -106,6 +184,9 @@ ConvShape convShape(const Tensor& input, const Tensor& weight, const std::option
   KILN_CHECK(input.dim() == k, "Expected ", k, "-dimensional input for ", k,
              "-dimensional weight ", weight.shapeString(), ", but got ", input.dim(),
              "-dimensional input of size ", input.shapeString(), " instead");
+  if (transposed)
+    return transposedConvShape(input, weight, biasSizes, biasType, st, pad, dil,
+                               expandParam(outputPadding, "output_padding", dims), groups);
   const int64_t cout = weight.size(0);
   KILN_CHECK(cout >= groups, "Given groups=", groups, ", expected weight to be at least ", groups,
              " at dimension 0, but got weight of size ", weight.shapeString(), " instead");
@@ -130,14 +211,7 @@ ConvShape convShape(const Tensor& input, const Tensor& weight, const std::option
   }
   KILN_CHECK(fits, "Calculated padded input size per channel: (", padded, "). Kernel size: (",
              kernel, "). Kernel size can't be greater than actual input size");
-  KILN_CHECK(input.dtype() == weight.dtype(), "Input type (", legacyTypeName(input.dtype()),
-             ") and weight type (", legacyTypeName(weight.dtype()), ") should be the same");
-  KILN_CHECK(!biasType || *biasType == input.dtype(), "Input type (",
-             legacyTypeName(input.dtype()), ") and bias type (",
-             legacyTypeName(biasType.value_or(input.dtype())), ") should be the same");
-  KILN_CHECK(input.device().type == weight.device().type,
-             "Expected all tensors to be on the same device, but found at least two devices, ",
-             input.device().str(), " and ", weight.device().str(), "!");
+  checkTypesAndDevices(input, weight, biasType);
 
   ConvShape s;
   s.spatialDims = dims;
@@ -471,6 +545,98 @@ Tensor widened(const Tensor& t) {
   return t.defined() ? ops::_to_copy(t, ScalarType::Float32, std::nullopt) : t;
 }
 
+// The bias's shape for the sums of a transposed convolution's grad_output: its channels and
+// positions are those of the direct convolution's input.
+ConvShape transposedOutputShape(ConvShape s) {
+  s.cout = s.c;
+  s.oh = s.h;
+  s.ow = s.w;
+  return s;
+}
+
+// A transposed convolution's forward (s: the direct convolution it is the adjoint of, x its
+// output's shape): that convolution's input gradient for grad_output x, plus the bias.
+template <typename T>
+void transposedForward(const ConvShape& s, const Tensor& x, const Tensor& w, const Tensor& bias,
+                       const Tensor& out) {
+  // `out` stands in for the direct convolution's input, which only a weight gradient reads.
+  convolutionBackwardInputWeight<T>(s, x, out, w, out, Tensor());
+  if (!bias.defined()) return;
+  const T* bp = bias.data<T>();
+  T* op = out.data<T>();
+  const int64_t l = s.h * s.w;
+#pragma omp parallel for schedule(static) if (out.numel() > kParallelGrain)
+  for (int64_t row = 0; row < s.n * s.c; ++row) {
+    const T v = bp[row % s.c];
+    T* dst = op + row * l;
+    for (int64_t i = 0; i < l; ++i) dst[i] += v;
+  }
+}
+
+// A transposed convolution's input and weight gradients: the direct convolution's forward of
+// grad_output, and its weight gradient with grad_output as that convolution's input.
+template <typename T>
+void transposedBackward(const ConvShape& s, const Tensor& go, const Tensor& x, const Tensor& w,
+                        const Tensor& gi, const Tensor& gw) {
+  if (gi.defined()) convolutionForward<T>(s, go, w, Tensor(), gi);
+  if (gw.defined()) convolutionBackwardInputWeight<T>(s, x, go, w, Tensor(), gw);
+}
+
+
+Tensor convolutionTransposed(const ConvShape& s, const Tensor& input, const Tensor& weight,
+                             const Tensor& bias) {
+  const ScalarType dt = input.dtype();
+  Tensor out = Tensor::empty(s.inSizes(), dt, input.device());
+  // PyTorch's transposed convolutions (slow_conv_transpose, oneDNN's) are floating only.
+  if (!isFloatingType(dt)) throwUnsupportedDtype("slow_conv_transpose2d_cpu", dt);
+  if (out.isMeta() || out.numel() == 0) return out;
+  if (input.numel() == 0) return ops::zero_(out);
+  Tensor x = cpu::contiguousInput(input), w = cpu::contiguousInput(weight);
+  Tensor b = bias.defined() ? cpu::contiguousInput(bias) : Tensor();
+  if (isHalfPrecision(dt)) {
+    Tensor wide = Tensor::empty(s.inSizes(), ScalarType::Float32);
+    transposedForward<float>(s, widened(x), widened(w), widened(b), wide);
+    ops::copy_(out, wide, false);
+    return out;
+  }
+  KILN_DISPATCH_FLOATING(dt, "convolution", [&]<typename T>() {
+    if constexpr (!isHalfPrecision(ScalarTypeOf<T>::value)) transposedForward<T>(s, x, w, b, out);
+  });
+  return out;
+}
+
+std::tuple<Tensor, Tensor, Tensor>
+convolutionTransposedBackward(const ConvShape& s, const Tensor& gradOutput, const Tensor& input,
+                              const Tensor& weight, const Tensor& gi, const Tensor& gw,
+                              const Tensor& gb) {
+  const ScalarType dt = input.dtype();
+  if (input.isMeta() || gradOutput.isMeta()) return {gi, gw, gb};
+  const bool empty = s.n == 0 || s.l() == 0 || s.h * s.w == 0;
+  if (gi.defined() && empty) ops::zero_(gi);
+  if (gw.defined() && empty) ops::zero_(gw);
+  Tensor go = cpu::contiguousInput(gradOutput), x = cpu::contiguousInput(input),
+         w = cpu::contiguousInput(weight);
+  const ConvShape sums = transposedOutputShape(s);
+  if (isHalfPrecision(dt)) {
+    Tensor wgi = gi.defined() ? Tensor::empty(gi.sizes(), ScalarType::Float32) : Tensor();
+    Tensor wgw = gw.defined() ? Tensor::empty(gw.sizes(), ScalarType::Float32) : Tensor();
+    if (!empty) transposedBackward<float>(s, widened(go), widened(x), widened(w), wgi, wgw);
+    if (gi.defined() && !empty) ops::copy_(gi, wgi, false);
+    if (gw.defined() && !empty) ops::copy_(gw, wgw, false);
+    if (gb.defined()) {
+      if (dt == ScalarType::BFloat16) convolutionBackwardBias<BFloat16>(sums, go, gb);
+      else convolutionBackwardBias<Half>(sums, go, gb);
+    }
+    return {gi, gw, gb};
+  }
+  KILN_DISPATCH_FLOATING(dt, "convolution_backward", [&]<typename T>() {
+    if constexpr (!isHalfPrecision(ScalarTypeOf<T>::value)) {
+      if (!empty) transposedBackward<T>(s, go, x, w, gi, gw);
+      if (gb.defined()) convolutionBackwardBias<T>(sums, go, gb);
+    }
+  });
+  return {gi, gw, gb};
+}
 } // namespace
 
 Tensor convolution(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias,
@@ -485,6 +651,7 @@ Tensor convolution(const Tensor& input, const Tensor& weight, const std::optiona
   ConvShape s = convShape(input, weight, biasSizes, biasType, stride, padding, dilation, transposed,
                           outputPadding, groups);
   const ScalarType dt = input.dtype();
+  if (transposed) return convolutionTransposed(s, input, weight, bias ? *bias : Tensor());
   // A float32 input laid out channels-last (NHWC in memory) gives a channels-last output, as
   // PyTorch's oneDNN path does; oneDNN's kernels then read and write it without reorders.
   const bool channelsLast = dt == ScalarType::Float32 && !transposed && isChannelsLast(input);
@@ -534,7 +701,7 @@ convolutionBackward(const Tensor& gradOutput, const Tensor& input, const Tensor&
                           outputPadding, groups);
   KILN_CHECK(outputMask.size() == 3, "convolution_backward: output_mask must have 3 entries, got ",
              outputMask.size());
-  DimVector expected = s.outSizes();
+  DimVector expected = transposed ? s.inSizes() : s.outSizes();
   KILN_CHECK(DimVector(gradOutput.sizes()) == expected, "convolution_backward: expected grad_output of size ",
              shapeString(expected), " for input ", input.shapeString(), " and weight ",
              weight.shapeString(), ", but got ", gradOutput.shapeString());
@@ -544,9 +711,11 @@ convolutionBackward(const Tensor& gradOutput, const Tensor& input, const Tensor&
   if (!isFloatingType(dt)) throwUnsupportedDtype("convolution_backward", dt);
   Tensor gi = outputMask[0] ? Tensor::empty(input.sizes(), dt, input.device()) : Tensor();
   Tensor gw = outputMask[1] ? Tensor::empty(weight.sizes(), dt, input.device()) : Tensor();
-  Tensor gb = outputMask[2] ? Tensor::empty(biasSizes ? *biasSizes : IntArrayRef({s.cout}), dt,
+  const int64_t biasChannels = transposed ? s.c : s.cout;
+  Tensor gb = outputMask[2] ? Tensor::empty(biasSizes ? *biasSizes : IntArrayRef({biasChannels}), dt,
                                             input.device())
                             : Tensor();
+  if (transposed) return convolutionTransposedBackward(s, gradOutput, input, weight, gi, gw, gb);
   if (input.isMeta() || gradOutput.isMeta()) return {gi, gw, gb};
   if (gw.defined() && s.n == 0) ops::zero_(gw);
   if (gi.defined() && gi.numel() > 0 && s.l() == 0) ops::zero_(gi);

@@ -62,7 +62,7 @@ def test_lr_sequence_matches_torch(name, kwargs, opt_name):
 
 
 @pytest.mark.parametrize("name", ["LRScheduler", "StepLR", "CosineAnnealingLR", "MultiStepLR",
-                                  "ExponentialLR", "LambdaLR", "LinearLR", "OneCycleLR"])
+                                  "ExponentialLR", "LambdaLR", "LinearLR", "OneCycleLR", "ReduceLROnPlateau"])
 def test_signatures_match_torch(name):
     def describe(cls):
         return [(p.name, p.default, p.kind) for p in inspect.signature(cls).parameters.values()]
@@ -142,3 +142,25 @@ def test_tensor_lr_is_filled_in_place():
         return out
 
     assert run(kiln) == run(torch)
+
+
+@pytest.mark.parametrize("kwargs", [dict(patience=2), dict(mode="max", factor=0.5, patience=1, cooldown=2,
+                                                              threshold_mode="abs", threshold=0.1, min_lr=[0.01, 0.2])])
+def test_reduce_lr_on_plateau_matches_torch(kwargs):
+    metrics = [1.0, 0.9, 0.95, 0.92, 0.91, 0.93, 0.5, 0.6, 0.7, 0.8, 0.4, 0.45, 0.47, 0.46, 0.44, 0.5]
+    seqs = {}
+    for lib in (kiln, torch):
+        opt = _optimizer(lib)
+        sched = lib.optim.lr_scheduler.ReduceLROnPlateau(opt, **kwargs)
+        seqs[lib] = []
+        for m in metrics:
+            opt.step()
+            sched.step(lib.tensor(m) if m > 0.9 else m)
+            seqs[lib].append((sched.get_last_lr(), sched.num_bad_epochs, sched.cooldown_counter))
+        seqs[lib].append(sorted(k for k in sched.state_dict()))
+    assert seqs[kiln] == seqs[torch]
+    for lib in (kiln, torch):
+        with pytest.raises(ValueError, match="Factor should be < 1.0."):
+            lib.optim.lr_scheduler.ReduceLROnPlateau(_optimizer(lib), factor=1.0)
+        with pytest.raises(ValueError, match="expected 2 min_lrs, got 1"):
+            lib.optim.lr_scheduler.ReduceLROnPlateau(_optimizer(lib), min_lr=[0.1])

@@ -180,7 +180,8 @@ def test_conv_meta_shapes():
     (lambda: F.conv2d(kiln.ones(1, 3, 5, 5, dtype=kiln.int64).bool(), kiln.ones(4, 3, 3, 3).bool()),
      NotImplementedError, "not implemented for 'Bool'"),
     (lambda: kiln.convolution(kiln.ones(1, 3, 5, 5), kiln.ones(4, 3, 3, 3), None, [1, 1], [0, 0], [1, 1], True,
-                              [0, 0], 1), NotImplementedError, "transposed"),
+                              [0, 0], 1),
+     RuntimeError, r"Given transposed=1, weight of size \[4, 3, 3, 3\], expected input"),
 ])
 def test_conv_errors(call, exc, message):
     with pytest.raises(exc, match=message):

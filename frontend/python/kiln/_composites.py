@@ -38,14 +38,14 @@ def broadcast_shapes(*shapes):
 
 
 def broadcast_to(input, size):
-    return input.expand(*size)
+    return input.expand(list(size))
 
 
 def broadcast_tensors(*tensors):
     if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
         tensors = tensors[0]
     shape = broadcast_shapes(*(t.shape for t in tensors))
-    return tuple(t.expand(*shape) for t in tensors)
+    return tuple(t.expand(list(shape)) for t in tensors)  # a list: 0-d shapes too
 
 
 def diagonal(input, offset=0, dim1=0, dim2=1):

@@ -16,6 +16,8 @@ _TYPES_BY_NAME = {name: dtype for dtype, name in _TYPE_NAMES.items()}
 class Size(tuple):
     """The shape of a tensor: a tuple of ints (torch.Size analogue)."""
 
+    _kiln_trace_constant = True  # made of constants while tracing, a constant of the graph (frontend/capture)
+
     def __repr__(self):
         return f"kiln.Size([{', '.join(str(s) for s in self)}])"
 

@@ -51,6 +51,32 @@ def linear(input, weight, bias=None):
     return _ops.linear(input, weight, bias)
 
 
+def bilinear(input1, input2, weight, bias=None):
+    """y[..., o] = sum_ij input1[..., i] weight[o, i, j] input2[..., j] (+ bias[o]), as one product
+    of input1 with the weight's (in1, out * in2) matrix and a reduction against input2."""
+    if input1.dim() != input2.dim():
+        raise RuntimeError(f"bilinear(): input dimensions do not match: got {input1.dim()} and {input2.dim()}")
+    for d in range(input1.dim() - 1):
+        if input1.shape[d] != input2.shape[d]:
+            raise RuntimeError(f"bilinear(): input batch dimensions do not match at dim {d}: got "
+                               f"{input1.shape[d]} and {input2.shape[d]}")
+    if weight.dim() != 3:
+        raise RuntimeError(f"bilinear(): weight must be 3-dimensional (out, in1, in2), got {list(weight.shape)}")
+    out, in1, in2 = weight.shape
+    if input1.shape[-1] != in1:
+        raise RuntimeError(f"bilinear(): input1 size does not match weight size: got {input1.shape[-1]} but "
+                           f"expected {in1}")
+    if input2.shape[-1] != in2:
+        raise RuntimeError(f"bilinear(): input2 size does not match weight size: got {input2.shape[-1]} but "
+                           f"expected {in2}")
+    if bias is not None and (bias.dim() != 1 or bias.shape[0] != out):
+        raise RuntimeError(f"bilinear(): bias size does not match weight size: got {list(bias.shape)} but "
+                           f"expected [{out}]")
+    t = _ops.matmul(input1, weight.permute(1, 0, 2).reshape(in1, out * in2))
+    y = (t.unflatten(-1, (out, in2)) * input2.unsqueeze(-2)).sum(-1)
+    return y if bias is None else y + bias
+
+
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     return _ops.layer_norm(input, list(normalized_shape), weight, bias, eps)
 
@@ -618,6 +644,31 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     return _conv("conv2d", 2, input, weight, bias, stride, padding, dilation, groups)
 
 
+def _conv_transpose(name, dims, input, weight, bias, stride, padding, output_padding, groups, dilation):
+    if input.dim() not in (dims + 1, dims + 2):
+        raise RuntimeError(f"Expected {dims + 1}D (unbatched) or {dims + 2}D (batched) input to {name}, "
+                           f"but got input of size: {list(input.shape)}")
+    if isinstance(padding, str):
+        raise RuntimeError(f"{name}: padding must be an int or a tuple of ints, got the string {padding!r}")
+    unbatched = input.dim() == dims + 1
+    if unbatched:
+        input = input.unsqueeze(0)
+    out = _ops.convolution(input, weight, bias, _int_list(stride, dims, "stride"), _int_list(padding, dims, "padding"),
+                           _int_list(dilation, dims, "dilation"), True,
+                           _int_list(output_padding, dims, "output_padding"), groups)
+    return out.squeeze(0) if unbatched else out
+
+
+def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    return _conv_transpose("conv_transpose1d", 1, input, weight, bias, stride, padding, output_padding, groups,
+                           dilation)
+
+
+def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    return _conv_transpose("conv_transpose2d", 2, input, weight, bias, stride, padding, output_padding, groups,
+                           dilation)
+
+
 def _pool_list(value):
     return [value] if isinstance(value, int) else [int(v) for v in value]
 
@@ -644,6 +695,149 @@ def adaptive_avg_pool2d(input, output_size):
         raise RuntimeError("adaptive_avg_pool2d: output_size must be 2")
     size = [input.shape[-2 + i] if s is None else int(s) for i, s in enumerate(size)]
     return _ops._adaptive_avg_pool2d(input, size)
+
+
+# -- 1-d pooling over the 2-d kernels (a unit height), adaptive max pooling as a composite -------
+def _as_2d(name, input, dims_ok=(2, 3)):
+    if input.dim() not in dims_ok:
+        raise RuntimeError(f"{name}: Expected 2D or 3D (batch mode) tensor with optional 0 dim batch size for input, "
+                           f"but got: {list(input.shape)}")
+    return input.unsqueeze(-2)
+
+
+def _single(value, name):
+    value = _pool_list(value)
+    if len(value) != 1:
+        raise RuntimeError(f"{name} must be a single int, or a tuple of one int, but got {value}")
+    return value
+
+
+def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    k = _single(kernel_size, "max_pool1d: kernel_size")
+    s = k if stride is None or stride == [] else _single(stride, "max_pool1d: stride")
+    out, indices = _ops.max_pool2d_with_indices(_as_2d("max_pool1d", input), [1] + k, [1] + s,
+                                                [0] + _single(padding, "max_pool1d: padding"),
+                                                [1] + _single(dilation, "max_pool1d: dilation"), ceil_mode)
+    # A unit height makes the 2-d flat indices (h * W + w) the 1-d positions.
+    out, indices = out.squeeze(-2), indices.squeeze(-2)
+    return (out, indices) if return_indices else out
+
+
+def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
+    k = _single(kernel_size, "avg_pool1d: kernel_size")
+    s = k if stride is None or stride == [] else _single(stride, "avg_pool1d: stride")
+    return _ops.avg_pool2d(_as_2d("avg_pool1d", input), [1] + k, [1] + s, [0] + _single(padding, "avg_pool1d: padding"),
+                           ceil_mode, count_include_pad, None).squeeze(-2)
+
+
+def _adaptive_sizes(name, input, output_size, dims):
+    if input.dim() not in (dims + 1, dims + 2):
+        raise RuntimeError(f"{name}(): Expected {dims + 1}D or {dims + 2}D tensor, but got {list(input.shape)}")
+    size = [output_size] * dims if isinstance(output_size, int) or output_size is None else list(output_size)
+    if len(size) != dims:
+        raise RuntimeError(f"{name}: output_size must be {dims}")
+    size = [input.shape[input.dim() - dims + i] if s is None else int(s) for i, s in enumerate(size)]
+    for d in range(dims):
+        if input.shape[input.dim() - dims + d] == 0 and size[d] > 0:
+            raise RuntimeError(f"{name}(): Expected input to have non-zero size for non-batch dimensions, but input "
+                               f"has sizes {list(input.shape)} with dimension {input.dim() - dims + d} being empty")
+    return size
+
+
+def adaptive_avg_pool1d(input, output_size):
+    size = _adaptive_sizes("adaptive_avg_pool1d", input, output_size, 1)
+    return _ops._adaptive_avg_pool2d(input.unsqueeze(-2), [1] + size).squeeze(-2)
+
+
+def _adaptive_windows(n_in, n_out, device):
+    """Output i's window [floor(i * n_in / n_out), ceil((i + 1) * n_in / n_out)) as an index table
+    (n_out, K), K the longest window, short windows padded with their last index (which leaves a
+    max and its first position unchanged)."""
+    i = _ops.arange(n_out, dtype=_C.int64, device=device)
+    start = (i * n_in).div(n_out, rounding_mode="floor")
+    end = ((i + 1) * n_in + n_out - 1).div(n_out, rounding_mode="floor")
+    longest = max(-(-(j + 1) * n_in // n_out) - (j * n_in // n_out) for j in range(n_out)) if n_out else 0
+    j = _ops.arange(longest, dtype=_C.int64, device=device)
+    return _ops.minimum(start.unsqueeze(1) + j, (end - 1).unsqueeze(1)), longest
+
+
+def _adaptive_max_pool(name, input, output_size, dims, return_indices):
+    size = _adaptive_sizes(name, input, output_size, dims)
+    if not input.dtype.is_floating_point and name.startswith("adaptive_max_pool"):
+        raise RuntimeError(f"\"{name}\" not implemented for '{str(input.dtype).split('.')[-1].capitalize()}'")
+    x = input
+    lead = input.dim() - dims
+    windows = []
+    for d in range(dims):
+        n_in = input.shape[lead + d]
+        table, k = _adaptive_windows(n_in, size[d], input.device)
+        windows.append((table, k, n_in))
+    # Gather every window's candidates: (..., out_0, k_0, out_1, k_1), then the candidates last.
+    for d, (table, k, n_in) in enumerate(windows):
+        axis = lead + 2 * d
+        x = x.index_select(axis, table.reshape(-1))
+        x = x.unflatten(axis, (size[d], k))
+    order = list(range(lead)) + [lead + 2 * d for d in range(dims)] + [lead + 2 * d + 1 for d in range(dims)]
+    x = x.permute(*order).flatten(lead + dims)
+    values, pick = x.max(-1)
+    if not return_indices:
+        return values
+    # The picked candidate's input position: row-major over the spatial dims of the window tables,
+    # table d viewed along output dim d and candidate dim dims + d.
+    flat = None
+    for d, (table, k, n_in) in enumerate(windows):
+        view = [1] * (2 * dims)
+        view[d], view[dims + d] = size[d], k
+        idx = table.reshape(view)
+        flat = idx if flat is None else flat * n_in + idx
+    flat = flat.expand(*size, *[k for _, k, _ in windows]).flatten(dims)
+    flat = flat.expand(*values.shape, flat.shape[-1])
+    return values, flat.gather(-1, pick.unsqueeze(-1)).squeeze(-1)
+
+
+def adaptive_max_pool1d(input, output_size, return_indices=False):
+    return _adaptive_max_pool("adaptive_max_pool1d", input, output_size, 1, return_indices)
+
+
+def adaptive_max_pool2d(input, output_size, return_indices=False):
+    return _adaptive_max_pool("adaptive_max_pool2d", input, output_size, 2, return_indices)
+
+
+def _verify_spatial_size(size):
+    count = 1
+    for s in size[2:]:
+        count *= s
+    if count == 1:
+        raise ValueError(f"Expected more than 1 spatial element when training, got input size {size}")
+
+
+def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None, use_input_stats=True,
+                  momentum=0.1, eps=1e-5):
+    """Each (sample, channel) normalized over its positions: group_norm with a group per channel;
+    the running statistics (when given) move toward the mean over samples of each instance's mean
+    and unbiased variance, as torch's; use_input_stats=False normalizes with them instead."""
+    if use_input_stats:
+        _verify_spatial_size(list(input.shape))
+    if input.dim() < 2:
+        raise RuntimeError(f"instance_norm: expected an input with at least 2 dims (N, C, ...), got "
+                           f"{list(input.shape)}")
+    if not use_input_stats:
+        if running_mean is None or running_var is None:
+            raise RuntimeError("instance_norm: running_mean and running_var must be defined when "
+                               "use_input_stats=False")
+        return _ops.native_batch_norm(input, weight, bias, running_mean, running_var, False, momentum, eps)[0]
+    if running_mean is not None or running_var is not None:
+        with _no_grad():
+            dims = list(range(2, input.dim()))
+            if running_mean is not None:
+                running_mean.mul_(1 - momentum).add_(input.mean(dims).mean(0) * momentum)
+            if running_var is not None:
+                running_var.mul_(1 - momentum).add_(input.var(dims, unbiased=True).mean(0) * momentum)
+    n, c = input.shape[0], input.shape[1]
+    hw = 1
+    for s in input.shape[2:]:
+        hw *= s
+    return _ops.native_group_norm(input, weight, bias, n, c, hw, c, eps)[0]
 
 
 def _verify_batch_size(size):
@@ -743,44 +937,95 @@ def pixel_unshuffle(input, downscale_factor):
     return x.reshape(*lead, c * r * r, h // r, w // r)
 
 
+_LINEAR_MODES = {"linear": 3, "bilinear": 4, "trilinear": 5}
+
+
 def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
                 recompute_scale_factor=None, antialias=False):
-    """Resizing of the last 1-3 dims. mode='nearest' (PyTorch's: source index floor(i * in / out),
-    or floor(i / scale) with scale_factor) is an index_select per dim; other modes raise
+    """Resizing of the last 1-3 dims, one dim at a time. mode='nearest' (PyTorch's: source index
+    floor(i * in / out), or floor(i / scale) with scale_factor) is an index_select per dim;
+    'linear'/'bilinear'/'trilinear' blend the two neighbours each dim's source coordinate falls
+    between (PyTorch's coordinates and weights, align_corners either way); other modes raise
     NotImplementedError."""
     spatial = input.dim() - 2
-    if spatial < 1 or spatial > 3:
-        raise ValueError(f"interpolate(): input must be 3-D, 4-D or 5-D (N, C, spatial...), got {input.dim()}-D")
-    if mode != "nearest":
-        raise NotImplementedError(f"kiln.nn.functional.interpolate: mode={mode!r} is not supported "
-                                  "(only 'nearest')")
-    if align_corners is not None:
+    if mode in _LINEAR_MODES:
+        align_corners = bool(align_corners)
+    elif align_corners is not None:
         raise ValueError("align_corners option can only be set with the interpolating modes: linear | bilinear "
                          "| bicubic | trilinear")
     if (size is None) == (scale_factor is None):
-        raise ValueError("only one of size or scale_factor should be defined")
+        raise ValueError("only one of size or scale_factor should be defined" if size is not None
+                         else "either size or scale_factor should be defined")
+    if recompute_scale_factor and size is not None:
+        raise ValueError("recompute_scale_factor is not meaningful with an explicit size.")
+    if antialias:
+        raise NotImplementedError("kiln.nn.functional.interpolate: antialias=True is not supported")
+    if mode in _LINEAR_MODES and input.dim() != _LINEAR_MODES[mode] and 3 <= input.dim() <= 5:
+        want = _LINEAR_MODES[mode]
+        raise NotImplementedError(f"Got {input.dim()}D input, but {mode} mode needs {want}D input")
+    if spatial < 1 or spatial > 3:
+        raise NotImplementedError(f"Input Error: Only 3D, 4D and 5D input Tensors supported (got {input.dim()}D) for "
+                                  f"the modes: nearest | linear | bilinear | bicubic | trilinear | area | nearest-exact "
+                                  f"(got {mode})")
+    if mode != "nearest" and mode not in _LINEAR_MODES:
+        raise NotImplementedError(f"kiln.nn.functional.interpolate: mode={mode!r} is not supported "
+                                  "(only 'nearest', 'linear', 'bilinear', 'trilinear')")
     in_sizes = list(input.shape[2:])
     if size is not None:
         out = [int(s) for s in size] if isinstance(size, (list, tuple)) else [int(size)] * spatial
         if len(out) != spatial:
             raise ValueError(f"Input and output must have the same number of spatial dimensions, but got input with "
                              f"spatial dimensions of {in_sizes} and output size of {out}.")
-        scales = [i / o for i, o in zip(in_sizes, out)]
+        scales = [None] * spatial
     else:
         factors = list(scale_factor) if isinstance(scale_factor, (list, tuple)) else [scale_factor] * spatial
         if len(factors) != spatial:
             raise ValueError(f"Input and scale_factor must have the same number of spatial dimensions, but got input "
                              f"with spatial dimensions of {in_sizes} and scale_factor of shape {factors}.")
         out = [int(_math.floor(i * float(f))) for i, f in zip(in_sizes, factors)]
-        scales = [1.0 / float(f) if not recompute_scale_factor else i / o for i, f, o in zip(in_sizes, factors, out)]
+        scales = [None if recompute_scale_factor else float(f) for f in factors]
     x = input
     for d, (n_in, n_out, scale) in enumerate(zip(in_sizes, out, scales)):
-        if n_in == n_out:
-            continue
-        # float32 index arithmetic as PyTorch's nearest kernel: min(floor(i * scale), n_in - 1)
-        src = (_ops.arange(n_out, dtype=_C.float32, device=x.device) * scale).to(_C.int64)
-        x = _ops.index_select(x, 2 + d, src.clamp(max=n_in - 1))
+        if mode == "nearest":
+            x = _nearest_dim(x, 2 + d, n_in, n_out, scale)
+        else:
+            x = _linear_dim(x, 2 + d, n_in, n_out, scale, align_corners)
     return x
+
+
+def _nearest_dim(x, dim, n_in, n_out, scale):
+    if n_in == n_out:
+        return x
+    ratio = n_in / n_out if scale is None else 1.0 / scale
+    # float32 index arithmetic as PyTorch's nearest kernel: min(floor(i * ratio), n_in - 1)
+    src = (_ops.arange(n_out, dtype=_C.float32, device=x.device) * ratio).to(_C.int64)
+    return _ops.index_select(x, dim, src.clamp(max=n_in - 1))
+
+
+def _linear_dim(x, dim, n_in, n_out, scale, align_corners):
+    """Linear interpolation along one dim, as PyTorch's upsample_linear kernels: the source
+    coordinate (area_pixel_compute_source_index) in the input's math type, its floor and the next
+    index (clamped), and the weights 1 - lambda and lambda."""
+    if n_in == n_out:
+        return x
+    if n_in == 0 or n_out == 0:
+        raise RuntimeError(f"upsample_linear: input and output sizes should be greater than 0, but got input "
+                           f"size {n_in} and output size {n_out}")
+    math_type = _C.float64 if x.dtype == _C.float64 else _C.float32
+    if align_corners:
+        ratio = (n_in - 1) / (n_out - 1) if n_out > 1 else 0.0
+    else:
+        ratio = 1.0 / scale if scale is not None and scale > 0 else n_in / n_out
+    i = _ops.arange(n_out, dtype=math_type, device=x.device)
+    src = i * ratio if align_corners else (ratio * (i + 0.5) - 0.5).clamp(min=0)
+    lo = src.to(_C.int64).clamp(max=n_in - 1)  # src >= 0: truncation is floor
+    lam = (src - lo.to(math_type)).clamp(0, 1)
+    hi = (lo + 1).clamp(max=n_in - 1)
+    shape = [1] * x.dim()
+    shape[dim] = n_out
+    lam = lam.to(x.dtype).reshape(shape) if x.dtype != math_type else lam.reshape(shape)
+    a, b = _ops.index_select(x, dim, lo), _ops.index_select(x, dim, hi)
+    return a * (1 - lam) + b * lam
 
 
 def dropout2d(input, p=0.5, training=True, inplace=False):

@@ -1,8 +1,8 @@
 """The layers of kiln.nn."""
 from .activation import GELU, LogSoftmax, ReLU, Sigmoid, SiLU, Softmax, Tanh  # noqa: F401
-from .container import ModuleDict, ModuleList, Sequential  # noqa: F401
+from .container import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential  # noqa: F401
 from .dropout import Dropout, Dropout2d  # noqa: F401
-from .linear import Flatten, Identity, Linear, Unflatten  # noqa: F401
+from .linear import Bilinear, Flatten, Identity, Linear, Unflatten  # noqa: F401
 from .module import Module  # noqa: F401
 from .normalization import LayerNorm  # noqa: F401
 
@@ -23,8 +23,16 @@ from .padding import (  # noqa: F401
     ZeroPad3d,
 )
 from .batchnorm import BatchNorm1d, BatchNorm2d  # noqa: F401
-from .conv import Conv1d, Conv2d  # noqa: F401
+from .conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d  # noqa: F401
 from .normalization import GroupNorm  # noqa: F401
-from .pooling import AdaptiveAvgPool2d, AvgPool2d, MaxPool2d  # noqa: F401
+from .pooling import (  # noqa: F401
+    AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, AvgPool1d, AvgPool2d, MaxPool1d,
+    MaxPool2d,
+)
+from .instancenorm import InstanceNorm1d, InstanceNorm2d  # noqa: F401
 from .sparse import Embedding  # noqa: F401
 from .upsampling import PixelShuffle, PixelUnshuffle, Upsample  # noqa: F401
+from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase  # noqa: F401
+from .transformer import (  # noqa: F401
+    Transformer, TransformerDecoder, TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer,
+)

@@ -1,4 +1,4 @@
-"""Conv1d, Conv2d."""
+"""Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d."""
 import math
 
 from ... import _C
@@ -18,7 +18,7 @@ def _ntuple(value, n):
 
 class _ConvNd(Module):
     def __init__(self, dims, in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
-                 padding_mode, device, dtype):
+                 padding_mode, device, dtype, transposed=False, output_padding=0):
         super().__init__()
         if groups <= 0:
             raise ValueError("groups must be a positive integer")
@@ -42,8 +42,8 @@ class _ConvNd(Module):
         self.stride = stride
         self.padding = padding
         self.dilation = dilation
-        self.transposed = False
-        self.output_padding = (0,) * dims
+        self.transposed = transposed
+        self.output_padding = _ntuple(output_padding, dims)
         self.groups = groups
         self.padding_mode = padding_mode
         # F.pad's order (last dim first, each side) for the non-zeros padding modes.
@@ -56,7 +56,9 @@ class _ConvNd(Module):
                     self._reversed_padding_repeated_twice[2 * i + 1] = total - total // 2
         else:
             self._reversed_padding_repeated_twice = [p for p in reversed(padding) for _ in range(2)]
-        shape = [out_channels, in_channels // groups, *kernel_size]
+        # A transposed convolution's weight is the direct one's that it is the adjoint of.
+        shape = ([in_channels, out_channels // groups, *kernel_size] if transposed
+                 else [out_channels, in_channels // groups, *kernel_size])
         self.weight = Parameter(_C._ops.empty(shape, dtype=dtype, device=device))
         if bias:
             self.bias = Parameter(_C._ops.empty([out_channels], dtype=dtype, device=device))
@@ -117,3 +119,54 @@ class Conv2d(_ConvNd):
 
     def forward(self, input):
         return self._conv_forward(F.conv2d, input, self.weight, self.bias)
+
+
+class _ConvTransposeNd(_ConvNd):
+    def __init__(self, dims, in_channels, out_channels, kernel_size, stride, padding, output_padding, groups, bias,
+                 dilation, padding_mode, device, dtype):
+        if padding_mode != "zeros":
+            raise ValueError(f'Only "zeros" padding mode is supported for {type(self).__name__}')
+        super().__init__(dims, in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
+                         padding_mode, device, dtype, transposed=True, output_padding=output_padding)
+
+    def _output_padding(self, input, output_size, dims):
+        """output_padding, or the one that gives output_size (torch's rule and errors)."""
+        if output_size is None:
+            return list(self.output_padding)
+        non_spatial = 2 if input.dim() == dims + 2 else 1
+        output_size = list(output_size)
+        if len(output_size) == non_spatial + dims:
+            output_size = output_size[non_spatial:]
+        if len(output_size) != dims:
+            raise ValueError(f"ConvTranspose{dims}D: for {input.dim()}D input, output_size must have {dims} "
+                             f"or {non_spatial + dims} elements (got {len(output_size)})")
+        min_sizes = [(input.shape[d + non_spatial] - 1) * self.stride[d] - 2 * self.padding[d]
+                     + self.dilation[d] * (self.kernel_size[d] - 1) + 1 for d in range(dims)]
+        max_sizes = [m + self.stride[d] - 1 for d, m in enumerate(min_sizes)]
+        for size, lo, hi in zip(output_size, min_sizes, max_sizes):
+            if size < lo or size > hi:
+                raise ValueError(f"requested an output size of {output_size}, but valid sizes range from {min_sizes} "
+                                 f"to {max_sizes} (for an input of {list(input.shape[non_spatial:])})")
+        return [size - lo for size, lo in zip(output_size, min_sizes)]
+
+
+class ConvTranspose1d(_ConvTransposeNd):
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, output_padding=0, groups=1,
+                 bias=True, dilation=1, padding_mode="zeros", device=None, dtype=None):
+        super().__init__(1, in_channels, out_channels, kernel_size, stride, padding, output_padding, groups, bias,
+                         dilation, padding_mode, device, dtype)
+
+    def forward(self, input, output_size=None):
+        return F.conv_transpose1d(input, self.weight, self.bias, self.stride, self.padding,
+                                  self._output_padding(input, output_size, 1), self.groups, self.dilation)
+
+
+class ConvTranspose2d(_ConvTransposeNd):
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, output_padding=0, groups=1,
+                 bias=True, dilation=1, padding_mode="zeros", device=None, dtype=None):
+        super().__init__(2, in_channels, out_channels, kernel_size, stride, padding, output_padding, groups, bias,
+                         dilation, padding_mode, device, dtype)
+
+    def forward(self, input, output_size=None):
+        return F.conv_transpose2d(input, self.weight, self.bias, self.stride, self.padding,
+                                  self._output_padding(input, output_size, 2), self.groups, self.dilation)

@@ -1,4 +1,4 @@
-"""MaxPool2d, AvgPool2d, AdaptiveAvgPool2d."""
+"""Max, average and adaptive pooling, 1-d and 2-d."""
 from .. import functional as F
 from .module import Module
 
@@ -51,3 +51,55 @@ class AdaptiveAvgPool2d(Module):
 
     def extra_repr(self):
         return f"output_size={self.output_size}"
+
+
+class MaxPool1d(MaxPool2d):
+    def forward(self, input):
+        return F.max_pool1d(input, self.kernel_size, self.stride, self.padding, self.dilation,
+                            ceil_mode=self.ceil_mode, return_indices=self.return_indices)
+
+
+def _one(value):
+    return tuple(value) if isinstance(value, (tuple, list)) else (value,)
+
+
+class AvgPool1d(Module):
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
+        super().__init__()
+        self.kernel_size = _one(kernel_size)
+        self.stride = _one(stride if stride is not None else kernel_size)
+        self.padding = _one(padding)
+        self.ceil_mode = ceil_mode
+        self.count_include_pad = count_include_pad
+
+    def forward(self, input):
+        return F.avg_pool1d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                            self.count_include_pad)
+
+    def extra_repr(self):
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class AdaptiveAvgPool1d(AdaptiveAvgPool2d):
+    def forward(self, input):
+        return F.adaptive_avg_pool1d(input, self.output_size)
+
+
+class _AdaptiveMaxPoolNd(Module):
+    def __init__(self, output_size, return_indices=False):
+        super().__init__()
+        self.output_size = output_size
+        self.return_indices = return_indices
+
+    def extra_repr(self):
+        return f"output_size={self.output_size}"
+
+
+class AdaptiveMaxPool1d(_AdaptiveMaxPoolNd):
+    def forward(self, input):
+        return F.adaptive_max_pool1d(input, self.output_size, self.return_indices)
+
+
+class AdaptiveMaxPool2d(_AdaptiveMaxPoolNd):
+    def forward(self, input):
+        return F.adaptive_max_pool2d(input, self.output_size, self.return_indices)

@@ -1,0 +1,70 @@
+"""kl_divergence(p, q) for the pairs torch registers among the distributions kiln has."""
+import math
+
+from ..nn import functional as F
+from .bernoulli import Bernoulli
+from .categorical import Categorical
+from .independent import Independent, _sum_rightmost
+from .normal import Normal
+
+# {name of type_p: {name of type_q: fn}}, by the qualified class names of Distribution._kl_names:
+# kiln.compile's tracer reads class attributes of the objects it constructs and dicts keyed by str,
+# but not type() or isinstance of them.
+_KL_REGISTRY = {}
+
+
+def register_kl(type_p, type_q):
+    """Decorator registering fn(p, q) as the KL divergence of type_p from type_q."""
+    def decorator(fn):
+        _KL_REGISTRY.setdefault(type_p._kl_names[0], {})[type_q._kl_names[0]] = fn
+        return fn
+
+    return decorator
+
+
+def kl_divergence(p, q):
+    # The most derived registered pair, p's class first (torch picks by total MRO distance).
+    for name_p in p._kl_names:
+        fns = _KL_REGISTRY.get(name_p)
+        if fns is None:
+            continue
+        for name_q in q._kl_names:
+            fn = fns.get(name_q)
+            if fn is not None:
+                return fn(p, q)
+    raise NotImplementedError(f"No KL(p || q) is implemented for p type {type(p).__name__} and q type "
+                              f"{type(q).__name__}")
+
+
+@register_kl(Normal, Normal)
+def _kl_normal_normal(p, q):
+    var_ratio = (p.scale / q.scale).pow(2)
+    t1 = ((p.loc - q.loc) / q.scale).pow(2)
+    return 0.5 * (var_ratio + t1 - 1 - var_ratio.log())
+
+
+@register_kl(Categorical, Categorical)
+def _kl_categorical_categorical(p, q):
+    t = p.probs * (p.logits - q.logits)
+    t = t.masked_fill(q.probs == 0, math.inf)
+    t = t.masked_fill(p.probs == 0, 0)
+    return t.sum(-1)
+
+
+@register_kl(Bernoulli, Bernoulli)
+def _kl_bernoulli_bernoulli(p, q):
+    t1 = p.probs * (F.softplus(-q.logits) - F.softplus(-p.logits))
+    t1 = t1.masked_fill(q.probs == 0, math.inf)
+    t1 = t1.masked_fill(p.probs == 0, 0)
+    t2 = (1 - p.probs) * (F.softplus(q.logits) - F.softplus(p.logits))
+    t2 = t2.masked_fill(q.probs == 1, math.inf)
+    t2 = t2.masked_fill(p.probs == 1, 0)
+    return t1 + t2
+
+
+@register_kl(Independent, Independent)
+def _kl_independent_independent(p, q):
+    if p.reinterpreted_batch_ndims != q.reinterpreted_batch_ndims:
+        raise NotImplementedError("kl_divergence of Independent distributions with different "
+                                  "reinterpreted_batch_ndims")
+    return _sum_rightmost(kl_divergence(p.base_dist, q.base_dist), p.reinterpreted_batch_ndims)
