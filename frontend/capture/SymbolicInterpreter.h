@@ -163,6 +163,7 @@ private:
   std::vector<std::string> inputExprs_;
   std::unordered_map<TensorVT*, VT*> grads_; // loadGrad's answers
   std::unordered_map<PyObject*, VT*> containers_; // lists and dicts from outside, by identity
+  VT* wrapIterator(PyObject* o, const SourcePtr& source, bool viaModule);
   // Objects the input, output and side-effect expressions name as __c[i].
   nb::list constants_;
   std::string constantRef(nb::handle o);

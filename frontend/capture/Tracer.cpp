@@ -8,6 +8,7 @@
 
 #include "frontend/binding/FxBinding.h"
 #include "frontend/binding/PythonConvert.h"
+#include "frontend/capture/Iterators.h"
 #include "frontend/capture/SymbolicInterpreter.h"
 #include "runtime/DispatchKey.h"
 #include "runtime/autograd/AutogradMeta.h"
@@ -361,6 +362,9 @@ VT* Tracer::wrap(nb::handle value, SourcePtr source, bool viaModule, const std::
     containers_[o] = d;
     return d;
   }
+  if ((iterators::isSeqIter(o) || iterators::isRangeIter(o)) && source &&
+      source->kind == Source::Kind::Local && source->name == ".0")
+    if (VT* it = wrapIterator(o, source, viaModule)) return it;
   if (python::isDtypeObject(o) || isSize(o) || isDevice(o)) {
     if (g) {
       if (isSize(o)) {
@@ -416,6 +420,34 @@ VT* Tracer::wrap(nb::handle value, SourcePtr source, bool viaModule, const std::
   auto* obj = make<ObjectVT>(nb::borrow(value));
   obj->source = source;
   return obj;
+}
+
+// The list/tuple/range iterator a comprehension's frame (3.11) gets as its argument `.0`: an
+// iterator over the items it has left, each guarded (a range's values by its state), as
+// TorchDynamo's tuple_iterator/range_iterator. Only `.0`: the caller made it for this call and
+// never sees it again, so the compiled code need not advance it (an iterator another frame
+// holds would have to be). Null when a range's values do not fit a C long (then it is an
+// opaque object).
+VT* Tracer::wrapIterator(PyObject* o, const SourcePtr& source, bool viaModule) {
+  GuardNode& g = source->guardNode(*guards_);
+  VTs items;
+  if (iterators::isRangeIter(o)) {
+    long next = 0, step = 0, left = 0;
+    if (!iterators::rangeIterState(o, &next, &step, &left)) return nullptr;
+    g.checkType(Py_TYPE(o));
+    g.checkRangeIter(next, step, left);
+    for (long i = 0; i < left; ++i)
+      items.push_back(constant(nb::int_(next + i * step)));
+  } else {
+    Py_ssize_t n = iterators::seqIterRemaining(o);
+    g.checkType(Py_TYPE(o));
+    g.checkIterRemaining(n);
+    for (Py_ssize_t i = 0; i < n; ++i)
+      items.push_back(wrap(iterators::seqIterItem(o, i), iterItemSource(source, int(i)), viaModule));
+  }
+  auto* it = make<IteratorVT>(items);
+  it->source = source;
+  return it;
 }
 
 VT* Tracer::tagSizes(VT* v) {

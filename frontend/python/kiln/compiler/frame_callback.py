@@ -212,6 +212,68 @@ def _returns_view_of_intermediate(graph):
     return False
 
 
+def _is_tensor_module(obj):
+    import types
+    if not isinstance(obj, types.ModuleType):
+        return False
+    name = obj.__name__
+    return name == "kiln" or name.startswith("kiln.") or name == "numpy" or name.startswith("numpy.")
+
+
+def _has_tensor(obj, seen):
+    """Whether `obj` is a tensor, an nn.Module (or its class), a numpy array, or a list, tuple,
+    dict or namedtuple holding one (TorchDynamo's has_tensor_in_frame, convert_frame.py)."""
+    key = id(obj)
+    if key in seen:
+        return seen[key]
+    seen[key] = False
+    from .. import nn
+    if isinstance(obj, (_C.TensorBase, nn.Module)) or (type(obj) is type and issubclass(obj, nn.Module)):
+        found = True
+    elif _is_numpy_value(obj):
+        found = True
+    elif type(obj) in (list, tuple):
+        found = any(_has_tensor(v, seen) for v in obj)
+    elif type(obj) is dict:
+        found = any(_has_tensor(v, seen) for v in list(obj.values()))
+    elif isinstance(obj, tuple) and hasattr(type(obj), "_fields"):
+        found = any(_has_tensor(getattr(obj, f), seen) for f in type(obj)._fields)
+    else:
+        found = False
+    seen[key] = found
+    return found
+
+
+def _is_numpy_value(obj):
+    # An ndarray or a numpy scalar, without importing numpy (kiln does not need it).
+    return any(c.__module__ == "numpy" and c.__name__ in ("ndarray", "generic") for c in type(obj).__mro__)
+
+
+def has_tensor_in_frame(frame_info):
+    """Whether a frame that is not a compiled function's own has anything to compile, as
+    TorchDynamo decides before tracing one (convert_frame.py's has_tensor_in_frame, which runs
+    the frame eagerly otherwise): a global it names is kiln's (or numpy's) module, or an
+    argument or free variable holds a tensor or module. A comprehension over a list of tensors
+    with no tensor of its own in scope (`[o * 2 for o in out]` on 3.11) runs eagerly, as with
+    torch.compile; `[t * i for i in range(3)]` (t a free variable) is captured."""
+    code = frame_info.code
+    globals_ = frame_info.globals
+    for name in code.co_names:
+        if name in globals_ and _is_tensor_module(globals_[name]):
+            return True
+    seen = {}
+    if any(_has_tensor(v, seen) for v in frame_info.args):
+        return True
+    for cell in getattr(frame_info.func, "__closure__", None) or ():
+        try:
+            value = cell.cell_contents
+        except ValueError:  # an empty cell
+            continue
+        if _has_tensor(value, seen):
+            return True
+    return False
+
+
 def _where(code):
     return f"{code.co_qualname} ({code.co_filename}:{code.co_firstlineno})"
 
@@ -253,6 +315,8 @@ class FrameCallback:
             if not _compiling.has_forward_hooks(frame_info.args[0]):
                 # Another module of the class may have hooks: decided again at the next call.
                 return None
+        if not frame_info.is_root and not entry and not has_tensor_in_frame(frame_info):
+            return None  # this call eagerly; the next may hold tensors
         state = _state(code)
         if state.break_reason is not None:
             return self._unsupported(code, state.break_reason)
