@@ -254,6 +254,12 @@ VT* Tracer::wrapTensor(nb::handle value, const SourcePtr& source, bool viaModule
     fake = Tensor::empty(IntArrayRef(*probe), real.dtype(), Device(DeviceType::Meta));
     fake.impl()->requiresGrad = real.requiresGrad();
   }
+  // An input with autograd history (a graph output before a break, `h = w * 2`) is no leaf:
+  // nor is its fake, so that an in-place write into it (`h[mask] = ...`) traces as it runs
+  // (a leaf that requires grad refuses in-place ops). Its history is not followed while
+  // tracing (historyInputs_: no autograd.grad through it), only stood for.
+  if (input && real.requiresGrad() && !autograd::isLeaf(real))
+    autograd::setHistory(fake, makeIntrusive<autograd::NotImplementedNode>("the history of a graph input"));
   node->meta.type = Type(TensorType{real.dtype(), {}, std::nullopt, real.device()});
   for (int64_t s : fake.sizes())
     node->meta.type->tensor().sizes.emplace_back(s);

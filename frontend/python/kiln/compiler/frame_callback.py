@@ -159,14 +159,17 @@ def _state(code):
 
 
 def _aliases_first_argument(node):
-    """A call whose result is a view of (or an in-place write into) its first argument."""
+    """Whether a call's result is a view of its first argument ('view'), the argument itself
+    written in place ('inplace'), or neither (None)."""
     if node.op != "call_function" or not node.args or not hasattr(node.args[0], "op"):
-        return False
+        return None
     try:
         schema = _C._fx.op_schema(str(node.target))["schema"]
     except Exception:  # noqa: BLE001 - not an op of the table (a Python function): no alias
-        return False
-    return "-> Tensor(a" in schema
+        return None
+    if "-> Tensor(a!)" in schema:
+        return "inplace"
+    return "view" if "-> Tensor(a" in schema else None
 
 
 def _detaching_outputs(compiled, graph):
@@ -204,10 +207,13 @@ def _returns_view_of_intermediate(graph):
         elif hasattr(a, "op"):
             values.append(a)
     for node in values:
-        base = node
-        while _aliases_first_argument(base):
+        # `a = x.clone(); a[idx] = 0.5` returns the clone itself written in place (index_put_):
+        # compiled it is the same fresh tensor. Only a view somewhere on the way is a problem.
+        base, view = node, False
+        while (alias := _aliases_first_argument(base)) is not None:
+            view = view or alias == "view"
             base = base.args[0]
-        if base is not node and base.op not in ("placeholder", "get_attr"):
+        if view and base.op not in ("placeholder", "get_attr"):
             return True
     return False
 
@@ -426,6 +432,7 @@ class FrameCallback:
         if entry is not None:
             graphs = "1 graph" if result["op_count"] else "no graph"
             after = {"call": "a resume function after the call",
+                     "subscr": "a resume function after the subscript",
                      "jump": "a resume function at either branch",
                      "generic": "the rest of the frame eagerly"}[site.kind]
             _breaks_log.info("graph break in %s: %s (%s:%d); %s before it (%d ops), then %s",

@@ -14,7 +14,8 @@ from .skip_policy import GLUE_FILENAME_PREFIX
 
 # The glue's own names; a frame argument spelled like one would shadow it.
 GLUE_NAMES = ("__graph", "__c", "__o", "__r", "__t", "__resume", "__resume_jump", "__resume_next",
-              "__resume_eager", "__prev", "__set_callback", "__callback", "__iter_item")
+              "__resume_eager", "__prev", "__set_callback", "__callback", "__iter_item", "__setitem",
+              "__at_break")
 
 _glue_ids = itertools.count()
 
