@@ -343,6 +343,20 @@ VT* InstructionTranslator::callForward(ModuleVT* m, VTs args, Kwargs kwargs, boo
 VT* InstructionTranslator::callMethod(MethodVT* m, VTs args, Kwargs kwargs) {
   VT* self = m->self;
   const std::string& name = m->name;
+  if (name == "new_tensor" && self->kind == VT::Kind::Tensor && args.size() == 1 && !containsTensor(args[0])) {
+    // `x.new_tensor([1.0, 2.0])`: a constant of the graph in x's dtype on x's real device, as
+    // `kiln.tensor(data, dtype=..., device=...)` written in the traced code. (Inlined, the method
+    // read the fake's meta device and moved the tensor there with an op: a tensor made from
+    // Python data inside an op, which the tracer refuses.)
+    static nb::handle tensorFn = nb::object(nb::module_::import_("kiln").attr("tensor")).release();
+    auto* t = static_cast<TensorVT*>(self);
+    auto given = [&](const char* k) {
+      return std::any_of(kwargs.begin(), kwargs.end(), [&](const auto& kv) { return kv.first == k; });
+    };
+    if (!given("dtype")) kwargs.emplace_back("dtype", t_.constant(t->fake.attr("dtype")));
+    if (!given("device")) kwargs.emplace_back("device", t_.constant(t_.deviceOf(t)));
+    return t_.callReal(tensorFn, std::move(args), kwargs);
+  }
   if (m->function.is_valid()) {
     if (PyFunction_Check(m->function.ptr())) {
       args.insert(args.begin(), self);

@@ -168,7 +168,6 @@ private:
   nb::list constants_;
   std::string constantRef(nb::handle o);
   bool gradMode_, initialGradMode_;
-  bool historyInputs_ = false; // an input tensor is a non-leaf that requires grad
   nb::object failCode;
   int failInstruction = 0;
 };

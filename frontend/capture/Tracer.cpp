@@ -236,7 +236,6 @@ VT* Tracer::wrapTensor(nb::handle value, const SourcePtr& source, bool viaModule
         if (dyn->second[d] >= 0) symbolOfSize_[probe ? (*probe)[d] : real.sizes()[d]] = dyn->second[d];
     node = placeholder(source->identifier());
     inputExprs_.push_back(expr);
-    if (real.requiresGrad() && !autograd::isLeaf(real)) historyInputs_ = true;
     g->checkTensor(check);
   } else {
     auto it = byId_.find(value.ptr());
@@ -256,8 +255,8 @@ VT* Tracer::wrapTensor(nb::handle value, const SourcePtr& source, bool viaModule
   }
   // An input with autograd history (a graph output before a break, `h = w * 2`) is no leaf:
   // nor is its fake, so that an in-place write into it (`h[mask] = ...`) traces as it runs
-  // (a leaf that requires grad refuses in-place ops). Its history is not followed while
-  // tracing (historyInputs_: no autograd.grad through it), only stood for.
+  // (a leaf that requires grad refuses in-place ops). Its history is only stood for: no
+  // backward runs while tracing (autograd.grad and backward() are graph breaks).
   if (input && real.requiresGrad() && !autograd::isLeaf(real))
     autograd::setHistory(fake, makeIntrusive<autograd::NotImplementedNode>("the history of a graph input"));
   node->meta.type = Type(TensorType{real.dtype(), {}, std::nullopt, real.device()});
@@ -616,10 +615,12 @@ nb::object Tracer::toPython(VT* v) {
 VT* Tracer::callReal(nb::handle fn, const VTs& args, const Kwargs& kwargs) {
   static nb::handle autogradGrad = nb::object(nb::module_::import_("kiln.autograd").attr("grad")).release();
   static nb::handle builtinNext = nb::object(nb::module_::import_("builtins").attr("next")).release();
-  if (historyInputs_ && fn.ptr() == autogradGrad.ptr())
-    // Traced on the fakes, the backward would stop at the graph's inputs: the part of the
-    // gradient that flows through their history (an earlier graph, eager code) would be lost.
-    throw Unsupported{"kiln.autograd.grad in a graph whose inputs carry autograd history from before it"};
+  if (fn.ptr() == autogradGrad.ptr())
+    // As torch.compile (trace_autograd_ops off): a graph break, the backward runs eagerly
+    // between the graph before it and the resume function's, through the graphs' own backward.
+    // (Traced on the fakes, a backward would also stop at the graph's inputs, losing the part of
+    // the gradient that flows through their history.)
+    throw Unsupported{"kiln.autograd.grad (it runs eagerly between graphs, as with torch.compile)"};
   nb::list pyArgs;
   for (VT* a : args)
     pyArgs.append(toPython(a));

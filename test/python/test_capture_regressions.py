@@ -286,3 +286,40 @@ def test_eval_inside_a_compiled_frame_reaches_library_modules():
     np.testing.assert_allclose(out_c.numpy(), out.numpy(), rtol=1e-5, atol=1e-5)
     assert model.training and model[1].training
     kiln.compiler.reset()
+
+
+def test_tensors_made_from_python_data_in_traced_code_are_constants():
+    # Each made a real tensor from Python data inside an op (refused by the tracer: the frame ran
+    # eagerly): a number stored through a basic index, new_tensor (the fake's meta device), and
+    # kiln.tensor(..., device=x.device) (a no-op .to() on the CPU).
+    def fn(x):
+        b = x.clone()
+        b[0, 0] = 42
+        b.unsqueeze(0).squeeze(0)[1, 1] = -1
+        b[2] = 7.5
+        return b + x.new_tensor([1.0, 2.0, 3.0]) + kiln.tensor([0.5, 0.25, 0.0], device=x.device)
+
+    x = kiln.randn(3, 3)
+    out, seen = graphs_of(fn, x)
+    close(out, fn(x))
+    e = kiln.explain(fn)(x)
+    assert len(seen) == 1 and not e.break_reasons, str(e)
+
+
+def test_autograd_grad_is_a_break_as_with_torch_compile():
+    def fn(a, b):
+        y = (a.tanh() @ b).sigmoid()
+        loss = (y * y).sum()
+        ga, gb = kiln.autograd.grad(loss, [a, b])
+        return loss.detach(), ga * 2, gb
+
+    def args():
+        return kiln.randn(4, 5, requires_grad=True), kiln.randn(5, 3, requires_grad=True)
+
+    a, b = args()
+    for got, want in zip(kiln.compile(fn)(a, b), fn(a, b)):
+        close(got, want)
+    kiln.compiler.reset()
+    e = kiln.explain(fn)(*args())
+    assert (e.graph_count, e.graph_break_count) == (2, 1), str(e)
+    assert "kiln.autograd.grad" in str(e.break_reasons[0])
