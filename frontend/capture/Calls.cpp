@@ -584,7 +584,63 @@ VT* InstructionTranslator::zeroArgSuper() {
   return t_.make<SuperVT>(self, nb::borrow(type));
 }
 
+namespace {
+
+// A collections.namedtuple class (a tuple subclass with _fields and _make, whose __new__ is the
+// generated one taking the fields).
+bool isNamedTupleClass(nb::handle cls) {
+  auto* type = reinterpret_cast<PyTypeObject*>(cls.ptr());
+  if (!PyType_IsSubtype(type, &PyTuple_Type) || type == &PyTuple_Type) return false;
+  nb::object fields = nb::getattr(cls, "_fields", nb::none());
+  if (!PyTuple_CheckExact(fields.ptr()) || !nb::hasattr(cls, "_make")) return false;
+  for (nb::handle f : fields)
+    if (!PyUnicode_CheckExact(f.ptr())) return false;
+  // No __new__ or __init__ of a subclass's own: the class namedtuple generated makes it.
+  for (nb::handle base : nb::borrow<nb::tuple>(cls.attr("__mro__"))) {
+    PyObject* dict = reinterpret_cast<PyTypeObject*>(base.ptr())->tp_dict;
+    if (PyDict_GetItemString(dict, "_fields")) return true;
+    if (PyDict_GetItemString(dict, "__new__") || PyDict_GetItemString(dict, "__init__")) return false;
+  }
+  return false;
+}
+
+} // namespace
+
+// `Out(logits, hidden)`: a tuple of its fields (positional, keyword or default), rebuilt as an
+// Out where it leaves the graph, as TorchDynamo's NamedTupleVariable.
+VT* InstructionTranslator::constructNamedTuple(nb::handle cls, VTs args, Kwargs kwargs) {
+  nb::tuple fields = nb::borrow<nb::tuple>(cls.attr("_fields"));
+  nb::dict defaults = nb::borrow<nb::dict>(nb::getattr(cls, "_field_defaults", nb::dict()));
+  std::string name = reinterpret_cast<PyTypeObject*>(cls.ptr())->tp_name;
+  if (args.size() > fields.size())
+    throw TraceError{"TypeError: " + name + "() takes " + std::to_string(fields.size()) +
+                     " positional arguments but " + std::to_string(args.size()) + " were given"};
+  VTs items(fields.size(), nullptr);
+  for (size_t i = 0; i < args.size(); ++i)
+    items[i] = args[i];
+  for (auto& [k, v] : kwargs) {
+    size_t i = 0;
+    while (i < fields.size() && nb::cast<std::string>(fields[i]) != k)
+      ++i;
+    if (i == fields.size())
+      throw TraceError{"TypeError: " + name + "() got an unexpected keyword argument '" + k + "'"};
+    if (items[i]) throw TraceError{"TypeError: " + name + "() got multiple values for argument '" + k + "'"};
+    items[i] = v;
+  }
+  for (size_t i = 0; i < fields.size(); ++i) {
+    if (items[i]) continue;
+    if (!defaults.contains(fields[i]))
+      throw TraceError{"TypeError: " + name + "() missing required argument '" + nb::cast<std::string>(fields[i]) + "'"};
+    items[i] = t_.wrapResult(defaults[fields[i]]);
+  }
+  auto* s = t_.make<SequenceVT>(VT::Kind::Tuple, items);
+  s->namedType = nb::borrow(cls);
+  return s;
+}
+
 VT* InstructionTranslator::construct(nb::handle cls, VTs args, Kwargs kwargs) {
+  if (isNamedTupleClass(cls))
+    return constructNamedTuple(cls, std::move(args), std::move(kwargs));
   // Instances of plain user classes (object.__new__, a Python __init__) are tracked
   // symbolically; they must not escape the trace.
   auto* type = reinterpret_cast<PyTypeObject*>(cls.ptr());
@@ -641,6 +697,16 @@ VT* InstructionTranslator::callBuiltin(nb::handle fn, VTs& args, Kwargs& kwargs,
     if (x->kind == VT::Kind::Dict)
       return t_.constant(nb::int_(static_cast<DictVT*>(x)->entries.size()));
     return t_.constant(nb::int_(nb::len(t_.toPython(x))));
+  }
+  if ((is("type") || is("isinstance")) && !args.empty() && args[0]->kind == VT::Kind::NewObject && kwargs.empty()) {
+    // An object made while tracing (a dataclass result): its class is known.
+    nb::handle cls = static_cast<NewObjectVT*>(args[0])->cls;
+    if (is("type") && args.size() == 1) return t_.wrapResult(cls);
+    if (is("isinstance") && args.size() == 2) {
+      int r = PyObject_IsSubclass(cls.ptr(), t_.toPython(args[1]).ptr());
+      if (r < 0) throw nb::python_error();
+      return t_.constant(nb::bool_(r == 1));
+    }
   }
   if (is("isinstance") || is("issubclass") || is("callable") || is("type")) {
     VTs a = args;

@@ -245,6 +245,7 @@ private:
   VT* callDictMethod(DictVT* d, const std::string& name, VTs& args, Kwargs& kwargs);
   VT* callSetMethod(SetVT* s, const std::string& name, VTs& args);
   VT* construct(nb::handle cls, VTs args, Kwargs kwargs);
+  VT* constructNamedTuple(nb::handle cls, VTs args, Kwargs kwargs);
   VT* zeroArgSuper();
   VT* callBuiltin(nb::handle fn, VTs& args, Kwargs& kwargs, bool& handled);
   VT* callModule(ModuleVT* m, VTs args, Kwargs kwargs);

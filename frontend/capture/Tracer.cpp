@@ -646,7 +646,7 @@ VT* Tracer::callReal(nb::handle fn, const VTs& args, const Kwargs& kwargs) {
       nb::python_error e;
       std::string what = e.what();
       bool dataDependent = e.matches(PyExc_NotImplementedError) ||
-                           what.find("meta") != std::string::npos ||
+                           what.find("meta") != std::string::npos || what.find("Meta") != std::string::npos ||
                            what.find("data-dependent") != std::string::npos;
       std::string message = nb::cast<std::string>(nb::str(e.value()));
       std::string type = Py_TYPE(e.value().ptr())->tp_name;

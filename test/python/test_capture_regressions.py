@@ -323,3 +323,52 @@ def test_autograd_grad_is_a_break_as_with_torch_compile():
     e = kiln.explain(fn)(*args())
     assert (e.graph_count, e.graph_break_count) == (2, 1), str(e)
     assert "kiln.autograd.grad" in str(e.break_reasons[0])
+
+
+def test_namedtuples_and_dataclasses_made_in_traced_code():
+    # `Out(...)` was "constructing a Out object" (the frame ran eagerly); `type(r)` of a
+    # dataclass made while tracing could not be passed to type(); a namedtuple's _fields was read
+    # as a method. torch.compile traces all of these into one graph.
+    import collections
+    import dataclasses
+
+    Out = collections.namedtuple("Out", ["logits", "hidden", "extra"], defaults=[None])
+
+    @dataclasses.dataclass
+    class Result:
+        loss: object
+        n: int = 0
+
+    def fn(x):
+        o = Out(x * 2, hidden=x + 1)
+        r = Result(o.logits.sum())
+        return (o, o._fields, type(r).__name__, isinstance(r, Result), r.loss * 3, o[1] - o.hidden,
+                o.extra)
+
+    x = kiln.randn(3)
+    out, seen = graphs_of(fn, x)
+    want = fn(x)
+    assert type(out[0]) is Out and out[0].extra is None and out[1:4] == want[1:4] and out[6] is None
+    for got, exp in ((out[0].logits, want[0].logits), (out[0].hidden, want[0].hidden), (out[4], want[4]),
+                     (out[5], want[5])):
+        close(got, exp)
+    e = kiln.explain(fn)(x)
+    assert len(seen) == 1 and not e.break_reasons, str(e)
+
+
+def test_ops_refusing_meta_tensors_are_breaks_that_resume():
+    # kiln.equal raised "attempted to run this operator with Meta tensors" (capital M): not taken
+    # for a data-dependent op, the frame ran eagerly; now a break after which the frame compiles on
+    # (torch.compile: 2 graphs, 1 break). And T.arange(3).type_as(x) (aten.to, which may alias)
+    # copies: it is no view of the arange for the view check at the break.
+    def fn(x):
+        a = kiln.arange(3).type_as(x) + x
+        same = kiln.equal(x, x.clone())
+        return a * 2, same
+
+    x = kiln.randn(3)
+    out, seen = graphs_of(fn, x)
+    close(out[0], fn(x)[0])
+    assert out[1] is True
+    e = kiln.explain(fn)(x)
+    assert (e.graph_count, e.graph_break_count) == (2, 1), str(e)

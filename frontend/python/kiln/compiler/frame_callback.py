@@ -169,7 +169,13 @@ def _aliases_first_argument(node):
         return None
     if "-> Tensor(a!)" in schema:
         return "inplace"
-    return "view" if "-> Tensor(a" in schema else None
+    if "-> Tensor(a" not in schema:
+        return None
+    # An op that may alias (`to`, `type_as`) copies when the dtype or device changes.
+    meta, arg_meta = node.meta.get("tensor_meta"), node.args[0].meta.get("tensor_meta")
+    if meta is not None and arg_meta is not None and (meta.dtype, meta.device) != (arg_meta.dtype, arg_meta.device):
+        return None
+    return "view"
 
 
 def _detaching_outputs(compiled, graph):
