@@ -200,8 +200,10 @@ def _detaching_outputs(compiled, graph):
 
 
 def _returns_view_of_intermediate(graph):
-    """Whether an output of `graph` is a view of a value the graph computes: compiled, the output
-    would be a copy, no longer aliasing that value."""
+    """Whether two outputs of `graph` alias one value the graph computes, one as a view of it
+    (`y[0][1][0] = -1.0` breaking with y and y[0][1] live): compiled, the view would come back as
+    a copy, and a write through it would miss the other. A view whose base nothing after the
+    break holds (attention's `out.view(...)` of a linear) is as good as a copy."""
     outputs = [n for n in graph.nodes if n.op == "output"]
     if not outputs:
         return False
@@ -210,8 +212,9 @@ def _returns_view_of_intermediate(graph):
         a = stack.pop()
         if isinstance(a, (tuple, list)):
             stack.extend(a)
-        elif hasattr(a, "op"):
+        elif hasattr(a, "op") and a not in values:
             values.append(a)
+    by_root = {}
     for node in values:
         # `a = x.clone(); a[idx] = 0.5` returns the clone itself written in place (index_put_):
         # compiled it is the same fresh tensor. Only a view somewhere on the way is a problem.
@@ -219,9 +222,9 @@ def _returns_view_of_intermediate(graph):
         while (alias := _aliases_first_argument(base)) is not None:
             view = view or alias == "view"
             base = base.args[0]
-        if view and base.op not in ("placeholder", "get_attr"):
-            return True
-    return False
+        if base.op not in ("placeholder", "get_attr"):
+            by_root.setdefault(base, []).append(view)
+    return any(len(views) > 1 and any(views) for views in by_root.values())
 
 
 def _is_tensor_module(obj):
