@@ -671,9 +671,13 @@ VT* InstructionTranslator::callBuiltin(nb::handle fn, VTs& args, Kwargs& kwargs,
       t_.setGradMode(on);
       return g;
     }
-    if (std::string(mode) == "inference_mode" && !args.empty() &&
-        !PyObject_IsTrue(constantValue(args[0], "a mode").ptr()))
-      return t_.make<GradModeVT>(t_.gradMode());
+    if (std::string(mode) == "inference_mode") {
+      if (!args.empty() && !PyObject_IsTrue(constantValue(args[0], "a mode").ptr()))
+        return t_.make<GradModeVT>(t_.gradMode());
+      // Traced as no_grad, its results came out of the graph as ordinary tensors
+      // (is_inference() False, usable by autograd): the block runs eagerly.
+      throw Unsupported{"kiln.inference_mode() (its results are inference tensors)"};
+    }
     return t_.make<GradModeVT>(std::string(mode) == "enable_grad");
   }
   // kiln._C's own grad-mode switch (an optimizer's step runs under it): a grad-mode change of

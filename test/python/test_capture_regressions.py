@@ -393,3 +393,27 @@ def test_a_view_of_an_intermediate_alone_at_a_break_resumes():
     kiln.compiler.reset()
     e = kiln.explain(fn)(*args())
     assert (e.graph_count, e.graph_break_count) == (2, 1), str(e)
+
+
+def test_inference_mode_results_stay_inference_tensors():
+    # Traced as no_grad, results of inference_mode came out of the graph as ordinary tensors:
+    # is_inference() False (torch: True), and a fake read it as False after a break.
+    @kiln.inference_mode()
+    def predict(x):
+        return x * 2
+
+    def decorated(x):
+        y = predict(x)
+        return y, y.is_inference()
+
+    def block(x):
+        with kiln.inference_mode():
+            y = x * 2
+        return y, y.is_inference()
+
+    x = kiln.randn(3)
+    for fn in (decorated, block):
+        kiln.compiler.reset()
+        y, flag = kiln.compile(fn)(x)
+        assert y.is_inference() and flag is True, fn.__name__
+        close(y, fn(x)[0])
