@@ -816,6 +816,11 @@ VT* InstructionTranslator::callBuiltin(nb::handle fn, VTs& args, Kwargs& kwargs,
   if (is("min") || is("max") || is("sorted") || is("any") || is("all") || is("abs") ||
       is("round") || is("divmod") || is("pow") || is("int") || is("float") || is("bool") ||
       is("str") || is("repr") || is("format") || is("hash") || is("chr") || is("ord")) {
+    // The text (or hash) of a tensor is its data (or its identity): run on the fake it printed
+    // "device='meta'". As TorchDynamo ("repr() on tensor"), a break.
+    if (is("str") || is("repr") || is("format") || is("hash"))
+      for (VT* a : args)
+        if (containsTensor(a)) throw Unsupported{"str()/repr()/format()/hash() of a tensor (it reads the data)"};
     // Over several values or one iterable: materialize, then run the builtin for real (on
     // tensors that records their ops; a comparison of tensor values is data-dependent).
     if ((is("min") || is("max") || is("sorted") || is("any") || is("all")) && args.size() == 1 &&

@@ -164,6 +164,7 @@ private:
   std::unordered_map<TensorVT*, VT*> grads_; // loadGrad's answers
   std::unordered_map<PyObject*, VT*> containers_; // lists and dicts from outside, by identity
   VT* wrapIterator(PyObject* o, const SourcePtr& source, bool viaModule);
+  bool historyInputs_ = false; // an input tensor is a non-leaf that requires grad
   // Objects the input, output and side-effect expressions name as __c[i].
   nb::list constants_;
   std::string constantRef(nb::handle o);

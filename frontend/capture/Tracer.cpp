@@ -236,6 +236,7 @@ VT* Tracer::wrapTensor(nb::handle value, const SourcePtr& source, bool viaModule
         if (dyn->second[d] >= 0) symbolOfSize_[probe ? (*probe)[d] : real.sizes()[d]] = dyn->second[d];
     node = placeholder(source->identifier());
     inputExprs_.push_back(expr);
+    if (real.requiresGrad() && !autograd::isLeaf(real)) historyInputs_ = true;
     g->checkTensor(check);
   } else {
     auto it = byId_.find(value.ptr());
@@ -256,7 +257,7 @@ VT* Tracer::wrapTensor(nb::handle value, const SourcePtr& source, bool viaModule
   // An input with autograd history (a graph output before a break, `h = w * 2`) is no leaf:
   // nor is its fake, so that an in-place write into it (`h[mask] = ...`) traces as it runs
   // (a leaf that requires grad refuses in-place ops). Its history is only stood for: no
-  // backward runs while tracing (autograd.grad and backward() are graph breaks).
+  // backward runs through it while tracing (historyInputs_).
   if (input && real.requiresGrad() && !autograd::isLeaf(real))
     autograd::setHistory(fake, makeIntrusive<autograd::NotImplementedNode>("the history of a graph input"));
   node->meta.type = Type(TensorType{real.dtype(), {}, std::nullopt, real.device()});
@@ -615,12 +616,20 @@ nb::object Tracer::toPython(VT* v) {
 VT* Tracer::callReal(nb::handle fn, const VTs& args, const Kwargs& kwargs) {
   static nb::handle autogradGrad = nb::object(nb::module_::import_("kiln.autograd").attr("grad")).release();
   static nb::handle builtinNext = nb::object(nb::module_::import_("builtins").attr("next")).release();
-  if (fn.ptr() == autogradGrad.ptr())
+  if (fn.ptr() == autogradGrad.ptr()) {
     // As torch.compile (trace_autograd_ops off): a graph break, the backward runs eagerly
     // between the graph before it and the resume function's, through the graphs' own backward.
-    // (Traced on the fakes, a backward would also stop at the graph's inputs, losing the part of
-    // the gradient that flows through their history.)
-    throw Unsupported{"kiln.autograd.grad (it runs eagerly between graphs, as with torch.compile)"};
+    // Except with create_graph=True (a gradient penalty): a compiled graph's backward is not
+    // differentiable itself, so the double backward is traced, as before, unless an input
+    // carries history from before the graph (traced on the fakes, the backward would stop at
+    // the graph's inputs, losing the part of the gradient that flows through it).
+    bool createGraph = false;
+    for (auto& [k, v] : kwargs)
+      if (k == "create_graph" && v->kind == VT::Kind::Constant)
+        createGraph = PyObject_IsTrue(static_cast<ConstantVT*>(v)->value.ptr()) == 1;
+    if (!createGraph || historyInputs_)
+      throw Unsupported{"kiln.autograd.grad (it runs eagerly between graphs, as with torch.compile)"};
+  }
   nb::list pyArgs;
   for (VT* a : args)
     pyArgs.append(toPython(a));

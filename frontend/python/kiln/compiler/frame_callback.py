@@ -199,11 +199,13 @@ def _detaching_outputs(compiled, graph):
     return run
 
 
-def _returns_view_of_intermediate(graph):
+def _returns_view_of_intermediate(graph, training):
     """Whether two outputs of `graph` alias one value the graph computes, one as a view of it
     (`y[0][1][0] = -1.0` breaking with y and y[0][1] live): compiled, the view would come back as
     a copy, and a write through it would miss the other. A view whose base nothing after the
-    break holds (attention's `out.view(...)` of a linear) is as good as a copy."""
+    break holds (attention's `out.view(...)` of a linear) is as good as a copy, in an inference
+    graph; a `training` graph (AOT autograd) does not take any output that views an
+    intermediate (its backward then received the view for the saved base)."""
     outputs = [n for n in graph.nodes if n.op == "output"]
     if not outputs:
         return False
@@ -224,7 +226,7 @@ def _returns_view_of_intermediate(graph):
             base = base.args[0]
         if base.op not in ("placeholder", "get_attr"):
             by_root.setdefault(base, []).append(view)
-    return any(len(views) > 1 and any(views) for views in by_root.values())
+    return any((training or len(views) > 1) and any(views) for views in by_root.values())
 
 
 def _is_tensor_module(obj):
@@ -421,7 +423,9 @@ class FrameCallback:
                     site, result = moved, self._retrace(code, frame_info, moved)
             if not result["ok"]:
                 why = f"tracing up to the break failed: {result['reason']}"
-            elif _returns_view_of_intermediate(result["graph"]):
+            elif _returns_view_of_intermediate(result["graph"], _needs_autograd(
+                    example_inputs(code, frame_info.args, result["inputs"], result["constants"]),
+                    result["attrs"], result["graph"])):
                 # `y[0][1][0] = -1.0` breaking with y[0][1] on the stack: the compiled graph
                 # would hand back a copy of that view, and the write after the break would miss y.
                 why = "a live tensor is a view of a value computed before the break"
