@@ -165,6 +165,10 @@ private:
   std::unordered_map<PyObject*, VT*> containers_; // lists and dicts from outside, by identity
   VT* wrapIterator(PyObject* o, const SourcePtr& source, bool viaModule);
   bool historyInputs_ = false; // an input tensor is a non-leaf that requires grad
+  // Tensor inputs' placeholders and their expressions: an input handed on unchanged is the
+  // argument itself, not a graph output (which AOT autograd makes an alias with its own grad_fn:
+  // autograd.grad(y, (x, unused)) after the graph gave zeros for `unused`, not None).
+  std::unordered_map<Node*, std::string> inputExprOf_;
   // Objects the input, output and side-effect expressions name as __c[i].
   nb::list constants_;
   std::string constantRef(nb::handle o);

@@ -236,6 +236,7 @@ VT* Tracer::wrapTensor(nb::handle value, const SourcePtr& source, bool viaModule
         if (dyn->second[d] >= 0) symbolOfSize_[probe ? (*probe)[d] : real.sizes()[d]] = dyn->second[d];
     node = placeholder(source->identifier());
     inputExprs_.push_back(expr);
+    inputExprOf_[node] = expr;
     if (real.requiresGrad() && !autograd::isLeaf(real)) historyInputs_ = true;
     g->checkTensor(check);
   } else {

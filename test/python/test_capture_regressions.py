@@ -447,3 +447,20 @@ def test_autograd_grad_with_create_graph_is_traced():
 
     for got, want in zip(run(kiln.compile(fn)), run(fn)):
         close(got, want)
+
+
+def test_an_input_handed_on_unchanged_is_the_argument_itself():
+    # Handed on as a graph output, an input came back as an alias with the compiled graph's
+    # grad_fn: autograd.grad(y, (x, unused), allow_unused=True) after a break gave zeros for
+    # `unused` instead of None, and `f(x) is x` was False.
+    def fn(x, unused):
+        y = (x ** 3).sum()
+        gx, gu = kiln.autograd.grad(y, (x, unused), allow_unused=True)
+        return gx, gu is None, unused
+
+    x, unused = kiln.randn(4, requires_grad=True), kiln.zeros(2, requires_grad=True)
+    gx, none, same = kiln.compile(fn)(x, unused)
+    close(gx, fn(x, unused)[0])
+    assert none is True and same is unused
+    kiln.compiler.reset()
+    assert kiln.compile(lambda t: (t, t * 2))(x)[0] is x
