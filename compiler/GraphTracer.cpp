@@ -21,7 +21,7 @@ struct Traced {
   bool isTuple = false;
 };
 
-class GraphTracer {
+class GraphTracer final : public ArgumentValues {
 public:
   GraphTracer(const Graph& old, DecomposeTo level) : old_(old), graph_(old.name()), recorder_(graph_) {
     recorder_.decompose = level;
@@ -73,7 +73,7 @@ public:
       if (lastInput) graph_.moveAfter(ph, lastInput);
       lastInput = ph;
       Tensor tangent = Tensor::empty(fake.sizes(), fake.dtype(), Device(DeviceType::Meta));
-      ph->meta.type = Type(tensorTypeOf(tangent, recorder_.deviceOf(fake)));
+      ph->meta.type = Type(TensorType::of(tangent, recorder_.deviceOf(fake)));
       recorder_.bind(tangent, ph, recorder_.deviceOf(fake));
       roots.push_back(fake);
       tangents.push_back(tangent);
@@ -128,7 +128,7 @@ private:
     return out;
   }
 
-  [[noreturn]] void fail(const Node& n, const std::string& msg) const {
+  [[noreturn]] void fail(const Node& n, const std::string& msg) const override {
     throw Error(strCat("retrace: %", n.name(), ": ", msg));
   }
 
@@ -193,7 +193,7 @@ private:
     for (size_t i = 0; i < s.args.size(); ++i) {
       const ArgSpec& spec = s.args[i];
       const Argument* a = (*bound)[i];
-      stack.push_back(a ? toValue(n, spec, *a) : spec.hasDefault ? spec.defaultValue : Value());
+      stack.push_back(a ? argumentValue(n, spec, *a, *this) : spec.hasDefault ? spec.defaultValue : Value());
     }
     Dispatcher::instance().call(op, stack);
     auto single = [](Value v) {
@@ -224,82 +224,22 @@ private:
     return it->second;
   }
 
-  Tensor tensorArg(const Node& n, const Argument& a) const {
-    if (a.isNumber()) return Tensor::wrapScalar(scalarOf(a));
-    if (!a.isNode()) fail(n, "expected a tensor argument, got a constant");
-    const Traced& t = traced(n, a.toNode());
-    if (t.isTuple || !t.value.isTensor()) fail(n, "%" + a.toNode()->name() + " is not a tensor");
+  // ArgumentValues: the values the retraced nodes computed.
+  Tensor tensor(const Node& n, const Node& in) const override {
+    const Traced& t = traced(n, &in);
+    if (t.isTuple || !t.value.isTensor()) fail(n, "%" + in.name() + " is not a tensor");
     return t.value.toTensor();
   }
-
-  static Scalar scalarOf(const Argument& a) {
-    if (a.kind() == Argument::Kind::Bool) return Scalar(a.toBool());
-    if (a.kind() == Argument::Kind::Int) return Scalar(a.toInt());
-    return Scalar(a.toFloat());
+  std::vector<Tensor> tensors(const Node& n, const Node& in) const override {
+    const Traced& t = traced(n, &in);
+    if (!t.isTuple) fail(n, "%" + in.name() + " is not a tuple of tensors");
+    std::vector<Tensor> list;
+    for (const Traced& e : t.elements)
+      list.push_back(e.value.toTensor());
+    return list;
   }
-
-  const Argument& constant(const Node& n, const Argument& a) const {
-    if (a.isNode()) fail(n, "%" + a.toNode()->name() + " is a computed number; retrace needs constants");
-    return a;
-  }
-
-  // The stack value for parameter `spec` from argument `a`.
-  Value toValue(const Node& n, const ArgSpec& spec, const Argument& a) const {
-    if (a.isNone()) return Value();
-    switch (spec.type) {
-    case ArgType::Tensor:
-      return tensorArg(n, a);
-    case ArgType::TensorList:
-    case ArgType::OptionalTensorList: {
-      std::vector<std::optional<Tensor>> list;
-      if (a.isNode()) { // a tuple-valued node, such as the result of a multi-output op
-        const Traced& t = traced(n, a.toNode());
-        if (!t.isTuple) fail(n, "%" + a.toNode()->name() + " is not a tuple of tensors");
-        for (const Traced& e : t.elements)
-          list.push_back(e.value.toTensor());
-      } else {
-        for (const Argument& item : a.items())
-          list.push_back(item.isNone() ? std::nullopt : std::optional<Tensor>(tensorArg(n, item)));
-      }
-      if (spec.type == ArgType::OptionalTensorList) return list;
-      std::vector<Tensor> tensors;
-      for (auto& t : list) {
-        if (!t) fail(n, "argument '" + spec.name + "' does not accept None elements");
-        tensors.push_back(std::move(*t));
-      }
-      return tensors;
-    }
-    case ArgType::Int:
-      return Value(constant(n, a).toInt());
-    case ArgType::IntList: {
-      if (!a.isSequence())
-        return std::vector<int64_t>(size_t(std::max(spec.fixedLength, 1)), constant(n, a).toInt());
-      std::vector<int64_t> list;
-      for (const Argument& item : a.items())
-        list.push_back(constant(n, item).toInt());
-      return list;
-    }
-    case ArgType::Float:
-      return Value(scalarOf(constant(n, a)).toDouble());
-    case ArgType::FloatList: {
-      std::vector<double> list;
-      for (const Argument& item : a.items())
-        list.push_back(scalarOf(constant(n, item)).toDouble());
-      return list;
-    }
-    case ArgType::Bool:
-      return Value(constant(n, a).toBool());
-    case ArgType::Scalar:
-      return Value(scalarOf(constant(n, a)));
-    case ArgType::ScalarType:
-      return Value(a.toDtype());
-    case ArgType::Device:
-      return Value(a.toDevice());
-    case ArgType::String:
-      return Value(a.toString());
-    default:
-      fail(n, "argument '" + spec.name + "' has a type retrace does not handle");
-    }
+  Value number(const Node& n, const Node& in) const override {
+    fail(n, "%" + in.name() + " is a computed number; retrace needs constants");
   }
 
   // An output argument with each old node replaced by the node now standing for its value.

@@ -8,20 +8,6 @@
 
 namespace kiln::compiler {
 
-TensorType tensorTypeOf(const Tensor& t, Device device) {
-  TensorType tt;
-  tt.dtype = t.dtype();
-  for (int64_t s : t.sizes())
-    tt.sizes.emplace_back(s);
-  if (!t.isContiguous()) {
-    tt.strides.emplace();
-    for (int64_t s : t.strides())
-      tt.strides->emplace_back(s);
-  }
-  tt.device = device;
-  return tt;
-}
-
 namespace {
 
 thread_local OpRecorder* gCurrent = nullptr;
@@ -326,7 +312,7 @@ void OpRecorder::record(OpId op, Stack& stack) {
       node->meta.type = Type::tuple({});
       return;
     }
-    node->meta.type = Type(tensorTypeOf(results[0], device));
+    node->meta.type = Type(TensorType::of(results[0], device));
     bindResult(results[0], node, device);
     stack[0] = Value(results[0]);
     return;
@@ -337,7 +323,7 @@ void OpRecorder::record(OpId op, Stack& stack) {
       types.push_back(Type::tuple({}));
       continue;
     }
-    types.emplace_back(tensorTypeOf(results[i], device));
+    types.emplace_back(TensorType::of(results[i], device));
     Node* item = graph_.callFunction("operator.getitem", {Argument(node), Argument(int64_t(i))});
     item->meta.type = types.back();
     item->meta.loc = location;

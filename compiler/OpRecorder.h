@@ -20,9 +20,6 @@
 
 namespace kiln::compiler {
 
-// The graph type of a (fake) tensor living on `device`: strides only when not contiguous.
-TensorType tensorTypeOf(const Tensor& t, Device device);
-
 // A meta tensor with the sizes, strides, offset, dtype and requires_grad of `real`.
 Tensor makeFake(const Tensor& real);
 

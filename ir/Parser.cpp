@@ -10,20 +10,15 @@
 #include "ir/IndexExprReader.h"
 #include "ir/Lexer.h"
 #include "ir/OpTarget.h"
+#include "ir/TextParser.h"
 
 namespace kiln {
 
 namespace {
 
-// Deeper nesting than this is rejected rather than risking the stack (size and index
-// expressions have their own limits, ir/IndexExprReader.h).
-constexpr int kMaxDepth = 200;
-
-using K = Token::Kind;
-
-class Parser {
+class Parser : public TextParser {
 public:
-  Parser(std::string_view text, int firstLine) : lex_(text, firstLine) {}
+  using TextParser::TextParser;
 
   std::vector<Graph> parseAll() {
     advance();
@@ -40,52 +35,10 @@ public:
 
   // A whole text that is one type and nothing else.
   Type parseTypeOnly() {
-    advance();
-    Type t = parseType();
-    if (!is(K::End)) fail(tok_.pos, "unexpected " + describe(tok_) + " after the type");
-    return t;
+    return parseWhole([&] { return parseType(); }, "type");
   }
-
-  // The first error in text order: a use of an undefined value seen earlier wins.
-  Diagnostic firstError(const IRError& e) const {
-    if (pendingUse_) return {pendingUse_->pos, "use of undefined value %" + pendingUse_->name};
-    return e.diagnostic();
-  }
-  TextPos position() const { return tok_.pos; }
 
 private:
-  struct DepthGuard {
-    explicit DepthGuard(Parser& p) : p(p) {
-      if (++p.depth_ > kMaxDepth)
-        p.fail(p.tok_.pos, "nesting deeper than " + std::to_string(kMaxDepth) + " levels");
-    }
-    ~DepthGuard() { --p.depth_; }
-    Parser& p;
-  };
-  struct PendingUse {
-    std::string name;
-    TextPos pos;
-  };
-
-  [[noreturn]] void fail(TextPos pos, std::string msg) { throw IRError(pos, std::move(msg)); }
-  void advance() { tok_ = lex_.next(); }
-  bool is(K k) const { return tok_.kind == k; }
-  bool isKeyword(const char* word) const { return is(K::Identifier) && tok_.text == word; }
-  Token peekNext() const {
-    Lexer copy = lex_;
-    return copy.next();
-  }
-  Token expect(K k, const std::string& what) {
-    if (!is(k)) fail(tok_.pos, "expected " + what + ", found " + describe(tok_));
-    Token t = tok_;
-    advance();
-    return t;
-  }
-  void expectKeyword(const char* word) {
-    if (!isKeyword(word))
-      fail(tok_.pos, std::string("expected '") + word + "', found " + describe(tok_));
-    advance();
-  }
 
   Graph parseGraph() {
     TextPos pos = tok_.pos;
@@ -444,11 +397,7 @@ private:
     return loc;
   }
 
-  Lexer lex_;
-  Token tok_;
   Graph* graph_ = nullptr;
-  int depth_ = 0;
-  std::optional<PendingUse> pendingUse_;
 };
 
 } // namespace
@@ -456,14 +405,7 @@ private:
 ParseResult parseGraphs(std::string_view text, int firstLine) {
   Parser p(text, firstLine);
   ParseResult r;
-  try {
-    r.graphs = p.parseAll();
-  } catch (const IRError& e) {
-    r.error = p.firstError(e);
-    if (!r.error->pos.known()) r.error->pos = p.position();
-  } catch (const std::exception& e) {
-    r.error = Diagnostic{p.position(), e.what()};
-  }
+  r.error = p.firstErrorOf([&] { r.graphs = p.parseAll(); });
   return r;
 }
 
@@ -478,13 +420,7 @@ Graph parseGraph(std::string_view text) {
 
 Type parseType(std::string_view text) {
   Parser p(text, 1);
-  try {
-    return p.parseTypeOnly();
-  } catch (const IRError& e) {
-    Diagnostic d = e.diagnostic();
-    if (!d.pos.known()) d.pos = p.position();
-    throw IRError(d);
-  }
+  return parseOnly<Type>(p, [&] { return p.parseTypeOnly(); });
 }
 
 } // namespace kiln

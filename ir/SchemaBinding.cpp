@@ -218,4 +218,90 @@ OpId resolveCall(const Node& n) {
   return OpId::NumOps;
 }
 
+namespace {
+
+Scalar constantScalar(const Argument& a) {
+  if (a.kind() == Argument::Kind::Bool) return Scalar(a.toBool());
+  if (a.kind() == Argument::Kind::Int) return Scalar(a.toInt());
+  return Scalar(a.toFloat());
+}
+
+Scalar numberArgument(const Node& user, const Argument& a, const ArgumentValues& values) {
+  return a.isNode() ? values.number(user, *a.toNode()).toScalar() : constantScalar(a);
+}
+
+Tensor tensorArgument(const Node& user, const Argument& a, const ArgumentValues& values) {
+  if (a.isNumber()) return Tensor::wrapScalar(constantScalar(a));
+  if (!a.isNode())
+    values.fail(user, std::string("expected a tensor argument, got ") +
+                          (a.isNone() ? "None" : "a constant"));
+  return values.tensor(user, *a.toNode());
+}
+
+Value tensorListArgument(const Node& user, const ArgSpec& spec, const Argument& a,
+                         const ArgumentValues& values) {
+  std::vector<std::optional<Tensor>> list;
+  if (a.isNode()) { // a tuple-valued node, such as the result of a multi-output op
+    for (Tensor& t : values.tensors(user, *a.toNode()))
+      list.emplace_back(std::move(t));
+  } else {
+    for (const Argument& item : a.items())
+      list.push_back(item.isNone() ? std::nullopt
+                                   : std::optional<Tensor>(tensorArgument(user, item, values)));
+  }
+  if (spec.type == ArgType::OptionalTensorList) return list;
+  std::vector<Tensor> tensors;
+  for (auto& t : list) {
+    if (!t) values.fail(user, "argument '" + spec.name + "' does not accept None elements");
+    tensors.push_back(std::move(*t));
+  }
+  return tensors;
+}
+
+} // namespace
+
+Value argumentValue(const Node& user, const ArgSpec& spec, const Argument& a,
+                    const ArgumentValues& values) {
+  if (a.isNone()) return Value();
+  auto number = [&](const Argument& item) { return numberArgument(user, item, values); };
+  switch (spec.type) {
+  case ArgType::Tensor:
+    return tensorArgument(user, a, values);
+  case ArgType::TensorList:
+  case ArgType::OptionalTensorList:
+    return tensorListArgument(user, spec, a, values);
+  case ArgType::Int:
+    return Value(number(a).toInt());
+  case ArgType::IntList: {
+    if (!a.isSequence()) // an int for every entry, as in kernel_size=3
+      return std::vector<int64_t>(size_t(std::max(spec.fixedLength, 1)), number(a).toInt());
+    std::vector<int64_t> list;
+    for (const Argument& item : a.items())
+      list.push_back(number(item).toInt());
+    return list;
+  }
+  case ArgType::Float:
+    return Value(number(a).toDouble());
+  case ArgType::FloatList: {
+    std::vector<double> list;
+    for (const Argument& item : a.items())
+      list.push_back(number(item).toDouble());
+    return list;
+  }
+  case ArgType::Bool:
+    return Value(number(a).toBool());
+  case ArgType::Scalar:
+    return Value(number(a));
+  case ArgType::ScalarType:
+    return Value(a.toDtype());
+  case ArgType::Device:
+    return Value(a.toDevice());
+  case ArgType::String:
+    return Value(a.toString());
+  default: // layouts, memory formats and generators: only None passes the verifier
+    values.fail(user, "argument '" + spec.name + "' takes a value a graph cannot give");
+  }
+  return Value(); // not reached: fail throws
+}
+
 } // namespace kiln

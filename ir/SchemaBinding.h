@@ -30,6 +30,27 @@ std::string checkArgumentType(const ArgSpec& spec, size_t argIndex, const Argume
 std::string checkCall(const OpSchema& schema, const std::vector<Argument>& args,
                       const Kwargs& kwargs);
 
+// Where the values behind a node's arguments come from when its op is run (shape propagation
+// runs it on meta tensors, the retracer on real ones). Each answer concerns the argument node
+// `in` of node `user`; a source that cannot answer calls fail(user, ...).
+class ArgumentValues {
+public:
+  virtual ~ArgumentValues() = default;
+  // The tensor a tensor-valued node holds.
+  virtual Tensor tensor(const Node& user, const Node& in) const = 0;
+  // The tensors of a tuple-valued node, such as a multi-output op's result.
+  virtual std::vector<Tensor> tensors(const Node& user, const Node& in) const = 0;
+  // The number (bool, int or float) a computed-number node holds.
+  virtual Value number(const Node& user, const Node& in) const = 0;
+  [[noreturn]] virtual void fail(const Node& user, const std::string& message) const = 0;
+};
+
+// The stack value for parameter `spec` of node `user`'s op from its argument `a` (already
+// checked by the verifier): constants converted to the parameter's type, node references looked
+// up in `values`.
+Value argumentValue(const Node& user, const ArgSpec& spec, const Argument& a,
+                    const ArgumentValues& values);
+
 // The op a node calls: its aten op, or for call_method "X" / call_function "kiln.X" or
 // "torch.X" the first overload of X (method or function variant) whose schema accepts the
 // node's arguments. OpId::NumOps when there is none.

@@ -1,7 +1,23 @@
 // Graph value types: dtype short names, equality and printing.
 #include "ir/Type.h"
 
+#include "runtime/TensorImpl.h"
+
 namespace kiln {
+
+TensorType TensorType::of(const Tensor& t, Device device) {
+  TensorType tt;
+  tt.dtype = t.dtype();
+  for (int64_t s : t.sizes())
+    tt.sizes.emplace_back(s);
+  if (!t.isContiguous()) {
+    tt.strides.emplace();
+    for (int64_t s : t.strides())
+      tt.strides->emplace_back(s);
+  }
+  tt.device = device;
+  return tt;
+}
 
 namespace {
 constexpr const char* kShortNames[kNumScalarTypes] = {"b8",  "u8",  "i8",   "i16", "i32",

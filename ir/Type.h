@@ -16,7 +16,12 @@ namespace kiln {
 const char* dtypeShortName(ScalarType t);
 std::optional<ScalarType> dtypeFromShortName(const std::string& name);
 
+class Tensor;
+
 struct TensorType {
+  // The type of a (real or fake) tensor living on `device`: strides only when not contiguous.
+  static TensorType of(const Tensor& t, Device device);
+
   ScalarType dtype = ScalarType::Float32;
   std::vector<IndexExpr> sizes;
   // Absent: contiguous (producers such as shape propagation store strides only for other layouts).

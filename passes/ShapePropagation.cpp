@@ -23,7 +23,7 @@ struct Abstract {
   Type::Kind numberKind = Type::Kind::Int; // the type of an unknown number
 };
 
-class ShapePropagation {
+class ShapePropagation final : public ArgumentValues {
 public:
   explicit ShapePropagation(Graph& g) : g_(g) {}
 
@@ -46,7 +46,7 @@ public:
   }
 
 private:
-  [[noreturn]] void fail(const Node& n, const std::string& msg) const {
+  [[noreturn]] void fail(const Node& n, const std::string& msg) const override {
     throw IRError(n.parsedAt, "%" + n.name() + ": " + msg);
   }
 
@@ -114,20 +114,7 @@ private:
     }
     if (!a.known) return Type::number(a.numberKind);
     const Value& v = a.value;
-    if (v.isTensor()) {
-      const Tensor& t = v.toTensor();
-      TensorType tt;
-      tt.dtype = t.dtype();
-      for (int64_t s : t.sizes())
-        tt.sizes.emplace_back(s);
-      if (!t.isContiguous()) {
-        tt.strides.emplace();
-        for (int64_t s : t.strides())
-          tt.strides->emplace_back(s);
-      }
-      tt.device = a.device;
-      return Type(std::move(tt));
-    }
+    if (v.isTensor()) return Type(TensorType::of(v.toTensor(), a.device));
     if (v.isBool()) return Type::number(Type::Kind::Bool);
     if (v.isInt()) return Type::number(Type::Kind::Int);
     if (v.isDouble()) return Type::number(Type::Kind::Float);
@@ -144,98 +131,32 @@ private:
     return it->second;
   }
 
-  const Abstract& input(const Node& n, const Argument& a) const {
-    const Abstract& in = computed(n, a.toNode());
-    if (!in.known)
-      fail(n, "needs the value of %" + a.toNode()->name() + ", which is not known before running");
-    return in;
+  const Abstract& input(const Node& n, const Node& in) const {
+    const Abstract& a = computed(n, &in);
+    if (!a.known) fail(n, "needs the value of %" + in.name() + ", which is not known before running");
+    return a;
   }
 
-  Tensor tensorArg(const Node& n, const Argument& a) const {
-    if (a.isNumber()) return Tensor::wrapScalar(scalarOf(a));
-    if (!a.isNode())
-      fail(n, "expected a tensor argument, got " + std::string(a.isNone() ? "None" : "a constant"));
-    const Abstract& in = input(n, a);
-    if (in.isTuple || !in.value.isTensor()) fail(n, "%" + a.toNode()->name() + " is not a tensor");
-    return in.value.toTensor();
+  // ArgumentValues: what the nodes an op reads computed, known before running.
+  Tensor tensor(const Node& n, const Node& in) const override {
+    const Abstract& a = input(n, in);
+    if (a.isTuple || !a.value.isTensor()) fail(n, "%" + in.name() + " is not a tensor");
+    return a.value.toTensor();
   }
-
-  static Scalar scalarOf(const Argument& a) {
-    if (a.kind() == Argument::Kind::Bool) return Scalar(a.toBool());
-    if (a.kind() == Argument::Kind::Int) return Scalar(a.toInt());
-    return Scalar(a.toFloat());
+  std::vector<Tensor> tensors(const Node& n, const Node& in) const override {
+    const Abstract& a = input(n, in);
+    if (!a.isTuple) fail(n, "%" + in.name() + " is not a tuple of tensors");
+    std::vector<Tensor> list;
+    for (const Abstract& e : a.elements) {
+      if (e.isTuple || !e.value.isTensor()) fail(n, "%" + in.name() + " is not a tuple of tensors");
+      list.push_back(e.value.toTensor());
+    }
+    return list;
   }
-
-  Value numberArg(const Node& n, const Argument& a) const {
-    if (!a.isNode())
-      return a.kind() == Argument::Kind::Float  ? Value(a.toFloat())
-             : a.kind() == Argument::Kind::Bool ? Value(a.toBool())
-                                                : Value(a.toInt());
-    const Abstract& in = input(n, a);
-    if (in.isTuple || in.value.isTensor()) fail(n, "%" + a.toNode()->name() + " is not a number");
-    return in.value;
-  }
-
-  // The stack value for parameter `spec` from argument `a` (already checked by the verifier).
-  Value toValue(const Node& n, const ArgSpec& spec, const Argument& a) const {
-    if (a.isNone()) return Value();
-    switch (spec.type) {
-    case ArgType::Tensor:
-      return tensorArg(n, a);
-    case ArgType::TensorList:
-    case ArgType::OptionalTensorList: {
-      std::vector<std::optional<Tensor>> list;
-      if (a.isNode()) { // a tuple-valued node, such as the result of a multi-output op
-        const Abstract& in = input(n, a);
-        if (!in.isTuple) fail(n, "%" + a.toNode()->name() + " is not a tuple of tensors");
-        for (const Abstract& e : in.elements) {
-          if (e.isTuple || !e.value.isTensor())
-            fail(n, "%" + a.toNode()->name() + " is not a tuple of tensors");
-          list.push_back(e.value.toTensor());
-        }
-      } else {
-        for (const Argument& item : a.items())
-          list.push_back(item.isNone() ? std::nullopt : std::optional<Tensor>(tensorArg(n, item)));
-      }
-      if (spec.type == ArgType::OptionalTensorList) return list;
-      std::vector<Tensor> tensors;
-      for (auto& t : list) {
-        if (!t) fail(n, "argument '" + spec.name + "' does not accept None elements");
-        tensors.push_back(std::move(*t));
-      }
-      return tensors;
-    }
-    case ArgType::Int:
-      return Value(numberArg(n, a).toInt());
-    case ArgType::IntList: {
-      if (!a.isSequence())
-        return std::vector<int64_t>(size_t(std::max(spec.fixedLength, 1)), numberArg(n, a).toInt());
-      std::vector<int64_t> list;
-      for (const Argument& item : a.items())
-        list.push_back(numberArg(n, item).toInt());
-      return list;
-    }
-    case ArgType::Float:
-      return Value(numberArg(n, a).toDouble());
-    case ArgType::FloatList: {
-      std::vector<double> list;
-      for (const Argument& item : a.items())
-        list.push_back(numberArg(n, item).toDouble());
-      return list;
-    }
-    case ArgType::Bool:
-      return Value(numberArg(n, a).toBool());
-    case ArgType::Scalar:
-      return a.isNode() ? Value(numberArg(n, a).toScalar()) : Value(scalarOf(a));
-    case ArgType::ScalarType:
-      return Value(a.toDtype());
-    case ArgType::Device:
-      return Value(a.toDevice());
-    case ArgType::String:
-      return Value(a.toString());
-    default:
-      return Value();
-    }
+  Value number(const Node& n, const Node& in) const override {
+    const Abstract& a = input(n, in);
+    if (a.isTuple || a.value.isTensor()) fail(n, "%" + in.name() + " is not a number");
+    return a.value;
   }
 
   Abstract runOp(const Node& n, OpId op) {
@@ -251,7 +172,7 @@ private:
     for (size_t i = 0; i < s.args.size(); ++i) {
       const ArgSpec& spec = s.args[i];
       const Argument* a = (*bound)[i];
-      Value v = a ? toValue(n, spec, *a) : spec.hasDefault ? spec.defaultValue : Value();
+      Value v = a ? argumentValue(n, spec, *a, *this) : spec.hasDefault ? spec.defaultValue : Value();
       if (spec.type == ArgType::Device) {
         // Compute on meta whatever device the program names; the type records the real one.
         if (!v.isNone()) resultDevice = v.toDevice();

@@ -522,7 +522,9 @@ bool pythonEagerHook(OpId op, Stack& stack) {
   }
   nb::object result;
   try {
-    result = (*eagerHandler)(s.qualifiedName(), nb::tuple(args), kwargs, s.returns.size());
+    // (A prims op's name carries its namespace: "prims.sum", not "sum", which is aten's.)
+    std::string name = s.ns == "aten" ? s.qualifiedName() : s.ns + "." + s.qualifiedName();
+    result = (*eagerHandler)(name, nb::tuple(args), kwargs, s.returns.size());
   } catch (nb::python_error& e) {
     rethrow(e);
   }

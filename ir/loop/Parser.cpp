@@ -10,21 +10,16 @@
 
 #include "ir/IndexExprReader.h"
 #include "ir/Lexer.h"
+#include "ir/TextParser.h"
 #include "ir/Type.h"
 
 namespace kiln {
 
 namespace {
 
-// Deeper nesting than this is rejected rather than risking the stack (size and index
-// expressions have their own limits, ir/IndexExprReader.h).
-constexpr int kMaxDepth = 200;
-
-using K = Token::Kind;
-
-class LoopParser {
+class LoopParser : public TextParser {
 public:
-  LoopParser(std::string_view text, int firstLine) : lex_(text, firstLine) {}
+  using TextParser::TextParser;
 
   std::vector<LoopProgram> parseAll() {
     advance();
@@ -42,52 +37,15 @@ public:
   }
 
   IndexExpr parseExprOnly() {
-    advance();
-    IndexExpr e = parseExpr();
-    if (!is(K::End)) fail(tok_.pos, "unexpected " + describe(tok_) + " after the expression");
-    return e;
+    return parseWhole([&] { return parseExpr(); }, "expression");
   }
-
-  // The first error in text order: a use of an unknown name seen earlier wins.
-  Diagnostic firstError(const IRError& e) const {
-    if (pendingUse_) return {pendingUse_->pos, "use of undefined value %" + pendingUse_->name};
-    return e.diagnostic();
-  }
-  TextPos position() const { return tok_.pos; }
 
 private:
-  struct DepthGuard {
-    explicit DepthGuard(LoopParser& p) : p(p) {
-      if (++p.depth_ > kMaxDepth)
-        p.fail(p.tok_.pos, "nesting deeper than " + std::to_string(kMaxDepth) + " levels");
-    }
-    ~DepthGuard() { --p.depth_; }
-    LoopParser& p;
-  };
-  struct PendingUse {
-    std::string name;
-    TextPos pos;
-  };
   struct Definition {
     ScalarType dtype;
     int line;
   };
 
-  [[noreturn]] void fail(TextPos pos, std::string msg) { throw IRError(pos, std::move(msg)); }
-  void advance() { tok_ = lex_.next(); }
-  bool is(K k) const { return tok_.kind == k; }
-  bool isKeyword(const char* word) const { return is(K::Identifier) && tok_.text == word; }
-  Token expect(K k, const std::string& what) {
-    if (!is(k)) fail(tok_.pos, "expected " + what + ", found " + describe(tok_));
-    Token t = tok_;
-    advance();
-    return t;
-  }
-  void expectKeyword(const char* word, const std::string& context = "") {
-    if (!isKeyword(word))
-      fail(tok_.pos, std::string("expected '") + word + "'" + context + ", found " + describe(tok_));
-    advance();
-  }
 
   LoopProgram parseProgram() {
     LoopProgram p;
@@ -537,13 +495,9 @@ private:
 
   IndexExpr parseExpr() { return IndexExprReader(lex_, tok_, "index expression").read(); }
 
-  Lexer lex_;
-  Token tok_;
   LoopProgram* program_ = nullptr;
   std::unordered_map<std::string, Definition> defs_;  // inputs and buffers of the program
   std::unordered_map<std::string, int> kernels_;      // kernel name -> line
-  int depth_ = 0;
-  std::optional<PendingUse> pendingUse_;
 };
 
 } // namespace
@@ -551,14 +505,7 @@ private:
 LoopParseResult parseLoopPrograms(std::string_view text, int firstLine) {
   LoopParser p(text, firstLine);
   LoopParseResult r;
-  try {
-    r.programs = p.parseAll();
-  } catch (const IRError& e) {
-    r.error = p.firstError(e);
-    if (!r.error->pos.known()) r.error->pos = p.position();
-  } catch (const std::exception& e) {
-    r.error = Diagnostic{p.position(), e.what()};
-  }
+  r.error = p.firstErrorOf([&] { r.programs = p.parseAll(); });
   return r;
 }
 
@@ -573,15 +520,7 @@ LoopProgram parseLoopProgram(std::string_view text) {
 
 IndexExpr parseIndexExpr(std::string_view text) {
   LoopParser p(text, 1);
-  try {
-    return p.parseExprOnly();
-  } catch (const IRError& e) {
-    Diagnostic d = e.diagnostic();
-    if (!d.pos.known()) d.pos = p.position();
-    throw IRError(d);
-  } catch (const std::exception& e) {
-    throw IRError(p.position(), e.what());
-  }
+  return parseOnly<IndexExpr>(p, [&] { return p.parseExprOnly(); });
 }
 
 bool isLoopProgramText(std::string_view text) {

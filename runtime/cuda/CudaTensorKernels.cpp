@@ -217,6 +217,11 @@ void registerCudaTensorKernels(Dispatcher& d) {
     if (d.schema(op).hasTag(kTagView) && cpu && cpu == d.kernel(op, DispatchKey::Meta))
       d.registerKernel(op, DispatchKey::CUDA, cpu);
   }
+  // prims.reshape is no view op (it copies strides that cannot be viewed), but its CPU kernel
+  // only checks and composes ops that dispatch (view, contiguous: a CUDA clone): valid for CUDA
+  // tensors as is. (Without it, an eager view graph of a program on CUDA reshaping an input came
+  // back to the eager hook, whose program is that view graph again.)
+  d.registerKernel(OpId::prims_reshape, DispatchKey::CUDA, d.kernel(OpId::prims_reshape, DispatchKey::CPU));
   d.registerKernel(OpId::empty, DispatchKey::CUDA, allocatingKernel<OpId::empty>);
   d.registerKernel(OpId::empty_strided, DispatchKey::CUDA, allocatingKernel<OpId::empty_strided>);
   d.registerKernel(OpId::prims_empty_strided, DispatchKey::CUDA,

@@ -86,6 +86,43 @@ def test_cubins_go_to_the_configured_kernel_cache(device, strict_inductor):
     assert len(os.listdir(artifacts)) > before
 
 
+@pytest.mark.filterwarnings("ignore:.*it runs on the CPU, its tensors copied")
+def test_ops_without_a_lowering_between_compiled_segments(device, strict_inductor):
+    # sort and a convolution have no lowering: they run eagerly between compiled segments (on
+    # CUDA the segments are CUDA programs and those ops run on the host, their tensors copied
+    # there and back: kiln/compiler/cuda_eager.py); strict mode: no fallback to eager.
+    def f(x, w):
+        values, indices = x.flatten(1).sort(1)
+        h = kiln.nn.functional.conv2d(x.relu(), w, padding=1)
+        return (values * 2 + 1).tanh(), indices + 1, h.mean((2, 3)) * 0.5 + h.amax((2, 3))
+
+    check(f, (tensor((2, 3, 6, 6), device), tensor((4, 3, 3, 3), device, scale=0.3)), device,
+          rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.filterwarnings("ignore:.*it runs on the CPU, its tensors copied")
+def test_ops_without_a_lowering_over_size_symbols(device, strict_inductor, capsys):
+    # dynamic=True with a fallback op: the segments compile over the size symbols on CUDA too
+    # (they compiled for static sizes there: "ops without a lowering (fallbacks) on CUDA").
+    def f(x):
+        values, indices = (x * 2).sort(1)
+        return (values + 1).tanh(), indices
+
+    compiled = kiln.compile(f, dynamic=True)
+    kiln.set_logs(dynamic=True)
+    try:
+        for n in (5, 9, 13):
+            x = tensor((n, 7), device)
+            got, want = compiled(x), f(x.cpu())
+            for g, w in zip(got, want):
+                assert g.device.type == kiln.device(device).type
+                np.testing.assert_allclose(g.cpu().numpy(), w.numpy(), rtol=1e-5, atol=1e-6)
+    finally:
+        kiln.set_logs()
+    log = capsys.readouterr().err
+    assert "is over size symbols: x: f32[s0, s1]" in log and "static sizes" not in log, log
+
+
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 def test_16_bit_linear_with_bias(device, dtype):
     # A 16-bit addmm decomposes to an f32 product of the 16-bit operands (the bias added before

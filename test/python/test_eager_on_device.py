@@ -66,10 +66,12 @@ def test_mlp_forward_backward(device):
         close(g, gc, device, rtol=1e-4, atol=1e-6)
 
 
-def test_generated_kernels_are_cached_and_unlowerable_ops_name_themselves(device):
+def test_generated_kernels_are_cached_and_unlowerable_ops_name_themselves(device, monkeypatch):
     if not device.startswith("cuda"):
         pytest.skip("CUDA only: the generated eager kernels")
     from kiln.compiler import cuda_eager
+
+    monkeypatch.setattr(kiln.config, "cuda_host_fallback", False)  # the error, not the host run
 
     x = tensor((3, 9), device)
     x.sigmoid()
@@ -79,6 +81,107 @@ def test_generated_kernels_are_cached_and_unlowerable_ops_name_themselves(device
     assert len(cuda_eager._cache) == n
     with pytest.raises(NotImplementedError, match=r"kiln\.sort: no CUDA kernel"):
         kiln.sort(x)
+
+
+def test_generated_kernels_are_cached_per_layout_class_not_per_size(device):
+    if not device.startswith("cuda"):
+        pytest.skip("CUDA only: the generated eager kernels")
+    from kiln.compiler import cuda_eager
+
+    cuda_eager.clear_cache()  # (programs of earlier tests would make the counts below smaller)
+
+    def counts():
+        return len(cuda_eager._cache), len(cuda_eager._by_sizes)
+
+    def check_sizes(op, make, sizes, programs, per_size):
+        """`op` at each of `sizes` equals the CPU's, compiling `programs` layout-class programs
+        and `per_size` exact-size ones in all."""
+        before = counts()
+        for s in sizes:
+            args = make(s)
+            close(op(*args), op(*[a.cpu() for a in args]), device, rtol=1e-5, atol=1e-5)
+        assert counts() == (before[0] + programs, before[1] + per_size), (op, sizes)
+
+    # Contiguous: one program over the sizes; a broadcast operand's size-1 dim is specialized.
+    check_sizes(lambda x: x.tanh(), lambda s: [tensor(s, device)], [(3, 10), (5, 17), (12, 2)], 1, 0)
+    check_sizes(lambda x, y: x * y, lambda s: [tensor(s, device), tensor((s[0], 1), device)],
+                [(3, 10), (7, 4)], 1, 0)
+    # Equal sizes share a symbol: a call where they differ is another layout class.
+    check_sizes(lambda x, y: x - y, lambda s: [tensor(s, device), tensor(s[1:], device)],
+                [(6, 6), (4, 4), (4, 9)], 2, 0)
+    # A reduction, and layer_norm, whose normalized_shape argument keeps the last dim static.
+    check_sizes(lambda x: x.sum(1), lambda s: [tensor(s, device)], [(3, 10), (5, 17)], 1, 0)
+    ln = lambda x: kiln.nn.functional.layer_norm(x, (8,))  # noqa: E731
+    check_sizes(ln, lambda s: [tensor(s, device)], [(3, 8), (11, 8)], 1, 0)
+    # Channels-last (NHWC in memory, NCHW sizes): the channels static, N, H, W symbols.
+    def nhwc(s):
+        t = tensor((s[0], s[2], s[3], s[1]), device).permute(0, 3, 1, 2)
+        assert cuda_eager.layout_class(t) == "channels_last"
+        return [t]
+
+    check_sizes(lambda x: x.sigmoid(), nhwc, [(2, 3, 4, 5), (3, 3, 7, 6)], 1, 0)
+    # Any other layout (a transposed view): compiled per size.
+    t_exp = lambda x: x.t().exp()  # noqa: E731
+    check_sizes(t_exp, lambda s: [tensor(s, device)], [(3, 10), (5, 17), (5, 17)], 2, 2)
+    # A size past the guarded range compiles again, over a wider range (then serves both).
+    x = tensor((2, 5000), device)
+    before = counts()
+    close(x.tanh(), x.cpu().tanh(), device)
+    y = tensor((3, 7), device)
+    close(y.tanh(), y.cpu().tanh(), device)
+    assert counts() == before and cuda_eager._cache[cuda_eager._key("tanh", 1, (x,), {}, False)].max_size == 20000
+
+
+def test_ops_without_a_cuda_program_run_on_the_host(device, monkeypatch):
+    if not device.startswith("cuda"):
+        pytest.skip("CUDA only: the host round trip")
+    import warnings
+
+    from kiln.compiler import cuda_eager
+
+    monkeypatch.setattr(cuda_eager, "_warned", set())
+    x = tensor((4, 9), device)
+    xc = x.cpu()
+    with pytest.warns(UserWarning, match=r"kiln\.sort: no CUDA kernel.*it runs on the CPU"):
+        values, indices = x.sort(1)
+    close(values, xc.sort(1).values, device)
+    assert indices.device.type == "cuda" and indices.cpu().tolist() == xc.sort(1).indices.tolist()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # once per op
+        x.sort(0)
+    # A data-dependent shape, and a convolution whose CPU result is channels-last: the layout
+    # comes back with it (one transfer, no strided copy on the device).
+    with pytest.warns(UserWarning, match=r"kiln\.nonzero"):
+        assert kiln.nonzero(x > 0).cpu().tolist() == kiln.nonzero(xc > 0).tolist()
+    img, w = tensor((2, 3, 6, 6), device), tensor((5, 3, 3, 3), device)
+    with pytest.warns(UserWarning, match=r"kiln\.convolution"):
+        got = kiln.nn.functional.conv2d(img, w, padding=1)
+    want = kiln.nn.functional.conv2d(img.cpu(), w.cpu(), padding=1)
+    assert got.stride() == want.stride()
+    close(got, want, device, rtol=1e-5, atol=1e-5)
+    # In place: the device tensor is written (and is the result), its input left alone.
+    index = kiln.tensor([[0, 1, 2, 0, 1, 2, 3, 3, 0]] * 4)
+    y = x.clone()
+    with pytest.warns(UserWarning, match=r"kiln\.scatter_reduce_"):
+        out = y.scatter_reduce_(1, index.to(device), x, "prod")
+    assert out is y
+    close(y, xc.clone().scatter_reduce_(1, index, xc, "prod"), device)
+    close(x, xc, device)
+    # prims.reshape of strides it cannot view: a CUDA clone, then a view (its CPU kernel serves
+    # CUDA; without it an eager view graph reshaping an input recursed through the eager hook).
+    from kiln.fx.targets import resolve
+
+    close(resolve("prims.reshape")(x.t(), [36]), xc.t().reshape(36), device)
+    flat = resolve("prims.reshape")(x, [36])  # viewable: a view
+    assert flat._storage_id() == x._storage_id()
+    close(flat, xc.reshape(36), device)
+    # A prims op is its own, not aten's of the same name (the handler was told "sum": aten.sum
+    # took prims.sum's dims as its dtype).
+    close(resolve("prims.sum")(x, [0]), resolve("prims.sum")(xc, [0]), device, atol=1e-5)
+    # kiln.config.cuda_host_fallback = False: the error naming the op.
+    monkeypatch.setattr(kiln.config, "cuda_host_fallback", False)
+    with pytest.raises(NotImplementedError, match=r"kiln\.topk: no CUDA kernel"):
+        x.topk(2)
 
 
 def test_integer_ops_indexing_and_its_index_error(device):

@@ -10,6 +10,12 @@
 - verbose: when True, warnings about frames that run eagerly after a backend failure carry
   the backend's full traceback instead of its one-line message.
 
+- cuda_host_fallback: when True (the default), an op on CUDA tensors that has no CUDA kernel
+  and whose decomposition does not compile for CUDA (sort, a convolution, ...), eager or a
+  fallback step of a compiled graph, runs on the CPU with its tensors copied there and back,
+  with a UserWarning once per op naming it and why; when False it raises NotImplementedError
+  (kiln/compiler/cuda_eager.py).
+
 Generated C++ (kiln._C._codegen, read at each compile):
 
 - cpp_compiler: the C++ compiler (one program name or path); None means $KILN_CXX, else c++.
@@ -24,6 +30,7 @@ import os
 strict = False
 recompile_limit = 8
 verbose = False
+cuda_host_fallback = True
 
 cpp_compiler = None
 cpp_flags = []

@@ -362,8 +362,9 @@ def plan(graph, views=frozenset(), writes=frozenset()):
             return a.type
         t = a.type
         if a in channels_last:
-            return tensor_type(t.dtype, t.shape, _channels_last_strides(t.shape))
-        return tensor_type(t.dtype, t.shape) if t is not None and t.kind == "tensor" else t
+            return tensor_type(t.dtype, t.shape, _channels_last_strides(t.shape), t.device)
+        # (the device kept: a segment of a graph on CUDA compiles for CUDA)
+        return tensor_type(t.dtype, t.shape, None, t.device) if t is not None and t.kind == "tensor" else t
 
     # The inputs of those convolutions that a segment computes, or that are the graph's inputs,
     # are written channels-last by the segment computing them (or the one before the
@@ -454,7 +455,7 @@ def _channels_last_copy(graph, value, t):
     """Nodes of `graph` computing value's [n, h, w, c] copy (contiguous): the segment's output,
     permuted back to [n, c, h, w] when the program runs."""
     n, c, h, w = t.shape
-    nhwc = tensor_type(t.dtype, [n, h, w, c])
+    nhwc = tensor_type(t.dtype, [n, h, w, c], None, t.device)
     moved = graph.call_function("prims.transpose", (value, [0, 2, 3, 1]), type_expr=nhwc)
     return graph.call_function("prims.clone", (moved,), type_expr=nhwc)
 

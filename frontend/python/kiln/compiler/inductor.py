@@ -228,11 +228,9 @@ def _compile_program(graph, cuda_graphs=False):
     device = cuda_device(graph)
     steps = _plan(graph)
     if steps is not None:
-        if device is not None:
-            raise InductorUnsupported("ops without a lowering run eagerly between compiled segments, "
-                                      "which CUDA tensors cannot do yet: " + ", ".join(
-                                          sorted({str(n.target) for s in steps if s.kind != "compiled"
-                                                  for n in s.outputs if n.target != "operator.getitem"})))
+        # On CUDA the segments compile for the device and the ops between them dispatch on CUDA
+        # tensors: a CUDA kernel, a program from their decomposition, or a host round trip
+        # (cuda_eager.py). CUDA graphs replay no partitioned program (each segment runs as usual).
         return _compile_partitioned(graph, steps)
     try:
         program, schedule_log = _codegen.schedule(_codegen.lower(graph))
@@ -606,6 +604,7 @@ def _dynamic_runner(kernel, views, where, symbol_dims, draws=None):
                                            base.storage_offset() + offset(*values)))
         return tuple(results)
 
+    run.kernel = kernel  # (what runs the program: cuda_eager checks whether it calls its own op)
     return run
 
 
@@ -614,8 +613,8 @@ def compile_dynamic(traces, example_inputs, cuda_graphs=False):
     `traces` is a dynamic.Traces; returns (the callable, attribute targets). Outputs that are
     views of inputs are taken at each call with their geometry fitted over the symbols. Raises
     dynamic.DynamicUnsupported when the prims graphs do not agree over the symbols, or when
-    the graph needs what the symbolic path does not do yet (fallbacks on CUDA tensors, fallback
-    plans that differ between probes: _partitioned_over_symbols)."""
+    the graph needs what the symbolic path does not do yet (fallback plans that differ between
+    probes: _partitioned_over_symbols)."""
     from .dynamic import DynamicUnsupported, generalize
 
     texts, attr_lists, wheres, geometries, draw_graphs, graphs, plans = [], [], [], [], [], [], []
@@ -655,9 +654,7 @@ def compile_dynamic(traces, example_inputs, cuda_graphs=False):
         raise DynamicUnsupported("the graph reads other attributes at other sizes")
     hints = dict(zip(traces.names, traces.points[0]))
     if any(plan is not None for plan in plans):
-        if device is not None:
-            raise DynamicUnsupported("ops without a lowering (fallbacks) on CUDA tensors")
-        kernel = _partitioned_over_symbols(graphs, plans, traces, hints)
+        kernel = _partitioned_over_symbols(graphs, plans, traces, hints, device)
         return _dynamic_runner(kernel, views, wheres[0], symbol_dims, draws), attr_lists[0]
     symbolic_text = generalize(texts, traces.points, traces.names)
     if device is not None:
@@ -703,12 +700,13 @@ def _compile_symbolic(symbolic_text, hints, traces, attr_targets=()):
     return _codegen.CompiledKernel(path, "kiln_entry", program)
 
 
-def _partitioned_over_symbols(graphs, plans, traces, hints):
+def _partitioned_over_symbols(graphs, plans, traces, hints, device=None):
     """A graph with fallback ops over size symbols: the probes' prims `graphs` cut by their
     fallback `plans`, which must agree (the same steps, fallbacks whose calls differ only in
     their types); each compiled segment is fitted over the probes and compiled once over the
     symbols (it binds them from its own inputs' dims), and the fallbacks run eagerly between
-    them as they do for static sizes (eager kernels take any size)."""
+    them as they do for static sizes (eager kernels take any size). On CUDA (`device`) the
+    segments are CUDA programs and the fallbacks dispatch on CUDA tensors (cuda_eager.py)."""
     from .dynamic import DynamicUnsupported, generalize
 
     if any(plan is None for plan in plans):
@@ -732,8 +730,15 @@ def _partitioned_over_symbols(graphs, plans, traces, hints):
 
     def compile_segment(segment):
         symbolic_text = segment_texts[id(segment)]
-        kernel = _compile_symbolic(symbolic_text, hints, traces)
-        return kernel, symbolic_text
+        if device is None:
+            return _compile_symbolic(symbolic_text, hints, traces), symbolic_text
+        try:
+            program, schedule_log = _codegen.schedule(_codegen.lower(symbolic_text))
+        except Exception as error:  # noqa: BLE001 - as in compile_dynamic
+            raise DynamicUnsupported(f"lowering a segment over size symbols failed: {type(error).__name__}: "
+                                     f"{error}") from error
+        _loops_log.info("fusion decisions (a segment, sizes %s, CUDA):\n%s", traces.describe(), schedule_log)
+        return _compile_cuda(program, device, hints), program
 
     return fallback.PartitionedProgram(graphs[0], plans[0], compile_segment)
 
