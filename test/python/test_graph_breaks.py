@@ -540,3 +540,35 @@ def test_a_subscript_break_resumes_with_inputs_that_carry_history():
     kiln.compiler.reset()
     e = kiln.explain(fn)(kiln.randn(8, requires_grad=True), kiln.tensor([1, 4]))
     assert (e.graph_count, len(e.break_reasons)) == (2, 1), str(e)
+
+
+def test_a_subscript_break_inside_no_grad_keeps_grad_mode():
+    # dqn_update: `x[mask]` and `z[mask] = ...` under no_grad broke at the subscript; resuming
+    # there lost the block's grad mode and the loss after it did not require grad. Inside a
+    # `with` block the subscript and the rest of the frame run eagerly.
+    target = kiln.nn.Linear(3, 2)
+
+    def fn(x, w, mask):
+        y = (x @ w).gather(1, kiln.zeros(4, 1, dtype=kiln.int64))
+        z = kiln.zeros(4)
+        with kiln.no_grad():
+            sel = x[mask]
+            z[mask] = target(sel).max(1).values
+        expected = z * 0.9 + 1
+        loss = kiln.nn.SmoothL1Loss()(y, expected.unsqueeze(1))
+        loss.backward()
+        return loss.detach()
+
+    def run(f):
+        x = kiln.from_numpy(np.arange(12.0, dtype=np.float32).reshape(4, 3) / 10)
+        w = kiln.from_numpy(np.ones((3, 2), dtype=np.float32)).requires_grad_()
+        out = f(x, w, kiln.tensor([True, False, True, True]))
+        return out.numpy(), w.grad.numpy()
+
+    want = run(fn)
+    kiln.compiler.reset()
+    compiled = kiln.compile(fn)
+    for _ in range(2):
+        got = run(compiled)
+        np.testing.assert_allclose(got[0], want[0], rtol=1e-5)
+        np.testing.assert_allclose(got[1], want[1], rtol=1e-5)

@@ -192,6 +192,11 @@ def _break_lines(site, frame_info, state, namespace, skip_code):
         else:
             lines.append(f"__r = __at_break(lambda: {call})")
         lines.append(resume("__resume", bytecode.next_index(code, site.index), stack + ["__r"]))
+    elif site.kind == "subscr" and any(e is not None and e.startswith("__c[") for e in stack):
+        # Inside a `with` block (its exit is a constant on the stack): the subscript and the rest
+        # of the frame run eagerly (resuming there lost the block's grad mode: dqn_update's
+        # `next_state_values[mask] = ...` under no_grad left the loss without grad).
+        lines.append(resume("__resume_eager", site.index, stack, eager=True))
     elif site.kind == "subscr":
         namespace["__at_break"] = _at_line(code, bytecode.line_of(code, site.index), skip_code)
         if site.opname == "BINARY_SUBSCR":
