@@ -55,6 +55,7 @@ Tensor makeFake(const Tensor& real) {
   Tensor fake = Tensor::emptyStrided(real.sizes(), real.strides(), real.dtype(),
                                      Device(DeviceType::Meta));
   fake.impl()->requiresGrad = real.requiresGrad();
+  fake.impl()->isInference = real.impl()->isInference; // x.is_inference() reads the fake
   return fake;
 }
 

@@ -422,14 +422,22 @@ bool maskFill(const Tensor& self, const IndexList& indices, const Tensor& value,
 
 void setItem(const Tensor& self, PyObject* index, PyObject* pyValue) {
   Tensor value = valueToTensor(self, pyValue);
+  // A number fills (PyTorch's copy_to does the same): no tensor of it reaches an op, which under
+  // capture would be a real tensor made from Python data in the middle of the op, refused by the
+  // tracer (`b[0, 0] = 42` ran its frame eagerly).
+  bool number = !isTensor(pyValue);
+  auto assign = [&](const Tensor& dst) {
+    if (number) ops::fill_(dst, value.item());
+    else copyTo(dst, value);
+  };
   if (index == Py_False) return; // selects nothing
-  if (index == Py_Ellipsis) return copyTo(self, value);
-  if (index == Py_None || index == Py_True) return copyTo(ops::unsqueeze(self, 0), value);
-  if (isIntIndex(index)) return copyTo(applySelect(self, 0, unpackInt(index), 0), value);
-  if (PySlice_Check(index)) return copyTo(applySlice(self, 0, unpackSlice(index), false), value);
+  if (index == Py_Ellipsis) return assign(self);
+  if (index == Py_None || index == Py_True) return assign(ops::unsqueeze(self, 0));
+  if (isIntIndex(index)) return assign(applySelect(self, 0, unpackInt(index), 0));
+  if (PySlice_Check(index)) return assign(applySlice(self, 0, unpackSlice(index), false));
   IndexList indices;
   Tensor sliced = applySlicing(self, wrapTuple(index), indices);
-  if (indices.empty()) return copyTo(sliced, value);
+  if (indices.empty()) return assign(sliced);
   trimTrailingNones(indices);
   if (maskFill(sliced, indices, value, !isTensor(pyValue))) return;
   // A number assigned through tensor indices becomes a tensor on self's device made by an op:

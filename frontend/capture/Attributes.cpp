@@ -123,6 +123,12 @@ VT* InstructionTranslator::loadAttr(VT* obj, const std::string& name) {
           ++i;
         }
       }
+      // A constant class attribute (`o._fields`, `o._field_defaults`): read from the class.
+      PyObject* classAttr = _PyType_Lookup(reinterpret_cast<PyTypeObject*>(s->namedType.ptr()),
+                                           nb::str(name.c_str()).ptr());
+      if (classAttr && (PyTuple_CheckExact(classAttr) || PyDict_CheckExact(classAttr)) &&
+          !PyCallable_Check(classAttr))
+        return t_.wrapResult(nb::borrow(classAttr));
     }
     return t_.make<MethodVT>(obj, name);
   }

@@ -344,6 +344,20 @@ VT* InstructionTranslator::callForward(ModuleVT* m, VTs args, Kwargs kwargs, boo
 VT* InstructionTranslator::callMethod(MethodVT* m, VTs args, Kwargs kwargs) {
   VT* self = m->self;
   const std::string& name = m->name;
+  if (name == "new_tensor" && self->kind == VT::Kind::Tensor && args.size() == 1 && !containsTensor(args[0])) {
+    // `x.new_tensor([1.0, 2.0])`: a constant of the graph in x's dtype on x's real device, as
+    // `kiln.tensor(data, dtype=..., device=...)` written in the traced code. (Inlined, the method
+    // read the fake's meta device and moved the tensor there with an op: a tensor made from
+    // Python data inside an op, which the tracer refuses.)
+    static nb::handle tensorFn = nb::object(nb::module_::import_("kiln").attr("tensor")).release();
+    auto* t = static_cast<TensorVT*>(self);
+    auto given = [&](const char* k) {
+      return std::any_of(kwargs.begin(), kwargs.end(), [&](const auto& kv) { return kv.first == k; });
+    };
+    if (!given("dtype")) kwargs.emplace_back("dtype", t_.constant(t->fake.attr("dtype")));
+    if (!given("device")) kwargs.emplace_back("device", t_.constant(t_.deviceOf(t)));
+    return t_.callReal(tensorFn, std::move(args), kwargs);
+  }
   if (m->function.is_valid()) {
     if (PyFunction_Check(m->function.ptr())) {
       args.insert(args.begin(), self);
@@ -571,7 +585,63 @@ VT* InstructionTranslator::zeroArgSuper() {
   return t_.make<SuperVT>(self, nb::borrow(type));
 }
 
+namespace {
+
+// A collections.namedtuple class (a tuple subclass with _fields and _make, whose __new__ is the
+// generated one taking the fields).
+bool isNamedTupleClass(nb::handle cls) {
+  auto* type = reinterpret_cast<PyTypeObject*>(cls.ptr());
+  if (!PyType_IsSubtype(type, &PyTuple_Type) || type == &PyTuple_Type) return false;
+  nb::object fields = nb::getattr(cls, "_fields", nb::none());
+  if (!PyTuple_CheckExact(fields.ptr()) || !nb::hasattr(cls, "_make")) return false;
+  for (nb::handle f : fields)
+    if (!PyUnicode_CheckExact(f.ptr())) return false;
+  // No __new__ or __init__ of a subclass's own: the class namedtuple generated makes it.
+  for (nb::handle base : nb::borrow<nb::tuple>(cls.attr("__mro__"))) {
+    PyObject* dict = reinterpret_cast<PyTypeObject*>(base.ptr())->tp_dict;
+    if (PyDict_GetItemString(dict, "_fields")) return true;
+    if (PyDict_GetItemString(dict, "__new__") || PyDict_GetItemString(dict, "__init__")) return false;
+  }
+  return false;
+}
+
+} // namespace
+
+// `Out(logits, hidden)`: a tuple of its fields (positional, keyword or default), rebuilt as an
+// Out where it leaves the graph, as TorchDynamo's NamedTupleVariable.
+VT* InstructionTranslator::constructNamedTuple(nb::handle cls, VTs args, Kwargs kwargs) {
+  nb::tuple fields = nb::borrow<nb::tuple>(cls.attr("_fields"));
+  nb::dict defaults = nb::borrow<nb::dict>(nb::getattr(cls, "_field_defaults", nb::dict()));
+  std::string name = reinterpret_cast<PyTypeObject*>(cls.ptr())->tp_name;
+  if (args.size() > fields.size())
+    throw TraceError{"TypeError: " + name + "() takes " + std::to_string(fields.size()) +
+                     " positional arguments but " + std::to_string(args.size()) + " were given"};
+  VTs items(fields.size(), nullptr);
+  for (size_t i = 0; i < args.size(); ++i)
+    items[i] = args[i];
+  for (auto& [k, v] : kwargs) {
+    size_t i = 0;
+    while (i < fields.size() && nb::cast<std::string>(fields[i]) != k)
+      ++i;
+    if (i == fields.size())
+      throw TraceError{"TypeError: " + name + "() got an unexpected keyword argument '" + k + "'"};
+    if (items[i]) throw TraceError{"TypeError: " + name + "() got multiple values for argument '" + k + "'"};
+    items[i] = v;
+  }
+  for (size_t i = 0; i < fields.size(); ++i) {
+    if (items[i]) continue;
+    if (!defaults.contains(fields[i]))
+      throw TraceError{"TypeError: " + name + "() missing required argument '" + nb::cast<std::string>(fields[i]) + "'"};
+    items[i] = t_.wrapResult(defaults[fields[i]]);
+  }
+  auto* s = t_.make<SequenceVT>(VT::Kind::Tuple, items);
+  s->namedType = nb::borrow(cls);
+  return s;
+}
+
 VT* InstructionTranslator::construct(nb::handle cls, VTs args, Kwargs kwargs) {
+  if (isNamedTupleClass(cls))
+    return constructNamedTuple(cls, std::move(args), std::move(kwargs));
   // Instances of plain user classes (object.__new__, a Python __init__) are tracked
   // symbolically; they must not escape the trace.
   auto* type = reinterpret_cast<PyTypeObject*>(cls.ptr());
@@ -602,9 +672,13 @@ VT* InstructionTranslator::callBuiltin(nb::handle fn, VTs& args, Kwargs& kwargs,
       t_.setGradMode(on);
       return g;
     }
-    if (std::string(mode) == "inference_mode" && !args.empty() &&
-        !PyObject_IsTrue(constantValue(args[0], "a mode").ptr()))
-      return t_.make<GradModeVT>(t_.gradMode());
+    if (std::string(mode) == "inference_mode") {
+      if (!args.empty() && !PyObject_IsTrue(constantValue(args[0], "a mode").ptr()))
+        return t_.make<GradModeVT>(t_.gradMode());
+      // Traced as no_grad, its results came out of the graph as ordinary tensors
+      // (is_inference() False, usable by autograd): the block runs eagerly.
+      throw Unsupported{"kiln.inference_mode() (its results are inference tensors)"};
+    }
     return t_.make<GradModeVT>(std::string(mode) == "enable_grad");
   }
   // kiln._C's own grad-mode switch (an optimizer's step runs under it): a grad-mode change of
@@ -628,6 +702,16 @@ VT* InstructionTranslator::callBuiltin(nb::handle fn, VTs& args, Kwargs& kwargs,
     if (x->kind == VT::Kind::Dict)
       return t_.constant(nb::int_(static_cast<DictVT*>(x)->entries.size()));
     return t_.constant(nb::int_(nb::len(t_.toPython(x))));
+  }
+  if ((is("type") || is("isinstance")) && !args.empty() && args[0]->kind == VT::Kind::NewObject && kwargs.empty()) {
+    // An object made while tracing (a dataclass result): its class is known.
+    nb::handle cls = static_cast<NewObjectVT*>(args[0])->cls;
+    if (is("type") && args.size() == 1) return t_.wrapResult(cls);
+    if (is("isinstance") && args.size() == 2) {
+      int r = PyObject_IsSubclass(cls.ptr(), t_.toPython(args[1]).ptr());
+      if (r < 0) throw nb::python_error();
+      return t_.constant(nb::bool_(r == 1));
+    }
   }
   if (is("isinstance") || is("issubclass") || is("callable") || is("type")) {
     VTs a = args;
@@ -733,6 +817,11 @@ VT* InstructionTranslator::callBuiltin(nb::handle fn, VTs& args, Kwargs& kwargs,
   if (is("min") || is("max") || is("sorted") || is("any") || is("all") || is("abs") ||
       is("round") || is("divmod") || is("pow") || is("int") || is("float") || is("bool") ||
       is("str") || is("repr") || is("format") || is("hash") || is("chr") || is("ord")) {
+    // The text (or hash) of a tensor is its data (or its identity): run on the fake it printed
+    // "device='meta'". As TorchDynamo ("repr() on tensor"), a break.
+    if (is("str") || is("repr") || is("format") || is("hash"))
+      for (VT* a : args)
+        if (containsTensor(a)) throw Unsupported{"str()/repr()/format()/hash() of a tensor (it reads the data)"};
     // Over several values or one iterable: materialize, then run the builtin for real (on
     // tensors that records their ops; a comparison of tensor values is data-dependent).
     if ((is("min") || is("max") || is("sorted") || is("any") || is("all")) && args.size() == 1 &&

@@ -8,6 +8,7 @@
 #include "frontend/capture/CompiledFunction.h"
 #include "frontend/capture/EvalFrame.h"
 #include "frontend/capture/GuardTreeBinding.h"
+#include "frontend/capture/Iterators.h"
 #include "frontend/capture/PythonVersion.h"
 #include "runtime/Error.h"
 
@@ -86,6 +87,18 @@ void registerCapture(nb::module_& m) {
   c.def("hook_installed", &hookInstalled, "whether the eval-frame function is installed now");
   // False on a CPython newer than kiln knows: the hook is never installed there (PythonVersion.h).
   c.attr("supported") = nb::bool_(pyversion::kCaptureSupported);
+  // The glue's accessor for an iterator argument (a comprehension's `.0`): the item a graph
+  // input comes from.
+  c.def(
+      "iter_item",
+      [](nb::handle it, Py_ssize_t i) {
+        KILN_CHECK_TYPE(iterators::isSeqIter(it.ptr()), "iter_item: expected a list or tuple iterator, got ",
+                        Py_TYPE(it.ptr())->tp_name);
+        PyObject* v = iterators::seqIterItem(it.ptr(), i);
+        KILN_CHECK_INDEX(v, "iter_item: the iterator has fewer than ", i + 1, " items left");
+        return nb::borrow(v);
+      },
+      nb::arg("iterator"), nb::arg("index"), "the index-th item a list/tuple iterator has left");
   c.def("opcode_support", &opcodeSupport,
         "{opname: None (the tracer runs it) or why it is a graph break}, for every opname kiln knows");
 }

@@ -1,6 +1,7 @@
 // GuardTree evaluation: value accessors and checks read CPython and kiln objects directly, so a
 // guard never runs user code (no __eq__, __hash__, __getattr__ or __len__ of user types).
 #include "frontend/capture/GuardTree.h"
+#include "frontend/capture/Iterators.h"
 
 #include <cstdint>
 #include <nanobind/nanobind.h>
@@ -29,14 +30,16 @@ enum class Access : uint8_t {
   Attr,
   FuncGlobal,
   FuncClosureCell,
-  FuncDefault
+  FuncDefault,
+  IterItem
 };
-enum class CheckKind : uint8_t { Type, Id, Const, Length, DictKeys, Tensor, Grad };
+enum class CheckKind : uint8_t { Type, Id, Const, Length, DictKeys, Tensor, Grad, IterRemaining, RangeIter };
 
 struct Check {
   CheckKind kind;
   nb::object object; // the type, the object, the constant, or the tuple of dict keys
-  Py_ssize_t length = 0;
+  Py_ssize_t length = 0; // Length, IterRemaining, RangeIter (values left)
+  long start = 0, step = 0; // RangeIter
   std::unique_ptr<TensorCheck> tensor; // Tensor; Grad (null: the grad must be None)
 };
 
@@ -218,7 +221,7 @@ bool odictKeysAre(PyObject* od, PyObject* keys) {
 
 struct GuardNode::Impl {
   Access access = Access::Root;
-  Py_ssize_t index = 0; // Local, ClosureCell(Object), FuncClosureCell, FuncDefault
+  Py_ssize_t index = 0; // Local, ClosureCell(Object), FuncClosureCell, FuncDefault, IterItem
   nb::object key;       // Item key; name (interned str) for Global, Attr, FuncGlobal
   std::string name;
   std::vector<Check> checks;
@@ -289,25 +292,41 @@ GuardNode& GuardNode::funcDefault(int index) {
                       impl_->name + ".__defaults__[" + std::to_string(index) + "]");
 }
 
+GuardNode& GuardNode::iterItem(int index) {
+  KILN_CHECK_INDEX(index >= 0, "GuardNode.iter_item: negative index ", index);
+  return impl_->child(Access::IterItem, index, nullptr,
+                      impl_->name + ".remaining[" + std::to_string(index) + "]");
+}
+
 void GuardNode::checkType(PyTypeObject* type) {
   impl_->checks.push_back(
-      {CheckKind::Type, nb::borrow(reinterpret_cast<PyObject*>(type)), 0, nullptr});
+      {CheckKind::Type, nb::borrow(reinterpret_cast<PyObject*>(type)), 0, 0, 0, nullptr});
 }
 
 void GuardNode::checkId(PyObject* object) {
-  impl_->checks.push_back({CheckKind::Id, nb::borrow(object), 0, nullptr});
+  impl_->checks.push_back({CheckKind::Id, nb::borrow(object), 0, 0, 0, nullptr});
 }
 
 void GuardNode::checkConst(PyObject* value) {
   KILN_CHECK_TYPE(
       isConstValue(value), "GuardNode.check_const: ", Py_TYPE(value)->tp_name,
       " is not a constant type (None, bool, int, float, str, bytes, or a tuple of these)");
-  impl_->checks.push_back({CheckKind::Const, nb::borrow(value), 0, nullptr});
+  impl_->checks.push_back({CheckKind::Const, nb::borrow(value), 0, 0, 0, nullptr});
 }
 
 void GuardNode::checkLength(Py_ssize_t n) {
   KILN_CHECK_VALUE(n >= 0, "GuardNode.check_length: negative length ", n);
-  impl_->checks.push_back({CheckKind::Length, nb::object(), n, nullptr});
+  impl_->checks.push_back({CheckKind::Length, nb::object(), n, 0, 0, nullptr});
+}
+
+void GuardNode::checkIterRemaining(Py_ssize_t n) {
+  KILN_CHECK_VALUE(n >= 0, "GuardNode.check_iter_remaining: negative length ", n);
+  impl_->checks.push_back({CheckKind::IterRemaining, nb::object(), n, 0, 0, nullptr});
+}
+
+void GuardNode::checkRangeIter(long next, long step, long remaining) {
+  KILN_CHECK_VALUE(remaining >= 0, "GuardNode.check_range_iter: negative length ", remaining);
+  impl_->checks.push_back({CheckKind::RangeIter, nb::object(), remaining, next, step, nullptr});
 }
 
 void GuardNode::checkDictKeys(const std::vector<PyObject*>& keys) {
@@ -322,11 +341,11 @@ void GuardNode::checkDictKeys(const std::vector<PyObject*>& keys) {
     Py_INCREF(keys[i]);
     PyTuple_SET_ITEM(tuple, Py_ssize_t(i), keys[i]);
   }
-  impl_->checks.push_back({CheckKind::DictKeys, std::move(keep), 0, nullptr});
+  impl_->checks.push_back({CheckKind::DictKeys, std::move(keep), 0, 0, 0, nullptr});
 }
 
 void GuardNode::checkGrad(const TensorCheck* grad) {
-  impl_->checks.push_back({CheckKind::Grad, nb::object(), 0,
+  impl_->checks.push_back({CheckKind::Grad, nb::object(), 0, 0, 0,
                            grad ? std::make_unique<TensorCheck>(*grad) : nullptr});
 }
 
@@ -335,7 +354,7 @@ void GuardNode::checkTensor(const TensorCheck& t) {
   KILN_CHECK_TYPE(type && PyType_Check(type) && PyObject_IsSubclass(type, tensorBaseType()) == 1,
                   "GuardNode.check_tensor: the type must be a tensor type");
   impl_->checks.push_back(
-      {CheckKind::Tensor, nb::borrow(type), 0, std::make_unique<TensorCheck>(t)});
+      {CheckKind::Tensor, nb::borrow(type), 0, 0, 0, std::make_unique<TensorCheck>(t)});
 }
 
 // Reads this node's value from its parent's (or from the frame for the tree's accessors).
@@ -427,6 +446,11 @@ PyObject* GuardNode::Impl::read(PyObject* parent, const FrameView& frame, std::s
     v = PyCell_Check(v) ? PyCell_GET(v) : nullptr;
     return v ? v : fail("empty cell");
   }
+  case Access::IterItem: {
+    if (!iterators::isSeqIter(parent)) return fail(std::string("a ") + Py_TYPE(parent)->tp_name);
+    PyObject* v = iterators::seqIterItem(parent, index);
+    return v ? v : fail("fewer items left");
+  }
   }
   return nullptr;
 }
@@ -463,6 +487,14 @@ bool GuardNode::Impl::passes(const Check& c, PyObject* v) const {
     if (t.symbols.empty()) return x.sizes() == IntArrayRef(t.sizes) && x.strides() == IntArrayRef(t.strides);
     return dynamicSizesPass(t, x);
   }
+  case CheckKind::IterRemaining:
+    return iterators::isSeqIter(v) && iterators::seqIterRemaining(v) == c.length;
+  case CheckKind::RangeIter: {
+    long next = 0, step = 0, left = 0;
+    if (!iterators::isRangeIter(v) || !iterators::rangeIterState(v, &next, &step, &left)) return false;
+    // An empty rest matches whatever its start and step.
+    return left == c.length && (left == 0 || (next == c.start && (left == 1 || step == c.step)));
+  }
   case CheckKind::Grad: {
     if (!PyObject_TypeCheck(v, reinterpret_cast<PyTypeObject*>(tensorBaseType())) || !nb::inst_ready(v))
       return false;
@@ -487,6 +519,11 @@ std::string GuardNode::Impl::describe(const Check& c) const {
     return name + " == " + safeRepr(c.object.ptr());
   case CheckKind::Length:
     return "len(" + name + ") == " + std::to_string(c.length);
+  case CheckKind::IterRemaining:
+    return name + " has " + std::to_string(c.length) + " items left";
+  case CheckKind::RangeIter:
+    return "list(" + name + ") == list(range(" + std::to_string(c.start) + ", " +
+           std::to_string(c.start + c.length * c.step) + ", " + std::to_string(c.step) + "))";
   case CheckKind::DictKeys: {
     std::string s = "list(" + name + ".keys()) == [";
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(c.object.ptr()); ++i)
@@ -537,6 +574,16 @@ std::string GuardNode::Impl::actual(const Check& c, PyObject* v) const {
                    : PyTuple_Check(v) ? PyTuple_GET_SIZE(v)
                                       : PyDict_GET_SIZE(v);
     return describe(c) + got + std::to_string(n) + ")";
+  }
+  case CheckKind::IterRemaining:
+    if (!iterators::isSeqIter(v)) return describe(c) + got + "a " + Py_TYPE(v)->tp_name + ")";
+    return describe(c) + got + std::to_string(iterators::seqIterRemaining(v)) + ")";
+  case CheckKind::RangeIter: {
+    long next = 0, step = 0, left = 0;
+    if (!iterators::isRangeIter(v) || !iterators::rangeIterState(v, &next, &step, &left))
+      return describe(c) + got + "a " + Py_TYPE(v)->tp_name + ")";
+    return describe(c) + got + "range(" + std::to_string(next) + ", " + std::to_string(next + left * step) +
+           ", " + std::to_string(step) + "))";
   }
   case CheckKind::DictKeys: {
     if (!isPlainDict(v)) return describe(c) + got + "a " + Py_TYPE(v)->tp_name + ")";

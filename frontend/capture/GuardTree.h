@@ -84,12 +84,17 @@ public:
   GuardNode& funcGlobal(const std::string& name);  // function: __globals__[name], else builtins
   GuardNode& funcClosureCell(int index);           // function: __closure__[index] contents
   GuardNode& funcDefault(int index);               // function: __defaults__[index]
+  // list_iterator / tuple_iterator (checkType first): the index-th item it has left
+  GuardNode& iterItem(int index);
 
   void checkType(PyTypeObject* type);  // exact type
   void checkId(PyObject* object);      // the same object (a strong reference is kept)
   void checkConst(PyObject* value);    // same exact type and value: None, bool, int, float
                                        // (NaN equals NaN), str, bytes, and tuples of these
   void checkLength(Py_ssize_t n);      // list/tuple/dict length
+  void checkIterRemaining(Py_ssize_t n); // list_iterator / tuple_iterator: n items left
+  // range_iterator: the values it has left are next, next + step, ... (remaining of them)
+  void checkRangeIter(long next, long step, long remaining);
   // A dict, OrderedDict or defaultdict (checkType tells them apart) with these keys, in order;
   // str/int keys compare by value, tensor keys by identity.
   void checkDictKeys(const std::vector<PyObject*>& keys);

@@ -128,6 +128,8 @@ void registerGuardTree(nb::module_& m) {
            [](const PyGuardNode& n, int i) { return nodeOf(n, n.node->funcClosureCell(i)); })
       .def("func_default",
            [](const PyGuardNode& n, int i) { return nodeOf(n, n.node->funcDefault(i)); })
+      .def("iter_item",
+           [](const PyGuardNode& n, int i) { return nodeOf(n, n.node->iterItem(i)); })
       .def("check_type",
            [](nb::handle self, nb::handle type) {
              KILN_CHECK_TYPE(PyType_Check(type.ptr()), "check_type: expected a type, got ",
@@ -155,6 +157,16 @@ void registerGuardTree(nb::module_& m) {
              nb::inst_ptr<PyGuardNode>(self)->node->checkLength(n);
              return self;
            })
+      .def("check_iter_remaining",
+           [](nb::handle self, Py_ssize_t n) {
+             nb::inst_ptr<PyGuardNode>(self)->node->checkIterRemaining(n);
+             return self;
+           })
+      .def("check_range_iter",
+           [](nb::handle self, long next, long step, long remaining) {
+             nb::inst_ptr<PyGuardNode>(self)->node->checkRangeIter(next, step, remaining);
+             return self;
+           }, nb::arg("next"), nb::arg("step"), nb::arg("remaining"))
       .def("check_dict_keys",
            [](nb::handle self, nb::handle keys) {
              nb::object seq = nb::steal(

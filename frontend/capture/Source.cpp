@@ -51,11 +51,19 @@ SourcePtr funcClosureSource(SourcePtr fn, int index) {
   return makeSource(Source::Kind::FuncClosure, std::move(fn), index, "");
 }
 
+SourcePtr iterItemSource(SourcePtr iterator, int index) {
+  return makeSource(Source::Kind::IterItem, std::move(iterator), index, "");
+}
+
+std::string argumentName(const std::string& name) {
+  return !name.empty() && name[0] == '.' ? "__dot" + name.substr(1) : name;
+}
+
 bool Source::isArgument() const {
   // A path through a dict keyed by a tensor has no expression over the arguments (the key is
   // an object, not a literal): such values are read once, with their identity guarded.
   const Source* s = this;
-  while (s->parent && (s->kind == Kind::Item || s->kind == Kind::Attr)) {
+  while (s->parent && (s->kind == Kind::Item || s->kind == Kind::Attr || s->kind == Kind::IterItem)) {
     if (s->kind == Kind::Item && !isConstantKey(s->key)) return false;
     s = s->parent.get();
   }
@@ -64,8 +72,10 @@ bool Source::isArgument() const {
 
 std::string Source::expr() const {
   switch (kind) {
-  case Kind::Local: return name;
+  case Kind::Local: return argumentName(name);
   case Kind::Item: return parent->expr() + "[" + nb::cast<std::string>(nb::repr(key)) + "]";
+  // The glue's helper (kiln._C._capture.iter_item), bound in its namespace.
+  case Kind::IterItem: return "__iter_item(" + parent->expr() + ", " + std::to_string(index) + ")";
   case Kind::Attr: return parent->expr() + "." + name;
   default: return "<not an argument>";
   }
@@ -73,7 +83,7 @@ std::string Source::expr() const {
 
 std::string Source::identifier() const {
   switch (kind) {
-  case Kind::Local:
+  case Kind::Local: return argumentName(name);
   case Kind::Closure:
   case Kind::Global: return name;
   case Kind::Item: return parent->identifier() + "_" + keyText(key);
@@ -83,6 +93,7 @@ std::string Source::identifier() const {
   case Kind::FuncGlobal: return name;
   case Kind::FuncClosure: return parent->identifier() + "_closure" + std::to_string(index);
   case Kind::FuncDefault: return parent->identifier() + "_default" + std::to_string(index);
+  case Kind::IterItem: return parent->identifier() + "_" + std::to_string(index);
   }
   return "value";
 }
@@ -97,6 +108,7 @@ GuardNode& Source::guardNode(GuardTree& tree) const {
   case Kind::FuncGlobal: return parent->guardNode(tree).funcGlobal(name);
   case Kind::FuncClosure: return parent->guardNode(tree).funcClosureCell(index);
   case Kind::FuncDefault: return parent->guardNode(tree).funcDefault(index);
+  case Kind::IterItem: return parent->guardNode(tree).iterItem(index);
   }
   return tree.global(name);
 }

@@ -163,11 +163,16 @@ private:
   std::vector<std::string> inputExprs_;
   std::unordered_map<TensorVT*, VT*> grads_; // loadGrad's answers
   std::unordered_map<PyObject*, VT*> containers_; // lists and dicts from outside, by identity
+  VT* wrapIterator(PyObject* o, const SourcePtr& source, bool viaModule);
+  bool historyInputs_ = false; // an input tensor is a non-leaf that requires grad
+  // Tensor inputs' placeholders and their expressions: an input handed on unchanged is the
+  // argument itself, not a graph output (which AOT autograd makes an alias with its own grad_fn:
+  // autograd.grad(y, (x, unused)) after the graph gave zeros for `unused`, not None).
+  std::unordered_map<Node*, std::string> inputExprOf_;
   // Objects the input, output and side-effect expressions name as __c[i].
   nb::list constants_;
   std::string constantRef(nb::handle o);
   bool gradMode_, initialGradMode_;
-  bool historyInputs_ = false; // an input tensor is a non-leaf that requires grad
   nb::object failCode;
   int failInstruction = 0;
 };
@@ -245,6 +250,7 @@ private:
   VT* callDictMethod(DictVT* d, const std::string& name, VTs& args, Kwargs& kwargs);
   VT* callSetMethod(SetVT* s, const std::string& name, VTs& args);
   VT* construct(nb::handle cls, VTs args, Kwargs kwargs);
+  VT* constructNamedTuple(nb::handle cls, VTs args, Kwargs kwargs);
   VT* zeroArgSuper();
   VT* callBuiltin(nb::handle fn, VTs& args, Kwargs& kwargs, bool& handled);
   VT* callModule(ModuleVT* m, VTs args, Kwargs kwargs);

@@ -36,6 +36,8 @@ std::string Tracer::outputExpr(VT* v, std::vector<Node*>& outputs, nb::list& con
   case VT::Kind::Tensor: {
     Node* n = recorder_.nodeOf(python::unwrapTensor(static_cast<TensorVT*>(v)->fake.ptr()));
     if (!n) throw Unsupported{"internal: a returned tensor is not part of the graph"};
+    auto input = inputExprOf_.find(n);
+    if (input != inputExprOf_.end()) return input->second;
     size_t i = std::find(outputs.begin(), outputs.end(), n) - outputs.begin();
     if (i == outputs.size()) outputs.push_back(n);
     return "__o[" + std::to_string(i) + "]";

@@ -8,6 +8,7 @@
 
 #include "frontend/binding/FxBinding.h"
 #include "frontend/binding/PythonConvert.h"
+#include "frontend/capture/Iterators.h"
 #include "frontend/capture/SymbolicInterpreter.h"
 #include "runtime/DispatchKey.h"
 #include "runtime/autograd/AutogradMeta.h"
@@ -235,6 +236,7 @@ VT* Tracer::wrapTensor(nb::handle value, const SourcePtr& source, bool viaModule
         if (dyn->second[d] >= 0) symbolOfSize_[probe ? (*probe)[d] : real.sizes()[d]] = dyn->second[d];
     node = placeholder(source->identifier());
     inputExprs_.push_back(expr);
+    inputExprOf_[node] = expr;
     if (real.requiresGrad() && !autograd::isLeaf(real)) historyInputs_ = true;
     g->checkTensor(check);
   } else {
@@ -253,6 +255,12 @@ VT* Tracer::wrapTensor(nb::handle value, const SourcePtr& source, bool viaModule
     fake = Tensor::empty(IntArrayRef(*probe), real.dtype(), Device(DeviceType::Meta));
     fake.impl()->requiresGrad = real.requiresGrad();
   }
+  // An input with autograd history (a graph output before a break, `h = w * 2`) is no leaf:
+  // nor is its fake, so that an in-place write into it (`h[mask] = ...`) traces as it runs
+  // (a leaf that requires grad refuses in-place ops). Its history is only stood for: no
+  // backward runs through it while tracing (historyInputs_).
+  if (input && real.requiresGrad() && !autograd::isLeaf(real))
+    autograd::setHistory(fake, makeIntrusive<autograd::NotImplementedNode>("the history of a graph input"));
   node->meta.type = Type(TensorType{real.dtype(), {}, std::nullopt, real.device()});
   for (int64_t s : fake.sizes())
     node->meta.type->tensor().sizes.emplace_back(s);
@@ -361,6 +369,9 @@ VT* Tracer::wrap(nb::handle value, SourcePtr source, bool viaModule, const std::
     containers_[o] = d;
     return d;
   }
+  if ((iterators::isSeqIter(o) || iterators::isRangeIter(o)) && source &&
+      source->kind == Source::Kind::Local && source->name == ".0")
+    if (VT* it = wrapIterator(o, source, viaModule)) return it;
   if (python::isDtypeObject(o) || isSize(o) || isDevice(o)) {
     if (g) {
       if (isSize(o)) {
@@ -416,6 +427,34 @@ VT* Tracer::wrap(nb::handle value, SourcePtr source, bool viaModule, const std::
   auto* obj = make<ObjectVT>(nb::borrow(value));
   obj->source = source;
   return obj;
+}
+
+// The list/tuple/range iterator a comprehension's frame (3.11) gets as its argument `.0`: an
+// iterator over the items it has left, each guarded (a range's values by its state), as
+// TorchDynamo's tuple_iterator/range_iterator. Only `.0`: the caller made it for this call and
+// never sees it again, so the compiled code need not advance it (an iterator another frame
+// holds would have to be). Null when a range's values do not fit a C long (then it is an
+// opaque object).
+VT* Tracer::wrapIterator(PyObject* o, const SourcePtr& source, bool viaModule) {
+  GuardNode& g = source->guardNode(*guards_);
+  VTs items;
+  if (iterators::isRangeIter(o)) {
+    long next = 0, step = 0, left = 0;
+    if (!iterators::rangeIterState(o, &next, &step, &left)) return nullptr;
+    g.checkType(Py_TYPE(o));
+    g.checkRangeIter(next, step, left);
+    for (long i = 0; i < left; ++i)
+      items.push_back(constant(nb::int_(next + i * step)));
+  } else {
+    Py_ssize_t n = iterators::seqIterRemaining(o);
+    g.checkType(Py_TYPE(o));
+    g.checkIterRemaining(n);
+    for (Py_ssize_t i = 0; i < n; ++i)
+      items.push_back(wrap(iterators::seqIterItem(o, i), iterItemSource(source, int(i)), viaModule));
+  }
+  auto* it = make<IteratorVT>(items);
+  it->source = source;
+  return it;
 }
 
 VT* Tracer::tagSizes(VT* v) {
@@ -578,10 +617,20 @@ nb::object Tracer::toPython(VT* v) {
 VT* Tracer::callReal(nb::handle fn, const VTs& args, const Kwargs& kwargs) {
   static nb::handle autogradGrad = nb::object(nb::module_::import_("kiln.autograd").attr("grad")).release();
   static nb::handle builtinNext = nb::object(nb::module_::import_("builtins").attr("next")).release();
-  if (historyInputs_ && fn.ptr() == autogradGrad.ptr())
-    // Traced on the fakes, the backward would stop at the graph's inputs: the part of the
-    // gradient that flows through their history (an earlier graph, eager code) would be lost.
-    throw Unsupported{"kiln.autograd.grad in a graph whose inputs carry autograd history from before it"};
+  if (fn.ptr() == autogradGrad.ptr()) {
+    // As torch.compile (trace_autograd_ops off): a graph break, the backward runs eagerly
+    // between the graph before it and the resume function's, through the graphs' own backward.
+    // Except with create_graph=True (a gradient penalty): a compiled graph's backward is not
+    // differentiable itself, so the double backward is traced, as before, unless an input
+    // carries history from before the graph (traced on the fakes, the backward would stop at
+    // the graph's inputs, losing the part of the gradient that flows through it).
+    bool createGraph = false;
+    for (auto& [k, v] : kwargs)
+      if (k == "create_graph" && v->kind == VT::Kind::Constant)
+        createGraph = PyObject_IsTrue(static_cast<ConstantVT*>(v)->value.ptr()) == 1;
+    if (!createGraph || historyInputs_)
+      throw Unsupported{"kiln.autograd.grad (it runs eagerly between graphs, as with torch.compile)"};
+  }
   nb::list pyArgs;
   for (VT* a : args)
     pyArgs.append(toPython(a));
@@ -607,7 +656,7 @@ VT* Tracer::callReal(nb::handle fn, const VTs& args, const Kwargs& kwargs) {
       nb::python_error e;
       std::string what = e.what();
       bool dataDependent = e.matches(PyExc_NotImplementedError) ||
-                           what.find("meta") != std::string::npos ||
+                           what.find("meta") != std::string::npos || what.find("Meta") != std::string::npos ||
                            what.find("data-dependent") != std::string::npos;
       std::string message = nb::cast<std::string>(nb::str(e.value()));
       std::string type = Py_TYPE(e.value().ptr())->tp_name;

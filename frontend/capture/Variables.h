@@ -19,9 +19,9 @@ namespace nb = nanobind;
 
 // A path from the frame to a value: L['x'], L['d']['a'], G['w'], C['model']._modules['0'] ...
 struct Source {
-  enum class Kind { Local, Closure, Global, Item, Attr, FuncGlobal, FuncClosure, FuncDefault };
+  enum class Kind { Local, Closure, Global, Item, Attr, FuncGlobal, FuncClosure, FuncDefault, IterItem };
   Kind kind;
-  int index = 0;     // Local / Closure / FuncClosure / FuncDefault
+  int index = 0;     // Local / Closure / FuncClosure / FuncDefault / IterItem (the item left)
   std::string name;  // Local / Closure / Global / Attr / FuncGlobal
   nb::object key;    // Item
   std::shared_ptr<const Source> parent;
@@ -43,6 +43,10 @@ SourcePtr itemSource(SourcePtr parent, nb::object key);
 SourcePtr attrSource(SourcePtr parent, std::string name);
 SourcePtr funcGlobalSource(SourcePtr fn, std::string name);
 SourcePtr funcClosureSource(SourcePtr fn, int index);
+SourcePtr iterItemSource(SourcePtr iterator, int index); // of a list/tuple iterator
+// A frame argument's name as the glue spells it: a comprehension's `.0` is `__dot0`
+// (glue.argument_names makes the same change).
+std::string argumentName(const std::string& name);
 
 struct VT;
 using VTs = std::vector<VT*>;

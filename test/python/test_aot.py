@@ -197,9 +197,8 @@ def test_unknown_partitioner_is_an_error():
 
 
 def test_autograd_grad_inside_a_compiled_function():
-    """kiln.autograd.grad in the traced code records the backward's ops in the graph under
-    no_grad (as the engine runs them): its results do not require grad, as eagerly, and AOT
-    autograd does not differentiate them."""
+    """kiln.autograd.grad in the traced code is a graph break (as with torch.compile): it runs
+    eagerly through the first graph's backward; its results do not require grad, as eagerly."""
     def fn(a, b):
         y = (a.tanh() @ b).sigmoid()
         loss = (y * y).sum() + a.exp().mean()

@@ -286,3 +286,181 @@ def test_eval_inside_a_compiled_frame_reaches_library_modules():
     np.testing.assert_allclose(out_c.numpy(), out.numpy(), rtol=1e-5, atol=1e-5)
     assert model.training and model[1].training
     kiln.compiler.reset()
+
+
+def test_tensors_made_from_python_data_in_traced_code_are_constants():
+    # Each made a real tensor from Python data inside an op (refused by the tracer: the frame ran
+    # eagerly): a number stored through a basic index, new_tensor (the fake's meta device), and
+    # kiln.tensor(..., device=x.device) (a no-op .to() on the CPU).
+    def fn(x):
+        b = x.clone()
+        b[0, 0] = 42
+        b.unsqueeze(0).squeeze(0)[1, 1] = -1
+        b[2] = 7.5
+        return b + x.new_tensor([1.0, 2.0, 3.0]) + kiln.tensor([0.5, 0.25, 0.0], device=x.device)
+
+    x = kiln.randn(3, 3)
+    out, seen = graphs_of(fn, x)
+    close(out, fn(x))
+    e = kiln.explain(fn)(x)
+    assert len(seen) == 1 and not e.break_reasons, str(e)
+
+
+def test_autograd_grad_is_a_break_as_with_torch_compile():
+    def fn(a, b):
+        y = (a.tanh() @ b).sigmoid()
+        loss = (y * y).sum()
+        ga, gb = kiln.autograd.grad(loss, [a, b])
+        return loss.detach(), ga * 2, gb
+
+    def args():
+        return kiln.randn(4, 5, requires_grad=True), kiln.randn(5, 3, requires_grad=True)
+
+    a, b = args()
+    for got, want in zip(kiln.compile(fn)(a, b), fn(a, b)):
+        close(got, want)
+    kiln.compiler.reset()
+    e = kiln.explain(fn)(*args())
+    assert (e.graph_count, e.graph_break_count) == (2, 1), str(e)
+    assert "kiln.autograd.grad" in str(e.break_reasons[0])
+
+
+def test_namedtuples_and_dataclasses_made_in_traced_code():
+    # `Out(...)` was "constructing a Out object" (the frame ran eagerly); `type(r)` of a
+    # dataclass made while tracing could not be passed to type(); a namedtuple's _fields was read
+    # as a method. torch.compile traces all of these into one graph.
+    import collections
+    import dataclasses
+
+    Out = collections.namedtuple("Out", ["logits", "hidden", "extra"], defaults=[None])
+
+    @dataclasses.dataclass
+    class Result:
+        loss: object
+        n: int = 0
+
+    def fn(x):
+        o = Out(x * 2, hidden=x + 1)
+        r = Result(o.logits.sum())
+        return (o, o._fields, type(r).__name__, isinstance(r, Result), r.loss * 3, o[1] - o.hidden,
+                o.extra)
+
+    x = kiln.randn(3)
+    out, seen = graphs_of(fn, x)
+    want = fn(x)
+    assert type(out[0]) is Out and out[0].extra is None and out[1:4] == want[1:4] and out[6] is None
+    for got, exp in ((out[0].logits, want[0].logits), (out[0].hidden, want[0].hidden), (out[4], want[4]),
+                     (out[5], want[5])):
+        close(got, exp)
+    e = kiln.explain(fn)(x)
+    assert len(seen) == 1 and not e.break_reasons, str(e)
+
+
+def test_ops_refusing_meta_tensors_are_breaks_that_resume():
+    # kiln.equal raised "attempted to run this operator with Meta tensors" (capital M): not taken
+    # for a data-dependent op, the frame ran eagerly; now a break after which the frame compiles on
+    # (torch.compile: 2 graphs, 1 break). And T.arange(3).type_as(x) (aten.to, which may alias)
+    # copies: it is no view of the arange for the view check at the break.
+    def fn(x):
+        a = kiln.arange(3).type_as(x) + x
+        same = kiln.equal(x, x.clone())
+        return a * 2, same
+
+    x = kiln.randn(3)
+    out, seen = graphs_of(fn, x)
+    close(out[0], fn(x)[0])
+    assert out[1] is True
+    e = kiln.explain(fn)(x)
+    assert (e.graph_count, e.graph_break_count) == (2, 1), str(e)
+
+
+def test_a_view_of_an_intermediate_alone_at_a_break_resumes():
+    # `out.view(...)` of a computed value, live alone at a break of an inference graph, is as good
+    # as a copy: the frame used to run eagerly as a whole. (A training graph still runs the
+    # frame eagerly: its AOT backward would get the view for the saved base.)
+    import io
+    sink = io.StringIO()
+
+    def fn(x, w):
+        h = (x @ w).view(-1)
+        print("h", file=sink)
+        return h * 2
+
+    x, w = kiln.randn(3, 4), kiln.randn(4, 2)
+    close(kiln.compile(fn)(x, w), fn(x, w))
+    kiln.compiler.reset()
+    e = kiln.explain(fn)(x, w)
+    assert (e.graph_count, e.graph_break_count) == (2, 1), str(e)
+
+
+def test_inference_mode_results_stay_inference_tensors():
+    # Traced as no_grad, results of inference_mode came out of the graph as ordinary tensors:
+    # is_inference() False (torch: True), and a fake read it as False after a break.
+    @kiln.inference_mode()
+    def predict(x):
+        return x * 2
+
+    def decorated(x):
+        y = predict(x)
+        return y, y.is_inference()
+
+    def block(x):
+        with kiln.inference_mode():
+            y = x * 2
+        return y, y.is_inference()
+
+    x = kiln.randn(3)
+    for fn in (decorated, block):
+        kiln.compiler.reset()
+        y, flag = kiln.compile(fn)(x)
+        assert y.is_inference() and flag is True, fn.__name__
+        close(y, fn(x)[0])
+
+
+def test_repr_of_a_tensor_is_a_break():
+    # Run on the fake, repr() printed device='meta' (a 3.11 comprehension over tensors, now
+    # captured on its own, returned it): as TorchDynamo, a break.
+    def fn(x):
+        y = x * 2
+        return y + 1, [repr(t) for t in (y, x)], str(y)
+
+    x = kiln.tensor([1.0, 2.5])
+    got, want = kiln.compile(fn)(x), fn(x)
+    close(got[0], want[0])
+    assert got[1:] == want[1:] and "meta" not in got[2]
+
+
+def test_autograd_grad_with_create_graph_is_traced():
+    # A gradient penalty differentiates the gradient: through a compiled graph's backward (not
+    # differentiable itself) that fails, so a double backward stays in the graph.
+    def fn(x, w):
+        y = (x * w).tanh().sum()
+        g, = kiln.autograd.grad(y, x, create_graph=True)
+        return (g ** 2).sum()
+
+    def run(f):
+        x = kiln.tensor([0.5, -1.0, 2.0], requires_grad=True)
+        w = kiln.tensor([1.5, 0.5, -0.25], requires_grad=True)
+        out = f(x, w)
+        out.backward()
+        return out, w.grad
+
+    for got, want in zip(run(kiln.compile(fn)), run(fn)):
+        close(got, want)
+
+
+def test_an_input_handed_on_unchanged_is_the_argument_itself():
+    # Handed on as a graph output, an input came back as an alias with the compiled graph's
+    # grad_fn: autograd.grad(y, (x, unused), allow_unused=True) after a break gave zeros for
+    # `unused` instead of None, and `f(x) is x` was False.
+    def fn(x, unused):
+        y = (x ** 3).sum()
+        gx, gu = kiln.autograd.grad(y, (x, unused), allow_unused=True)
+        return gx, gu is None, unused
+
+    x, unused = kiln.randn(4, requires_grad=True), kiln.zeros(2, requires_grad=True)
+    gx, none, same = kiln.compile(fn)(x, unused)
+    close(gx, fn(x, unused)[0])
+    assert none is True and same is unused
+    kiln.compiler.reset()
+    assert kiln.compile(lambda t: (t, t * 2))(x)[0] is x

@@ -212,6 +212,11 @@ _COUNTED = {
                          "        z = z * 3\n    return y + z"),
     "if_in_no_grad": ("y = x * 2\n    with no_grad():\n        z = y + 1\n        if z.sum() > 0:\n"
                       "            z = z * 3\n        z = z - 1\n    return y + z"),
+    # A subscript whose result shape depends on the data breaks at BINARY_SUBSCR and resumes
+    # after it (adv_index_write); the in-place writes into a clone before it are no view.
+    "mask_read": "y = x * 2\n    d = y[y > 0]\n    return d.sum() + y",
+    "mask_read_after_writes": ("a = x.clone()\n    a[x > 0] = 0.5\n    a[1:3] = 2.0\n    d = x[a > 1]\n"
+                               "    return a * 2 + d.sum()"),
 }
 
 
@@ -507,3 +512,63 @@ def test_retain_grad_runs_the_frame_eagerly_as_torch_compile():
     kiln.compiler.reset()
     np.testing.assert_array_equal(kiln.compile(fn)(x).numpy(), np.full((2, 3), 2.0, np.float32))
     kiln.compiler.reset()
+
+
+def test_a_subscript_break_resumes_with_inputs_that_carry_history():
+    # `h = w * 2; d = w[mask]` breaks at the subscript; the resume function gets h (requires
+    # grad, no leaf) and writes into it in place: its fake must not be a leaf either (a leaf
+    # that requires grad refuses in-place ops, which made the whole frame run eagerly).
+    def fn(w, idx):
+        h = w * 2
+        d = w[w > 0]
+        h[idx] = h[idx] + d.sum()
+        return (h * h).sum()
+
+    def run(f):
+        w = kiln.from_numpy(np.arange(-3.0, 5.0, dtype=np.float32)).requires_grad_()
+        out = f(w, kiln.tensor([1, 4]))
+        out.backward()
+        return out.detach().numpy(), w.grad.numpy()
+
+    want = run(fn)
+    kiln.compiler.reset()
+    compiled = kiln.compile(fn, backend="eager")
+    for _ in range(2):
+        got = run(compiled)
+        np.testing.assert_allclose(got[0], want[0], rtol=1e-5)
+        np.testing.assert_allclose(got[1], want[1], rtol=1e-5)
+    kiln.compiler.reset()
+    e = kiln.explain(fn)(kiln.randn(8, requires_grad=True), kiln.tensor([1, 4]))
+    assert (e.graph_count, len(e.break_reasons)) == (2, 1), str(e)
+
+
+def test_a_subscript_break_inside_no_grad_keeps_grad_mode():
+    # dqn_update: `x[mask]` and `z[mask] = ...` under no_grad broke at the subscript; resuming
+    # there lost the block's grad mode and the loss after it did not require grad. Inside a
+    # `with` block the subscript and the rest of the frame run eagerly.
+    target = kiln.nn.Linear(3, 2)
+
+    def fn(x, w, mask):
+        y = (x @ w).gather(1, kiln.zeros(4, 1, dtype=kiln.int64))
+        z = kiln.zeros(4)
+        with kiln.no_grad():
+            sel = x[mask]
+            z[mask] = target(sel).max(1).values
+        expected = z * 0.9 + 1
+        loss = kiln.nn.SmoothL1Loss()(y, expected.unsqueeze(1))
+        loss.backward()
+        return loss.detach()
+
+    def run(f):
+        x = kiln.from_numpy(np.arange(12.0, dtype=np.float32).reshape(4, 3) / 10)
+        w = kiln.from_numpy(np.ones((3, 2), dtype=np.float32)).requires_grad_()
+        out = f(x, w, kiln.tensor([True, False, True, True]))
+        return out.numpy(), w.grad.numpy()
+
+    want = run(fn)
+    kiln.compiler.reset()
+    compiled = kiln.compile(fn)
+    for _ in range(2):
+        got = run(compiled)
+        np.testing.assert_allclose(got[0], want[0], rtol=1e-5)
+        np.testing.assert_allclose(got[1], want[1], rtol=1e-5)

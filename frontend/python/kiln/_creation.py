@@ -10,11 +10,18 @@ def _is_numpy_array(data):
     return cls.__name__ == "ndarray" and cls.__module__ == "numpy"
 
 
+def _as_device(device):
+    return device if isinstance(device, _C.device) else _C.device(device)
+
+
 def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=False):
     """A new tensor holding a copy of `data`, with torch.tensor's dtype inference: bools give
     bool, ints int64, floats float32, numpy arrays and tensors keep their dtype, mixtures promote."""
     t = _C._tensor_from_data(data, dtype)
-    if device is not None:
+    # Made on the CPU: no copy (no op at all) when that is where it goes. Under capture, an op on
+    # a tensor made from Python data inside this call is refused (it would be baked in), so
+    # `kiln.tensor(data, device=x.device)` broke the graph for a CPU x.
+    if device is not None and _as_device(device) != t.device:
         t = t.to(device=device)
     if requires_grad:
         if not t.dtype.is_floating_point:

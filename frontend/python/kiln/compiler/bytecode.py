@@ -42,6 +42,10 @@ class _Facts:
             self.pop_jumps = {"POP_JUMP_IF_TRUE": True, "POP_JUMP_IF_FALSE": False}
             self.or_pop_jumps = {}
         self.calls = {"CALL", "CALL_FUNCTION_EX"} | ({"CALL_KW"} if minor >= 13 else set())
+        # Subscripts the glue makes in Python and resumes after, as TorchDynamo's
+        # break_graph_if_unsupported on BINARY_SUBSCR / STORE_SUBSCR (`d = x[mask]`: a result
+        # shape that depends on the data).
+        self.subscripts = {"BINARY_SUBSCR", "STORE_SUBSCR"}
         # 3.13 pushes a call's NULL above the callable ([callable, NULL, args...]).
         self.null_above_callable = minor >= 13
         # Instructions reading (or writing) a fast local; 3.13's pairs pack two slots in 4-bit halves.
@@ -83,10 +87,13 @@ def null_above_callable():
 
 def break_kind(opname):
     """How the glue goes on at an instruction the tracer could not run: 'call' (it makes the call
-    in Python and resumes after it), 'jump' (it branches in Python and resumes at either target)
-    or 'generic' (the rest of the frame runs eagerly from that instruction)."""
+    in Python and resumes after it), 'subscr' (it reads or stores the item in Python and resumes
+    after it), 'jump' (it branches in Python and resumes at either target) or 'generic' (the
+    rest of the frame runs eagerly from that instruction)."""
     if opname in _FACTS.calls:
         return "call"
+    if opname in _FACTS.subscripts:
+        return "subscr"
     if opname in _FACTS.pop_jumps or opname in _FACTS.or_pop_jumps:
         return "jump"
     return "generic"

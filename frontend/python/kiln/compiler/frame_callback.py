@@ -159,14 +159,23 @@ def _state(code):
 
 
 def _aliases_first_argument(node):
-    """A call whose result is a view of (or an in-place write into) its first argument."""
+    """Whether a call's result is a view of its first argument ('view'), the argument itself
+    written in place ('inplace'), or neither (None)."""
     if node.op != "call_function" or not node.args or not hasattr(node.args[0], "op"):
-        return False
+        return None
     try:
         schema = _C._fx.op_schema(str(node.target))["schema"]
     except Exception:  # noqa: BLE001 - not an op of the table (a Python function): no alias
-        return False
-    return "-> Tensor(a" in schema
+        return None
+    if "-> Tensor(a!)" in schema:
+        return "inplace"
+    if "-> Tensor(a" not in schema:
+        return None
+    # An op that may alias (`to`, `type_as`) copies when the dtype or device changes.
+    meta, arg_meta = node.meta.get("tensor_meta"), node.args[0].meta.get("tensor_meta")
+    if meta is not None and arg_meta is not None and (meta.dtype, meta.device) != (arg_meta.dtype, arg_meta.device):
+        return None
+    return "view"
 
 
 def _detaching_outputs(compiled, graph):
@@ -190,9 +199,13 @@ def _detaching_outputs(compiled, graph):
     return run
 
 
-def _returns_view_of_intermediate(graph):
-    """Whether an output of `graph` is a view of a value the graph computes: compiled, the output
-    would be a copy, no longer aliasing that value."""
+def _returns_view_of_intermediate(graph, training):
+    """Whether two outputs of `graph` alias one value the graph computes, one as a view of it
+    (`y[0][1][0] = -1.0` breaking with y and y[0][1] live): compiled, the view would come back as
+    a copy, and a write through it would miss the other. A view whose base nothing after the
+    break holds (attention's `out.view(...)` of a linear) is as good as a copy, in an inference
+    graph; a `training` graph (AOT autograd) does not take any output that views an
+    intermediate (its backward then received the view for the saved base)."""
     outputs = [n for n in graph.nodes if n.op == "output"]
     if not outputs:
         return False
@@ -201,13 +214,79 @@ def _returns_view_of_intermediate(graph):
         a = stack.pop()
         if isinstance(a, (tuple, list)):
             stack.extend(a)
-        elif hasattr(a, "op"):
+        elif hasattr(a, "op") and a not in values:
             values.append(a)
+    by_root = {}
     for node in values:
-        base = node
-        while _aliases_first_argument(base):
+        # `a = x.clone(); a[idx] = 0.5` returns the clone itself written in place (index_put_):
+        # compiled it is the same fresh tensor. Only a view somewhere on the way is a problem.
+        base, view = node, False
+        while (alias := _aliases_first_argument(base)) is not None:
+            view = view or alias == "view"
             base = base.args[0]
-        if base is not node and base.op not in ("placeholder", "get_attr"):
+        if base.op not in ("placeholder", "get_attr"):
+            by_root.setdefault(base, []).append(view)
+    return any((training or len(views) > 1) and any(views) for views in by_root.values())
+
+
+def _is_tensor_module(obj):
+    import types
+    if not isinstance(obj, types.ModuleType):
+        return False
+    name = obj.__name__
+    return name == "kiln" or name.startswith("kiln.") or name == "numpy" or name.startswith("numpy.")
+
+
+def _has_tensor(obj, seen):
+    """Whether `obj` is a tensor, an nn.Module (or its class), a numpy array, or a list, tuple,
+    dict or namedtuple holding one (TorchDynamo's has_tensor_in_frame, convert_frame.py)."""
+    key = id(obj)
+    if key in seen:
+        return seen[key]
+    seen[key] = False
+    from .. import nn
+    if isinstance(obj, (_C.TensorBase, nn.Module)) or (type(obj) is type and issubclass(obj, nn.Module)):
+        found = True
+    elif _is_numpy_value(obj):
+        found = True
+    elif type(obj) in (list, tuple):
+        found = any(_has_tensor(v, seen) for v in obj)
+    elif type(obj) is dict:
+        found = any(_has_tensor(v, seen) for v in list(obj.values()))
+    elif isinstance(obj, tuple) and hasattr(type(obj), "_fields"):
+        found = any(_has_tensor(getattr(obj, f), seen) for f in type(obj)._fields)
+    else:
+        found = False
+    seen[key] = found
+    return found
+
+
+def _is_numpy_value(obj):
+    # An ndarray or a numpy scalar, without importing numpy (kiln does not need it).
+    return any(c.__module__ == "numpy" and c.__name__ in ("ndarray", "generic") for c in type(obj).__mro__)
+
+
+def has_tensor_in_frame(frame_info):
+    """Whether a frame that is not a compiled function's own has anything to compile, as
+    TorchDynamo decides before tracing one (convert_frame.py's has_tensor_in_frame, which runs
+    the frame eagerly otherwise): a global it names is kiln's (or numpy's) module, or an
+    argument or free variable holds a tensor or module. A comprehension over a list of tensors
+    with no tensor of its own in scope (`[o * 2 for o in out]` on 3.11) runs eagerly, as with
+    torch.compile; `[t * i for i in range(3)]` (t a free variable) is captured."""
+    code = frame_info.code
+    globals_ = frame_info.globals
+    for name in code.co_names:
+        if name in globals_ and _is_tensor_module(globals_[name]):
+            return True
+    seen = {}
+    if any(_has_tensor(v, seen) for v in frame_info.args):
+        return True
+    for cell in getattr(frame_info.func, "__closure__", None) or ():
+        try:
+            value = cell.cell_contents
+        except ValueError:  # an empty cell
+            continue
+        if _has_tensor(value, seen):
             return True
     return False
 
@@ -253,6 +332,8 @@ class FrameCallback:
             if not _compiling.has_forward_hooks(frame_info.args[0]):
                 # Another module of the class may have hooks: decided again at the next call.
                 return None
+        if not frame_info.is_root and not entry and not has_tensor_in_frame(frame_info):
+            return None  # this call eagerly; the next may hold tensors
         state = _state(code)
         if state.break_reason is not None:
             return self._unsupported(code, state.break_reason)
@@ -342,7 +423,9 @@ class FrameCallback:
                     site, result = moved, self._retrace(code, frame_info, moved)
             if not result["ok"]:
                 why = f"tracing up to the break failed: {result['reason']}"
-            elif _returns_view_of_intermediate(result["graph"]):
+            elif _returns_view_of_intermediate(result["graph"], _needs_autograd(
+                    example_inputs(code, frame_info.args, result["inputs"], result["constants"]),
+                    result["attrs"], result["graph"])):
                 # `y[0][1][0] = -1.0` breaking with y[0][1] on the stack: the compiled graph
                 # would hand back a copy of that view, and the write after the break would miss y.
                 why = "a live tensor is a view of a value computed before the break"
@@ -362,6 +445,7 @@ class FrameCallback:
         if entry is not None:
             graphs = "1 graph" if result["op_count"] else "no graph"
             after = {"call": "a resume function after the call",
+                     "subscr": "a resume function after the subscript",
                      "jump": "a resume function at either branch",
                      "generic": "the rest of the frame eagerly"}[site.kind]
             _breaks_log.info("graph break in %s: %s (%s:%d); %s before it (%d ops), then %s",

@@ -14,17 +14,25 @@ from .skip_policy import GLUE_FILENAME_PREFIX
 
 # The glue's own names; a frame argument spelled like one would shadow it.
 GLUE_NAMES = ("__graph", "__c", "__o", "__r", "__t", "__resume", "__resume_jump", "__resume_next",
-              "__resume_eager", "__prev", "__set_callback", "__callback")
+              "__resume_eager", "__prev", "__set_callback", "__callback", "__iter_item", "__setitem",
+              "__at_break")
 
 _glue_ids = itertools.count()
 
 
 def argument_names(code):
     """The names of the frame slots the hook passes: positional, keyword-only, *args, **kwargs
-    (the first slots of co_varnames, in that order)."""
+    (the first slots of co_varnames, in that order), as the glue spells them: a comprehension's
+    `.0` (3.11) is `__dot0`, as the tracer's input expressions name it (Source.cpp)."""
     count = code.co_argcount + code.co_kwonlyargcount
     count += bool(code.co_flags & inspect.CO_VARARGS) + bool(code.co_flags & inspect.CO_VARKEYWORDS)
-    return code.co_varnames[:count]
+    return tuple(n if n.isidentifier() else "__dot" + n[1:] for n in code.co_varnames[:count])
+
+
+def _helpers():
+    # The glue's accessor for a comprehension's iterator argument (input expressions).
+    from .. import _C
+    return {"__iter_item": _C._capture.iter_item}
 
 
 def _define(source, filename, namespace):
@@ -54,7 +62,7 @@ def glue_source(names, inputs, output, body=None, prelude=()):
 def make_glue(code, compiled_graph, inputs, output, constants, body=None, namespace=None, prelude=()):
     """The glue function of a traced frame of `code` calling `compiled_graph` (None: no graph)."""
     namespace = dict(namespace or {})
-    namespace.update({"__graph": compiled_graph, "__c": constants})
+    namespace.update({"__graph": compiled_graph, "__c": constants, **_helpers()})
     source = glue_source(argument_names(code), None if compiled_graph is None else inputs, output, body,
                          prelude)
     _define(source, _filename(code), namespace)
@@ -67,6 +75,6 @@ def example_inputs(code, args, inputs, constants=()):
     may read through an object the tracer named in `constants`: `__c[3].grad`)."""
     names = argument_names(code)
     source = f"def __kiln_inputs({', '.join(names)}):\n    return [{', '.join(inputs)}]\n"
-    namespace = {"__c": constants}
+    namespace = {"__c": constants, **_helpers()}
     _define(source, _filename(code, " inputs"), namespace)
     return namespace["__kiln_inputs"](*args)

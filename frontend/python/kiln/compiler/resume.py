@@ -8,17 +8,19 @@ locals and value stack (`break_state`). The frame's glue then
     rebuilds the locals and the stack,
     runs the breaking instruction in Python:
         'call'    the call, its result pushed;
+        'subscr'  the item read (pushed) or stored;
         'jump'    the branch on the condition's real value;
         'generic' nothing: the rest of the frame runs eagerly from that instruction,
     and returns what a *resume function* returns: a new code object running the rest of the
     frame from the next instruction, with the locals and stack values as arguments. The frame
-    hook captures it like any other function ('call' and 'jump'), so the code after the break
+    hook captures it like any other function ('call', 'subscr' and 'jump'), so the code after the break
     compiles too; a 'generic' resume function is marked SKIP.
 
 Resume code objects are cached per (code, target, stack layout, bound cells, mode), so that a
 break does not make a new code object per call. The version-specific bytecode work is in
 bytecode.py (CPython 3.11 to 3.13).
 """
+import operator
 import types
 import weakref
 
@@ -190,6 +192,22 @@ def _break_lines(site, frame_info, state, namespace, skip_code):
         else:
             lines.append(f"__r = __at_break(lambda: {call})")
         lines.append(resume("__resume", bytecode.next_index(code, site.index), stack + ["__r"]))
+    elif site.kind == "subscr" and any(e is not None and e.startswith("__c[") for e in stack):
+        # Inside a `with` block (its exit is a constant on the stack): the subscript and the rest
+        # of the frame run eagerly (resuming there lost the block's grad mode: dqn_update's
+        # `next_state_values[mask] = ...` under no_grad left the loss without grad).
+        lines.append(resume("__resume_eager", site.index, stack, eager=True))
+    elif site.kind == "subscr":
+        namespace["__at_break"] = _at_line(code, bytecode.line_of(code, site.index), skip_code)
+        if site.opname == "BINARY_SUBSCR":
+            key, obj = stack.pop(), stack.pop()
+            lines.append(f"__r = __at_break(lambda: {obj}[{key}])")
+            stack.append("__r")
+        else:  # STORE_SUBSCR: value, container, key (top)
+            namespace["__setitem"] = operator.setitem
+            key, obj, value = stack.pop(), stack.pop(), stack.pop()
+            lines.append(f"__at_break(lambda: __setitem({obj}, {key}, {value}))")
+        lines.append(resume("__resume", bytecode.next_index(code, site.index), stack))
     elif site.kind == "jump":
         taken_when, keep = bytecode.jump_sense(site.opname)
         cond = stack.pop()
