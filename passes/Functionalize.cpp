@@ -397,6 +397,11 @@ private:
       Node* parent = i ? info.chain[i - 1] : info.base;
       base = inverse(info.chain[i], read(parent), base);
     }
+    // The inverses give the base's values, not always its layout (t() of a select_scatter of
+    // t(base) is transposed): a contiguous base stays contiguous, so that the views taken of it
+    // later (view(-1)) see the strides they were traced with.
+    if (!tensorTypeOf(*info.base).strides && tensorTypeOf(*base).strides)
+      base = call(OpId::contiguous, {Argument(base)});
     current_[info.base] = base;
     info.seen = ++versions_[info.base];
     current_[target] = value;

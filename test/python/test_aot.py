@@ -258,6 +258,23 @@ def test_write_through_a_view_of_an_intermediate_compiles_with_the_inductor():
     _close(x.grad, xe.grad)
 
 
+def test_write_through_a_transposed_view_keeps_the_base_contiguous():
+    """A write through h.t()[0] rebuilds h as t(select_scatter(t(h), ...)), transposed strides:
+    the base is made contiguous again, so a later h.view(-1) traces (it raised "view size is
+    not compatible" and the frame fell back to eager, an error in strict mode)."""
+    def fn(w):
+        h = w * 1
+        h.t()[0].sub_(1)
+        return (h.view(-1) * kiln.arange(12.0)).sum()
+
+    (got, (w,)), (want, (we,)) = _compiled_and_eager(fn, lambda: (_rand(3, 4, requires_grad=True),))
+    assert got.grad_fn.name() == "CompiledFunctionBackward"
+    got.backward()
+    want.backward()
+    _close(got, want)
+    _close(w.grad, we.grad)
+
+
 def test_in_place_update_of_a_buffer_under_no_grad():
     """A running average kept in an argument, updated in place under no_grad (as batch norm's
     running statistics): the forward writes it back; gradients are untouched by it."""
