@@ -502,12 +502,25 @@ private:
     KILN_CHECK(!n->args().empty(), "lowering: the output node has no value");
     const Argument& r = n->args()[0];
     std::vector<Argument> items = r.isSequence() ? r.items() : std::vector<Argument>{r};
+    // A buffer two outputs read (a training forward returns h.view(5, 2, 12) and saves h)
+    // keeps its own shape and layout: reshaping or transposing it for one would hand the
+    // other that shape too.
+    auto storageOf = [this](const Value& v) -> std::string {
+      if (!v.storage.empty()) return v.storage;
+      auto view = stridedView(v);
+      return view ? view->first : "";
+    };
+    std::map<std::string, std::set<const Node*>> outputsReading; // (an output listed twice is one)
+    for (const Argument& a : items)
+      if (a.isNode()) outputsReading[storageOf(valueOf(a.toNode()))].insert(a.toNode());
     for (const Argument& a : items) {
       KILN_CHECK(a.isNode(), "lowering: graph outputs must be tensors");
       Value& v = valueOf(a.toNode());
-      if (Buffer* b = transposedMmResult(a.toNode(), v)) {
+      std::string storage = storageOf(v);
+      bool shared = !storage.empty() && outputsReading[storage].size() > 1;
+      if (Buffer* b = shared ? nullptr : transposedMmResult(a.toNode(), v)) {
         v = bufferValue(b->name, v.dtype, v.sizes);
-      } else if (Buffer* b = reshapedExternResult(v)) {
+      } else if (Buffer* b = shared ? nullptr : reshapedExternResult(v)) {
         // The output is the extern's result read whole in row-major order (e.g. bmm's
         // [b, m, n] result viewed as [2, 4, m, n]): the result takes the output's shape
         // instead of being copied (its loads index it flat, so they are unchanged).

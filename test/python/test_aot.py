@@ -275,6 +275,26 @@ def test_write_through_a_transposed_view_keeps_the_base_contiguous():
     _close(w.grad, we.grad)
 
 
+def test_output_view_of_a_saved_product():
+    """A training forward returning h.view(5, 2, 12) and saving h (for h * h) outputs one
+    buffer twice: it used to take the view's shape for both, and the backward got the saved h
+    as [5, 2, 12] ("compiled for float32[10, 12]")."""
+    def fn(x, w):
+        h = x @ w
+        return h.view(5, 2, 12), (h * h).sum(), h.t()
+
+    (got, args), (want, args_eager) = _compiled_and_eager(
+        fn, lambda: (_rand(10, 8, requires_grad=True), _rand(8, 12, requires_grad=True)))
+    assert got[0].grad_fn.name() == "CompiledFunctionBackward"
+    assert got[0].shape == (5, 2, 12) and got[2].shape == (12, 10)
+    (got[0].sum() + got[1] + (got[2] * 2).sum()).backward()
+    (want[0].sum() + want[1] + (want[2] * 2).sum()).backward()
+    for g, w in zip(got, want):
+        _close(g, w)
+    for a, b in zip(args, args_eager):
+        _close(a.grad, b.grad)
+
+
 def test_in_place_update_of_a_buffer_under_no_grad():
     """A running average kept in an argument, updated in place under no_grad (as batch norm's
     running statistics): the forward writes it back; gradients are untouched by it."""
