@@ -77,6 +77,14 @@ class Sequential(Module):
         return input
 
 
+def _list_index(container, idx):
+    """idx (an int, negative from the end) as a position in the list-like container."""
+    idx = idx.__index__()
+    if not -len(container) <= idx < len(container):
+        raise IndexError(f"index {idx} is out of range")
+    return idx % len(container)
+
+
 class ModuleList(Module):
     """A list of modules, registered so their parameters are found."""
 
@@ -85,11 +93,7 @@ class ModuleList(Module):
         if modules is not None:
             self.extend(modules)
 
-    def _abs(self, idx):
-        idx = idx.__index__()
-        if not -len(self) <= idx < len(self):
-            raise IndexError(f"index {idx} is out of range")
-        return idx % len(self)
+    _abs = _list_index
 
     def __getitem__(self, idx):
         if isinstance(idx, slice):
@@ -215,11 +219,7 @@ class ParameterList(Module):
         if values is not None:
             self += values
 
-    def _abs(self, idx):
-        idx = idx.__index__()
-        if not -len(self) <= idx < len(self):
-            raise IndexError(f"index {idx} is out of range")
-        return idx % len(self)
+    _abs = _list_index
 
     def __getitem__(self, idx):
         if isinstance(idx, slice):
