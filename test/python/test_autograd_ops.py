@@ -577,6 +577,13 @@ _SPECIAL = {
     "clamp at bounds": (lambda L, x: x.clamp(-1, 1), [[-1.0, 1.0, 0.5, 2.0]]),
     "pow at 0": (lambda L, x, e: x.pow(e), [[0.0, 0.0, 2.0], [0.0, 2.0, 0.0]]),
     "sign at 0": (lambda L, x: x.sign(), [[0.0, -1.0, 2.0]]),
+    # Ties: the running extremum's later index gets the gradient (PyTorch's indices).
+    "cummax ties": (lambda L, x: x.cummax(1)[0], [[[1.0, 3.0, 3.0, 2.0, 3.0], [0.0, 0.0, -1.0, 0.0, 5.0]]]),
+    "cummin ties": (lambda L, x: x.cummin(0)[0], [[[1.0, 3.0], [1.0, 2.0], [0.0, 2.0]]]),
+    # Far outside exp's range and at -inf: the log-space gradient neither overflows nor NaNs.
+    "logcumsumexp extremes": (lambda L, x: x.logcumsumexp(1),
+                              [[[1000.0, -1000.0, 1000.0, 88.0], [-float("inf"), 0.0, 3.0, -1e4]]]),
+    "erfinv near the edges": (lambda L, x: x.erfinv(), [[-0.999999, -0.7, 0.0, 0.3, 0.95, 0.999999]]),
 }
 
 

@@ -63,32 +63,13 @@ def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
     with no_grad():
         lo, hi = _norm_cdf((a - mean) / std), _norm_cdf((b - mean) / std)
         uniform_(tensor, 2 * lo - 1, 2 * hi - 1, generator)
-        tensor.copy_(_erfinv(tensor))
+        tensor.erfinv_()
         tensor.mul_(std * math.sqrt(2.0)).add_(mean)
         return tensor.clamp_(min=a, max=b)
 
 
 def _norm_cdf(x):
     return (1.0 + math.erf(x / math.sqrt(2.0))) / 2.0
-
-
-def _erfinv(y):
-    """erfinv over kiln ops: Giles' single-precision approximation, then one Newton step on erf."""
-    w = -((1 - y) * (1 + y)).log()
-    central = w - 2.5
-    p = central * 0 + 2.81022636e-08
-    for c in (3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087, -0.00125372503, -0.00417768164,
-              0.246640727, 1.50140941):
-        p = p * central + c
-    tail = w.sqrt() - 3
-    q = tail * 0 - 0.000200214257
-    for c in (0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773, -0.0076224613, 0.00943887047,
-              1.00167406, 2.83297682):
-        q = q * tail + c
-    x = _C._ops.where(w < 5.0, p, q) * y
-    # One Newton step: erf'(x) = 2/sqrt(pi) exp(-x^2). Where y is +-1, x is +-inf: keep it.
-    step = (x.erf() - y) / ((-(x * x)).exp() * (2.0 / math.sqrt(math.pi)))
-    return _C._ops.where(x.isfinite(), x - step, x)
 
 
 def constant_(tensor, val):
