@@ -341,9 +341,12 @@ nb::dict Tracer::failure(const char* kind, const std::string& reason) {
   return d;
 }
 
-nb::dict traceFrame(nb::handle frameInfo, nb::handle options) {
+namespace {
+
+nb::dict traceOnce(nb::handle frameInfo, nb::handle options, bool decomposeComposites) {
   Tracer tracer(frameInfo.attr("func"), frameInfo.attr("code"), frameInfo.attr("args"),
                 frameInfo.attr("globals"), frameInfo.attr("builtins"));
+  if (decomposeComposites) tracer.decomposeComposites();
   if (!options.is_none() && nb::borrow<nb::dict>(options).contains("stop_at")) {
     nb::dict o = nb::borrow<nb::dict>(options);
     nb::object stopAt = o["stop_at"], occurrence = o["occurrence"];
@@ -394,6 +397,16 @@ nb::dict traceFrame(nb::handle frameInfo, nb::handle options) {
     return tracer.failure("error", what);
   } catch (const std::exception& e) {
     return tracer.failure("unsupported", e.what());
+  }
+}
+
+} // namespace
+
+nb::dict traceFrame(nb::handle frameInfo, nb::handle options) {
+  try {
+    return traceOnce(frameInfo, options, false);
+  } catch (const RetraceDecomposed&) {
+    return traceOnce(frameInfo, options, true);
   }
 }
 

@@ -265,6 +265,7 @@ VT* Tracer::wrapTensor(nb::handle value, const SourcePtr& source, bool viaModule
   for (int64_t s : fake.sizes())
     node->meta.type->tensor().sizes.emplace_back(s);
   recorder_.bind(fake, node, real.device());
+  if (real.storageOffset() != 0) offsetStorages_.insert(fake.storage().get());
   auto* vt = make<TensorVT>(nb::steal(python::wrapTensor(fake)));
   vt->source = source;
   vt->real = nb::borrow(value);
@@ -614,6 +615,28 @@ nb::object Tracer::toPython(VT* v) {
   }
 }
 
+// as_strided(x, size, stride, storage_offset) counts the offset from the start of x's storage.
+// The fakes of the frame's tensors start at offset 0 (so that diagonal() of a slice records an
+// offset relative to the slice, which the compiled code adds the slice's own to), so an explicit
+// offset into a tensor that is a slice of a larger storage would be read relative to the slice:
+// such a call runs eagerly instead.
+void Tracer::checkAsStridedOffset(nb::handle fn, nb::handle args, nb::handle kwargs) const {
+  if (offsetStorages_.empty() || !nb::hasattr(fn, "__name__")) return;
+  if (nb::cast<std::string>(fn.attr("__name__")) != "as_strided") return;
+  nb::list a = nb::borrow<nb::list>(args);
+  nb::dict kw = nb::borrow<nb::dict>(kwargs);
+  bool method = nb::hasattr(fn, "__self__") && python::isTensor(fn.attr("__self__").ptr());
+  nb::object self = method ? nb::object(fn.attr("__self__")) : a.size() > 0 ? nb::object(a[0]) : nb::object();
+  size_t offsetPosition = method ? 2 : 3;
+  bool offsetGiven = (a.size() > offsetPosition && !a[offsetPosition].is_none()) ||
+                     (kw.contains("storage_offset") && !nb::object(kw["storage_offset"]).is_none());
+  if (!self.is_valid() || !python::isTensor(self.ptr()) || !offsetGiven) return;
+  const Tensor& t = python::unwrapTensor(self.ptr());
+  if (offsetStorages_.count(t.storage().get()))
+    throw Unsupported{"as_strided with a storage_offset into a tensor that is a slice of a larger "
+                      "storage (the offset counts from the storage's start: it runs eagerly)"};
+}
+
 VT* Tracer::callReal(nb::handle fn, const VTs& args, const Kwargs& kwargs) {
   static nb::handle autogradGrad = nb::object(nb::module_::import_("kiln.autograd").attr("grad")).release();
   static nb::handle builtinNext = nb::object(nb::module_::import_("builtins").attr("next")).release();
@@ -637,6 +660,7 @@ VT* Tracer::callReal(nb::handle fn, const VTs& args, const Kwargs& kwargs) {
   nb::dict pyKwargs;
   for (auto& [k, v] : kwargs)
     pyKwargs[k.c_str()] = toPython(v);
+  checkAsStridedOffset(fn, pyArgs, pyKwargs);
   std::unordered_set<PyObject*> leavesBefore; // arguments that are grad leaves already
   auto noteLeaf = [&](PyObject* t) {
     if (isGradLeaf(t)) leavesBefore.insert(t);
@@ -655,6 +679,11 @@ VT* Tracer::callReal(nb::handle fn, const VTs& args, const Kwargs& kwargs) {
     if (!r) {
       nb::python_error e;
       std::string what = e.what();
+      // The backward reached a tensor made inside a composite op recorded as one node (linear's
+      // transposed weight): trace the frame again with composites recorded as their parts.
+      if (fn.ptr() == autogradGrad.ptr() && !recorder_.decomposeOpsWithoutFormula &&
+          what.find("meta tensor that is not part of the graph") != std::string::npos)
+        throw RetraceDecomposed{};
       bool dataDependent = e.matches(PyExc_NotImplementedError) ||
                            what.find("meta") != std::string::npos || what.find("Meta") != std::string::npos ||
                            what.find("data-dependent") != std::string::npos;

@@ -212,5 +212,8 @@ struct Unsupported {
 struct TraceError {
   std::string reason;
 };
+// A double backward traced on the fakes met a tensor a composite op (recorded as one node) made
+// internally for autograd: the frame is traced again with composites decomposed (trace_frame).
+struct RetraceDecomposed {};
 
 } // namespace kiln::capture

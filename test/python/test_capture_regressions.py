@@ -449,6 +449,31 @@ def test_autograd_grad_with_create_graph_is_traced():
         close(got, want)
 
 
+def test_gradient_penalty_through_a_linear_layer_is_traced():
+    # WGAN-GP: the double backward reaches linear's transposed weight, which the composite made
+    # inside one recorded node ("meta tensor that is not part of the graph (aten.t)"): the frame
+    # is traced again with composites as their parts. It broke there, and the loss's backward
+    # then met the compiled critic's backward ("create_graph=True through a compiled region").
+    critic = kiln.nn.Sequential(kiln.nn.Linear(3, 8), kiln.nn.Tanh(), kiln.nn.Linear(8, 1))
+
+    def fn(real, fake, eps):
+        critic.zero_grad()
+        mix = (eps * real + (1 - eps) * fake).requires_grad_(True)
+        score = critic(mix)
+        g, = kiln.autograd.grad(score, mix, grad_outputs=kiln.ones_like(score), create_graph=True)
+        gp = ((g.norm(2, dim=1) - 1) ** 2).mean()
+        loss = critic(fake).mean() - critic(real).mean() + 10 * gp
+        loss.backward()
+        return gp.detach(), loss.detach(), critic[0].weight.grad.clone(), critic[2].bias.grad.clone()
+
+    real, fake = kiln.randn(5, 3), kiln.randn(5, 3)
+    eps = kiln.rand(5, 1)
+    want = fn(real, fake, eps)
+    got = kiln.compile(fn)(real, fake, eps)
+    for g, w in zip(got, want):
+        close(g, w)
+
+
 def test_an_input_handed_on_unchanged_is_the_argument_itself():
     # Handed on as a graph output, an input came back as an alias with the compiled graph's
     # grad_fn: autograd.grad(y, (x, unused), allow_unused=True) after a break gave zeros for
