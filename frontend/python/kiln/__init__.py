@@ -6,6 +6,9 @@ from ._C import (  # noqa: F401
     Generator, default_generator, manual_seed, seed, initial_seed, get_rng_state, set_rng_state,
 )
 from ._tensor import Tensor, Size  # noqa: F401
+from ._tensor import LEGACY_TENSOR_TYPES as _LEGACY_TENSOR_TYPES
+
+globals().update(_LEGACY_TENSOR_TYPES)  # FloatTensor, LongTensor, ...
 from ._creation import tensor, as_tensor, from_dlpack  # noqa: F401
 from ._tensor_str import set_printoptions, get_printoptions, printoptions  # noqa: F401
 from ._ops import _export_ops
