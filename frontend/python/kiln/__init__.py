@@ -45,6 +45,12 @@ from .serialization import load, save  # noqa: E402,F401
 from . import fx  # noqa: E402,F401
 from . import config  # noqa: E402,F401
 from . import cuda  # noqa: E402,F401
+from . import accelerator, backends  # noqa: E402,F401
+from ._settings import (  # noqa: E402,F401
+    are_deterministic_algorithms_enabled, get_default_dtype, get_float32_matmul_precision, get_num_threads,
+    is_deterministic_algorithms_warn_only_enabled, set_default_dtype, set_float32_matmul_precision,
+    set_num_threads, use_deterministic_algorithms,
+)
 from ._logging import set_logs  # noqa: E402,F401
 from . import compiler  # noqa: E402,F401
 from .compiler import compile, explain  # noqa: E402,F401
