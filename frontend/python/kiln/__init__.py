@@ -44,6 +44,7 @@ from . import utils  # noqa: E402,F401
 from .serialization import load, save  # noqa: E402,F401
 from . import fx  # noqa: E402,F401
 from . import config  # noqa: E402,F401
+from . import testing  # noqa: E402,F401
 from . import cuda  # noqa: E402,F401
 from . import accelerator, backends  # noqa: E402,F401
 from ._settings import (  # noqa: E402,F401
