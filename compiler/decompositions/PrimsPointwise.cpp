@@ -3,7 +3,6 @@
 // with convert_element_type, broadcast with broadcast_in_dim, the prim applied, the result
 // converted to PyTorch's result dtype.
 #include <cmath>
-#include <limits>
 #include <numbers>
 
 #include "compiler/decompositions/PrimsCommon.h"
@@ -251,37 +250,6 @@ Tensor cosh(const Tensor& self) { return unaryFloat("cosh", self, P::cosh); }
 Tensor tanh(const Tensor& self) { return unaryFloat("tanh", self, P::tanh); }
 Tensor erf(const Tensor& self) { return unaryFloat("erf", self, P::erf); }
 
-// erf's inverse as the eager kernel computes it (runtime/cpu/UnaryKernels.cpp, after ATen's
-// calc_erfinv): a rational guess per range, two Newton steps on erf, then the edges (+-inf at
-// +-1, NaN beyond). Both guesses are computed and one selected; the other's NaNs are discarded.
-Tensor erfinv(const Tensor& self) {
-  return unaryFloat("erfinv", self, [](const Tensor& y) {
-    auto c = [&](double v) { return filledLike(y, v); };
-    // c[0] z^(n-1) + ... + c[n-1], in Horner's order as the kernel writes it.
-    auto horner = [&](const Tensor& z, std::initializer_list<double> coefficients) {
-      Tensor acc;
-      for (double k : coefficients) acc = acc.defined() ? P::add(P::mul(acc, z), c(k)) : c(k);
-      return acc;
-    };
-    Tensor one = c(1), zero = c(0), yAbs = P::abs(y), negative = P::lt(y, zero);
-    Tensor z = P::mul(y, y);
-    Tensor num = horner(z, {-0.140543331, 0.914624893, -1.645349621, 0.886226899});
-    Tensor dem = horner(z, {0.012229801, -0.329097515, 1.442710462, -2.118377725, 1.0});
-    Tensor central = P::div(P::mul(y, num), dem);
-    Tensor t = P::sqrt(P::neg(P::log(P::div(P::sub(one, yAbs), c(2)))));
-    Tensor tailNum = horner(t, {1.641345311, 3.429567803, -1.624906493, -1.970840454});
-    Tensor tailDem = horner(t, {1.637067800, 3.543889200, 1.0});
-    Tensor tail = P::div(P::where(negative, P::neg(tailNum), tailNum), tailDem);
-    Tensor x = P::where(P::le(yAbs, c(0.7)), central, tail);
-    for (int step = 0; step < 2; ++step) {
-      Tensor slope = P::mul(c(1.12837916709551257390), P::exp(P::mul(P::neg(x), x)));
-      x = P::sub(x, P::div(P::sub(P::erf(x), y), slope));
-    }
-    double inf = std::numeric_limits<double>::infinity();
-    x = P::where(P::eq(yAbs, one), P::where(negative, c(-inf), c(inf)), x);
-    return P::where(P::gt(yAbs, one), c(std::numeric_limits<double>::quiet_NaN()), x);
-  });
-}
 Tensor reciprocal(const Tensor& self) { return unaryFloat("reciprocal", self, P::reciprocal); }
 
 // 1 / (1 + exp(-x)), as torch/_refs writes sigmoid.
