@@ -6,6 +6,9 @@ from ._C import (  # noqa: F401
     Generator, default_generator, manual_seed, seed, initial_seed, get_rng_state, set_rng_state,
 )
 from ._tensor import Tensor, Size  # noqa: F401
+from ._tensor import LEGACY_TENSOR_TYPES as _LEGACY_TENSOR_TYPES
+
+globals().update(_LEGACY_TENSOR_TYPES)  # FloatTensor, LongTensor, ...
 from ._creation import tensor, as_tensor, from_dlpack  # noqa: F401
 from ._tensor_str import set_printoptions, get_printoptions, printoptions  # noqa: F401
 from ._ops import _export_ops
@@ -41,7 +44,14 @@ from . import utils  # noqa: E402,F401
 from .serialization import load, save  # noqa: E402,F401
 from . import fx  # noqa: E402,F401
 from . import config  # noqa: E402,F401
+from . import testing  # noqa: E402,F401
 from . import cuda  # noqa: E402,F401
+from . import accelerator, backends  # noqa: E402,F401
+from ._settings import (  # noqa: E402,F401
+    are_deterministic_algorithms_enabled, get_default_dtype, get_float32_matmul_precision, get_num_threads,
+    is_deterministic_algorithms_warn_only_enabled, set_default_dtype, set_float32_matmul_precision,
+    set_num_threads, use_deterministic_algorithms,
+)
 from ._logging import set_logs  # noqa: E402,F401
 from . import compiler  # noqa: E402,F401
 from .compiler import compile, explain  # noqa: E402,F401
