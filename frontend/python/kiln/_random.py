@@ -1,9 +1,9 @@
 """The generator= argument of the random ops, as PyTorch's (`kiln.Generator().manual_seed(1)`,
 `kiln.randint(0, 10, (4,), generator=g)`, `t.uniform_(generator=g)`).
 
-Every random kernel draws from the default generator (Philox4x32-10, counter based: its whole
-state is a seed and a counter). An op given another generator runs with the default generator
-set to that generator's state; afterwards the generator keeps the advanced state and the default
+Every random kernel draws from the default generator (mt19937 with PyTorch's algorithms, so the
+values equal torch's for the same seed; runtime/Generator.h). An op given another generator runs
+with the default generator set to that generator's state (5056 bytes, torch's layout); afterwards the generator keeps the advanced state and the default
 generator gets its own back. So a user's generator yields exactly what the default generator
 would have yielded from the same seed, and the default stream is untouched.
 """

@@ -1,7 +1,8 @@
 """kiln.nn.init: in-place parameter initializers with torch.nn.init's formulas and signatures.
 
-Each runs under no_grad. `generator` is accepted for torch's signatures; kiln has one generator
-(kiln.default_generator, seeded by kiln.manual_seed), which every initializer draws from.
+Each runs under no_grad and draws from `generator` (a kiln.Generator; None: the default one,
+seeded by kiln.manual_seed) in torch's order and algorithms, so after the same seed the weights
+equal torch's.
 """
 import math
 import warnings
@@ -47,12 +48,12 @@ def _fan(tensor, mode):
 
 def uniform_(tensor, a=0.0, b=1.0, generator=None):
     with no_grad():
-        return tensor.uniform_(a, b)
+        return tensor.uniform_(a, b, generator=generator)
 
 
 def normal_(tensor, mean=0.0, std=1.0, generator=None):
     with no_grad():
-        return tensor.normal_(mean, std)
+        return tensor.normal_(mean, std, generator=generator)
 
 
 def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
@@ -170,7 +171,9 @@ def orthogonal_(tensor, gain=1, generator=None):
         return tensor
     rows, cols = tensor.shape[0], tensor.numel() // tensor.shape[0]
     with no_grad():
-        flat = normal_(_C._ops.empty([rows, cols], dtype=_C.float64), 0.0, 1.0, generator).numpy()
+        # Drawn in the tensor's dtype (torch's values), factored in float64.
+        flat = normal_(_C._ops.empty([rows, cols], dtype=tensor.dtype), 0.0, 1.0, generator)
+        flat = flat.to(_C.float64).numpy()
         if rows < cols:
             flat = flat.T
         q, r = np.linalg.qr(flat)

@@ -2,10 +2,23 @@
 
 A single-process loader, as torch.utils.data's with num_workers=0: batches of batch_size items
 collated by stacking tensors (and turning Python numbers into tensors), sequential or shuffled
-with kiln.randperm (so it follows kiln.manual_seed; the order differs from PyTorch's)."""
+with torch's draws (the iterator's base seed, then RandomSampler's seed and randperm), so after
+the same manual_seed the epoch order equals PyTorch's."""
 import collections.abc
 
 from ... import _C
+from ..._random import use_generator
+
+
+def _seed_draw(generator=None):
+    """torch's `torch.empty((), dtype=torch.int64).random_(generator=generator).item()`."""
+    with use_generator(generator):
+        return int(_C._ops.empty([], dtype=_C.int64).random_().item())
+
+
+def _randperm(n, generator=None):
+    with use_generator(generator):
+        return _C._ops.randperm(n).tolist()
 
 
 class Dataset:
@@ -52,7 +65,7 @@ def random_split(dataset, lengths, generator=None):
         lengths = sizes
     if sum(lengths) != n:
         raise ValueError("Sum of input lengths does not equal the length of the input dataset!")
-    order = _C._ops.randperm(n).tolist()
+    order = _randperm(n, generator)
     out, start = [], 0
     for length in lengths:
         out.append(Subset(dataset, order[start:start + length]))
@@ -103,6 +116,7 @@ class DataLoader:
         self.sampler = sampler
         self.batch_sampler = batch_sampler
         self.drop_last = drop_last
+        self.generator = generator
         self.collate_fn = collate_fn if collate_fn is not None else (default_collate if batch_size is not None
                                                                      else (lambda x: x))
 
@@ -113,7 +127,11 @@ class DataLoader:
         if self.sampler is not None:
             order = list(self.sampler)
         elif self.shuffle:
-            order = _C._ops.randperm(len(self.dataset)).tolist()
+            # torch's RandomSampler: without a generator, a fresh one seeded from the default.
+            generator = self.generator
+            if generator is None:
+                generator = _C.Generator().manual_seed(_seed_draw())
+            order = _randperm(len(self.dataset), generator)
         else:
             order = range(len(self.dataset))
         if self.batch_size is None:
@@ -129,6 +147,11 @@ class DataLoader:
             yield batch
 
     def __iter__(self):
+        # torch's iterator draws its (workers') base seed when it is made, before the sampler runs.
+        _seed_draw(self.generator)
+        return self._iterate()
+
+    def _iterate(self):
         for indices in self._batches():
             if self.batch_size is None and self.batch_sampler is None:
                 yield self.collate_fn(self.dataset[indices])
