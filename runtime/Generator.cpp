@@ -47,8 +47,14 @@ void Generator::twist() {
   auto mix = [](uint32_t u, uint32_t v) {
     return (((u & 0x80000000u) | (v & 0x7fffffffu)) >> 1) ^ ((v & 1u) ? 0x9908b0dfu : 0u);
   };
-  for (int j = 0; j < n; ++j)
-    state_[size_t(j)] = state_[size_t((j + m) % n)] ^ mix(state_[size_t(j)], state_[size_t((j + 1) % n)]);
+  uint32_t* s = state_.data();
+  // Word j takes word j + m (mod n): three loops keep the index arithmetic free of modulos.
+  int j = 0;
+  for (; j < n - m; ++j)
+    s[j] = s[j + m] ^ mix(s[j], s[j + 1]);
+  for (; j < n - 1; ++j)
+    s[j] = s[j + m - n] ^ mix(s[j], s[j + 1]);
+  s[n - 1] = s[m - 1] ^ mix(s[n - 1], s[0]);
   left_ = n;
   next_ = 0;
 }

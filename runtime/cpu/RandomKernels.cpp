@@ -83,10 +83,10 @@ template <typename T, typename F> void fillSerial(const Tensor& t, const F& valu
 // polynomials), compiled with FMA contraction. These scalar versions round step by step as that
 // build does (checked bit for bit against it on every float input [0, 1) the kernel can see);
 // libm's logf/cosf would differ by an ulp in about 1% of the values.
-uint32_t floatBits(float f) { return std::bit_cast<uint32_t>(f); }
+inline uint32_t floatBits(float f) { return std::bit_cast<uint32_t>(f); }
 
-float cephesLog(float x) {
-  if (!(x > 0.0f)) return std::numeric_limits<float>::quiet_NaN();
+[[gnu::always_inline]] inline float cephesLog(float x) {
+  bool invalid = !(x > 0.0f); // NaN, as the kernel's mask; branch-free so the loop vectorizes
   uint32_t b = floatBits(std::max(x, std::numeric_limits<float>::min()));
   // x = m * 2^e with m in [0.5, 1); below sqrt(1/2) m is doubled so that m - 1 stays small.
   float e = float(int32_t(b >> 23) - 127) + 1.0f;
@@ -102,10 +102,11 @@ float cephesLog(float x) {
     y = std::fma(y, t, p[k]);
   y = std::fma(y * t, z, e * float(-2.12194440e-4));
   y = std::fma(-z, 0.5f, y);
-  return std::fma(e, 0.693359375f, t + y); // ln 2 split in two parts: 0.693359375 - 2.12e-4
+  float r = std::fma(e, 0.693359375f, t + y); // ln 2 split in two parts: 0.693359375 - 2.12e-4
+  return invalid ? std::numeric_limits<float>::quiet_NaN() : r;
 }
 
-void cephesSinCos(float x, float& sine, float& cosine) {
+[[gnu::always_inline]] inline void cephesSinCos(float x, float& sine, float& cosine) {
   uint32_t signSin = floatBits(x) & 0x80000000u;
   x = std::fabs(x);
   // j: the even octant count of x / (pi/4); x is reduced by j pi/4 in three exact-ish parts.
@@ -134,15 +135,23 @@ void cephesSinCos(float x, float& sine, float& cosine) {
 // 8 the angle, the cosines written to the first half and the sines to the second. Float (and
 // the 16-bit types, computed in float) as the AVX2 kernel; double as the generic one (libm).
 template <typename M> void normalFill16(M* data, M mean, M std) {
-  for (int j = 0; j < 8; ++j) {
-    M u1 = 1 - data[j], u2 = data[j + 8];
-    if constexpr (std::is_same_v<M, float>) {
-      float radius = std::sqrt(-2.0f * cephesLog(u1));
-      float sine, cosine;
-      cephesSinCos(float(2.0 * std::numbers::pi) * u2, sine, cosine);
-      data[j] = std::fma(radius * cosine, std, mean);
-      data[j + 8] = std::fma(radius * sine, std, mean);
-    } else {
+  if constexpr (std::is_same_v<M, float>) {
+    // Element-wise IEEE operations only (explicit fma): vectorizing cannot change a bit.
+    float radius[8], sine[8], cosine[8];
+#pragma omp simd
+    for (int j = 0; j < 8; ++j)
+      radius[j] = std::sqrt(-2.0f * cephesLog(1.0f - data[j]));
+#pragma omp simd
+    for (int j = 0; j < 8; ++j)
+      cephesSinCos(float(2.0 * std::numbers::pi) * data[j + 8], sine[j], cosine[j]);
+#pragma omp simd
+    for (int j = 0; j < 8; ++j) {
+      data[j] = std::fma(radius[j] * cosine[j], std, mean);
+      data[j + 8] = std::fma(radius[j] * sine[j], std, mean);
+    }
+  } else {
+    for (int j = 0; j < 8; ++j) {
+      M u1 = 1 - data[j], u2 = data[j + 8];
       M radius = std::sqrt(-2 * std::log(u1));
       M theta = M(2.0f * std::numbers::pi_v<double> * u2);
       data[j] = std::fma(radius * std::cos(theta), std, mean);

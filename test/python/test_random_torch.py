@@ -192,3 +192,20 @@ def test_mlp_trains_with_torchs_losses_from_a_seeded_init():
 
     np.testing.assert_allclose(losses(kiln), losses(torch), rtol=1e-5)
     del torch
+
+
+def test_compiled_dropout_draws_the_eager_mask_and_backward_reuses_it():
+    # Random ops run eagerly inside compiled graphs: the same seed gives the eager outputs, the
+    # gradients through the saved mask (a redrawn mask would change them), and the same
+    # generator position afterwards.
+    def step(compiled):
+        kiln.manual_seed(0)
+        m = kiln.nn.Sequential(kiln.nn.Linear(8, 16), kiln.nn.ReLU(), kiln.nn.Dropout(0.3), kiln.nn.Linear(16, 3))
+        x, y = kiln.randn(32, 8), kiln.randint(0, 3, (32,))
+        f = kiln.compile(lambda a: m(a)) if compiled else m
+        out = f(x)
+        kiln.nn.functional.cross_entropy(out, y).backward()
+        return out.detach().numpy(), m[0].weight.grad.numpy(), kiln.rand(3).numpy()
+
+    for a, b in zip(step(False), step(True)):
+        np.testing.assert_array_equal(a, b)
