@@ -148,11 +148,15 @@ def test_module_initialization_matches():
     def build(T):
         T.manual_seed(0)
         nn = T.nn
-        m = nn.Sequential(nn.Conv2d(3, 8, 3), nn.Linear(10, 7), nn.Embedding(11, 4), nn.LayerNorm(4))
-        extra = [T.empty(6, 5), T.empty(4, 9), T.empty(20)]
+        m = nn.Sequential(nn.Conv2d(3, 8, 3), nn.Linear(10, 7), nn.Embedding(11, 4), nn.LayerNorm(4),
+                          nn.LSTM(4, 6), nn.MultiheadAttention(8, 2), nn.ConvTranspose1d(2, 3, 3))
+        extra = [T.empty(6, 5), T.empty(4, 9), T.empty(20), T.empty(30, 7), T.empty(40), T.empty(5, 3)]
         nn.init.xavier_uniform_(extra[0])
         nn.init.kaiming_normal_(extra[1])
         nn.init.normal_(extra[2], 0.0, 0.02)
+        nn.init.trunc_normal_(extra[3], std=0.02)  # torch 2.13: normal draws, redrawn outside [a, b]
+        nn.init.trunc_normal_(extra[4], mean=0.0, std=1.0, a=1.0, b=3.0)  # rejection from uniforms
+        nn.init.trunc_normal_(extra[5], std=1.0, a=-0.5, b=0.5)  # redraws happen
         return [p.detach().numpy() for p in m.parameters()] + [e.numpy() for e in extra]
 
     for g, w in zip(build(kiln), build(torch)):
