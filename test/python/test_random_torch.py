@@ -213,3 +213,16 @@ def test_compiled_dropout_draws_the_eager_mask_and_backward_reuses_it():
 
     for a, b in zip(step(False), step(True)):
         np.testing.assert_array_equal(a, b)
+
+
+def test_normal_function():
+    assert_same(lambda T: [T.normal(T.zeros(20), 2.0), T.normal(1.0, T.ones(5) * 3), T.normal(2.0, 3.0, (17,)),
+                           T.normal(T.arange(4.0), T.ones(4)), T.normal(T.zeros(3, 1), T.ones(1, 4))], 1)
+    with pytest.raises(RuntimeError, match="std >= 0.0"):
+        kiln.normal(kiln.zeros(3), -1.0)
+    with pytest.raises(RuntimeError, match="do not broadcast"):
+        kiln.normal(kiln.zeros(3), kiln.ones(4))
+    g = kiln.Generator().manual_seed(3)
+    np.testing.assert_array_equal(kiln.normal(kiln.zeros(20), 2.0, generator=g).numpy(),
+                                  need_torch().normal(need_torch().zeros(20), 2.0,
+                                                      generator=need_torch().Generator().manual_seed(3)).numpy())
