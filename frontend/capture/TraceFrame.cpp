@@ -31,6 +31,16 @@ std::string Tracer::constantRef(nb::handle o) {
   return "__c[" + std::to_string(nb::len(constants_) - 1) + "]";
 }
 
+std::string Tracer::symbolicSizeExpr(PyObject* o) const {
+  if (symbolExpr_.empty() || !PyLong_Check(o) || PyLong_CheckExact(o) || PyBool_Check(o)) return {};
+  static nb::handle sizeSource =
+      nb::object(nb::module_::import_("kiln.compiler.dynamic").attr("size_source")).release();
+  nb::dict symbols;
+  for (const auto& [id, expr] : symbolExpr_) symbols[nb::int_(id)] = nb::str(expr.c_str());
+  nb::object source = sizeSource(nb::handle(o), symbols);
+  return source.is_none() ? std::string() : nb::cast<std::string>(source);
+}
+
 std::string Tracer::outputExpr(VT* v, std::vector<Node*>& outputs, nb::list& constants) {
   switch (v->kind) {
   case VT::Kind::Tensor: {
@@ -46,6 +56,24 @@ std::string Tracer::outputExpr(VT* v, std::vector<Node*>& outputs, nb::list& con
     PyObject* o = static_cast<ConstantVT*>(v)->value.ptr();
     if (o == Py_None || PyBool_Check(o) || PyLong_CheckExact(o) || PyUnicode_CheckExact(o))
       return literal(o);
+    std::string size = symbolicSizeExpr(o);
+    if (!size.empty()) return size;
+    if (PyTuple_Check(o) && !symbolExpr_.empty()) {
+      // A shape with symbolic dims (`return x.shape`): rebuilt from the input's sizes.
+      std::string items;
+      bool symbolic = false;
+      for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(o); ++i) {
+        PyObject* item = PyTuple_GET_ITEM(o, i);
+        std::string e = symbolicSizeExpr(item);
+        symbolic = symbolic || !e.empty();
+        if (e.empty() && !PyLong_Check(item)) return constantRef(o);
+        items += (e.empty() ? literal(nb::int_(nb::borrow(item))) : e) + ", ";
+      }
+      if (symbolic) {
+        std::string tuple = "(" + items + ")";
+        return PyTuple_CheckExact(o) ? tuple : constantRef(nb::handle(reinterpret_cast<PyObject*>(Py_TYPE(o)))) + "(" + tuple + ")";
+      }
+    }
     return constantRef(o);
   }
   case VT::Kind::List:

@@ -233,7 +233,10 @@ VT* Tracer::wrapTensor(nb::handle value, const SourcePtr& source, bool viaModule
     if (p != probeSizes.end()) probe = p->second;
     if (dyn != dynamicDims.end())
       for (size_t d = 0; d < dyn->second.size(); ++d)
-        if (dyn->second[d] >= 0) symbolOfSize_[probe ? (*probe)[d] : real.sizes()[d]] = dyn->second[d];
+        if (dyn->second[d] >= 0) {
+          symbolOfSize_[probe ? (*probe)[d] : real.sizes()[d]] = dyn->second[d];
+          symbolExpr_.emplace(dyn->second[d], expr + ".shape[" + std::to_string(d) + "]");
+        }
     node = placeholder(source->identifier());
     inputExprs_.push_back(expr);
     inputExprOf_[node] = expr;

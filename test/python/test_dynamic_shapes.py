@@ -163,8 +163,24 @@ def test_size_dependent_branch_compiles_static():
     assert counts["symbols"] == ["x: f32[4, s0]", "x: f32[200, s0]", "x: f32[5, s0]"]
 
 
-def test_size_returned_as_python_value_compiles_static():
-    counts = _check(lambda x: (x + 1, x.shape[0] * 2), [(_t(4, 3),), (_t(6, 3),)], dynamic_flag=True)
+def test_size_returned_as_python_value_is_computed_from_the_inputs():
+    # A size (or an int computed from sizes) returned as a Python value is read from the inputs
+    # at each call, as torch.compile returns a SymInt: one graph over the symbols, where each
+    # call used to recompile (until the recompile limit) because the traced value was baked in.
+    def fn(x):
+        n, d = x.shape
+        return x + 1, x.shape[0] * 2, {"n": n, "k": [-(n - d) // 3 % 5, abs(d - n)]}, x.shape
+
+    counts = _check(fn, [(_t(4, 3),), (_t(6, 3),), (_t(9, 2),)], dynamic_flag=True)
+    assert counts["symbols"] == ["x: f32[s0, s1]"]
+    # Automatic dynamic: the second size recompiles over the symbol, no later size compiles.
+    counts = _check(lambda x: (x.sum(), x.shape[0]), [(_t(n, 3),) for n in (4, 5, 6, 7, 8, 4)])
+    assert counts["symbols"] == [None, "x: f32[s0, 3]"]
+
+
+def test_size_returned_as_a_float_compiles_static():
+    # A float computed from a size has no integer expression: each size compiles statically.
+    counts = _check(lambda x: (x + 1, x.shape[0] / 2), [(_t(4, 3),), (_t(6, 3),)], dynamic_flag=True)
     assert counts["symbols"] == ["x: f32[4, s0]", "x: f32[6, s0]"]
 
 
