@@ -572,3 +572,44 @@ def test_a_subscript_break_inside_no_grad_keeps_grad_mode():
         got = run(compiled)
         np.testing.assert_allclose(got[0], want[0], rtol=1e-5)
         np.testing.assert_allclose(got[1], want[1], rtol=1e-5)
+
+
+def test_live_views_of_graph_values_are_remade_from_their_bases():
+    # A tensor live at a break that views a value the graph computes comes back as a view of
+    # that value (remade after the call, as AOT autograd regenerates an output aliasing an
+    # intermediate): the frame keeps compiling, where it used to run eagerly.
+    def train(x):
+        s = x.sort(dim=1).values
+        med = s[:, 2]            # a view of the sort's values, live after the break
+        loss = (s * 2.0).sum() + med.sum()
+        g, = kiln.autograd.grad(loss, x, retain_graph=True)
+        return med, g, (med * 3.0).sum()
+
+    def alias(x):
+        y = x * 2.0
+        row = y[1][1:]           # a view of y, both live after the break
+        n = np.tanh(0.5)         # a numpy call: a break
+        row.fill_(float(n))      # must write into y
+        return y + 1.0, row
+
+    x = kiln.from_numpy(np.random.default_rng(3).standard_normal((3, 5)).astype("float32"))
+    for fn, args, graphs in ((train, (x.detach().requires_grad_(),), 2), (alias, (x,), 2)):
+        want = fn(*args)
+        kiln.compiler.reset()
+        compiled = kiln.compile(fn, backend="eager")
+        for _ in range(2):
+            got = compiled(*args)
+            for w, g in zip(want, got):
+                np.testing.assert_allclose(g.detach().numpy(), w.detach().numpy(), rtol=1e-5, atol=1e-6)
+        assert got[0].requires_grad == want[0].requires_grad
+        kiln.compiler.reset()
+        e = kiln.explain(fn)(*args)
+        assert (e.graph_count, len(e.break_reasons)) == (graphs, 1), str(e)
+    # The view still has its history through the base: its gradient reaches x.
+    xr = x.detach().requires_grad_()
+    kiln.compiler.reset()
+    med, _, _ = kiln.compile(train, backend="eager")(xr)
+    med.sum().backward()
+    xe = x.detach().requires_grad_()
+    train(xe)[0].sum().backward()
+    np.testing.assert_allclose(xr.grad.numpy(), xe.grad.numpy(), rtol=1e-6)

@@ -199,34 +199,80 @@ def _detaching_outputs(compiled, graph):
     return run
 
 
-def _returns_view_of_intermediate(graph, training):
-    """Whether two outputs of `graph` alias one value the graph computes, one as a view of it
-    (`y[0][1][0] = -1.0` breaking with y and y[0][1] live): compiled, the view would come back as
-    a copy, and a write through it would miss the other. A view whose base nothing after the
-    break holds (attention's `out.view(...)` of a linear) is as good as a copy, in an inference
-    graph; a `training` graph (AOT autograd) does not take any output that views an
-    intermediate (its backward then received the view for the saved base)."""
-    outputs = [n for n in graph.nodes if n.op == "output"]
-    if not outputs:
-        return False
-    stack, values = [outputs[0].args], []
-    while stack:
-        a = stack.pop()
-        if isinstance(a, (tuple, list)):
-            stack.extend(a)
-        elif hasattr(a, "op") and a not in values:
-            values.append(a)
+def _regenerate_views(graph, training):
+    """Makes the outputs of `graph` that are views of a value it computes come back as views:
+    such an output is replaced by its base (or taken from the base's own output) and the list
+    returned says how to remake the view from it after the call, [(position, source position,
+    [view nodes, innermost first])]; None when a view cannot be remade (a view op with a node
+    argument besides its input). As AOT autograd regenerates an output that aliases an
+    intermediate from the intermediate, at run time.
+
+    Compiled, a view would come back as a copy: `y[0][1][0] = -1.0` breaking with y and y[0][1]
+    live wrote into the copy and missed y, and a training graph (AOT autograd) gave its backward
+    the view for the saved base (`med = x.sort().values[:, 4]` live at an `autograd.grad` break
+    ran the whole frame eagerly). A lone view in an inference graph whose base nothing after the
+    break holds (attention's `out.view(...)` of a linear) is as good as a copy and stays."""
+    output = graph.output_node
+    if output is None or not isinstance(output.args[0], (tuple, list)):
+        return []
+    outputs = list(output.args[0])
     by_root = {}
-    for node in values:
+    for i, node in enumerate(outputs):
+        if not hasattr(node, "op"):
+            continue
         # `a = x.clone(); a[idx] = 0.5` returns the clone itself written in place (index_put_):
-        # compiled it is the same fresh tensor. Only a view somewhere on the way is a problem.
-        base, view = node, False
+        # compiled it is the same fresh tensor. Only a view somewhere on the way is a problem;
+        # the writes in place on the way are in the base's storage, so only views are replayed.
+        base, views = node, []
         while (alias := _aliases_first_argument(base)) is not None:
-            view = view or alias == "view"
+            if alias == "view":
+                views.append(base)
             base = base.args[0]
         if base.op not in ("placeholder", "get_attr"):
-            by_root.setdefault(base, []).append(view)
-    return any((training or len(views) > 1) and any(views) for views in by_root.values())
+            by_root.setdefault(base, []).append((i, views[::-1]))
+    regen = []
+    for root, entries in by_root.items():
+        if not any(views for _, views in entries) or not (training or len(entries) > 1):
+            continue
+        if any(hasattr(a, "op") for _, views in entries for v in views for a in _node_args_of(v)):
+            return None
+        source = next((i for i, views in entries if not views and outputs[i] is root), None)
+        if source is None:
+            source = entries[0][0]
+            outputs[source] = root
+        regen += [(i, source, views) for i, views in entries if views]
+    if regen:
+        output.args = (tuple(outputs),)
+    return regen
+
+
+def _node_args_of(view):
+    """The arguments of a view node besides its input."""
+    return list(view.args[1:]) + list(view.kwargs.values())
+
+
+def _remaking_views(compiled, regen):
+    """`compiled`, with the outputs _regenerate_views replaced by their bases made views of
+    them again (the view ops run eagerly, so a training graph's views get their autograd
+    history from the base, as eager's)."""
+    from ..fx import resolve_target
+
+    steps = [(i, source, [(resolve_target(str(v.target)), tuple(v.args[1:]), dict(v.kwargs)) for v in views])
+             for i, source, views in regen]
+
+    def run(*args):
+        out = list(compiled(*args))
+        made = []
+        for i, source, views in steps:
+            value = out[source]
+            for op, rest, kwargs in views:
+                value = op(value, *rest, **kwargs)
+            made.append((i, value))
+        for i, value in made:
+            out[i] = value
+        return tuple(out)
+
+    return run
 
 
 def _is_tensor_module(obj):
@@ -423,16 +469,17 @@ class FrameCallback:
                     site, result = moved, self._retrace(code, frame_info, moved)
             if not result["ok"]:
                 why = f"tracing up to the break failed: {result['reason']}"
-            elif _returns_view_of_intermediate(result["graph"], _needs_autograd(
+            elif (regen := _regenerate_views(result["graph"], _needs_autograd(
                     example_inputs(code, frame_info.args, result["inputs"], result["constants"]),
-                    result["attrs"], result["graph"])):
-                # `y[0][1][0] = -1.0` breaking with y[0][1] on the stack: the compiled graph
-                # would hand back a copy of that view, and the write after the break would miss y.
+                    result["attrs"], result["graph"]))) is None:
+                # A live view whose view op cannot be replayed from its base after the call.
                 why = "a live tensor is a view of a value computed before the break"
             elif site.kind == "generic" and not result["op_count"]:
                 # As TorchDynamo: nothing to compile before an instruction that is not a call or
                 # a branch, so the frame runs eagerly as a whole.
                 why = "no operation before it"
+            else:
+                result["view_outputs"] = regen
         if why is not None:
             _breaks_log.debug("graph break in %s at %s:%d not resumed (%s)", _where(code),
                               site.reason.filename, site.reason.lineno, why)
@@ -478,7 +525,10 @@ class FrameCallback:
         # Training graphs are compiled over size symbols by AOT autograd for the inductor backend
         # (aot.compile_training_dynamic); other backends get them through gm.kiln_dynamic.
         # (A graph before a break is probed as it was traced: up to the break, `site`.)
-        if leaves_grad_mode is None and (not _needs_autograd(examples, result["attrs"])
+        # (Outputs remade as views of their bases after the call (_regenerate_views) are not
+        # in the probe traces: such a graph compiles for static sizes.)
+        if leaves_grad_mode is None and not result.get("view_outputs") and (
+                not _needs_autograd(examples, result["attrs"])
                                          or _backend_name(self.backend) == "inductor"):
             traces = self._dynamic_traces(code, state, frame_info, result, examples, site)
             if traces is not None and not getattr(self.backend, "supports_dynamic_shapes", False):
@@ -525,6 +575,8 @@ class FrameCallback:
         if leaves_grad_mode is not None:
             compiled = _switching_grad_mode_after(compiled, leaves_grad_mode)
         compiled = _detaching_outputs(compiled, gm.graph)
+        if result.get("view_outputs"):
+            compiled = _remaking_views(compiled, result["view_outputs"])
         entry = self._glue_entry(code, frame_info, result, site, compiled)
 
         if traces is not None:
