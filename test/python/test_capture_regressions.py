@@ -464,3 +464,29 @@ def test_an_input_handed_on_unchanged_is_the_argument_itself():
     assert none is True and same is unused
     kiln.compiler.reset()
     assert kiln.compile(lambda t: (t, t * 2))(x)[0] is x
+
+
+def test_gradcheck_of_a_compiled_function_compiles_one_graph():
+    # gradcheck calls the function in the caller's grad mode for the numerical jacobian too
+    # (as torch's does; only its writes into the input run under no_grad): a compiled function
+    # there used to compile a second graph for grad mode off.
+    modes = []
+
+    def f(t):
+        modes.append(kiln.is_grad_enabled())
+        return (t.sin() * t).cumsum(0)
+
+    d = kiln.randn(4, dtype=kiln.float64, requires_grad=True)
+    assert kiln.autograd.gradcheck(f, (d,), eps=1e-6, atol=1e-4)
+    assert modes and all(modes)
+    seen = []
+
+    def backend(gm, example_inputs):
+        seen.append(gm)
+        return gm.forward
+
+    def g(t):
+        return (t.sin() * t).cumsum(0)
+
+    assert kiln.autograd.gradcheck(kiln.compile(g, backend=backend), (d,), eps=1e-6, atol=1e-4)
+    assert len(seen) == 1
