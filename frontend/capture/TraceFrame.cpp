@@ -239,7 +239,9 @@ nb::list Tracer::sideEffectLines(std::vector<Node*>& outputs, nb::list& constant
         for (auto& [k, x] : d->entries)
           body += ref(k) + ": " + outputExpr(x, outputs, constants) + ", ";
         std::string t = target(c, d->original);
-        line = t + ".clear(); " + t + ".update({" + body + "})";
+        // The new contents are evaluated before the clear: a value the dict kept may be read
+        // through it (`out['a']`, when `out['b'] = ...` was stored beside it).
+        line = "(lambda __v: (" + t + ".clear(), " + t + ".update(__v)))({" + body + "})";
       }
       break;
     }

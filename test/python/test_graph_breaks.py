@@ -313,13 +313,14 @@ def test_list_append_and_dict_setitem_on_inputs_replay():
         return y.sum()
 
     x = _x()
-    acc, d = [], {"old": 1}
+    # "keep" is replayed as read through the dict (d['keep']): read before the dict is cleared.
+    acc, d = [], {"old": 1, "keep": [1, 2]}
     want = fn(x, acc, d)
     want_state = _plain([acc, d])
     kiln.compiler.reset()
     compiled = kiln.compile(fn, backend="eager")
     for _ in range(2):  # the second call runs the cached glue
-        acc2, d2 = [], {"old": 1}
+        acc2, d2 = [], {"old": 1, "keep": [1, 2]}
         got = compiled(x, acc2, d2)
         np.testing.assert_allclose(got.numpy(), want.numpy())
         assert _plain([acc2, d2]) == want_state
