@@ -337,6 +337,20 @@ def has_tensor_in_frame(frame_info):
     return False
 
 
+def _float_scope(frame_info):
+    """The function whose floats a frame reads: the step a shared wrapper runs (the code at
+    the end of its `__wrapped__` chain), else None (the frame's code)."""
+    import inspect
+
+    func = getattr(frame_info, "func", None)
+    if getattr(func, "__wrapped__", None) is None:
+        return None
+    try:
+        return getattr(inspect.unwrap(func), "__code__", None)
+    except ValueError:  # a cycle of __wrapped__
+        return None
+
+
 def _where(code):
     return f"{code.co_qualname} ({code.co_filename}:{code.co_firstlineno})"
 
@@ -427,12 +441,17 @@ class FrameCallback:
         as an input, and later steps reuse that graph. A float the traced code cannot take as a
         tensor (it branches on it: SGD's `momentum != 0`) stays a guarded constant."""
         floats = dict(result.get("floats") or {})
+        # What changed is remembered per function the frame runs, as TorchDynamo's per code
+        # object: kiln's optimizers share one step wrapper (one code object), but SGD's lr is
+        # not Adam's (SGD's first step after an Adam compiled its lr as an input at once, where
+        # torch.compile specializes it first).
+        scope = _float_scope(frame_info)
         for expr, value in floats.items():
-            before = state.floats.get(expr)
+            before = state.floats.get((scope, expr))
             if before is not None and before != value:
-                state.dynamic_floats.add(expr)
-            state.floats[expr] = value
-        wanted = sorted((state.dynamic_floats & floats.keys()) - state.static_floats)
+                state.dynamic_floats.add((scope, expr))
+            state.floats[(scope, expr)] = value
+        wanted = sorted(e for e in floats if (scope, e) in state.dynamic_floats - state.static_floats)
         if not wanted:
             return result
 
@@ -445,16 +464,16 @@ class FrameCallback:
         dynamic = traced(wanted)
         if not dynamic["ok"] and len(wanted) > 1:
             alone = [expr for expr in wanted if traced([expr])["ok"]]
-            state.static_floats.update(set(wanted) - set(alone))
+            state.static_floats.update((scope, e) for e in set(wanted) - set(alone))
             dynamic = traced(alone) if alone else dynamic
         elif not dynamic["ok"]:
-            state.static_floats.update(wanted)
+            state.static_floats.update((scope, e) for e in wanted)
         if not dynamic["ok"]:
             _recompiles_log.info("%s: the floats %s that changed since the last compile stay constants (%s)",
                                  _where(code), ", ".join(wanted), dynamic["reason"])
             return result
         _recompiles_log.info("%s: floats that change between calls are graph inputs: %s", _where(code),
-                             ", ".join(e for e in wanted if e not in state.static_floats))
+                             ", ".join(e for e in wanted if (scope, e) not in state.static_floats))
         return dynamic
 
     def _partial(self, code, state, frame_info, site):
