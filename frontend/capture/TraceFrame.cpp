@@ -102,9 +102,11 @@ std::string Tracer::outputExpr(VT* v, std::vector<Node*>& outputs, nb::list& con
       std::string key = PyUnicode_CheckExact(k.ptr()) || PyLong_CheckExact(k.ptr()) ? literal(k) : constantRef(k);
       body += key + ": " + outputExpr(x, outputs, constants) + ", ";
     }
+    if (d->madeType.is_valid()) return memoized(v, constantRef(d->madeType) + "({" + body + "})");
     return memoized(v, "{" + body + "}");
   }
   case VT::Kind::Set:
+    if (static_cast<SetVT*>(v)->fromOutside) return constantRef(static_cast<SetVT*>(v)->original);
     if (memo_.count(v)) return memo_[v];
     return memoized(v, "set(" + constantRef(toPython(v)) + ")");
   case VT::Kind::Object: {
