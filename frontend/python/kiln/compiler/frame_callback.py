@@ -210,8 +210,9 @@ def _regenerate_views(graph, training):
     Compiled, a view would come back as a copy: `y[0][1][0] = -1.0` breaking with y and y[0][1]
     live wrote into the copy and missed y, and a training graph (AOT autograd) gave its backward
     the view for the saved base (`med = x.sort().values[:, 4]` live at an `autograd.grad` break
-    ran the whole frame eagerly). A lone view in an inference graph whose base nothing after the
-    break holds (attention's `out.view(...)` of a linear) is as good as a copy and stays."""
+    ran the whole frame eagerly; still does: None). A lone view in an inference graph whose base
+    nothing after the break holds (attention's `out.view(...)` of a linear) is as good as a copy
+    and stays."""
     output = graph.output_node
     if output is None or not isinstance(output.args[0], (tuple, list)):
         return []
@@ -234,6 +235,13 @@ def _regenerate_views(graph, training):
     for root, entries in by_root.items():
         if not any(views for _, views in entries) or not (training or len(entries) > 1):
             continue
+        if training:
+            # Not for a training graph: its base would become one more output with history of
+            # the graph's single autograd node, and code that backpropagates two outputs of one
+            # node at different times (a GAN step: errD_fake.backward(), later errG through
+            # fake) frees its saved tensors at the first (torch.compile's AOT autograd fails the
+            # same way on such a graph). The frame runs eagerly, as before.
+            return None
         if any(hasattr(a, "op") for _, views in entries for v in views for a in _node_args_of(v)):
             return None
         source = next((i for i, views in entries if not views and outputs[i] is root), None)
