@@ -12,6 +12,8 @@ import kiln
 from kiln.compiler import dynamic
 from kiln.compiler.backends import lookup_backend
 
+nn = kiln.nn
+
 pytestmark = pytest.mark.skipif(shutil.which(os.environ.get("KILN_CXX", "c++")) is None,
                                 reason="no C++ compiler")
 
@@ -559,3 +561,35 @@ def test_graphs_around_a_break_and_with_fallbacks_compile_twice(capsys):
         np.testing.assert_allclose(got.numpy(), fn(x, w).numpy(), rtol=1e-5, atol=1e-6)
         assert printed == capsys.readouterr().out == f"step kiln.Size([{n}, 16]) {n}\n"
     assert len(counts) == 2 and all(c == (1, 1) for c in counts.values()), counts
+
+
+@pytest.mark.parametrize("grad", [True, False])
+def test_explain_counts_the_graphs_a_symbolic_compile_makes(grad):
+    # kiln.explain runs the eager backend (static sizes) but counts as a compile over size
+    # symbols would: a module's forward called at batch 6, 2, 4, 5 from a loop that runs eagerly
+    # is 2 graphs (the second symbolic), as torch._dynamo.explain counts (torch 2.13: 2 / 1).
+    # Training graphs included, and sizes are remembered from a first compile that did not
+    # probe (it counted 4; vit_train's eval loop after its training steps, one too many).
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(3, 2)
+
+        def forward(self, x):
+            return self.lin(x).relu() * 2
+
+    m = M()
+    xs = [_t(n, 3) for n in (6, 2, 4, 5)]
+
+    def run(xs):
+        out = []
+        with kiln.set_grad_enabled(grad):
+            for x in xs:
+                out.append(m(x).sum().item())
+        return out
+
+    want = run(xs)
+    e = kiln.explain(run)(xs)
+    assert (e.graph_count, e.graph_break_count) == (2, 1), str(e)
+    assert e.dynamic_per_graph[1] == "x: f32[s0, 3]"
+    np.testing.assert_allclose(kiln.compile(run, backend="eager")(xs), want, rtol=1e-5)

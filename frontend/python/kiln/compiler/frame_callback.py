@@ -117,7 +117,8 @@ class _CodeState:
     one-time warnings already given."""
 
     __slots__ = ("break_reason", "warned_backend", "warned_recompile_limit", "sizes", "dynamic_dims",
-                 "static_dims", "wanted_dims", "floats", "dynamic_floats", "static_floats")
+                 "static_dims", "wanted_dims", "floats", "dynamic_floats", "static_floats",
+                 "described_guards")
 
     def __init__(self):
         self.break_reason = None
@@ -137,6 +138,9 @@ class _CodeState:
         self.floats = {}
         self.dynamic_floats = set()
         self.static_floats = set()
+        # kiln.explain: the symbolic guards of graphs described over size symbols but compiled
+        # for static sizes (the eager backend); a recompile they admit is not a new graph.
+        self.described_guards = []
 
 
 _code_states = weakref.WeakKeyDictionary()
@@ -549,18 +553,28 @@ class FrameCallback:
                 run = _switching_grad_mode_after(run, leaves_grad_mode)
             return self._glue_entry(code, frame_info, result, site, run)
         traces, static_result, described = None, result, None
+        served = self._served_by_a_described_graph(state, frame_info)
         # Training graphs are compiled over size symbols by AOT autograd for the inductor backend
         # (aot.compile_training_dynamic); other backends get them through gm.kiln_dynamic.
         # (A graph before a break is probed as it was traced: up to the break, `site`.)
         # (Outputs remade as views of their bases after the call (_regenerate_views) are not
         # in the probe traces: such a graph compiles for static sizes.)
+        # (kiln.explain describes training graphs over size symbols too: its counts are those of
+        # a compile that makes them symbolic, as the inductor backend does.)
         if leaves_grad_mode is None and not result.get("view_outputs") and (
                 not _needs_autograd(examples, result["attrs"])
-                                         or _backend_name(self.backend) == "inductor"):
+                or _backend_name(self.backend) == "inductor" or self.describe_dynamic):
             traces = self._dynamic_traces(code, state, frame_info, result, examples, site)
             if traces is not None and not getattr(self.backend, "supports_dynamic_shapes", False):
                 # Described (kiln.explain), not compiled over: the graph runs at the call's sizes.
+                state.described_guards.append(traces.result["guards"])
                 described, traces = traces.describe(), None
+        else:
+            # The sizes are remembered all the same, so that the next compile sees which dims
+            # changed (a training forward then an eval one at another batch: the second is
+            # symbolic, as with torch.compile).
+            self._wanted_dynamic_dims(state, result["inputs"], examples)
+            state.wanted_dims = {}
             if traces is not None:
                 result = traces.result
                 gm = GraphModule(result["attrs"], result["graph"])
@@ -616,10 +630,24 @@ class FrameCallback:
             _graph_log.debug("Python code of %s:\n%s", name, gm.code)
         _guards_log.info("guards of %s (entry %d of %s):\n%s", name, frame_info.num_entries + 1,
                          _where(code), result["guards"])
+        if served:
+            # kiln.explain counts the graphs a compile over size symbols would make: this call
+            # recompiled (the eager backend runs static sizes) where that graph would serve it.
+            return entry
         for recorder in self._recorders(code):
             recorder.add_graph(gm, result["op_count"], result["guards"], examples,
                                dynamic=traces.describe() if traces is not None else described)
         return entry
+
+    def _served_by_a_described_graph(self, state, frame_info):
+        """kiln.explain: whether a graph described over size symbols earlier admits this call."""
+        if not self.describe_dynamic or frame_info.num_entries == 0 or not state.described_guards:
+            return False
+        try:
+            return any(g.check_frame(frame_info.func, tuple(frame_info.args)) is None
+                       for g in state.described_guards)
+        except (TypeError, ValueError):  # a frame check_frame cannot rebuild
+            return False
 
     def _backend_compile(self, code, frame_info, gm, examples, traces):
         """(compiled, gm, traces) of the backend on gm. A graph over size symbols the backend
