@@ -114,6 +114,13 @@ public:
 
   RootPosition rootPosition;
   std::map<int64_t, int> symbolOfSize_; // a symbol's value in this trace -> its id
+  // Per symbol id, an expression over the frame's arguments reading its size at each call
+  // (`x.shape[0]`, of the first input dim bound to it): a size returned or handed to a resume
+  // function is read from the inputs, not baked in as the traced value.
+  std::map<int, std::string> symbolExpr_;
+  // `v`'s expression over the arguments when it is a size computed from symbols (a SizeInt:
+  // `x.shape[0] * 2`), else empty.
+  std::string symbolicSizeExpr(PyObject* v) const;
   int stopAt = -1, stopOccurrence = 0;
   std::vector<bool> live;
   // Dynamic shapes (trace_frame options, docs/capture.md): per input expression, the sizes its
