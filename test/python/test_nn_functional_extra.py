@@ -157,3 +157,39 @@ def test_errors_as_torch():
             make(torch)
         with pytest.raises(ValueError):
             make(kiln)
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+@pytest.mark.parametrize("padding_idx", [None, 0])
+@pytest.mark.parametrize("include_last_offset", [False, True])
+def test_embedding_bag_matches_torch(mode, padding_idx, include_last_offset):
+    weight = rng.standard_normal((10, 4)).astype(np.float32)
+    flat = np.array([1, 2, 4, 5, 4, 3, 2, 9, 0, 0], np.int64)
+    offsets = np.array([0, 3, 3, 6, 10] if include_last_offset else [0, 3, 3, 6], np.int64)  # an empty bag
+    rows = np.array([[1, 2, 0], [4, 0, 9]], np.int64)
+    psw = rng.random(10).astype(np.float32)
+    results = []
+    for T in (kiln, torch):
+        w = T.from_numpy(weight.copy()).requires_grad_()
+        a = T.nn.functional.embedding_bag(T.from_numpy(flat), w, T.from_numpy(offsets), mode=mode,
+                                          padding_idx=padding_idx, include_last_offset=include_last_offset,
+                                          per_sample_weights=T.from_numpy(psw) if mode == "sum" else None)
+        b = T.nn.functional.embedding_bag(T.from_numpy(rows), w, mode=mode, padding_idx=padding_idx)
+        ((a * a).sum() + (b * b).sum()).backward()
+        results.append((a.detach().numpy(), b.detach().numpy(), w.grad.numpy()))
+    for k, t in zip(*results):
+        np.testing.assert_allclose(k, t, rtol=1e-5, atol=1e-6)
+
+
+def test_embedding_bag_module_and_compile():
+    bag = kiln.nn.EmbeddingBag(10, 3, mode="sum", padding_idx=2)
+    assert repr(bag) == repr(torch.nn.EmbeddingBag(10, 3, mode="sum", padding_idx=2))
+    assert bag.weight[2].abs().sum().item() == 0
+    x, offsets = kiln.tensor([1, 2, 3, 7, 7]), kiln.tensor([0, 2])
+    kiln.compiler.reset()
+    np.testing.assert_allclose(kiln.compile(bag)(x, offsets).detach().numpy(), bag(x, offsets).detach().numpy(),
+                               rtol=1e-6)
+    pre = kiln.nn.EmbeddingBag.from_pretrained(kiln.ones(4, 2), mode="max")
+    assert not pre.weight.requires_grad and pre(kiln.tensor([[0, 1]])).tolist() == [[1.0, 1.0]]
+    with pytest.raises(ValueError, match="offsets has to be None"):
+        bag(kiln.tensor([[1, 2]]), kiln.tensor([0]))

@@ -13,7 +13,7 @@ _ops = _C._ops
 
 __all__ = [
     "adaptive_max_pool1d_with_indices", "adaptive_max_pool2d_with_indices", "alpha_dropout", "celu_",
-    "channel_shuffle", "dropout1d", "dropout3d", "elu_", "feature_alpha_dropout", "fold", "gaussian_nll_loss",
+    "channel_shuffle", "dropout1d", "dropout3d", "elu_", "embedding_bag", "feature_alpha_dropout", "fold", "gaussian_nll_loss",
     "gumbel_softmax", "hardshrink", "hardtanh_", "hinge_embedding_loss", "leaky_relu_", "local_response_norm",
     "max_pool1d_with_indices", "max_pool2d_with_indices", "multi_margin_loss", "multilabel_margin_loss",
     "multilabel_soft_margin_loss", "pdist", "poisson_nll_loss", "relu_", "rrelu", "rrelu_", "selu_",
@@ -434,3 +434,74 @@ def triplet_margin_with_distance_loss(anchor, positive, negative, *, distance_fu
         neg = _ops.minimum(neg, dist(positive, negative))
     loss = (margin + pos - neg).clamp_min(0)
     return _F()._reduce(loss, reduction)
+
+
+# ---- embedding_bag -------------------------------------------------------------------------------
+
+def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale_grad_by_freq=False, mode="mean",
+                  sparse=False, per_sample_weights=None, include_last_offset=False, padding_idx=None):
+    """The sum, mean or max of each bag's embeddings: bags are the rows of a 2-D input, or the
+    runs of a 1-D input that start at `offsets`. Entries equal to padding_idx are left out (of
+    the count too); an empty bag gives zeros. Built from index_select and index_add /
+    scatter_reduce, so its gradient is the embedding's."""
+    if mode not in ("sum", "mean", "max"):
+        raise ValueError(f"mode has to be one of sum, mean or max, got {mode}")
+    if sparse:
+        raise NotImplementedError("embedding_bag: sparse=True (sparse gradients) is not supported by kiln")
+    if scale_grad_by_freq:
+        raise NotImplementedError("embedding_bag: scale_grad_by_freq=True is not supported by kiln")
+    if per_sample_weights is not None and mode != "sum":
+        raise NotImplementedError(f"embedding_bag: per_sample_weights was not None. per_sample_weights is only "
+                                  f"supported for mode='sum' (got mode='{mode}'). Please open a feature request "
+                                  "on GitHub.")
+    if input.dtype not in (_C.int64, _C.int32):
+        raise ValueError(f"embedding_bag: expected input to be an integer tensor, got {input.dtype}")
+    if input.dim() == 2:
+        if offsets is not None:
+            raise ValueError("if input is 2D, then offsets has to be None, as input is treated is a mini-batch of "
+                             "fixed length sequences.")
+        bags, length = input.shape
+        offsets = _ops.arange(bags, device=input.device) * length
+        input = input.reshape([-1])
+        if per_sample_weights is not None:
+            per_sample_weights = per_sample_weights.reshape([-1])
+        include_last_offset = False
+    elif input.dim() == 1:
+        if offsets is None:
+            raise ValueError("offsets has to be a 1D Tensor but got None")
+        if offsets.dim() != 1:
+            raise ValueError("offsets has to be a 1D Tensor")
+    else:
+        raise ValueError(f"input has to be 1D or 2D Tensor, but got Tensor of dimension {input.dim()}")
+    if padding_idx is not None and padding_idx < 0:
+        padding_idx += weight.shape[0]
+    if max_norm is not None:
+        _F()._embedding_renorm_(weight, input, max_norm, norm_type)
+    offsets = offsets.to(_C.int64)
+    n_bags = offsets.shape[0] - 1 if include_last_offset else offsets.shape[0]
+    n = input.shape[0]
+    # The bag of each entry: how many offsets are at or before its position, minus one.
+    position = _ops.arange(n, device=input.device)
+    bag = (position.unsqueeze(1) >= offsets[:n_bags].unsqueeze(0)).to(_C.int64).sum([1]) - 1
+    keep = bag >= 0
+    if include_last_offset:
+        keep = keep & (position < offsets[n_bags])
+    if padding_idx is not None:
+        keep = keep & (input != padding_idx)
+    rows = weight.index_select(0, input.to(_C.int64))
+    bag = bag.clamp_min(0)
+    d = weight.shape[1]
+    if mode == "max":
+        fill = _ops.full([n_bags, d], float("-inf"), dtype=weight.dtype, device=weight.device)
+        masked = _ops.where(keep.unsqueeze(1), rows, float("-inf"))
+        out = fill.scatter_reduce(0, bag.unsqueeze(1).expand([n, d]), masked, "amax", include_self=True)
+        return _ops.where(out == float("-inf"), 0.0, out)
+    weights = keep.to(weight.dtype)
+    if per_sample_weights is not None:
+        weights = weights * per_sample_weights
+    total = _ops.zeros([n_bags, d], dtype=weight.dtype, device=weight.device).index_add(
+        0, bag, rows * weights.unsqueeze(1))
+    if mode == "sum":
+        return total
+    count = _ops.zeros([n_bags], dtype=weight.dtype, device=weight.device).index_add(0, bag, keep.to(weight.dtype))
+    return total / count.clamp_min(1).unsqueeze(1)

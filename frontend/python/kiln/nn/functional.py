@@ -1054,3 +1054,4 @@ def dropout2d(input, p=0.5, training=True, inplace=False):
 
 
 from ._functional_extra import *  # noqa: E402,F401,F403 (threshold, unfold/fold, margin losses, ...)
+from ._grid_sample import affine_grid, grid_sample  # noqa: E402,F401

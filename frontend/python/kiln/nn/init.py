@@ -1,7 +1,8 @@
 """kiln.nn.init: in-place parameter initializers with torch.nn.init's formulas and signatures.
 
-Each runs under no_grad. `generator` is accepted for torch's signatures; kiln has one generator
-(kiln.default_generator, seeded by kiln.manual_seed), which every initializer draws from.
+Each runs under no_grad and draws from `generator` (a kiln.Generator; None: the default one,
+seeded by kiln.manual_seed) in torch's order and algorithms, so after the same seed the weights
+equal torch's.
 """
 import math
 import warnings
@@ -47,25 +48,57 @@ def _fan(tensor, mode):
 
 def uniform_(tensor, a=0.0, b=1.0, generator=None):
     with no_grad():
-        return tensor.uniform_(a, b)
+        return tensor.uniform_(a, b, generator=generator)
 
 
 def normal_(tensor, mean=0.0, std=1.0, generator=None):
     with no_grad():
-        return tensor.normal_(mean, std)
+        return tensor.normal_(mean, std, generator=generator)
 
 
 def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
-    """Normal(mean, std) restricted to [a, b], by the inverse CDF of a uniform draw (as torch)."""
+    """Normal(mean, std) restricted to [a, b] by rejection, drawing as torch 2.13 does (so the values
+    equal torch's after the same seed): where [a, b] holds over 30% of the mass, whole-tensor normal
+    draws replace the values outside until none is; otherwise uniform candidates on [a, b] are
+    accepted where log(U) <= log density - log peak."""
     if mean < a - 2 * std or mean > b + 2 * std:
         warnings.warn("mean is more than 2 std from [a, b] in nn.init.trunc_normal_. "
                       "The distribution of values may be incorrect.", stacklevel=2)
+    if tensor.device.type == "meta":
+        return tensor
+    where = _C._ops.where
     with no_grad():
-        lo, hi = _norm_cdf((a - mean) / std), _norm_cdf((b - mean) / std)
-        uniform_(tensor, 2 * lo - 1, 2 * hi - 1, generator)
-        tensor.erfinv_()
-        tensor.mul_(std * math.sqrt(2.0)).add_(mean)
-        return tensor.clamp_(min=a, max=b)
+        mass = _norm_cdf((b - mean) / std) - _norm_cdf((a - mean) / std)
+        if mass > 0.3:
+            # the bounds as the tensor's dtype holds them
+            lo = _C._ops.full([], a, dtype=tensor.dtype).item()
+            hi = _C._ops.full([], b, dtype=tensor.dtype).item()
+            result = tensor.normal_(mean, std, generator=generator)
+            while True:
+                outside = (result < lo) | (result > hi)
+                if not outside.any():
+                    break
+                result = where(outside, _C._ops.empty_like(result).normal_(mean, std, generator=generator), result)
+            if result is not tensor:
+                tensor.copy_(result)
+            return tensor
+        log_peak = -0.5 * ((max(a, min(mean, b)) - mean) / std) ** 2
+        accept_buf = _C._ops.empty_like(tensor)
+
+        def rejected(candidates):
+            log_pdf = candidates.sub(mean).div_(std).pow_(2).mul_(-0.5).sub_(log_peak)
+            return accept_buf.uniform_(generator=generator).log_().gt(log_pdf)
+
+        tensor.uniform_(a, b, generator=generator)
+        pending = rejected(tensor)
+        result = tensor
+        while pending.any():
+            candidates = _C._ops.empty_like(tensor).uniform_(a, b, generator=generator)
+            result = where(pending, candidates, result)
+            pending = where(pending, rejected(candidates), pending)
+        if result is not tensor:
+            tensor.copy_(result)
+        return tensor
 
 
 def _norm_cdf(x):
@@ -151,7 +184,9 @@ def orthogonal_(tensor, gain=1, generator=None):
         return tensor
     rows, cols = tensor.shape[0], tensor.numel() // tensor.shape[0]
     with no_grad():
-        flat = normal_(_C._ops.empty([rows, cols], dtype=_C.float64), 0.0, 1.0, generator).numpy()
+        # Drawn in the tensor's dtype (torch's values), factored in float64.
+        flat = normal_(_C._ops.empty([rows, cols], dtype=tensor.dtype), 0.0, 1.0, generator)
+        flat = flat.to(_C.float64).numpy()
         if rows < cols:
             flat = flat.T
         q, r = np.linalg.qr(flat)
