@@ -26,6 +26,13 @@ from ._composites import (  # noqa: E402,F401
 )
 _install_composites(Tensor)
 del _install_composites
+from ._composites_extra import (  # noqa: E402,F401
+    atleast_1d, atleast_2d, atleast_3d, cartesian_prod, cdist, column_stack, copysign, diag_embed, dstack,
+    float_power, frac, hsplit, hstack, kron, logit, nanmean, nansum, ravel, rot90, row_stack, sgn, take_along_dim,
+    tensor_split, tile, trace, tril_indices, triu_indices, vsplit, vstack, _install_methods as _install_extra,
+)
+_install_extra(Tensor)
+del _install_extra
 from ._random import install as _install_random  # noqa: E402
 _install_random(globals(), Tensor)
 del _install_random

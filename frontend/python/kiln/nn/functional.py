@@ -561,6 +561,12 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
     return _reduce(pointwise, reduction)
 
 
+from ._losses import (  # noqa: E402,F401
+    gaussian_nll_loss, hinge_embedding_loss, multi_margin_loss, multilabel_soft_margin_loss, poisson_nll_loss,
+    soft_margin_loss,
+)
+
+
 def _reduce(loss, reduction):
     enum = _reduction_enum(reduction)
     return loss if enum == 0 else (loss.mean() if enum == 1 else loss.sum())
@@ -935,6 +941,9 @@ def pixel_unshuffle(input, downscale_factor):
     x = input.reshape(*lead, c, h // r, r, w // r, r)
     x = x.permute(*range(n), n, n + 2, n + 4, n + 1, n + 3)
     return x.reshape(*lead, c * r * r, h // r, w // r)
+
+
+from ._fold import fold, unfold  # noqa: E402,F401  (im2col / col2im)
 
 
 _LINEAR_MODES = {"linear": 3, "bilinear": 4, "trilinear": 5}

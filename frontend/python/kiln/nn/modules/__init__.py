@@ -16,6 +16,9 @@ from .loss import (  # noqa: F401
     BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, KLDivLoss, L1Loss, MSELoss, NLLLoss, SmoothL1Loss,
 )
 from .loss import CosineEmbeddingLoss, MarginRankingLoss, TripletMarginLoss  # noqa: F401
+from .loss import (  # noqa: F401
+    GaussianNLLLoss, HingeEmbeddingLoss, MultiLabelSoftMarginLoss, MultiMarginLoss, PoissonNLLLoss, SoftMarginLoss,
+)
 from .normalization import RMSNorm  # noqa: F401
 from .padding import (  # noqa: F401
     CircularPad1d, CircularPad2d, CircularPad3d, ConstantPad1d, ConstantPad2d, ConstantPad3d, ReflectionPad1d,
@@ -31,7 +34,7 @@ from .pooling import (  # noqa: F401
 )
 from .instancenorm import InstanceNorm1d, InstanceNorm2d  # noqa: F401
 from .sparse import Embedding  # noqa: F401
-from .upsampling import PixelShuffle, PixelUnshuffle, Upsample  # noqa: F401
+from .upsampling import Fold, PixelShuffle, PixelUnshuffle, Unfold, Upsample  # noqa: F401
 from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase  # noqa: F401
 from .transformer import (  # noqa: F401
     Transformer, TransformerDecoder, TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer,
