@@ -954,3 +954,37 @@ def test_diagonal_of_an_input_that_is_a_slice(strict):
         for x in (data[:4, :4], data[4:8, 2:6], data[1:5, ::2]):
             for got, want in zip(compiled(x), fn(x)):
                 np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+def test_data_pipeline_pieces_match_torch():
+    # default_collate of Python floats gave float32 (torch: float64) and refused numpy arrays and
+    # numpy scalars; IterableDataset, ConcatDataset (Dataset + Dataset), the samplers and
+    # get_worker_info were missing.
+    torch = pytest.importorskip("torch")
+
+    def run(lib):
+        D = lib.utils.data
+
+        class Stream(D.IterableDataset):
+            def __iter__(self):
+                for i in range(7):
+                    yield np.float32(i), np.arange(3) * i, float(i), {"k": i}
+
+        out = [[(str(t.dtype).split(".")[-1], t.tolist()) for t in (a, b, c, d["k"])]
+               for a, b, c, d in D.DataLoader(Stream(), batch_size=3)]
+        ds = D.TensorDataset(lib.arange(5)) + D.TensorDataset(lib.arange(10, 13))
+        out += [len(ds), ds[6][0].item(), ds[-1][0].item(), D.get_worker_info()]
+        out.append(list(D.BatchSampler(D.SequentialSampler(range(7)), 3, drop_last=True)))
+        out.append([b[0].tolist() for b in D.DataLoader(ds, batch_sampler=D.BatchSampler(D.SequentialSampler(ds), 3,
+                                                                                          False))])
+        out.append(len(D.DataLoader(ds, batch_size=3)))
+        out.append(sorted(D.RandomSampler(range(5))) + sorted(D.SubsetRandomSampler([3, 5, 7])))
+        out.append(len(list(D.WeightedRandomSampler([0.1, 0.9], 6))))
+        for bad in (lambda: D.DataLoader(Stream(), shuffle=True), lambda: D.BatchSampler(range(3), 0, False),
+                    lambda: D.DataLoader(ds, batch_size=2, batch_sampler=[[0]])):
+            with pytest.raises(ValueError) as info:
+                bad()
+            out.append(str(info.value))
+        return out
+
+    assert run(kiln) == run(torch)
