@@ -567,6 +567,12 @@ from ._losses import (  # noqa: E402,F401
 )
 
 
+from ._activations_extra import (  # noqa: E402,F401
+    celu_, channel_shuffle, dropout1d, elu_, hardshrink, hardtanh_, leaky_relu_, local_response_norm, relu_,
+    softshrink, threshold, threshold_,
+)
+
+
 def _reduce(loss, reduction):
     enum = _reduction_enum(reduction)
     return loss if enum == 0 else (loss.mean() if enum == 1 else loss.sum())

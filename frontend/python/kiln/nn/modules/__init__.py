@@ -34,7 +34,11 @@ from .pooling import (  # noqa: F401
 )
 from .instancenorm import InstanceNorm1d, InstanceNorm2d  # noqa: F401
 from .sparse import Embedding  # noqa: F401
-from .upsampling import Fold, PixelShuffle, PixelUnshuffle, Unfold, Upsample  # noqa: F401
+from .upsampling import (  # noqa: F401
+    Fold, PixelShuffle, PixelUnshuffle, Unfold, Upsample, UpsamplingBilinear2d, UpsamplingNearest2d,
+)
+from .activation import ChannelShuffle, Hardshrink, LocalResponseNorm, Softmax2d, Softshrink, Threshold  # noqa: F401
+from .dropout import Dropout1d  # noqa: F401
 from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase  # noqa: F401
 from .transformer import (  # noqa: F401
     Transformer, TransformerDecoder, TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer,
