@@ -187,48 +187,59 @@ VT* Tracer::storedValue(SideEffect::Kind kind, PyObject* object, const std::stri
 }
 
 // The statements replaying the trace's side effects (after the graph, before the return or the
-// graph break's instruction), in program order.
+// graph break's instruction), in program order. Every value is computed into a temporary before
+// the first write: a value the trace read from a container (`out['a']`, kept by reference) must
+// be read before that container is rewritten (`out.clear()` ran first and the read failed).
 nb::list Tracer::sideEffectLines(std::vector<Node*>& outputs, nb::list& constants) {
   auto ref = [&](nb::handle o) { return constantRef(o); };
   auto target = [&](VT* c, nb::handle original) {
     return c->source && c->source->isArgument() ? c->source->expr() : ref(original);
   };
-  nb::list lines;
+  std::vector<std::string> values, writes;
   for (const SideEffect& e : sideEffects) {
-    std::string line;
+    std::string temp = "__kiln_effect" + std::to_string(values.size());
+    std::string value, write;
     switch (e.kind) {
     case SideEffect::Kind::Container: {
       VT* c = e.container;
       if (c->kind == VT::Kind::List) {
         auto* s = static_cast<SequenceVT*>(c);
-        std::string items;
         for (VT* x : s->items)
-          items += outputExpr(x, outputs, constants) + ", ";
-        line = target(c, s->original) + "[:] = [" + items + "]";
+          value += outputExpr(x, outputs, constants) + ", ";
+        value = "[" + value + "]";
+        write = target(c, s->original) + "[:] = " + temp;
       } else {
         auto* d = static_cast<DictVT*>(c);
-        std::string body;
         for (auto& [k, x] : d->entries)
-          body += ref(k) + ": " + outputExpr(x, outputs, constants) + ", ";
+          value += ref(k) + ": " + outputExpr(x, outputs, constants) + ", ";
+        value = "{" + value + "}";
         std::string t = target(c, d->original);
-        line = t + ".clear(); " + t + ".update({" + body + "})";
+        write = t + ".clear(); " + t + ".update(" + temp + ")";
       }
       break;
     }
     case SideEffect::Kind::Attr:
-      line = "setattr(" + ref(e.object) + ", " + nb::cast<std::string>(nb::repr(nb::str(e.name.c_str()))) +
-             ", " + outputExpr(e.value, outputs, constants) + ")";
+      value = outputExpr(e.value, outputs, constants);
+      write = "setattr(" + ref(e.object) + ", " + nb::cast<std::string>(nb::repr(nb::str(e.name.c_str()))) +
+              ", " + temp + ")";
       break;
     case SideEffect::Kind::Global:
-      line = ref(e.object) + "[" + nb::cast<std::string>(nb::repr(nb::str(e.name.c_str()))) + "] = " +
-             outputExpr(e.value, outputs, constants);
+      value = outputExpr(e.value, outputs, constants);
+      write = ref(e.object) + "[" + nb::cast<std::string>(nb::repr(nb::str(e.name.c_str()))) + "] = " + temp;
       break;
     case SideEffect::Kind::Cell:
-      line = ref(e.object) + ".cell_contents = " + outputExpr(e.value, outputs, constants);
+      value = outputExpr(e.value, outputs, constants);
+      write = ref(e.object) + ".cell_contents = " + temp;
       break;
     }
-    lines.append(nb::str(line.c_str()));
+    values.push_back(temp + " = " + value);
+    writes.push_back(write);
   }
+  nb::list lines;
+  for (const std::string& l : values)
+    lines.append(nb::str(l.c_str()));
+  for (const std::string& l : writes)
+    lines.append(nb::str(l.c_str()));
   return lines;
 }
 

@@ -988,3 +988,19 @@ def test_data_pipeline_pieces_match_torch():
         return out
 
     assert run(kiln) == run(torch)
+
+
+def test_dict_entry_holding_a_value_from_before_a_break_survives_the_next_break():
+    # Found by sweep 12 rerunning sweep 9's init_variants: the side-effect replay of a dict read
+    # its own old entry (`out['a']`, a tuple made before a graph break) after `out.clear()`:
+    # KeyError at the second break. Values are now computed before any container is rewritten.
+    def fn(w):
+        out = {}
+        out["a"] = (w.sum().item() <= 2, 1)
+        lst = [w.max().item(), "x"]
+        out["b"] = lst
+        out["c"] = w.sum().item()
+        return out, lst
+
+    w = kiln.ones(3)
+    assert kiln.compile(fn)(w) == fn(w) == ({"a": (False, 1), "b": [1.0, "x"], "c": 3.0}, [1.0, "x"])
