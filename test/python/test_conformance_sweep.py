@@ -1004,3 +1004,57 @@ def test_dict_entry_holding_a_value_from_before_a_break_survives_the_next_break(
 
     w = kiln.ones(3)
     assert kiln.compile(fn)(w) == fn(w) == ({"a": (False, 1), "b": [1.0, "x"], "c": 3.0}, [1.0, "x"])
+
+
+def test_training_script_switches_and_grad_scaler_match_torch():
+    # What nanoGPT-style scripts call on torch before training: backends flags, matmul precision,
+    # deterministic mode, autocast(enabled=False), GradScaler (cuda: disabled with a warning
+    # without CUDA; cpu: real loss scaling, skipped step on inf, backoff and growth), isin.
+    torch = pytest.importorskip("torch")
+    import warnings
+
+    def run(lib):
+        lib.backends.cuda.matmul.allow_tf32 = True
+        lib.backends.cudnn.benchmark = True
+        lib.set_float32_matmul_precision("high")
+        lib.use_deterministic_algorithms(True, warn_only=True)
+        out = [lib.get_float32_matmul_precision(), lib.backends.cudnn.benchmark,
+               lib.are_deterministic_algorithms_enabled(), lib.is_deterministic_algorithms_warn_only_enabled()]
+        lib.set_float32_matmul_precision("highest")
+        lib.use_deterministic_algorithms(False)
+        a = lib.tensor([[1, 2], [3, 9]])
+        out += [lib.isin(a, lib.tensor([2, 3, 5])).tolist(), lib.isin(a, 9).tolist(),
+                lib.isin(a, lib.tensor([1]), invert=True).tolist(), lib.isin(3, a).tolist()]
+        with lib.autocast("cpu", enabled=False):
+            out.append(lib.ones(1).dtype == lib.float32)
+        if not kiln.cuda.is_available():
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                out.append(lib.cuda.amp.GradScaler().is_enabled())
+            out.append(any("CUDA is not available.  Disabling." in str(w.message) for w in caught))
+        scaler = lib.amp.GradScaler("cpu", init_scale=4.0, growth_interval=2)
+        lin = lib.nn.Linear(2, 1)
+        opt = lib.optim.SGD(lin.parameters(), lr=0.1)
+        with lib.no_grad():
+            lin.weight.fill_(1.0)
+            lin.bias.fill_(0.0)
+        for i in range(5):
+            x = lib.tensor([[1.0, float("inf") if i == 1 else 2.0]])
+            opt.zero_grad()
+            scaler.scale(lin(x).sum()).backward()
+            scaler.unscale_(opt)
+            grad_norm = lib.nn.utils.clip_grad_norm_(lin.parameters(), 10.0)
+            scaler.step(opt)
+            scaler.update()
+            out.append((scaler.get_scale(), lin.weight.tolist(), lin.bias.tolist(), math.isfinite(float(grad_norm))))
+        out.append(scaler.state_dict())
+        with pytest.raises(RuntimeError, match="unscale_\\(\\) has already been called"):
+            scaler.unscale_(opt)
+            scaler.unscale_(opt)
+        return out
+
+    import math
+    assert run(kiln) == run(torch)
+    with pytest.raises(NotImplementedError, match="automatic mixed precision is not supported"):
+        with kiln.autocast("cpu", dtype=kiln.bfloat16):
+            pass

@@ -29,7 +29,7 @@ del _install_composites
 from ._composites_extra import (  # noqa: E402,F401
     atleast_1d, atleast_2d, atleast_3d, cartesian_prod, cdist, column_stack, copysign, diag_embed, dstack,
     float_power, frac, hsplit, hstack, kron, logit, nanmean, nansum, ravel, rot90, row_stack, sgn, take_along_dim,
-    tensor_split, tile, trace, tril_indices, triu_indices, vsplit, vstack, _install_methods as _install_extra,
+    tensor_split, tile, trace, tril_indices, triu_indices, vsplit, vstack, isin, _install_methods as _install_extra,
 )
 _install_extra(Tensor)
 del _install_extra
@@ -49,6 +49,13 @@ from .serialization import load, save  # noqa: E402,F401
 from . import fx  # noqa: E402,F401
 from . import config  # noqa: E402,F401
 from . import cuda  # noqa: E402,F401
+from . import amp, backends  # noqa: E402,F401
+from .amp import autocast  # noqa: E402,F401
+from ._runtime_flags import (  # noqa: E402,F401
+    are_deterministic_algorithms_enabled, get_float32_matmul_precision, is_autocast_enabled,
+    is_deterministic_algorithms_warn_only_enabled, set_float32_matmul_precision, use_deterministic_algorithms,
+)
+cuda.amp = amp.cuda_amp  # torch.cuda.amp.GradScaler / autocast
 from ._logging import set_logs  # noqa: E402,F401
 from . import compiler  # noqa: E402,F401
 from .compiler import compile, explain  # noqa: E402,F401

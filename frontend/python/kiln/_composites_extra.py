@@ -332,6 +332,20 @@ def nanmean(input, dim=None, keepdim=False, *, dtype=None):
     return nansum(input, dim, keepdim, dtype=dtype) / count
 
 
+def isin(elements, test_elements, *, assume_unique=False, invert=False):
+    """Whether each element of `elements` occurs in `test_elements` (either may be a scalar)."""
+    if not is_tensor(elements) and not is_tensor(test_elements):
+        raise TypeError("isin() received an invalid combination of arguments: expected at least one Tensor")
+    if not is_tensor(test_elements):
+        hit = elements == test_elements
+    elif not is_tensor(elements):
+        hit = (test_elements == elements).any().reshape(())
+    else:
+        flat = test_elements.reshape(-1)
+        hit = (elements.unsqueeze(-1) == flat).any(-1) if flat.numel() else _ops.zeros_like(elements, dtype=_C.bool)
+    return ~hit if invert else hit
+
+
 _METHODS = (tile, ravel, tensor_split, hsplit, vsplit, rot90, take_along_dim, trace, kron, diag_embed, logit,
             frac, sgn, copysign, float_power, nansum, nanmean)
 
