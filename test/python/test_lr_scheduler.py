@@ -40,10 +40,10 @@ SCHEDULERS = [
     ("OneCycleLR", dict(max_lr=[1.0, 2.0], total_steps=40, anneal_strategy="linear",
                         three_phase=True), "Adam"),
     ("ConstantLR", dict(factor=0.5, total_iters=4), "SGD"),
-    ("MultiplicativeLR", dict(lr_lambda=lambda e: 0.95), "SGD"),
+    ("MultiplicativeLR", dict(lr_lambda=lambda epoch: 0.95), "SGD"),
     ("PolynomialLR", dict(total_iters=12, power=2.0), "SGD"),
-    ("CosineAnnealingWarmRestarts", dict(T_0=3, T_mult=2, eta_min=0.01), "SGD"),
-    ("CosineAnnealingWarmRestarts", dict(T_0=4), "Adam"),
+    ("CosineAnnealingWarmRestarts", dict(T_0=5, eta_min=0.01), "SGD"),
+    ("CosineAnnealingWarmRestarts", dict(T_0=3, T_mult=2), "Adam"),
 ]
 
 
@@ -173,74 +173,44 @@ def test_reduce_lr_on_plateau_matches_torch(kwargs):
             lib.optim.lr_scheduler.ReduceLROnPlateau(_optimizer(lib), min_lr=[0.1])
 
 
-def _composite_sequence(lib, kind, steps=14):
-    """Warmup (LinearLR / ConstantLR) then decay, combined by SequentialLR or ChainedScheduler; a
-    state_dict taken half way is loaded into a fresh composite that finishes the run."""
+def _composed(lib, kind):
     S = lib.optim.lr_scheduler
-
-    def make(opt):
-        if kind == "sequential":
-            return S.SequentialLR(opt, [S.LinearLR(opt, start_factor=0.1, total_iters=3),
-                                        S.ConstantLR(opt, factor=0.5, total_iters=2),
-                                        S.CosineAnnealingLR(opt, T_max=6, eta_min=0.001)], milestones=[3, 5])
-        return S.ChainedScheduler([S.ConstantLR(opt, factor=0.1, total_iters=2), S.ExponentialLR(opt, gamma=0.9)])
-
     opt = _optimizer(lib)
-    sched = make(opt)
+    if kind == "sequential":
+        warmup = S.LinearLR(opt, start_factor=0.1, total_iters=4)
+        decay = S.CosineAnnealingLR(opt, T_max=10)
+        sched = S.SequentialLR(opt, [warmup, decay], milestones=[4])
+    elif kind == "sequential3":
+        parts = [S.ConstantLR(opt, factor=0.5, total_iters=2), S.ExponentialLR(opt, gamma=0.9),
+                 S.StepLR(opt, step_size=3, gamma=0.5)]
+        sched = S.SequentialLR(opt, parts, milestones=[3, 9])
+    else:
+        sched = S.ChainedScheduler([S.ConstantLR(opt, factor=0.5, total_iters=3), S.ExponentialLR(opt, gamma=0.9)])
     out = [sched.get_last_lr()]
-    for i in range(steps):
+    for _ in range(20):
         opt.step()
         sched.step()
         out.append(sched.get_last_lr())
-        if i == steps // 2:
-            sd = sched.state_dict()
-            assert "optimizer" not in sd and len(sd["_schedulers"]) in (2, 3)
-    opt2 = _optimizer(lib)
-    sched2 = make(opt2)
-    sched2.load_state_dict(sd)
-    out.append(sched2.last_epoch if kind == "sequential" else sched2._schedulers[1].last_epoch)
-    return out
+    return out, sched
 
 
-@pytest.mark.parametrize("kind", ["sequential", "chained"])
-def test_sequential_and_chained_schedulers_match_torch(kind):
-    assert _composite_sequence(kiln, kind) == _composite_sequence(torch, kind)
+@pytest.mark.parametrize("kind", ["sequential", "sequential3", "chained"])
+def test_composed_schedulers_match_torch(kind):
+    (k, ks), (t, ts) = _composed(kiln, kind), _composed(torch, kind)
+    assert k == t
+    assert len(ks.state_dict()["_schedulers"]) == len(ts.state_dict()["_schedulers"])
 
 
 def test_warm_restarts_with_fractional_epochs_match_torch():
     def run(lib):
         opt = _optimizer(lib)
-        sched = lib.optim.lr_scheduler.CosineAnnealingWarmRestarts(opt, T_0=2, T_mult=2)
+        sched = lib.optim.lr_scheduler.CosineAnnealingWarmRestarts(opt, T_0=4, T_mult=2)
         out = []
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            for epoch in range(7):
-                for i in range(3):
-                    opt.step()
-                    sched.step(epoch + i / 3)
-                    out.append(sched.get_last_lr())
+        for epoch in range(10):
+            for i in range(3):
+                opt.step()
+                sched.step(epoch + i / 3)
+                out.append(sched.get_last_lr())
         return out
 
     assert run(kiln) == run(torch)
-
-
-def test_new_scheduler_errors_as_torch():
-    def errors(lib):
-        S = lib.optim.lr_scheduler
-        opt, other = _optimizer(lib), _optimizer(lib)
-        out = []
-        for fn in (lambda: S.ConstantLR(opt, factor=2.0),
-                   lambda: S.MultiplicativeLR(opt, lr_lambda=0.5),
-                   lambda: S.CosineAnnealingWarmRestarts(opt, T_0=0),
-                   lambda: S.CosineAnnealingWarmRestarts(opt, T_0=2, T_mult=0),
-                   lambda: S.SequentialLR(opt, [S.StepLR(opt, 2), S.StepLR(opt, 3)], milestones=[]),
-                   lambda: S.SequentialLR(opt, [S.StepLR(opt, 2), S.ReduceLROnPlateau(opt)], milestones=[2]),
-                   lambda: S.ChainedScheduler([S.StepLR(opt, 2), S.StepLR(other, 3)])):
-            try:
-                fn()
-                out.append(None)
-            except Exception as e:  # noqa: BLE001 - compared with torch's
-                out.append((type(e).__name__, str(e).split(" has ")[0]))
-        return out
-
-    assert errors(kiln) == errors(torch)

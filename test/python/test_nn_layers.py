@@ -346,23 +346,7 @@ def test_unfold_fold_modules_errors_and_compile():
     np.testing.assert_allclose(kiln.compile(overlap_average)(x).numpy(), x.numpy(), rtol=1e-6, atol=1e-6)
 
 
-# nn.utils.rnn.pad_sequence / unpad_sequence and nn.utils.weight_norm / remove_weight_norm.
-def test_pad_sequence_matches_torch():
-    torch = need_torch()
-    arrays = [sample((n, 3), "float32", seed=n) for n in (2, 5, 1)]
-    ks, ts = zip(*(both(a) for a in arrays))
-    for kwargs in (dict(), dict(batch_first=True, padding_value=-1.0), dict(padding_side="left")):
-        assert_match(nn.utils.rnn.pad_sequence(list(ks), **kwargs),
-                     torch.nn.utils.rnn.pad_sequence(list(ts), **kwargs))
-    padded = nn.utils.rnn.pad_sequence(list(ks), batch_first=True)
-    back = nn.utils.rnn.unpad_sequence(padded, kiln.tensor([2, 5, 1]), batch_first=True)
-    assert_match(back, list(ts))
-    with pytest.raises(RuntimeError, match="received an empty list of sequences"):
-        nn.utils.rnn.pad_sequence([])
-    with pytest.raises(NotImplementedError, match="PackedSequence"):
-        nn.utils.rnn.pack_padded_sequence(padded, [2, 5, 1], batch_first=True)
-
-
+# nn.utils.weight_norm / remove_weight_norm (kiln/nn/utils/weight_norm.py).
 def test_weight_norm_matches_torch_and_compiles():
     torch = need_torch()
     w = sample((3, 2, 2), "float32", seed=21)

@@ -14,7 +14,7 @@ import warnings
 
 from .. import _C
 
-__all__ = ["autocast", "GradScaler", "is_autocast_available"]
+__all__ = ["autocast", "GradScaler", "is_autocast_available", "is_autocast_enabled"]
 
 
 def is_autocast_available(device_type):
@@ -210,3 +210,7 @@ _CudaGradScaler.__name__ = _CudaGradScaler.__qualname__ = "GradScaler"
 _CudaAutocast.__name__ = _CpuAutocast.__name__ = "autocast"
 cuda_amp = _namespace("kiln.cuda.amp", GradScaler=_CudaGradScaler, autocast=_CudaAutocast)
 cpu_amp = _namespace("kiln.cpu.amp", autocast=_CpuAutocast)
+
+
+def is_autocast_enabled(device_type=None):
+    return False  # kiln's autocast never enters enabled (see autocast)

@@ -15,9 +15,9 @@ from functools import wraps
 from .._tensor import Tensor
 from .optimizer import Optimizer
 
-__all__ = ["LRScheduler", "LambdaLR", "MultiplicativeLR", "StepLR", "MultiStepLR", "ConstantLR",
-           "LinearLR", "ExponentialLR", "PolynomialLR", "CosineAnnealingLR", "CosineAnnealingWarmRestarts",
-           "SequentialLR", "ChainedScheduler", "OneCycleLR", "ReduceLROnPlateau"]
+__all__ = ["LRScheduler", "LambdaLR", "MultiplicativeLR", "StepLR", "MultiStepLR", "ConstantLR", "LinearLR",
+           "ExponentialLR", "PolynomialLR", "CosineAnnealingLR", "CosineAnnealingWarmRestarts", "SequentialLR",
+           "ChainedScheduler", "OneCycleLR", "ReduceLROnPlateau"]
 
 EPOCH_DEPRECATION_WARNING = (
     "The epoch parameter in `scheduler.step()` was not necessary and is being "
@@ -148,8 +148,8 @@ class LRScheduler:
         self._update_lr(epoch)
 
     def _update_lr(self, epoch=None):
-        """Sets each group's lr for the next epoch (or for `epoch`, by the closed form); step()
-        without its order warnings (SequentialLR calls it with 0 at a milestone)."""
+        """Sets each group's lr for the next epoch, or for `epoch` by the closed form where the
+        scheduler has one (SequentialLR restarts a scheduler at epoch 0 this way)."""
         self._get_lr_called_within_step = True
         try:
             if epoch is None:
@@ -161,6 +161,9 @@ class LRScheduler:
                 values = closed_form() if closed_form is not None else self.get_lr()
         finally:
             self._get_lr_called_within_step = False
+        self._set_lrs(values)
+
+    def _set_lrs(self, values):
         for param_group, lr in zip(self.optimizer.param_groups, values):
             _update_param_group_val(param_group, "lr", lr)
         self._last_lr = _param_groups_val_list(self.optimizer, "lr")
@@ -327,38 +330,8 @@ class CosineAnnealingLR(LRScheduler):
                 for base_lr in self.base_lrs]
 
 
-class MultiplicativeLR(LRScheduler):
-    """Multiplies each group's lr by lr_lambda(epoch) every epoch (one function per group or one
-    for all)."""
-
-    def __init__(self, optimizer, lr_lambda, last_epoch=-1):
-        self.optimizer = optimizer
-        if not isinstance(lr_lambda, (list, tuple)):
-            self.lr_lambdas = [lr_lambda] * len(optimizer.param_groups)
-        else:
-            if len(lr_lambda) != len(optimizer.param_groups):
-                raise ValueError(f"Expected {len(optimizer.param_groups)} lr_lambdas, but got "
-                                 f"{len(lr_lambda)}")
-            self.lr_lambdas = list(lr_lambda)
-        for fn in self.lr_lambdas:
-            if not callable(fn):
-                raise TypeError(f"lr_lambda should be a function, but got {type(fn).__name__}")
-        super().__init__(optimizer, last_epoch)
-
-    # Saved like LambdaLR's: callable objects' __dict__, plain functions as None.
-    state_dict = LambdaLR.state_dict
-    load_state_dict = LambdaLR.load_state_dict
-
-    def get_lr(self):
-        self._warn_get_lr_outside_step()
-        if self._is_initial:
-            return _param_groups_val_list(self.optimizer, "lr")
-        return [group["lr"] * lmbda(self.last_epoch)
-                for lmbda, group in zip(self.lr_lambdas, self.optimizer.param_groups)]
-
-
 class ConstantLR(LRScheduler):
-    """Scales the lr by `factor` for the first total_iters epochs, then restores it."""
+    """The lr times `factor` for the first total_iters epochs, then the lr itself."""
 
     def __init__(self, optimizer, factor=1.0 / 3, total_iters=5, last_epoch=-1):
         if factor > 1.0 or factor < 0:
@@ -380,8 +353,25 @@ class ConstantLR(LRScheduler):
                 for base_lr in self.base_lrs]
 
 
+class MultiplicativeLR(LambdaLR):
+    """Multiplies each group's lr by lr_lambda(epoch) every epoch after the first."""
+
+    def __init__(self, optimizer, lr_lambda, last_epoch=-1):
+        for fn in lr_lambda if isinstance(lr_lambda, (list, tuple)) else [lr_lambda]:
+            if not callable(fn):
+                raise TypeError(f"lr_lambda should be a function, but got {type(fn).__name__}")
+        super().__init__(optimizer, lr_lambda, last_epoch)
+
+    def get_lr(self):
+        self._warn_get_lr_outside_step()
+        if self._is_initial:
+            return _param_groups_val_list(self.optimizer, "lr")
+        return [group["lr"] * lmbda(self.last_epoch)
+                for lmbda, group in zip(self.lr_lambdas, self.optimizer.param_groups)]
+
+
 class PolynomialLR(LRScheduler):
-    """Decays the lr as base_lr * (1 - epoch / total_iters) ** power, then holds it."""
+    """Decays the lr as (1 - epoch / total_iters) ** power, reaching 0 at total_iters."""
 
     def __init__(self, optimizer, total_iters=5, power=1.0, last_epoch=-1):
         self.total_iters = total_iters
@@ -402,8 +392,8 @@ class PolynomialLR(LRScheduler):
 
 
 class CosineAnnealingWarmRestarts(LRScheduler):
-    """SGDR: cosine annealing from the initial lr to eta_min over T_i epochs, restarting with
-    T_i *= T_mult. step(epoch) takes fractional epochs (per-batch stepping)."""
+    """Cosine annealing from the initial lr to eta_min over T_i epochs, restarting with T_i
+    multiplied by T_mult each time (SGDR)."""
 
     def __init__(self, optimizer, T_0, T_mult=1, eta_min=0.0, last_epoch=-1):
         if T_0 <= 0 or not isinstance(T_0, int):
@@ -412,8 +402,7 @@ class CosineAnnealingWarmRestarts(LRScheduler):
             raise ValueError(f"Expected integer T_mult >= 1, but got {T_mult}")
         if not isinstance(eta_min, (float, int)):
             raise ValueError(f"Expected float or int eta_min, but got {eta_min} of type {type(eta_min)}")
-        self.T_0 = T_0
-        self.T_i = T_0
+        self.T_0 = self.T_i = T_0
         self.T_mult = T_mult
         self.eta_min = eta_min
         self.T_cur = last_epoch
@@ -424,108 +413,96 @@ class CosineAnnealingWarmRestarts(LRScheduler):
         return [self.eta_min + (base_lr - self.eta_min) * (1 + math.cos(math.pi * self.T_cur / self.T_i)) / 2
                 for base_lr in self.base_lrs]
 
-    def _advance(self, epoch):
-        """T_cur and T_i for `epoch` (None: one more epoch); returns the epoch reached."""
+    def step(self, epoch=None):
+        """One epoch on, or to `epoch` (fractional epochs allowed: step(epoch + i / iters))."""
         if epoch is None and self.last_epoch < 0:
             epoch = 0
         if epoch is None:
             epoch = self.last_epoch + 1
-            self.T_cur = self.T_cur + 1
+            self.T_cur += 1
             if self.T_cur >= self.T_i:
-                self.T_cur = self.T_cur % self.T_i
-                self.T_i = self.T_i * self.T_mult
+                self.T_cur %= self.T_i
+                self.T_i *= self.T_mult
         elif epoch < 0:
             raise ValueError(f"Expected non-negative epoch, but got {epoch}")
         elif epoch >= self.T_0:
             if self.T_mult == 1:
                 self.T_cur = epoch % self.T_0
             else:
-                # Restarts so far: the n with T_0 * (T_mult^n - 1) / (T_mult - 1) <= epoch.
-                n = int(math.log((epoch / self.T_0 * (self.T_mult - 1) + 1), self.T_mult))
+                n = int(math.log(epoch / self.T_0 * (self.T_mult - 1) + 1, self.T_mult))
                 self.T_cur = epoch - self.T_0 * (self.T_mult ** n - 1) / (self.T_mult - 1)
                 self.T_i = self.T_0 * self.T_mult ** n
         else:
             self.T_i = self.T_0
             self.T_cur = epoch
-        return epoch
-
-    def step(self, epoch=None):
-        """Call per epoch, or per batch with a fractional epoch (epoch + i / iters)."""
-        self.last_epoch = math.floor(self._advance(epoch))
+        self.last_epoch = math.floor(epoch)
         self._get_lr_called_within_step = True
         try:
             values = self.get_lr()
         finally:
             self._get_lr_called_within_step = False
-        for param_group, lr in zip(self.optimizer.param_groups, values):
-            _update_param_group_val(param_group, "lr", lr)
-        self._last_lr = _param_groups_val_list(self.optimizer, "lr")
+        self._set_lrs(values)
 
 
-def _check_schedulers(owner, schedulers, optimizer):
-    """torch's checks for SequentialLR/ChainedScheduler members."""
+def _check_composable(owner, optimizer, schedulers):
     if len(schedulers) < 1:
         raise ValueError(f"{owner} expects at least one scheduler, but got no scheduler.")
-    for idx, scheduler in enumerate(schedulers):
+    for i, scheduler in enumerate(schedulers):
         if not hasattr(scheduler, "optimizer"):
-            raise TypeError(f"{owner} at index {idx} should have `optimizer` as its attribute.")
+            raise TypeError(f"{owner} at index {i} should have `optimizer` as its attribute.")
         if isinstance(scheduler, ReduceLROnPlateau):
-            raise ValueError(
-                f"{owner} does not support `ReduceLROnPlateau` scheduler as it requires additional "
-                "kwargs to be specified when calling `step`, but got one at index "
-                f"{idx} in the given schedulers sequence.")
-        if optimizer != scheduler.optimizer:
-            raise ValueError(
-                f"{owner} expects all schedulers to belong to the same optimizer, but got scheduler "
-                f"{type(scheduler).__name__} at index {idx} has {scheduler.optimizer}, which is "
-                f"different from {type(optimizer).__name__}.")
+            raise ValueError(f"{owner} does not support `ReduceLROnPlateau` scheduler as it requires additional "
+                             f"kwargs to be specified when calling `step`, but got one at index {i} in the given "
+                             "schedulers sequence.")
+        if optimizer is not scheduler.optimizer:
+            raise ValueError(f"{owner} expects all schedulers to belong to the same optimizer, but got scheduler "
+                             f"{type(scheduler).__name__} at index {i} with a different optimizer.")
 
 
-class _SchedulerList:
-    """state_dict/load_state_dict of a scheduler that holds others: theirs nested under
-    "_schedulers"."""
+class _Composite(LRScheduler):
+    """State dicts of schedulers made of others: each part's own state dict."""
 
     def state_dict(self):
-        state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
+        state = {key: value for key, value in self.__dict__.items() if key not in ("optimizer", "_schedulers")}
         state["_schedulers"] = [s.state_dict() for s in self._schedulers]
         return state
 
     def load_state_dict(self, state_dict):
-        schedulers = state_dict.pop("_schedulers")
+        parts = state_dict.pop("_schedulers")
         self.__dict__.update(state_dict)
-        state_dict["_schedulers"] = schedulers  # leave the caller's dict as it was
-        for s, st in zip(self._schedulers, schedulers):
-            s.load_state_dict(st)
+        state_dict["_schedulers"] = parts
+        for scheduler, part in zip(self._schedulers, parts):
+            scheduler.load_state_dict(part)
 
 
-class SequentialLR(_SchedulerList, LRScheduler):
-    """Runs schedulers[i] between milestones[i-1] and milestones[i] (warmup then decay). The
-    members' construction steps are undone; at a milestone the next one starts from epoch 0."""
+class SequentialLR(_Composite):
+    """schedulers[i] drives the lr from milestones[i - 1] on (a warm-up then a decay); each
+    starts again from the initial lr at its milestone."""
 
     def __init__(self, optimizer, schedulers, milestones, last_epoch=-1):
-        _check_schedulers(type(self).__name__, schedulers, optimizer)
+        _check_composable(type(self).__name__, optimizer, schedulers)
         if len(milestones) != len(schedulers) - 1:
-            raise ValueError(
-                "Sequential Schedulers expects number of schedulers provided to be one more than the "
-                f"number of milestone points, but got number of schedulers {len(schedulers)} and the "
-                f"number of milestones to be equal to {len(milestones)}")
+            raise ValueError("Sequential Schedulers expects number of schedulers provided to be one more than the "
+                             f"number of milestone points, but got number of schedulers {len(schedulers)} and the "
+                             f"number of milestones to be equal to {len(milestones)}")
         self._schedulers = schedulers
         self._milestones = milestones
         self.last_epoch = last_epoch + 1
         self.optimizer = optimizer
+        # Undo the first step every scheduler took when it was made, then redo the first one's.
         for group in optimizer.param_groups:
             _update_param_group_val(group, "lr", group["initial_lr"])
-        self._undo_initial_steps(self)
-        idx = bisect_right(milestones, 0)
-        schedulers[idx]._initial_step()
-        self._last_lr = schedulers[idx].get_last_lr()
+        self._undo_steps(self)
+        first = self._schedulers[bisect_right(self._milestones, 0)]
+        first._initial_step()
+        self._last_lr = first.get_last_lr()
 
-    def _undo_initial_steps(self, sched):
-        if hasattr(sched, "_schedulers"):
-            for s in sched._schedulers:
-                self._undo_initial_steps(s)
-        elif hasattr(sched, "last_epoch"):
-            sched.last_epoch -= 1
+    def _undo_steps(self, scheduler):
+        if hasattr(scheduler, "_schedulers"):
+            for s in scheduler._schedulers:
+                self._undo_steps(s)
+        elif hasattr(scheduler, "last_epoch"):
+            scheduler.last_epoch -= 1
 
     def step(self):
         self.last_epoch += 1
@@ -538,12 +515,12 @@ class SequentialLR(_SchedulerList, LRScheduler):
         self._last_lr = scheduler.get_last_lr()
 
 
-class ChainedScheduler(_SchedulerList, LRScheduler):
-    """Steps every scheduler in turn on each step() (their factors compose)."""
+class ChainedScheduler(_Composite):
+    """Steps every scheduler in turn each epoch (their effects multiply)."""
 
     def __init__(self, schedulers, optimizer=None):
-        optimizer = optimizer or (schedulers[0].optimizer if schedulers else None)
-        _check_schedulers(type(self).__name__, schedulers, optimizer)
+        optimizer = optimizer or schedulers[0].optimizer
+        _check_composable(type(self).__name__, optimizer, schedulers)
         self._schedulers = schedulers
         self.optimizer = optimizer
         self._last_lr = _param_groups_val_list(schedulers[-1].optimizer, "lr")
