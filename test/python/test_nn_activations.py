@@ -246,3 +246,37 @@ def test_extra_layers_match_torch_with_gradients():
             lib.nn.functional.channel_shuffle(lib.ones(1, 5, 2), 2)
         with pytest.raises(RuntimeError, match="dropout1d: Expected 2D or 3D input"):
             lib.nn.functional.dropout1d(lib.ones(1, 5, 2, 2))
+
+
+_KNOTS = [0.0, -0.0, 1.0, -1.0, 3.0, -3.0, 6.0, -6.0, 0.5, -0.5, 20.0, -20.0, 100.0, -100.0]
+
+
+def _knot_cases(L):
+    F = L.nn.functional
+    return {"logsigmoid": F.logsigmoid, "softplus": F.softplus, "softplus_b2": lambda x: F.softplus(x, 2, 5),
+            "elu": F.elu, "selu": F.selu, "celu": F.celu, "mish": F.mish, "relu6": F.relu6, "hardtanh": F.hardtanh,
+            "hardswish": F.hardswish, "hardsigmoid": F.hardsigmoid,
+            "bce_logits": lambda x: F.binary_cross_entropy_with_logits(x, L.full_like(x, 0.3), reduction="none"),
+            "bce_logits_pos_weight": lambda x: F.binary_cross_entropy_with_logits(
+                x, L.full_like(x, 0.3), reduction="none", pos_weight=L.tensor([2.0]))}
+
+
+@pytest.mark.parametrize("name", list(_knot_cases(kiln)))
+def test_gradients_at_knots_and_large_inputs_match_torch(name):
+    # Found by sweep 12 (word2vec with a zero-initialized table): logsigmoid and BCE-with-logits had
+    # the gradient 1 instead of 1/2 at x = 0 (min(x, 0) - log1p(exp(-|x|)): the subgradients
+    # added up); softplus/elu/selu/celu/mish gave nan gradients for large x (exp overflow in the
+    # unused branch); relu6/hardtanh/hardsigmoid/hardswish differed from torch at the knots.
+    torch = need_torch()
+    got = {}
+    for L in (kiln, torch):
+        x = L.tensor(_KNOTS, requires_grad=True)
+        y = _knot_cases(L)[name](x)
+        g, = L.autograd.grad(y.sum(), x)
+        got[L] = (y, g)
+    assert_match(got[kiln], got[torch], rtol=1e-5, atol=1e-6)
+    x = kiln.tensor(_KNOTS, requires_grad=True)
+    kiln.compiler.reset()  # one lambda's code for every case
+    y = kiln.compile(lambda t: _knot_cases(kiln)[name](t))(x)
+    g, = kiln.autograd.grad(y.sum(), x)
+    assert_match(g, got[torch][1], rtol=1e-5, atol=1e-6)

@@ -49,7 +49,7 @@ def hardtanh_(input, min_val=-1.0, max_val=1.0):
 
 def celu_(input, alpha=1.0):
     from .functional import celu
-    return input.copy_(celu(input, alpha))
+    return celu(input, alpha, inplace=True)
 
 
 def dropout1d(input, p=0.5, training=True, inplace=False):
