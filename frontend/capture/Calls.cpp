@@ -118,20 +118,17 @@ VT* InstructionTranslator::call(VT* fn, VTs args, Kwargs kwargs) {
     if (PyType_Check(obj.ptr()) && PyObject_HasAttrString(obj.ptr(), "_kiln_trace_constant")) {
       // kiln.finfo/iinfo of a dtype, a kiln.Size of constant sizes: an immutable value made of
       // constants, a constant of the trace.
-      const char* what = "an argument of kiln.finfo/iinfo/Size (not a constant)";
-      nb::dict pyKwargs;
-      for (auto& [k, v] : kwargs)
-        pyKwargs[k.c_str()] = constantValue(v, what);
-      nb::list pyArgs;
-      for (VT* a : args)
-        pyArgs.append(constantValue(a, what));
-      PyObject* r = PyObject_Call(obj.ptr(), nb::tuple(pyArgs).ptr(), pyKwargs.ptr());
-      if (!r) {
-        nb::python_error e;
-        throw TraceError{std::string(Py_TYPE(e.value().ptr())->tp_name) + ": " +
-                         nb::cast<std::string>(nb::str(e.value()))};
-      }
-      return t_.constant(nb::steal(r));
+      return t_.constant(constructFromConstants(obj, args, kwargs, "an argument of kiln.finfo/iinfo/Size (not a constant)"));
+    }
+    if (PyType_Check(obj.ptr()) && PyObject_HasAttrString(obj.ptr(), "_kiln_trace_noop_context")) {
+      // kiln.autocast: made for real from its constant arguments. One that changes nothing (a
+      // disabled autocast: enabled=False, or "cuda" without CUDA, as HF models write around
+      // their rotary embeddings) is a no-op `with` of the trace; one that would take effect
+      // breaks the graph (entering it eagerly says why).
+      nb::object made = constructFromConstants(obj, args, kwargs, "an argument of kiln.autocast (not a constant)");
+      if (PyObject_IsTrue(made.attr("_kiln_trace_noop_context").ptr())) return t_.make<GradModeVT>(t_.gradMode());
+      throw Unsupported{std::string("entering a ") + reinterpret_cast<PyTypeObject*>(obj.ptr())->tp_name +
+                        " that takes effect"};
     }
     if (PyType_Check(obj.ptr()))
       throw Unsupported{std::string("constructing a ") +
@@ -560,6 +557,7 @@ VT* InstructionTranslator::callSetMethod(SetVT* s, const std::string& name, VTs&
   for (const char* m : mutating) isMutating |= name == m;
   for (const char* m : pure) isPure |= name == m;
   if (!isMutating && !isPure) throw Unsupported{"set." + name + "()"};
+  if (isMutating && s->fromOutside) throw Unsupported{"set." + name + "() on a set from outside the compiled code"};
   nb::list pyArgs;
   for (VT* a : args)
     pyArgs.append(a->kind == VT::Kind::Set ? static_cast<SetVT*>(a)->set
@@ -589,6 +587,12 @@ namespace {
 
 // A collections.namedtuple class (a tuple subclass with _fields and _make, whose __new__ is the
 // generated one taking the fields).
+// collections.OrderedDict itself (not a subclass, whose methods may differ).
+bool isOrderedDictClass(nb::handle cls) {
+  static nb::handle ordered = nb::object(nb::module_::import_("collections").attr("OrderedDict")).release();
+  return cls.ptr() == ordered.ptr();
+}
+
 bool isNamedTupleClass(nb::handle cls) {
   auto* type = reinterpret_cast<PyTypeObject*>(cls.ptr());
   if (!PyType_IsSubtype(type, &PyTuple_Type) || type == &PyTuple_Type) return false;
@@ -639,9 +643,34 @@ VT* InstructionTranslator::constructNamedTuple(nb::handle cls, VTs args, Kwargs 
   return s;
 }
 
+nb::object InstructionTranslator::constructFromConstants(nb::handle cls, const VTs& args, const Kwargs& kwargs,
+                                                          const char* what) {
+  nb::dict pyKwargs;
+  for (auto& [k, v] : kwargs)
+    pyKwargs[k.c_str()] = constantValue(v, what);
+  nb::list pyArgs;
+  for (VT* a : args)
+    pyArgs.append(constantValue(a, what));
+  PyObject* r = PyObject_Call(cls.ptr(), nb::tuple(pyArgs).ptr(), pyKwargs.ptr());
+  if (!r) {
+    nb::python_error e;
+    throw TraceError{std::string(Py_TYPE(e.value().ptr())->tp_name) + ": " + nb::cast<std::string>(nb::str(e.value()))};
+  }
+  return nb::steal(r);
+}
+
 VT* InstructionTranslator::construct(nb::handle cls, VTs args, Kwargs kwargs) {
   if (isNamedTupleClass(cls))
     return constructNamedTuple(cls, std::move(args), std::move(kwargs));
+  if (isOrderedDictClass(cls)) {
+    // OrderedDict(...) (Module.state_dict's destination): a dict made while tracing, rebuilt as
+    // an OrderedDict where it leaves the graph. (Its own methods, move_to_end, are not traced.)
+    bool handled = false;
+    VT* made = callBuiltin(reinterpret_cast<PyObject*>(&PyDict_Type), args, kwargs, handled);
+    if (!handled || made->kind != VT::Kind::Dict) throw Unsupported{"constructing a collections.OrderedDict object"};
+    static_cast<DictVT*>(made)->madeType = nb::borrow(cls);
+    return made;
+  }
   // Instances of plain user classes (object.__new__, a Python __init__) are tracked
   // symbolically; they must not escape the trace.
   auto* type = reinterpret_cast<PyTypeObject*>(cls.ptr());
@@ -804,6 +833,12 @@ VT* InstructionTranslator::callBuiltin(nb::handle fn, VTs& args, Kwargs& kwargs,
     for (auto& [k, v] : kwargs)
       dictSet(d, t_.constant(nb::str(k.c_str())), v);
     return d;
+  }
+  if (is("id") && args.size() == 1 && kwargs.empty() && args[0]->kind == VT::Kind::Tensor &&
+      static_cast<TensorVT*>(args[0])->real.is_valid()) {
+    // A tensor from outside is the real object to the user's code (a parameter keying an
+    // optimizer's state, reached both as a key and through param_groups): its id, not its fake's.
+    return t_.constant(nb::int_(reinterpret_cast<intptr_t>(static_cast<TensorVT*>(args[0])->real.ptr())));
   }
   if (is("sum")) {
     VTs items = unpack(args.at(0));

@@ -114,6 +114,13 @@ public:
 
   RootPosition rootPosition;
   std::map<int64_t, int> symbolOfSize_; // a symbol's value in this trace -> its id
+  // Per symbol id, an expression over the frame's arguments reading its size at each call
+  // (`x.shape[0]`, of the first input dim bound to it): a size returned or handed to a resume
+  // function is read from the inputs, not baked in as the traced value.
+  std::map<int, std::string> symbolExpr_;
+  // `v`'s expression over the arguments when it is a size computed from symbols (a SizeInt:
+  // `x.shape[0] * 2`), else empty.
+  std::string symbolicSizeExpr(PyObject* v) const;
   int stopAt = -1, stopOccurrence = 0;
   std::vector<bool> live;
   // Dynamic shapes (trace_frame options, docs/capture.md): per input expression, the sizes its
@@ -250,6 +257,9 @@ private:
   VT* callDictMethod(DictVT* d, const std::string& name, VTs& args, Kwargs& kwargs);
   VT* callSetMethod(SetVT* s, const std::string& name, VTs& args);
   VT* construct(nb::handle cls, VTs args, Kwargs kwargs);
+  // cls(*args, **kwargs) called for real, every argument a constant of the trace (`what` names them
+  // in the error otherwise); a Python exception becomes a TraceError.
+  nb::object constructFromConstants(nb::handle cls, const VTs& args, const Kwargs& kwargs, const char* what);
   VT* constructNamedTuple(nb::handle cls, VTs args, Kwargs kwargs);
   VT* zeroArgSuper();
   VT* callBuiltin(nb::handle fn, VTs& args, Kwargs& kwargs, bool& handled);

@@ -31,6 +31,16 @@ std::string Tracer::constantRef(nb::handle o) {
   return "__c[" + std::to_string(nb::len(constants_) - 1) + "]";
 }
 
+std::string Tracer::symbolicSizeExpr(PyObject* o) const {
+  if (symbolExpr_.empty() || !PyLong_Check(o) || PyLong_CheckExact(o) || PyBool_Check(o)) return {};
+  static nb::handle sizeSource =
+      nb::object(nb::module_::import_("kiln.compiler.dynamic").attr("size_source")).release();
+  nb::dict symbols;
+  for (const auto& [id, expr] : symbolExpr_) symbols[nb::int_(id)] = nb::str(expr.c_str());
+  nb::object source = sizeSource(nb::handle(o), symbols);
+  return source.is_none() ? std::string() : nb::cast<std::string>(source);
+}
+
 std::string Tracer::outputExpr(VT* v, std::vector<Node*>& outputs, nb::list& constants) {
   switch (v->kind) {
   case VT::Kind::Tensor: {
@@ -46,6 +56,24 @@ std::string Tracer::outputExpr(VT* v, std::vector<Node*>& outputs, nb::list& con
     PyObject* o = static_cast<ConstantVT*>(v)->value.ptr();
     if (o == Py_None || PyBool_Check(o) || PyLong_CheckExact(o) || PyUnicode_CheckExact(o))
       return literal(o);
+    std::string size = symbolicSizeExpr(o);
+    if (!size.empty()) return size;
+    if (PyTuple_Check(o) && !symbolExpr_.empty()) {
+      // A shape with symbolic dims (`return x.shape`): rebuilt from the input's sizes.
+      std::string items;
+      bool symbolic = false;
+      for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(o); ++i) {
+        PyObject* item = PyTuple_GET_ITEM(o, i);
+        std::string e = symbolicSizeExpr(item);
+        symbolic = symbolic || !e.empty();
+        if (e.empty() && !PyLong_Check(item)) return constantRef(o);
+        items += (e.empty() ? literal(nb::int_(nb::borrow(item))) : e) + ", ";
+      }
+      if (symbolic) {
+        std::string tuple = "(" + items + ")";
+        return PyTuple_CheckExact(o) ? tuple : constantRef(nb::handle(reinterpret_cast<PyObject*>(Py_TYPE(o)))) + "(" + tuple + ")";
+      }
+    }
     return constantRef(o);
   }
   case VT::Kind::List:
@@ -74,9 +102,11 @@ std::string Tracer::outputExpr(VT* v, std::vector<Node*>& outputs, nb::list& con
       std::string key = PyUnicode_CheckExact(k.ptr()) || PyLong_CheckExact(k.ptr()) ? literal(k) : constantRef(k);
       body += key + ": " + outputExpr(x, outputs, constants) + ", ";
     }
+    if (d->madeType.is_valid()) return memoized(v, constantRef(d->madeType) + "({" + body + "})");
     return memoized(v, "{" + body + "}");
   }
   case VT::Kind::Set:
+    if (static_cast<SetVT*>(v)->fromOutside) return constantRef(static_cast<SetVT*>(v)->original);
     if (memo_.count(v)) return memo_[v];
     return memoized(v, "set(" + constantRef(toPython(v)) + ")");
   case VT::Kind::Object: {
@@ -187,59 +217,50 @@ VT* Tracer::storedValue(SideEffect::Kind kind, PyObject* object, const std::stri
 }
 
 // The statements replaying the trace's side effects (after the graph, before the return or the
-// graph break's instruction), in program order. Every value is computed into a temporary before
-// the first write: a value the trace read from a container (`out['a']`, kept by reference) must
-// be read before that container is rewritten (`out.clear()` ran first and the read failed).
+// graph break's instruction), in program order.
 nb::list Tracer::sideEffectLines(std::vector<Node*>& outputs, nb::list& constants) {
   auto ref = [&](nb::handle o) { return constantRef(o); };
   auto target = [&](VT* c, nb::handle original) {
     return c->source && c->source->isArgument() ? c->source->expr() : ref(original);
   };
-  std::vector<std::string> values, writes;
+  nb::list lines;
   for (const SideEffect& e : sideEffects) {
-    std::string temp = "__kiln_effect" + std::to_string(values.size());
-    std::string value, write;
+    std::string line;
     switch (e.kind) {
     case SideEffect::Kind::Container: {
       VT* c = e.container;
       if (c->kind == VT::Kind::List) {
         auto* s = static_cast<SequenceVT*>(c);
+        std::string items;
         for (VT* x : s->items)
-          value += outputExpr(x, outputs, constants) + ", ";
-        value = "[" + value + "]";
-        write = target(c, s->original) + "[:] = " + temp;
+          items += outputExpr(x, outputs, constants) + ", ";
+        line = target(c, s->original) + "[:] = [" + items + "]";
       } else {
         auto* d = static_cast<DictVT*>(c);
+        std::string body;
         for (auto& [k, x] : d->entries)
-          value += ref(k) + ": " + outputExpr(x, outputs, constants) + ", ";
-        value = "{" + value + "}";
+          body += ref(k) + ": " + outputExpr(x, outputs, constants) + ", ";
         std::string t = target(c, d->original);
-        write = t + ".clear(); " + t + ".update(" + temp + ")";
+        // The new contents are evaluated before the clear: a value the dict kept may be read
+        // through it (`out['a']`, when `out['b'] = ...` was stored beside it).
+        line = "(lambda __v: (" + t + ".clear(), " + t + ".update(__v)))({" + body + "})";
       }
       break;
     }
     case SideEffect::Kind::Attr:
-      value = outputExpr(e.value, outputs, constants);
-      write = "setattr(" + ref(e.object) + ", " + nb::cast<std::string>(nb::repr(nb::str(e.name.c_str()))) +
-              ", " + temp + ")";
+      line = "setattr(" + ref(e.object) + ", " + nb::cast<std::string>(nb::repr(nb::str(e.name.c_str()))) +
+             ", " + outputExpr(e.value, outputs, constants) + ")";
       break;
     case SideEffect::Kind::Global:
-      value = outputExpr(e.value, outputs, constants);
-      write = ref(e.object) + "[" + nb::cast<std::string>(nb::repr(nb::str(e.name.c_str()))) + "] = " + temp;
+      line = ref(e.object) + "[" + nb::cast<std::string>(nb::repr(nb::str(e.name.c_str()))) + "] = " +
+             outputExpr(e.value, outputs, constants);
       break;
     case SideEffect::Kind::Cell:
-      value = outputExpr(e.value, outputs, constants);
-      write = ref(e.object) + ".cell_contents = " + temp;
+      line = ref(e.object) + ".cell_contents = " + outputExpr(e.value, outputs, constants);
       break;
     }
-    values.push_back(temp + " = " + value);
-    writes.push_back(write);
+    lines.append(nb::str(line.c_str()));
   }
-  nb::list lines;
-  for (const std::string& l : values)
-    lines.append(nb::str(l.c_str()));
-  for (const std::string& l : writes)
-    lines.append(nb::str(l.c_str()));
   return lines;
 }
 

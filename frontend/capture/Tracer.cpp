@@ -70,6 +70,18 @@ bool isDevice(nb::handle o) {
   return PyObject_TypeCheck(o.ptr(), reinterpret_cast<PyTypeObject*>(cls.ptr()));
 }
 
+// A frozenset whose elements are exact str/int/bytes (a GuardTree const value).
+bool isConstSet(PyObject* s) {
+  nb::object it = nb::steal(PyObject_GetIter(s));
+  if (!it.is_valid()) throw nb::python_error();
+  while (PyObject* x = PyIter_Next(it.ptr())) {
+    PyTypeObject* t = Py_TYPE(x);
+    Py_DECREF(x);
+    if (t != &PyLong_Type && t != &PyUnicode_Type && t != &PyBytes_Type) return false;
+  }
+  return true;
+}
+
 bool isPlainConstant(PyObject* o) {
   return o == Py_None || PyBool_Check(o) || PyLong_CheckExact(o) || PyFloat_CheckExact(o) ||
          PyUnicode_CheckExact(o) || PyBytes_CheckExact(o) || PyComplex_CheckExact(o) ||
@@ -233,7 +245,10 @@ VT* Tracer::wrapTensor(nb::handle value, const SourcePtr& source, bool viaModule
     if (p != probeSizes.end()) probe = p->second;
     if (dyn != dynamicDims.end())
       for (size_t d = 0; d < dyn->second.size(); ++d)
-        if (dyn->second[d] >= 0) symbolOfSize_[probe ? (*probe)[d] : real.sizes()[d]] = dyn->second[d];
+        if (dyn->second[d] >= 0) {
+          symbolOfSize_[probe ? (*probe)[d] : real.sizes()[d]] = dyn->second[d];
+          symbolExpr_.emplace(dyn->second[d], expr + ".shape[" + std::to_string(d) + "]");
+        }
     node = placeholder(source->identifier());
     inputExprs_.push_back(expr);
     inputExprOf_[node] = expr;
@@ -313,6 +328,19 @@ VT* Tracer::wrap(nb::handle value, SourcePtr source, bool viaModule, const std::
     }
     if (g) g->checkConst(o);
     return constant(nb::borrow(value));
+  }
+  // A set of str/int from outside (a module's _non_persistent_buffers_set) is read as a copy,
+  // its contents guarded; a mutation of it is not traced (SetVT::fromOutside).
+  if (PyAnySet_CheckExact(o) && source) {
+    nb::object snapshot = nb::steal(PyFrozenSet_New(o));
+    if (!snapshot.is_valid()) throw nb::python_error();
+    if (isConstSet(snapshot.ptr())) {
+      if (g) g->checkConst(snapshot.ptr());
+      auto* s = make<SetVT>(nb::steal(PySet_New(o)));
+      s->fromOutside = true;
+      s->original = nb::borrow(value);
+      return s;
+    }
   }
   // A list or dict reached twice (an optimizer's `self.state` read in each of its methods) is
   // one variable, so that a mutation through one path is seen through the other and replayed
@@ -590,6 +618,7 @@ nb::object Tracer::toPython(VT* v) {
     nb::dict d;
     for (auto& [k, x] : static_cast<DictVT*>(v)->entries)
       d[k] = toPython(x);
+    if (static_cast<DictVT*>(v)->madeType.is_valid()) return static_cast<DictVT*>(v)->madeType(d);
     return d;
   }
   case VT::Kind::Iterator: {

@@ -29,10 +29,11 @@ Tensor leakyRelu(const Tensor& self, const Scalar& negative_slope) {
 Tensor elu(const Tensor& self, const Scalar& alpha, const Scalar& scale, const Scalar& input_scale) {
   checkFloating(self, "elu_cpu");
   return inOpMath(self, [&](const Tensor& x) {
-    // The negative branch reads min(x, 0): exp of a large x overflowed and its unused gradient
-    // (inf * 0) made the gradient nan.
-    Tensor negative = ops::mul(ops::expm1(ops::mul(ops::clamp_max(x, 0), input_scale)),
-                               alpha.toDouble() * scale.toDouble());
+    // The negative branch reads x with its positive part replaced by 0: exp of a large x overflowed
+    // and its unused gradient (inf * 0) made the gradient nan. (where, not clamp: where keeps only
+    // the mask for backward, so elu_'s write into x leaves nothing saved stale.)
+    Tensor nonPositive = ops::where(ops::gt(x, 0), ops::zeros_like(x), x);
+    Tensor negative = ops::mul(ops::expm1(ops::mul(nonPositive, input_scale)), alpha.toDouble() * scale.toDouble());
     Tensor positive = scale.toDouble() == 1.0 ? x : ops::mul(x, scale);
     return ops::where(ops::gt(x, 0), positive, negative);
   });
@@ -70,7 +71,8 @@ Tensor mish(const Tensor& self) {
   // softplus past 20 is x (to float precision; tanh is 1 there): exp of a large x overflowed and
   // its gradient inf / inf was nan.
   return inOpMath(self, [](const Tensor& x) {
-    Tensor soft = ops::where(ops::gt(x, 20), x, ops::log1p(ops::exp(ops::clamp_max(x, 20))));
+    Tensor capped = ops::where(ops::gt(x, 20), ops::full_like(x, 20), x);
+    Tensor soft = ops::where(ops::gt(x, 20), x, ops::log1p(ops::exp(capped)));
     return ops::mul(x, ops::tanh(soft));
   });
 }
@@ -91,8 +93,10 @@ Tensor dropout(const Tensor& input, double p, bool train) {
   if (p == 1.0) return ops::mul(input, ops::zeros_like(input));
   KILN_CHECK(isFloatingType(input.dtype()), "result type Float can't be cast to the desired output type ",
              scalarTypeShortName(input.dtype()));
-  // Kept elements are scaled by 1/(1-p) so the expectation is unchanged.
-  Tensor keep = ops::ge(ops::rand_like(input), p);
+  // PyTorch's CPU dropout: a mask of bernoulli_(1 - p) (a double uniform below 1 - p per
+  // element, drawn here as rand_like in float64 so that compiled graphs draw the same values),
+  // divided by 1 - p so the expectation is unchanged, times the input.
+  Tensor keep = ops::lt(ops::rand_like(input, ScalarType::Float64), 1.0 - p);
   return ops::mul(input, ops::div(ops::to(keep, input.dtype()), 1.0 - p));
 }
 

@@ -491,6 +491,14 @@ def test_cumprod_with_zeros(values, dim):
     # Raised NotImplementedError for inputs containing zeros (PyTorch differentiates them).
     ks = _same_grads(lambda a: a.cumprod(dim), lambda a: a.cumprod(dim), [values])
     assert kiln.autograd.gradcheck(lambda a: a.cumprod(dim), ks)
+
+
+@pytest.mark.xfail(strict=True, reason="cumprod_backward is not differentiable w.r.t. a row's first zero "
+                                       "for the elements after it (their gradient is a constant 0); "
+                                       "gradgradcheck passed vacuously while its numerical pass ran under no_grad")
+@pytest.mark.parametrize("values,dim", [([[1.5, 0.0, 2.0, -1.0], [0.0, 3.0, 0.0, 0.5]], 1)])
+def test_cumprod_with_zeros_double_backward(values, dim):
+    ks = _same_grads(lambda a: a.cumprod(dim), lambda a: a.cumprod(dim), [values])
     assert kiln.autograd.gradgradcheck(lambda a: a.cumprod(dim), ks)
 
 

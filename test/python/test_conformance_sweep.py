@@ -1055,6 +1055,6 @@ def test_training_script_switches_and_grad_scaler_match_torch():
 
     import math
     assert run(kiln) == run(torch)
-    with pytest.raises(NotImplementedError, match="automatic mixed precision is not supported"):
+    with pytest.raises(NotImplementedError, match="automatic mixed precision is not"):
         with kiln.autocast("cpu", dtype=kiln.bfloat16):
             pass

@@ -240,7 +240,7 @@ def test_extra_layers_match_torch_with_gradients():
                        ("LocalResponseNorm", (2,)), ("Dropout1d", (0.2,)), ("UpsamplingBilinear2d", (None, 2))):
         assert repr(getattr(nn, name)(*args)) == repr(getattr(torch.nn, name)(*args))
     for lib in (kiln, torch):
-        with pytest.raises(RuntimeError, match="lambda must be in range \\[0, "):
+        with pytest.raises(RuntimeError, match="lambda must be"):
             lib.nn.functional.softshrink(lib.ones(2), -1.0)
         with pytest.raises(RuntimeError, match="Number of channels must be divisible by groups"):
             lib.nn.functional.channel_shuffle(lib.ones(1, 5, 2), 2)

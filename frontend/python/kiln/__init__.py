@@ -69,14 +69,16 @@ from . import config  # noqa: E402,F401
 from . import testing  # noqa: E402,F401
 from . import cuda  # noqa: E402,F401
 from . import accelerator, backends  # noqa: E402,F401
+from . import amp, cpu  # noqa: E402,F401
+from .amp import autocast, is_autocast_available, is_autocast_enabled  # noqa: E402,F401
+from ._device_amp import cuda_amp as _cuda_amp  # noqa: E402
+cuda.amp = _cuda_amp
+del _cuda_amp
 from ._settings import (  # noqa: E402,F401
     are_deterministic_algorithms_enabled, get_default_dtype, get_float32_matmul_precision, get_num_threads,
     is_deterministic_algorithms_warn_only_enabled, set_default_dtype, set_float32_matmul_precision,
     set_num_threads, use_deterministic_algorithms,
 )
-from . import amp  # noqa: E402,F401
-from .amp import autocast, is_autocast_enabled  # noqa: E402,F401
-cuda.amp = amp.cuda_amp  # torch.cuda.amp.GradScaler / autocast
 from ._logging import set_logs  # noqa: E402,F401
 from . import compiler  # noqa: E402,F401
 from .compiler import compile, explain  # noqa: E402,F401

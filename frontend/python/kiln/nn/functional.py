@@ -566,18 +566,6 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
     return _reduce(pointwise, reduction)
 
 
-from ._losses import (  # noqa: E402,F401
-    gaussian_nll_loss, hinge_embedding_loss, multi_margin_loss, multilabel_soft_margin_loss, poisson_nll_loss,
-    soft_margin_loss,
-)
-
-
-from ._activations_extra import (  # noqa: E402,F401
-    celu_, channel_shuffle, dropout1d, elu_, hardshrink, hardtanh_, leaky_relu_, local_response_norm, relu_,
-    softshrink, threshold, threshold_,
-)
-
-
 def _reduce(loss, reduction):
     enum = _reduction_enum(reduction)
     return loss if enum == 0 else (loss.mean() if enum == 1 else loss.sum())
@@ -954,9 +942,6 @@ def pixel_unshuffle(input, downscale_factor):
     return x.reshape(*lead, c * r * r, h // r, w // r)
 
 
-from ._fold import fold, unfold  # noqa: E402,F401  (im2col / col2im)
-
-
 _LINEAR_MODES = {"linear": 3, "bilinear": 4, "trilinear": 5}
 
 
@@ -1061,3 +1046,7 @@ def dropout2d(input, p=0.5, training=True, inplace=False):
     lead = 2 if input.dim() == 4 else 1
     mask = dropout(input.new_ones(*input.shape[:lead], *([1] * (input.dim() - lead))), p, True)
     return input.mul_(mask) if inplace else input * mask
+
+
+from ._functional_extra import *  # noqa: E402,F401,F403 (threshold, unfold/fold, margin losses, ...)
+from ._grid_sample import affine_grid, grid_sample  # noqa: E402,F401

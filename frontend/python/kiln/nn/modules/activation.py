@@ -368,7 +368,7 @@ class Threshold(Module):
         return F.threshold(input, self.threshold, self.value, self.inplace)
 
     def extra_repr(self):
-        return f"threshold={self.threshold}, value={self.value}" + (", inplace=True" if self.inplace else "")
+        return f"threshold={self.threshold}, value={self.value}{', inplace=True' if self.inplace else ''}"
 
 
 class Hardshrink(Module):
@@ -388,32 +388,22 @@ class Softshrink(Hardshrink):
         return F.softshrink(input, self.lambd)
 
 
+class RReLU(Module):
+    def __init__(self, lower=1.0 / 8, upper=1.0 / 3, inplace=False):
+        super().__init__()
+        self.lower, self.upper, self.inplace = lower, upper, inplace
+
+    def forward(self, input):
+        return F.rrelu(input, self.lower, self.upper, self.training, self.inplace)
+
+    def extra_repr(self):
+        return f"lower={self.lower}, upper={self.upper}{', inplace=True' if self.inplace else ''}"
+
+
 class Softmax2d(Module):
+    """Softmax over the channels of (N, C, H, W) or (C, H, W) inputs."""
+
     def forward(self, input):
         if input.dim() not in (3, 4):
             raise ValueError(f"Softmax2d: expected input to be 3D or 4D, got {input.dim()}D instead")
         return F.softmax(input, -3)
-
-
-class ChannelShuffle(Module):
-    def __init__(self, groups):
-        super().__init__()
-        self.groups = groups
-
-    def forward(self, input):
-        return F.channel_shuffle(input, self.groups)
-
-    def extra_repr(self):
-        return f"groups={self.groups}"
-
-
-class LocalResponseNorm(Module):
-    def __init__(self, size, alpha=1e-4, beta=0.75, k=1.0):
-        super().__init__()
-        self.size, self.alpha, self.beta, self.k = size, alpha, beta, k
-
-    def forward(self, input):
-        return F.local_response_norm(input, self.size, self.alpha, self.beta, self.k)
-
-    def extra_repr(self):
-        return "{size}, alpha={alpha}, beta={beta}, k={k}".format(**self.__dict__)

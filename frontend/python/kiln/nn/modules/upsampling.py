@@ -1,4 +1,4 @@
-"""Upsample, PixelShuffle, PixelUnshuffle, Unfold, Fold: modules over kiln.nn.functional's compositions."""
+"""Upsample, PixelShuffle, PixelUnshuffle: modules over kiln.nn.functional's compositions."""
 from .. import functional as F
 from .module import Module
 
@@ -44,37 +44,6 @@ class PixelUnshuffle(Module):
 
     def extra_repr(self):
         return f"downscale_factor={self.downscale_factor}"
-
-
-class Unfold(Module):
-    """Sliding blocks of a batched image as columns (F.unfold)."""
-
-    def __init__(self, kernel_size, dilation=1, padding=0, stride=1):
-        super().__init__()
-        self.kernel_size, self.dilation, self.padding, self.stride = kernel_size, dilation, padding, stride
-
-    def forward(self, input):
-        return F.unfold(input, self.kernel_size, self.dilation, self.padding, self.stride)
-
-    def extra_repr(self):
-        return (f"kernel_size={self.kernel_size}, dilation={self.dilation}, padding={self.padding}, "
-                f"stride={self.stride}")
-
-
-class Fold(Module):
-    """Columns summed back into an image (F.fold), the adjoint of Unfold."""
-
-    def __init__(self, output_size, kernel_size, dilation=1, padding=0, stride=1):
-        super().__init__()
-        self.output_size, self.kernel_size = output_size, kernel_size
-        self.dilation, self.padding, self.stride = dilation, padding, stride
-
-    def forward(self, input):
-        return F.fold(input, self.output_size, self.kernel_size, self.dilation, self.padding, self.stride)
-
-    def extra_repr(self):
-        return (f"output_size={self.output_size}, kernel_size={self.kernel_size}, dilation={self.dilation}, "
-                f"padding={self.padding}, stride={self.stride}")
 
 
 class UpsamplingNearest2d(Upsample):

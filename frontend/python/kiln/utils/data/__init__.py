@@ -10,7 +10,7 @@ import collections.abc
 
 import numpy as _np
 
-from ... import _C, empty
+from ... import _C, empty, randperm
 from .sampler import (  # noqa: F401
     BatchSampler, RandomSampler, Sampler, SequentialSampler, SubsetRandomSampler, WeightedRandomSampler,
 )
@@ -46,11 +46,6 @@ class ChainDataset(IterableDataset):
 
     def __len__(self):
         return sum(len(d) for d in self.datasets)
-
-
-def get_worker_info():
-    """None: kiln's loader runs in the main process (torch's answer with num_workers=0)."""
-    return None
 
 
 class ConcatDataset(Dataset):
@@ -120,12 +115,17 @@ def random_split(dataset, lengths, generator=None):
         lengths = sizes
     if sum(lengths) != n:
         raise ValueError("Sum of input lengths does not equal the length of the input dataset!")
-    order = _C._ops.randperm(n).tolist()
+    order = randperm(n, generator=generator).tolist()  # torch: randperm(sum(lengths), generator)
     out, start = [], 0
     for length in lengths:
         out.append(Subset(dataset, order[start:start + length]))
         start += length
     return out
+
+
+def get_worker_info():
+    """None: kiln's loader runs in the main process (torch's answer with num_workers=0)."""
+    return None
 
 
 def default_collate(batch):
