@@ -1014,6 +1014,13 @@ def test_training_script_switches_and_grad_scaler_match_torch():
     import warnings
 
     def run(lib):
+        saved = (lib.backends.cuda.matmul.allow_tf32, lib.backends.cudnn.benchmark)
+        try:
+            return _switches_and_scaler(lib)
+        finally:  # process-wide flags: leave them as found for later tests
+            lib.backends.cuda.matmul.allow_tf32, lib.backends.cudnn.benchmark = saved
+
+    def _switches_and_scaler(lib):
         lib.backends.cuda.matmul.allow_tf32 = True
         lib.backends.cudnn.benchmark = True
         lib.set_float32_matmul_precision("high")
