@@ -196,8 +196,12 @@ Tensor binaryCrossEntropy(const Tensor& self, const Tensor& target, const std::o
 Tensor binaryCrossEntropyWithLogits(const Tensor& self, const Tensor& target, const std::optional<Tensor>& weight,
                                     const std::optional<Tensor>& pos_weight, int64_t reduction) {
   checkFloating(self, "log_sigmoid_cpu");
-  // log(sigmoid(x)) = min(x, 0) - log1p(exp(-|x|)), stable for large |x|.
-  Tensor logSigmoid = ops::sub(ops::clamp_max(self, 0), ops::log1p(ops::exp(ops::neg(ops::abs(self)))));
+  // log(sigmoid(x)): x - log1p(exp(x)) below 0, -log1p(exp(-x)) from 0 up, each branch on its clamped
+  // side of x (stable for large |x|). min(x, 0) - log1p(exp(-|x|)) had the gradient 1 instead of 1/2
+  // at x = 0: the gradient sigmoid(0) - y came out 1/2 too low (a zero-initialized head's first step).
+  Tensor low = ops::clamp_max(self, 0), high = ops::clamp_min(self, 0);
+  Tensor logSigmoid = ops::where(ops::lt(self, 0), ops::sub(low, ops::log1p(ops::exp(low))),
+                                 ops::neg(ops::log1p(ops::exp(ops::neg(high)))));
   if (pos_weight) logSigmoid = ops::mul(logSigmoid, ops::add(ops::mul(ops::sub(*pos_weight, 1), target), 1));
   Tensor loss = ops::sub(ops::mul(ops::rsub(target, 1), self), logSigmoid);
   if (weight) loss = ops::mul(loss, *weight);

@@ -238,3 +238,27 @@ def test_compiled_optimizer_step_method(monkeypatch, opt_name):
         # Each parameter's update (weight decay, momentum and Nesterov, the parameter written in
         # place) is one kernel: in-place writes fuse where read only at the element written.
         assert e.kernels_per_graph[0].num_kernels == len(list(model.parameters())), e.kernels_per_graph[0]
+
+
+def test_hidden_state_detached_inside_the_compiled_step_cuts_its_history():
+    # Truncated BPTT (pytorch/examples word_language_model's repackage_hidden): the step detaches
+    # the hidden state the previous step returned. The compiled node still had an edge to that
+    # state's history (the previous compiled node, its saved tensors freed by the previous
+    # backward): "Trying to backward through the graph a second time" on the second step.
+    lin = kiln.nn.Linear(3, 3)
+    x = kiln.ones(2, 3)
+
+    def step(x, h):
+        h = h.detach()
+        out = kiln.tanh(lin(x) + h)
+        lin.zero_grad()
+        out.sum().backward()
+        return out, lin.weight.grad.clone()
+
+    compiled = kiln.compile(step)
+    h_eager = h_compiled = kiln.zeros(2, 3)
+    for _ in range(3):
+        h_eager, g_eager = step(x, h_eager)
+        h_compiled, g_compiled = compiled(x, h_compiled)
+        np.testing.assert_allclose(g_compiled.numpy(), g_eager.numpy(), rtol=1e-5, atol=1e-6)
+    assert h_compiled.grad_fn is not None  # the outputs keep their own history

@@ -148,3 +148,23 @@ def test_errors_as_torch():
         with pytest.raises(RuntimeError):
             make(kiln)
     assert math.isnan(kiln.acosh(kiln.tensor(0.5)).item())
+
+
+def test_triangle_indices_inside_a_compiled_function_are_one_graph():
+    # tril_indices built its result from Python lists: inside kiln.compile a tensor made from
+    # Python data in library code cannot enter a graph, so the whole frame ran eagerly (0 graphs;
+    # torch.compile: 1). Now full/arange per row.
+    def pairwise(b):
+        iu = kiln.tril_indices(4, 4, offset=-1)
+        ju = kiln.triu_indices(4, 4, 1)
+        return b[:, iu[0]] * b[:, iu[1]] + b[:, ju[1]]
+
+    b = kiln.randn(2, 4)
+    kiln.compiler.reset()
+    e = kiln.explain(pairwise)(b)
+    assert (e.graph_count, e.graph_break_count) == (1, 0), e.break_reasons
+    np.testing.assert_allclose(kiln.compile(pairwise)(b).numpy(), pairwise(b).numpy(), rtol=1e-6)
+    for args in [(4, 4, -5), (3, 3, 10), (2, 6, -1), (5, 3)]:
+        for name in ("tril_indices", "triu_indices"):
+            k, t = getattr(kiln, name)(*args, dtype=kiln.int32), getattr(torch, name)(*args, dtype=torch.int32)
+            assert k.tolist() == t.tolist() and tuple(k.shape) == tuple(t.shape) and k.dtype == kiln.int32

@@ -211,3 +211,72 @@ def test_one_hot_and_glu_errors_match_torch():
             lib.nn.functional.one_hot(lib.tensor([0, 5]), 3)
         with pytest.raises(RuntimeError, match="Halving dimension must be even"):
             lib.nn.functional.glu(lib.ones(3, 5))
+
+
+def _extra_layers(lib, x):
+    F, nn_ = lib.nn.functional, lib.nn
+    return [F.threshold(x, 0.1, -2.0), F.hardshrink(x), F.softshrink(x, 0.3), F.relu_(x.clone()),
+            F.leaky_relu_(x.clone(), 0.2), F.elu_(x.clone()), F.hardtanh_(x.clone(), -0.5, 0.5), F.celu_(x.clone()),
+            F.threshold_(x.clone(), 0.0, 1.0), F.channel_shuffle(x, 3), F.local_response_norm(x, 3),
+            F.local_response_norm(x[:, :, :, 0], 4, alpha=0.1, k=2.0), nn_.LocalResponseNorm(2)(x),
+            nn_.Softmax2d()(x), nn_.UpsamplingBilinear2d(scale_factor=2)(x), nn_.UpsamplingNearest2d(size=(5, 5))(x),
+            nn_.Threshold(0.0, 0.5)(x), nn_.Hardshrink(0.2)(x), nn_.Softshrink()(x), nn_.ChannelShuffle(2)(x),
+            nn_.Dropout1d(0.5).eval()(x[0])]
+
+
+def test_extra_layers_match_torch_with_gradients():
+    # threshold, hard/softshrink, in-place relu_/leaky_relu_/elu_/hardtanh_/celu_, channel_shuffle,
+    # local_response_norm, Softmax2d, UpsamplingBilinear2d/Nearest2d, Dropout1d (kiln/nn/_activations_extra.py)
+    torch = need_torch()
+    k, t = both(sample((2, 6, 4, 3), "float32", seed=5, low=-2, high=2))
+    k.requires_grad_(True)
+    t.requires_grad_(True)
+    ok, ot = _extra_layers(kiln, k), _extra_layers(torch, t)
+    assert_match(ok, ot, rtol=1e-5, atol=1e-6)
+    gk, = kiln.autograd.grad(sum((o * o).sum() for o in ok), k)
+    gt, = torch.autograd.grad(sum((o * o).sum() for o in ot), t)
+    assert_match(gk, gt, rtol=1e-4, atol=1e-5)
+    for name, args in (("Threshold", (0.1, 20)), ("Hardshrink", ()), ("Softshrink", (0.3,)), ("ChannelShuffle", (2,)),
+                       ("LocalResponseNorm", (2,)), ("Dropout1d", (0.2,)), ("UpsamplingBilinear2d", (None, 2))):
+        assert repr(getattr(nn, name)(*args)) == repr(getattr(torch.nn, name)(*args))
+    for lib in (kiln, torch):
+        with pytest.raises(RuntimeError, match="lambda must be"):
+            lib.nn.functional.softshrink(lib.ones(2), -1.0)
+        with pytest.raises(RuntimeError, match="Number of channels must be divisible by groups"):
+            lib.nn.functional.channel_shuffle(lib.ones(1, 5, 2), 2)
+        with pytest.raises(RuntimeError, match="dropout1d: Expected 2D or 3D input"):
+            lib.nn.functional.dropout1d(lib.ones(1, 5, 2, 2))
+
+
+_KNOTS = [0.0, -0.0, 1.0, -1.0, 3.0, -3.0, 6.0, -6.0, 0.5, -0.5, 20.0, -20.0, 100.0, -100.0]
+
+
+def _knot_cases(L):
+    F = L.nn.functional
+    return {"logsigmoid": F.logsigmoid, "softplus": F.softplus, "softplus_b2": lambda x: F.softplus(x, 2, 5),
+            "elu": F.elu, "selu": F.selu, "celu": F.celu, "mish": F.mish, "relu6": F.relu6, "hardtanh": F.hardtanh,
+            "hardswish": F.hardswish, "hardsigmoid": F.hardsigmoid,
+            "bce_logits": lambda x: F.binary_cross_entropy_with_logits(x, L.full_like(x, 0.3), reduction="none"),
+            "bce_logits_pos_weight": lambda x: F.binary_cross_entropy_with_logits(
+                x, L.full_like(x, 0.3), reduction="none", pos_weight=L.tensor([2.0]))}
+
+
+@pytest.mark.parametrize("name", list(_knot_cases(kiln)))
+def test_gradients_at_knots_and_large_inputs_match_torch(name):
+    # Found by sweep 12 (word2vec with a zero-initialized table): logsigmoid and BCE-with-logits had
+    # the gradient 1 instead of 1/2 at x = 0 (min(x, 0) - log1p(exp(-|x|)): the subgradients
+    # added up); softplus/elu/selu/celu/mish gave nan gradients for large x (exp overflow in the
+    # unused branch); relu6/hardtanh/hardsigmoid/hardswish differed from torch at the knots.
+    torch = need_torch()
+    got = {}
+    for L in (kiln, torch):
+        x = L.tensor(_KNOTS, requires_grad=True)
+        y = _knot_cases(L)[name](x)
+        g, = L.autograd.grad(y.sum(), x)
+        got[L] = (y, g)
+    assert_match(got[kiln], got[torch], rtol=1e-5, atol=1e-6)
+    x = kiln.tensor(_KNOTS, requires_grad=True)
+    kiln.compiler.reset()  # one lambda's code for every case
+    y = kiln.compile(lambda t: _knot_cases(kiln)[name](t))(x)
+    g, = kiln.autograd.grad(y.sum(), x)
+    assert_match(g, got[torch][1], rtol=1e-5, atol=1e-6)

@@ -300,3 +300,79 @@ def test_parameter_containers_and_bilinear_compile(strict_inductor):
     assert_match(kiln.compile(model)(x), expected, rtol=1e-5, atol=1e-5)
     explained = kiln.compiler.explain(model)(x)
     assert (explained.graph_count, explained.graph_break_count) == (1, 0)
+
+
+# F.unfold / F.fold (kiln/nn/_fold.py), nn.Unfold / nn.Fold.
+@pytest.mark.parametrize("shape,kwargs", [
+    ((2, 3, 6, 5), dict(kernel_size=3, padding=1)),
+    ((2, 3, 6, 5), dict(kernel_size=(2, 3), dilation=(1, 2), stride=(2, 1))),
+    ((3, 7, 6), dict(kernel_size=2, stride=2, padding=1)),
+    ((1, 2, 5, 5), dict(kernel_size=(3, 1), dilation=2, padding=(2, 0), stride=(1, 3))),
+])
+def test_unfold_fold_match_torch(shape, kwargs):
+    torch = need_torch()
+    a = sample(shape, "float32", seed=11)
+    k, t = both(a)
+    k.requires_grad_(True)
+    t.requires_grad_(True)
+    ck, ct = F.unfold(k, **kwargs), torch.nn.functional.unfold(t, **kwargs)
+    assert_match(ck, ct)
+    g = sample(tuple(ct.shape), "float32", seed=12)
+    gk, gt = both(g)
+    ck.backward(gk)
+    ct.backward(gt)
+    assert_match(k.grad, t.grad, **TOL32)
+    assert_match(F.fold(gk, shape[-2:], **kwargs), torch.nn.functional.fold(gt, shape[-2:], **kwargs), **TOL32)
+
+
+def test_unfold_fold_modules_errors_and_compile():
+    torch = need_torch()
+    assert repr(nn.Unfold((2, 3), dilation=2, padding=1, stride=(1, 2))) == \
+        repr(torch.nn.Unfold((2, 3), dilation=2, padding=1, stride=(1, 2)))
+    assert repr(nn.Fold((4, 4), 2)) == repr(torch.nn.Fold((4, 4), 2))
+    for lib in (kiln, torch):
+        Fl = lib.nn.functional
+        with pytest.raises(RuntimeError, match="calculated shape of the array of sliding blocks"):
+            Fl.unfold(lib.ones(1, 1, 2, 2), 3)
+        with pytest.raises(RuntimeError, match="to match the calculated number of sliding blocks 2 \\* 2 = 4"):
+            Fl.fold(lib.ones(1, 4, 5), (3, 3), 2)
+        with pytest.raises(RuntimeError, match="divisible by the product of kernel_size"):
+            Fl.fold(lib.ones(1, 5, 4), (3, 3), 2)
+    x = kiln.from_numpy(sample((2, 3, 6, 5), "float32", seed=13))
+
+    def overlap_average(x):  # the inpainting idiom: fold of the patches over fold of ones
+        return F.fold(F.unfold(x, 2), (6, 5), 2) / F.fold(F.unfold(kiln.ones_like(x), 2), (6, 5), 2)
+
+    np.testing.assert_allclose(kiln.compile(overlap_average)(x).numpy(), x.numpy(), rtol=1e-6, atol=1e-6)
+
+
+# nn.utils.weight_norm / remove_weight_norm (kiln/nn/utils/weight_norm.py).
+def test_weight_norm_matches_torch_and_compiles():
+    torch = need_torch()
+    w = sample((3, 2, 2), "float32", seed=21)
+    x = sample((2, 2, 5), "float32", seed=22)
+    outs = {}
+    for lib in (kiln, torch):
+        conv = lib.nn.Conv1d(2, 3, 2)
+        with lib.no_grad():
+            conv.weight.copy_(lib.from_numpy(w.copy()))
+            conv.bias.zero_()
+        lib.nn.utils.weight_norm(conv)
+        names = [n for n, _ in conv.named_parameters()]
+        y = conv(lib.from_numpy(x.copy()))
+        y.square().sum().backward()
+        grads = (conv.weight_g.grad.clone(), conv.weight_v.grad.clone())
+        with lib.no_grad():
+            conv.weight_g.mul_(2)
+        y2 = conv(lib.from_numpy(x.copy()))
+        lib.nn.utils.remove_weight_norm(conv)
+        outs[lib] = (names, tuple(conv.weight_g.shape) if hasattr(conv, "weight_g") else None, y, grads, y2,
+                     [n for n, _ in conv.named_parameters()], conv(lib.from_numpy(x.copy())))
+        lin = lib.nn.utils.weight_norm(lib.nn.Linear(3, 2), dim=None)
+        outs[lib] += (tuple(lin.weight_g.shape),)
+    assert_match(outs[kiln], outs[torch], rtol=1e-5, atol=1e-6)
+    conv = nn.utils.weight_norm(nn.Conv1d(2, 3, 2))
+    with pytest.raises(RuntimeError, match="Cannot register two weight_norm hooks"):
+        nn.utils.weight_norm(conv)
+    xk = kiln.from_numpy(x)
+    np.testing.assert_allclose(kiln.compile(conv)(xk).detach().numpy(), conv(xk).detach().numpy(), rtol=1e-5)

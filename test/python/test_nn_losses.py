@@ -290,3 +290,72 @@ def test_metric_learning_loss_errors_match_torch(call, msg):
         call(torch)
     with pytest.raises(RuntimeError, match=msg):
         call(kiln)
+
+
+# gaussian/poisson NLL, hinge embedding, soft margin, multilabel soft margin and multi margin losses
+# (kiln/nn/_losses.py): values and input gradients against torch, functional and module forms.
+def _extra_loss_cases(lib, x):
+    F, nn_ = lib.nn.functional, lib.nn
+    r = np.random.default_rng(7)
+    tgt = lib.from_numpy(r.standard_normal((6, 4)).astype(np.float32))
+    var = lib.from_numpy(r.uniform(0.0, 2.0, (6, 4)).astype(np.float32))  # some below eps after clamp
+    counts = lib.from_numpy(r.poisson(2.0, (6, 4)).astype(np.float32))
+    pm1 = lib.from_numpy(np.where(r.standard_normal((6, 4)) > 0, 1.0, -1.0).astype(np.float32))
+    multi = lib.from_numpy((r.standard_normal((6, 4)) > 0).astype(np.float32))
+    y = lib.from_numpy(np.array([0, 3, 2, 1, 2, 0]))
+    w = lib.from_numpy(np.array([1.0, 2.0, 0.5, 1.5], dtype=np.float32))
+    return [
+        F.gaussian_nll_loss(x, tgt, var),
+        F.gaussian_nll_loss(x, tgt, var[:, 0], full=True, reduction="sum"),
+        F.gaussian_nll_loss(x, tgt, var[:, :1], reduction="none"),
+        nn_.GaussianNLLLoss(reduction="none")(x, tgt, 0.5),
+        F.poisson_nll_loss(x, counts),
+        F.poisson_nll_loss(x.abs() + 0.1, counts, log_input=False, full=True, reduction="none"),
+        nn_.PoissonNLLLoss(full=True, reduction="sum")(x, counts),
+        F.hinge_embedding_loss(x, pm1, margin=0.5),
+        nn_.HingeEmbeddingLoss(reduction="none")(x, pm1),
+        F.soft_margin_loss(x, pm1),
+        nn_.SoftMarginLoss(reduction="none")(x, pm1),
+        F.multilabel_soft_margin_loss(x, multi),
+        nn_.MultiLabelSoftMarginLoss(weight=w, reduction="none")(x, multi),
+        F.multi_margin_loss(x, y),
+        F.multi_margin_loss(x[0], y[:1], margin=0.3, reduction="none"),
+        nn_.MultiMarginLoss(p=2, margin=0.7, weight=w, reduction="none")(x, y),
+        nn_.MultiMarginLoss(reduction="sum")(x, y),
+    ]
+
+
+def test_extra_losses_and_gradients_match_torch():
+    torch = need_torch()
+    a = sample((6, 4), "float32", seed=3, low=-2, high=2)
+    k, t = both(a)
+    k.requires_grad_(True)
+    t.requires_grad_(True)
+    outs_k, outs_t = _extra_loss_cases(kiln, k), _extra_loss_cases(torch, t)
+    assert_match(outs_k, outs_t, rtol=1e-5, atol=1e-6)
+    gk, = kiln.autograd.grad(sum(o.sum() for o in outs_k), k)
+    gt, = torch.autograd.grad(sum(o.sum() for o in outs_t), t)
+    assert_match(gk, gt, rtol=1e-5, atol=1e-6)
+
+
+def test_extra_losses_compile_like_eager():
+    x = kiln.from_numpy(sample((6, 4), "float32", seed=4, low=-2, high=2))
+    want = _extra_loss_cases(kiln, x)
+    got = kiln.compile(lambda x: _extra_loss_cases(kiln, x))(x)
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_extra_loss_errors_match_torch():
+    torch = need_torch()
+    for lib in (kiln, torch):
+        F = lib.nn.functional
+        x = lib.zeros(3, 4)
+        with pytest.raises(ValueError, match="var has negative entry"):
+            F.gaussian_nll_loss(x, x, -lib.ones(3, 4))
+        with pytest.raises(ValueError, match="var is of incorrect size"):
+            F.gaussian_nll_loss(x, x, lib.ones(2, 4))
+        with pytest.raises(ValueError, match="only p == 1 and p == 2 supported"):
+            F.multi_margin_loss(x, lib.zeros(3, dtype=lib.long), p=3)
+        with pytest.raises(ValueError, match="weight must be one-dimensional"):
+            F.multi_margin_loss(x, lib.zeros(3, dtype=lib.long), weight=lib.ones(2, 2))

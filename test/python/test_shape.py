@@ -7,7 +7,7 @@ import warnings
 import kiln
 import numpy as np
 import pytest
-from oracle import ALL_DTYPES, assert_match, need_torch, sample
+from oracle import ALL_DTYPES, assert_match, both, need_torch, sample
 
 torch = need_torch()
 
@@ -735,3 +735,89 @@ def test_index_select_and_gather_edge_errors():
     # An empty gather index is not checked against self.
     run(lambda T, t: t.gather(1, idx(T, np.zeros((3, 0, 5), np.int64))), make(A234))
     run(lambda T, t: t.gather(0, T.from_numpy(np.zeros((0, 9), np.float32))), make(A234[0]))
+
+
+# Composites of kiln/_composites_extra.py against torch: values, dtypes, gradients, errors.
+def _extra_cases(lib, a, b, p, nanx):
+    iu = lib.tril_indices(4, 4, offset=-1)
+    return [
+        lib.tile(a, (2, 1)), a.tile((2, 1, 3)), lib.hstack([a, a[:, :1]]), lib.hstack([a[0], b[0]]),
+        lib.vstack([a, b[:2]]), lib.vstack([a[0], a[1]]), lib.dstack([a, a]), lib.column_stack([a[:, 0], a[:, :2]]),
+        lib.tensor_split(b, 3), lib.tensor_split(b, [1, 4], dim=1), a.tensor_split(lib.tensor([1, -1]), 1),
+        lib.hsplit(b, 2), lib.vsplit(b, [2]), lib.rot90(a), lib.rot90(a, 2), lib.rot90(a, -1, [1, 0]),
+        lib.take_along_dim(b, b.argsort(dim=1), dim=1), lib.take_along_dim(b, b.argmax(1, keepdim=True), 1),
+        lib.take_along_dim(b, lib.tensor([3, 0])), lib.trace(a[:, :3]), lib.trace(lib.arange(9).view(3, 3)),
+        lib.kron(a[:2, :2], lib.eye(2)), lib.kron(a[0], b[:2]), iu, lib.triu_indices(3, 5, 1),
+        b[:, iu[0]] * b[:, iu[1]], lib.cartesian_prod(lib.arange(2), lib.arange(3)), lib.cdist(a, b),
+        lib.cdist(a, b, p=1), lib.cdist(a[None], b[None], p=float("inf")), lib.cdist(a, a, p=3),
+        lib.diag_embed(a[:, :2]), lib.diag_embed(a, offset=-1), lib.diag_embed(a, 1, 0, 2), lib.logit(p),
+        lib.logit(p, eps=0.2), lib.frac(a * 3), lib.sgn(a), lib.copysign(a, b[:3]), lib.copysign(a, -0.0),
+        lib.copysign(lib.arange(3), lib.tensor([-0.0, 0.0, -1.0])), lib.float_power(a.abs(), 2),
+        lib.float_power(lib.arange(3), 0.5), lib.nansum(nanx, dim=1), lib.nansum(nanx), lib.nanmean(nanx),
+        nanx.nanmean(0, keepdim=True), a.t().ravel(), lib.atleast_2d(p), lib.atleast_3d(a),
+        lib.atleast_1d(lib.tensor(3.0), p),
+    ]
+
+
+def test_extra_composites_match_torch():
+    torch = need_torch()
+    arrays = [sample((3, 4), "float32", seed=31), sample((5, 4), "float32", seed=32),
+              sample((6,), "float32", seed=33, low=0.05, high=0.95)]
+    nanx = sample((3, 4), "float32", seed=34)
+    nanx[nanx > 1] = np.nan
+    (ka, ta), (kb, tb), (kp, tp), (kn, tn) = [both(x) for x in arrays + [nanx]]
+    for k, t in ((ka, ta), (kp, tp)):
+        k.requires_grad_(True)
+        t.requires_grad_(True)
+    outs_k, outs_t = _extra_cases(kiln, ka, kb, kp, kn), _extra_cases(torch, ta, tb, tp, tn)
+    assert_match(outs_k, outs_t, rtol=1e-5, atol=1e-5)
+
+    def loss(outs, lib):
+        used = [o for o in outs if not isinstance(o, tuple) and o.dtype.is_floating_point and o.requires_grad]
+        return sum((o * lib.linspace(0.5, 1.5, o.numel()).view(o.shape).to(o.dtype)).sum() for o in used)
+
+    gk = kiln.autograd.grad(loss(outs_k, kiln), (ka, kp))
+    gt = torch.autograd.grad(loss(outs_t, torch), (ta, tp))
+    assert_match(gk, gt, rtol=1e-4, atol=1e-5)
+
+
+def test_cdist_gradient_is_zero_at_zero_distance():
+    torch = need_torch()
+    a = sample((3, 2), "float32", seed=35)
+    ka, ta = both(a)
+    ka.requires_grad_(True)
+    ta.requires_grad_(True)
+    gk, = kiln.autograd.grad(kiln.cdist(ka, ka).sum(), ka)
+    gt, = torch.autograd.grad(torch.cdist(ta, ta).sum(), ta)
+    assert not np.isnan(gk.numpy()).any()
+    assert_match(gk, gt, rtol=1e-5, atol=1e-6)
+
+
+def test_extra_composites_compile_like_eager():
+    a = kiln.from_numpy(sample((3, 4), "float32", seed=36))
+    b = kiln.from_numpy(sample((5, 4), "float32", seed=37))
+
+    def fn(a, b):
+        return (kiln.cdist(a, b), kiln.tile(a, (2, 1)), kiln.hstack([a, a]), kiln.rot90(a),
+                kiln.take_along_dim(b, b.argsort(1), 1), kiln.kron(a, kiln.eye(2)), kiln.diag_embed(a),
+                kiln.tensor_split(b, 2)[1], kiln.logit(a.sigmoid()), kiln.copysign(a, b[:3]))
+
+    for got, want in zip(kiln.compile(fn)(a, b), fn(a, b)):
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_extra_composite_errors_match_torch():
+    torch = need_torch()
+    for lib in (kiln, torch):
+        with pytest.raises(RuntimeError, match="expected total rotation dims == 2"):
+            lib.rot90(lib.ones(2, 2), 1, [0])
+        with pytest.raises(RuntimeError, match="expected rotation dims to be different"):
+            lib.rot90(lib.ones(2, 2), 1, [1, 1])
+        with pytest.raises(RuntimeError, match="should have the same number of dimensions"):
+            lib.take_along_dim(lib.ones(2, 2), lib.zeros(2, dtype=lib.long), 0)
+        with pytest.raises(RuntimeError, match="not divisible by the split_size 3"):
+            lib.hsplit(lib.ones(2, 4), 3)
+        with pytest.raises(RuntimeError, match="X1 and X2 must have the same number of columns"):
+            lib.cdist(lib.ones(2, 3), lib.ones(2, 4))
+        with pytest.raises(RuntimeError, match="nanmean\\(\\): expected input to have floating point"):
+            lib.nanmean(lib.ones(2, dtype=lib.long))

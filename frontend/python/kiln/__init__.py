@@ -48,6 +48,9 @@ for _name, _op in (("arcsin", "asin"), ("arccos", "acos"), ("arctan", "atan"), (
 del _name, _op
 arcsin, arccos, arctan, arctan2 = asin, acos, atan, atan2  # noqa: F821 (ops exported above)
 arcsinh, arccosh, arctanh = asinh, acosh, atanh
+from ._composites_extra import diag_embed, ravel, sgn, tile, _install_methods as _install_extra  # noqa: E402,F401
+_install_extra(Tensor)
+del _install_extra
 from ._random import install as _install_random  # noqa: E402
 _install_random(globals(), Tensor)
 del _install_random

@@ -2,7 +2,6 @@
 names: threads, float32 matmul precision, deterministic algorithms, the default dtype."""
 from . import _C
 from .backends import cuda as _backends_cuda
-from .backends import cudnn as _backends_cudnn
 
 __all__ = ["get_num_threads", "set_num_threads", "get_float32_matmul_precision",
            "set_float32_matmul_precision", "use_deterministic_algorithms",
@@ -17,12 +16,12 @@ _PRECISIONS = ("highest", "high", "medium")
 
 def set_float32_matmul_precision(precision):
     """"highest" (the default), "high" or "medium", as torch's. It sets
-    kiln.backends.cuda.matmul.allow_tf32 / cudnn.allow_tf32 as torch does; kiln's GEMMs compute
+    kiln.backends.cuda.matmul.allow_tf32 as torch does (torch 2.13 leaves cudnn.allow_tf32 alone:
+    "highest" after "high" had switched cudnn's off, unlike torch); kiln's GEMMs compute
     f32 products in full f32 precision at every setting (no TF32 or bf16 passes)."""
     if precision not in _PRECISIONS:
         raise RuntimeError(f"Invalid precision: {precision!r}; expected one of {', '.join(_PRECISIONS)}")
     _backends_cuda.matmul.allow_tf32 = precision != "highest"
-    _backends_cudnn.allow_tf32 = precision != "highest"
     global _precision
     _precision = precision
 

@@ -3,7 +3,6 @@ hstack/vstack/dstack/column_stack, atleast_Nd, tensor_split and h/v/dsplit, flip
 rot90, block_diag, cartesian_prod, tril_indices/triu_indices. Differentiable and traceable
 because their pieces are."""
 from . import _C
-from ._creation import tensor as _tensor
 from ._promotion import promote_types
 
 __all__ = ["atleast_1d", "atleast_2d", "atleast_3d", "block_diag", "cartesian_prod", "column_stack", "dsplit",
@@ -192,24 +191,29 @@ def cartesian_prod(*tensors):
     return _C._ops.stack([g.reshape([-1]) for g in grids], 1)
 
 
-def _triangle_indices(row, col, keep, dtype, device):
+def _triangle_indices(row, col, span, dtype, device):
+    """[2, N] (row, column) indices, row by row; span(i) is row i's column range. Built from
+    full/arange per row, not from Python data: inside kiln.compile a tensor made from Python data
+    in library code cannot be part of a graph (the whole frame ran eagerly)."""
     rows, cols = [], []
     for i in range(row):
-        for j in range(col):
-            if keep(i, j):
-                rows.append(i)
-                cols.append(j)
-    return _tensor([rows, cols], dtype=dtype, device=device).reshape([2, len(rows)])
+        lo, hi = span(i)
+        if hi > lo:
+            rows.append(_C._ops.full([hi - lo], i, dtype=dtype, device=device))
+            cols.append(_C._ops.arange(lo, hi, dtype=dtype, device=device))
+    if not rows:
+        return _C._ops.empty([2, 0], dtype=dtype, device=device)
+    return _C._ops.stack([_C._ops.cat(rows), _C._ops.cat(cols)])
 
 
 def tril_indices(row, col, offset=0, *, dtype=None, device=None, layout=None):
     """The (row, column) indices of the lower triangle (j <= i + offset), row by row: [2, N]."""
-    return _triangle_indices(row, col, lambda i, j: j - i <= offset, dtype or _C.int64, device)
+    return _triangle_indices(row, col, lambda i: (0, min(col, i + offset + 1)), dtype or _C.int64, device)
 
 
 def triu_indices(row, col, offset=0, *, dtype=None, device=None, layout=None):
     """The (row, column) indices of the upper triangle (j >= i + offset), row by row: [2, N]."""
-    return _triangle_indices(row, col, lambda i, j: j - i >= offset, dtype or _C.int64, device)
+    return _triangle_indices(row, col, lambda i: (max(0, i + offset), col), dtype or _C.int64, device)
 
 
 def _install_methods(tensor_class):

@@ -363,9 +363,10 @@ def _training_runner(gm, part, facts, compiled_forward, compiled_backward):
                  part.saved_inputs, num_inputs)
     plan.grad_present = grad_present
     function = _function_class(plan)
+    apply = _apply_cutting_gradless_inputs(function, grad_inputs, grad_present)
     passthrough = _outputs_that_are_inputs(gm)
     if not written and not passthrough:
-        return (lambda *args: function.apply(*args)), attr_targets
+        return apply, attr_targets
     num_returned = num_outputs - len(written)
     differentiable = tangent_for[num_returned:]
 
@@ -373,7 +374,7 @@ def _training_runner(gm, part, facts, compiled_forward, compiled_backward):
         # New values of inputs that require grad, copied in as the eager program wrote them: under
         # autograd when the value requires grad (the input's history goes through the compiled
         # node), else as a write under no_grad.
-        results = function.apply(*args)
+        results = apply(*args)
         for i, value, grad in zip(written, results[num_returned:], differentiable):
             if grad:
                 args[i].copy_(value)
@@ -470,6 +471,26 @@ def compile_training_dynamic(traces, example_inputs, attributes, partitioner="mi
     facts = (num_outputs, list(tangent_for), list(grad_inputs), list(grad_present), num_values,
              list(attr_targets), list(written))
     return _training_runner(traces.graph_modules[0], parts[0], facts, compiled_forward, compiled_backward)
+
+
+def _apply_cutting_gradless_inputs(function, grad_inputs, grad_present):
+    """function.apply, with the inputs that require grad but get no gradient from the backward
+    (read only through detach(), or not at all) passed detached: an edge to their history would
+    make the engine run it with no gradient, and a history already backpropagated (an RNN's
+    hidden state detached at the top of the next compiled step) has freed its saved tensors
+    ("backward through the graph a second time"). torch.compile connects no such edge either."""
+    gradless = tuple(i for i, present in zip(grad_inputs, grad_present) if not present)
+    if not gradless:
+        return function.apply
+
+    def apply(*args):
+        if any(args[i].requires_grad for i in gradless):
+            args = list(args)
+            for i in gradless:
+                args[i] = args[i].detach()
+        return function.apply(*args)
+
+    return apply
 
 
 def _outputs_that_are_inputs(gm):

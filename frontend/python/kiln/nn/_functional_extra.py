@@ -350,6 +350,8 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
     weight[y])."""
     if p not in (1, 2):
         raise ValueError("only p == 1 and p == 2 supported")
+    if weight is not None and weight.dim() != 1:
+        raise ValueError("weight must be one-dimensional")  # torch's check (gather failed instead)
     x = input if input.dim() == 2 else input.reshape([1, -1])
     y = target.reshape([-1, 1])
     c = x.shape[1]

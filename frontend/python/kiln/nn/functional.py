@@ -426,8 +426,13 @@ def celu(input, alpha=1.0, inplace=False):
 
 
 def logsigmoid(input):
-    # min(x, 0) - log1p(exp(-|x|)): no overflow for large |x|.
-    return input.clamp_max(0) - (-input.abs()).exp().log1p()
+    # x - log1p(exp(x)) below 0, -log1p(exp(-x)) from 0 up: no overflow for large |x|, and the
+    # derivative at 0 is sigmoid(0) = 0.5 (min(x, 0) - log1p(exp(-|x|)) gave 1 there: the
+    # subgradients of min and abs added up). Each branch reads its clamped side of x, so the
+    # unused one stays finite and its zero gradient stays zero.
+    low = input.clamp_max(0)
+    high = input.clamp_min(0)
+    return _ops.where(input < 0, low - low.exp().log1p(), -(-high).exp().log1p())
 
 
 def hardsigmoid(input, inplace=False):

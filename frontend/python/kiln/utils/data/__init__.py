@@ -8,6 +8,8 @@ the way torch's follow torch.manual_seed."""
 import bisect
 import collections.abc
 
+import numpy as _np
+
 from ... import _C, empty, randperm
 from .sampler import (  # noqa: F401
     BatchSampler, RandomSampler, Sampler, SequentialSampler, SubsetRandomSampler, WeightedRandomSampler,
@@ -18,12 +20,32 @@ class Dataset:
     def __getitem__(self, index):
         raise NotImplementedError("Subclasses of Dataset should implement __getitem__.")
 
+    def __add__(self, other):
+        return ConcatDataset([self, other])
+
 
 class IterableDataset(Dataset):
     """A dataset read by iterating it (__iter__), not by index."""
 
     def __iter__(self):
         raise NotImplementedError("Subclasses of IterableDataset should implement __iter__.")
+
+    def __add__(self, other):
+        return ChainDataset([self, other])
+
+
+class ChainDataset(IterableDataset):
+    """Iterable datasets one after another."""
+
+    def __init__(self, datasets):
+        self.datasets = datasets
+
+    def __iter__(self):
+        for d in self.datasets:
+            yield from d
+
+    def __len__(self):
+        return sum(len(d) for d in self.datasets)
 
 
 class ConcatDataset(Dataset):
@@ -101,13 +123,24 @@ def random_split(dataset, lengths, generator=None):
     return out
 
 
+def get_worker_info():
+    """None: kiln's loader runs in the main process (torch's answer with num_workers=0)."""
+    return None
+
+
 def default_collate(batch):
     """A list of samples -> one batch: tensors stacked, numbers made tensors, and tuples,
     lists, dicts and namedtuples collated field by field."""
     elem = batch[0]
     if isinstance(elem, _C.TensorBase):
         return _C._ops.stack(list(batch), 0)
-    if isinstance(elem, (bool, int, float)):
+    if isinstance(elem, _np.ndarray) and elem.dtype.kind not in "SUO":
+        return _C._ops.stack([_from_numpy(b) for b in batch], 0)
+    if isinstance(elem, _np.generic) and elem.dtype.kind not in "SUO":
+        return _from_numpy(_np.array(batch))
+    if isinstance(elem, float):
+        return _tensor(batch, _C.float64)  # torch makes Python floats float64, not the default dtype
+    if isinstance(elem, (bool, int)):
         return _tensor(batch)
     if isinstance(elem, (str, bytes)):
         return batch
@@ -123,9 +156,14 @@ def default_collate(batch):
     raise TypeError(f"default_collate: batch must contain tensors, numbers, dicts or lists; found {type(elem)}")
 
 
-def _tensor(values):
+def _tensor(values, dtype=None):
     from ..._creation import tensor
-    return tensor(values)
+    return tensor(values, dtype=dtype)
+
+
+def _from_numpy(a):
+    from ... import from_numpy
+    return from_numpy(_np.ascontiguousarray(a).copy())
 
 
 class DataLoader:
