@@ -358,7 +358,7 @@ void sgemmPostOps(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float
     done = true;
   });
   if (done) return;
-  sgemm(ta, tb, m, n, k, 1.f, a, lda, b, ldb, 0.f, c, ldc);
+  sgemmLibrary(ta, tb, m, n, k, 1.f, a, lda, b, ldb, 0.f, c, ldc);
 #pragma omp parallel for if (m * n > 65536)
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = applyPostOps(c[i * ldc + j], ops, nops, i, j);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "runtime/cpu/DnnlMatmul.h"
+#include "runtime/cpu/Gemm.h"
 
 using namespace kiln::cpu;
 
@@ -90,4 +91,34 @@ TEST(DnnlMatmul, ResultsStayRightPastTheCacheBound) {
   for (int64_t m = 1; m <= 600; ++m) worst = std::max(worst, postOpsError(m, 3, 2, int(m)));
   for (int64_t m = 1; m <= 8; ++m) worst = std::max(worst, postOpsError(m, 3, 2, int(m) + 1));
   EXPECT_LT(worst, 1e-4f);
+}
+
+TEST(DnnlMatmul, SgemmOfATransposedWeightThroughThePrimitive) {
+  // x @ W.T with few rows or columns runs as the matmul primitive on more than one thread
+  // (preferMatmulPrimitive): padded leading dimensions, and a result it must not read (NaN).
+  int saved = omp_get_max_threads();
+  omp_set_num_threads(2);
+  EXPECT_TRUE(preferMatmulPrimitive(false, true, 2048, 512, 2048));
+  EXPECT_TRUE(preferMatmulPrimitive(false, true, 300, 1024, 96));
+  EXPECT_FALSE(preferMatmulPrimitive(false, true, 2048, 1024, 512)); // dnnl_sgemm is faster there
+  EXPECT_FALSE(preferMatmulPrimitive(false, false, 2048, 512, 2048));
+  EXPECT_FALSE(preferMatmulPrimitive(true, true, 2048, 512, 2048));
+  EXPECT_FALSE(preferMatmulPrimitive(false, true, 8, 8, 8)); // one thread
+  const int64_t shapes[][3] = {{300, 200, 96}, {96, 700, 130}, {1, 520, 700}};
+  for (const auto& s : shapes) {
+    int64_t m = s[0], n = s[1], k = s[2], lda = k + 3, ldb = k + 5, ldc = n + 2;
+    EXPECT_TRUE(preferMatmulPrimitive(false, true, m, n, k)) << m << "x" << n << "x" << k;
+    std::vector<float> a = filled(m * lda, 1), b = filled(n * ldb, 2), c(size_t(m * ldc), NAN);
+    sgemm(false, true, m, n, k, 1.f, a.data(), lda, b.data(), ldb, 0.f, c.data(), ldc);
+    float err = 0;
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double want = 0;
+        for (int64_t p = 0; p < k; ++p) want += double(a[size_t(i * lda + p)]) * b[size_t(j * ldb + p)];
+        float got = c[size_t(i * ldc + j)];
+        err = std::max(err, std::isnan(got) ? INFINITY : float(std::fabs(got - want)));
+      }
+    EXPECT_LT(err, 1e-3f) << m << "x" << n << "x" << k;
+  }
+  omp_set_num_threads(saved);
 }
