@@ -213,7 +213,7 @@ struct Accumulator {
   }
 };
 
-// An extern scan (cumsum, cumprod: compiler/Lowering.cpp) of one contiguous operand of the
+// An extern scan (cumsum, cumprod: compiler/lowering/Indexing.cpp) of one contiguous operand of the
 // buffer's shape: `rows` blocks of `length` x `inner` elements, each scanned along `length`.
 // The running value is kept as eager's CPU kernel keeps it (double for floats, wrapping uint64_t
 // for integers), and each output is that value converted to the element type.

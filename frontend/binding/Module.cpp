@@ -5,6 +5,7 @@
 #include <nanobind/stl/string.h>
 
 #include <map>
+#include <omp.h>
 
 #include "frontend/binding/AutogradBinding.h"
 #include "frontend/binding/CompiledKernelBinding.h"
@@ -24,6 +25,7 @@
 #include "frontend/capture/TraceFrame.h"
 #include "runtime/Allocator.h"
 #include "runtime/Dispatcher.h"
+#include "runtime/Error.h"
 
 namespace nb = nanobind;
 using namespace kiln;
@@ -93,6 +95,13 @@ NB_MODULE(_C, m) {
     out["allocation.all.allocated"] = s.allocations;
     out["allocation.all.cache_hits"] = s.cacheHits;
     return out;
+  });
+  // The OpenMP team size of kiln's CPU kernels, compiled kernels and GEMMs (they share one
+  // OpenMP runtime: docs/runtime.md), as torch.get_num_threads / set_num_threads.
+  m.def("get_num_threads", [] { return omp_get_max_threads(); });
+  m.def("set_num_threads", [](int n) {
+    KILN_CHECK(n > 0, "set_num_threads expects a positive integer, got ", n);
+    omp_set_num_threads(n);
   });
   m.def("reset_peak_memory_stats", [] { CpuAllocator::instance().resetPeak(); });
   m.def("empty_cache", [] { CpuAllocator::instance().emptyCache(); });

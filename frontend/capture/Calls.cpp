@@ -118,20 +118,17 @@ VT* InstructionTranslator::call(VT* fn, VTs args, Kwargs kwargs) {
     if (PyType_Check(obj.ptr()) && PyObject_HasAttrString(obj.ptr(), "_kiln_trace_constant")) {
       // kiln.finfo/iinfo of a dtype, a kiln.Size of constant sizes: an immutable value made of
       // constants, a constant of the trace.
-      const char* what = "an argument of kiln.finfo/iinfo/Size (not a constant)";
-      nb::dict pyKwargs;
-      for (auto& [k, v] : kwargs)
-        pyKwargs[k.c_str()] = constantValue(v, what);
-      nb::list pyArgs;
-      for (VT* a : args)
-        pyArgs.append(constantValue(a, what));
-      PyObject* r = PyObject_Call(obj.ptr(), nb::tuple(pyArgs).ptr(), pyKwargs.ptr());
-      if (!r) {
-        nb::python_error e;
-        throw TraceError{std::string(Py_TYPE(e.value().ptr())->tp_name) + ": " +
-                         nb::cast<std::string>(nb::str(e.value()))};
-      }
-      return t_.constant(nb::steal(r));
+      return t_.constant(constructFromConstants(obj, args, kwargs, "an argument of kiln.finfo/iinfo/Size (not a constant)"));
+    }
+    if (PyType_Check(obj.ptr()) && PyObject_HasAttrString(obj.ptr(), "_kiln_trace_noop_context")) {
+      // kiln.autocast: made for real from its constant arguments. One that changes nothing (a
+      // disabled autocast: enabled=False, or "cuda" without CUDA, as HF models write around
+      // their rotary embeddings) is a no-op `with` of the trace; one that would take effect
+      // breaks the graph (entering it eagerly says why).
+      nb::object made = constructFromConstants(obj, args, kwargs, "an argument of kiln.autocast (not a constant)");
+      if (PyObject_IsTrue(made.attr("_kiln_trace_noop_context").ptr())) return t_.make<GradModeVT>(t_.gradMode());
+      throw Unsupported{std::string("entering a ") + reinterpret_cast<PyTypeObject*>(obj.ptr())->tp_name +
+                        " that takes effect"};
     }
     if (PyType_Check(obj.ptr()))
       throw Unsupported{std::string("constructing a ") +
@@ -637,6 +634,22 @@ VT* InstructionTranslator::constructNamedTuple(nb::handle cls, VTs args, Kwargs 
   auto* s = t_.make<SequenceVT>(VT::Kind::Tuple, items);
   s->namedType = nb::borrow(cls);
   return s;
+}
+
+nb::object InstructionTranslator::constructFromConstants(nb::handle cls, const VTs& args, const Kwargs& kwargs,
+                                                          const char* what) {
+  nb::dict pyKwargs;
+  for (auto& [k, v] : kwargs)
+    pyKwargs[k.c_str()] = constantValue(v, what);
+  nb::list pyArgs;
+  for (VT* a : args)
+    pyArgs.append(constantValue(a, what));
+  PyObject* r = PyObject_Call(cls.ptr(), nb::tuple(pyArgs).ptr(), pyKwargs.ptr());
+  if (!r) {
+    nb::python_error e;
+    throw TraceError{std::string(Py_TYPE(e.value().ptr())->tp_name) + ": " + nb::cast<std::string>(nb::str(e.value()))};
+  }
+  return nb::steal(r);
 }
 
 VT* InstructionTranslator::construct(nb::handle cls, VTs args, Kwargs kwargs) {

@@ -43,12 +43,14 @@ std::vector<Tensor> AsStridedBackward::apply(std::vector<Tensor>&& grads) {
 }
 
 Tensor asStridedGrad(const Tensor& grad, const Geometry& base_, const Geometry& view_) {
-  if (nonOverlapping(view_)) {
+  bool baseOverlaps = !nonOverlapping(base_);
+  if (nonOverlapping(view_) && !baseOverlaps) {
     auto [z, inner] = baseShapedZeros(base_, view_, grad.dtype(), grad.device());
     ops::copy_(inner, grad, false);
     return z;
   }
-  // Overlapping view (an expand): elements that share memory sum their gradients.
+  // Overlapping view (an expand, an unfold): elements that share memory sum their gradients
+  // into the storage they share; the base then reads the storage back.
   int64_t span = 1;
   for (size_t d = 0; d < base_.sizes.size(); ++d) span += (base_.sizes[d] - 1) * base_.strides[d];
   int64_t lo = std::min(base_.offset, view_.offset);
@@ -59,6 +61,18 @@ Tensor asStridedGrad(const Tensor& grad, const Geometry& base_, const Geometry& 
                                      view_.sizes, view_.strides, view_.offset - lo);
   flat = ops::index_put(flat, {std::optional<Tensor>(ops::reshape(positions, {-1}))},
                         ops::reshape(grad, {-1}), true);
+  if (baseOverlaps) {
+    // The base itself has several elements on one location (an unfold of an unfold): each gets
+    // an equal share of the location's gradient, so that the base's own backward, summing its
+    // elements back into storage, counts the location once (as torch's as_strided_backward).
+    Tensor basePositions = ops::as_strided(ops::arange(Scalar(span), ScalarType::Int64, grad.device()),
+                                           base_.sizes, base_.strides, base_.offset - lo);
+    Tensor flatPositions = ops::reshape(basePositions, {-1});
+    Tensor count = ops::index_put(ops::zeros({span}, grad.dtype(), grad.device()),
+                                  {std::optional<Tensor>(flatPositions)},
+                                  ops::ones({flatPositions.numel()}, grad.dtype(), grad.device()), true);
+    flat = ops::div(flat, ops::clamp_min(count, Scalar(1.0)));
+  }
   return ops::as_strided(flat, base_.sizes, base_.strides, base_.offset - lo);
 }
 

@@ -394,3 +394,34 @@ def test_fill_and_zero(dtype, device):
         y.zero_()
         return x, y
     run_both(make)
+
+
+# torch.Tensor(...) and the typed legacy constructors, as real model code still writes them
+# (nn.Parameter(torch.Tensor(in, out)) then an init function; torch.LongTensor(list)).
+@pytest.mark.parametrize("make", [
+    lambda T: T.Tensor([1, 2.5]), lambda T: T.Tensor(np.arange(3)), lambda T: T.Tensor(),
+    lambda T: T.LongTensor([1, 2]), lambda T: T.FloatTensor([[1, 2]]), lambda T: T.BoolTensor([1, 0]),
+    lambda T: T.DoubleTensor(np.ones(2, np.float32)), lambda T: T.IntTensor(T.Size([2, 0])),
+    lambda T: T.ones(2).type(T.LongTensor), lambda T: T.ones(2).type("torch.DoubleTensor"),
+])
+def test_legacy_constructors(make):
+    run_both(make)
+
+
+def test_legacy_constructor_sizes_and_types():
+    torch = need_torch()
+    for T in (kiln, torch):
+        x = T.Tensor(2, 3)
+        assert x.shape == (2, 3) and x.dtype == T.float32
+        assert T.Tensor(T.Size([4])).shape == (4,)
+        assert T.HalfTensor(3).dtype == T.float16
+        p = T.nn.Parameter(T.Tensor(3, 4))
+        assert p.shape == (3, 4) and p.requires_grad
+        assert isinstance(T.ones(2), T.FloatTensor) and not isinstance(T.ones(2), T.LongTensor)
+        assert isinstance(T.zeros(2, dtype=T.int64), T.LongTensor)
+        base = T.ones(2)
+        alias = T.Tensor(base)
+        alias[0] = 5  # Tensor(t) shares t's data
+        assert base[0].item() == 5
+    same_error(lambda T: T.Tensor(-1))
+    same_error(lambda T: T.LongTensor(T.ones(2)))

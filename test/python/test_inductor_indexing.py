@@ -1,4 +1,4 @@
-"""Indexing ops compiled by the inductor backend (compiler/Lowering.cpp, "Indexing ops"): reads
+"""Indexing ops compiled by the inductor backend (compiler/lowering/Indexing.cpp): reads
 and writes through index tensors are `indirect` loop IR ops, checked against the indexed size;
 an out-of-range index makes the compiled program raise the error eager raises."""
 import os

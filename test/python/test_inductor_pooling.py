@@ -1,4 +1,4 @@
-"""Pooling lowered into the loop IR (compiler/Lowering.cpp, "Pooling"): max_pool2d's values and
+"""Pooling lowered into the loop IR (compiler/lowering/Pooling.cpp): max_pool2d's values and
 indices compiled and equal to kiln eager (which matches PyTorch: the first maximum of a window
 in row-major order wins, a NaN replaces it), fused with the pointwise ops around it instead of
 running as an eager fallback op."""

@@ -1,4 +1,4 @@
-"""cumsum and cumprod compiled as a scan (compiler/Lowering.cpp lowerScan, an extern scan whose
+"""cumsum and cumprod compiled as a scan (compiler/lowering/Indexing.cpp lowerScan, an extern scan whose
 running value is carried along the dim, parallel over the others): equal to kiln eager (the
 same running value: double for floats, wrapping for integers), over static and symbolic sizes
 and in the backward (cumsum's is a reversed cumsum, cumprod's cumprod_backward), never an

@@ -39,6 +39,11 @@ SCHEDULERS = [
     ("OneCycleLR", dict(max_lr=1.0, total_steps=31), "SGD"),
     ("OneCycleLR", dict(max_lr=[1.0, 2.0], total_steps=40, anneal_strategy="linear",
                         three_phase=True), "Adam"),
+    ("ConstantLR", dict(factor=0.5, total_iters=4), "SGD"),
+    ("MultiplicativeLR", dict(lr_lambda=lambda epoch: 0.95), "SGD"),
+    ("PolynomialLR", dict(total_iters=12, power=2.0), "SGD"),
+    ("CosineAnnealingWarmRestarts", dict(T_0=5, eta_min=0.01), "SGD"),
+    ("CosineAnnealingWarmRestarts", dict(T_0=3, T_mult=2), "Adam"),
 ]
 
 
@@ -62,7 +67,9 @@ def test_lr_sequence_matches_torch(name, kwargs, opt_name):
 
 
 @pytest.mark.parametrize("name", ["LRScheduler", "StepLR", "CosineAnnealingLR", "MultiStepLR",
-                                  "ExponentialLR", "LambdaLR", "LinearLR", "OneCycleLR", "ReduceLROnPlateau"])
+                                  "ExponentialLR", "LambdaLR", "LinearLR", "OneCycleLR", "ReduceLROnPlateau",
+                                  "ConstantLR", "MultiplicativeLR", "PolynomialLR", "CosineAnnealingWarmRestarts",
+                                  "SequentialLR", "ChainedScheduler"])
 def test_signatures_match_torch(name):
     def describe(cls):
         return [(p.name, p.default, p.kind) for p in inspect.signature(cls).parameters.values()]
@@ -164,3 +171,46 @@ def test_reduce_lr_on_plateau_matches_torch(kwargs):
             lib.optim.lr_scheduler.ReduceLROnPlateau(_optimizer(lib), factor=1.0)
         with pytest.raises(ValueError, match="expected 2 min_lrs, got 1"):
             lib.optim.lr_scheduler.ReduceLROnPlateau(_optimizer(lib), min_lr=[0.1])
+
+
+def _composed(lib, kind):
+    S = lib.optim.lr_scheduler
+    opt = _optimizer(lib)
+    if kind == "sequential":
+        warmup = S.LinearLR(opt, start_factor=0.1, total_iters=4)
+        decay = S.CosineAnnealingLR(opt, T_max=10)
+        sched = S.SequentialLR(opt, [warmup, decay], milestones=[4])
+    elif kind == "sequential3":
+        parts = [S.ConstantLR(opt, factor=0.5, total_iters=2), S.ExponentialLR(opt, gamma=0.9),
+                 S.StepLR(opt, step_size=3, gamma=0.5)]
+        sched = S.SequentialLR(opt, parts, milestones=[3, 9])
+    else:
+        sched = S.ChainedScheduler([S.ConstantLR(opt, factor=0.5, total_iters=3), S.ExponentialLR(opt, gamma=0.9)])
+    out = [sched.get_last_lr()]
+    for _ in range(20):
+        opt.step()
+        sched.step()
+        out.append(sched.get_last_lr())
+    return out, sched
+
+
+@pytest.mark.parametrize("kind", ["sequential", "sequential3", "chained"])
+def test_composed_schedulers_match_torch(kind):
+    (k, ks), (t, ts) = _composed(kiln, kind), _composed(torch, kind)
+    assert k == t
+    assert len(ks.state_dict()["_schedulers"]) == len(ts.state_dict()["_schedulers"])
+
+
+def test_warm_restarts_with_fractional_epochs_match_torch():
+    def run(lib):
+        opt = _optimizer(lib)
+        sched = lib.optim.lr_scheduler.CosineAnnealingWarmRestarts(opt, T_0=4, T_mult=2)
+        out = []
+        for epoch in range(10):
+            for i in range(3):
+                opt.step()
+                sched.step(epoch + i / 3)
+                out.append(sched.get_last_lr())
+        return out
+
+    assert run(kiln) == run(torch)

@@ -141,3 +141,39 @@ def test_clip_grad_value_and_vector_round_trip():
         tm.weight.copy_(torch.arange(12, dtype=torch.float32).view(3, 4))
         tm.bias.copy_(torch.arange(12, 15, dtype=torch.float32))
     assert_match(km(kx), tm(tx))
+
+
+# ---- nn.utils.rnn.pad_sequence ---------------------------------------------------------------
+
+@pytest.mark.parametrize("batch_first", [False, True])
+@pytest.mark.parametrize("side", ["left", "right"])
+def test_pad_sequence_matches_torch(batch_first, side):
+    torch = need_torch()
+    rng = np.random.default_rng(0)
+    arrays = [rng.standard_normal((n, 3)).astype(np.float32) for n in (4, 1, 0, 3)]
+    ks = [kiln.from_numpy(a).requires_grad_() for a in arrays]
+    ts = [torch.from_numpy(a).requires_grad_() for a in arrays]
+    k = kiln.nn.utils.rnn.pad_sequence(ks, batch_first=batch_first, padding_value=-1.0, padding_side=side)
+    t = torch.nn.utils.rnn.pad_sequence(ts, batch_first=batch_first, padding_value=-1.0, padding_side=side)
+    np.testing.assert_array_equal(k.detach().numpy(), t.detach().numpy())
+    w = rng.standard_normal(tuple(t.shape)).astype(np.float32)
+    (k * kiln.from_numpy(w)).sum().backward()
+    (t * torch.from_numpy(w)).sum().backward()
+    for a, b in zip(ks, ts):
+        np.testing.assert_array_equal(a.grad.numpy(), b.grad.numpy())
+    compiled = kiln.compile(lambda *xs: kiln.nn.utils.rnn.pad_sequence(list(xs), batch_first=batch_first,
+                                                                         padding_side=side))
+    np.testing.assert_array_equal(compiled(*[x.detach() for x in ks]).numpy(),
+                                  torch.nn.utils.rnn.pad_sequence([x.detach() for x in ts], batch_first=batch_first,
+                                                                  padding_side=side).numpy())
+    rows = kiln.nn.utils.rnn.unpad_sequence(k, kiln.tensor([4, 1, 0, 3]), batch_first=batch_first)
+    if side == "right":
+        for r, a in zip(rows, arrays):
+            np.testing.assert_array_equal(r.detach().numpy(), a)
+
+
+def test_pad_sequence_errors():
+    with pytest.raises(RuntimeError, match="trailing dims"):
+        kiln.nn.utils.rnn.pad_sequence([kiln.ones(2, 3), kiln.ones(2, 4)])
+    with pytest.raises(ValueError, match="padding_side"):
+        kiln.nn.utils.rnn.pad_sequence([kiln.ones(2)], padding_side="middle")

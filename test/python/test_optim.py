@@ -39,7 +39,7 @@ def _as_np(t):
     return np.array(t.numpy() if not hasattr(t, "detach") else t.detach().numpy(), copy=True)
 
 
-def _run(lib, cls_name, kwargs, steps=6, dtype="float32", groups=None, skip=None):
+def _run(lib, cls_name, kwargs, steps=8, dtype="float32", groups=None, skip=None):
     params = _params(lib, dtype)
     if groups:
         spec = [dict(params=[params[i] for i in idx], **opts) for idx, opts in groups]
@@ -68,6 +68,16 @@ CONFIGS = [
     ("RMSprop", dict(lr=0.01, alpha=0.9, momentum=0.5, centered=True, weight_decay=0.1, maximize=True)),
     ("Adagrad", dict()),
     ("Adagrad", dict(lr=0.05, lr_decay=0.1, weight_decay=0.1, initial_accumulator_value=0.2, maximize=True)),
+    ("Adadelta", dict()),
+    ("Adadelta", dict(lr=0.5, rho=0.8, eps=1e-5, weight_decay=0.1, maximize=True)),
+    ("Adamax", dict()),
+    ("Adamax", dict(lr=0.01, betas=(0.8, 0.99), weight_decay=0.1, maximize=True)),
+    ("NAdam", dict()),
+    ("NAdam", dict(lr=0.01, weight_decay=0.1, momentum_decay=0.01)),
+    ("NAdam", dict(lr=0.01, weight_decay=0.1, decoupled_weight_decay=True, maximize=True)),
+    # 8 steps: rho_t passes 5 at step 6 (beta2 0.999), so both branches run.
+    ("RAdam", dict()),
+    ("RAdam", dict(lr=0.01, betas=(0.8, 0.9), weight_decay=0.1, decoupled_weight_decay=True)),
 ]
 
 
@@ -90,7 +100,7 @@ def test_steps_match_torch(cls_name, kwargs):
             np.testing.assert_allclose(_as_np(kv), _as_np(tv), rtol=2e-6, atol=1e-7, err_msg=key)
 
 
-ADAM_CONFIGS = [(c, k) for c, k in CONFIGS if c.startswith("Adam")]
+ADAM_CONFIGS = [(c, k) for c, k in CONFIGS if c in ("Adam", "AdamW")]
 
 
 @pytest.mark.parametrize("cls_name,kwargs", ADAM_CONFIGS,
@@ -224,7 +234,8 @@ def test_param_groups_and_missing_grads():
     assert kp[3] not in kopt.state and sorted(kopt.state_dict()["state"]) == [0, 1, 2, 4]
 
 
-@pytest.mark.parametrize("name", ["SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Optimizer"])
+@pytest.mark.parametrize("name", ["SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam",
+                                  "RAdam", "LBFGS", "Optimizer"])
 def test_signatures_match_torch(name):
     def describe(cls):
         return [(p.name, p.default, p.kind) for p in inspect.signature(cls).parameters.values()]
@@ -423,7 +434,9 @@ def test_state_dict_hooks():
 
 
 @pytest.mark.parametrize("name,kwargs", [("RMSprop", dict(lr=0.01, momentum=0.5, centered=True)),
-                                         ("Adagrad", dict(lr=0.1, lr_decay=0.1))])
+                                         ("Adagrad", dict(lr=0.1, lr_decay=0.1)), ("Adamax", dict(lr=0.1)),
+                                         ("NAdam", dict(lr=0.1)), ("RAdam", dict(lr=0.1)),
+                                         ("Adadelta", dict())])
 def test_compiled_train_step_equals_eager(name, kwargs):
     """The step traced into the training graph (Adagrad's decayed lr from the step tensor, no .item())."""
     x, y = kiln.from_numpy(np.linspace(-1, 1, 32, dtype=np.float32).reshape(8, 4)), kiln.ones(8, 2)
@@ -443,3 +456,41 @@ def test_compiled_train_step_equals_eager(name, kwargs):
         fn = step if mode == "eager" else kiln.compile(step)
         losses[mode] = [fn().item() for _ in range(4)]
     np.testing.assert_allclose(losses["compiled"], losses["eager"], rtol=1e-5)
+
+
+@pytest.mark.parametrize("kwargs", [dict(), dict(lr=0.5, history_size=3), dict(line_search_fn="strong_wolfe"),
+                                    dict(line_search_fn="strong_wolfe", max_iter=5, history_size=2)])
+def test_lbfgs_matches_torch(kwargs):
+    """A least-squares fit with a closure: the same iterates as torch's L-BFGS."""
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((20, 4)).astype(np.float64), rng.standard_normal(20).astype(np.float64)
+    results = {}
+    for lib in (kiln, torch):
+        w = lib.zeros(4, dtype=lib.float64, requires_grad=True)
+        A, B = lib.from_numpy(a.copy()), lib.from_numpy(b.copy())
+        opt = lib.optim.LBFGS([w], **kwargs)
+        losses = []
+
+        def closure():
+            opt.zero_grad()
+            loss = ((A @ w - B) ** 2).sum() + (w ** 4).sum()
+            loss.backward()
+            return loss
+
+        for _ in range(3):
+            losses.append(float(opt.step(closure)))
+        results[lib.__name__] = (losses, w.detach().numpy().copy(), opt.state_dict()["state"][0]["func_evals"])
+    (kl, kw, kn), (tl, tw, tn) = results["kiln"], results["torch"]
+    np.testing.assert_allclose(kl, tl, rtol=1e-10)
+    np.testing.assert_allclose(kw, tw, rtol=1e-9, atol=1e-12)
+    assert kn == tn
+
+
+def test_lbfgs_errors():
+    w = kiln.zeros(2, requires_grad=True)
+    with pytest.raises(ValueError, match="parameter groups"):
+        kiln.optim.LBFGS([{"params": [w]}, {"params": [kiln.zeros(1, requires_grad=True)]}])
+    with pytest.raises(RuntimeError, match="strong_wolfe"):
+        opt = kiln.optim.LBFGS([w], line_search_fn="armijo")
+        w.grad = kiln.ones(2)
+        opt.step(lambda: w.sum())

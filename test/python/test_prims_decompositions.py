@@ -111,7 +111,7 @@ def test_reductions(body, expected):
 
 def test_scans_stay_for_the_loop_ir():
     # cumsum and cumprod have no prims decomposition: the loop IR lowers them as a scan
-    # (compiler/Lowering.cpp lowerScan), where a masked reduction would be quadratic in the dim.
+    # (compiler/lowering/Indexing.cpp lowerScan), where a masked reduction would be quadratic in the dim.
     g = fx.parse("graph @f(%i: i32[2, 3, 4], %h: f16[2, 3, 4]) {\n"
                  "  %s = call_function aten.cumsum(%i, 1)\n"
                  "  %p = call_function aten.cumprod(%h, 2)\n  output (%s, %p)\n}\n")

@@ -6,6 +6,9 @@ from ._C import (  # noqa: F401
     Generator, default_generator, manual_seed, seed, initial_seed, get_rng_state, set_rng_state,
 )
 from ._tensor import Tensor, Size  # noqa: F401
+from ._tensor import LEGACY_TENSOR_TYPES as _LEGACY_TENSOR_TYPES
+
+globals().update(_LEGACY_TENSOR_TYPES)  # FloatTensor, LongTensor, ...
 from ._creation import tensor, as_tensor, from_dlpack  # noqa: F401
 from ._tensor_str import set_printoptions, get_printoptions, printoptions  # noqa: F401
 from ._ops import _export_ops
@@ -26,6 +29,25 @@ from ._composites import (  # noqa: E402,F401
 )
 _install_composites(Tensor)
 del _install_composites
+from ._stacking import (  # noqa: E402,F401
+    atleast_1d, atleast_2d, atleast_3d, block_diag, cartesian_prod, column_stack, dsplit, dstack, fliplr, flipud,
+    hsplit, hstack, rot90, row_stack, tensor_split, tril_indices, triu_indices, vsplit, vstack,
+    _install_methods as _install_stacking,
+)
+from ._math_composites import (  # noqa: E402,F401
+    acosh, asinh, atanh, cdist, copysign, cross, deg2rad, float_power, frac, isin, isneginf, isposinf, kron, logit,
+    nanmean, nansum, rad2deg, signbit, sinc, take_along_dim, tensordot, trace, _install_methods as _install_math,
+)
+from ._promotion import can_cast, promote_types, result_type  # noqa: E402,F401
+_install_math(Tensor)
+_install_stacking(Tensor)
+del _install_math, _install_stacking
+for _name, _op in (("arcsin", "asin"), ("arccos", "acos"), ("arctan", "atan"), ("arctan2", "atan2")):
+    if not hasattr(Tensor, _name) and hasattr(Tensor, _op):
+        setattr(Tensor, _name, getattr(Tensor, _op))
+del _name, _op
+arcsin, arccos, arctan, arctan2 = asin, acos, atan, atan2  # noqa: F821 (ops exported above)
+arcsinh, arccosh, arctanh = asinh, acosh, atanh
 from ._random import install as _install_random  # noqa: E402
 _install_random(globals(), Tensor)
 del _install_random
@@ -41,7 +63,19 @@ from . import utils  # noqa: E402,F401
 from .serialization import load, save  # noqa: E402,F401
 from . import fx  # noqa: E402,F401
 from . import config  # noqa: E402,F401
+from . import testing  # noqa: E402,F401
 from . import cuda  # noqa: E402,F401
+from . import accelerator, backends  # noqa: E402,F401
+from . import amp, cpu  # noqa: E402,F401
+from .amp import autocast, is_autocast_available, is_autocast_enabled  # noqa: E402,F401
+from ._device_amp import cuda_amp as _cuda_amp  # noqa: E402
+cuda.amp = _cuda_amp
+del _cuda_amp
+from ._settings import (  # noqa: E402,F401
+    are_deterministic_algorithms_enabled, get_default_dtype, get_float32_matmul_precision, get_num_threads,
+    is_deterministic_algorithms_warn_only_enabled, set_default_dtype, set_float32_matmul_precision,
+    set_num_threads, use_deterministic_algorithms,
+)
 from ._logging import set_logs  # noqa: E402,F401
 from . import compiler  # noqa: E402,F401
 from .compiler import compile, explain  # noqa: E402,F401

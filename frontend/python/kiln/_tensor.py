@@ -28,8 +28,37 @@ class Size(tuple):
         return n
 
 
+def _legacy_new(dtype, args, device):
+    """What torch's legacy constructors (torch.Tensor(...), torch.LongTensor(...)) make of their
+    arguments: nothing -> an empty tensor; ints or a Size -> an uninitialized tensor of those
+    sizes; a sequence or array -> a copy of its data converted to `dtype`."""
+    if not args:
+        return _C._ops.empty([0], dtype=dtype, device=device)
+    if len(args) == 1 and isinstance(args[0], Size):
+        args = tuple(args[0])
+    if all(isinstance(a, int) and not isinstance(a, bool) for a in args):
+        if any(a < 0 for a in args):
+            raise RuntimeError(f"Trying to create tensor with negative dimension: {list(args)}")
+        return _C._ops.empty(list(args), dtype=dtype, device=device)
+    if len(args) == 1 and not isinstance(args[0], (bool, int, float)):
+        return _tensor_from_data(args[0], dtype=dtype, device=device)
+    raise TypeError(f"new(): invalid arguments {tuple(type(a).__name__ for a in args)}: expected "
+                    "(*sizes), (Size), (sequence or array) or (Tensor)")
+
+
 class Tensor(_C.TensorBase):
-    """A strided n-dimensional array on a device, with PyTorch's API."""
+    """A strided n-dimensional array on a device, with PyTorch's API.
+
+    `Tensor(t)` of a tensor is a new Tensor object over t's data (as nn.Parameter makes); the
+    other forms are torch's legacy constructor (`Tensor(2, 3)`: uninitialized float32, `Tensor(
+    [1, 2])`: float32 data; _legacy_new).
+    """
+
+    def __init__(self, *args, device=None):
+        if len(args) == 1 and isinstance(args[0], _C.TensorBase) and device is None:
+            _C.TensorBase.__init__(self, args[0])
+        else:
+            _C.TensorBase.__init__(self, _legacy_new(_C.float32, args, device))
 
     # Operators map straight to the op objects: no Python frame on the hot path.
     __add__ = __radd__ = _C.TensorBase.add
@@ -170,13 +199,13 @@ class Tensor(_C.TensorBase):
             where = "" if self.device.type == "cpu" else self.device.type + "."
             return f"kiln.{where}{_TYPE_NAMES[self.dtype]}"
         if isinstance(dtype, str):
-            name = dtype.removeprefix("kiln.")
+            name = dtype.removeprefix("kiln.").removeprefix("torch.")
             on_cuda = name.startswith("cuda.")
             name = name.removeprefix("cuda.")
             if name not in _TYPES_BY_NAME:
                 raise ValueError(f"invalid type: '{dtype}'")
             return self.to(device="cuda" if on_cuda else "cpu", dtype=_TYPES_BY_NAME[name])
-        return self.to(dtype, non_blocking=non_blocking)
+        return self.to(getattr(dtype, "dtype", dtype), non_blocking=non_blocking)
 
     def type_as(self, other):
         return self.to(dtype=other.dtype, device=other.device)
@@ -270,3 +299,28 @@ class Tensor(_C.TensorBase):
 
 _C._set_tensor_class(Tensor)
 _C._set_size_class(Size)
+
+
+class _LegacyTensorType(type):
+    """The metaclass of kiln.FloatTensor and the like: isinstance(t, kiln.FloatTensor) asks
+    whether t is a CPU tensor of that dtype, as in PyTorch."""
+
+    def __instancecheck__(cls, obj):
+        return isinstance(obj, _C.TensorBase) and obj.dtype == cls.dtype and obj.device.type == "cpu"
+
+    def __call__(cls, *args, device=None):
+        if len(args) == 1 and isinstance(args[0], _C.TensorBase):
+            t = args[0]
+            if t.dtype != cls.dtype:
+                raise TypeError(f"expected {cls.dtype} (got {t.dtype})")
+            return t
+        return _legacy_new(cls.dtype, args, device)
+
+
+def _legacy_type(dtype):
+    return _LegacyTensorType(_TYPE_NAMES[dtype], (), {"dtype": dtype, "__module__": "kiln"})
+
+
+# kiln.FloatTensor(2, 3), kiln.LongTensor([1, 2]), x.type(kiln.DoubleTensor), isinstance(x,
+# kiln.BoolTensor): the legacy typed constructors, one per dtype.
+LEGACY_TENSOR_TYPES = {name: _legacy_type(dtype) for dtype, name in _TYPE_NAMES.items()}

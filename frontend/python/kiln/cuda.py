@@ -10,7 +10,8 @@ from . import _C
 __all__ = [
     "Event", "Stream", "StreamContext", "current_device", "current_stream", "default_stream",
     "device", "device_count", "empty_cache", "get_device_capability", "get_device_name",
-    "get_device_properties", "init", "is_available", "is_initialized", "max_memory_allocated",
+    "get_device_properties", "init", "is_available", "is_initialized", "manual_seed",
+    "manual_seed_all", "max_memory_allocated",
     "max_memory_reserved", "memory_allocated", "memory_reserved", "memory_stats",
     "reset_accumulated_memory_stats", "reset_peak_memory_stats", "set_device", "set_stream",
     "stream", "synchronize", "unavailable_reason",
@@ -20,6 +21,17 @@ __all__ = [
 def is_available():
     """True when the CUDA driver loaded, initialised and found at least one device."""
     return _C._cuda_is_available()
+
+
+def manual_seed(seed):
+    """Seeds the random numbers of CUDA tensors. kiln draws them from the default generator
+    (on the host, then copies them), so with a device present this is kiln.manual_seed; without
+    one it does nothing, as torch.cuda.manual_seed on a machine without CUDA."""
+    if is_available():
+        _C.manual_seed(seed)
+
+
+manual_seed_all = manual_seed
 
 
 def unavailable_reason():

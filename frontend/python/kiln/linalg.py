@@ -69,3 +69,14 @@ def norm(A, ord=None, dim=None, keepdim=False, *, dtype=None):
         return matrix_norm(A, ord, (-2, -1), keepdim, dtype=dtype)
     raise RuntimeError(f"linalg.norm: If dim is not specified but ord is, the input must be 1D or 2D. "
                        f"Got {A.dim()}D.")
+
+
+def cross(input, other, *, dim=-1):
+    """The 3-vector cross product along dim (default the last, unlike torch.cross's)."""
+    from ._math_composites import cross as _cross
+    return _cross(input, other, dim=dim)
+
+
+def vecdot(x, y, *, dim=-1):
+    """The dot product of x and y along dim (broadcasting the others)."""
+    return (x * y).sum([dim])

@@ -56,7 +56,7 @@ def is_fallback(node):
     return not target.startswith("prims.") or target in _UNLOWERED_PRIMS
 
 
-# Core ATen indexing ops the loop IR lowers directly (compiler/Lowering.cpp, "Indexing ops"),
+# Core ATen indexing ops the loop IR lowers directly (compiler/lowering/Indexing.cpp),
 # with indirect loads and stores; the variants it does not take run eagerly (_lowers_indexing).
 _INDEXING_OPS = frozenset({
     "aten.gather", "aten.index_select", "aten.embedding", "aten.index.Tensor", "aten.index_put",
@@ -64,7 +64,7 @@ _INDEXING_OPS = frozenset({
 })
 
 
-# Scans the loop IR lowers directly as an extern scan (compiler/Lowering.cpp, lowerScan), over
+# Scans the loop IR lowers directly as an extern scan (compiler/lowering/Indexing.cpp, lowerScan), over
 # static or symbolic sizes.
 _SCAN_OPS = frozenset({"aten.cumsum", "aten.cumprod"})
 
@@ -75,7 +75,7 @@ def _lowers_scan(node):
     return out is not None and out.dtype != _bool_dtype() and not getattr(out.dtype, "is_complex", False)
 
 
-# Pooling ops the loop IR lowers directly (compiler/Lowering.cpp, "Pooling"); their results
+# Pooling ops the loop IR lowers directly (compiler/lowering/Pooling.cpp); their results
 # are taken by getitem nodes, which lower with them.
 _POOLING_OPS = frozenset({"aten.max_pool2d_with_indices", "aten.max_pool2d_with_indices_backward",
                           "aten.avg_pool2d", "aten._adaptive_avg_pool2d", "aten.avg_pool2d_backward",

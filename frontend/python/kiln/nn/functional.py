@@ -1041,3 +1041,7 @@ def dropout2d(input, p=0.5, training=True, inplace=False):
     lead = 2 if input.dim() == 4 else 1
     mask = dropout(input.new_ones(*input.shape[:lead], *([1] * (input.dim() - lead))), p, True)
     return input.mul_(mask) if inplace else input * mask
+
+
+from ._functional_extra import *  # noqa: E402,F401,F403 (threshold, unfold/fold, margin losses, ...)
+from ._grid_sample import affine_grid, grid_sample  # noqa: E402,F401

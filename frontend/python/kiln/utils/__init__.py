@@ -1,2 +1,2 @@
-"""kiln.utils: the data loading helpers of torch.utils that training scripts import."""
-from . import data  # noqa: F401
+"""kiln.utils: data loading (data) and activation checkpointing (checkpoint), as torch.utils."""
+from . import checkpoint, data  # noqa: F401

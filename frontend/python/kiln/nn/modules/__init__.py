@@ -30,9 +30,19 @@ from .pooling import (  # noqa: F401
     MaxPool2d,
 )
 from .instancenorm import InstanceNorm1d, InstanceNorm2d  # noqa: F401
-from .sparse import Embedding  # noqa: F401
+from .sparse import Embedding, EmbeddingBag  # noqa: F401
 from .upsampling import PixelShuffle, PixelUnshuffle, Upsample  # noqa: F401
 from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase  # noqa: F401
 from .transformer import (  # noqa: F401
     Transformer, TransformerDecoder, TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer,
 )
+from .activation import Hardshrink, RReLU, Softmax2d, Softshrink, Threshold  # noqa: F401
+from .channelshuffle import ChannelShuffle  # noqa: F401
+from .dropout import AlphaDropout, Dropout1d, Dropout3d, FeatureAlphaDropout  # noqa: F401
+from .fold import Fold, Unfold  # noqa: F401
+from .loss import (  # noqa: F401
+    GaussianNLLLoss, HingeEmbeddingLoss, MultiLabelMarginLoss, MultiLabelSoftMarginLoss, MultiMarginLoss, NLLLoss2d,
+    PoissonNLLLoss, SoftMarginLoss, TripletMarginWithDistanceLoss,
+)
+from .normalization import LocalResponseNorm  # noqa: F401
+from .upsampling import UpsamplingBilinear2d, UpsamplingNearest2d  # noqa: F401

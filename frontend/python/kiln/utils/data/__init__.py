@@ -1,16 +1,57 @@
-"""kiln.utils.data: Dataset, TensorDataset, Subset, random_split, DataLoader, default_collate.
+"""kiln.utils.data: datasets, samplers, DataLoader and default_collate (torch.utils.data).
 
 A single-process loader, as torch.utils.data's with num_workers=0: batches of batch_size items
-collated by stacking tensors (and turning Python numbers into tensors), sequential or shuffled
-with kiln.randperm (so it follows kiln.manual_seed; the order differs from PyTorch's)."""
+from a BatchSampler over a SequentialSampler or (shuffle=True) a RandomSampler, collated by
+stacking tensors (and turning Python numbers into tensors). Each pass draws from the generator as
+torch's loader does (a base seed, then the sampler's seed), so the orders follow kiln.manual_seed
+the way torch's follow torch.manual_seed."""
+import bisect
 import collections.abc
 
-from ... import _C
+from ... import _C, empty
+from .sampler import (  # noqa: F401
+    BatchSampler, RandomSampler, Sampler, SequentialSampler, SubsetRandomSampler, WeightedRandomSampler,
+)
 
 
 class Dataset:
     def __getitem__(self, index):
         raise NotImplementedError("Subclasses of Dataset should implement __getitem__.")
+
+
+class IterableDataset(Dataset):
+    """A dataset read by iterating it (__iter__), not by index."""
+
+    def __iter__(self):
+        raise NotImplementedError("Subclasses of IterableDataset should implement __iter__.")
+
+
+class ConcatDataset(Dataset):
+    """The datasets one after another."""
+
+    def __init__(self, datasets):
+        self.datasets = list(datasets)
+        if not self.datasets:
+            raise AssertionError("datasets should not be an empty iterable")
+        if any(isinstance(d, IterableDataset) for d in self.datasets):
+            raise AssertionError("ConcatDataset does not support IterableDataset")
+        self.cumulative_sizes = []
+        total = 0
+        for d in self.datasets:
+            total += len(d)
+            self.cumulative_sizes.append(total)
+
+    def __len__(self):
+        return self.cumulative_sizes[-1]
+
+    def __getitem__(self, idx):
+        if idx < 0:
+            if -idx > len(self):
+                raise ValueError("absolute value of index should not exceed dataset length")
+            idx = len(self) + idx
+        which = bisect.bisect_right(self.cumulative_sizes, idx)
+        start = self.cumulative_sizes[which - 1] if which else 0
+        return self.datasets[which][idx - start]
 
 
 class TensorDataset(Dataset):
@@ -88,57 +129,77 @@ def _tensor(values):
 
 
 class DataLoader:
-    """Iterates a map-style dataset in batches (num_workers must be 0)."""
+    """Iterates a dataset in batches (num_workers must be 0). Map-style datasets go through
+    `batch_sampler` (a BatchSampler over `sampler` unless given); an IterableDataset is read in
+    order and cut into batches."""
 
-    def __init__(self, dataset, batch_size=1, shuffle=False, sampler=None, batch_sampler=None, num_workers=0,
+    def __init__(self, dataset, batch_size=1, shuffle=None, sampler=None, batch_sampler=None, num_workers=0,
                  collate_fn=None, pin_memory=False, drop_last=False, timeout=0, worker_init_fn=None,
                  generator=None, **kwargs):
         if num_workers != 0:
             raise NotImplementedError("kiln.utils.data.DataLoader: num_workers > 0 is not supported")
+        self.dataset = dataset
+        self.generator = generator
+        self._iterable = isinstance(dataset, IterableDataset)
+        if self._iterable:
+            if shuffle not in (None, False):
+                raise ValueError(f"DataLoader with IterableDataset: expected unspecified shuffle option, "
+                                 f"but got shuffle={shuffle}")
+            if sampler is not None or batch_sampler is not None:
+                raise ValueError("DataLoader with IterableDataset: expected unspecified sampler and batch_sampler")
         if sampler is not None and shuffle:
             raise ValueError("sampler option is mutually exclusive with shuffle")
-        self.dataset = dataset
+        if batch_sampler is not None:
+            if batch_size != 1 or shuffle or sampler is not None or drop_last:
+                raise ValueError("batch_sampler option is mutually exclusive with batch_size, shuffle, sampler, "
+                                 "and drop_last")
+            batch_size, drop_last = None, False
+        if sampler is None and not self._iterable:
+            sampler = RandomSampler(dataset, generator=generator) if shuffle else SequentialSampler(dataset)
+        if batch_size is not None and batch_sampler is None and not self._iterable:
+            batch_sampler = BatchSampler(sampler, batch_size, drop_last)
         self.batch_size = batch_size
-        self.shuffle = shuffle
+        self.drop_last = drop_last
         self.sampler = sampler
         self.batch_sampler = batch_sampler
-        self.drop_last = drop_last
-        self.collate_fn = collate_fn if collate_fn is not None else (default_collate if batch_size is not None
+        self._auto_collation = batch_sampler is not None or (self._iterable and batch_size is not None)
+        self.collate_fn = collate_fn if collate_fn is not None else (default_collate if self._auto_collation
                                                                      else (lambda x: x))
 
-    def _batches(self):
-        if self.batch_sampler is not None:
-            yield from self.batch_sampler
-            return
-        if self.sampler is not None:
-            order = list(self.sampler)
-        elif self.shuffle:
-            order = _C._ops.randperm(len(self.dataset)).tolist()
-        else:
-            order = range(len(self.dataset))
+    def _iterable_batches(self):
+        it = iter(self.dataset)
         if self.batch_size is None:
-            yield from order
+            yield from it
             return
-        batch = []
-        for i in order:
-            batch.append(i)
-            if len(batch) == self.batch_size:
-                yield batch
-                batch = []
-        if batch and not self.drop_last:
+        while True:
+            batch = []
+            for item in it:
+                batch.append(item)
+                if len(batch) == self.batch_size:
+                    break
+            if not batch or (self.drop_last and len(batch) < self.batch_size):
+                return
             yield batch
 
     def __iter__(self):
-        for indices in self._batches():
-            if self.batch_size is None and self.batch_sampler is None:
-                yield self.collate_fn(self.dataset[indices])
-            else:
-                yield self.collate_fn([self.dataset[i] for i in indices])
+        # torch's loader draws a base seed (for its workers) each time it starts a pass; drawn
+        # here too so the generator's stream stays torch's.
+        empty((), dtype=_C.int64).random_(generator=self.generator)
+        if self._iterable:
+            for batch in self._iterable_batches():
+                yield self.collate_fn(batch)
+            return
+        if self.batch_sampler is None:
+            for i in self.sampler:
+                yield self.collate_fn(self.dataset[i])
+            return
+        for indices in self.batch_sampler:
+            yield self.collate_fn([self.dataset[i] for i in indices])
 
     def __len__(self):
-        if self.batch_sampler is not None:
-            return len(self.batch_sampler)
-        n = len(self.sampler) if self.sampler is not None else len(self.dataset)
-        if self.batch_size is None:
-            return n
-        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+        if self._iterable:
+            n = len(self.dataset)
+            if self.batch_size is None:
+                return n
+            return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+        return len(self.batch_sampler) if self.batch_sampler is not None else len(self.sampler)

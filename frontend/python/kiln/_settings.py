@@ -1,0 +1,68 @@
+"""Process-wide settings training scripts set at start-up, as torch's functions of the same
+names: threads, float32 matmul precision, deterministic algorithms, the default dtype."""
+from . import _C
+from .backends import cuda as _backends_cuda
+from .backends import cudnn as _backends_cudnn
+
+__all__ = ["get_num_threads", "set_num_threads", "get_float32_matmul_precision",
+           "set_float32_matmul_precision", "use_deterministic_algorithms",
+           "are_deterministic_algorithms_enabled", "is_deterministic_algorithms_warn_only_enabled",
+           "get_default_dtype", "set_default_dtype"]
+
+get_num_threads = _C.get_num_threads
+set_num_threads = _C.set_num_threads
+
+_PRECISIONS = ("highest", "high", "medium")
+
+
+def set_float32_matmul_precision(precision):
+    """"highest" (the default), "high" or "medium", as torch's. It sets
+    kiln.backends.cuda.matmul.allow_tf32 / cudnn.allow_tf32 as torch does; kiln's GEMMs compute
+    f32 products in full f32 precision at every setting (no TF32 or bf16 passes)."""
+    if precision not in _PRECISIONS:
+        raise RuntimeError(f"Invalid precision: {precision!r}; expected one of {', '.join(_PRECISIONS)}")
+    _backends_cuda.matmul.allow_tf32 = precision != "highest"
+    _backends_cudnn.allow_tf32 = precision != "highest"
+    global _precision
+    _precision = precision
+
+
+_precision = "highest"
+
+
+def get_float32_matmul_precision():
+    return _precision
+
+
+_deterministic = False
+_warn_only = False
+
+
+def use_deterministic_algorithms(mode, *, warn_only=False):
+    """Recorded as torch records it. kiln has no nondeterministic kernels to refuse: its CPU
+    reductions and scatters give the same result run to run, and a graph compiles to the same
+    kernels each time."""
+    global _deterministic, _warn_only
+    _deterministic, _warn_only = bool(mode), bool(warn_only)
+
+
+def are_deterministic_algorithms_enabled():
+    return _deterministic
+
+
+def is_deterministic_algorithms_warn_only_enabled():
+    return _warn_only
+
+
+def get_default_dtype():
+    return _C.float32
+
+
+def set_default_dtype(d):
+    """kiln's factories make float32 by default; float32 is accepted, other dtypes raise (pass
+    dtype= to the factory, or convert with .double())."""
+    if d != _C.float32:
+        if not isinstance(d, _C.dtype) or not d.is_floating_point:
+            raise TypeError(f"only floating-point types are supported as the default type, got {d}")
+        raise NotImplementedError(f"set_default_dtype({d}): kiln's factories create float32 by default "
+                                  "and cannot change it; pass dtype= to the factory instead")

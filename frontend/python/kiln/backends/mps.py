@@ -1,0 +1,9 @@
+"""kiln.backends.mps (torch.backends.mps): kiln has no Metal back end."""
+
+
+def is_available():
+    return False
+
+
+def is_built():
+    return False
