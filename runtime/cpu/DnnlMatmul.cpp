@@ -9,7 +9,6 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -70,8 +69,8 @@ dnnl::algorithm binaryOf(PostOpKind k) {
 
 bool isBinary(PostOpKind k) { return int(k) >= int(PostOpKind::Add); }
 
-// A primitive shared by every calling thread, with the descriptors of its arguments in the
-// order the callers pass their pointers (src, weights, dst, then each binary post-op's tensor).
+// A primitive, with the descriptors of its arguments in the order the callers pass their pointers
+// (src, weights, dst, then each binary post-op's tensor).
 struct Primitive {
   dnnl::primitive primitive;
   std::vector<std::pair<int, memory::desc>> args;
@@ -87,61 +86,51 @@ struct KeyHash {
   }
 };
 
-// One primitive per key, built once (`make` returns nullptr where oneDNN has none, remembered as
-// such). `make` runs under the lock: building is rare, and two threads must not build twice.
-template <typename Make>
-std::shared_ptr<const Primitive> sharedPrimitive(const Key& key, Make&& make) {
-  static std::mutex mutex;
-  static std::unordered_map<Key, std::shared_ptr<const Primitive>, KeyHash> cache;
-  std::lock_guard<std::mutex> lock(mutex);
-  auto it = cache.find(key);
-  if (it != cache.end()) return it->second;
-  if (cache.size() >= 512) cache.clear(); // a bound, not an LRU: shapes rarely churn
-  std::shared_ptr<const Primitive> p;
-  try {
-    p = make();
-  } catch (const dnnl::error&) {
-    p = nullptr; // remembered as "none": the caller's plain path runs
-  }
-  return cache.emplace(key, std::move(p)).first->second;
-}
-
 // A CPU stream is only an in-order queue: every call on one thread can share one.
 dnnl::stream& threadStream() {
   thread_local dnnl::stream stream(engine());
   return stream;
 }
 
-// The calling thread's copy of a cached primitive: memory objects made once on its descriptors,
-// whose data pointers each call swaps in, and the argument map execute() reads. A call that hits
-// this cache takes no lock and allocates nothing (a stream, an argument map and the memory
-// objects per call were most of a small product's time: bench numbers in the commit).
+// A cached primitive of the calling thread: memory objects made once on its descriptors, whose
+// data pointers each call swaps in, and the argument map execute() reads. A call that hits this
+// cache takes no lock and allocates nothing (a stream, an argument map and the memory objects per
+// call were most of a small product's time: bench numbers in the commit). Each thread builds its
+// own primitives: oneDNN 2.6's matmul with post-ops computes wrong results when two threads run
+// one primitive object at once (found by DnnlMatmulTest's concurrent calls against the cache
+// shared by all threads that kiln had before).
 struct Bound {
-  std::shared_ptr<const Primitive> shared; // null: oneDNN has no primitive for this key
-  std::vector<memory> memories;            // aligned with shared->args
+  std::unique_ptr<Primitive> primitive; // null: oneDNN has no primitive for this key
+  std::vector<memory> memories;         // aligned with primitive->args
   std::unordered_map<int, memory> args;
 
-  explicit operator bool() const { return shared != nullptr; }
+  explicit operator bool() const { return primitive != nullptr; }
 
-  // Runs the primitive on these pointers (one per entry of shared->args, in its order), waiting
-  // for it.
+  // Runs the primitive on these pointers (one per entry of primitive->args, in its order),
+  // waiting for it.
   void run(const void* const* pointers) {
     for (size_t i = 0; i < memories.size(); ++i) memories[i].set_data_handle(const_cast<void*>(pointers[i]));
     dnnl::stream& stream = threadStream();
-    shared->primitive.execute(stream, args);
+    primitive->primitive.execute(stream, args);
     stream.wait();
   }
 };
 
+// The calling thread's primitive for this key, built on its first use (`make` returns nullptr
+// where oneDNN has none, remembered as such).
 template <typename Make> Bound& boundPrimitive(const Key& key, Make&& make) {
   thread_local std::unordered_map<Key, Bound, KeyHash> cache;
   auto it = cache.find(key);
   if (it != cache.end()) return it->second;
-  if (cache.size() >= 512) cache.clear();
+  if (cache.size() >= 512) cache.clear(); // a bound, not an LRU: shapes rarely churn
   Bound b;
-  b.shared = sharedPrimitive(key, make);
-  if (b.shared)
-    for (const auto& [arg, desc] : b.shared->args) {
+  try {
+    b.primitive = make();
+  } catch (const dnnl::error&) {
+    b.primitive = nullptr; // the caller's plain path runs
+  }
+  if (b.primitive)
+    for (const auto& [arg, desc] : b.primitive->args) {
       b.memories.emplace_back(desc, engine(), static_cast<void*>(DNNL_MEMORY_NONE));
       b.args.emplace(arg, b.memories.back());
     }
@@ -163,7 +152,7 @@ Bound& primitiveFor(bool ta, bool tb, int64_t m, int64_t n, int64_t k, int64_t l
   for (int i = 0; i < nops; ++i)
     key.insert(key.end(), {int64_t(ops[i].kind), floatBits(ops[i].alpha), floatBits(ops[i].beta),
                            isBinary(ops[i].kind) ? ops[i].rowStride : -1});
-  return boundPrimitive(key, [&]() -> std::shared_ptr<const Primitive> {
+  return boundPrimitive(key, [&]() -> std::unique_ptr<Primitive> {
     // oneDNN 2.6 gives every linear post-op the first one's constants: the plain path runs those.
     int linears = 0;
     for (int i = 0; i < nops; ++i) linears += ops[i].kind == PostOpKind::Linear;
@@ -171,7 +160,7 @@ Bound& primitiveFor(bool ta, bool tb, int64_t m, int64_t n, int64_t k, int64_t l
     memory::desc a = ta ? matrix(m, k, 1, lda) : matrix(m, k, lda, 1);
     memory::desc b = tb ? matrix(k, n, 1, ldb) : matrix(k, n, ldb, 1);
     memory::desc c = matrix(m, n, ldc, 1);
-    auto p = std::make_shared<Primitive>();
+    auto p = std::make_unique<Primitive>();
     p->args = {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}};
     dnnl::post_ops post;
     for (int i = 0; i < nops; ++i) {
@@ -213,13 +202,13 @@ Bound& batchedPrimitiveFor(memory::data_type type, memory::data_type out, bool t
                            int64_t ldc, int64_t sc, int threads) {
   Key& key = scratchKey();
   key.insert(key.end(), {1, int64_t(type), int64_t(out), ta, tb, batch, m, n, k, lda, sa, ldb, sb, ldc, sc, threads});
-  return boundPrimitive(key, [&]() -> std::shared_ptr<const Primitive> {
+  return boundPrimitive(key, [&]() -> std::unique_ptr<Primitive> {
     memory::desc a = batchedMatrix(batch, m, k, lda, ta, sa, type);
     memory::desc b = batchedMatrix(batch, k, n, ldb, tb, sb, type);
     memory::desc c = batchedMatrix(batch, m, n, ldc, false, sc, out);
     dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), engine());
     if (std::string(pd.impl_info_str()).starts_with("ref")) return nullptr;
-    auto p = std::make_shared<Primitive>();
+    auto p = std::make_unique<Primitive>();
     p->args = {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}};
     p->primitive = dnnl::matmul(pd);
     return p;
