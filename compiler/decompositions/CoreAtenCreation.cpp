@@ -82,16 +82,24 @@ Tensor randnLike(const Tensor& self, std::optional<ScalarType> dtype, std::optio
   return ops::randn(self.sizes(), dtype.value_or(self.dtype()), device.value_or(self.device()));
 }
 
-// Random draws from rand / randn (torch's bernoulli decomposition; uniform_ and normal_ as
-// affine maps of them). The values differ from the eager kernels' draws, not their laws.
+// Random draws from rand / randn, in the type and order the eager kernels draw them
+// (runtime/cpu/RandomKernels.cpp), so a compiled graph draws the eager values: float32 uniforms
+// against float probabilities (16-bit ones too), float64 ones against a scalar p (torch's
+// bernoulli_distribution<double>). uniform_ is an affine map of a float draw (a double one for
+// float64) rounded to self's dtype, normal_ one of randn in self's dtype: within an ulp of the
+// eager kernels, which fuse the multiply-add.
+namespace {
+ScalarType drawType(const Tensor& self) {
+  return self.dtype() == ScalarType::Float64 ? ScalarType::Float64 : ScalarType::Float32;
+}
+} // namespace
+
 Tensor bernoulli(const Tensor& self) {
-  return convert(ops::lt(ops::rand_like(self), self), self.dtype());
+  return convert(ops::lt(ops::rand_like(self, drawType(self)), self), self.dtype());
 }
 
 Tensor bernoulliP(const Tensor& self, double p) {
-  // Uniform draws need a floating dtype; bool and integer results are compared in float32.
-  ScalarType draw = isFloatingType(self.dtype()) ? self.dtype() : ScalarType::Float32;
-  return convert(ops::lt(ops::rand_like(self, draw), Scalar(p)), self.dtype());
+  return convert(ops::lt(ops::rand_like(self, ScalarType::Float64), Scalar(p)), self.dtype());
 }
 
 Tensor bernoulliInplace(const Tensor& self, double p) {
@@ -99,12 +107,12 @@ Tensor bernoulliInplace(const Tensor& self, double p) {
 }
 
 Tensor uniform_(const Tensor& self, double from, double to) {
-  Tensor u = ops::rand_like(self);
+  Tensor u = ops::rand_like(self, drawType(self));
   return ops::copy_(self, ops::add(ops::mul(u, Scalar(to - from)), Scalar(from)), false);
 }
 
 Tensor normal_(const Tensor& self, double mean, double std) {
-  Tensor n = ops::randn_like(self);
+  Tensor n = ops::randn_like(self); // same dtype: a 16-bit normal_ draws per block of 16
   return ops::copy_(self, ops::add(ops::mul(n, Scalar(std)), Scalar(mean)), false);
 }
 

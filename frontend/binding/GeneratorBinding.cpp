@@ -1,5 +1,5 @@
-// The default generator's Python face. Its state travels as a uint8 tensor of 16 bytes (seed,
-// then the next counter, little-endian), like torch.get_rng_state's ByteTensor.
+// The default generator's Python face. Its state travels as a uint8 tensor of 5056 bytes in
+// PyTorch's layout (Generator::saveState), so torch.get_rng_state() and kiln's are interchangeable.
 #include "frontend/binding/GeneratorBinding.h"
 
 #include <cstdint>
@@ -41,10 +41,8 @@ uint64_t seedFromPython(nb::handle seed) {
 }
 
 nb::object stateTensor(const Generator& g) {
-  Generator::State s = g.state();
-  Tensor t = Tensor::empty({16}, ScalarType::UInt8);
-  std::memcpy(t.rawData(), &s.seed, 8);
-  std::memcpy(t.rawData() + 8, &s.offset, 8);
+  Tensor t = Tensor::empty({int64_t(Generator::kStateBytes)}, ScalarType::UInt8);
+  g.saveState(reinterpret_cast<uint8_t*>(t.rawData()));
   return nb::steal(wrapTensor(t));
 }
 
@@ -53,11 +51,9 @@ void setStateFrom(Generator& g, nb::handle state) {
                       unwrapTensor(state.ptr()).device().isCpu(),
                   "RNG state must be a kiln.ByteTensor");
   Tensor t = ops::contiguous(unwrapTensor(state.ptr()));
-  KILN_CHECK(t.numel() == 16, "RNG state is wrong size: expected 16 bytes, got ", t.numel());
-  Generator::State s;
-  std::memcpy(&s.seed, t.rawData(), 8);
-  std::memcpy(&s.offset, t.rawData() + 8, 8);
-  g.setState(s);
+  KILN_CHECK(t.numel() == int64_t(Generator::kStateBytes), "Expected a CPUGeneratorImplState of size ",
+             Generator::kStateBytes, " but found the input RNG state size to be ", t.numel());
+  g.loadState(reinterpret_cast<const uint8_t*>(t.rawData()));
 }
 
 } // namespace

@@ -73,8 +73,10 @@ Tensor dropout(const Tensor& input, double p, bool train) {
   if (p == 1.0) return ops::mul(input, ops::zeros_like(input));
   KILN_CHECK(isFloatingType(input.dtype()), "result type Float can't be cast to the desired output type ",
              scalarTypeShortName(input.dtype()));
-  // Kept elements are scaled by 1/(1-p) so the expectation is unchanged.
-  Tensor keep = ops::ge(ops::rand_like(input), p);
+  // PyTorch's CPU dropout: a mask of bernoulli_(1 - p) (a double uniform below 1 - p per
+  // element, drawn here as rand_like in float64 so that compiled graphs draw the same values),
+  // divided by 1 - p so the expectation is unchanged, times the input.
+  Tensor keep = ops::lt(ops::rand_like(input, ScalarType::Float64), 1.0 - p);
   return ops::mul(input, ops::div(ops::to(keep, input.dtype()), 1.0 - p));
 }
 

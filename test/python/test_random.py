@@ -1,5 +1,5 @@
-"""Random sampling: kiln's Philox stream cannot match PyTorch's bits, so these tests check what
-must match (shapes, dtypes, errors) against PyTorch, and the distributions and seeding directly."""
+"""Random sampling: shapes, dtypes and errors against PyTorch, and the distributions and seeding
+directly (test_random_torch.py checks the values themselves against torch for the same seed)."""
 import numpy as np
 import pytest
 
@@ -68,7 +68,7 @@ def test_rng_state_roundtrip():
     kiln.manual_seed(5)
     kiln.rand(10)
     state = kiln.get_rng_state()
-    assert state.dtype == kiln.uint8 and tuple(state.shape) == (16,)
+    assert state.dtype == kiln.uint8 and tuple(state.shape) == (5056,)  # torch's layout
     a = kiln.randn(20).tolist()
     kiln.rand(3)
     kiln.set_rng_state(state)
@@ -82,7 +82,8 @@ def test_rng_state_roundtrip():
 
 
 def test_thread_count_does_not_matter():
-    # Element i depends only on its counter: one big draw equals the same draw split in two.
+    # One sequential stream (as torch's): a big draw equals the same draw split in two, whatever
+    # the thread count.
     kiln.manual_seed(11)
     whole = kiln.rand(2 * N).numpy()
     kiln.manual_seed(11)

@@ -1,29 +1,54 @@
-// Philox4x32-10 against the known-answer vectors of Random123 (kat_vectors), and the
-// generator's counter bookkeeping.
+// The mt19937 generator: the standard's known answer, PyTorch's 64-bit draws, seeding, and the
+// state save/load in PyTorch's byte layout.
+#include <algorithm>
 #include <cstdint>
 #include <gtest/gtest.h>
+#include <random>
+#include <vector>
 
 #include "runtime/Generator.h"
 
 using namespace kiln;
 
-TEST(Philox, KnownAnswers) {
-  using W = std::array<uint32_t, 4>;
-  EXPECT_EQ(philox4x32({0, 0, 0, 0}, {0, 0}), (W{0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8}));
-  EXPECT_EQ(philox4x32({0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff}, {0xffffffff, 0xffffffff}),
-            (W{0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd}));
-  EXPECT_EQ(philox4x32({0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344}, {0xa4093822, 0x299f31d0}),
-            (W{0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1}));
+TEST(Generator, MatchesStdMt19937) {
+  // [rand.predef]: the 10000th output of a default-constructed mt19937 (seed 5489).
+  Generator g(5489);
+  uint32_t v = 0;
+  for (int i = 0; i < 10000; ++i)
+    v = g.random();
+  EXPECT_EQ(v, 4123659995u);
+  std::mt19937 ref(1234);
+  g.manualSeed(1234);
+  for (int i = 0; i < 2000; ++i)
+    ASSERT_EQ(g.random(), ref());
 }
 
-TEST(Generator, DrawsReserveConsecutiveCounters) {
-  Generator g(42);
-  Generator::Draw a = g.reserve(10);
-  Generator::Draw b = g.reserve(5);
-  EXPECT_EQ(a.first, 0u);
-  EXPECT_EQ(b.first, 10u);
-  EXPECT_EQ(randomWords(a, 10), randomWords(b, 0));
-  g.manualSeed(42);
-  EXPECT_EQ(g.reserve(1).first, 0u);
-  EXPECT_EQ(g.state().offset, 1u);
+TEST(Generator, Random64TakesTheFirstOutputAsHighWord) {
+  Generator a(7), b(7);
+  uint64_t hi = a.random(), lo = a.random();
+  EXPECT_EQ(b.random64(), (hi << 32) | lo);
+}
+
+TEST(Generator, SeedsWithTheLow32BitsAndKeepsTheFullSeed) {
+  Generator a(42), b((uint64_t(1) << 32) | 42);
+  EXPECT_EQ(a.random(), b.random());
+  EXPECT_EQ(b.initialSeed(), (uint64_t(1) << 32) | 42);
+}
+
+TEST(Generator, StateRoundTripsMidStreamWithTheNormalCache) {
+  Generator g(3);
+  for (int i = 0; i < 700; ++i) // across a twist
+    g.random();
+  g.nextDoubleNormal() = 0.25;
+  std::vector<uint8_t> bytes(Generator::kStateBytes);
+  g.saveState(bytes.data());
+  Generator h;
+  h.loadState(bytes.data());
+  ASSERT_TRUE(h.nextDoubleNormal().has_value());
+  EXPECT_EQ(*h.nextDoubleNormal(), 0.25);
+  EXPECT_EQ(h.initialSeed(), 3u);
+  for (int i = 0; i < 1000; ++i)
+    ASSERT_EQ(g.random(), h.random());
+  std::fill(bytes.begin() + 8, bytes.begin() + 12, uint8_t(0)); // left = 0 is no valid state
+  EXPECT_ANY_THROW(h.loadState(bytes.data()));
 }

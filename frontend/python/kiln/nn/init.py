@@ -1,7 +1,8 @@
 """kiln.nn.init: in-place parameter initializers with torch.nn.init's formulas and signatures.
 
-Each runs under no_grad. `generator` is accepted for torch's signatures; kiln has one generator
-(kiln.default_generator, seeded by kiln.manual_seed), which every initializer draws from.
+Each runs under no_grad and draws from `generator` (a kiln.Generator; None: the default one,
+seeded by kiln.manual_seed) in torch's order and algorithms, so after the same seed the weights
+equal torch's.
 """
 import math
 import warnings
@@ -47,48 +48,61 @@ def _fan(tensor, mode):
 
 def uniform_(tensor, a=0.0, b=1.0, generator=None):
     with no_grad():
-        return tensor.uniform_(a, b)
+        return tensor.uniform_(a, b, generator=generator)
 
 
 def normal_(tensor, mean=0.0, std=1.0, generator=None):
     with no_grad():
-        return tensor.normal_(mean, std)
+        return tensor.normal_(mean, std, generator=generator)
 
 
 def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
-    """Normal(mean, std) restricted to [a, b], by the inverse CDF of a uniform draw (as torch)."""
+    """Normal(mean, std) restricted to [a, b] by rejection, drawing as torch 2.13 does (so the values
+    equal torch's after the same seed): where [a, b] holds over 30% of the mass, whole-tensor normal
+    draws replace the values outside until none is; otherwise uniform candidates on [a, b] are
+    accepted where log(U) <= log density - log peak."""
     if mean < a - 2 * std or mean > b + 2 * std:
         warnings.warn("mean is more than 2 std from [a, b] in nn.init.trunc_normal_. "
                       "The distribution of values may be incorrect.", stacklevel=2)
+    if tensor.device.type == "meta":
+        return tensor
+    where = _C._ops.where
     with no_grad():
-        lo, hi = _norm_cdf((a - mean) / std), _norm_cdf((b - mean) / std)
-        uniform_(tensor, 2 * lo - 1, 2 * hi - 1, generator)
-        tensor.copy_(_erfinv(tensor))
-        tensor.mul_(std * math.sqrt(2.0)).add_(mean)
-        return tensor.clamp_(min=a, max=b)
+        mass = _norm_cdf((b - mean) / std) - _norm_cdf((a - mean) / std)
+        if mass > 0.3:
+            # the bounds as the tensor's dtype holds them
+            lo = _C._ops.full([], a, dtype=tensor.dtype).item()
+            hi = _C._ops.full([], b, dtype=tensor.dtype).item()
+            result = tensor.normal_(mean, std, generator=generator)
+            while True:
+                outside = (result < lo) | (result > hi)
+                if not outside.any():
+                    break
+                result = where(outside, _C._ops.empty_like(result).normal_(mean, std, generator=generator), result)
+            if result is not tensor:
+                tensor.copy_(result)
+            return tensor
+        log_peak = -0.5 * ((max(a, min(mean, b)) - mean) / std) ** 2
+        accept_buf = _C._ops.empty_like(tensor)
+
+        def rejected(candidates):
+            log_pdf = candidates.sub(mean).div_(std).pow_(2).mul_(-0.5).sub_(log_peak)
+            return accept_buf.uniform_(generator=generator).log_().gt(log_pdf)
+
+        tensor.uniform_(a, b, generator=generator)
+        pending = rejected(tensor)
+        result = tensor
+        while pending.any():
+            candidates = _C._ops.empty_like(tensor).uniform_(a, b, generator=generator)
+            result = where(pending, candidates, result)
+            pending = where(pending, rejected(candidates), pending)
+        if result is not tensor:
+            tensor.copy_(result)
+        return tensor
 
 
 def _norm_cdf(x):
     return (1.0 + math.erf(x / math.sqrt(2.0))) / 2.0
-
-
-def _erfinv(y):
-    """erfinv over kiln ops: Giles' single-precision approximation, then one Newton step on erf."""
-    w = -((1 - y) * (1 + y)).log()
-    central = w - 2.5
-    p = central * 0 + 2.81022636e-08
-    for c in (3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087, -0.00125372503, -0.00417768164,
-              0.246640727, 1.50140941):
-        p = p * central + c
-    tail = w.sqrt() - 3
-    q = tail * 0 - 0.000200214257
-    for c in (0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773, -0.0076224613, 0.00943887047,
-              1.00167406, 2.83297682):
-        q = q * tail + c
-    x = _C._ops.where(w < 5.0, p, q) * y
-    # One Newton step: erf'(x) = 2/sqrt(pi) exp(-x^2). Where y is +-1, x is +-inf: keep it.
-    step = (x.erf() - y) / ((-(x * x)).exp() * (2.0 / math.sqrt(math.pi)))
-    return _C._ops.where(x.isfinite(), x - step, x)
 
 
 def constant_(tensor, val):
@@ -170,7 +184,9 @@ def orthogonal_(tensor, gain=1, generator=None):
         return tensor
     rows, cols = tensor.shape[0], tensor.numel() // tensor.shape[0]
     with no_grad():
-        flat = normal_(_C._ops.empty([rows, cols], dtype=_C.float64), 0.0, 1.0, generator).numpy()
+        # Drawn in the tensor's dtype (torch's values), factored in float64.
+        flat = normal_(_C._ops.empty([rows, cols], dtype=tensor.dtype), 0.0, 1.0, generator)
+        flat = flat.to(_C.float64).numpy()
         if rows < cols:
             flat = flat.T
         q, r = np.linalg.qr(flat)

@@ -8,7 +8,7 @@ the way torch's follow torch.manual_seed."""
 import bisect
 import collections.abc
 
-from ... import _C, empty
+from ... import _C, empty, randperm
 from .sampler import (  # noqa: F401
     BatchSampler, RandomSampler, Sampler, SequentialSampler, SubsetRandomSampler, WeightedRandomSampler,
 )
@@ -93,7 +93,7 @@ def random_split(dataset, lengths, generator=None):
         lengths = sizes
     if sum(lengths) != n:
         raise ValueError("Sum of input lengths does not equal the length of the input dataset!")
-    order = _C._ops.randperm(n).tolist()
+    order = randperm(n, generator=generator).tolist()  # torch: randperm(sum(lengths), generator)
     out, start = [], 0
     for length in lengths:
         out.append(Subset(dataset, order[start:start + length]))
