@@ -181,10 +181,14 @@ DimVector inferDenseStrides(IntArrayRef sizes, IntArrayRef strides) {
 }
 
 Tensor emptyLikePreserve(const Tensor& self, ScalarType dtype) {
+  return emptyLikePreserve(self, dtype, self.device());
+}
+
+Tensor emptyLikePreserve(const Tensor& self, ScalarType dtype, Device device) {
   bool dense = self.isContiguous() || isNonOverlappingAndDense(self.sizes(), self.strides());
   DimVector strides =
       dense ? DimVector(self.strides()) : inferDenseStrides(self.sizes(), self.strides());
-  return Tensor::emptyStrided(self.sizes(), strides, dtype, self.device());
+  return Tensor::emptyStrided(self.sizes(), strides, dtype, device);
 }
 
 } // namespace kiln

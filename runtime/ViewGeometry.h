@@ -32,5 +32,7 @@ DimVector inferDenseStrides(IntArrayRef sizes, IntArrayRef strides);
 // A new tensor shaped like `self` (PyTorch's empty_like with preserve_format): self's strides
 // when self is dense, else dense strides in the order of self's.
 Tensor emptyLikePreserve(const Tensor& self, ScalarType dtype);
+// The same on another device.
+Tensor emptyLikePreserve(const Tensor& self, ScalarType dtype, Device device);
 
 } // namespace kiln

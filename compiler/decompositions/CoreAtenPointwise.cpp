@@ -1,6 +1,6 @@
 // Non-core pointwise ops in core ATen ops, following torch/_decomp/decompositions.py and
 // torch/_refs (round.decimals, square, nan_to_num, silu, isfinite, lerp, addcmul, addcdiv,
-// isclose, exp2). A Scalar operand in first position becomes a 0-d tensor of the dtype it
+// isclose, exp2; erfinv after ATen's kernel). A Scalar operand in first position becomes a 0-d tensor of the dtype it
 // would promote to.
 #include "compiler/decompositions/CoreAtenSupport.h"
 #include "generated/DecompositionDecls.h"
@@ -215,6 +215,43 @@ Tensor isclose(const Tensor& self, const Tensor& other, double rtol, double atol
 Tensor exp2(const Tensor& self) {
   Tensor x = isFloatingType(self.dtype()) ? self : convert(self, ScalarType::Float32);
   return ops::pow(Scalar(2.0), x);
+}
+
+// erf's inverse as the eager kernel computes it (runtime/cpu/UnaryKernels.cpp, after ATen's
+// calc_erfinv), in float32 for 16-bit floats and integers: a rational guess per range, two
+// Newton steps on erf, then the edges (+-inf at +-1, NaN beyond). Both guesses are computed and
+// one selected; the other's NaNs are discarded.
+Tensor erfinv(const Tensor& self) {
+  ScalarType result = isFloatingType(self.dtype()) ? self.dtype() : ScalarType::Float32;
+  Tensor y = convert(self, computationDtype(result));
+  // c[0] z^(n-1) + ... + c[n-1], in Horner's order as the kernel writes it.
+  auto horner = [](const Tensor& z, std::initializer_list<double> coefficients) {
+    auto c = coefficients.begin();
+    Tensor acc = ops::add(ops::mul(z, Scalar(*c)), Scalar(*(c + 1)));
+    for (c += 2; c != coefficients.end(); ++c)
+      acc = ops::add(ops::mul(acc, z), Scalar(*c));
+    return acc;
+  };
+  Tensor yAbs = ops::abs(y), negative = ops::lt(y, Scalar(0.0));
+  Tensor z = ops::mul(y, y);
+  Tensor num = horner(z, {-0.140543331, 0.914624893, -1.645349621, 0.886226899});
+  Tensor dem = horner(z, {0.012229801, -0.329097515, 1.442710462, -2.118377725, 1.0});
+  Tensor central = ops::div(ops::mul(y, num), dem);
+  Tensor oneMinus = ops::add(ops::neg(yAbs), Scalar(1.0));
+  Tensor t = ops::sqrt(ops::neg(ops::log(ops::div(oneMinus, Scalar(2.0)))));
+  Tensor tailNum = horner(t, {1.641345311, 3.429567803, -1.624906493, -1.970840454});
+  Tensor tailDem = horner(t, {1.637067800, 3.543889200, 1.0});
+  Tensor tail = ops::div(ops::where(negative, ops::neg(tailNum), tailNum), tailDem);
+  Tensor x = ops::where(ops::le(yAbs, Scalar(0.7)), central, tail);
+  for (int step = 0; step < 2; ++step) {
+    Tensor slope = ops::mul(ops::exp(ops::mul(ops::neg(x), x)), Scalar(1.12837916709551257390));
+    x = ops::sub(x, ops::div(ops::sub(ops::erf(x), y), slope));
+  }
+  Tensor inf = ops::where(negative, ops::full_like(y, Scalar(-kInf)), ops::full_like(y, Scalar(kInf)));
+  x = ops::where(ops::eq(yAbs, Scalar(1.0)), inf, x);
+  x = ops::where(ops::gt(yAbs, Scalar(1.0)),
+                 ops::full_like(y, Scalar(std::numeric_limits<double>::quiet_NaN())), x);
+  return convert(x, result);
 }
 
 // In-place ops whose functional twin has another overload name: the twin, copied into self.

@@ -249,6 +249,7 @@ Tensor sinh(const Tensor& self) { return unaryFloat("sinh", self, P::sinh); }
 Tensor cosh(const Tensor& self) { return unaryFloat("cosh", self, P::cosh); }
 Tensor tanh(const Tensor& self) { return unaryFloat("tanh", self, P::tanh); }
 Tensor erf(const Tensor& self) { return unaryFloat("erf", self, P::erf); }
+
 Tensor reciprocal(const Tensor& self) { return unaryFloat("reciprocal", self, P::reciprocal); }
 
 // 1 / (1 + exp(-x)), as torch/_refs writes sigmoid.

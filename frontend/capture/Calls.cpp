@@ -557,6 +557,7 @@ VT* InstructionTranslator::callSetMethod(SetVT* s, const std::string& name, VTs&
   for (const char* m : mutating) isMutating |= name == m;
   for (const char* m : pure) isPure |= name == m;
   if (!isMutating && !isPure) throw Unsupported{"set." + name + "()"};
+  if (isMutating && s->fromOutside) throw Unsupported{"set." + name + "() on a set from outside the compiled code"};
   nb::list pyArgs;
   for (VT* a : args)
     pyArgs.append(a->kind == VT::Kind::Set ? static_cast<SetVT*>(a)->set
@@ -586,6 +587,12 @@ namespace {
 
 // A collections.namedtuple class (a tuple subclass with _fields and _make, whose __new__ is the
 // generated one taking the fields).
+// collections.OrderedDict itself (not a subclass, whose methods may differ).
+bool isOrderedDictClass(nb::handle cls) {
+  static nb::handle ordered = nb::object(nb::module_::import_("collections").attr("OrderedDict")).release();
+  return cls.ptr() == ordered.ptr();
+}
+
 bool isNamedTupleClass(nb::handle cls) {
   auto* type = reinterpret_cast<PyTypeObject*>(cls.ptr());
   if (!PyType_IsSubtype(type, &PyTuple_Type) || type == &PyTuple_Type) return false;
@@ -655,6 +662,15 @@ nb::object InstructionTranslator::constructFromConstants(nb::handle cls, const V
 VT* InstructionTranslator::construct(nb::handle cls, VTs args, Kwargs kwargs) {
   if (isNamedTupleClass(cls))
     return constructNamedTuple(cls, std::move(args), std::move(kwargs));
+  if (isOrderedDictClass(cls)) {
+    // OrderedDict(...) (Module.state_dict's destination): a dict made while tracing, rebuilt as
+    // an OrderedDict where it leaves the graph. (Its own methods, move_to_end, are not traced.)
+    bool handled = false;
+    VT* made = callBuiltin(reinterpret_cast<PyObject*>(&PyDict_Type), args, kwargs, handled);
+    if (!handled || made->kind != VT::Kind::Dict) throw Unsupported{"constructing a collections.OrderedDict object"};
+    static_cast<DictVT*>(made)->madeType = nb::borrow(cls);
+    return made;
+  }
   // Instances of plain user classes (object.__new__, a Python __init__) are tracked
   // symbolically; they must not escape the trace.
   auto* type = reinterpret_cast<PyTypeObject*>(cls.ptr());
@@ -817,6 +833,12 @@ VT* InstructionTranslator::callBuiltin(nb::handle fn, VTs& args, Kwargs& kwargs,
     for (auto& [k, v] : kwargs)
       dictSet(d, t_.constant(nb::str(k.c_str())), v);
     return d;
+  }
+  if (is("id") && args.size() == 1 && kwargs.empty() && args[0]->kind == VT::Kind::Tensor &&
+      static_cast<TensorVT*>(args[0])->real.is_valid()) {
+    // A tensor from outside is the real object to the user's code (a parameter keying an
+    // optimizer's state, reached both as a key and through param_groups): its id, not its fake's.
+    return t_.constant(nb::int_(reinterpret_cast<intptr_t>(static_cast<TensorVT*>(args[0])->real.ptr())));
   }
   if (is("sum")) {
     VTs items = unpack(args.at(0));

@@ -43,13 +43,25 @@ struct Check {
   std::unique_ptr<TensorCheck> tensor; // Tensor; Grad (null: the grad must be None)
 };
 
-// Exact None/bool/int/float/str/bytes or a tuple of these: comparing and printing them runs
-// only CPython's own C code.
+// Exact None/bool/int/float/str/bytes or a tuple of these, or a frozenset of str/int/bytes (the
+// snapshot of a set from outside: a module's _non_persistent_buffers_set): comparing and
+// printing them runs only CPython's own C code.
 bool isConstValue(PyObject* o) {
   PyTypeObject* t = Py_TYPE(o);
   if (o == Py_None || t == &PyBool_Type || t == &PyLong_Type || t == &PyFloat_Type ||
       t == &PyUnicode_Type || t == &PyBytes_Type)
     return true;
+  if (t == &PyFrozenSet_Type) {
+    PyObject* it = PyObject_GetIter(o);
+    bool ok = it != nullptr;
+    while (PyObject* x = it ? PyIter_Next(it) : nullptr) {
+      PyTypeObject* xt = Py_TYPE(x);
+      ok = ok && (xt == &PyLong_Type || xt == &PyUnicode_Type || xt == &PyBytes_Type);
+      Py_DECREF(x);
+    }
+    Py_XDECREF(it);
+    return ok;
+  }
   if (t != &PyTuple_Type) return false;
   for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(o); ++i)
     if (!isConstValue(PyTuple_GET_ITEM(o, i))) return false;
@@ -60,6 +72,11 @@ bool isConstValue(PyObject* o) {
 bool constEquals(PyObject* expected, PyObject* actual) {
   if (expected == actual) return true;
   PyTypeObject* t = Py_TYPE(expected);
+  if (t == &PyFrozenSet_Type) {
+    // A set (or frozenset) with the snapshot's elements: str/int/bytes hash and compare in C.
+    if (!PyAnySet_CheckExact(actual) || PySet_GET_SIZE(actual) != PySet_GET_SIZE(expected)) return false;
+    return PyObject_RichCompareBool(expected, actual, Py_EQ) == 1;
+  }
   if (Py_TYPE(actual) != t || expected == Py_None || t == &PyBool_Type) return false;
   if (t == &PyFloat_Type) {
     double a = PyFloat_AS_DOUBLE(expected), b = PyFloat_AS_DOUBLE(actual);

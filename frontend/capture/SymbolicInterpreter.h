@@ -8,6 +8,7 @@
 #include <set>
 #include <memory>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "compiler/OpRecorder.h"
 #include "frontend/capture/Bytecode.h"
@@ -47,6 +48,8 @@ public:
   nb::object toPython(VT* v);
   // Calls Python code for real on fakes, recording the ops it dispatches.
   VT* callReal(nb::handle fn, const VTs& args, const Kwargs& kwargs);
+  // Refuses (Unsupported) as_strided with an explicit offset into a slice of a larger storage.
+  void checkAsStridedOffset(nb::handle fn, nb::handle args, nb::handle kwargs) const;
   VT* constant(nb::object v) { return make<ConstantVT>(std::move(v)); }
   VT* none() { return constant(nb::none()); }
 
@@ -114,7 +117,17 @@ public:
 
   RootPosition rootPosition;
   std::map<int64_t, int> symbolOfSize_; // a symbol's value in this trace -> its id
+  // Per symbol id, an expression over the frame's arguments reading its size at each call
+  // (`x.shape[0]`, of the first input dim bound to it): a size returned or handed to a resume
+  // function is read from the inputs, not baked in as the traced value.
+  std::map<int, std::string> symbolExpr_;
+  // `v`'s expression over the arguments when it is a size computed from symbols (a SizeInt:
+  // `x.shape[0] * 2`), else empty.
+  std::string symbolicSizeExpr(PyObject* v) const;
   int stopAt = -1, stopOccurrence = 0;
+  // Composite ops (no derivative formula of their own: linear, ...) recorded as their parts, so
+  // that what autograd saved inside them is part of the graph (a traced double backward).
+  void decomposeComposites() { recorder_.decomposeOpsWithoutFormula = true; }
   std::vector<bool> live;
   // Dynamic shapes (trace_frame options, docs/capture.md): per input expression, the sizes its
   // fake takes instead of the real tensor's (contiguous; a probe trace at other sizes), and the
@@ -165,6 +178,9 @@ private:
   std::unordered_map<PyObject*, VT*> containers_; // lists and dicts from outside, by identity
   VT* wrapIterator(PyObject* o, const SourcePtr& source, bool viaModule);
   bool historyInputs_ = false; // an input tensor is a non-leaf that requires grad
+  // The fakes' storages of tensors from outside whose data starts inside their storage (a
+  // slice): fakes start at offset 0, so an explicit as_strided offset into one is refused.
+  std::unordered_set<const void*> offsetStorages_;
   // Tensor inputs' placeholders and their expressions: an input handed on unchanged is the
   // argument itself, not a graph output (which AOT autograd makes an alias with its own grad_fn:
   // autograd.grad(y, (x, unused)) after the graph gave zeros for `unused`, not None).

@@ -31,6 +31,16 @@ std::string Tracer::constantRef(nb::handle o) {
   return "__c[" + std::to_string(nb::len(constants_) - 1) + "]";
 }
 
+std::string Tracer::symbolicSizeExpr(PyObject* o) const {
+  if (symbolExpr_.empty() || !PyLong_Check(o) || PyLong_CheckExact(o) || PyBool_Check(o)) return {};
+  static nb::handle sizeSource =
+      nb::object(nb::module_::import_("kiln.compiler.dynamic").attr("size_source")).release();
+  nb::dict symbols;
+  for (const auto& [id, expr] : symbolExpr_) symbols[nb::int_(id)] = nb::str(expr.c_str());
+  nb::object source = sizeSource(nb::handle(o), symbols);
+  return source.is_none() ? std::string() : nb::cast<std::string>(source);
+}
+
 std::string Tracer::outputExpr(VT* v, std::vector<Node*>& outputs, nb::list& constants) {
   switch (v->kind) {
   case VT::Kind::Tensor: {
@@ -46,6 +56,24 @@ std::string Tracer::outputExpr(VT* v, std::vector<Node*>& outputs, nb::list& con
     PyObject* o = static_cast<ConstantVT*>(v)->value.ptr();
     if (o == Py_None || PyBool_Check(o) || PyLong_CheckExact(o) || PyUnicode_CheckExact(o))
       return literal(o);
+    std::string size = symbolicSizeExpr(o);
+    if (!size.empty()) return size;
+    if (PyTuple_Check(o) && !symbolExpr_.empty()) {
+      // A shape with symbolic dims (`return x.shape`): rebuilt from the input's sizes.
+      std::string items;
+      bool symbolic = false;
+      for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(o); ++i) {
+        PyObject* item = PyTuple_GET_ITEM(o, i);
+        std::string e = symbolicSizeExpr(item);
+        symbolic = symbolic || !e.empty();
+        if (e.empty() && !PyLong_Check(item)) return constantRef(o);
+        items += (e.empty() ? literal(nb::int_(nb::borrow(item))) : e) + ", ";
+      }
+      if (symbolic) {
+        std::string tuple = "(" + items + ")";
+        return PyTuple_CheckExact(o) ? tuple : constantRef(nb::handle(reinterpret_cast<PyObject*>(Py_TYPE(o)))) + "(" + tuple + ")";
+      }
+    }
     return constantRef(o);
   }
   case VT::Kind::List:
@@ -74,9 +102,11 @@ std::string Tracer::outputExpr(VT* v, std::vector<Node*>& outputs, nb::list& con
       std::string key = PyUnicode_CheckExact(k.ptr()) || PyLong_CheckExact(k.ptr()) ? literal(k) : constantRef(k);
       body += key + ": " + outputExpr(x, outputs, constants) + ", ";
     }
+    if (d->madeType.is_valid()) return memoized(v, constantRef(d->madeType) + "({" + body + "})");
     return memoized(v, "{" + body + "}");
   }
   case VT::Kind::Set:
+    if (static_cast<SetVT*>(v)->fromOutside) return constantRef(static_cast<SetVT*>(v)->original);
     if (memo_.count(v)) return memo_[v];
     return memoized(v, "set(" + constantRef(toPython(v)) + ")");
   case VT::Kind::Object: {
@@ -211,7 +241,9 @@ nb::list Tracer::sideEffectLines(std::vector<Node*>& outputs, nb::list& constant
         for (auto& [k, x] : d->entries)
           body += ref(k) + ": " + outputExpr(x, outputs, constants) + ", ";
         std::string t = target(c, d->original);
-        line = t + ".clear(); " + t + ".update({" + body + "})";
+        // The new contents are evaluated before the clear: a value the dict kept may be read
+        // through it (`out['a']`, when `out['b'] = ...` was stored beside it).
+        line = "(lambda __v: (" + t + ".clear(), " + t + ".update(__v)))({" + body + "})";
       }
       break;
     }
@@ -341,9 +373,12 @@ nb::dict Tracer::failure(const char* kind, const std::string& reason) {
   return d;
 }
 
-nb::dict traceFrame(nb::handle frameInfo, nb::handle options) {
+namespace {
+
+nb::dict traceOnce(nb::handle frameInfo, nb::handle options, bool decomposeComposites) {
   Tracer tracer(frameInfo.attr("func"), frameInfo.attr("code"), frameInfo.attr("args"),
                 frameInfo.attr("globals"), frameInfo.attr("builtins"));
+  if (decomposeComposites) tracer.decomposeComposites();
   if (!options.is_none() && nb::borrow<nb::dict>(options).contains("stop_at")) {
     nb::dict o = nb::borrow<nb::dict>(options);
     nb::object stopAt = o["stop_at"], occurrence = o["occurrence"];
@@ -394,6 +429,16 @@ nb::dict traceFrame(nb::handle frameInfo, nb::handle options) {
     return tracer.failure("error", what);
   } catch (const std::exception& e) {
     return tracer.failure("unsupported", e.what());
+  }
+}
+
+} // namespace
+
+nb::dict traceFrame(nb::handle frameInfo, nb::handle options) {
+  try {
+    return traceOnce(frameInfo, options, false);
+  } catch (const RetraceDecomposed&) {
+    return traceOnce(frameInfo, options, true);
   }
 }
 

@@ -70,6 +70,18 @@ bool isDevice(nb::handle o) {
   return PyObject_TypeCheck(o.ptr(), reinterpret_cast<PyTypeObject*>(cls.ptr()));
 }
 
+// A frozenset whose elements are exact str/int/bytes (a GuardTree const value).
+bool isConstSet(PyObject* s) {
+  nb::object it = nb::steal(PyObject_GetIter(s));
+  if (!it.is_valid()) throw nb::python_error();
+  while (PyObject* x = PyIter_Next(it.ptr())) {
+    PyTypeObject* t = Py_TYPE(x);
+    Py_DECREF(x);
+    if (t != &PyLong_Type && t != &PyUnicode_Type && t != &PyBytes_Type) return false;
+  }
+  return true;
+}
+
 bool isPlainConstant(PyObject* o) {
   return o == Py_None || PyBool_Check(o) || PyLong_CheckExact(o) || PyFloat_CheckExact(o) ||
          PyUnicode_CheckExact(o) || PyBytes_CheckExact(o) || PyComplex_CheckExact(o) ||
@@ -233,7 +245,10 @@ VT* Tracer::wrapTensor(nb::handle value, const SourcePtr& source, bool viaModule
     if (p != probeSizes.end()) probe = p->second;
     if (dyn != dynamicDims.end())
       for (size_t d = 0; d < dyn->second.size(); ++d)
-        if (dyn->second[d] >= 0) symbolOfSize_[probe ? (*probe)[d] : real.sizes()[d]] = dyn->second[d];
+        if (dyn->second[d] >= 0) {
+          symbolOfSize_[probe ? (*probe)[d] : real.sizes()[d]] = dyn->second[d];
+          symbolExpr_.emplace(dyn->second[d], expr + ".shape[" + std::to_string(d) + "]");
+        }
     node = placeholder(source->identifier());
     inputExprs_.push_back(expr);
     inputExprOf_[node] = expr;
@@ -265,6 +280,7 @@ VT* Tracer::wrapTensor(nb::handle value, const SourcePtr& source, bool viaModule
   for (int64_t s : fake.sizes())
     node->meta.type->tensor().sizes.emplace_back(s);
   recorder_.bind(fake, node, real.device());
+  if (real.storageOffset() != 0) offsetStorages_.insert(fake.storage().get());
   auto* vt = make<TensorVT>(nb::steal(python::wrapTensor(fake)));
   vt->source = source;
   vt->real = nb::borrow(value);
@@ -313,6 +329,19 @@ VT* Tracer::wrap(nb::handle value, SourcePtr source, bool viaModule, const std::
     }
     if (g) g->checkConst(o);
     return constant(nb::borrow(value));
+  }
+  // A set of str/int from outside (a module's _non_persistent_buffers_set) is read as a copy,
+  // its contents guarded; a mutation of it is not traced (SetVT::fromOutside).
+  if (PyAnySet_CheckExact(o) && source) {
+    nb::object snapshot = nb::steal(PyFrozenSet_New(o));
+    if (!snapshot.is_valid()) throw nb::python_error();
+    if (isConstSet(snapshot.ptr())) {
+      if (g) g->checkConst(snapshot.ptr());
+      auto* s = make<SetVT>(nb::steal(PySet_New(o)));
+      s->fromOutside = true;
+      s->original = nb::borrow(value);
+      return s;
+    }
   }
   // A list or dict reached twice (an optimizer's `self.state` read in each of its methods) is
   // one variable, so that a mutation through one path is seen through the other and replayed
@@ -590,6 +619,7 @@ nb::object Tracer::toPython(VT* v) {
     nb::dict d;
     for (auto& [k, x] : static_cast<DictVT*>(v)->entries)
       d[k] = toPython(x);
+    if (static_cast<DictVT*>(v)->madeType.is_valid()) return static_cast<DictVT*>(v)->madeType(d);
     return d;
   }
   case VT::Kind::Iterator: {
@@ -612,6 +642,28 @@ nb::object Tracer::toPython(VT* v) {
     throw Unsupported{"passing a function defined inside the compiled code (or an internal value) "
                       "to a library function"};
   }
+}
+
+// as_strided(x, size, stride, storage_offset) counts the offset from the start of x's storage.
+// The fakes of the frame's tensors start at offset 0 (so that diagonal() of a slice records an
+// offset relative to the slice, which the compiled code adds the slice's own to), so an explicit
+// offset into a tensor that is a slice of a larger storage would be read relative to the slice:
+// such a call runs eagerly instead.
+void Tracer::checkAsStridedOffset(nb::handle fn, nb::handle args, nb::handle kwargs) const {
+  if (offsetStorages_.empty() || !nb::hasattr(fn, "__name__")) return;
+  if (nb::cast<std::string>(fn.attr("__name__")) != "as_strided") return;
+  nb::list a = nb::borrow<nb::list>(args);
+  nb::dict kw = nb::borrow<nb::dict>(kwargs);
+  bool method = nb::hasattr(fn, "__self__") && python::isTensor(fn.attr("__self__").ptr());
+  nb::object self = method ? nb::object(fn.attr("__self__")) : a.size() > 0 ? nb::object(a[0]) : nb::object();
+  size_t offsetPosition = method ? 2 : 3;
+  bool offsetGiven = (a.size() > offsetPosition && !a[offsetPosition].is_none()) ||
+                     (kw.contains("storage_offset") && !nb::object(kw["storage_offset"]).is_none());
+  if (!self.is_valid() || !python::isTensor(self.ptr()) || !offsetGiven) return;
+  const Tensor& t = python::unwrapTensor(self.ptr());
+  if (offsetStorages_.count(t.storage().get()))
+    throw Unsupported{"as_strided with a storage_offset into a tensor that is a slice of a larger "
+                      "storage (the offset counts from the storage's start: it runs eagerly)"};
 }
 
 VT* Tracer::callReal(nb::handle fn, const VTs& args, const Kwargs& kwargs) {
@@ -637,6 +689,7 @@ VT* Tracer::callReal(nb::handle fn, const VTs& args, const Kwargs& kwargs) {
   nb::dict pyKwargs;
   for (auto& [k, v] : kwargs)
     pyKwargs[k.c_str()] = toPython(v);
+  checkAsStridedOffset(fn, pyArgs, pyKwargs);
   std::unordered_set<PyObject*> leavesBefore; // arguments that are grad leaves already
   auto noteLeaf = [&](PyObject* t) {
     if (isGradLeaf(t)) leavesBefore.insert(t);
@@ -655,6 +708,11 @@ VT* Tracer::callReal(nb::handle fn, const VTs& args, const Kwargs& kwargs) {
     if (!r) {
       nb::python_error e;
       std::string what = e.what();
+      // The backward reached a tensor made inside a composite op recorded as one node (linear's
+      // transposed weight): trace the frame again with composites recorded as their parts.
+      if (fn.ptr() == autogradGrad.ptr() && !recorder_.decomposeOpsWithoutFormula &&
+          what.find("meta tensor that is not part of the graph") != std::string::npos)
+        throw RetraceDecomposed{};
       bool dataDependent = e.matches(PyExc_NotImplementedError) ||
                            what.find("meta") != std::string::npos || what.find("Meta") != std::string::npos ||
                            what.find("data-dependent") != std::string::npos;

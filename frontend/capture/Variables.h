@@ -108,6 +108,8 @@ struct DictVT : VT {
   std::vector<std::pair<nb::object, VT*>> entries;
   nb::object original; // the object it was made from, for inputs
   nb::object defaultFactory; // a defaultdict's default_factory (null: a dict or OrderedDict)
+  // The dict's class when one made while tracing is not a plain dict (OrderedDict()); null: dict.
+  nb::object madeType;
   bool mutated = false;
   int find(PyObject* key) const; // -1 when absent; raises on unhashable keys
 };
@@ -173,6 +175,10 @@ struct NewObjectVT : VT {
 struct SetVT : VT {
   explicit SetVT(nb::object s) : VT(Kind::Set), set(std::move(s)) {}
   nb::object set; // a real set of constants, private to the trace
+  // A copy of a set from outside (its contents guarded): mutating it is not traced, and where it
+  // leaves the trace it is the original object again.
+  bool fromOutside = false;
+  nb::object original;
 };
 
 struct MethodVT : VT {
@@ -212,5 +218,8 @@ struct Unsupported {
 struct TraceError {
   std::string reason;
 };
+// A double backward traced on the fakes met a tensor a composite op (recorded as one node) made
+// internally for autograd: the frame is traced again with composites decomposed (trace_frame).
+struct RetraceDecomposed {};
 
 } // namespace kiln::capture

@@ -4,6 +4,7 @@
 #include "generated/Ops.h"
 #include "runtime/TensorIterator.h"
 #include <cstdint>
+#include <limits>
 
 namespace kiln::kernels {
 
@@ -16,6 +17,17 @@ Tensor zerosOf(IntArrayRef sizes, const Tensor& like) {
 // Sums t over dim in reverse order: out[i] = sum_{k >= i} t[k].
 Tensor reverseCumsum(const Tensor& t, int64_t dim) {
   return ops::flip(ops::cumsum(ops::flip(t, {dim}), dim), {dim});
+}
+
+// The most negative finite value of a floating dtype: log(0) stand-in that stays finite, so that
+// subtracting an infinite result gives an infinity rather than NaN.
+Scalar lowestFinite(ScalarType t) {
+  switch (t) {
+  case ScalarType::Float64: return Scalar(std::numeric_limits<double>::lowest());
+  case ScalarType::Float16: return Scalar(-65504.0);
+  case ScalarType::BFloat16: return Scalar(-3.38953138925153547590e38);
+  default: return Scalar(double(std::numeric_limits<float>::lowest()));
+  }
 }
 
 } // namespace
@@ -109,6 +121,33 @@ Tensor cumprodBackward(const Tensor& grad, const Tensor& self, int64_t dim, cons
   Tensor atZero = reverseCumsum(ops::mul(grad, ops::masked_fill(withOne, beforeZero, zero)), dim);
   Tensor afterBefore = ops::masked_fill(atZero, ops::logical_not(firstZero), zero);
   return ops::where(beforeZero, before, afterBefore);
+}
+
+// Each output's gradient goes to the input position its running extremum came from.
+Tensor cummaxminBackward(const Tensor& grad, const Tensor& input, const Tensor& indices,
+                         int64_t dim) {
+  if (input.numel() == 0) return input; // as PyTorch's (an empty gradient either way)
+  return ops::scatter_add(ops::zeros_like(input, grad.dtype()), dim, indices, grad);
+}
+
+// d out_k / d x_i = exp(x_i - out_k) for k >= i, so grad_i = sum_{k >= i} g_k exp(x_i - out_k).
+// The positive and negative parts of g are summed apart in log space (log|g_k| - out_k through a
+// reverse logcumsumexp), as PyTorch's logcumsumexp_backward does: no overflow where out is large,
+// no log of zero or of a negative gradient.
+Tensor logcumsumexpBackward(const Tensor& grad, const Tensor& input, const Tensor& result,
+                            int64_t dim) {
+  if (grad.dim() == 0 || grad.numel() == 0) return grad;
+  auto reverseLogcumsumexp = [dim](const Tensor& t) {
+    return ops::flip(ops::logcumsumexp(ops::flip(t, {dim}), dim), {dim});
+  };
+  Tensor lowest = ops::full_like(grad, lowestFinite(grad.dtype()));
+  Tensor logAbs = ops::log(ops::abs(grad));
+  Scalar zero(0.0);
+  Tensor logPositive = ops::where(ops::gt(grad, zero), logAbs, lowest);
+  Tensor logNegative = ops::where(ops::lt(grad, zero), logAbs, lowest);
+  Tensor positive = ops::exp(ops::add(reverseLogcumsumexp(ops::sub(logPositive, result)), input));
+  Tensor negative = ops::exp(ops::add(reverseLogcumsumexp(ops::sub(logNegative, result)), input));
+  return ops::sub(positive, negative);
 }
 
 } // namespace kiln::kernels

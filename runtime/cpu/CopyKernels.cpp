@@ -6,6 +6,7 @@
 #include "generated/KernelDecls.h"
 #include "generated/Ops.h"
 #include "runtime/cpu/Loops.h"
+#include "runtime/ViewGeometry.h"
 #include "runtime/cuda/CudaDriver.h"
 
 namespace kiln::kernels {
@@ -95,25 +96,49 @@ void copyInto(const Tensor& dst, const Tensor& src) {
   });
 }
 
+// PyTorch's assert_no_partial_overlap: two dense tensors whose memory intersects without being
+// the same elements in the same order (a.copy_(a[0])) cannot be copied elementwise. Layouts
+// that are not dense are not checked (PyTorch calls them too hard to decide, and copies).
+void checkNoPartialOverlap(const Tensor& self, const Tensor& src) {
+  if (self.numel() == 0 || src.numel() == 0 || self.isMeta() || src.isMeta()) return;
+  if (self.device() != src.device()) return;
+  if (!isNonOverlappingAndDense(self.sizes(), self.strides()) ||
+      !isNonOverlappingAndDense(src.sizes(), src.strides()))
+    return;
+  const char* selfBegin = self.rawData();
+  const char* selfEnd = selfBegin + self.numel() * int64_t(elementSize(self.dtype()));
+  const char* srcBegin = src.rawData();
+  const char* srcEnd = srcBegin + src.numel() * int64_t(elementSize(src.dtype()));
+  if (selfBegin == srcBegin && selfEnd == srcEnd && self.strides() == src.strides()) return;
+  KILN_CHECK(!(selfBegin < srcEnd && srcBegin < selfEnd),
+             "copy_: unsupported operation: some elements of the input tensor and the written-to "
+             "tensor refer to a single memory location. Please clone() the tensor before "
+             "performing the operation. (destination ", scalarTypeName(self.dtype()),
+             self.shapeString(), ", source ", scalarTypeName(src.dtype()), src.shapeString(), ")");
+}
+
 } // namespace
 
 Tensor copy_(const Tensor& self, const Tensor& src, bool nonBlocking) {
   if (self.isSame(src)) return self;
+  checkNoPartialOverlap(self, src);
   copyInto(self, src);
   self.bumpVersion();
   return self;
 }
 
+// PyTorch's memory_format=preserve: a dense tensor (channels-last, transposed) keeps its
+// strides, any other gets dense strides in the order of its own.
 Tensor toCopy(const Tensor& self, std::optional<ScalarType> dtype, std::optional<Device> device) {
   Device dev = device.value_or(self.device());
   if (dev.isCuda()) {
     // Host to device: the CUDA copy_ kernel (copy_ between devices dispatches to CUDA).
     cuda::requireCudaDriver("kiln.Tensor.to()");
-    Tensor out = Tensor::empty(self.sizes(), dtype.value_or(self.dtype()), dev);
+    Tensor out = emptyLikePreserve(self, dtype.value_or(self.dtype()), dev);
     KILN_CHECK(!self.isMeta() || out.numel() == 0, "Cannot copy out of meta tensor; no data!");
     return ops::copy_(out, self);
   }
-  Tensor out = Tensor::empty(self.sizes(), dtype.value_or(self.dtype()), dev);
+  Tensor out = emptyLikePreserve(self, dtype.value_or(self.dtype()), dev);
   if (!out.isMeta() && !self.isMeta()) copyInto(out, self);
   else KILN_CHECK(out.isMeta() || out.numel() == 0, "Cannot copy out of meta tensor; no data!");
   return out;

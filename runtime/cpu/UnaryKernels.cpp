@@ -121,6 +121,36 @@ constexpr auto coshOp = [](auto x) { return std::cosh(x); };
 constexpr auto tanhOp = [](auto x) { return fastTanh(x); };
 constexpr auto sigmoidOp = [](auto x) { return decltype(x)(1) / (decltype(x)(1) + fastExp(-x)); };
 constexpr auto erfOp = [](auto x) { return std::erf(x); };
+
+// erf's inverse as PyTorch computes it (ATen's calc_erfinv, in T): a rational guess in the
+// central range or in sqrt(-log((1 - |y|) / 2)) in the tails, then two Newton steps on erf.
+// NaN outside [-1, 1], +-inf at +-1. compiler/decompositions/PrimsPointwise.cpp follows it.
+template <typename T> T erfinvOf(T y) {
+  constexpr T a[4] = {T(0.886226899), T(-1.645349621), T(0.914624893), T(-0.140543331)};
+  constexpr T b[4] = {T(-2.118377725), T(1.442710462), T(-0.329097515), T(0.012229801)};
+  constexpr T c[4] = {T(-1.970840454), T(-1.624906493), T(3.429567803), T(1.641345311)};
+  constexpr T d[2] = {T(3.543889200), T(1.637067800)};
+  T yAbs = std::abs(y);
+  if (yAbs > T(1)) return std::numeric_limits<T>::quiet_NaN();
+  if (yAbs == T(1)) return std::copysign(std::numeric_limits<T>::infinity(), y);
+  T x;
+  if (yAbs <= T(0.7)) {
+    T z = y * y;
+    T num = ((a[3] * z + a[2]) * z + a[1]) * z + a[0];
+    T dem = (((b[3] * z + b[2]) * z + b[1]) * z + b[0]) * z + T(1);
+    x = y * num / dem;
+  } else {
+    T z = std::sqrt(-std::log((T(1) - yAbs) / T(2)));
+    T num = ((c[3] * z + c[2]) * z + c[1]) * z + c[0];
+    T dem = (d[1] * z + d[0]) * z + T(1);
+    x = std::copysign(num, y) / dem;
+  }
+  constexpr T twoOverSqrtPi = T(1.12837916709551257390);
+  x = x - (std::erf(x) - y) / (twoOverSqrtPi * std::exp(-x * x));
+  x = x - (std::erf(x) - y) / (twoOverSqrtPi * std::exp(-x * x));
+  return x;
+}
+constexpr auto erfinvOp = [](auto y) { return erfinvOf(y); };
 constexpr auto reciprocalOp = [](auto x) { return decltype(x)(1) / x; };
 constexpr auto siluOp = [](auto x) { return x / (decltype(x)(1) + fastExp(-x)); };
 
@@ -332,6 +362,8 @@ Tensor sigmoid(const Tensor& self) { return floatUnary("sigmoid", self, {}, sigm
 Tensor sigmoid_(const Tensor& self) { return floatUnaryInplace("sigmoid_", self, sigmoidOp); }
 Tensor erf(const Tensor& self) { return floatUnary("erf", self, {}, erfOp); }
 Tensor erf_(const Tensor& self) { return floatUnaryInplace("erf_", self, erfOp); }
+Tensor erfinv(const Tensor& self) { return floatUnary("erfinv", self, {}, erfinvOp); }
+Tensor erfinv_(const Tensor& self) { return floatUnaryInplace("erfinv_", self, erfinvOp); }
 Tensor reciprocal(const Tensor& self) { return floatUnary("reciprocal", self, {}, reciprocalOp); }
 Tensor reciprocal_(const Tensor& self) {
   return floatUnaryInplace("reciprocal_", self, reciprocalOp);

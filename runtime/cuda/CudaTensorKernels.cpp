@@ -134,7 +134,8 @@ void boxedToCopy(Stack& s) {
   Tensor self = s[0].toTensor();
   ScalarType dtype = s[1].isNone() ? self.dtype() : s[1].toOptional<ScalarType>().value();
   Device device = s[2].isNone() ? self.device() : s[2].toDevice();
-  Tensor out = Tensor::empty(self.sizes(), dtype, device);
+  // PyTorch's memory_format=preserve, as the CPU kernel: a channels-last tensor stays one.
+  Tensor out = emptyLikePreserve(self, dtype, device);
   if (!device.isMeta()) cudaCopy(out, self);
   s.clear();
   s.emplace_back(std::move(out));

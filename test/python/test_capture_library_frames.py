@@ -163,6 +163,36 @@ def test_a_scheduled_lr_is_a_graph_input_after_one_recompile():
     kiln.compiler.reset()
 
 
+def test_scheduled_lrs_of_two_optimizer_classes_are_specialized_each_first():
+    # kiln's optimizers share one step wrapper (one code object); which floats changed is kept
+    # per step function, as torch.compile keeps it per code object: SGD's first step after
+    # AdamW's compiles with its lr a constant and recompiles once it changed (torch 2.13: 4
+    # graphs; kiln made SGD's lr an input at once from AdamW's history: 3).
+    kiln.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+    adam = kiln.optim.AdamW(model.parameters(), lr=0.01)
+    sgd = kiln.optim.SGD(model.parameters(), lr=0.1)
+    scheds = [kiln.optim.lr_scheduler.CosineAnnealingLR(o, T_max=4) for o in (adam, sgd)]
+    x, y = kiln.randn(16, 4), kiln.randn(16, 1)
+
+    def run(x, y):
+        losses = []
+        for opt, sched in zip((adam, sgd), scheds):
+            for _ in range(4):
+                loss = F.mse_loss(model(x), y)
+                loss.backward()
+                opt.step()
+                opt.zero_grad()
+                sched.step()
+                losses.append(loss.item())
+        return losses
+
+    kiln.compiler.reset()
+    explained = kiln.explain(run)(x, y)
+    assert (explained.graph_count, explained.graph_break_count) == (4, 3), str(explained)
+    kiln.compiler.reset()
+
+
 def test_a_library_modules_training_flag_is_guarded_only_where_it_is_read():
     # A Linear computes the same in eval mode: one graph serves both (torch.compile: one);
     # a Dropout reads its flag: a second graph in eval mode, which must not drop anything.

@@ -449,6 +449,31 @@ def test_autograd_grad_with_create_graph_is_traced():
         close(got, want)
 
 
+def test_gradient_penalty_through_a_linear_layer_is_traced():
+    # WGAN-GP: the double backward reaches linear's transposed weight, which the composite made
+    # inside one recorded node ("meta tensor that is not part of the graph (aten.t)"): the frame
+    # is traced again with composites as their parts. It broke there, and the loss's backward
+    # then met the compiled critic's backward ("create_graph=True through a compiled region").
+    critic = kiln.nn.Sequential(kiln.nn.Linear(3, 8), kiln.nn.Tanh(), kiln.nn.Linear(8, 1))
+
+    def fn(real, fake, eps):
+        critic.zero_grad()
+        mix = (eps * real + (1 - eps) * fake).requires_grad_(True)
+        score = critic(mix)
+        g, = kiln.autograd.grad(score, mix, grad_outputs=kiln.ones_like(score), create_graph=True)
+        gp = ((g.norm(2, dim=1) - 1) ** 2).mean()
+        loss = critic(fake).mean() - critic(real).mean() + 10 * gp
+        loss.backward()
+        return gp.detach(), loss.detach(), critic[0].weight.grad.clone(), critic[2].bias.grad.clone()
+
+    real, fake = kiln.randn(5, 3), kiln.randn(5, 3)
+    eps = kiln.rand(5, 1)
+    want = fn(real, fake, eps)
+    got = kiln.compile(fn)(real, fake, eps)
+    for g, w in zip(got, want):
+        close(g, w)
+
+
 def test_an_input_handed_on_unchanged_is_the_argument_itself():
     # Handed on as a graph output, an input came back as an alias with the compiled graph's
     # grad_fn: autograd.grad(y, (x, unused), allow_unused=True) after a break gave zeros for
@@ -464,3 +489,96 @@ def test_an_input_handed_on_unchanged_is_the_argument_itself():
     assert none is True and same is unused
     kiln.compiler.reset()
     assert kiln.compile(lambda t: (t, t * 2))(x)[0] is x
+
+
+def test_gradcheck_of_a_compiled_function_compiles_one_graph():
+    # gradcheck calls the function in the caller's grad mode for the numerical jacobian too
+    # (as torch's does; only its writes into the input run under no_grad): a compiled function
+    # there used to compile a second graph for grad mode off.
+    modes = []
+
+    def f(t):
+        modes.append(kiln.is_grad_enabled())
+        return (t.sin() * t).cumsum(0)
+
+    d = kiln.randn(4, dtype=kiln.float64, requires_grad=True)
+    assert kiln.autograd.gradcheck(f, (d,), eps=1e-6, atol=1e-4)
+    assert modes and all(modes)
+    seen = []
+
+    def backend(gm, example_inputs):
+        seen.append(gm)
+        return gm.forward
+
+    def g(t):
+        return (t.sin() * t).cumsum(0)
+
+    assert kiln.autograd.gradcheck(kiln.compile(g, backend=backend), (d,), eps=1e-6, atol=1e-4)
+    assert len(seen) == 1
+
+
+def test_state_dicts_trace_ordered_dicts_sets_and_ids():
+    # Module.state_dict() traced as torch.compile traces it (one graph of detaches): its
+    # OrderedDict() made while tracing comes back an OrderedDict, `name not in
+    # self._non_persistent_buffers_set` reads the set with its contents guarded, and an
+    # optimizer's state_dict() keys its state by id() of the real parameters.
+    import collections
+
+    model = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4))
+    opt = kiln.optim.Adam(model.parameters(), lr=0.1)
+    model(kiln.randn(5, 3)).sum().backward()
+    opt.step()
+
+    def fn(x):
+        sd = model.state_dict()
+        osd = opt.state_dict()
+        return sd, osd, x * 2
+
+    x = kiln.randn(2, 3)
+    want = fn(x)
+    out, seen = graphs_of(fn, x)
+    assert len(seen) == 1
+    # The detaches of the state_dict are in the graph (it used to break at OrderedDict()).
+    assert sum(str(n.target) == "aten.detach" for n in seen[0].graph.nodes) == 7
+    sd, osd, _ = out
+    assert type(sd) is collections.OrderedDict and list(sd) == list(want[0])
+    for k in sd:
+        close(sd[k], want[0][k])
+    assert sorted(osd["state"]) == sorted(want[1]["state"]) == [0, 1, 2, 3]
+    assert osd["param_groups"][0]["params"] == want[1]["param_groups"][0]["params"]
+    # The set's contents are guarded: a buffer made non-persistent recompiles and is left out.
+    compiled = kiln.compile(lambda: model.state_dict())
+    assert "1.running_mean" in compiled()
+    model[1]._non_persistent_buffers_set.add("running_mean")
+    try:
+        assert "1.running_mean" not in compiled()
+    finally:
+        model[1]._non_persistent_buffers_set.discard("running_mean")
+
+
+def test_a_set_from_outside_is_the_same_object_after_a_break_and_not_mutated_in_a_trace():
+    seen = {"a"}
+
+    def fn(x, names):
+        y = x * 2 if "a" in names else x
+        print("at", 1, file=SINK)
+        names.add("b")           # a mutation: not traced, the real set gets it
+        return y + 1
+
+    want_names = set(seen)
+    fn(kiln.randn(3), want_names)
+    names = set(seen)
+    out = kiln.compile(fn)(kiln.randn(3), names)
+    assert names == want_names == {"a", "b"}
+    assert out.shape == (3,)
+
+
+class _Sink:
+    def write(self, s):
+        pass
+
+    def flush(self):
+        pass
+
+
+SINK = _Sink()

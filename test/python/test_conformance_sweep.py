@@ -862,6 +862,23 @@ def test_pixel_shuffle_and_nearest_interpolate_match_pytorch():
     assert ((per_channel == 0).all(1) | (per_channel == 2).all(1)).all()
 
 
+def test_interpolate_nearest_exact_and_area_match_pytorch():
+    # Modes real code uses (diffusers' nearest-exact, area downsampling): they raised
+    # NotImplementedError.
+    F = lambda T: T.nn.functional  # noqa: E731
+    _against_torch([
+        lambda T, x: F(T).interpolate(x, scale_factor=2, mode="nearest-exact"),
+        lambda T, x: F(T).interpolate(x, size=(7, 4), mode="nearest-exact"),
+        lambda T, x: F(T).interpolate(x, scale_factor=(1.5, 0.7), mode="nearest-exact"),
+        lambda T, x: F(T).interpolate(x[:, :, 0], size=11, mode="nearest-exact"),
+        lambda T, x: F(T).interpolate(x, size=(2, 3), mode="area"),
+        lambda T, x: F(T).interpolate(x, scale_factor=0.5, mode="area"),
+        lambda T, x: F(T).interpolate(x[:, :, 0], size=2, mode="area"),
+    ], (2, 8, 5, 3))
+    with pytest.raises(NotImplementedError, match="mode='area' of a 5D input"):
+        kiln.nn.functional.interpolate(kiln.ones(1, 1, 2, 2, 2), size=1, mode="area")
+
+
 def test_nearest_upsample_compiles_without_a_break(strict):
     up = nn.Sequential(nn.Conv2d(2, 4, 3, padding=1), nn.Upsample(scale_factor=2), nn.PixelShuffle(2))
     x = kiln.randn(1, 2, 3, 5)

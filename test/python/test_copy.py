@@ -60,3 +60,19 @@ def test_a_copy_between_two_parts_of_one_storage():
     dst = buf[1600:].view(40, 40)
     dst.copy_(src)
     np.testing.assert_array_equal(dst.numpy(), want)
+
+
+def test_a_copy_from_memory_it_partly_overwrites_is_refused():
+    # PyTorch's assert_no_partial_overlap: dense source and destination whose memory intersects
+    # without being the same elements (a.copy_(a[0]) broadcast a row over itself, silently).
+    a = kiln.arange(6.0).view(2, 3)
+    for dst, src in ((a, a[0]), (a.view(-1)[1:], a.view(-1)[:-1]), (a[0], a.view(-1)[1:4])):
+        with pytest.raises(RuntimeError, match=r"copy_: unsupported operation: some elements of the "
+                                                r"input tensor and the written-to tensor refer to a "
+                                                r"single memory location.*float32"):
+            dst.copy_(src)
+    assert a.tolist() == [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]
+    # The same elements (a view of the same memory) and disjoint parts are copies PyTorch makes.
+    a.copy_(a.view(2, 3))
+    a[1].copy_(a[0])
+    assert a.tolist() == [[0.0, 1.0, 2.0], [0.0, 1.0, 2.0]]

@@ -500,6 +500,33 @@ def run(lib, blas, name, inputs, outputs, threads=0):
     return outs
 
 
+# The backward of a causally masked softmax (attention's): a row sum, then a select between
+# floats picked by a loaded bool mask.
+MASKED_SOFTMAX_BACKWARD = program("""
+program @masked_softmax_backward(%g: f32[96, 40], %s: f32[96, 40], %m: b8[96, 40]) {
+  %gs: f32[96] = reduction sum [i0: 96] over [r0: 40] {
+    %0 = load %g[40*i0 + r0]
+    %1 = load %s[40*i0 + r0]
+    %2 = mul %0, %1
+    reduce %2
+  }
+  %out: f32[96, 40] = pointwise [i0: 96, i1: 40] {
+    %0 = load %m[40*i0 + i1]
+    %1 = load %g[40*i0 + i1]
+    %2 = load %s[40*i0 + i1]
+    %3 = mul %1, %2
+    %4 = load %gs[i0]
+    %5 = mul %2, %4
+    %6 = sub %3, %5
+    %7 = constant 0.0 : f32
+    %8 = where %0, %6, %7
+    store %8
+  }
+  output %out
+}
+""")
+
+
 def rng(seed=0):
     return np.random.default_rng(seed)
 
@@ -594,6 +621,38 @@ def test_column_order_emitted_only_for_strided_reductions():
     # argmax keeps the row order; a reduction over the contiguous last dim keeps it too
     assert "column order" not in _codegen.emit_cpp(PROGRAMS[MIDDLE], prelude=False)
     assert "column order" not in _codegen.emit_cpp(PROGRAMS[SOFTMAX], prelude=False)
+
+
+def test_masked_select_on_a_loaded_bool(lib, blas):
+    r = rng(12)
+    g, s = (r.standard_normal((96, 40), dtype=np.float32) for _ in range(2))
+    m = np.tril(np.ones((96, 40), dtype=bool))
+    m[7] = False  # a row without any kept element
+    (out,) = run(lib, blas, MASKED_SOFTMAX_BACKWARD, [g, s, m], [((96, 40), np.float32)])
+    gs = (g * s).sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(out, np.where(m, g * s - s * gs, 0), rtol=1e-5, atol=1e-5)
+    assert (out[7] == 0).all()
+
+
+def test_select_on_a_loaded_bool_vectorizes(tmp_path):
+    """A bool loaded from memory that picks between floats leaves the loop vectorizable. Read as
+    bool(int(x)), GCC 12 kept the select a scalar loop with a branch (a masked softmax's backward
+    ran 7x slower than the same loop vectorized)."""
+    if shutil.which(CXX) is None:
+        pytest.skip(f"no C++ compiler ({CXX})")
+    (tmp_path / "m.cpp").write_text(_codegen.emit_cpp(PROGRAMS[MASKED_SOFTMAX_BACKWARD], prelude=True))
+    r = subprocess.run([CXX, "-std=c++17", "-O3", "-march=native", "-mprefer-vector-width=512", "-fopenmp",
+                        "-fno-math-errno", "-fno-trapping-math", "-ffp-contract=off", "-fno-tree-pre",
+                        "-fopt-info-vec-optimized", "-c", str(tmp_path / "m.cpp"), "-o", str(tmp_path / "m.o")],
+                       check=True, capture_output=True, text=True)
+    vectorized = {int(l.split(":")[1]) for l in r.stderr.splitlines() if "loop vectorized" in l}
+    text = (tmp_path / "m.cpp").read_text().splitlines()
+    mask_load = next(n for n, l in enumerate(text, 1) if "in_m[" in l)
+    loop = max(n for n, l in enumerate(text[:mask_load], 1) if l.strip().startswith("for ("))
+    end = next(n for n, l in enumerate(text[loop:], loop + 1) if l.strip() == "}")
+    # (GCC names the loop by its header or its first statement.)
+    assert vectorized & set(range(loop, end)), "the loop selecting on the loaded mask did not vectorize:\n" + \
+        "\n".join(text[loop - 1:end])
 
 
 def test_pointwise_loop_order_follows_most_accesses(lib, blas):

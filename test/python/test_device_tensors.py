@@ -105,6 +105,24 @@ def test_to_cpu_cuda_and_dtype(device):
     assert (y.is_cuda) == (kiln.device(device).type == "cuda")
 
 
+def test_transfers_keep_a_dense_layout(device):
+    # PyTorch's memory_format=preserve: a channels-last tensor (NHWC memory, NCHW sizes) moved to
+    # the device and back keeps its strides and values; a gappy slice becomes dense in its order.
+    nhwc = kiln.arange(2 * 4 * 5 * 3, dtype=kiln.float32).view(2, 4, 5, 3).permute(0, 3, 1, 2)
+    want = nhwc.contiguous().tolist()
+    for moved in (nhwc.to(device), nhwc.cuda() if kiln.device(device).type == "cuda" else nhwc.to(device),
+                  nhwc.to(device, kiln.float64)):
+        assert moved.stride() == nhwc.stride() and moved.cpu().stride() == nhwc.stride()
+        assert moved.cpu().tolist() == want
+    t = kiln.arange(12.0).view(3, 4).t()
+    assert t.to(device).stride() == (1, 4) and t.to(device).cpu().tolist() == t.tolist()
+    gappy = kiln.arange(24.0).view(4, 6)[:, ::2].t()  # sizes (3, 4), dims in memory order (1, 0)
+    moved = gappy.to(device)
+    assert moved.cpu().tolist() == gappy.tolist()
+    if kiln.device(device).type == "cuda":
+        assert moved.stride() == (1, 3)
+
+
 def test_views_clone_and_contiguous(device):
     x = kiln.arange(24, dtype=kiln.float32).reshape(2, 3, 4)
     d = x.to(device)

@@ -12,6 +12,8 @@ import kiln
 from kiln.compiler import dynamic
 from kiln.compiler.backends import lookup_backend
 
+nn = kiln.nn
+
 pytestmark = pytest.mark.skipif(shutil.which(os.environ.get("KILN_CXX", "c++")) is None,
                                 reason="no C++ compiler")
 
@@ -163,8 +165,24 @@ def test_size_dependent_branch_compiles_static():
     assert counts["symbols"] == ["x: f32[4, s0]", "x: f32[200, s0]", "x: f32[5, s0]"]
 
 
-def test_size_returned_as_python_value_compiles_static():
-    counts = _check(lambda x: (x + 1, x.shape[0] * 2), [(_t(4, 3),), (_t(6, 3),)], dynamic_flag=True)
+def test_size_returned_as_python_value_is_computed_from_the_inputs():
+    # A size (or an int computed from sizes) returned as a Python value is read from the inputs
+    # at each call, as torch.compile returns a SymInt: one graph over the symbols, where each
+    # call used to recompile (until the recompile limit) because the traced value was baked in.
+    def fn(x):
+        n, d = x.shape
+        return x + 1, x.shape[0] * 2, {"n": n, "k": [-(n - d) // 3 % 5, abs(d - n)]}, x.shape
+
+    counts = _check(fn, [(_t(4, 3),), (_t(6, 3),), (_t(9, 2),)], dynamic_flag=True)
+    assert counts["symbols"] == ["x: f32[s0, s1]"]
+    # Automatic dynamic: the second size recompiles over the symbol, no later size compiles.
+    counts = _check(lambda x: (x.sum(), x.shape[0]), [(_t(n, 3),) for n in (4, 5, 6, 7, 8, 4)])
+    assert counts["symbols"] == [None, "x: f32[s0, 3]"]
+
+
+def test_size_returned_as_a_float_compiles_static():
+    # A float computed from a size has no integer expression: each size compiles statically.
+    counts = _check(lambda x: (x + 1, x.shape[0] / 2), [(_t(4, 3),), (_t(6, 3),)], dynamic_flag=True)
     assert counts["symbols"] == ["x: f32[4, s0]", "x: f32[6, s0]"]
 
 
@@ -543,3 +561,35 @@ def test_graphs_around_a_break_and_with_fallbacks_compile_twice(capsys):
         np.testing.assert_allclose(got.numpy(), fn(x, w).numpy(), rtol=1e-5, atol=1e-6)
         assert printed == capsys.readouterr().out == f"step kiln.Size([{n}, 16]) {n}\n"
     assert len(counts) == 2 and all(c == (1, 1) for c in counts.values()), counts
+
+
+@pytest.mark.parametrize("grad", [True, False])
+def test_explain_counts_the_graphs_a_symbolic_compile_makes(grad):
+    # kiln.explain runs the eager backend (static sizes) but counts as a compile over size
+    # symbols would: a module's forward called at batch 6, 2, 4, 5 from a loop that runs eagerly
+    # is 2 graphs (the second symbolic), as torch._dynamo.explain counts (torch 2.13: 2 / 1).
+    # Training graphs included, and sizes are remembered from a first compile that did not
+    # probe (it counted 4; vit_train's eval loop after its training steps, one too many).
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(3, 2)
+
+        def forward(self, x):
+            return self.lin(x).relu() * 2
+
+    m = M()
+    xs = [_t(n, 3) for n in (6, 2, 4, 5)]
+
+    def run(xs):
+        out = []
+        with kiln.set_grad_enabled(grad):
+            for x in xs:
+                out.append(m(x).sum().item())
+        return out
+
+    want = run(xs)
+    e = kiln.explain(run)(xs)
+    assert (e.graph_count, e.graph_break_count) == (2, 1), str(e)
+    assert e.dynamic_per_graph[1] == "x: f32[s0, 3]"
+    np.testing.assert_allclose(kiln.compile(run, backend="eager")(xs), want, rtol=1e-5)

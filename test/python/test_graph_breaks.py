@@ -313,13 +313,14 @@ def test_list_append_and_dict_setitem_on_inputs_replay():
         return y.sum()
 
     x = _x()
-    acc, d = [], {"old": 1}
+    # "keep" is replayed as read through the dict (d['keep']): read before the dict is cleared.
+    acc, d = [], {"old": 1, "keep": [1, 2]}
     want = fn(x, acc, d)
     want_state = _plain([acc, d])
     kiln.compiler.reset()
     compiled = kiln.compile(fn, backend="eager")
     for _ in range(2):  # the second call runs the cached glue
-        acc2, d2 = [], {"old": 1}
+        acc2, d2 = [], {"old": 1, "keep": [1, 2]}
         got = compiled(x, acc2, d2)
         np.testing.assert_allclose(got.numpy(), want.numpy())
         assert _plain([acc2, d2]) == want_state
@@ -572,3 +573,38 @@ def test_a_subscript_break_inside_no_grad_keeps_grad_mode():
         got = run(compiled)
         np.testing.assert_allclose(got[0], want[0], rtol=1e-5)
         np.testing.assert_allclose(got[1], want[1], rtol=1e-5)
+
+
+def test_live_views_of_graph_values_are_remade_from_their_bases():
+    # A tensor live at a break that views a value an inference graph computes, with the value
+    # live too, comes back as a view of it (remade after the call, as AOT autograd regenerates
+    # an output aliasing an intermediate): writes through it reach the value, and the frame
+    # keeps compiling, where it used to run eagerly.
+    def alias(x):
+        y = x * 2.0
+        row = y[1][1:]           # a view of y, both live after the break
+        n = np.tanh(0.5)         # a numpy call: a break
+        row.fill_(float(n))      # must write into y
+        return y + 1.0, row
+
+    # A training graph still runs the frame eagerly (its base would be one more output with
+    # history of the graph's single autograd node).
+    def train(x):
+        s = x.sort(dim=1).values
+        med = s[:, 2]
+        loss = (s * 2.0).sum() + med.sum()
+        g, = kiln.autograd.grad(loss, x, retain_graph=True)
+        return med, g, (med * 3.0).sum()
+
+    x = kiln.from_numpy(np.random.default_rng(3).standard_normal((3, 5)).astype("float32"))
+    for fn, args, graphs in ((alias, (x,), 2), (train, (x.detach().requires_grad_(),), 0)):
+        want = fn(*args)
+        kiln.compiler.reset()
+        compiled = kiln.compile(fn, backend="eager")
+        for _ in range(2):
+            got = compiled(*args)
+            for w, g in zip(want, got):
+                np.testing.assert_allclose(g.detach().numpy(), w.detach().numpy(), rtol=1e-5, atol=1e-6)
+        kiln.compiler.reset()
+        e = kiln.explain(fn)(*args)
+        assert (e.graph_count, len(e.break_reasons)) == (graphs, 1), str(e)

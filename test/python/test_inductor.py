@@ -201,6 +201,24 @@ def test_write_through_as_strided_of_an_intermediate_compiles(strict):
     np.testing.assert_allclose(w.grad.numpy(), w_eager.grad.numpy(), rtol=1e-5, atol=1e-5)
 
 
+def test_as_strided_offset_into_a_sliced_input_counts_from_its_storage(strict):
+    # as_strided's storage_offset counts from the start of the input's storage, not from the
+    # slice the input is: the traced fakes start at offset 0, so such a call runs eagerly (it was
+    # read relative to the slice, silently wrong). diagonal() of the same slice stays compiled.
+    def fn(x):
+        return x.as_strided((2, 2), (1, 5), 3) * 2 + x.diagonal().sum(), x.as_strided((3,), (2,)) + 1
+
+    data = _rand(6, 5)
+    for x in (data[1:4, 1:4], data[2:5], data[:3, :3]):
+        kiln.compiler.reset()
+        for got, want in zip(kiln.compile(fn, backend="inductor")(x), fn(x)):
+            np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
+    kiln.compiler.reset()
+    x = data[1:4, 1:4]
+    out = kiln.explain(fn)(x)
+    assert any("as_strided with a storage_offset" in str(b) for b in out.break_reasons), out.break_reasons
+
+
 def test_unsupported_graph_falls_back_with_warning():
     fn = _write_through_as_strided
     x, y = _rand(4), _rand(2, seed=1)

@@ -131,6 +131,29 @@ def test_convolution_module_compiles_around_the_convolution():
     assert "aten.convolution" in [op for _, op in plan.fallbacks]
 
 
+@pytest.mark.parametrize("case", ["conv_slice", "conv_cat", "pool_slice"])
+def test_a_fallback_reads_a_gradient_written_into_a_slice(case):
+    # The backward of a slice (or cat) writes the incoming gradient into zeros in place, and an
+    # op without a lowering (convolution_backward, the adaptive pool's backward) reads that
+    # buffer: it runs after the segment that finished writing it. (Raised "reads storage the
+    # graph writes in place" and, outside strict mode, ran the whole backward eagerly.)
+    w = kiln.ones(2, 4, 3, 3) * 0.5
+    fns = {
+        "conv_slice": lambda x, s: nn.functional.conv2d(x * s.view(1, 4, 1, 1), w).flatten(1)[:, :6],
+        "conv_cat": lambda x, s: kiln.cat([nn.functional.conv2d(x * s.view(1, 4, 1, 1), w), x[:, :2, :3, :3]], 1)[:, 1:],
+        "pool_slice": lambda x, s: nn.functional.adaptive_avg_pool2d(x * s.view(1, 4, 1, 1), 5)[:, :, 1:4],
+    }
+    fn = fns[case]
+    grads = []
+    for f in (kiln.compile(fn), fn):
+        x, s = _rand(2, 4, 5, 5).requires_grad_(), _rand(4, seed=1).requires_grad_()
+        y = f(x, s)
+        (y * _rand(*y.shape, seed=2)).sum().backward()
+        grads.append((y.detach(), x.grad, s.grad))
+    for got, want in zip(*grads):
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-5)
+
+
 def test_in_place_write_with_a_fallback_runs_eagerly():
     def fn(x, idx):
         x.add_(1)

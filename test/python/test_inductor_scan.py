@@ -99,3 +99,41 @@ def test_scan_backward_compiled_over_growing_sizes(zeros, training_compiles):
             np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
     # static, then over the size that changed
     assert len(training_compiles) == 2 and training_compiles[1] is not None, training_compiles
+
+
+def test_running_extrema_and_logcumsumexp_compile_with_their_backward():
+    # No lowering of their own: eager steps between compiled segments, forward and backward
+    # (cummaxmin_backward is a scatter_add, logcumsumexp's backward reverse logcumsumexps).
+    def fn(x):
+        v, i = (x * 2).cummax(1)
+        w, j = x.cummin(0)
+        return v * 3 + w, i + j, x.logcumsumexp(1).sin()
+
+    x = _rand((5, 7)) * 4 - 2
+    x[1, 2] = x[1, 1]  # a tie: the later index, in both
+    got, want = kiln.compile(fn)(x), fn(x)
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype
+        np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-6)
+    xs = [x.clone().requires_grad_() for _ in range(2)]
+    for f, a in zip((kiln.compile(fn), fn), xs):
+        v, _, s = f(a)
+        (v.sum() + s.sum()).backward()
+    np.testing.assert_allclose(xs[0].grad.numpy(), xs[1].grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_erfinv_compiles_from_its_decomposition():
+    # erfinv decomposes to prims (the rational guess and two Newton steps on erf): fused, no
+    # fallback, equal to eager across the domain, at +-1 (+-inf) and outside it (NaN).
+    y = np.concatenate([np.linspace(-1, 1, 201), [0.7, -0.7, 0.70001, 1 - 1e-7, 1.5, -2.0, np.nan]])
+    x = kiln.from_numpy(y.astype(np.float32))
+    fn = lambda a: (a * 1.0).erfinv() * 2  # noqa: E731
+    plan = _plan(fn, [x])
+    assert not plan.fallbacks and plan.num_kernels == 1, plan
+    np.testing.assert_allclose(kiln.compile(fn)(x).numpy(), fn(x).numpy(), rtol=2e-6, atol=1e-6)
+    xd = kiln.from_numpy(y[:201].clip(-0.99, 0.99))
+    np.testing.assert_allclose(kiln.compile(fn)(xd).numpy(), fn(xd).numpy(), rtol=1e-13)
+    a, b = (kiln.from_numpy(y[10:190].astype(np.float32)).requires_grad_() for _ in range(2))
+    kiln.compile(fn)(a).sum().backward()
+    fn(b).sum().backward()
+    np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-5)

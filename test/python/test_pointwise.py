@@ -106,6 +106,7 @@ UNARY = {
     "tanh": lambda T, x: x.tanh(),
     "sigmoid": lambda T, x: T.sigmoid(x),
     "erf": lambda T, x: T.erf(x),
+    "erfinv": lambda T, x: T.erfinv(x),
     "floor": lambda T, x: T.floor(x),
     "ceil": lambda T, x: x.ceil(),
     "round": lambda T, x: T.round(x),
@@ -130,7 +131,7 @@ UNARY = {
 # Ops whose in-place form is a method x.op_().
 UNARY_INPLACE = ["abs", "neg", "negative", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p",
                  "sqrt", "rsqrt", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh",
-                 "sigmoid", "erf", "floor", "ceil", "round", "trunc", "sign", "reciprocal", "square",
+                 "sigmoid", "erf", "erfinv", "floor", "ceil", "round", "trunc", "sign", "reciprocal", "square",
                  "nan_to_num", "logical_not", "bitwise_not", "relu"]
 
 

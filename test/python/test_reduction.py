@@ -482,6 +482,36 @@ def test_cumulative_layouts(layout):
     check(lambda T, a: T.cumsum(a, 0), make((0, 3), "int16"))
 
 
+@pytest.mark.parametrize("dtype", ALL_DTYPES)
+@pytest.mark.parametrize("op", ["cummax", "cummin", "logcumsumexp"])
+def test_running_extrema_and_logcumsumexp(op, dtype):
+    # Integers in [-2, 2] repeat, so cummax/cummin meet ties (the later index wins, as PyTorch's);
+    # logcumsumexp of integers raises in both.
+    x = make((3, 4, 5), dtype, low=-2, high=2)
+    for dim in (0, 1, -1):
+        check(lambda T, a: getattr(T, op)(a, dim), x, atol=1e-3)
+        check(lambda T, a: getattr(a, op)(dim=dim), x, atol=1e-3)
+    for layout in ("T", "step"):
+        check(lambda T, a: getattr(T, op)(a, 1), make((6, 7), "float32", layout))
+
+
+def test_running_extrema_ties_nan_and_edges():
+    nan, inf = float("nan"), float("inf")
+    rows = [[1.0, 3.0, 3.0, nan, 2.0, nan, 5.0], [-inf, -inf, 0.0, inf, inf, -1.0, inf],
+            [2.0, 2.0, 2.0, 2.0, 1.0, 1.0, 3.0]]
+    x = both(np.array(rows, np.float32), "float32")
+    for op in ("cummax", "cummin", "logcumsumexp"):
+        check(lambda T, a: getattr(T, op)(a, 1), x)
+        check(lambda T, a: getattr(T, op)(a, 0), x)
+    # logcumsumexp keeps a running value far outside exp's range, in double for float32.
+    big = both(np.array([[1000.0, -1000.0, 1000.0, 88.0], [-1e4, -1e4, -1e4, 0.0]], np.float32), "float32")
+    check(lambda T, a: T.logcumsumexp(a, 1), big)
+    for op in ("cummax", "cummin", "logcumsumexp"):
+        check(lambda T, a: getattr(T, op)(a, 0), both(np.array(2.5, np.float32), "float32"))
+        check(lambda T, a: getattr(T, op)(a, 1), make((2, 0), "float32"))
+        check(lambda T, a: getattr(T, op)(a, 2), make((2, 3), "float32"))
+
+
 # ---------------------------------------------------------- accuracy, large and parallel cases
 
 

@@ -47,12 +47,17 @@ def _numerical_jacobian(func, inputs, diff, eps, mask):
         x = inputs[i]
         cols = []
         for idx in itertools.product(*[range(s) for s in x.shape]):
+            # Only the writes into the input run under no_grad: `func` runs in the caller's grad
+            # mode, as torch's gradcheck calls it (a compiled `func` then serves both this and
+            # the analytical pass with one graph, instead of recompiling for the grad mode).
             with no_grad():
                 orig = x[idx].item()
                 x[idx] = orig + eps
-                plus = _flat_values(_outputs(func, inputs, mask))
+            plus = _flat_values(_outputs(func, inputs, mask))
+            with no_grad():
                 x[idx] = orig - eps
-                minus = _flat_values(_outputs(func, inputs, mask))
+            minus = _flat_values(_outputs(func, inputs, mask))
+            with no_grad():
                 x[idx] = orig
             cols.append([(p - m) / (2 * eps) for p, m in zip(plus, minus)])
         jac.append(cols)

@@ -71,12 +71,17 @@ class SizeInt(int):
     a comparison or a truth test records them (kiln.compiler.dynamic._compared), because the
     traced code may branch on it, so the frame specializes those symbols (as PyTorch guards
     on a SymInt's comparisons). Passed to an op (a reshape's sizes), it is a plain int: the
-    probes fit what the op makes of it."""
+    probes fit what the op makes of it.
 
+    It also keeps how it was computed (`source`: Python source over `{s0}`-style symbol
+    fields, `({s0} * 2)`), so that a size leaving the graph as a Python value (returned, handed
+    to a resume function) is computed from the inputs' sizes at each call (size_source), as
+    PyTorch returns a SymInt's expression: `return y, x.shape[0] * 2` compiles once."""
 
-    def __new__(cls, value, symbols):
+    def __new__(cls, value, symbols, source=None):
         self = super().__new__(cls, value)
         self.symbols = frozenset(symbols)
+        self.source = source
         return self
 
     def _record(self, other):
@@ -84,11 +89,11 @@ class SizeInt(int):
         if isinstance(other, SizeInt):
             _compared.update(other.symbols)
 
-    def _wrap(self, result, other=None):
+    def _wrap(self, result, other=None, op=None):
         if not isinstance(result, int) or isinstance(result, bool):
             return result
         syms = self.symbols | (other.symbols if isinstance(other, SizeInt) else frozenset())
-        return SizeInt(result, syms)
+        return SizeInt(result, syms, _combined_source(op, self, other))
 
     def __bool__(self):
         self._record(None)
@@ -101,13 +106,55 @@ class SizeInt(int):
         return (int, (int(self),))
 
 
+# Python source of each arithmetic method: binary ones with the operand order of the method
+# (`__r*__`: the other operand first), unary ones.
+_OPERATOR = {"add": "+", "sub": "-", "mul": "*", "floordiv": "//", "mod": "%", "pow": "**"}
+_UNARY = {"__neg__": "-({})", "__pos__": "+({})", "__abs__": "abs({})"}
+
+
+def _operand_source(v):
+    if isinstance(v, SizeInt):
+        return v.source
+    if isinstance(v, int) and not isinstance(v, bool):
+        return repr(int(v))
+    return None
+
+
+def _combined_source(op, a, b):
+    """The source of `op` (a method name of int) applied to SizeInt `a` and `b` (None: unary),
+    or None when an operand's is unknown."""
+    if op is None:
+        return None
+    sa = _operand_source(a)
+    if op in _UNARY:
+        return None if sa is None else _UNARY[op].format(sa)
+    sb = _operand_source(b)
+    if sa is None or sb is None:
+        return None
+    name = op.strip("_")
+    if name.startswith("r") and name[1:] in _OPERATOR:
+        return f"({sb} {_OPERATOR[name[1:]]} {sa})"
+    return f"({sa} {_OPERATOR[name]} {sb})"
+
+
+def size_source(value, symbols):
+    """The Python source computing size `value` (a SizeInt) from the inputs' sizes at each call,
+    `symbols` giving each symbol id's source (`{0: "x.shape[0]"}`); None when it is not known."""
+    if not isinstance(value, SizeInt) or value.source is None:
+        return None
+    try:
+        return value.source.format(**{f"s{i}": src for i, src in symbols.items()})
+    except (KeyError, IndexError):
+        return None
+
+
 def _arith(name):
     base = getattr(int, name)
 
     def op(self, other=None):
         if other is None:
-            return self._wrap(base(self))
-        return self._wrap(base(self, other), other)
+            return self._wrap(base(self), None, name)
+        return self._wrap(base(self, other), other, name)
 
     op.__name__ = name
     return op
@@ -131,13 +178,17 @@ for _name in ("__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__"):
     setattr(SizeInt, _name, _compare(_name))
 
 
+def _symbol(value, table):
+    return SizeInt(value, [table[value]], "{s%d}" % table[value])
+
+
 def tag_sizes(value, table):
     """`value` (a Size, tuple or int read from a tensor) with each int that is a symbol's
     value in this trace (`table`: value -> symbol id) a SizeInt of that symbol."""
     if isinstance(value, int) and not isinstance(value, bool):
-        return SizeInt(value, [table[value]]) if value in table else value
+        return _symbol(value, table) if value in table else value
     if isinstance(value, tuple):
-        items = [SizeInt(v, [table[v]]) if isinstance(v, int) and v in table else v for v in value]
+        items = [_symbol(v, table) if isinstance(v, int) and v in table else v for v in value]
         try:
             return type(value)(items)
         except Exception:  # noqa: BLE001 - a tuple type that cannot be rebuilt from a list
@@ -621,14 +672,21 @@ def size_break_state(static, traces):
 def compare_traces(traced, static, probes):
     """Why the probe traces cannot be one graph over the symbols, or None: each must succeed
     and rebuild the frame's result from the same inputs, output expression and constants (a
-    size read into a Python value, e.g. returned, differs)."""
+    size read into a Python value and computed from it, differs). The inputs are the static
+    trace's; the rest is compared with the symbolic trace at the call's sizes, whose glue is the
+    one used: there a size that is a symbol (`return x.sum(), x.shape[0]`) is read from the
+    inputs at each call (`x.shape[0]`), where the static trace has the traced value."""
+    if not traced["ok"]:
+        return f"a trace at other sizes failed: {traced['reason']}"
     for r in [traced] + list(probes):
         if not r["ok"]:
             return f"a trace at other sizes failed: {r['reason']}"
-        for key in ("inputs", "output", "lets", "side_effects", "break_state"):
-            if r.get(key) != static.get(key):
+        if r.get("inputs") != static.get("inputs"):
+            return "the frame's inputs differ at other sizes"
+        for key in ("output", "lets", "side_effects", "break_state"):
+            if r.get(key) != traced.get(key):
                 return f"the frame's {key} differ at other sizes"
-        if not _same_constants(list(r["constants"]), list(static["constants"])):
+        if not _same_constants(list(r["constants"]), list(traced["constants"])):
             return "the frame returns values computed from the sizes"
         if sorted(r["attrs"]) != sorted(static["attrs"]):
             return "the graph reads other attributes at other sizes"

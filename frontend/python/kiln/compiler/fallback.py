@@ -18,8 +18,9 @@ in that layout (_channels_last_conv); the graph's own inputs keep their layouts.
 In-place writes (prims.copy_to: batch norm's running statistics, `x.add_(1)`) stay in program
 order only within one segment, so a graph is cut only when, for each written storage (an input
 or an intermediate), the write, every view of that storage and every reader of those all land in
-one segment, and no fallback touches them; otherwise plan() raises Uncuttable and the graph runs
-eagerly, as before.
+one segment, and fallbacks touch it only to read an intermediate after its last write (a slice's
+gradient written into zeros, then read by convolution_backward: the segment before the fallback
+finishes the storage); otherwise plan() raises Uncuttable and the graph runs eagerly, as before.
 """
 
 import concurrent.futures
@@ -279,18 +280,19 @@ def _levels(nodes):
     return level
 
 
-def _segment_graph(members, placeholders_of, extra_reads=()):
+def _segment_graph(members, placeholders_of, extra_reads=(), passed=frozenset()):
     """A prims graph computing `members` (original nodes, in order) from placeholders for the
     values they (and the output, `extra_reads`) read from outside (placeholders_of: original
-    node -> type to compile for); returns (graph without its output node, the outside nodes
-    read in placeholder order, the map from original nodes to the graph's)."""
+    node -> type to compile for; `passed`: constants read as values, not copied); returns
+    (graph without its output node, the outside nodes read in placeholder order, the map from
+    original nodes to the graph's)."""
     graph, env, inputs = Graph(), {}, []
     member_set = set(members)
 
     def value(a):
         if a in env:
             return env[a]
-        if a not in member_set and a.op != "placeholder" and not a.all_input_nodes:
+        if a not in member_set and a.op != "placeholder" and not a.all_input_nodes and a not in passed:
             # A constant-like node (prims.full): copied, not passed in.
             env[a] = graph.node_copy(a, value)
             return env[a]
@@ -310,9 +312,9 @@ def _segment_graph(members, placeholders_of, extra_reads=()):
     return graph, inputs, env
 
 
-def _check_writes(nodes, level, views, writes):
-    """Raises Uncuttable unless each written storage is written, viewed and read within one
-    segment and by no fallback (views, writes: the targets of view and in-place prims)."""
+def _write_groups(nodes, views, writes):
+    """Per in-place write: (the write, the written storage's root, the root with its views and
+    the writes into them, every node touching that storage: the group and its readers)."""
     for w in nodes:
         if w.op != "call_function" or w.target not in writes:
             continue
@@ -325,16 +327,76 @@ def _check_writes(nodes, level, views, writes):
             if node in group:
                 continue
             group.add(node)
-            stack.extend(u for u in node.users if u.target in views | writes)
+            # (a view or write of this node: its first argument; copy_to's source is a read)
+            stack.extend(u for u in node.users if u.target in views | writes and u.args[0] is node)
         touching = {u for g in group for u in g.users if u.op != "output"} | (group - {root})
         if root.op != "placeholder":
             touching.add(root)
-        bad = sorted({str(n.target) for n in touching if is_fallback(n)})
-        if bad:
-            raise Uncuttable(f"{', '.join(bad)} reads storage the graph writes in place (%{w.name})")
-        if len({level[n] for n in touching}) > 1:
-            raise Uncuttable(f"the in-place write %{w.name} and the reads of its storage would fall "
-                             "into different segments")
+        yield w, root, group, touching
+
+
+def _pull(node, lvl, level):
+    """Moves a lowerable node, and the lowerable nodes it reads, into segment `lvl` or earlier
+    (a node sits as late as its users allow; moving it earlier keeps its users after it).
+    Returns False where a value it needs is a fallback's that is not ready before `lvl`."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if n.op == "placeholder" or level.get(n, -1) <= lvl and n is not node:
+            continue
+        if is_fallback(n):
+            if level[n] >= lvl:
+                return False
+            continue
+        level[n] = min(level[n], lvl)
+        stack.extend(n.all_input_nodes)
+        # A lowered op's results are taken apart in its segment: its getitems move with it.
+        stack.extend(u for u in n.users if u.target == "operator.getitem" and level.get(u, -1) > lvl)
+    return True
+
+
+def _order_writes(w, root, group, touching, level, order, writes):
+    """Places a written storage's nodes so that every read sees the writes before it: the root,
+    its views, its writes and the reads that come before the last write (program order) in one
+    segment; reads after the last write in that segment or later ones (a later segment takes
+    the finished value), fallbacks among them included (a slice's gradient written into zeros,
+    then read by convolution_backward). Where a fallback reads the storage, the segment is the
+    one before the first such fallback. Raises Uncuttable for what cannot be ordered: an input
+    written while a fallback touches it (the caller's tensor is written by compiled code only),
+    a fallback view or write, a fallback reading before a write, a read needing a later value."""
+    last_write = max(order[n] for n in group if n.target in writes)
+    before = {n for n in touching if order[n] < last_write} | group
+    fallbacks = {n for n in touching if is_fallback(n)}
+    if fallbacks:
+        bad = ", ".join(sorted({str(n.target) for n in fallbacks}))
+        if root.op == "placeholder" or fallbacks & before:
+            raise Uncuttable(f"{bad} reads storage the graph writes in place (%{w.name})")
+        lvl = min(level[f] for f in fallbacks)
+        if not all(_pull(n, lvl, level) for n in before if n.op != "placeholder"):
+            raise Uncuttable(f"{bad} reads storage the graph writes in place (%{w.name}) before "
+                             "a value it needs is ready")
+    levels = {level[n] for n in before if n.op != "placeholder"}
+    if len(levels) > 1 or any(level[n] < min(levels) for n in touching - before):
+        raise Uncuttable(f"the in-place write %{w.name} and the reads of its storage would fall "
+                         "into different segments")
+
+
+def _check_writes(nodes, level, views, writes):
+    """Orders each written storage's nodes into segments (_order_writes; views, writes: the
+    targets of the view and in-place prims): moves nodes to earlier segments (level) or raises
+    Uncuttable. Returns the written roots that are constants (prims.full): each is computed in
+    one segment and passed on, not recreated in every segment that reads it."""
+    order = {n: i for i, n in enumerate(nodes)}
+    groups = list(_write_groups(nodes, views, writes))
+    # Moving one storage's nodes may split another's: repeat until no node moves (nodes only
+    # move to earlier segments, so this ends).
+    while True:
+        before = dict(level)
+        for w, root, group, touching in groups:
+            _order_writes(w, root, group, touching, level, order, writes)
+        if level == before:
+            break
+    return {root for _, root, _, _ in groups if root.op != "placeholder" and not root.all_input_nodes}
 
 
 def plan(graph, views=frozenset(), writes=frozenset()):
@@ -346,11 +408,13 @@ def plan(graph, views=frozenset(), writes=frozenset()):
     if not fallbacks:
         return None
     level = _levels(nodes)
-    _check_writes(nodes, level, views, writes)
-    # Constant-like nodes (no inputs) are copied into the segments that read them.
+    written_constants = _check_writes(nodes, level, views, writes)
+    # Constant-like nodes (no inputs) are copied into the segments that read them, unless
+    # written in place.
     output_node = graph.output_node
     lowerable = [n for n in nodes if n.op == "call_function" and not is_fallback(n)
-                 and (n.all_input_nodes or any(is_fallback(u) or u is output_node for u in n.users))]
+                 and (n.all_input_nodes or n in written_constants
+                      or any(is_fallback(u) or u is output_node for u in n.users))]
     users = {n: list(n.users) for n in nodes}
     top = max(level[n] for n in lowerable + fallbacks)
 
@@ -391,7 +455,7 @@ def plan(graph, views=frozenset(), writes=frozenset()):
         members = [n for n in lowerable if level[n] == lvl]
         convert = converted.get(lvl, [])
         if members or convert:
-            seg_graph, inputs, env = _segment_graph(members, type_for, convert)
+            seg_graph, inputs, env = _segment_graph(members, type_for, convert, written_constants)
             member_set = set(members)
             outputs = [n for n in members if read_plain(n, member_set)]
             results = [env[n] for n in outputs]

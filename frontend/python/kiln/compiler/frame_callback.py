@@ -117,7 +117,8 @@ class _CodeState:
     one-time warnings already given."""
 
     __slots__ = ("break_reason", "warned_backend", "warned_recompile_limit", "sizes", "dynamic_dims",
-                 "static_dims", "wanted_dims", "floats", "dynamic_floats", "static_floats")
+                 "static_dims", "wanted_dims", "floats", "dynamic_floats", "static_floats",
+                 "described_guards")
 
     def __init__(self):
         self.break_reason = None
@@ -137,6 +138,9 @@ class _CodeState:
         self.floats = {}
         self.dynamic_floats = set()
         self.static_floats = set()
+        # kiln.explain: the symbolic guards of graphs described over size symbols but compiled
+        # for static sizes (the eager backend); a recompile they admit is not a new graph.
+        self.described_guards = []
 
 
 _code_states = weakref.WeakKeyDictionary()
@@ -199,34 +203,88 @@ def _detaching_outputs(compiled, graph):
     return run
 
 
-def _returns_view_of_intermediate(graph, training):
-    """Whether two outputs of `graph` alias one value the graph computes, one as a view of it
-    (`y[0][1][0] = -1.0` breaking with y and y[0][1] live): compiled, the view would come back as
-    a copy, and a write through it would miss the other. A view whose base nothing after the
-    break holds (attention's `out.view(...)` of a linear) is as good as a copy, in an inference
-    graph; a `training` graph (AOT autograd) does not take any output that views an
-    intermediate (its backward then received the view for the saved base)."""
-    outputs = [n for n in graph.nodes if n.op == "output"]
-    if not outputs:
-        return False
-    stack, values = [outputs[0].args], []
-    while stack:
-        a = stack.pop()
-        if isinstance(a, (tuple, list)):
-            stack.extend(a)
-        elif hasattr(a, "op") and a not in values:
-            values.append(a)
+def _regenerate_views(graph, training):
+    """Makes the outputs of `graph` that are views of a value it computes come back as views:
+    such an output is replaced by its base (or taken from the base's own output) and the list
+    returned says how to remake the view from it after the call, [(position, source position,
+    [view nodes, innermost first])]; None when a view cannot be remade (a view op with a node
+    argument besides its input). As AOT autograd regenerates an output that aliases an
+    intermediate from the intermediate, at run time.
+
+    Compiled, a view would come back as a copy: `y[0][1][0] = -1.0` breaking with y and y[0][1]
+    live wrote into the copy and missed y, and a training graph (AOT autograd) gave its backward
+    the view for the saved base (`med = x.sort().values[:, 4]` live at an `autograd.grad` break
+    ran the whole frame eagerly; still does: None). A lone view in an inference graph whose base
+    nothing after the break holds (attention's `out.view(...)` of a linear) is as good as a copy
+    and stays."""
+    output = graph.output_node
+    if output is None or not isinstance(output.args[0], (tuple, list)):
+        return []
+    outputs = list(output.args[0])
     by_root = {}
-    for node in values:
+    for i, node in enumerate(outputs):
+        if not hasattr(node, "op"):
+            continue
         # `a = x.clone(); a[idx] = 0.5` returns the clone itself written in place (index_put_):
-        # compiled it is the same fresh tensor. Only a view somewhere on the way is a problem.
-        base, view = node, False
+        # compiled it is the same fresh tensor. Only a view somewhere on the way is a problem;
+        # the writes in place on the way are in the base's storage, so only views are replayed.
+        base, views = node, []
         while (alias := _aliases_first_argument(base)) is not None:
-            view = view or alias == "view"
+            if alias == "view":
+                views.append(base)
             base = base.args[0]
         if base.op not in ("placeholder", "get_attr"):
-            by_root.setdefault(base, []).append(view)
-    return any((training or len(views) > 1) and any(views) for views in by_root.values())
+            by_root.setdefault(base, []).append((i, views[::-1]))
+    regen = []
+    for root, entries in by_root.items():
+        if not any(views for _, views in entries) or not (training or len(entries) > 1):
+            continue
+        if training:
+            # Not for a training graph: its base would become one more output with history of
+            # the graph's single autograd node, and code that backpropagates two outputs of one
+            # node at different times (a GAN step: errD_fake.backward(), later errG through
+            # fake) frees its saved tensors at the first (torch.compile's AOT autograd fails the
+            # same way on such a graph). The frame runs eagerly, as before.
+            return None
+        if any(hasattr(a, "op") for _, views in entries for v in views for a in _node_args_of(v)):
+            return None
+        source = next((i for i, views in entries if not views and outputs[i] is root), None)
+        if source is None:
+            source = entries[0][0]
+            outputs[source] = root
+        regen += [(i, source, views) for i, views in entries if views]
+    if regen:
+        output.args = (tuple(outputs),)
+    return regen
+
+
+def _node_args_of(view):
+    """The arguments of a view node besides its input."""
+    return list(view.args[1:]) + list(view.kwargs.values())
+
+
+def _remaking_views(compiled, regen):
+    """`compiled`, with the outputs _regenerate_views replaced by their bases made views of
+    them again (the view ops run eagerly, so a training graph's views get their autograd
+    history from the base, as eager's)."""
+    from ..fx import resolve_target
+
+    steps = [(i, source, [(resolve_target(str(v.target)), tuple(v.args[1:]), dict(v.kwargs)) for v in views])
+             for i, source, views in regen]
+
+    def run(*args):
+        out = list(compiled(*args))
+        made = []
+        for i, source, views in steps:
+            value = out[source]
+            for op, rest, kwargs in views:
+                value = op(value, *rest, **kwargs)
+            made.append((i, value))
+        for i, value in made:
+            out[i] = value
+        return tuple(out)
+
+    return run
 
 
 def _is_tensor_module(obj):
@@ -289,6 +347,20 @@ def has_tensor_in_frame(frame_info):
         if _has_tensor(value, seen):
             return True
     return False
+
+
+def _float_scope(frame_info):
+    """The function whose floats a frame reads: the step a shared wrapper runs (the code at
+    the end of its `__wrapped__` chain), else None (the frame's code)."""
+    import inspect
+
+    func = getattr(frame_info, "func", None)
+    if getattr(func, "__wrapped__", None) is None:
+        return None
+    try:
+        return getattr(inspect.unwrap(func), "__code__", None)
+    except ValueError:  # a cycle of __wrapped__
+        return None
 
 
 def _where(code):
@@ -381,12 +453,17 @@ class FrameCallback:
         as an input, and later steps reuse that graph. A float the traced code cannot take as a
         tensor (it branches on it: SGD's `momentum != 0`) stays a guarded constant."""
         floats = dict(result.get("floats") or {})
+        # What changed is remembered per function the frame runs, as TorchDynamo's per code
+        # object: kiln's optimizers share one step wrapper (one code object), but SGD's lr is
+        # not Adam's (SGD's first step after an Adam compiled its lr as an input at once, where
+        # torch.compile specializes it first).
+        scope = _float_scope(frame_info)
         for expr, value in floats.items():
-            before = state.floats.get(expr)
+            before = state.floats.get((scope, expr))
             if before is not None and before != value:
-                state.dynamic_floats.add(expr)
-            state.floats[expr] = value
-        wanted = sorted((state.dynamic_floats & floats.keys()) - state.static_floats)
+                state.dynamic_floats.add((scope, expr))
+            state.floats[(scope, expr)] = value
+        wanted = sorted(e for e in floats if (scope, e) in state.dynamic_floats - state.static_floats)
         if not wanted:
             return result
 
@@ -399,16 +476,16 @@ class FrameCallback:
         dynamic = traced(wanted)
         if not dynamic["ok"] and len(wanted) > 1:
             alone = [expr for expr in wanted if traced([expr])["ok"]]
-            state.static_floats.update(set(wanted) - set(alone))
+            state.static_floats.update((scope, e) for e in set(wanted) - set(alone))
             dynamic = traced(alone) if alone else dynamic
         elif not dynamic["ok"]:
-            state.static_floats.update(wanted)
+            state.static_floats.update((scope, e) for e in wanted)
         if not dynamic["ok"]:
             _recompiles_log.info("%s: the floats %s that changed since the last compile stay constants (%s)",
                                  _where(code), ", ".join(wanted), dynamic["reason"])
             return result
         _recompiles_log.info("%s: floats that change between calls are graph inputs: %s", _where(code),
-                             ", ".join(e for e in wanted if e not in state.static_floats))
+                             ", ".join(e for e in wanted if (scope, e) not in state.static_floats))
         return dynamic
 
     def _partial(self, code, state, frame_info, site):
@@ -423,16 +500,17 @@ class FrameCallback:
                     site, result = moved, self._retrace(code, frame_info, moved)
             if not result["ok"]:
                 why = f"tracing up to the break failed: {result['reason']}"
-            elif _returns_view_of_intermediate(result["graph"], _needs_autograd(
+            elif (regen := _regenerate_views(result["graph"], _needs_autograd(
                     example_inputs(code, frame_info.args, result["inputs"], result["constants"]),
-                    result["attrs"], result["graph"])):
-                # `y[0][1][0] = -1.0` breaking with y[0][1] on the stack: the compiled graph
-                # would hand back a copy of that view, and the write after the break would miss y.
+                    result["attrs"], result["graph"]))) is None:
+                # A live view whose view op cannot be replayed from its base after the call.
                 why = "a live tensor is a view of a value computed before the break"
             elif site.kind == "generic" and not result["op_count"]:
                 # As TorchDynamo: nothing to compile before an instruction that is not a call or
                 # a branch, so the frame runs eagerly as a whole.
                 why = "no operation before it"
+            else:
+                result["view_outputs"] = regen
         if why is not None:
             _breaks_log.debug("graph break in %s at %s:%d not resumed (%s)", _where(code),
                               site.reason.filename, site.reason.lineno, why)
@@ -475,15 +553,28 @@ class FrameCallback:
                 run = _switching_grad_mode_after(run, leaves_grad_mode)
             return self._glue_entry(code, frame_info, result, site, run)
         traces, static_result, described = None, result, None
+        served = self._served_by_a_described_graph(state, frame_info)
         # Training graphs are compiled over size symbols by AOT autograd for the inductor backend
         # (aot.compile_training_dynamic); other backends get them through gm.kiln_dynamic.
         # (A graph before a break is probed as it was traced: up to the break, `site`.)
-        if leaves_grad_mode is None and (not _needs_autograd(examples, result["attrs"])
-                                         or _backend_name(self.backend) == "inductor"):
+        # (Outputs remade as views of their bases after the call (_regenerate_views) are not
+        # in the probe traces: such a graph compiles for static sizes.)
+        # (kiln.explain describes training graphs over size symbols too: its counts are those of
+        # a compile that makes them symbolic, as the inductor backend does.)
+        if leaves_grad_mode is None and not result.get("view_outputs") and (
+                not _needs_autograd(examples, result["attrs"])
+                or _backend_name(self.backend) == "inductor" or self.describe_dynamic):
             traces = self._dynamic_traces(code, state, frame_info, result, examples, site)
             if traces is not None and not getattr(self.backend, "supports_dynamic_shapes", False):
                 # Described (kiln.explain), not compiled over: the graph runs at the call's sizes.
+                state.described_guards.append(traces.result["guards"])
                 described, traces = traces.describe(), None
+        else:
+            # The sizes are remembered all the same, so that the next compile sees which dims
+            # changed (a training forward then an eval one at another batch: the second is
+            # symbolic, as with torch.compile).
+            self._wanted_dynamic_dims(state, result["inputs"], examples)
+            state.wanted_dims = {}
             if traces is not None:
                 result = traces.result
                 gm = GraphModule(result["attrs"], result["graph"])
@@ -525,6 +616,8 @@ class FrameCallback:
         if leaves_grad_mode is not None:
             compiled = _switching_grad_mode_after(compiled, leaves_grad_mode)
         compiled = _detaching_outputs(compiled, gm.graph)
+        if result.get("view_outputs"):
+            compiled = _remaking_views(compiled, result["view_outputs"])
         entry = self._glue_entry(code, frame_info, result, site, compiled)
 
         if traces is not None:
@@ -537,10 +630,24 @@ class FrameCallback:
             _graph_log.debug("Python code of %s:\n%s", name, gm.code)
         _guards_log.info("guards of %s (entry %d of %s):\n%s", name, frame_info.num_entries + 1,
                          _where(code), result["guards"])
+        if served:
+            # kiln.explain counts the graphs a compile over size symbols would make: this call
+            # recompiled (the eager backend runs static sizes) where that graph would serve it.
+            return entry
         for recorder in self._recorders(code):
             recorder.add_graph(gm, result["op_count"], result["guards"], examples,
                                dynamic=traces.describe() if traces is not None else described)
         return entry
+
+    def _served_by_a_described_graph(self, state, frame_info):
+        """kiln.explain: whether a graph described over size symbols earlier admits this call."""
+        if not self.describe_dynamic or frame_info.num_entries == 0 or not state.described_guards:
+            return False
+        try:
+            return any(g.check_frame(frame_info.func, tuple(frame_info.args)) is None
+                       for g in state.described_guards)
+        except (TypeError, ValueError):  # a frame check_frame cannot rebuild
+            return False
 
     def _backend_compile(self, code, frame_info, gm, examples, traces):
         """(compiled, gm, traces) of the backend on gm. A graph over size symbols the backend

@@ -944,9 +944,10 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
                 recompute_scale_factor=None, antialias=False):
     """Resizing of the last 1-3 dims, one dim at a time. mode='nearest' (PyTorch's: source index
     floor(i * in / out), or floor(i / scale) with scale_factor) is an index_select per dim;
-    'linear'/'bilinear'/'trilinear' blend the two neighbours each dim's source coordinate falls
-    between (PyTorch's coordinates and weights, align_corners either way); other modes raise
-    NotImplementedError."""
+    'nearest-exact' takes the pixel centre's (floor((i + 0.5) * in / out)); 'area' is an adaptive
+    average pool to the output size; 'linear'/'bilinear'/'trilinear' blend the two neighbours each
+    dim's source coordinate falls between (PyTorch's coordinates and weights, align_corners either
+    way); other modes (bicubic, antialias) raise NotImplementedError."""
     spatial = input.dim() - 2
     if mode in _LINEAR_MODES:
         align_corners = bool(align_corners)
@@ -967,9 +968,13 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         raise NotImplementedError(f"Input Error: Only 3D, 4D and 5D input Tensors supported (got {input.dim()}D) for "
                                   f"the modes: nearest | linear | bilinear | bicubic | trilinear | area | nearest-exact "
                                   f"(got {mode})")
-    if mode != "nearest" and mode not in _LINEAR_MODES:
+    if mode not in ("nearest", "nearest-exact", "area") and mode not in _LINEAR_MODES:
         raise NotImplementedError(f"kiln.nn.functional.interpolate: mode={mode!r} is not supported "
-                                  "(only 'nearest', 'linear', 'bilinear', 'trilinear')")
+                                  "(only 'nearest', 'nearest-exact', 'area', 'linear', 'bilinear', "
+                                  "'trilinear')")
+    if mode == "area" and spatial == 3:
+        raise NotImplementedError("kiln.nn.functional.interpolate: mode='area' of a 5D input needs "
+                                  "adaptive_avg_pool3d, which kiln lacks")
     in_sizes = list(input.shape[2:])
     if size is not None:
         out = [int(s) for s in size] if isinstance(size, (list, tuple)) else [int(size)] * spatial
@@ -984,21 +989,26 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
                              f"with spatial dimensions of {in_sizes} and scale_factor of shape {factors}.")
         out = [int(_math.floor(i * float(f))) for i, f in zip(in_sizes, factors)]
         scales = [None if recompute_scale_factor else float(f) for f in factors]
+    if mode == "area":  # PyTorch's: an adaptive average pool to the output size
+        pool = adaptive_avg_pool1d if spatial == 1 else adaptive_avg_pool2d
+        return pool(input, out)
     x = input
     for d, (n_in, n_out, scale) in enumerate(zip(in_sizes, out, scales)):
-        if mode == "nearest":
-            x = _nearest_dim(x, 2 + d, n_in, n_out, scale)
+        if mode in ("nearest", "nearest-exact"):
+            x = _nearest_dim(x, 2 + d, n_in, n_out, scale, exact=mode == "nearest-exact")
         else:
             x = _linear_dim(x, 2 + d, n_in, n_out, scale, align_corners)
     return x
 
 
-def _nearest_dim(x, dim, n_in, n_out, scale):
+def _nearest_dim(x, dim, n_in, n_out, scale, exact=False):
     if n_in == n_out:
         return x
     ratio = n_in / n_out if scale is None else 1.0 / scale
-    # float32 index arithmetic as PyTorch's nearest kernel: min(floor(i * ratio), n_in - 1)
-    src = (_ops.arange(n_out, dtype=_C.float32, device=x.device) * ratio).to(_C.int64)
+    # float32 index arithmetic as PyTorch's nearest kernels: min(floor(i * ratio), n_in - 1), or
+    # for nearest-exact the pixel centre's, min(floor((i + 0.5) * ratio), n_in - 1)
+    i = _ops.arange(n_out, dtype=_C.float32, device=x.device)
+    src = ((i + 0.5 if exact else i) * ratio).to(_C.int64)
     return _ops.index_select(x, dim, src.clamp(max=n_in - 1))
 
 

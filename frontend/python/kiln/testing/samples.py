@@ -356,6 +356,11 @@ def _spec_table():
         s[op] = dict(cases=[(((2, 3, 4),), {"dim": 1}), ((NC(3, 4),), {"dim": -1}), (((),), {"dim": 0}),
                             (((0, 3),), {"dim": 1}), (((2, 3),), {"dim": 0, "dtype": kiln.float64})],
                      args={"self": dict(low=-2, high=2)})
+    # Running extrema and logcumsumexp take cumsum's inputs without dtype=.
+    scans = [c for c in s["cumsum"]["cases"] if "dtype" not in c[1]]
+    for op in ("cummax", "cummin", "logcumsumexp"):
+        s[op] = dict(cases=scans, args={"self": dict(low=-2, high=2)})
+    s["erfinv"] = dict(args={"self": dict(low=-0.95, high=0.95)})
     s["layer_norm"] = dict(cases=[(((2, 3, 4), (4,), (4,)), {"normalized_shape": [4]}),
                                   ((NC(3, 4),), {"normalized_shape": [4]}),
                                   (((2, 3, 4), (3, 4), None), {"normalized_shape": [3, 4], "eps": 1e-3}),
@@ -670,6 +675,16 @@ def _indexing_specs(s):
         ((T((2, 4), **f64), T((2, 4), values=[[1, 0, 2, 3], [2, 0, 0, 1]], **f64),
           T((2, 4), values=[[1, 0, 0, 0], [2, 0, 0, 0]], **f64)), {"dim": 1}),
         ((T((3, 4), nc=True, **f64), T((3, 4), nonzero=True, **f64), T((3, 4), **f64)), {"dim": 0})])
+    s["cummaxmin_backward"] = dict(cases=[
+        ((T((2, 4), **f64), T((2, 4), **f64), T((2, 4), values=[[0, 1, 1, 3], [0, 0, 2, 2]], dtype="int64")),
+         {"dim": 1}),
+        ((T((3, 2), nc=True, **f64), T((3, 2), **f64), T((3, 2), values=[[0, 0], [1, 0], [1, 2]], dtype="int64")),
+         {"dim": 0}),
+        ((T((0, 3), **f64), T((0, 3), **f64), T((0, 3), dtype="int64")), {"dim": 1})])
+    s["logcumsumexp_backward"] = dict(cases=[
+        ((T((2, 4), **f64), T((2, 4), **f64), T((2, 4), **f64)), {"dim": 1}),
+        ((T((3, 2), nc=True, **f64), T((3, 2), **f64), T((3, 2), low=2, high=4, **f64)), {"dim": 0}),
+        ((T((), **f64), T((), **f64), T((), **f64)), {"dim": 0})])
     # Sorting: rows of distinct values (two per row first, so bool has no ties either).
     pairs = T((2, 2), values=[[1, 0], [0, 1]])
     distinct = T((2, 4), values=[[3, 1, 7, 0], [2, 6, 5, 4]])
@@ -1110,6 +1125,21 @@ def _torch_scatter_reduce_backward(grad, self, dim, index, src, reduce, include_
     return [grad_self, grad_src]
 
 
+def _torch_logcumsumexp_backward(grad, input, result, dim):
+    """PyTorch's logcumsumexp gradient (torch/csrc/autograd/FunctionsManual.cpp), which it does
+    not expose as an op."""
+    import torch
+
+    if grad.dim() == 0 or grad.numel() == 0:
+        return grad
+    lowest = torch.full_like(grad, torch.finfo(grad.dtype).min)
+    log_abs = grad.abs().log()
+    rev = lambda x: x.flip(dim).logcumsumexp(dim).flip(dim)  # noqa: E731
+    pos = (rev(torch.where(grad > 0, log_abs, lowest) - result) + input).exp()
+    neg = (rev(torch.where(grad < 0, log_abs, lowest) - result) + input).exp()
+    return pos - neg
+
+
 def torch_op(target):
     """PyTorch's callable for kiln op overload `target`: the overload of the same name in
     torch.ops (aten, prims) or, for the overloads PyTorch only has through its Python parser,
@@ -1121,6 +1151,7 @@ def torch_op(target):
         return _torch_prim(name)
     special = {
         "scatter_reduce_backward": _torch_scatter_reduce_backward,
+        "logcumsumexp_backward": _torch_logcumsumexp_backward,
         "empty": torch.ops.aten.empty.memory_format,
         "where.Tensor_method": lambda self, condition, other: torch.where(condition, self, other),
         "norm": torch.norm,
