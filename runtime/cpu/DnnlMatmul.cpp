@@ -8,9 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -71,58 +69,117 @@ dnnl::algorithm binaryOf(PostOpKind k) {
 
 bool isBinary(PostOpKind k) { return int(k) >= int(PostOpKind::Add); }
 
-struct Matmul {
-  dnnl::matmul primitive;
-  memory::desc a, b, c;
-  std::vector<memory::desc> binaries; // per post-op (empty desc for eltwise ones)
+// A primitive, with the descriptors of its arguments in the order the callers pass their pointers
+// (src, weights, dst, then each binary post-op's tensor).
+struct Primitive {
+  dnnl::primitive primitive;
+  std::vector<std::pair<int, memory::desc>> args;
 };
 
-// The primitive for one call's geometry, built once; nullptr when oneDNN has none.
-Matmul* primitiveFor(bool ta, bool tb, int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb,
-                     int64_t ldc, const PostOp* ops, int nops, int threads) {
-  std::vector<int64_t> key{ta, tb, m, n, k, lda, ldb, ldc, threads};
+using Key = std::vector<int64_t>;
+
+struct KeyHash {
+  size_t operator()(const Key& key) const noexcept {
+    size_t h = key.size();
+    for (int64_t v : key) h ^= size_t(v) + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
+    return h;
+  }
+};
+
+// A CPU stream is only an in-order queue: every call on one thread can share one.
+dnnl::stream& threadStream() {
+  thread_local dnnl::stream stream(engine());
+  return stream;
+}
+
+// A cached primitive of the calling thread: memory objects made once on its descriptors, whose
+// data pointers each call swaps in, and the argument map execute() reads. A call that hits this
+// cache takes no lock and allocates nothing (a stream, an argument map and the memory objects per
+// call were most of a small product's time: bench numbers in the commit). Each thread builds its
+// own primitives: oneDNN 2.6's matmul with post-ops computes wrong results when two threads run
+// one primitive object at once (found by DnnlMatmulTest's concurrent calls against the cache
+// shared by all threads that kiln had before).
+struct Bound {
+  std::unique_ptr<Primitive> primitive; // null: oneDNN has no primitive for this key
+  std::vector<memory> memories;         // aligned with primitive->args
+  std::unordered_map<int, memory> args;
+
+  explicit operator bool() const { return primitive != nullptr; }
+
+  // Runs the primitive on these pointers (one per entry of primitive->args, in its order),
+  // waiting for it.
+  void run(const void* const* pointers) {
+    for (size_t i = 0; i < memories.size(); ++i) memories[i].set_data_handle(const_cast<void*>(pointers[i]));
+    dnnl::stream& stream = threadStream();
+    primitive->primitive.execute(stream, args);
+    stream.wait();
+  }
+};
+
+// The calling thread's primitive for this key, built on its first use (`make` returns nullptr
+// where oneDNN has none, remembered as such).
+template <typename Make> Bound& boundPrimitive(const Key& key, Make&& make) {
+  thread_local std::unordered_map<Key, Bound, KeyHash> cache;
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  if (cache.size() >= 512) cache.clear(); // a bound, not an LRU: shapes rarely churn
+  Bound b;
+  try {
+    b.primitive = make();
+  } catch (const dnnl::error&) {
+    b.primitive = nullptr; // the caller's plain path runs
+  }
+  if (b.primitive)
+    for (const auto& [arg, desc] : b.primitive->args) {
+      b.memories.emplace_back(desc, engine(), static_cast<void*>(DNNL_MEMORY_NONE));
+      b.args.emplace(arg, b.memories.back());
+    }
+  return cache.emplace(key, std::move(b)).first->second;
+}
+
+// The calling thread's reusable key (filled per call: no allocation once it has grown).
+Key& scratchKey() {
+  thread_local Key key;
+  key.clear();
+  return key;
+}
+
+// The primitive for one call's geometry (sgemmPostOps), built once.
+Bound& primitiveFor(bool ta, bool tb, int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb, int64_t ldc,
+                    const PostOp* ops, int nops, int threads) {
+  Key& key = scratchKey();
+  key.insert(key.end(), {0, ta, tb, m, n, k, lda, ldb, ldc, threads});
   for (int i = 0; i < nops; ++i)
     key.insert(key.end(), {int64_t(ops[i].kind), floatBits(ops[i].alpha), floatBits(ops[i].beta),
                            isBinary(ops[i].kind) ? ops[i].rowStride : -1});
-  static std::mutex mutex;
-  static std::map<std::vector<int64_t>, std::unique_ptr<Matmul>> cache;
-  std::lock_guard<std::mutex> lock(mutex);
-  auto it = cache.find(key);
-  if (it != cache.end()) return it->second.get();
-  if (cache.size() >= 512) cache.clear(); // a bound, not an LRU: shapes rarely churn
-  std::unique_ptr<Matmul> mm;
-  // oneDNN 2.6 gives every linear post-op the first one's constants: the plain path runs those.
-  int linears = 0;
-  for (int i = 0; i < nops; ++i) linears += ops[i].kind == PostOpKind::Linear;
-  if (linears > 1) return cache.emplace(std::move(key), nullptr).first->second.get();
-  try {
-    auto p = std::make_unique<Matmul>();
-    p->a = ta ? matrix(m, k, 1, lda) : matrix(m, k, lda, 1);
-    p->b = tb ? matrix(k, n, 1, ldb) : matrix(k, n, ldb, 1);
-    p->c = matrix(m, n, ldc, 1);
+  return boundPrimitive(key, [&]() -> std::unique_ptr<Primitive> {
+    // oneDNN 2.6 gives every linear post-op the first one's constants: the plain path runs those.
+    int linears = 0;
+    for (int i = 0; i < nops; ++i) linears += ops[i].kind == PostOpKind::Linear;
+    if (linears > 1) return nullptr;
+    memory::desc a = ta ? matrix(m, k, 1, lda) : matrix(m, k, lda, 1);
+    memory::desc b = tb ? matrix(k, n, 1, ldb) : matrix(k, n, ldb, 1);
+    memory::desc c = matrix(m, n, ldc, 1);
+    auto p = std::make_unique<Primitive>();
+    p->args = {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}};
     dnnl::post_ops post;
     for (int i = 0; i < nops; ++i) {
       const PostOp& op = ops[i];
       if (isBinary(op.kind)) {
         memory::desc d = op.rowStride == 0 ? matrix(1, n, n, 1) : matrix(m, n, op.rowStride, 1);
         post.append_binary(binaryOf(op.kind), d);
-        p->binaries.push_back(d);
+        p->args.emplace_back(DNNL_ARG_ATTR_MULTIPLE_POST_OP(i) | DNNL_ARG_SRC_1, d);
       } else {
         float alpha = op.kind == PostOpKind::Linear ? op.alpha : op.kind == PostOpKind::Silu ? 1.f : 0.f;
         float beta = op.kind == PostOpKind::Linear ? op.beta : 0.f;
         post.append_eltwise(1.f, eltwiseOf(op.kind), alpha, beta);
-        p->binaries.emplace_back();
       }
     }
     dnnl::primitive_attr attr;
     attr.set_post_ops(post);
-    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(p->a, p->b, p->c), attr, engine());
-    p->primitive = dnnl::matmul(pd);
-    mm = std::move(p);
-  } catch (const dnnl::error&) {
-    mm = nullptr; // remembered as "none": the plain path runs
-  }
-  return cache.emplace(std::move(key), std::move(mm)).first->second.get();
+    p->primitive = dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), attr, engine()));
+    return p;
+  });
 }
 
 // A [batch, rows, cols] operand: row-major with leading dimension ld, or column-major
@@ -137,38 +194,25 @@ memory::desc batchedMatrix(int64_t batch, int64_t rows, int64_t cols, int64_t ld
   return memory::desc({batch, rows, cols}, type, strides);
 }
 
-struct BatchedMatmul {
-  dnnl::matmul primitive;
-  memory::desc a, b, c;
-};
-
-// nullptr where oneDNN has no primitive, or only its reference one (scalar loops: a bfloat16
-// product on a CPU without AVX-512 BF16 would be slower than widening to float32).
-BatchedMatmul* batchedPrimitiveFor(memory::data_type type, memory::data_type out, bool ta, bool tb,
-                                   int64_t batch, int64_t m, int64_t n, int64_t k, int64_t lda, int64_t sa,
-                                   int64_t ldb, int64_t sb, int64_t ldc, int64_t sc, int threads) {
-  std::vector<int64_t> key{int64_t(type), int64_t(out), ta, tb, batch, m, n, k, lda, sa, ldb, sb, ldc, sc, threads};
-  static std::mutex mutex;
-  static std::map<std::vector<int64_t>, std::unique_ptr<BatchedMatmul>> cache;
-  std::lock_guard<std::mutex> lock(mutex);
-  auto it = cache.find(key);
-  if (it != cache.end()) return it->second.get();
-  if (cache.size() >= 512) cache.clear();
-  std::unique_ptr<BatchedMatmul> mm;
-  try {
-    auto p = std::make_unique<BatchedMatmul>();
-    p->a = batchedMatrix(batch, m, k, lda, ta, sa, type);
-    p->b = batchedMatrix(batch, k, n, ldb, tb, sb, type);
-    p->c = batchedMatrix(batch, m, n, ldc, false, sc, out);
-    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(p->a, p->b, p->c), engine());
-    if (!std::string(pd.impl_info_str()).starts_with("ref")) {
-      p->primitive = dnnl::matmul(pd);
-      mm = std::move(p);
-    }
-  } catch (const dnnl::error&) {
-    mm = nullptr;
-  }
-  return cache.emplace(std::move(key), std::move(mm)).first->second.get();
+// A batched primitive (sgemmBatched, bf16GemmBatched): not made where oneDNN has none, or only
+// its reference one (scalar loops: a bfloat16 product on a CPU without AVX-512 BF16 would be
+// slower than widening to float32).
+Bound& batchedPrimitiveFor(memory::data_type type, memory::data_type out, bool ta, bool tb, int64_t batch,
+                           int64_t m, int64_t n, int64_t k, int64_t lda, int64_t sa, int64_t ldb, int64_t sb,
+                           int64_t ldc, int64_t sc, int threads) {
+  Key& key = scratchKey();
+  key.insert(key.end(), {1, int64_t(type), int64_t(out), ta, tb, batch, m, n, k, lda, sa, ldb, sb, ldc, sc, threads});
+  return boundPrimitive(key, [&]() -> std::unique_ptr<Primitive> {
+    memory::desc a = batchedMatrix(batch, m, k, lda, ta, sa, type);
+    memory::desc b = batchedMatrix(batch, k, n, ldb, tb, sb, type);
+    memory::desc c = batchedMatrix(batch, m, n, ldc, false, sc, out);
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), engine());
+    if (std::string(pd.impl_info_str()).starts_with("ref")) return nullptr;
+    auto p = std::make_unique<Primitive>();
+    p->args = {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}};
+    p->primitive = dnnl::matmul(pd);
+    return p;
+  });
 }
 
 } // namespace
@@ -185,14 +229,11 @@ void sgemmBatched(bool ta, bool tb, int64_t batch, int64_t m, int64_t n, int64_t
   int threads = nested ? 1 : std::min(gemmThreads(batch * m, n, k), omp_get_max_threads());
   bool done = false;
   withThreads(threads, [&] {
-    BatchedMatmul* mm = batchedPrimitiveFor(memory::data_type::f32, memory::data_type::f32, ta, tb, batch, m, n,
-                                            k, lda, strideA, ldb, strideB, ldc, strideC, threads);
+    Bound& mm = batchedPrimitiveFor(memory::data_type::f32, memory::data_type::f32, ta, tb, batch, m, n, k, lda,
+                                    strideA, ldb, strideB, ldc, strideC, threads);
     if (!mm) return;
-    dnnl::stream stream(engine());
-    mm->primitive.execute(stream, {{DNNL_ARG_SRC, memory(mm->a, engine(), const_cast<float*>(a))},
-                                   {DNNL_ARG_WEIGHTS, memory(mm->b, engine(), const_cast<float*>(b))},
-                                   {DNNL_ARG_DST, memory(mm->c, engine(), c)}});
-    stream.wait();
+    const void* pointers[] = {a, b, c};
+    mm.run(pointers);
     done = true;
   });
   if (done) return;
@@ -208,15 +249,11 @@ bool bf16GemmBatched(bool ta, bool tb, int64_t batch, int64_t m, int64_t n, int6
   int threads = omp_in_parallel() ? 1 : std::min(gemmThreads(batch * m, n, k), omp_get_max_threads());
   bool done = false;
   withThreads(threads, [&] {
-    BatchedMatmul* mm = batchedPrimitiveFor(memory::data_type::bf16,
-                                            f32Out ? memory::data_type::f32 : memory::data_type::bf16, ta, tb,
-                                            batch, m, n, k, lda, strideA, ldb, strideB, ldc, strideC, threads);
+    Bound& mm = batchedPrimitiveFor(memory::data_type::bf16, f32Out ? memory::data_type::f32 : memory::data_type::bf16,
+                                    ta, tb, batch, m, n, k, lda, strideA, ldb, strideB, ldc, strideC, threads);
     if (!mm) return;
-    dnnl::stream stream(engine());
-    mm->primitive.execute(stream, {{DNNL_ARG_SRC, memory(mm->a, engine(), const_cast<uint16_t*>(a))},
-                                   {DNNL_ARG_WEIGHTS, memory(mm->b, engine(), const_cast<uint16_t*>(b))},
-                                   {DNNL_ARG_DST, memory(mm->c, engine(), c)}});
-    stream.wait();
+    const void* pointers[] = {a, b, c};
+    mm.run(pointers);
     done = true;
   });
   return done;
@@ -300,23 +337,17 @@ void sgemmPostOps(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float
   int threads = std::min(gemmThreads(m, n, k), omp_in_parallel() ? 1 : omp_get_max_threads());
   bool done = false;
   withThreads(threads, [&] {
-    Matmul* mm = primitiveFor(ta, tb, m, n, k, lda, ldb, ldc, ops, nops, threads);
+    Bound& mm = primitiveFor(ta, tb, m, n, k, lda, ldb, ldc, ops, nops, threads);
     if (!mm) return;
-    dnnl::stream stream(engine());
-    std::unordered_map<int, memory> args{
-        {DNNL_ARG_SRC, memory(mm->a, engine(), const_cast<float*>(a))},
-        {DNNL_ARG_WEIGHTS, memory(mm->b, engine(), const_cast<float*>(b))},
-        {DNNL_ARG_DST, memory(mm->c, engine(), c)}};
+    thread_local std::vector<const void*> pointers;
+    pointers.assign({a, b, c});
     for (int i = 0; i < nops; ++i)
-      if (isBinary(ops[i].kind))
-        args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(i) | DNNL_ARG_SRC_1,
-                     memory(mm->binaries[size_t(i)], engine(), const_cast<float*>(ops[i].tensor)));
-    mm->primitive.execute(stream, args);
-    stream.wait();
+      if (isBinary(ops[i].kind)) pointers.push_back(ops[i].tensor);
+    mm.run(pointers.data());
     done = true;
   });
   if (done) return;
-  sgemm(ta, tb, m, n, k, 1.f, a, lda, b, ldb, 0.f, c, ldc);
+  sgemmLibrary(ta, tb, m, n, k, 1.f, a, lda, b, ldb, 0.f, c, ldc);
 #pragma omp parallel for if (m * n > 65536)
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = applyPostOps(c[i * ldc + j], ops, nops, i, j);

@@ -21,7 +21,7 @@ struct PostOp {
 };
 
 // Row-major c[m, n] = post(op(a) @ op(b)) (op: transposed when ta / tb; CBLAS's leading
-// dimensions). Primitives are cached by shape, layout, post-ops and thread count; where oneDNN
+// dimensions). Primitives are cached per calling thread by shape, layout, post-ops and thread count; where oneDNN
 // has none, sgemm and a plain loop over the post-ops compute the same thing.
 void sgemmPostOps(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
                   const float* b, int64_t ldb, float* c, int64_t ldc, const PostOp* ops, int nops);

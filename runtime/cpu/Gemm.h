@@ -17,9 +17,17 @@ void gemmInto(const Tensor& a, const Tensor& b, const Tensor& c, bool accumulate
 
 // Row-major C[m, n] = alpha * op(A) @ op(B) + beta * C (op: transposed when ta / tb), the
 // CBLAS convention; beta == 0 does not read C. Products too small to gain from threads run on
-// the calling thread (gemmThreads).
+// the calling thread (gemmThreads). dnnl_sgemm, or oneDNN's matmul primitive where that is
+// faster (preferMatmulPrimitive).
 void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
            int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+// sgemm always through dnnl_sgemm (the fallback of DnnlMatmul.h's primitives).
+void sgemmLibrary(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                  int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+// Whether sgemm runs this product (alpha 1, beta 0) as oneDNN's matmul primitive rather than
+// dnnl_sgemm: where the primitive was measured faster (a transposed B with few rows or columns,
+// on more than one thread).
+bool preferMatmulPrimitive(bool ta, bool tb, int64_t m, int64_t n, int64_t k);
 void dgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a,
            int64_t lda, const double* b, int64_t ldb, double beta, double* c, int64_t ldc);
 

@@ -46,6 +46,16 @@ def test_linear_reads_the_transposed_weight_in_place(capsys):
     assert program.count("kernel @") == 1  # the bias + relu epilogue only: no transposing copy
 
 
+@pytest.mark.parametrize("m,n,k", [(300, 200, 96), (64, 700, 130), (1024, 512, 96)])
+def test_linear_with_few_rows_or_columns(m, n, k, capsys):
+    # x @ W.T with M or N at most 512 runs as oneDNN's matmul primitive rather than dnnl_sgemm on
+    # more than one thread (cpu::preferMatmulPrimitive): eager against numpy, compiled against eager.
+    x, w = _rand(m, k), _rand(n, k, seed=1)
+    want = x.numpy().astype(np.float64) @ w.numpy().astype(np.float64).T
+    np.testing.assert_allclose((x @ w.t()).numpy(), want, rtol=1e-4, atol=1e-4)
+    _check(lambda x, w: x @ w.t(), (x, w), capsys)
+
+
 @pytest.mark.parametrize("name", ["x_xt", "slices", "offset_f64", "same_input_twice"])
 def test_strided_operands(name, capsys):
     cases = {
