@@ -134,3 +134,20 @@ def test_distributions_compile_into_one_graph_like_torch():
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
     explained = kiln.compiler.explain(policy_loss)(*[kiln.from_numpy(a.copy()) for a in arrays])
     assert (explained.graph_count, explained.graph_break_count) == (1, 0), explained.break_reasons
+
+
+def test_samples_equal_torch_for_a_seed():
+    """With torch's generator, a distribution's draws after manual_seed are torch's (an RL or VAE
+    script seeded once makes the same rollouts and samples)."""
+    torch = need_torch()
+
+    def draws(T):
+        T.manual_seed(0)
+        D = T.distributions
+        return (D.Normal(T.zeros(3), T.ones(3) * 2).sample().tolist(),
+                D.Normal(T.zeros(3), T.ones(3)).rsample((2,)).tolist(),
+                D.Categorical(probs=T.tensor([0.2, 0.3, 0.5])).sample((6,)).tolist(),
+                D.Categorical(logits=T.tensor([[0.1, 2.0], [1.0, -1.0]])).sample().tolist(),
+                D.Bernoulli(T.tensor([0.3, 0.6, 0.9])).sample((2,)).tolist())
+
+    assert draws(kiln) == draws(torch)

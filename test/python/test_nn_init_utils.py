@@ -1,4 +1,4 @@
-"""kiln.nn.init (statistics and formulas, kiln's RNG differs from torch's) and kiln.nn.utils."""
+"""kiln.nn.init (statistics and formulas; the values themselves equal torch's for a seed: test_random_torch.py) and kiln.nn.utils."""
 import math
 
 import numpy as np
