@@ -2,6 +2,7 @@
 from .. import _C
 from .._tensor import Tensor
 from .adam import _scalar_tensor
+from .optimizer import Optimizer
 
 
 def check_options(lr, **values):
@@ -21,20 +22,31 @@ def check_betas(betas):
             raise ValueError(f"Invalid beta parameter at index {i}: {betas[i]}")
 
 
-def lazy_state(optimizer, param, *buffers, **scalars):
-    """The parameter's state, made on first use as torch's _init_group makes it: a float32 0-d
-    `step`, zero buffers like the parameter, and 0-d float32 scalars."""
-    state = optimizer.state[param]
-    if len(state) == 0:
-        state["step"] = _scalar_tensor(0.0)
-        for name, value in scalars.items():
-            state[name] = _scalar_tensor(value)
-        for name in buffers:
-            state[name] = _C._ops.zeros_like(param)
-    return state
+class LazyStateOptimizer(Optimizer):
+    """An optimizer whose per-parameter state is made on first use, as torch's _init_group makes
+    it: a float32 0-d `step`, the zero buffers named in _BUFFERS (like the parameter) and the 0-d
+    float32 scalars in _SCALARS. A compiled step makes it before tracing (_prepare_capture)."""
+
+    _BUFFERS = ()
+    _SCALARS = {}
+
+    def _state(self, param):
+        state = self.state[param]
+        if len(state) == 0:
+            state["step"] = _scalar_tensor(0.0)
+            for name, value in self._SCALARS.items():
+                state[name] = _scalar_tensor(value)
+            for name in self._BUFFERS:
+                state[name] = _C._ops.zeros_like(param)
+        return state
+
+    def _prepare_capture(self):
+        for group in self.param_groups:
+            for param, _ in params_with_grad(group):
+                self._state(param)
 
 
-def params_with_grad(optimizer, group):
+def params_with_grad(group):
     for param in group["params"]:
         grad = getattr(param, "grad", None)
         if grad is not None:

@@ -1,13 +1,15 @@
 """Adadelta (torch.optim.Adadelta): its single-tensor CPU path, op by op."""
-from ._common import check_options, lazy_state, params_with_grad
-from .optimizer import Optimizer, _to_scalar, _use_grad_for_differentiable
+from ._common import LazyStateOptimizer, check_options, params_with_grad
+from .optimizer import _to_scalar, _use_grad_for_differentiable
 
 __all__ = ["Adadelta"]
 
 
-class Adadelta(Optimizer):
+class Adadelta(LazyStateOptimizer):
     """square_avg = rho * square_avg + (1 - rho) g^2; delta = sqrt(acc_delta + eps) /
     sqrt(square_avg + eps) * g; acc_delta = rho * acc_delta + (1 - rho) delta^2; param -= lr * delta."""
+
+    _BUFFERS = ("square_avg", "acc_delta")
 
     def __init__(self, params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0, foreach=None, *, capturable=False,
                  maximize=False, differentiable=False):
@@ -18,18 +20,13 @@ class Adadelta(Optimizer):
                     "capturable": capturable, "foreach": foreach, "differentiable": differentiable}
         super().__init__(params, defaults)
 
-    def _prepare_capture(self):
-        for group in self.param_groups:
-            for param, _ in params_with_grad(self, group):
-                lazy_state(self, param, "square_avg", "acc_delta")
-
     @_use_grad_for_differentiable
     def step(self, closure=None):
         loss = self._closure_loss(closure)
         for group in self.param_groups:
             lr, rho, eps, weight_decay = _to_scalar(group["lr"]), group["rho"], group["eps"], group["weight_decay"]
-            for param, grad in params_with_grad(self, group):
-                state = lazy_state(self, param, "square_avg", "acc_delta")
+            for param, grad in params_with_grad(group):
+                state = self._state(param)
                 state["step"] += 1
                 if weight_decay != 0:
                     grad = grad.add(param, alpha=weight_decay)

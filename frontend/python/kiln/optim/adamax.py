@@ -1,15 +1,17 @@
 """Adamax (torch.optim.Adamax): its single-tensor CPU path, op by op."""
 from .. import _C
 from .._compiling import is_compiling
-from ._common import check_betas, check_options, lazy_state, params_with_grad
-from .optimizer import Optimizer, _to_scalar, _use_grad_for_differentiable
+from ._common import LazyStateOptimizer, check_betas, check_options, params_with_grad
+from .optimizer import _to_scalar, _use_grad_for_differentiable
 
 __all__ = ["Adamax"]
 
 
-class Adamax(Optimizer):
+class Adamax(LazyStateOptimizer):
     """exp_avg = lerp(exp_avg, g, 1 - beta1); exp_inf = max(beta2 * exp_inf, |g| + eps);
     param -= lr / (1 - beta1^step) * exp_avg / exp_inf."""
+
+    _BUFFERS = ("exp_avg", "exp_inf")
 
     def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, foreach=None, *,
                  maximize=False, differentiable=False, capturable=False):
@@ -19,19 +21,14 @@ class Adamax(Optimizer):
                     "maximize": maximize, "differentiable": differentiable, "capturable": capturable}
         super().__init__(params, defaults)
 
-    def _prepare_capture(self):
-        for group in self.param_groups:
-            for param, _ in params_with_grad(self, group):
-                lazy_state(self, param, "exp_avg", "exp_inf")
-
     @_use_grad_for_differentiable
     def step(self, closure=None):
         loss = self._closure_loss(closure)
         for group in self.param_groups:
             lr, (beta1, beta2) = _to_scalar(group["lr"]), group["betas"]
             eps, weight_decay = group["eps"], group["weight_decay"]
-            for param, grad in params_with_grad(self, group):
-                state = lazy_state(self, param, "exp_avg", "exp_inf")
+            for param, grad in params_with_grad(group):
+                state = self._state(param)
                 step_t = state["step"]
                 step_t += 1
                 if weight_decay != 0:

@@ -1,14 +1,17 @@
 """NAdam (torch.optim.NAdam): its single-tensor CPU path, op by op."""
 from .._compiling import is_compiling
-from ._common import check_betas, check_options, lazy_state, params_with_grad
-from .optimizer import Optimizer, _to_scalar, _use_grad_for_differentiable
+from ._common import LazyStateOptimizer, check_betas, check_options, params_with_grad
+from .optimizer import _to_scalar, _use_grad_for_differentiable
 
 __all__ = ["NAdam"]
 
 
-class NAdam(Optimizer):
+class NAdam(LazyStateOptimizer):
     """Adam with Nesterov momentum and the momentum schedule mu_t = beta1 (1 - 0.5 * 0.96^(t *
     momentum_decay)); mu_product (a 0-d state tensor) is their running product."""
+
+    _BUFFERS = ("exp_avg", "exp_avg_sq")
+    _SCALARS = {"mu_product": 1.0}
 
     def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, momentum_decay=4e-3,
                  decoupled_weight_decay=False, *, foreach=None, maximize=False, capturable=False,
@@ -22,21 +25,13 @@ class NAdam(Optimizer):
                     "differentiable": differentiable}
         super().__init__(params, defaults)
 
-    def _state(self, param):
-        return lazy_state(self, param, "exp_avg", "exp_avg_sq", mu_product=1.0)
-
-    def _prepare_capture(self):
-        for group in self.param_groups:
-            for param, _ in params_with_grad(self, group):
-                self._state(param)
-
     @_use_grad_for_differentiable
     def step(self, closure=None):
         loss = self._closure_loss(closure)
         for group in self.param_groups:
             lr, (beta1, beta2) = _to_scalar(group["lr"]), group["betas"]
             eps, weight_decay, momentum_decay = group["eps"], group["weight_decay"], group["momentum_decay"]
-            for param, grad in params_with_grad(self, group):
+            for param, grad in params_with_grad(group):
                 state = self._state(param)
                 step_t, mu_product = state["step"], state["mu_product"]
                 step_t += 1

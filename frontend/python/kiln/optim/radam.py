@@ -1,15 +1,17 @@
 """RAdam (torch.optim.RAdam): its single-tensor CPU path, op by op."""
 from .. import _C
 from .._compiling import is_compiling
-from ._common import check_betas, check_options, lazy_state, params_with_grad
-from .optimizer import Optimizer, _to_scalar, _use_grad_for_differentiable
+from ._common import LazyStateOptimizer, check_betas, check_options, params_with_grad
+from .optimizer import _to_scalar, _use_grad_for_differentiable
 
 __all__ = ["RAdam"]
 
 
-class RAdam(Optimizer):
+class RAdam(LazyStateOptimizer):
     """Adam whose adaptive step is used only once the variance of its estimate is tractable
     (rho_t > 5), scaled by the rectification term; before that, plain momentum SGD."""
+
+    _BUFFERS = ("exp_avg", "exp_avg_sq")
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
                  decoupled_weight_decay=False, *, foreach=None, maximize=False, capturable=False,
@@ -21,19 +23,14 @@ class RAdam(Optimizer):
                     "differentiable": differentiable}
         super().__init__(params, defaults)
 
-    def _prepare_capture(self):
-        for group in self.param_groups:
-            for param, _ in params_with_grad(self, group):
-                lazy_state(self, param, "exp_avg", "exp_avg_sq")
-
     @_use_grad_for_differentiable
     def step(self, closure=None):
         loss = self._closure_loss(closure)
         for group in self.param_groups:
             lr, (beta1, beta2) = _to_scalar(group["lr"]), group["betas"]
             eps, weight_decay = group["eps"], group["weight_decay"]
-            for param, grad in params_with_grad(self, group):
-                state = lazy_state(self, param, "exp_avg", "exp_avg_sq")
+            for param, grad in params_with_grad(group):
+                state = self._state(param)
                 step_t = state["step"]
                 step_t += 1
                 traced = is_compiling()

@@ -1,9 +1,23 @@
-"""Embedding: a lookup table of num_embeddings rows of embedding_dim."""
+"""Embedding (a lookup table of num_embeddings rows of embedding_dim) and EmbeddingBag."""
 from ... import _C
+from ...autograd.grad_mode import no_grad
 from .. import functional as F
 from .. import init
 from ..parameter import Parameter
 from .module import Module
+
+
+def _padding_index(padding_idx, num_embeddings, label):
+    """padding_idx checked against the table (torch's assertion, worded as the module's) and made
+    non-negative."""
+    if padding_idx is None:
+        return None
+    if padding_idx > 0:
+        assert padding_idx < num_embeddings, f"{label} must be within num_embeddings"
+    elif padding_idx < 0:
+        assert padding_idx >= -num_embeddings, f"{label} must be within num_embeddings"
+        padding_idx += num_embeddings
+    return padding_idx
 
 
 class Embedding(Module):
@@ -12,13 +26,7 @@ class Embedding(Module):
         super().__init__()
         self.num_embeddings = num_embeddings
         self.embedding_dim = embedding_dim
-        if padding_idx is not None:
-            if padding_idx > 0:
-                assert padding_idx < num_embeddings, "Padding_idx must be within num_embeddings"
-            elif padding_idx < 0:
-                assert padding_idx >= -num_embeddings, "Padding_idx must be within num_embeddings"
-                padding_idx = num_embeddings + padding_idx
-        self.padding_idx = padding_idx
+        self.padding_idx = _padding_index(padding_idx, num_embeddings, "Padding_idx")
         self.max_norm = max_norm
         self.norm_type = norm_type
         self.scale_grad_by_freq = scale_grad_by_freq
@@ -38,8 +46,6 @@ class Embedding(Module):
 
     def _fill_padding_idx_with_zero(self):
         if self.padding_idx is not None:
-            from ...autograd.grad_mode import no_grad
-
             with no_grad():
                 self.weight[self.padding_idx].fill_(0)
 
@@ -81,13 +87,7 @@ class EmbeddingBag(Module):
         super().__init__()
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
         self.max_norm, self.norm_type, self.scale_grad_by_freq = max_norm, norm_type, scale_grad_by_freq
-        if padding_idx is not None:
-            if padding_idx > 0:
-                assert padding_idx < num_embeddings, "padding_idx must be within num_embeddings"
-            elif padding_idx < 0:
-                assert padding_idx >= -num_embeddings, "padding_idx must be within num_embeddings"
-                padding_idx = num_embeddings + padding_idx
-        self.padding_idx = padding_idx
+        self.padding_idx = _padding_index(padding_idx, num_embeddings, "padding_idx")
         if _weight is None:
             self.weight = Parameter(_C._ops.empty([num_embeddings, embedding_dim], dtype=dtype, device=device))
             self.reset_parameters()
@@ -97,13 +97,8 @@ class EmbeddingBag(Module):
             self.weight = Parameter(_weight)
         self.mode, self.sparse, self.include_last_offset = mode, sparse, include_last_offset
 
-    def reset_parameters(self):
-        init.normal_(self.weight)
-        if self.padding_idx is not None:
-            from ...autograd.grad_mode import no_grad
-
-            with no_grad():
-                self.weight[self.padding_idx].fill_(0)
+    reset_parameters = Embedding.reset_parameters
+    _fill_padding_idx_with_zero = Embedding._fill_padding_idx_with_zero
 
     def forward(self, input, offsets=None, per_sample_weights=None):
         return F.embedding_bag(input, self.weight, offsets, self.max_norm, self.norm_type, self.scale_grad_by_freq,

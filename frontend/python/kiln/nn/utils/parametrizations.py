@@ -5,7 +5,7 @@ from ...autograd.grad_mode import no_grad
 from .. import functional as F
 from ..modules.module import Module
 from . import parametrize
-from .weight_norm import _weight_norm, norm_except_dim
+from .weight_norm import _weight_norm, default_spectral_dim, norm_except_dim
 
 __all__ = ["orthogonal", "spectral_norm", "weight_norm"]
 
@@ -82,8 +82,7 @@ def spectral_norm(module, name="weight", n_power_iterations=1, eps=1e-12, dim=No
     if not isinstance(weight, _C.TensorBase):
         raise ValueError(f"Module '{module}' has no parameter or buffer with name '{name}'")
     if dim is None:
-        from ..modules.conv import ConvTranspose1d, ConvTranspose2d
-        dim = 1 if isinstance(module, (ConvTranspose1d, ConvTranspose2d)) else 0
+        dim = default_spectral_dim(module)
     parametrize.register_parametrization(module, name, _SpectralNorm(weight, n_power_iterations, dim, eps))
     return module
 

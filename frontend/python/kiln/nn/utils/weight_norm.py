@@ -21,6 +21,28 @@ def norm_except_dim(v, pow=2, dim=0):
     return v.transpose(0, dim).reshape([v.shape[dim], -1]).norm(pow, [1]).reshape(keep)
 
 
+def _check_no_hook(module, kind, label, name):
+    for hook in module._forward_pre_hooks.values():
+        if isinstance(hook, kind) and hook.name == name:
+            raise RuntimeError(f"Cannot register two {label} hooks on the same parameter {name}")
+
+
+def _remove_hook(module, kind, label, name):
+    """Undoes kind.apply(module, name, ...): the hook's remove() and the hook itself."""
+    for key, hook in list(module._forward_pre_hooks.items()):
+        if isinstance(hook, kind) and hook.name == name:
+            hook.remove(module)
+            del module._forward_pre_hooks[key]
+            return module
+    raise ValueError(f"{label} of '{name}' not found in {module}")
+
+
+def default_spectral_dim(module):
+    """The dim spectral norm treats as the output: 1 for transposed convolutions, else 0."""
+    from ..modules.conv import ConvTranspose1d, ConvTranspose2d
+    return 1 if isinstance(module, (ConvTranspose1d, ConvTranspose2d)) else 0
+
+
 def _weight_norm(v, g, dim):
     return v * (g / norm_except_dim(v, 2, dim))
 
@@ -35,9 +57,7 @@ class WeightNorm:
 
     @staticmethod
     def apply(module, name, dim):
-        for hook in module._forward_pre_hooks.values():
-            if isinstance(hook, WeightNorm) and hook.name == name:
-                raise RuntimeError(f"Cannot register two weight_norm hooks on the same parameter {name}")
+        _check_no_hook(module, WeightNorm, "weight_norm", name)
         fn = WeightNorm(name, dim)
         weight = getattr(module, name)
         del module._parameters[name]
@@ -67,12 +87,7 @@ def weight_norm(module, name="weight", dim=0):
 
 
 def remove_weight_norm(module, name="weight"):
-    for key, hook in list(module._forward_pre_hooks.items()):
-        if isinstance(hook, WeightNorm) and hook.name == name:
-            hook.remove(module)
-            del module._forward_pre_hooks[key]
-            return module
-    raise ValueError(f"weight_norm of '{name}' not found in {module}")
+    return _remove_hook(module, WeightNorm, "weight_norm", name)
 
 
 class SpectralNorm:
@@ -116,9 +131,7 @@ class SpectralNorm:
 
     @staticmethod
     def apply(module, name, n_power_iterations, dim, eps):
-        for hook in module._forward_pre_hooks.values():
-            if isinstance(hook, SpectralNorm) and hook.name == name:
-                raise RuntimeError(f"Cannot register two spectral_norm hooks on the same parameter {name}")
+        _check_no_hook(module, SpectralNorm, "spectral_norm", name)
         fn = SpectralNorm(name, n_power_iterations, dim, eps)
         weight = module._parameters[name]
         if weight is None:
@@ -139,16 +152,10 @@ class SpectralNorm:
 def spectral_norm(module, name="weight", n_power_iterations=1, eps=1e-12, dim=None):
     """W / sigma(W), sigma estimated by power iteration (one step per training forward)."""
     if dim is None:
-        from ..modules.conv import ConvTranspose1d, ConvTranspose2d
-        dim = 1 if isinstance(module, (ConvTranspose1d, ConvTranspose2d)) else 0
+        dim = default_spectral_dim(module)
     SpectralNorm.apply(module, name, n_power_iterations, dim, eps)
     return module
 
 
 def remove_spectral_norm(module, name="weight"):
-    for key, hook in list(module._forward_pre_hooks.items()):
-        if isinstance(hook, SpectralNorm) and hook.name == name:
-            hook.remove(module)
-            del module._forward_pre_hooks[key]
-            return module
-    raise ValueError(f"spectral_norm of '{name}' not found in {module}")
+    return _remove_hook(module, SpectralNorm, "spectral_norm", name)
