@@ -71,6 +71,11 @@ from . import cuda  # noqa: E402,F401
 from . import accelerator, backends  # noqa: E402,F401
 from . import amp, cpu  # noqa: E402,F401
 from .amp import autocast, is_autocast_available, is_autocast_enabled  # noqa: E402,F401
+from ._autocast_state import (  # noqa: E402,F401
+    autocast_decrement_nesting, autocast_increment_nesting, clear_autocast_cache, get_autocast_cpu_dtype,
+    get_autocast_dtype, get_autocast_gpu_dtype, is_autocast_cache_enabled, is_autocast_cpu_enabled,
+    set_autocast_cache_enabled, set_autocast_cpu_dtype, set_autocast_cpu_enabled, set_autocast_dtype,
+    set_autocast_enabled)
 from ._device_amp import cuda_amp as _cuda_amp  # noqa: E402
 cuda.amp = _cuda_amp
 del _cuda_amp
