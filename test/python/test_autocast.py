@@ -44,7 +44,12 @@ def _ops(T, dtype):
                 ("gelu", F.gelu(y)), ("add_mixed", y + x[:, :4]), ("sum", y.sum()),
                 ("mse_loss", F.mse_loss(y, T.zeros(6, 4))),
                 ("cross_entropy", F.cross_entropy(y, idx.repeat(2))),
-                ("double_mm", xd @ xd), ("int_add", idx + 1)]
+                ("double_mm", xd @ xd), ("int_add", idx + 1),
+                # written in Python by kiln, float32 under torch's autocast
+                ("huber_loss", F.huber_loss(y, T.zeros(6, 4))), ("kl_div", F.kl_div(y, y.softmax(-1))),
+                ("cdist", T.cdist(y, y)), ("trace", T.trace(y @ y.T)),
+                ("pad_reflect", F.pad(y.unsqueeze(0), (1, 1), mode="reflect")),
+                ("pad_constant", F.pad(y, (1, 1)))]
     return out
 
 
@@ -221,3 +226,14 @@ def test_get_autocast_dtype_keeps_the_dtype_alive():
     for _ in range(2000):
         kiln.get_autocast_dtype("cpu")
     assert sys.getrefcount(kiln.bfloat16) >= before  # a stolen reference per call: 2000 fewer
+
+
+def test_warnings_of_wrapped_losses_point_at_the_caller():
+    """kl_div and the legacy size_average/reduce warnings name the user's line, not kiln's
+    autocast wrapper around the loss."""
+    F, x = kiln.nn.functional, kiln.zeros(2, 3)
+    for call in (lambda: F.kl_div(x, x), lambda: F.margin_ranking_loss(x, x, x, size_average=True)):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            call()
+        assert caught and all(w.filename == __file__ for w in caught), [(w.filename, str(w.message)) for w in caught]

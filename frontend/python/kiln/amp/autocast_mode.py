@@ -12,6 +12,7 @@ import functools
 import warnings
 
 from .. import _C
+from .._autocast_state import _cast
 
 __all__ = ["autocast", "custom_bwd", "custom_fwd", "is_autocast_available", "is_autocast_enabled"]
 
@@ -96,17 +97,6 @@ class autocast:
         return wrapper
 
 
-def _cast(value, device_type, dtype):
-    if isinstance(value, _C.TensorBase):
-        eligible = value.is_floating_point() and value.dtype != _C.float64 and value.device.type == device_type
-        return value.to(dtype) if eligible else value
-    if isinstance(value, (list, tuple)):
-        return type(value)(_cast(v, device_type, dtype) for v in value)
-    if isinstance(value, dict):
-        return {k: _cast(v, device_type, dtype) for k, v in value.items()}
-    return value
-
-
 def custom_fwd(fwd=None, *, device_type, cast_inputs=None):
     """torch.amp.custom_fwd: for an autograd.Function's forward. With cast_inputs, the forward
     runs with autocast off on its floating inputs cast to that dtype (when autocast is on);
@@ -142,3 +132,4 @@ def custom_bwd(bwd=None, *, device_type):
         with autocast(device_type=device_type, enabled=ctx._fwd_used_autocast, dtype=ctx._dtype):
             return bwd(*args, **kwargs)
     return decorate_bwd
+
