@@ -70,6 +70,8 @@ from . import testing  # noqa: E402,F401
 from . import cuda  # noqa: E402,F401
 from . import accelerator, backends  # noqa: E402,F401
 from . import amp, cpu  # noqa: E402,F401
+from . import func  # noqa: E402,F401
+from .func import vmap  # noqa: E402,F401
 from .amp import autocast, is_autocast_available, is_autocast_enabled  # noqa: E402,F401
 from ._autocast_state import (  # noqa: E402,F401
     autocast_decrement_nesting, autocast_increment_nesting, clear_autocast_cache, get_autocast_cpu_dtype,
