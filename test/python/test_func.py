@@ -102,3 +102,25 @@ def test_vmap_dims_pytrees_and_composition():
 def test_vmap_randomness_same_repeats_the_draw():
     out = kiln.vmap(lambda a: a + kiln.rand(3), randomness="same")(kiln.zeros(4, 3))
     assert all(out[i].tolist() == out[0].tolist() for i in range(4))
+
+
+def test_autograd_functional():
+    """torch.autograd.functional: vjp, jvp, vhp, hvp, jacobian (tensor and tuple in/out),
+    hessian; create_graph keeps the results differentiable."""
+    AF = lambda T: T.autograd.functional  # noqa: E731
+    x = lambda T: T.from_numpy(X)  # noqa: E731
+    w = lambda T: T.from_numpy(W)  # noqa: E731
+    check(lambda T: AF(T).vjp(lambda a: a.exp() * 2, x(T), T.ones(3, 4)))
+    check(lambda T: AF(T).jvp(lambda a: (a.sin() * a).sum(1), x(T), T.ones(3, 4)))
+    check(lambda T: AF(T).jacobian(lambda a: a.sin() @ w(T).T, x(T)))
+    check(lambda T: AF(T).jacobian(lambda a, b: (a @ b.T, a.sum()), (x(T), w(T))))
+    check(lambda T: AF(T).hessian(lambda a: (a.sin() * a).sum(), x(T)[0]))
+    check(lambda T: AF(T).vhp(lambda a: (a ** 3).sum(), x(T), T.ones(3, 4)))
+    check(lambda T: AF(T).hvp(lambda a: (a ** 3).sum(), x(T), T.ones(3, 4)))
+
+    def create_graph(T):
+        a = x(T).requires_grad_()
+        j = AF(T).jacobian(lambda b: (b ** 2).sum(1), a, create_graph=True)
+        j.sum().backward()
+        return [j, a.grad]
+    check(create_graph)
