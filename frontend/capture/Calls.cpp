@@ -38,6 +38,10 @@ bool isKilnLibrary(nb::handle fn) {
   std::string mod = moduleOf(fn);
   // kiln.distributions is traced like user code, as TorchDynamo traces torch.distributions: its
   // objects are made inside compiled code and must be constructed symbolically.
+  // einops (rearrange/reduce/repeat/pack on kiln tensors through kiln's einops backend) is pure
+  // shape bookkeeping around kiln ops: run for real, it records those ops (TorchDynamo likewise
+  // puts einops' functions in the graph whole).
+  if (mod == "einops" || startsWith(mod, "einops.")) return !startsWith(mod, "einops.layers");
   return (startsWith(mod, "kiln.") || mod == "kiln") && !startsWith(mod, "kiln.compiler") &&
          mod != "kiln.optim" && !startsWith(mod, "kiln.optim.") && mod != "kiln.nn.utils.clip_grad" &&
          !startsWith(mod, "kiln.distributions");

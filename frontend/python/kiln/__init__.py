@@ -89,3 +89,7 @@ from ._settings import (  # noqa: E402,F401
 from ._logging import set_logs  # noqa: E402,F401
 from . import compiler  # noqa: E402,F401
 from .compiler import compile, explain  # noqa: E402,F401
+from ._einops import install as _install_einops  # noqa: E402
+
+_install_einops()  # einops.rearrange & co on kiln tensors, when einops is used
+del _install_einops
