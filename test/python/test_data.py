@@ -101,7 +101,8 @@ def test_distributed_sampler_equals_torch(n, replicas, rank, shuffle, drop_last)
     torch = need_torch()
     for epoch in (0, 3):
         k = kd.DistributedSampler(list(range(n)), replicas, rank, shuffle, seed=5, drop_last=drop_last)
-        t = torch.utils.data.DistributedSampler(list(range(n)), replicas, rank, shuffle, seed=5, drop_last=drop_last)
+        t = torch.utils.data.DistributedSampler(list(range(n)), replicas, rank, shuffle, seed=5,
+                                                drop_last=drop_last)
         k.set_epoch(epoch)
         t.set_epoch(epoch)
         assert list(k) == list(t) and len(k) == len(t)

@@ -4,7 +4,8 @@ import bisect
 
 from ... import randperm
 
-__all__ = ["ChainDataset", "ConcatDataset", "Dataset", "IterableDataset", "Subset", "TensorDataset", "random_split"]
+__all__ = ["ChainDataset", "ConcatDataset", "Dataset", "IterableDataset", "Subset", "TensorDataset",
+           "random_split"]
 
 
 class Dataset:
