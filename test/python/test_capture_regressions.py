@@ -582,3 +582,22 @@ class _Sink:
 
 
 SINK = _Sink()
+
+
+def test_a_traced_shape_joins_a_literal_tuple_in_one_graph():
+    # llama2.c's RoPE: x.reshape(x.shape[:-1] + (-1, 2)) broke the graph ("the operator add on
+    # tuple and tuple": the traced shape is a tuple of values, the literal a constant).
+    def f(x, extra):
+        a = x.reshape(x.shape[:-1] + (-1, 2))
+        b = x.reshape((1,) + x.shape)
+        lst = [x.shape[0]] + [-1]
+        lst += (2,)
+        return a.sum(-1), b * 2, x.reshape(lst), x.reshape(tuple(extra) + x.shape[1:])
+
+    x = kiln.randn(3, 4)
+    out, graphs = graphs_of(f, x, [3])
+    assert len(graphs) == 1
+    for o, e in zip(out, f(x, [3])):
+        close(o, e)
+    with pytest.raises(TypeError, match="can only concatenate tuple"):
+        kiln.compile(lambda t: t.reshape(t.shape + [1]), backend="eager")(x)
