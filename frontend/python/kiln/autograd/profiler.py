@@ -7,8 +7,8 @@ __all__ = ["EventList", "profile", "record_function"]
 
 
 class profile(_Profile):
-    def __init__(self, enabled=True, *, use_cuda=False, use_device=None, record_shapes=False, with_flops=False,
-                 profile_memory=False, with_stack=False, with_modules=False, use_kineto=False, use_cpu=True,
+    def __init__(self, enabled=True, *, use_cuda=False, use_device=None, record_shapes=False,
+                 with_flops=False, profile_memory=False, with_stack=False, with_modules=False, use_kineto=False, use_cpu=True,
                  experimental_config=None, acc_events=False, custom_trace_id_callback=None):
         super().__init__()
         self.enabled = enabled

@@ -133,9 +133,9 @@ class _Profile:
     def export_chrome_trace(self, path):
         """A Chrome trace (chrome://tracing, Perfetto) of the recorded ranges."""
         pid = os.getpid()
-        trace = {"traceEvents": [{"name": e.name, "ph": "X", "cat": "user_annotation", "ts": e.time_range_start,
-                                  "dur": e.cpu_time_total, "pid": pid, "tid": e.thread} for e in self._events],
-                 "displayTimeUnit": "ms"}
+        events = [{"name": e.name, "ph": "X", "cat": "user_annotation", "ts": e.time_range_start,
+                   "dur": e.cpu_time_total, "pid": pid, "tid": e.thread} for e in self._events]
+        trace = {"traceEvents": events, "displayTimeUnit": "ms"}
         with open(path, "w") as f:
             json.dump(trace, f)
 

@@ -42,8 +42,8 @@ def _to(value, where):
 def _check_on(module, where):
     for t in list(module.parameters()) + list(module.buffers()):
         if t.device != where:
-            raise RuntimeError(f"module must have its parameters and buffers on device {where} (device_ids[0]) "
-                               f"but found one of them on device: {t.device}")
+            raise RuntimeError(f"module must have its parameters and buffers on device {where} "
+                               f"(device_ids[0]) but found one of them on device: {t.device}")
 
 
 class DataParallel(Module):
