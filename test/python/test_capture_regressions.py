@@ -601,3 +601,56 @@ def test_a_traced_shape_joins_a_literal_tuple_in_one_graph():
         close(o, e)
     with pytest.raises(TypeError, match="can only concatenate tuple"):
         kiln.compile(lambda t: t.reshape(t.shape + [1]), backend="eager")(x)
+
+
+class _Parser:
+    """Made inside the trace (einops' ParsedExpression): a static and a class method read
+    through the instance."""
+
+    def __init__(self, text):
+        self.ok = self.check(text) and self.make() == "made"
+
+    @staticmethod
+    def check(text):
+        return all(str.isalnum(c) or c == "_" for c in text)
+
+    @classmethod
+    def make(cls):
+        return "made" if cls is _Parser else "?"
+
+
+_BY_TYPE = {}
+
+
+def test_library_python_that_einops_runs_traces_in_one_graph():
+    # einops' recipe code broke the graph at each of these: a dict keyed by a class, str.isalnum(c),
+    # set.difference(a, b), ",".join(a traced list), itertools.chain(*lists), and static/class
+    # methods read through an instance.
+    import itertools
+
+    _BY_TYPE[type(kiln.ones(1))] = 2.0
+
+    def f(x, names):
+        factor = _BY_TYPE.get(type(x), None)
+        left, right = {"a", "b"}, {"b"}
+        extra = set.difference(left, right)
+        joined = ",".join(list(names)) + "->"
+        axes = list(itertools.chain(*[["a", "b"], ["c"]]))
+        parser = _Parser("ab_c")
+        p2 = _Parser.check("x")
+        assert parser.ok and p2 and extra == {"a"} and joined == "a,b->" and axes == ["a", "b", "c"]
+        return x * factor + len(axes)
+
+    seen = []
+
+    def backend(gm, example_inputs):
+        seen.append(gm)
+        return gm.forward
+
+    x = kiln.randn(3)
+    compiled = kiln.compile(f, backend=backend)
+    close(compiled(x, ("a", "b")), x * 2.0 + 3)
+    assert len(seen) == 1
+    _BY_TYPE[type(kiln.ones(1))] = 3.0  # the class-keyed dict's value is guarded
+    close(compiled(x, ("a", "b")), x * 3.0 + 3)
+    assert len(seen) == 2

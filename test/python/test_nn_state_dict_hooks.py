@@ -91,7 +91,11 @@ def test_public_pre_hook_gets_the_module_and_state_dict_hooks_run_in_order():
     sd = m.state_dict(keep_vars=True)
     m.load_state_dict(sd)
     assert calls == [("pre", "0.", True), ("post", ["0.bias", "0.weight"], {"version": 1}), ("load", m[0], "0.")]
-    assert sd._metadata == {"": {"version": 1}, "0": {"version": 1}}
+    meta_seen = []
+    m[0].register_load_state_dict_pre_hook(lambda mod, sd, prefix, meta, *rest: meta_seen.append(meta))
+    sd._metadata = {"0": {"version": 3}}  # as torch's checkpoints carry it
+    m.load_state_dict(sd)
+    assert meta_seen == [{"version": 3}]
     m[0]._register_state_dict_hook(lambda mod, sd, prefix, meta: {"replaced": 1})
     assert m[0].state_dict() == {"replaced": 1}
     m[0].register_state_dict_post_hook(lambda mod, sd, prefix, meta: sd)

@@ -70,6 +70,8 @@ from . import testing  # noqa: E402,F401
 from . import cuda  # noqa: E402,F401
 from . import accelerator, backends  # noqa: E402,F401
 from . import amp, cpu, profiler  # noqa: E402,F401
+from . import _einops  # noqa: E402
+_einops.install()  # einops picks a "kiln" backend for kiln tensors
 from .amp import autocast, is_autocast_available, is_autocast_enabled  # noqa: E402,F401
 from ._device_amp import cuda_amp as _cuda_amp  # noqa: E402
 cuda.amp = _cuda_amp

@@ -5,7 +5,9 @@ Both walk the module tree as torch's do, so checkpoint-conversion code written f
   load_state_dict: per module, load pre-hooks (they may rewrite the dict: gpt-fast merges
                    wq/wk/wv into wqkv) -> _load_from_state_dict -> children (each sees the keys
                    under its prefix) -> load post-hooks; then the strict check raises.
-The dict carries `_metadata` ({module prefix: {"version": module._version}}) as torch's does."""
+Hooks get local_metadata {"version": module._version}. Unlike torch's, the dict state_dict()
+returns has no `_metadata` attribute (an attribute set on a dict would break a compiled graph);
+load_state_dict reads one when a checkpoint has it (torch's files do)."""
 from collections import OrderedDict, namedtuple
 from collections.abc import Mapping
 
@@ -70,10 +72,7 @@ class StateDictMixin:
             destination, prefix, keep_vars = (list(args) + [destination, prefix, keep_vars][len(args):])[:3]
         if destination is None:
             destination = OrderedDict()
-            destination._metadata = OrderedDict()
         local_metadata = dict(version=self._version)
-        if hasattr(destination, "_metadata"):
-            destination._metadata[prefix[:-1]] = local_metadata
         for hook in list(_hooks(self, "_state_dict_pre_hooks").values()):
             hook(self, prefix, keep_vars)
         self._save_to_state_dict(destination, prefix, keep_vars)
