@@ -622,7 +622,8 @@ VT* InstructionTranslator::callSetMethod(SetVT* s, const std::string& name, VTs&
   nb::list pyArgs;
   for (VT* a : args)
     pyArgs.append(a->kind == VT::Kind::Set ? static_cast<SetVT*>(a)->set
-                                           : nb::object(constantValue(a, "a set method argument")));
+                  : isPlainData(a)             ? t_.toPython(a) // ids.update([...]) as einops does
+                                               : nb::object(constantValue(a, "a set method argument")));
   nb::object r = s->set.attr(name.c_str())(*pyArgs);
   if (isMutating) return t_.none();
   if (PyAnySet_Check(r.ptr())) return t_.make<SetVT>(r);

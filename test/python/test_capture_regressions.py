@@ -654,3 +654,17 @@ def test_library_python_that_einops_runs_traces_in_one_graph():
     _BY_TYPE[type(kiln.ones(1))] = 3.0  # the class-keyed dict's value is guarded
     close(compiled(x, ("a", "b")), x * 3.0 + 3)
     assert len(seen) == 2
+
+
+def test_a_set_updated_from_a_traced_list_stays_in_the_graph():
+    # einops: left.identifiers.update(ell_axes) with ell_axes a list made while tracing.
+    def f(x):
+        ids = {"a"}
+        ids.update(["b", "c"])
+        ids.update(("d",))
+        return x + len(ids)
+
+    x = kiln.randn(2)
+    out, graphs = graphs_of(f, x)
+    assert len(graphs) == 1
+    close(out, x + 4)
