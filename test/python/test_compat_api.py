@@ -115,3 +115,18 @@ def test_torch_nn_modules_paths():
     from kiln.utils.hooks import RemovableHandle
     assert (ReLU, Conv2d, Linear) == (nn.ReLU, nn.Conv2d, nn.Linear)
     assert isinstance(nn.Linear(1, 1).register_forward_hook(lambda *a: None), RemovableHandle)
+
+
+def test_device_and_layout_flags_kiln_does_not_have_are_false_like_torch_on_cpu():
+    torch = need_torch()
+    names = ["is_sparse", "is_sparse_csr", "is_quantized", "is_mkldnn", "is_nested", "is_xpu", "is_mps", "is_xla",
+             "is_ipu", "is_mtia", "is_maia", "is_vulkan"]
+    k, t = kiln.ones(2), torch.ones(2)
+    assert [getattr(k, n) for n in names] == [getattr(t, n) for n in names] == [False] * len(names)
+
+    def f(x):  # dcgan's Generator.forward: a branch on the device, one graph
+        if (x.is_cuda or x.is_xpu) and 2 > 1:
+            return x
+        return x * 2
+
+    assert kiln.explain(f)(k).graph_count == 1
