@@ -130,3 +130,24 @@ def test_device_and_layout_flags_kiln_does_not_have_are_false_like_torch_on_cpu(
         return x * 2
 
     assert kiln.explain(f)(k).graph_count == 1
+
+
+def test_word_language_model_safe_globals_load_a_whole_transformer():
+    # word_language_model/generate.py and super_resolve.py name the layers by torch's module
+    # paths in safe_globals; the same paths exist under kiln.nn.modules.
+    from kiln.nn.modules import activation, container, dropout, linear, normalization, pixelshuffle, transformer
+    layer = transformer.TransformerEncoderLayer(8, 2, 16, dropout=0.0)
+    model = transformer.TransformerEncoder(layer, 1)
+    model.eval()
+    buf = io.BytesIO()
+    kiln.save(model, buf)
+    allowed = [container.ModuleList, dropout.Dropout, linear.Linear, linear.NonDynamicallyQuantizableLinear,
+               normalization.LayerNorm, transformer.TransformerEncoder, transformer.TransformerEncoderLayer,
+               activation.MultiheadAttention, pixelshuffle.PixelShuffle,
+               kiln.nn.functional.relu]  # the layer's activation function: as torch, it must be listed
+    with kiln.serialization.safe_globals(allowed):
+        buf.seek(0)
+        back = kiln.load(buf)
+    assert type(back.layers[0].self_attn.out_proj) is linear.NonDynamicallyQuantizableLinear
+    x = kiln.randn(3, 2, 8)
+    np.testing.assert_allclose(back(x).detach().numpy(), model(x).detach().numpy(), rtol=1e-6, atol=1e-6)
