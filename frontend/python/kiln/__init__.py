@@ -73,7 +73,7 @@ from . import config  # noqa: E402,F401
 from . import testing  # noqa: E402,F401
 from . import cuda  # noqa: E402,F401
 from . import accelerator, backends  # noqa: E402,F401
-from . import amp, cpu  # noqa: E402,F401
+from . import amp, cpu, profiler  # noqa: E402,F401
 from . import func  # noqa: E402,F401
 from .func import vmap  # noqa: E402,F401
 from .amp import autocast, is_autocast_available, is_autocast_enabled  # noqa: E402,F401
