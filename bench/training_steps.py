@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Training steps and autograd overhead: kiln against PyTorch, eager and compiled.
 
-    python bench/training_steps.py [--steps N] [--json out.json] [--no-torch-compile]
+    python bench/training_steps.py [--steps N] [--models mlp,cnn,gpt] [--json out.json] [--no-torch-compile]
 
 For an MLP, the small CNN and the GPT-style model of training_models.py (forward, loss,
 backward, optimizer step), the median time per step and the peak resident memory of a process
@@ -109,6 +109,8 @@ def main():
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--json")
     ap.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
+    ap.add_argument("--models", default="mlp,cnn,gpt",
+                    help="comma-separated models to train (default: mlp,cnn,gpt)")
     ap.add_argument("--no-torch-compile", action="store_true",
                     help="skip torch.compile (its first training step compiles for tens of seconds)")
     a = ap.parse_args()
@@ -126,7 +128,11 @@ def main():
         ["torch-compiled"] if has_torch and not a.no_torch_compile else []) + ["kiln-step"]
     results = {}
     print(f"{'model':8} {'library':14} {'ms/step':>9} {'peak MB':>9} {'loss':>9} {'first step ms':>14}")
-    for model in ("mlp", "cnn", "gpt"):
+    models = [m for m in a.models.split(",") if m]
+    unknown = sorted(set(models) - {"mlp", "cnn", "gpt"})
+    if unknown:
+        ap.error(f"unknown model(s) {', '.join(unknown)}: expected mlp, cnn or gpt")
+    for model in models:
         for lib in libs:
             with tempfile.TemporaryDirectory() as cache:  # compiled: a cold first step
                 env = dict(os.environ, KILN_CACHE_DIR=cache, TORCHINDUCTOR_CACHE_DIR=cache,

@@ -554,7 +554,17 @@ int gemmThreads(int64_t m, int64_t n, int64_t k) {
   // blocks) than it saves: oneDNN at 1 vs 2 threads, 64^3 8.3 vs 8.8 us, 80^3 10.8 vs 9.2 us,
   // 96^3 17.4 vs 12.5 us (2 cores, bench/gemm_candidates.py's shapes).
   constexpr double kSingleThreadMacs = 64.0 * 64 * 80;
-  return double(m) * double(n) * double(k) < kSingleThreadMacs ? 1 : omp_get_max_threads();
+  // With a short inner dimension a product is mostly the writing of C, and splitting it costs
+  // more than that up to a larger size: an MLP's input gradient from 10 logits, 128 x 512 x 10,
+  // 10.9 us on one thread against 15.7 on two (dnnl_sgemm; the matmul primitive 87.9),
+  // 256 x 512 x 10 19.5 vs 30.3, 128 x 512 x 16 12.5 vs 16.6; from about 2M multiply-adds two
+  // threads win again (512 x 512 x 10 40 vs 21 us, 128 x 512 x 32 25 vs 17). Best of 15 rounds
+  // each, 2 cores.
+  constexpr int64_t kShortK = 16;
+  constexpr double kSingleThreadMacsShortK = 2.0 * 1024 * 1024;
+  const double macs = double(m) * double(n) * double(k);
+  if (macs < kSingleThreadMacs || (k <= kShortK && macs < kSingleThreadMacsShortK)) return 1;
+  return omp_get_max_threads();
 }
 
 bool preferMatmulPrimitive(bool ta, bool tb, int64_t m, int64_t n, int64_t k) {

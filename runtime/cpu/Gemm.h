@@ -42,7 +42,8 @@ template <typename F> void withThreads(int threads, F&& f) {
 }
 
 // The threads a GEMM of this size gets: 1 below a measured number of multiply-adds (about
-// 64 x 64 x 80), else omp_get_max_threads().
+// 64 x 64 x 80; about 2M when k <= 16, where the product is mostly the writing of C), else
+// omp_get_max_threads().
 int gemmThreads(int64_t m, int64_t n, int64_t k);
 
 } // namespace kiln::cpu

@@ -162,6 +162,28 @@ def _recomputable(node, info):
     return bool(tags & {"pointwise", "view", "creation"})
 
 
+def _fusible_reader(user, info):
+    """Whether `user` reads its input inside a fused loop (pointwise ops, views, reductions,
+    factories), so that the input need not exist in memory as a whole."""
+    if user.op != "call_function":
+        return False
+    tags = info.ops().get(str(user.target), (None, ()))[0]
+    return tags is not None and bool(tags & {"pointwise", "view", "reduction", "creation"})
+
+
+def _materialized(node, info):
+    """Whether some reader of `node` needs it in memory as a whole (a matmul, an op without a
+    lowering, a graph output): then the kernel that computes it writes it anyway, and saving it
+    for the backward costs nothing more. A node whose readers are all fusible lives only in
+    registers when it is not saved: saving it costs a write and a read that recomputing would not.
+    As PyTorch's min-cut (get_node_weight), such a node costs twice its bytes. This breaks ties
+    between equal cuts the right way: an MLP saves relu(x @ W.T + b), which the next matmul
+    reads anyway, rather than the pre-activation, which the forward would write only to be
+    saved and the backward would turn into relu again (written out for the weight gradient's
+    matmul)."""
+    return not all(_fusible_reader(u, info) for u in node.users)
+
+
 class _FlowNetwork:
     """A directed graph with capacities; max_flow then min_cut_source_side (Dinic)."""
 
@@ -269,6 +291,8 @@ def min_cut_partition(info):
         vin[node], vout[node] = net.vertex(), net.vertex()
         # Saving a node costs its bytes; a tuple (a multi-output op) cannot be saved, its items can.
         size = info.weights[node] if info.weights is not None else nbytes(node)
+        if size and node.op != "placeholder" and not _materialized(node, info):
+            size *= 2  # PyTorch's tie-breaker: see _materialized
         net.edge(vin[node], vout[node], size if size or node.op == "placeholder" else _INF)
         if node.op == "placeholder" or not _recomputable(node, info) or (
                 node in must_forward and not _recomputable(node, info)):

@@ -15,6 +15,7 @@ a graph (and a break) of every library call: a GPT training loop compiled 17 gra
 torch.compile compiles 2. The exception is an optimizer's step (kiln._compiling's
 capture_from_eager entries, checked by the frame callback), captured as TorchDynamo captures
 torch.optim's."""
+import functools
 import os
 import site
 import sysconfig
@@ -46,6 +47,10 @@ _LIBRARY_DIRS = _library_dirs()
 _KILN_DIR = _kiln_dir()
 
 
+# Cached: the frame callback asks again at every call of a frame that runs eagerly without a
+# cache entry (a resume function with no tensor in scope, a helper called from one), and
+# os.path.realpath's lstat per path component cost 27 us of each such call.
+@functools.lru_cache(maxsize=4096)
 def is_skipped_file(filename):
     """True for a code object's co_filename whose frames are not captured."""
     if filename.startswith((GLUE_FILENAME_PREFIX, GRAPH_MODULE_FILENAME_PREFIX, "<frozen ")):
