@@ -8,6 +8,7 @@ namespace kiln {
 // Highest priority first. Backend keys come last; exactly one applies per call. CUDA ranks
 // above CPU so that a call mixing the two (copy_ between devices) reaches the CUDA kernel.
 enum class DispatchKey : uint8_t {
+  Complex,        // complex dtypes: ops rewritten into real ops on view_as_real views (runtime/complex)
   Tracing,        // records ops into a graph (AOT tracing, export)
   Autograd,       // records the backward graph
   Functionalize,  // rewrites mutations and views
