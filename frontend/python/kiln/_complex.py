@@ -131,7 +131,7 @@ def is_complex_data(data, dtype):
     """Whether kiln.tensor(data, dtype=dtype) makes a complex tensor: a complex dtype=, a complex
     numpy array, or (dtype inferred) complex numbers in the data."""
     if dtype is not None:
-        return dtype.is_complex
+        return getattr(dtype, "is_complex", False)
     if _is_numpy_array(data):
         return data.dtype.kind == "c"
     return _contains_complex(data)

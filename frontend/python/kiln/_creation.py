@@ -17,7 +17,9 @@ def _as_device(device):
 def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=False):
     """A new tensor holding a copy of `data`, with torch.tensor's dtype inference: bools give
     bool, ints int64, floats float32, numpy arrays and tensors keep their dtype, mixtures promote."""
-    if (dtype is not None and dtype.is_complex) or (_is_numpy_array(data) and data.dtype.kind == "c"):
+    if dtype is complex:  # Python's type, as torch reads it
+        dtype = _complex.complex128
+    if getattr(dtype, "is_complex", False) or (_is_numpy_array(data) and data.dtype.kind == "c"):
         t = _complex.complex_from_data(data, dtype)
     else:
         try:
