@@ -67,6 +67,7 @@ from .autograd import (  # noqa: E402,F401
 from . import autograd, nn  # noqa: E402,F401
 from . import optim  # noqa: E402,F401
 from . import linalg  # noqa: E402,F401
+from . import fft  # noqa: E402,F401
 from . import distributions  # noqa: E402,F401
 from . import utils  # noqa: E402,F401
 from .serialization import load, save  # noqa: E402,F401
