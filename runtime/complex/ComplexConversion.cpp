@@ -61,8 +61,11 @@ Tensor complexClone(const Tensor& self) {
 Tensor complexCat(const std::vector<Tensor>& tensors, int64_t dim) {
   KILN_CHECK(!tensors.empty(), "torch.cat(): expected a non-empty list of Tensors");
   ScalarType out = tensors[0].dtype();
-  for (const Tensor& t : tensors)
+  for (const Tensor& t : tensors) {
+    // (their pairs have a dim: cat would join the pairs themselves)
+    KILN_CHECK(t.dim() > 0, "zero-dimensional tensor cannot be concatenated");
     out = promoteTypes(out, t.dtype());
+  }
   int64_t ndim = tensors[0].dim();
   std::vector<Tensor> pairs;
   for (const Tensor& t : tensors) {

@@ -12,6 +12,7 @@ namespace {
 // The dims of the complex tensor as dims of its pairs (all of them when none are given).
 std::vector<int64_t> pairDims(const Tensor& self, std::optional<IntArrayRef> dim) {
   std::vector<int64_t> out;
+  if (self.dim() == 0) return out; // dim 0 / -1 of a 0-d tensor names no dim to reduce
   if (!dim || dim->size() == 0) {
     for (int64_t d = 0; d < self.dim(); ++d)
       out.push_back(d);

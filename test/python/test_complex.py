@@ -255,6 +255,9 @@ def _real_loss(T, out, weights):
     ("conj", lambda T, z, w, r: T.conj(z) * w), ("sum", lambda T, z, w, r: (z * w).sum(0)),
     ("mean", lambda T, z, w, r: z.mean(-1, keepdim=True) - z), ("polar", lambda T, z, w, r: T.polar(r.abs(), r) * z),
     ("complex", lambda T, z, w, r: T.complex(r, r * 3) / z), ("reciprocal", lambda T, z, w, r: T.reciprocal(z)),
+    ("layout", lambda T, z, w, r: T.cat([z, w.t().contiguous().t()], 1).reshape(6, 4).transpose(0, 1)[1:, ::2]),
+    ("stack_expand", lambda T, z, w, r: T.stack([z, w], 0).unsqueeze(1).expand(2, 3, 3, 4).sum(1)),
+    ("to", lambda T, z, w, r: z.to(T.complex128) * w.to(T.complex128) + r.to(T.complex64)),
 ])
 def test_gradients_match_torch(kd, td, name, fn):
     real_t = torch.float64 if td == torch.complex128 else torch.float32

@@ -24,7 +24,7 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=Fal
     else:
         try:
             t = _C._tensor_from_data(data, dtype)
-        except TypeError:  # complex numbers in the data (the C++ converter takes real ones)
+        except (TypeError, NotImplementedError):  # complex numbers (the C++ converter takes real ones)
             if not _complex.is_complex_data(data, dtype):
                 raise
             t = _complex.complex_from_data(data, dtype)
