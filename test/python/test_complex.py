@@ -208,6 +208,16 @@ def test_layout_ops_and_reductions(kd, td):
     assert kiln.cat([k, K(a.real)], 0).dtype == kd
 
 
+def test_zero_dim_complex_reductions_and_cat():
+    """Regression: a 0-d complex tensor's pairs have a dim of their own, which sum(dim=0) reduced
+    and cat joined."""
+    z = kiln.tensor(1 + 2j)
+    assert z.sum(0).item() == 1 + 2j and z.mean(-1, keepdim=True).item() == 1 + 2j
+    with pytest.raises(RuntimeError, match="zero-dimensional tensor cannot be concatenated"):
+        kiln.cat([z, z])
+    assert kiln.tensor([np.complex64(1 + 1j), 2]).tolist() == [1 + 1j, 2 + 0j]
+
+
 def test_copies_and_conversions():
     a = crandn(3, 2, seed=11)
     k = K(a)
