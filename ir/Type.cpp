@@ -21,7 +21,8 @@ TensorType TensorType::of(const Tensor& t, Device device) {
 
 namespace {
 constexpr const char* kShortNames[kNumScalarTypes] = {"b8",  "u8",  "i8",   "i16", "i32",
-                                                      "i64", "f16", "bf16", "f32", "f64"};
+                                                      "i64", "f16", "bf16", "f32", "f64",
+                                                      "c64", "c128"};
 
 std::string symList(const std::vector<IndexExpr>& v) {
   std::string s = "[";

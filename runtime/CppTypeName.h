@@ -8,7 +8,7 @@ namespace kiln {
 inline const char* cppTypeName(ScalarType t) {
   static constexpr const char* names[] = {"bool",  "unsigned char", "signed char", "short int",
                                           "int",   "long int",      "c10::Half",   "c10::BFloat16",
-                                          "float", "double"};
+                                          "float", "double",                "c10::complex<float>", "c10::complex<double>"};
   return names[int(t)];
 }
 

@@ -4,6 +4,7 @@
 #include "runtime/Autocast.h"
 #include "runtime/Error.h"
 #include "runtime/autograd/AutogradKernels.h"
+#include "runtime/complex/ComplexFallback.h"
 #include "runtime/cuda/CudaTensorKernels.h"
 
 namespace kiln {
@@ -15,6 +16,7 @@ Dispatcher& Dispatcher::instance() {
     autograd::registerAutogradKernels(*fresh);
     cuda::registerCudaTensorKernels(*fresh);
     autocast::registerAutocast(*fresh);
+    complex::registerComplexFallback(*fresh);
     return fresh;
   }();
   return *d;
@@ -27,6 +29,7 @@ Dispatcher::Dispatcher() {
       ArgType t = s.args[i].type;
       if (t == ArgType::Tensor || t == ArgType::TensorList || t == ArgType::OptionalTensorList)
         e.tensorArgs.push_back(int(i));
+      if (t == ArgType::ScalarType) e.dtypeArgs.push_back(int(i));
     }
     e.tracksViews = s.hasTag(kTagView);
     for (size_t i = 0; i < s.args.size() && s.hasTag(kTagCreation); ++i)
@@ -65,6 +68,7 @@ static DispatchKeySet keysOf(const Tensor& t) {
   if (!t.defined()) return {};
   DispatchKeySet ks(backendKeyOf(t.device()));
   if (t.requiresGrad()) ks = ks | DispatchKeySet(DispatchKey::Autograd);
+  if (isComplexType(t.dtype())) ks = ks | DispatchKeySet(DispatchKey::Complex);
   return ks;
 }
 
@@ -82,6 +86,10 @@ DispatchKeySet Dispatcher::computeKeys(OpId op, const Stack& stack) const {
     }
   }
   const Entry& e = ops_[size_t(op)];
+  // A complex dtype= (zeros(..., dtype=complex64), x.to(complex64)) reaches the Complex key too.
+  for (int i : e.dtypeArgs)
+    if (stack[size_t(i)].isScalarType() && isComplexType(stack[size_t(i)].toScalarType()))
+      ks = ks | DispatchKeySet(DispatchKey::Complex);
   // A factory's device= joins the keys of its tensor arguments (zeros_like(cpu_tensor,
   // device="cuda") must reach the CUDA kernel, not fill device memory from the CPU one).
   if (e.factoryDeviceArg >= 0 && !stack[size_t(e.factoryDeviceArg)].isNone())

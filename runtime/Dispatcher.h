@@ -49,6 +49,7 @@ private:
     OpSchema schema;
     BoxedKernel kernels[kNumDispatchKeys] = {};
     std::vector<int> tensorArgs; // indices of Tensor / Tensor[] arguments
+    std::vector<int> dtypeArgs;  // indices of ScalarType arguments
     bool tracksViews = false;    // a view op: seen by Autograd whenever grad mode is on
     int factoryDeviceArg = -1;   // a creation op's Device argument (it picks the backend)
   };

@@ -1,4 +1,4 @@
-// The ten dtypes, their properties, PyTorch's promotion lattice and the dtype dispatch macros.
+// The twelve dtypes, their properties, PyTorch's promotion lattice and the dtype dispatch macros.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -9,8 +9,11 @@ namespace kiln {
 
 enum class ScalarType : uint8_t {
   Bool, UInt8, Int8, Int16, Int32, Int64, Float16, BFloat16, Float32, Float64,
+  // Interleaved (re, im) pairs of float32 / float64 (docs/complex.md): no kernel computes on
+  // them; the Complex dispatch key rewrites their ops into real ops on view_as_real views.
+  ComplexFloat, ComplexDouble,
 };
-constexpr int kNumScalarTypes = 10;
+constexpr int kNumScalarTypes = 12;
 
 size_t elementSize(ScalarType t);
 // "float32", "int64", ... (the name after "kiln." / "torch.").
@@ -21,6 +24,21 @@ const char* scalarTypeShortName(ScalarType t);
 inline bool isFloatingType(ScalarType t) {
   return t == ScalarType::Float16 || t == ScalarType::BFloat16 || t == ScalarType::Float32 ||
          t == ScalarType::Float64;
+}
+inline bool isComplexType(ScalarType t) {
+  return t == ScalarType::ComplexFloat || t == ScalarType::ComplexDouble;
+}
+// Dtypes autograd differentiates (torch's is_differentiable_type): floating and complex.
+inline bool isDifferentiableType(ScalarType t) { return isFloatingType(t) || isComplexType(t); }
+// complex64 -> float32, complex128 -> float64; other dtypes map to themselves.
+inline ScalarType toRealValueType(ScalarType t) {
+  return t == ScalarType::ComplexFloat ? ScalarType::Float32
+         : t == ScalarType::ComplexDouble ? ScalarType::Float64 : t;
+}
+// float64 -> complex128, every other dtype -> complex64 (torch.promote_types(t, complex64)).
+inline ScalarType toComplexType(ScalarType t) {
+  return t == ScalarType::Float64 || t == ScalarType::ComplexDouble ? ScalarType::ComplexDouble
+                                                                     : ScalarType::ComplexFloat;
 }
 inline bool isIntegralType(ScalarType t, bool includeBool) {
   return (t >= ScalarType::UInt8 && t <= ScalarType::Int64) || (includeBool && t == ScalarType::Bool);

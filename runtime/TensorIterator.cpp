@@ -16,10 +16,13 @@ std::optional<ScalarType> promoteOpt(std::optional<ScalarType> a, ScalarType b) 
   return a ? promoteTypes(*a, b) : b;
 }
 
-// PyTorch's combine_categories: a higher category (float over int over bool) wins outright.
+// PyTorch's combine_categories: a higher category (complex over float over int over bool) wins
+// outright; a complex lower one keeps a floating higher one's precision.
 std::optional<ScalarType> combineCategories(std::optional<ScalarType> higher,
                                             std::optional<ScalarType> lower) {
   if (!higher) return lower;
+  if (isComplexType(*higher)) return higher;
+  if (lower && isComplexType(*lower)) return isFloatingType(*higher) ? toComplexType(*higher) : *lower;
   if (isFloatingType(*higher)) return higher;
   if (*higher == ScalarType::Bool || (lower && isFloatingType(*lower)))
     return lower ? promoteTypes(*higher, *lower) : *higher;
@@ -35,6 +38,7 @@ ScalarType resultType(const std::vector<Tensor>& tensors) {
     ScalarType d = t.dtype();
     if (t.isWrappedNumber()) {
       if (isFloatingType(d)) d = ScalarType::Float32; // the default dtype
+      if (isComplexType(d)) d = ScalarType::ComplexFloat; // the default complex dtype
       wrappedResult = promoteOpt(wrappedResult, d);
     } else if (t.dim() == 0) {
       zeroResult = promoteOpt(zeroResult, d);

@@ -47,6 +47,7 @@ public:
   bool isDouble() const { return std::holds_alternative<double>(v_); }
   bool isBool() const { return std::holds_alternative<bool>(v_); }
   bool isScalar() const { return std::holds_alternative<Scalar>(v_); }
+  bool isScalarType() const { return std::holds_alternative<ScalarType>(v_); }
   bool isIntList() const { return std::holds_alternative<std::vector<int64_t>>(v_); }
   bool isOptionalTensorList() const {
     return std::holds_alternative<std::vector<std::optional<Tensor>>>(v_);

@@ -18,6 +18,7 @@ A table entry:
     kernel: add                       # CPU and Meta kernel (must not touch data of meta tensors)
     cpu: / meta:                      # per-backend kernels instead of `kernel`
     composite: softmax                # written in other ops; valid for every backend
+    complex: mul                      # the op on complex dtypes, in real ops (runtime/complex/)
     inplace: true                     # generic in-place: run the functional op, copy into self
     python: add                       # Python name (default: the op name; "" hides it)
     decompose: gelu                   # kiln::decompositions::gelu, the op in other ops (compiler/decompositions/)
@@ -232,6 +233,8 @@ class Op:
             self.kernels["Meta"] = entry["meta"]
         if "composite" in entry:
             self.kernels["CompositeImplicit"] = entry["composite"]
+        if "complex" in entry:
+            self.kernels["Complex"] = entry["complex"]
         self.inplace = bool(entry.get("inplace", False))
         self.decompose = entry.get("decompose")
         if not self.kernels and not self.inplace:

@@ -85,7 +85,7 @@ public:
     args.append(ctx_);
     for (size_t i = 0; i < grads.size(); ++i) {
       Tensor g = grads[i];
-      if (!g.defined() && materialize_ && isFloatingType(inputMetadata()[i].dtype))
+      if (!g.defined() && materialize_ && isDifferentiableType(inputMetadata()[i].dtype))
         g = ops::zeros(inputMetadata()[i].sizes, inputMetadata()[i].dtype, inputMetadata()[i].device);
       args.append(wrap(g));
     }
@@ -126,8 +126,8 @@ private:
 };
 
 void setRequiresGrad(const Tensor& t, bool on) {
-  KILN_CHECK(!on || isFloatingType(t.dtype()),
-             "only Tensors of floating point dtype can require gradients (got ", scalarTypeName(t.dtype()), ")");
+  KILN_CHECK(!on || isDifferentiableType(t.dtype()),
+             "only Tensors of floating point and complex dtype can require gradients (got ", scalarTypeName(t.dtype()), ")");
   if (!isLeaf(t)) {
     KILN_CHECK(on, "you can only change requires_grad flags of leaf variables. If you want to use a computed "
                    "variable in a subgraph that doesn't require differentiation use var_no_grad = var.detach().");
@@ -358,7 +358,7 @@ void registerAutograd(nb::module_& m, TensorClass& cls) {
               setHistory(alias, node);
               result.append(wrap(alias));
             } else {
-              if (isFloatingType(t.dtype())) setHistory(t, node);
+              if (isDifferentiableType(t.dtype())) setHistory(t, node);
               else node->addInputMetadata(t);
               result.append(o);
             }

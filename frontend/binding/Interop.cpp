@@ -39,6 +39,10 @@ std::optional<ScalarType> dtypeFromDlpack(uint8_t code, uint8_t bits) {
     return std::nullopt;
   case dlpack::kDLBfloat:
     return bits == 16 ? std::optional(ScalarType::BFloat16) : std::nullopt;
+  case dlpack::kDLComplex:
+    if (bits == 64) return ScalarType::ComplexFloat;
+    if (bits == 128) return ScalarType::ComplexDouble;
+    return std::nullopt;
   default:
     return std::nullopt;
   }
@@ -47,7 +51,8 @@ std::optional<ScalarType> dtypeFromDlpack(uint8_t code, uint8_t bits) {
 dlpack::DataType dlpackType(ScalarType t) {
   static constexpr uint8_t codes[] = {
       dlpack::kDLBool, dlpack::kDLUInt,  dlpack::kDLInt,    dlpack::kDLInt,   dlpack::kDLInt,
-      dlpack::kDLInt,  dlpack::kDLFloat, dlpack::kDLBfloat, dlpack::kDLFloat, dlpack::kDLFloat};
+      dlpack::kDLInt,  dlpack::kDLFloat, dlpack::kDLBfloat, dlpack::kDLFloat, dlpack::kDLFloat,
+      dlpack::kDLComplex, dlpack::kDLComplex};
   return {codes[int(t)], uint8_t(elementSize(t) * 8), 1};
 }
 
@@ -223,7 +228,7 @@ Tensor tensorFromArray(nb::ndarray<nb::ro> a, nb::handle owner) {
   std::optional<ScalarType> dt = dtypeFromDlpack(a.dtype().code, a.dtype().bits);
   KILN_CHECK_TYPE(dt && a.dtype().lanes == 1, "can't convert array of this dtype (code ",
                   int(a.dtype().code), ", ", int(a.dtype().bits),
-                  " bits); the only supported types are: float64, float32, "
+                  " bits); the only supported types are: complex64, complex128, float64, float32, "
                   "float16, int64, int32, int16, int8, uint8, and bool");
   DimVector sizes(a.ndim()), strides(a.ndim());
   for (size_t d = 0; d < a.ndim(); ++d) {

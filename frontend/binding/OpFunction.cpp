@@ -9,6 +9,7 @@
 
 #include "frontend/binding/PythonConvert.h"
 #include "runtime/Dispatcher.h"
+#include "runtime/Warning.h"
 
 namespace kiln::python {
 
@@ -37,10 +38,13 @@ PyObject* callOp(OpFunctionObject* self, PyObject* const* args, size_t nargsf, P
     }
     ParsedCall call = g->parse(selfTensor, args, nargs, kwnames);
     Dispatcher::instance().call(call.op, call.stack);
+    if (hasWarnings())
+      for (const std::string& w : takeWarnings())
+        if (PyErr_WarnEx(PyExc_UserWarning, w.c_str(), 1) < 0) return nullptr;
     if (call.requiresGrad) {
       for (Value& v : call.stack) {
         if (!v.isTensor()) continue;
-        KILN_CHECK(isFloatingType(v.toTensor().dtype()),
+        KILN_CHECK(isDifferentiableType(v.toTensor().dtype()),
                    "Only Tensors of floating point and complex dtype can require gradients");
         v.toTensor().impl()->requiresGrad = true;
       }

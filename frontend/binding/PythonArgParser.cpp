@@ -65,6 +65,15 @@ bool asTensor(PyObject* o, bool allowNumber, Value& out) {
     out = Value(unwrapTensor(o));
     return true;
   }
+  if (allowNumber && PyComplex_Check(o)) {
+    // A Python complex number: a wrapped complex128 number (torch's wrapped_scalar_tensor).
+    Tensor t = Tensor::empty({}, ScalarType::ComplexDouble);
+    t.data<double>()[0] = PyComplex_RealAsDouble(o);
+    t.data<double>()[1] = PyComplex_ImagAsDouble(o);
+    t.impl()->isWrappedNumber = true;
+    out = Value(std::move(t));
+    return true;
+  }
   if (allowNumber && isNumberLike(o)) {
     out = Value(Tensor::wrapScalar(toScalarFromNumber(o)));
     return true;

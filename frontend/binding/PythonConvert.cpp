@@ -32,7 +32,7 @@ void registerDtypes(nb::module_& m) {
   nb::class_<DtypeBox>(m, "dtype")
       .def_prop_ro("is_floating_point", [](DtypeBox& d) { return isFloatingType(d.type); })
       .def_prop_ro("is_signed", [](DtypeBox& d) { return isSignedType(d.type); })
-      .def_prop_ro("is_complex", [](DtypeBox&) { return false; })
+      .def_prop_ro("is_complex", [](DtypeBox& d) { return isComplexType(d.type); })
       .def_prop_ro("itemsize", [](DtypeBox& d) { return elementSize(d.type); })
       .def("__repr__", [](DtypeBox& d) { return std::string("kiln.") + scalarTypeName(d.type); })
       .def("__reduce__", [](DtypeBox& d) { return std::string(scalarTypeName(d.type)); });

@@ -47,7 +47,7 @@ ScalarType inferDtype(PyObject* o, size_t depth) {
   if (PyLong_Check(o)) return ScalarType::Int64;
   if (PyFloat_Check(o)) return ScalarType::Float32;
   KILN_CHECK_TYPE(!PyComplex_Check(o),
-                  "kiln has no complex dtypes: cannot make a tensor of complex numbers");
+                  "complex numbers: kiln.tensor makes complex tensors in Python (kiln/_complex.py)");
   KILN_CHECK_VALUE(!isText(o) && depth < kMaxDims, "too many dimensions '", Py_TYPE(o)->tp_name,
                    "'");
   KILN_CHECK(PySequence_Check(o), "Could not infer dtype of ", Py_TYPE(o)->tp_name);

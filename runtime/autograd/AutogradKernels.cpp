@@ -44,7 +44,7 @@ void recordOutputs(const Stack& s, const IntrusivePtr<Node>& node, std::vector<b
   auto one = [&](const Tensor& t) {
     bool diff = differentiable.empty() || (index < differentiable.size() && differentiable[index]);
     ++index;
-    if (t.defined() && isFloatingType(t.dtype()) && diff) setHistory(t, node);
+    if (t.defined() && isDifferentiableType(t.dtype()) && diff) setHistory(t, node);
     else if (t.defined()) node->addInputMetadata(t);
     else node->addInputMetadata(Tensor::empty({}, ScalarType::Float32, Device(DeviceType::Meta)));
   };
@@ -63,7 +63,7 @@ bool anyDefined(const std::vector<Tensor>& grads) {
 
 void materializeGrads(std::vector<Tensor>& grads, const std::vector<InputMetadata>& meta) {
   for (size_t i = 0; i < grads.size() && i < meta.size(); ++i)
-    if (!grads[i].defined() && isFloatingType(meta[i].dtype))
+    if (!grads[i].defined() && isDifferentiableType(meta[i].dtype))
       grads[i] = ops::zeros(meta[i].sizes, meta[i].dtype, meta[i].device);
 }
 

@@ -142,7 +142,7 @@ bool allTrue(const Tensor& t) {
 const char* c10TypeName(ScalarType t) {
   static constexpr const char* names[] = {"bool",  "uint8_t", "int8_t",    "int16_t",
                                           "int",   "int64_t", "c10::Half", "c10::BFloat16",
-                                          "float", "double"};
+                                          "float", "double", "c10::complex<float>", "c10::complex<double>"};
   return names[int(t)];
 }
 

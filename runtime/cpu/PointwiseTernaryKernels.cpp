@@ -17,7 +17,7 @@ using cpu::runInplace;
 const char* typeMetaName(ScalarType t) {
   static constexpr const char* names[] = {"bool",  "unsigned char", "signed char", "short int",
                                           "int",   "long int",      "c10::Half",   "c10::BFloat16",
-                                          "float", "double"};
+                                          "float", "double", "c10::complex<float>", "c10::complex<double>"};
   return names[int(t)];
 }
 

@@ -236,4 +236,39 @@ Tensor alias(const Tensor& self) {
   return self.asStrided(self.sizes(), self.strides(), self.storageOffset());
 }
 
+// view_as_real / view_as_complex: the same bytes read as (re, im) pairs of the real value type
+// (a trailing dim of 2 with stride 1, the other strides and the offset doubled), and back.
+Tensor viewAsReal(const Tensor& self) {
+  KILN_CHECK(isComplexType(self.dtype()), "view_as_real is only supported for complex tensors");
+  DimVector sizes(self.sizes()), strides;
+  for (int64_t s : self.strides())
+    strides.push_back(2 * s);
+  sizes.push_back(2);
+  strides.push_back(1);
+  auto impl = makeIntrusive<TensorImpl>(self.storage(), toRealValueType(self.dtype()),
+                                        std::move(sizes), std::move(strides), 2 * self.storageOffset());
+  return Tensor(std::move(impl));
+}
+
+Tensor viewAsComplex(const Tensor& self) {
+  ScalarType t = self.dtype();
+  KILN_CHECK(t == ScalarType::Float32 || t == ScalarType::Float64,
+             "view_as_complex is only supported for float and double tensors, but got a tensor of "
+             "scalar type: ", scalarTypeShortName(t));
+  KILN_CHECK(self.dim() != 0, "Input tensor must have one or more dimensions");
+  KILN_CHECK(self.sizes().back() == 2, "Tensor must have a last dimension of size 2");
+  KILN_CHECK(self.strides().back() == 1, "Tensor must have a last dimension with stride 1");
+  DimVector sizes(self.sizes()), strides;
+  sizes.resize(sizes.size() - 1);
+  for (size_t d = 0; d + 1 < size_t(self.dim()); ++d) {
+    KILN_CHECK(self.strides()[d] % 2 == 0,
+               "Tensor must have a stride divisible by 2 for all but last dimension");
+    strides.push_back(self.strides()[d] / 2);
+  }
+  KILN_CHECK(self.storageOffset() % 2 == 0, "Tensor must have a storage_offset divisible by 2");
+  auto impl = makeIntrusive<TensorImpl>(self.storage(), toComplexType(t), std::move(sizes),
+                                        std::move(strides), self.storageOffset() / 2);
+  return Tensor(std::move(impl));
+}
+
 } // namespace kiln::kernels

@@ -91,8 +91,9 @@ def test_from_dlpack_errors():
         kiln.from_dlpack([1, 2])
     with pytest.raises(TypeError):
         kiln.from_dlpack(np.zeros(3, dtype=np.uint16))
+    assert kiln.from_dlpack(np.zeros(3, dtype=np.complex64)).dtype == kiln.complex64  # docs/complex.md
     with pytest.raises(TypeError):
-        kiln.from_dlpack(np.zeros(3, dtype=np.complex64))
+        kiln.from_dlpack(np.zeros(3, dtype=np.uint32))
     with pytest.raises(ValueError):
         kiln.from_dlpack(np.zeros(5)[::-1])
     torch = need_torch()

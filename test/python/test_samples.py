@@ -23,6 +23,9 @@ UNINITIALIZED = {"empty", "empty_like", "new_empty", "empty_strided"}
 TORCH_PRIMS_QUIRKS = {(op, d) for op in ("prims.sum", "prims.prod")
                       for d in ("bool", "uint8", "int8", "int16", "int32")}
 
+# dtypes kiln lacks: PyTorch's view_as_complex of float16 pairs is a complex32 (docs/complex.md).
+KILN_LACKS = {("aten.view_as_complex", "float16")}
+
 
 # PyTorch's own results that vary with the CPU: its float16 convolution backward rounds once on
 # CPUs with AVX512-FP16 (oneDNN) and per sample elsewhere; kiln rounds once everywhere, within a
@@ -131,7 +134,7 @@ def test_op_matches_torch(target):
     for dtype in testing.ALL_DTYPES:
         samples = testing.sample_inputs(target, dtype)
         if dtype not in supported:
-            if target.startswith("prims."):
+            if target.startswith("prims.") or (target, dtype) in KILN_LACKS:
                 continue  # PyTorch's prims run on dtypes kiln's leave out (exp of bool)
             args, kwargs = next(samples)
             _, err = _run(testing.torch_op(target), testing.to_torch(args), testing.to_torch(kwargs))

@@ -53,6 +53,12 @@ arcsinh, arccosh, arctanh = asinh, acosh, atanh
 from ._composites_extra import diag_embed, ravel, sgn, tile, _install_methods as _install_extra  # noqa: E402,F401
 _install_extra(Tensor)
 del _install_extra
+from ._complex import (  # noqa: E402,F401
+    angle, cdouble, cfloat, complex, complex64, complex128, conj, conj_physical, imag, is_complex, is_conj, polar,
+    real, resolve_conj, resolve_neg, _install_methods as _install_complex,
+)
+_install_complex(Tensor)
+del _install_complex
 from ._random import install as _install_random  # noqa: E402
 _install_random(globals(), Tensor)
 del _install_random
@@ -63,6 +69,7 @@ from .autograd import (  # noqa: E402,F401
 from . import autograd, nn  # noqa: E402,F401
 from . import optim  # noqa: E402,F401
 from . import linalg  # noqa: E402,F401
+from . import fft  # noqa: E402,F401
 from ._lapack import install as _install_lapack  # noqa: E402
 
 _install_lapack(globals(), Tensor)

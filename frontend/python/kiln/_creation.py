@@ -1,6 +1,6 @@
 """kiln.tensor, kiln.as_tensor and kiln.from_dlpack: tensors from Python data (nested lists,
 numbers, numpy arrays, tensors) and from other libraries' arrays."""
-from . import _C
+from . import _C, _complex
 
 _GRAD_DTYPES_ERROR = "Only Tensors of floating point and complex dtype can require gradients"
 
@@ -17,14 +17,24 @@ def _as_device(device):
 def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=False):
     """A new tensor holding a copy of `data`, with torch.tensor's dtype inference: bools give
     bool, ints int64, floats float32, numpy arrays and tensors keep their dtype, mixtures promote."""
-    t = _C._tensor_from_data(data, dtype)
+    if dtype is complex:  # Python's type, as torch reads it
+        dtype = _complex.complex128
+    if getattr(dtype, "is_complex", False) or (_is_numpy_array(data) and data.dtype.kind == "c"):
+        t = _complex.complex_from_data(data, dtype)
+    else:
+        try:
+            t = _C._tensor_from_data(data, dtype)
+        except (TypeError, NotImplementedError):  # complex numbers (the C++ converter takes real ones)
+            if not _complex.is_complex_data(data, dtype):
+                raise
+            t = _complex.complex_from_data(data, dtype)
     # Made on the CPU: no copy (no op at all) when that is where it goes. Under capture, an op on
     # a tensor made from Python data inside this call is refused (it would be baked in), so
     # `kiln.tensor(data, device=x.device)` broke the graph for a CPU x.
     if device is not None and _as_device(device) != t.device:
         t = t.to(device=device)
     if requires_grad:
-        if not t.dtype.is_floating_point:
+        if not (t.dtype.is_floating_point or t.dtype.is_complex):
             raise RuntimeError(_GRAD_DTYPES_ERROR)
         t.requires_grad = True
     return t

@@ -1,5 +1,5 @@
 """torch.promote_types, result_type and can_cast: PyTorch's type promotion lattice over kiln's
-dtypes (bool < integers < floating), the same table its binary ops apply."""
+dtypes (bool < integers < floating < complex), the same table its binary ops apply."""
 from . import _C
 
 __all__ = ["can_cast", "promote_types", "result_type"]
@@ -9,7 +9,13 @@ _FLOATS = [_C.float16, _C.bfloat16, _C.float32, _C.float64]
 
 
 def _kind(dtype):
+    if dtype.is_complex:
+        return 3
     return 0 if dtype == _C.bool else 2 if dtype.is_floating_point else 1
+
+
+def _complex_of(dtype):
+    return _C.complex128 if dtype in (_C.float64, _C.complex128) else _C.complex64
 
 
 def promote_types(type1, type2):
@@ -17,6 +23,10 @@ def promote_types(type1, type2):
     if type1 == type2:
         return type1
     k1, k2 = _kind(type1), _kind(type2)
+    if 3 in (k1, k2):
+        # complex with float64 is complex128 (both keep their precision)
+        wide = _C.float64 in (type1, type2) or _C.complex128 in (type1, type2)
+        return _C.complex128 if wide else _C.complex64
     if k1 != k2:
         return type1 if k1 > k2 else type2
     if k1 == 1:
@@ -38,6 +48,8 @@ def _category_dtype(value):
         return _C.int64
     if isinstance(value, float):
         return _C.float32
+    if isinstance(value, complex):
+        return _C.complex64
     raise TypeError(f"result_type(): expected a tensor or a number, got {type(value).__name__}")
 
 
@@ -60,7 +72,11 @@ def result_type(tensor1, tensor2):
         if result is None:
             result = dtype
         elif _kind(dtype) > _kind(result):
-            result = dtype if group is not groups[2] or _kind(dtype) != 2 else _C.float32
+            if _kind(result) == 2 and _kind(dtype) == 3:
+                result = _complex_of(result)  # a complex number keeps a float tensor's precision
+            else:
+                result = dtype if group is not groups[2] or _kind(dtype) < 2 else (
+                    _C.float32 if _kind(dtype) == 2 else _C.complex64)
     return result
 
 

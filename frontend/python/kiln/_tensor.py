@@ -9,6 +9,7 @@ _TYPE_NAMES = {
     _C.float32: "FloatTensor", _C.float64: "DoubleTensor", _C.float16: "HalfTensor",
     _C.bfloat16: "BFloat16Tensor", _C.uint8: "ByteTensor", _C.int8: "CharTensor",
     _C.int16: "ShortTensor", _C.int32: "IntTensor", _C.int64: "LongTensor", _C.bool: "BoolTensor",
+    _C.complex64: "ComplexFloatTensor", _C.complex128: "ComplexDoubleTensor",
 }
 _TYPES_BY_NAME = {name: dtype for dtype, name in _TYPE_NAMES.items()}
 
@@ -327,4 +328,5 @@ def _legacy_type(dtype):
 
 # kiln.FloatTensor(2, 3), kiln.LongTensor([1, 2]), x.type(kiln.DoubleTensor), isinstance(x,
 # kiln.BoolTensor): the legacy typed constructors, one per dtype.
-LEGACY_TENSOR_TYPES = {name: _legacy_type(dtype) for dtype, name in _TYPE_NAMES.items()}
+# torch has no torch.ComplexFloatTensor class, only the type() name.
+LEGACY_TENSOR_TYPES = {name: _legacy_type(dtype) for dtype, name in _TYPE_NAMES.items() if not dtype.is_complex}

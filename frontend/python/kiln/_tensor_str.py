@@ -114,6 +114,24 @@ class _Formatter:
         return (self.max_width - len(ret)) * " " + ret
 
 
+class _ComplexFormatter:
+    """torch's complex printing: the real and imaginary parts each get their own formatter, and
+    an element prints as `re+imj` (the imaginary part's sign joins the two)."""
+
+    def __init__(self, values):
+        self.real = _Formatter(values.real, True)
+        self.imag = _Formatter(values.imag, True)
+
+    def width(self):
+        # _vector_str adds 2 per element; torch adds the imaginary width and the "j"
+        return self.real.width() + self.imag.width() + 1
+
+    def format(self, value):
+        real_str = self.real.format(value.real)
+        imag_str = (self.imag.format(value.imag) + "j").lstrip()
+        return real_str + imag_str if imag_str[0] in "+-" else real_str + "+" + imag_str
+
+
 def _vector_str(a, indent, summarize, formatter):
     # an element takes its width plus ", "
     element_length = formatter.width() + 2
@@ -175,7 +193,9 @@ def _tensor_str(t, indent):
         return "[]"
     summarize = t.numel() > PRINT_OPTS.threshold
     a = _host_array(t)
-    formatter = _Formatter(_summarized(a) if summarize else a, t.dtype.is_floating_point)
+    values = _summarized(a) if summarize else a
+    formatter = (_ComplexFormatter(values) if t.dtype.is_complex
+                 else _Formatter(values, t.dtype.is_floating_point))
     return _tensor_str_with_formatter(a, indent, summarize, formatter)
 
 
@@ -203,7 +223,7 @@ def _str(self):
     if self.device.type != "cpu":
         suffixes.append(f"device='{self.device}'")
     # float32 is the default dtype; int64 and bool are what Python ints and bools give.
-    has_default_dtype = self.dtype in (_C.float32, _C.int64, _C.bool)
+    has_default_dtype = self.dtype in (_C.float32, _C.complex64, _C.int64, _C.bool)
     if self.is_meta:
         suffixes.append(f"size={tuple(self.shape)}")
         if self.dtype != _C.float32:

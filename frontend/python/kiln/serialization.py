@@ -36,14 +36,15 @@ _STORAGE_NAMES = {
     _C.float32: "FloatStorage", _C.float64: "DoubleStorage", _C.float16: "HalfStorage",
     _C.bfloat16: "BFloat16Storage", _C.int64: "LongStorage", _C.int32: "IntStorage",
     _C.int16: "ShortStorage", _C.int8: "CharStorage", _C.uint8: "ByteStorage",
-    _C.bool: "BoolStorage",
+    _C.bool: "BoolStorage", _C.complex64: "ComplexFloatStorage", _C.complex128: "ComplexDoubleStorage",
 }
 _DTYPES_BY_STORAGE = {name: dtype for dtype, name in _STORAGE_NAMES.items()}
 _DTYPE_NAMES = {
     "float32": _C.float32, "float": _C.float32, "float64": _C.float64, "double": _C.float64,
     "float16": _C.float16, "half": _C.float16, "bfloat16": _C.bfloat16, "int64": _C.int64,
     "long": _C.int64, "int32": _C.int32, "int": _C.int32, "int16": _C.int16, "short": _C.int16,
-    "int8": _C.int8, "uint8": _C.uint8, "bool": _C.bool,
+    "int8": _C.int8, "uint8": _C.uint8, "bool": _C.bool, "complex64": _C.complex64,
+    "cfloat": _C.complex64, "complex128": _C.complex128, "cdouble": _C.complex128,
 }
 _STORAGE_ALIGNMENT = 64
 

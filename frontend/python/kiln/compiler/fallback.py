@@ -46,6 +46,8 @@ def is_fallback(node):
     target = str(node.target)
     if node.op != "call_function":
         return False
+    if _touches_complex(node):
+        return True
     if target in _INDEXING_OPS:
         return not _lowers_indexing(node)
     if target in _POOLING_OPS:
@@ -137,6 +139,16 @@ def _lowers_avg_pool(node, self_t, out, kernel_pos):
         k = list(k) if isinstance(k, (list, tuple)) else [k]
         taps = k[0] * (k[1] if len(k) > 1 else k[0])
     return taps <= _MAX_AVERAGED_TAPS
+
+
+def _touches_complex(node):
+    """A call reading or making a complex tensor: the loop IR has no complex dtype, so these run
+    eagerly (view_as_real / view_as_complex and views of complex inputs; the arithmetic itself
+    was traced as real ops, docs/complex.md)."""
+    types = [_tensor_type(node)] + [_tensor_type(a) for a in node.all_input_nodes]
+    if node.type is not None and node.type.kind == "tuple":
+        types += [e for e in node.type.elements if getattr(e, "kind", None) == "tensor"]
+    return any(t is not None and getattr(t.dtype, "is_complex", False) for t in types)
 
 
 def _tensor_type(a):

@@ -23,6 +23,7 @@ from ..fx import Graph, GraphModule, retrace
 from ..fx.interpreter import Interpreter
 from ..fx.graph import type_of
 from . import debug_dir, fallback, graph_cache
+from .complex_views import fold_complex_round_trips
 
 _output_code_log = _logging.get_logger("output_code")
 _loops_log = _logging.get_logger("loops")
@@ -404,6 +405,7 @@ def _prepare(gm, example_inputs, functionalize=False):
     prims_gm = retrace(typed, "prims")
     graph, placeholders, attr_targets = _lowerable_graph(prims_gm)
     _drop_grad_mode_changes(graph)
+    fold_complex_round_trips(graph)
     # Identical pure calls computed once (a backward formula's `grad * x + grad * x`, the same
     # broadcast made for two consumers): the loop IR would compute each in its own buffer.
     # Decompositions leave unused values (max.dim's indices when only the values are read);

@@ -21,7 +21,8 @@ from ..fx import Graph
 from ..fx.graph import tensor_type
 
 _INF = float("inf")
-_BYTES = {"b8": 1, "u8": 1, "i8": 1, "i16": 2, "i32": 4, "i64": 8, "f16": 2, "bf16": 2, "f32": 4, "f64": 8}
+_BYTES = {"b8": 1, "u8": 1, "i8": 1, "i16": 2, "i32": 4, "i64": 8, "f16": 2, "bf16": 2, "f32": 4, "f64": 8,
+          "c64": 8, "c128": 16}
 
 
 class JointInfo:

@@ -35,7 +35,8 @@ _BINARY = {
 _UNARY = {"neg": "-", "pos": "+", "invert": "~", "not_": "not "}
 
 _DTYPE_NAMES = {getattr(_C, n): n for n in (
-    "bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "float64")}
+    "bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "float64",
+    "complex64", "complex128")}
 
 
 class _Packet(types.SimpleNamespace):

@@ -19,6 +19,7 @@ SourceLoc = namedtuple("SourceLoc", ["file", "line", "function"])
 _SHORT_DTYPE_NAMES = {
     _C.bool: "b8", _C.uint8: "u8", _C.int8: "i8", _C.int16: "i16", _C.int32: "i32", _C.int64: "i64",
     _C.float16: "f16", _C.bfloat16: "bf16", _C.float32: "f32", _C.float64: "f64",
+    _C.complex64: "c64", _C.complex128: "c128",
 }
 
 

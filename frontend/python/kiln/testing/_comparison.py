@@ -13,6 +13,7 @@ __all__ = ["assert_allclose", "assert_close"]
 # (rtol, atol) per dtype when neither is given (torch.testing's table).
 _TOLERANCES = {
     _C.float16: (1e-3, 1e-5), _C.bfloat16: (1.6e-2, 1e-5), _C.float32: (1.3e-6, 1e-5), _C.float64: (1e-7, 1e-7),
+    _C.complex64: (1.3e-6, 1e-5), _C.complex128: (1e-7, 1e-7),
 }
 _SCALAR_TOLERANCES = {float: (1e-7, 1e-7), complex: (1e-7, 1e-7)}
 
@@ -64,7 +65,9 @@ def _compare_tensors(actual, expected, rtol, atol, equal_nan, check_device, chec
         bad = a != e
         diff = bad.astype(np.float64)
     else:
-        af, ef = a.astype(np.float64), e.astype(np.float64)
+        # complex values compare by the modulus of their difference, as torch's
+        wide = np.complex128 if a.dtype.kind == "c" else np.float64
+        af, ef = a.astype(wide), e.astype(wide)
         with np.errstate(invalid="ignore"):
             diff = np.abs(af - ef)
             bad = ~(diff <= atol + rtol * np.abs(ef))
@@ -76,9 +79,9 @@ def _compare_tensors(actual, expected, rtol, atol, equal_nan, check_device, chec
     total, count = bad.size, int(bad.sum())
     lines = ["Tensor-likes are not equal!" if rtol == 0 and atol == 0 else "Tensor-likes are not close!", "",
              f"Mismatched elements: {count} / {total} ({100 * count / total:.1f}%)"]
-    if a.dtype.kind in "fiu":
+    if a.dtype.kind in "fiuc":
         with np.errstate(invalid="ignore", divide="ignore"):
-            rel = diff / np.abs(e.astype(np.float64))
+            rel = diff / np.abs(ef)
         diff_masked = np.where(bad, diff, -np.inf)
         at = np.unravel_index(np.nanargmax(np.where(np.isnan(diff_masked), np.inf, diff_masked)), a.shape)
         rel_masked = np.where(bad, rel, -np.inf)

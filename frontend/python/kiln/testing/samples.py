@@ -464,6 +464,10 @@ def _spec_table():
                                  ((NC(4, 3), [None, T((2,), dtype="int64", values=[1, -1])], (1,)), {}),
                                  (((4, 3), [_mask((4, 3))], ()), {}),
                                  (((4, 3), [_idx((5,), 4)], (3,)), {"accumulate": True})])
+    # Complex <-> real views (docs/complex.md): view_as_real's input is complex whatever the
+    # sample dtype; view_as_complex takes float32/float64 pairs.
+    s["view_as_real"] = dict(cases=[((T((2, 3), dtype="complex64"),), {}), ((T((4,), dtype="complex128"),), {})])
+    s["view_as_complex"] = dict(cases=[(((2, 3, 2),), {}), (((4, 2),), {})])
     s["index_select"] = dict(cases=[(((4, 3), _idx((5,), 3)), {"dim": 1}),
                                     ((NC(4, 3), _idx((2,), 4)), {"dim": 0}),
                                     (((), _idx((1,), 1)), {"dim": 0}),
