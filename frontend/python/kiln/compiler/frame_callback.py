@@ -212,11 +212,12 @@ def _regenerate_views(graph, training):
     intermediate from the intermediate, at run time.
 
     Compiled, a view would come back as a copy: `y[0][1][0] = -1.0` breaking with y and y[0][1]
-    live wrote into the copy and missed y, and a training graph (AOT autograd) gave its backward
-    the view for the saved base (`med = x.sort().values[:, 4]` live at an `autograd.grad` break
-    ran the whole frame eagerly; still does: None). A lone view in an inference graph whose base
-    nothing after the break holds (attention's `out.view(...)` of a linear) is as good as a copy
-    and stays."""
+    live wrote into the copy and missed y. A lone view whose base nothing after the break holds
+    (attention's `out.view(...)` of a linear, `med = x.sort().values[:, 4]` live at an
+    `autograd.grad` break) is as good as a copy and stays, in a training graph too: AOT
+    autograd's "unsafe view" output of torch, which hides such an alias from autograd (the
+    training case ran the whole frame eagerly: nn.MultiheadAttention's output in the (L, N, E)
+    layout is such a view, and mha_seq_first compiled 0 graphs where torch.compile makes 1)."""
     output = graph.output_node
     if output is None or not isinstance(output.args[0], (tuple, list)):
         return []
@@ -237,7 +238,7 @@ def _regenerate_views(graph, training):
             by_root.setdefault(base, []).append((i, views[::-1]))
     regen = []
     for root, entries in by_root.items():
-        if not any(views for _, views in entries) or not (training or len(entries) > 1):
+        if not any(views for _, views in entries) or len(entries) == 1:
             continue
         if training:
             # Not for a training graph: its base would become one more output with history of
