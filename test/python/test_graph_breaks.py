@@ -608,3 +608,36 @@ def test_live_views_of_graph_values_are_remade_from_their_bases():
         kiln.compiler.reset()
         e = kiln.explain(fn)(*args)
         assert (e.graph_count, len(e.break_reasons)) == (graphs, 1), str(e)
+
+
+def test_views_of_a_training_graph_output_are_remade_from_it():
+    # A module output live at a break with a forward hook's `out.detach()` of it and a view of
+    # it (the base is an output already, so remaking the views adds no output of the graph's
+    # autograd node): the graph before the break compiles, as torch.compile's; the frame ran
+    # eagerly. The views stay views of the output, and grads flow through the view.
+    def fn(x, w):
+        out = x @ w
+        d = out.detach()
+        row = out[0]
+        n = np.tanh(0.5)
+        return out * float(n), d, row.sum(), d._base is out
+
+    rng = np.random.default_rng(5)
+    x = kiln.from_numpy(rng.standard_normal((3, 4)).astype("float32"))
+    w0 = rng.standard_normal((4, 2)).astype("float32")
+    want_w = kiln.from_numpy(w0).requires_grad_()
+    want = fn(x, want_w)
+    (want[0].sum() + want[2]).backward()
+    kiln.compiler.reset()
+    compiled = kiln.compile(fn, backend="eager")
+    for _ in range(2):
+        w = kiln.from_numpy(w0).requires_grad_()
+        got = compiled(x, w)
+        (got[0].sum() + got[2]).backward()
+        for a, b in zip(want[:3], got[:3]):
+            np.testing.assert_allclose(b.detach().numpy(), a.detach().numpy(), rtol=1e-5, atol=1e-6)
+        assert got[3] == want[3]
+        np.testing.assert_allclose(w.grad.numpy(), want_w.grad.numpy(), rtol=1e-5)
+    kiln.compiler.reset()
+    e = kiln.explain(fn)(x, kiln.from_numpy(w0).requires_grad_())
+    assert (e.graph_count, len(e.break_reasons)) == (2, 1), str(e)

@@ -240,16 +240,18 @@ def _regenerate_views(graph, training):
     for root, entries in by_root.items():
         if not any(views for _, views in entries) or len(entries) == 1:
             continue
-        if training:
-            # Not for a training graph: its base would become one more output with history of
-            # the graph's single autograd node, and code that backpropagates two outputs of one
-            # node at different times (a GAN step: errD_fake.backward(), later errG through
-            # fake) frees its saved tensors at the first (torch.compile's AOT autograd fails the
-            # same way on such a graph). The frame runs eagerly, as before.
-            return None
         if any(hasattr(a, "op") for _, views in entries for v in views for a in _node_args_of(v)):
             return None
         source = next((i for i, views in entries if not views and outputs[i] is root), None)
+        if source is None and training:
+            # Not for a training graph whose base is not an output already: it would become one
+            # more output with history of the graph's single autograd node, and code that
+            # backpropagates two outputs of one node at different times (a GAN step:
+            # errD_fake.backward(), later errG through fake) frees its saved tensors at the
+            # first (torch.compile's AOT autograd fails the same way on such a graph). The frame
+            # runs eagerly. (A base that is an output already, a module's output live with a
+            # forward hook's `out.detach()` of it, adds no output: its views are remade.)
+            return None
         if source is None:
             source = entries[0][0]
             outputs[source] = root
