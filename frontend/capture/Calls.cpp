@@ -75,7 +75,25 @@ bool onlyPlainLibraryModulesBelow(nb::handle mod, int depth = 0) {
 
 } // namespace
 
+namespace {
+
+// kiln's global settings: run for real (or traced) while tracing, they would take effect once,
+// at the trace, and never when the compiled code runs again (a `manual_seed` before `rand` drew
+// other numbers from the second call on; `set_printoptions` between f-strings of tensors, which
+// are formatted after the graph, changed the text of those before it). A break at the call.
+void checkNotGlobalSetting(nb::handle fn) {
+  static nb::handle kiln = nb::object(nb::module_::import_("kiln")).release();
+  for (const char* name : {"manual_seed", "seed", "set_rng_state", "set_printoptions", "set_default_dtype",
+                           "use_deterministic_algorithms", "set_float32_matmul_precision"})
+    if (nb::hasattr(kiln, name) && fn.ptr() == nb::object(kiln.attr(name)).ptr())
+      throw Unsupported{std::string("kiln.") + name + "() (a global setting the graph cannot replay)"};
+}
+
+} // namespace
+
 VT* InstructionTranslator::call(VT* fn, VTs args, Kwargs kwargs) {
+  if (fn->kind == VT::Kind::Function) checkNotGlobalSetting(static_cast<FunctionVT*>(fn)->fn);
+  if (fn->kind == VT::Kind::Object) checkNotGlobalSetting(static_cast<ObjectVT*>(fn)->object);
   switch (fn->kind) {
   case VT::Kind::Function:
     return inlineFunction(static_cast<FunctionVT*>(fn), std::move(args), std::move(kwargs));
@@ -425,6 +443,11 @@ VT* InstructionTranslator::callMethod(MethodVT* m, VTs args, Kwargs kwargs) {
     VTs all = args;
     for (auto& kv : kwargs)
       all.push_back(kv.second);
+    if (name == "format" && PyUnicode_CheckExact(static_cast<ConstantVT*>(self)->value.ptr()) &&
+        std::any_of(all.begin(), all.end(), [](VT* a) { return containsTensor(a); }))
+      // `"{:.3f}".format(loss)`: formatted after the graph, as an f-string of a tensor.
+      return t_.make<FormatVT>(nb::cast<std::string>(static_cast<ConstantVT*>(self)->value), std::move(args),
+                               std::move(kwargs));
     if (!allConstant(all)) throw Unsupported{"calling " + name + " of a constant with non-constant arguments"};
     return t_.callReal(bound, args, kwargs);
   }

@@ -241,6 +241,7 @@ private:
   VT* loadGlobal(const std::string& name);
   VT* makeFunction(int flags);
   VT* formatValue(VT* v, int conversion, VT* spec);
+  VT* buildString(const VTs& parts);
 
   // Operators (Attributes.cpp / InstructionTranslator.cpp).
   VT* applyOperator(const char* name, VTs args);

@@ -165,6 +165,16 @@ std::string Tracer::outputExpr(VT* v, std::vector<Node*>& outputs, nb::list& con
     return memoized(v, constantRef(make) + "(" + constantRef(f->code) + ", " + constantRef(f->globals) +
                            ", (" + defaults + "), " + kwdefaults + ", (" + closure + "))");
   }
+  case VT::Kind::Format: { // an f-string of a tensor: formatted by the glue, after the graph
+    auto* f = static_cast<FormatVT*>(v);
+    if (memo_.count(v)) return memo_[v];
+    std::string args;
+    for (VT* a : f->args)
+      args += outputExpr(a, outputs, constants) + ", ";
+    for (auto& [k, a] : f->kwargs)
+      args += k + "=" + outputExpr(a, outputs, constants) + ", ";
+    return memoized(v, literal(nb::str(f->format.c_str(), f->format.size())) + ".format(" + args + ")");
+  }
   case VT::Kind::GradModeExit: // a break inside `with no_grad():`: the block's exit, for the resume
     return constantRef(gradModeRestorer(static_cast<GradModeExitVT*>(v)->restore));
   case VT::Kind::Method: { // a bound method, e.g. `t.item` on the stack at a graph break

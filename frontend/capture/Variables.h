@@ -72,6 +72,7 @@ struct VT {
     Super,       // super() in a method
     GradMode,    // kiln.no_grad() & co: a context manager setting grad mode
     GradModeExit,
+    Format,      // an f-string of a tensor, formatted after the graph (its text is data)
   };
   explicit VT(Kind k) : kind(k) {}
   virtual ~VT() = default;
@@ -206,7 +207,19 @@ struct GradModeExitVT : VT {
   bool restore;
 };
 
-// Whether a value is or holds (in lists, tuples, dicts) a tensor.
+// A string formatted from tensors (`f"loss {loss:.4f}"`, `"{:.3f}".format(t)`): `format`, a
+// str.format template, and its arguments, formatted where the value leaves the trace (after the
+// graph has computed the tensors), as TorchDynamo's StringFormatVariable. str() and repr() of a
+// tensor (`f"{t!r}"` too) stay graph breaks.
+struct FormatVT : VT {
+  FormatVT(std::string f, VTs a, Kwargs k = {})
+      : VT(Kind::Format), format(std::move(f)), args(std::move(a)), kwargs(std::move(k)) {}
+  std::string format;
+  VTs args;
+  Kwargs kwargs;
+};
+
+// Whether a value is or holds (in lists, tuples, dicts) a tensor (or an f-string of one).
 bool containsTensor(const VT* v);
 
 // Tracing cannot capture this construct; the frame runs eagerly (reason recorded).

@@ -641,3 +641,60 @@ def test_views_of_a_training_graph_output_are_remade_from_it():
     kiln.compiler.reset()
     e = kiln.explain(fn)(x, kiln.from_numpy(w0).requires_grad_())
     assert (e.graph_count, len(e.break_reasons)) == (2, 1), str(e)
+
+
+def test_fstrings_of_tensors_are_formatted_after_the_graph():
+    # `f"loss {loss:.4f}"` and `"{:.3f}".format(t)` of tensors are strings made after the graph
+    # from its outputs (TorchDynamo's StringFormatVariable): no break, one graph; they used to
+    # break (the rest of the frame ran eagerly). `f"{t!r}"` is repr() of a tensor: still a break.
+    def fn(x, log):
+        y = x * 2.0
+        loss = y.sum()
+        log.append(f"loss {loss:.4f} of {{y}} {y} {'n'}")
+        log.append("{:.3f}|{n}".format(loss, n=y.mean()))
+        return y + 1.0, f"{loss:.2f}"
+
+    def with_repr(x):
+        y = x + 1.0
+        s = f"{y!r}"
+        return y * 2.0, s
+
+    x = kiln.from_numpy(np.arange(6, dtype="float32").reshape(2, 3))
+    want_log = []
+    want = fn(x, want_log)
+    kiln.compiler.reset()
+    compiled = kiln.compile(fn, backend="eager", fullgraph=True)
+    for _ in range(2):
+        log = []
+        got = compiled(x, log)
+        assert log == want_log and got[1] == want[1]
+        np.testing.assert_allclose(got[0].numpy(), want[0].numpy())
+    e = kiln.explain(with_repr)(x)  # (a break at the FORMAT_VALUE: the rest runs eagerly)
+    assert (e.graph_count, len(e.break_reasons)) == (1, 1), str(e)
+    assert kiln.compile(with_repr, backend="eager")(x)[1] == with_repr(x)[1]
+
+
+def test_global_settings_in_compiled_code_are_breaks():
+    # kiln.manual_seed / set_printoptions called in traced code took effect once, at the trace:
+    # from the second call on, rand drew other numbers than eager's. They are breaks at the call
+    # now; an f-string of a tensor before set_printoptions keeps the options it was made under.
+    def fn(x):
+        kiln.manual_seed(3)
+        a = x + kiln.rand(3)
+        s = f"{a}"
+        kiln.set_printoptions(precision=2)
+        t = f"{a}"
+        kiln.set_printoptions(profile="default")
+        return a * 2.0, s, t
+
+    x = kiln.ones(3)
+    want = fn(x)
+    kiln.compiler.reset()
+    compiled = kiln.compile(fn, backend="eager")
+    for _ in range(3):
+        got = compiled(x)
+        assert got[1:] == want[1:]
+        np.testing.assert_allclose(got[0].numpy(), want[0].numpy())
+    e = kiln.explain(fn)(x)
+    assert [r.reason.split(" (")[0] for r in e.break_reasons] == [
+        "kiln.manual_seed()", "kiln.set_printoptions()", "kiln.set_printoptions()"], str(e)
