@@ -698,3 +698,26 @@ def test_global_settings_in_compiled_code_are_breaks():
     e = kiln.explain(fn)(x)
     assert [r.reason.split(" (")[0] for r in e.break_reasons] == [
         "kiln.manual_seed()", "kiln.set_printoptions()", "kiln.set_printoptions()"], str(e)
+
+
+def test_one_hot_with_num_classes_traces_and_without_breaks():
+    # one_hot(y, num_classes=k) is one graph, as with torch.compile (its range check read the
+    # data of the fake: a break at each call); num_classes=-1 reads the data: a break.
+    F = kiln.nn.functional
+
+    def given(y):
+        return F.one_hot(y, num_classes=4).float() * 2.0, F.one_hot(y, 5).sum(0)
+
+    def inferred(y):
+        z = y * 1
+        return F.one_hot(z).float() + 1.0
+
+    y = kiln.from_numpy(np.array([0, 3, 1, 3], dtype="int64"))
+    got = kiln.compile(given, backend="eager", fullgraph=True)(y)
+    for g, w in zip(got, given(y)):
+        np.testing.assert_array_equal(g.numpy(), w.numpy())
+    e = kiln.explain(inferred)(y)
+    assert (e.graph_count, len(e.break_reasons)) == (2, 1), str(e)
+    np.testing.assert_array_equal(kiln.compile(inferred, backend="eager")(y).numpy(), inferred(y).numpy())
+    with pytest.raises(RuntimeError, match="smaller than num_classes"):
+        F.one_hot(y, 3)  # eager still checks
