@@ -495,10 +495,30 @@ def test_a_closure_writing_a_cell_of_the_frame_is_not_rebuilt_at_a_break():
 
 
 def test_retain_grad_runs_the_frame_eagerly_as_torch_compile():
-    # torch.compile skips a frame calling retain_grad() ("does not work with AOTDispatcher")
-    # instead of resuming after it; kiln does the same, so graph counts stay torch's
-    # (hooks_retain_grad: 8 graphs where torch has 6), and the grad is retained.
+    # torch.compile does not resume after retain_grad() ("does not work with AOTDispatcher"):
+    # with one op before it, it skips the frame; kiln does the same, so graph counts stay
+    # torch's (hooks_retain_grad: 8 graphs where torch has 6), and the grad is retained. With 2
+    # or more ops before it, the graph up to the statement compiles and the rest runs eagerly
+    # (grad_noncontig: 2 graphs where torch has 3).
     lin = kiln.nn.Linear(4, 3)
+
+    def two_ops(x):
+        h = lin(x).tanh()
+        h.retain_grad()
+        (h * 2).sum().backward()
+        return h.grad, (h * 3).sum()
+
+    x = kiln.randn(2, 4)
+    kiln.compiler.reset()
+    e = kiln.explain(two_ops)(x)
+    assert e.graph_count == 1 and ["retain_grad" in str(r) for r in e.break_reasons] == [True], str(e)
+    kiln.compiler.reset()
+    want = two_ops(x)
+    for backend in ("eager", "inductor"):
+        got = kiln.compile(two_ops, backend=backend)(x)
+        np.testing.assert_allclose(got[0].numpy(), want[0].numpy(), rtol=1e-6)
+        np.testing.assert_allclose(got[1].detach().numpy(), want[1].detach().numpy(), rtol=1e-6)
+        kiln.compiler.reset()
 
     def fn(x):
         h = lin(x)

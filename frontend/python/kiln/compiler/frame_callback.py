@@ -508,10 +508,10 @@ class FrameCallback:
                     result["attrs"], result["graph"]))) is None:
                 # A live view whose view op cannot be replayed from its base after the call.
                 why = "a live tensor is a view of a value computed before the break"
-            elif site.kind == "generic" and not result["op_count"]:
+            elif site.kind == "generic" and result["op_count"] < site.min_ops:
                 # As TorchDynamo: nothing to compile before an instruction that is not a call or
-                # a branch, so the frame runs eagerly as a whole.
-                why = "no operation before it"
+                # a branch (no checkpoint to compile up to), so the frame runs eagerly as a whole.
+                why = "no operation before it" if not result["op_count"] else "too few operations before it"
             else:
                 result["view_outputs"] = regen
         if why is not None:
