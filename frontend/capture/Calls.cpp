@@ -434,6 +434,11 @@ VT* InstructionTranslator::callMethod(MethodVT* m, VTs args, Kwargs kwargs) {
       bool moduleMethod = owner == "kiln.nn.modules.module" ||
                           (owner == "kiln.nn.modules.container" &&
                            (name == "items" || name == "keys" || name == "values"));
+      // So is a hook handle's remove() (its pops from the module's hook dicts are side effects
+      // replayed after the graph): run for real, it removed the hook at the trace, once, and the
+      // trace after the break no longer saw the hook fire (module_hooks lost its activations).
+      moduleMethod = moduleMethod || (self->kind == VT::Kind::Object && isKilnLibrary(attr) &&
+                                      moduleOf(attr) == "kiln.nn.modules.module");
       return inlineFunction(f, std::move(args), std::move(kwargs), moduleMethod);
     }
     throw Unsupported{"calling the method " + name + " of a " + kindName(self)};

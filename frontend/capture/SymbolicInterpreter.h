@@ -161,6 +161,7 @@ private:
   // New lists, dicts and sets the glue rebuilds get one name each (`__vN`, bound by `lets_` in
   // order), so two locals holding one list still hold one list after the glue.
   std::string memoized(VT* v, const std::string& expr);
+  std::string originalExpr(VT* container, nb::handle original);
   std::unordered_map<VT*, std::string> memo_;
   std::vector<std::string> lets_;
   void guardTraining(nb::handle module, const SourcePtr& source);

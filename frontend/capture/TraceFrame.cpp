@@ -79,8 +79,8 @@ std::string Tracer::outputExpr(VT* v, std::vector<Node*>& outputs, nb::list& con
   case VT::Kind::List:
   case VT::Kind::Tuple: {
     auto* s = static_cast<SequenceVT*>(v);
-    if (s->original.is_valid() && (replayed(v) || (!s->mutated && !containsTensor(s))))
-      return s->source && s->source->isArgument() ? s->source->expr() : constantRef(s->original);
+    if (s->original.is_valid() && (replayed(v) || !s->mutated))
+      return originalExpr(v, s->original);
     if (memo_.count(v)) return memo_[v];
     std::string body;
     for (VT* x : s->items)
@@ -94,8 +94,8 @@ std::string Tracer::outputExpr(VT* v, std::vector<Node*>& outputs, nb::list& con
   }
   case VT::Kind::Dict: {
     auto* d = static_cast<DictVT*>(v);
-    if (d->original.is_valid() && (replayed(v) || (!d->mutated && !containsTensor(d))))
-      return d->source && d->source->isArgument() ? d->source->expr() : constantRef(d->original);
+    if (d->original.is_valid() && (replayed(v) || !d->mutated))
+      return originalExpr(v, d->original);
     if (memo_.count(v)) return memo_[v];
     std::string body;
     for (auto& [k, x] : d->entries) {
@@ -189,6 +189,17 @@ std::string Tracer::outputExpr(VT* v, std::vector<Node*>& outputs, nb::list& con
                        : v->kind == VT::Kind::NewObject ? "an object created inside the compiled one"
                                                         : "an iterator or internal value") + ")"};
   }
+}
+
+// A container from outside the frame, where it leaves the trace: the object itself (`acts.clear()`
+// at a break cleared a copy of a dict of tensors, rebuilt from its items, and missed `acts`).
+// Reached other than through an argument, the glue names the object it saw while tracing:
+// guard that the next call reaches the same one.
+std::string Tracer::originalExpr(VT* container, nb::handle original) {
+  if (container->source && container->source->isArgument()) return container->source->expr();
+  if (container->source && !replayed(container) && containsTensor(container))
+    container->source->guardNode(*guards_).checkId(original.ptr());
+  return constantRef(original);
 }
 
 std::string Tracer::memoized(VT* v, const std::string& expr) {

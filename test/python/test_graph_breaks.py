@@ -741,3 +741,31 @@ def test_one_hot_with_num_classes_traces_and_without_breaks():
     np.testing.assert_array_equal(kiln.compile(inferred, backend="eager")(y).numpy(), inferred(y).numpy())
     with pytest.raises(RuntimeError, match="smaller than num_classes"):
         F.one_hot(y, 3)  # eager still checks
+
+
+def test_hook_handle_remove_is_replayed_not_run_at_the_trace():
+    # handle.remove() in traced code ran for real at the trace (kiln's own code): the hook was
+    # gone before the trace after it, and the graph before the break lost the hook's store into
+    # `acts`. It is traced now: its pops are side effects replayed after the graph.
+    lin = kiln.nn.Linear(3, 2)
+    acts = {}
+
+    def hook(module, inp, out):
+        acts["out"] = out.detach()
+
+    def fn(x, handle):
+        y = lin(x)
+        handle.remove()
+        n = np.tanh(0.5)
+        seen = sorted(acts)
+        acts.clear()
+        return lin(x) * float(n), seen, len(acts), len(lin._forward_hooks)
+
+    x = kiln.randn(4, 3)
+    want = fn(x, lin.register_forward_hook(hook))
+    compiled = kiln.compile(fn, backend="eager")
+    for _ in range(2):
+        kiln.compiler.reset()
+        got = compiled(x, lin.register_forward_hook(hook))
+        assert got[1:] == want[1:] == (["out"], 0, 0)
+        np.testing.assert_allclose(got[0].detach().numpy(), want[0].detach().numpy(), rtol=1e-6)
