@@ -77,6 +77,11 @@ bool onlyPlainLibraryModulesBelow(nb::handle mod, int depth = 0) {
 
 namespace {
 
+bool isNnModuleClass(nb::handle cls) {
+  static nb::handle module = nb::object(nb::module_::import_("kiln.nn").attr("Module")).release();
+  return PyObject_IsSubclass(cls.ptr(), module.ptr()) == 1;
+}
+
 // kiln's global settings: run for real (or traced) while tracing, they would take effect once,
 // at the trace, and never when the compiled code runs again (a `manual_seed` before `rand` drew
 // other numbers from the second call on; `set_printoptions` between f-strings of tensors, which
@@ -148,6 +153,7 @@ VT* InstructionTranslator::call(VT* fn, VTs args, Kwargs kwargs) {
       throw Unsupported{std::string("entering a ") + reinterpret_cast<PyTypeObject*>(obj.ptr())->tp_name +
                         " that takes effect"};
     }
+    if (PyType_Check(obj.ptr()) && isKilnLibrary(obj) && isNnModuleClass(obj)) return constructModule(obj, args, kwargs);
     if (PyType_Check(obj.ptr()))
       throw Unsupported{std::string("constructing a ") +
                         reinterpret_cast<PyTypeObject*>(obj.ptr())->tp_name + " object"};
@@ -669,6 +675,23 @@ VT* InstructionTranslator::constructNamedTuple(nb::handle cls, VTs args, Kwargs 
   auto* s = t_.make<SequenceVT>(VT::Kind::Tuple, items);
   s->namedType = nb::borrow(cls);
   return s;
+}
+
+// `nn.Unfold(kernel_size=2)(x)` in traced code: one of kiln's modules made from constant arguments
+// while tracing, as TorchDynamo inlines the __init__ of a new module. Only a stateless one (no
+// parameters or buffers: Unfold, ReLU, Flatten, Softmax, ...), which the trace then calls like
+// any module; one with parameters would be a new set of weights at each eager call, which a
+// graph cannot make (TorchDynamo breaks at its nn.Parameter() too).
+VT* InstructionTranslator::constructModule(nb::handle cls, const VTs& args, const Kwargs& kwargs) {
+  const char* name = reinterpret_cast<PyTypeObject*>(cls.ptr())->tp_name;
+  nb::object made = constructFromConstants(cls, args, kwargs, "an argument of a module made in compiled code (not a constant)");
+  bool stateful = nb::len(nb::list(made.attr("parameters")())) || nb::len(nb::list(made.attr("buffers")()));
+  if (stateful)
+    throw Unsupported{std::string("constructing a ") + name + " (a module with parameters or buffers) in compiled code"};
+  auto* m = t_.make<ModuleVT>(made);
+  m->path = name;
+  m->madeWhileTracing = true;
+  return m;
 }
 
 nb::object InstructionTranslator::constructFromConstants(nb::handle cls, const VTs& args, const Kwargs& kwargs,

@@ -271,6 +271,7 @@ private:
   // cls(*args, **kwargs) called for real, every argument a constant of the trace (`what` names them
   // in the error otherwise); a Python exception becomes a TraceError.
   nb::object constructFromConstants(nb::handle cls, const VTs& args, const Kwargs& kwargs, const char* what);
+  VT* constructModule(nb::handle cls, const VTs& args, const Kwargs& kwargs);
   VT* constructNamedTuple(nb::handle cls, VTs args, Kwargs kwargs);
   VT* zeroArgSuper();
   VT* callBuiltin(nb::handle fn, VTs& args, Kwargs& kwargs, bool& handled);

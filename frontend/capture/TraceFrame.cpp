@@ -119,8 +119,11 @@ std::string Tracer::outputExpr(VT* v, std::vector<Node*>& outputs, nb::list& con
                         " made while tracing (the compiled code would reuse it, exhausted)"};
     return constantRef(o);
   }
-  case VT::Kind::Function:
-  case VT::Kind::Module: return constantRef(toPython(v));
+  case VT::Kind::Function: return constantRef(toPython(v));
+  case VT::Kind::Module:
+    if (static_cast<ModuleVT*>(v)->madeWhileTracing)
+      throw Unsupported{"an nn.Module made in the compiled code leaving it (each call makes a new one)"};
+    return constantRef(toPython(v));
   case VT::Kind::Iterator: {
     // An iterator on the stack at a break (a comprehension's argument: `[f(x) for _ in
     // range(5)]` breaking inside f): a new one over the items it has left, made at each call.

@@ -155,6 +155,9 @@ struct ModuleVT : VT {
   explicit ModuleVT(nb::object m) : VT(Kind::Module), module(std::move(m)) {}
   nb::object module;
   std::string path; // for graph names: "model.0"
+  // Made while tracing (`nn.Unfold(2)(x)`): a stateless kiln module, one object the trace calls;
+  // it may not leave the trace (each eager call makes a new one).
+  bool madeWhileTracing = false;
 };
 
 struct ObjectVT : VT {

@@ -769,3 +769,39 @@ def test_hook_handle_remove_is_replayed_not_run_at_the_trace():
         got = compiled(x, lin.register_forward_hook(hook))
         assert got[1:] == want[1:] == (["out"], 0, 0)
         np.testing.assert_allclose(got[0].detach().numpy(), want[0].detach().numpy(), rtol=1e-6)
+
+
+def test_stateless_modules_made_in_compiled_code_trace():
+    # `nn.Unfold(...)(x)` in traced code: a stateless kiln module made from constants is called
+    # in the graph, as TorchDynamo inlines a new module's __init__ (it was a break); one with
+    # parameters, one that leaves the frame, or an attribute store on it is a break.
+    nn = kiln.nn
+
+    def stateless(x):
+        cols = nn.Unfold(kernel_size=2)(x)
+        return nn.Flatten()(nn.ReLU()(cols)) * 2.0
+
+    def leaves(x):
+        act = nn.ReLU()
+        return act(x) + 1.0, act
+
+    def stateful(x):
+        return nn.Linear(3, 2)(x)
+
+    def store(x):
+        act = nn.Softmax(dim=0)
+        act.dim = 1
+        return act(x * 2.0)
+
+    x = kiln.randn(1, 2, 3, 3)
+    got = kiln.compile(stateless, backend="eager", fullgraph=True)(x)
+    np.testing.assert_allclose(got.numpy(), stateless(x).numpy(), rtol=1e-6)
+    y = kiln.randn(2, 3)
+    for fn, arg in ((leaves, y), (stateful, y), (store, y)):
+        kiln.compiler.reset()
+        e = kiln.explain(fn)(arg)
+        assert len(e.break_reasons) == 1, (fn.__name__, str(e))
+    kiln.compiler.reset()
+    out, act = kiln.compile(leaves, backend="eager")(y)
+    assert isinstance(act, nn.ReLU) and act is not kiln.compile(leaves, backend="eager")(y)[1]
+    np.testing.assert_allclose(kiln.compile(store, backend="eager")(y).numpy(), store(y).numpy(), rtol=1e-6)
