@@ -518,7 +518,7 @@ VT* InstructionTranslator::callMethod(MethodVT* m, VTs args, Kwargs kwargs) {
       // replayed after the graph): run for real, it removed the hook at the trace, once, and the
       // trace after the break no longer saw the hook fire (module_hooks lost its activations).
       moduleMethod = moduleMethod || (self->kind == VT::Kind::Object && isKilnLibrary(attr) &&
-                                      moduleOf(attr) == "kiln.nn.modules.module");
+                                      moduleOf(attr) == "kiln.utils.hooks");
       return inlineFunction(f, std::move(args), std::move(kwargs), moduleMethod);
     }
     throw Unsupported{"calling the method " + name + " of a " + kindName(self)};
