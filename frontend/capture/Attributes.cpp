@@ -306,6 +306,10 @@ void InstructionTranslator::storeAttr(VT* obj, const std::string& name, VT* valu
     o->attrs.emplace_back(name, value);
     return;
   }
+  if (obj->kind == VT::Kind::Module && static_cast<ModuleVT*>(obj)->madeWhileTracing)
+    // Its own code reads its attributes for real while tracing: a store replayed after the
+    // graph would come too late (and stay on the one object every call shares).
+    throw Unsupported{"setting an attribute of an nn.Module made in the compiled code"};
   if (obj->kind == VT::Kind::Tensor && name == "grad") {
     t_.storeGrad(static_cast<TensorVT*>(obj), value);
     return;

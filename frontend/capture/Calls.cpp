@@ -130,7 +130,30 @@ bool isImmutableBuiltinMethod(nb::handle obj) {
 
 } // namespace
 
+namespace {
+
+bool isNnModuleClass(nb::handle cls) {
+  static nb::handle module = nb::object(nb::module_::import_("kiln.nn").attr("Module")).release();
+  return PyObject_IsSubclass(cls.ptr(), module.ptr()) == 1;
+}
+
+// kiln's global settings: run for real (or traced) while tracing, they would take effect once,
+// at the trace, and never when the compiled code runs again (a `manual_seed` before `rand` drew
+// other numbers from the second call on; `set_printoptions` between f-strings of tensors, which
+// are formatted after the graph, changed the text of those before it). A break at the call.
+void checkNotGlobalSetting(nb::handle fn) {
+  static nb::handle kiln = nb::object(nb::module_::import_("kiln")).release();
+  for (const char* name : {"manual_seed", "seed", "set_rng_state", "set_printoptions", "set_default_dtype",
+                           "use_deterministic_algorithms", "set_float32_matmul_precision"})
+    if (nb::hasattr(kiln, name) && fn.ptr() == nb::object(kiln.attr(name)).ptr())
+      throw Unsupported{std::string("kiln.") + name + "() (a global setting the graph cannot replay)"};
+}
+
+} // namespace
+
 VT* InstructionTranslator::call(VT* fn, VTs args, Kwargs kwargs) {
+  if (fn->kind == VT::Kind::Function) checkNotGlobalSetting(static_cast<FunctionVT*>(fn)->fn);
+  if (fn->kind == VT::Kind::Object) checkNotGlobalSetting(static_cast<ObjectVT*>(fn)->object);
   switch (fn->kind) {
   case VT::Kind::Function:
     return inlineFunction(static_cast<FunctionVT*>(fn), std::move(args), std::move(kwargs));
@@ -191,6 +214,7 @@ VT* InstructionTranslator::call(VT* fn, VTs args, Kwargs kwargs) {
       return t_.make<AutocastVT>(cuda ? DeviceType::CUDA : DeviceType::CPU, nb::cast<bool>(state[1]),
                                  python::dtypeFromObject(state[2].ptr()), nb::cast<bool>(state[3]));
     }
+    if (PyType_Check(obj.ptr()) && isKilnLibrary(obj) && isNnModuleClass(obj)) return constructModule(obj, args, kwargs);
     if (PyType_Check(obj.ptr()))
       throw Unsupported{std::string("constructing a ") +
                         reinterpret_cast<PyTypeObject*>(obj.ptr())->tp_name + " object"};
@@ -490,12 +514,25 @@ VT* InstructionTranslator::callMethod(MethodVT* m, VTs args, Kwargs kwargs) {
       bool moduleMethod = owner == "kiln.nn.modules.module" || owner == "kiln.nn.modules.state_dict" ||
                           (owner == "kiln.nn.modules.container" &&
                            (name == "items" || name == "keys" || name == "values"));
+      // So is a hook handle's remove() (its pops from the module's hook dicts are side effects
+      // replayed after the graph): run for real, it removed the hook at the trace, once, and the
+      // trace after the break no longer saw the hook fire (module_hooks lost its activations).
+      moduleMethod = moduleMethod || (self->kind == VT::Kind::Object && isKilnLibrary(attr) &&
+                                      moduleOf(attr) == "kiln.utils.hooks");
       return inlineFunction(f, std::move(args), std::move(kwargs), moduleMethod);
     }
     throw Unsupported{"calling the method " + name + " of a " + kindName(self)};
   }
   case VT::Kind::Constant: {
     nb::object bound = static_cast<ConstantVT*>(self)->value.attr(name.c_str());
+    VTs all = args;
+    for (auto& kv : kwargs)
+      all.push_back(kv.second);
+    if (name == "format" && PyUnicode_CheckExact(static_cast<ConstantVT*>(self)->value.ptr()) &&
+        std::any_of(all.begin(), all.end(), [](VT* a) { return containsTensor(a); }))
+      // `"{:.3f}".format(loss)`: formatted after the graph, as an f-string of a tensor.
+      return t_.make<FormatVT>(nb::cast<std::string>(static_cast<ConstantVT*>(self)->value), std::move(args),
+                               std::move(kwargs));
     // Plain data arguments are handed over as copies (",".join(parts) with parts a traced list).
     if (!allPlainData(args, kwargs))
       throw Unsupported{"calling " + name + " of a constant with arguments that are not plain data"};
@@ -715,6 +752,23 @@ VT* InstructionTranslator::constructNamedTuple(nb::handle cls, VTs args, Kwargs 
   auto* s = t_.make<SequenceVT>(VT::Kind::Tuple, items);
   s->namedType = nb::borrow(cls);
   return s;
+}
+
+// `nn.Unfold(kernel_size=2)(x)` in traced code: one of kiln's modules made from constant arguments
+// while tracing, as TorchDynamo inlines the __init__ of a new module. Only a stateless one (no
+// parameters or buffers: Unfold, ReLU, Flatten, Softmax, ...), which the trace then calls like
+// any module; one with parameters would be a new set of weights at each eager call, which a
+// graph cannot make (TorchDynamo breaks at its nn.Parameter() too).
+VT* InstructionTranslator::constructModule(nb::handle cls, const VTs& args, const Kwargs& kwargs) {
+  const char* name = reinterpret_cast<PyTypeObject*>(cls.ptr())->tp_name;
+  nb::object made = constructFromConstants(cls, args, kwargs, "an argument of a module made in compiled code (not a constant)");
+  bool stateful = nb::len(nb::list(made.attr("parameters")())) || nb::len(nb::list(made.attr("buffers")()));
+  if (stateful)
+    throw Unsupported{std::string("constructing a ") + name + " (a module with parameters or buffers) in compiled code"};
+  auto* m = t_.make<ModuleVT>(made);
+  m->path = name;
+  m->madeWhileTracing = true;
+  return m;
 }
 
 nb::object InstructionTranslator::constructFromConstants(nb::handle cls, const VTs& args, const Kwargs& kwargs,

@@ -9,6 +9,8 @@
 #include "frontend/capture/SymbolicInterpreter.h"
 #include "runtime/Autocast.h"
 
+#include <algorithm>
+
 namespace kiln::capture {
 
 namespace {
@@ -434,14 +436,9 @@ void InstructionTranslator::step(size_t here) {
   case Op::BUILD_SLICE:
     push(makeSlice(popN(arg)));
     return;
-  case Op::BUILD_STRING: {
-    VTs parts = popN(arg);
-    std::string s;
-    for (VT* p : parts)
-      s += nb::cast<std::string>(constantValue(p, "an f-string part"));
-    push(t_.constant(nb::str(s.c_str(), s.size())));
+  case Op::BUILD_STRING:
+    push(buildString(popN(arg)));
     return;
-  }
   case Op::FORMAT_VALUE: { // up to 3.12: conversion and "has a spec" in one argument
     VT* spec = (arg & 0x04) ? pop() : nullptr;
     VT* value = pop();
@@ -904,6 +901,7 @@ const char* InstructionTranslator::kindName(VT* v) {
   case VT::Kind::Method: return "method";
   case VT::Kind::Set: return "set";
   case VT::Kind::NewObject: return reinterpret_cast<PyTypeObject*>(static_cast<NewObjectVT*>(v)->cls.ptr())->tp_name;
+  case VT::Kind::Format: return "an f-string of a tensor";
   default: return "internal value";
   }
 }
@@ -967,7 +965,42 @@ VT* InstructionTranslator::makeFunction(int flags) {
   return f;
 }
 
+// The parts of an f-string joined: a constant, or a FormatVT when a part is one (a tensor's text,
+// formatted after the graph).
+VT* InstructionTranslator::buildString(const VTs& parts) {
+  bool lazy = std::any_of(parts.begin(), parts.end(), [](VT* p) { return p->kind == VT::Kind::Format; });
+  std::string s;
+  VTs args;
+  for (VT* p : parts) {
+    if (p->kind == VT::Kind::Format) { // a field of its own (its template may number fields)
+      s += "{}";
+      args.push_back(p);
+      continue;
+    }
+    std::string text = nb::cast<std::string>(constantValue(p, "an f-string part"));
+    if (!lazy) {
+      s += text;
+      continue;
+    }
+    for (char c : text) { // literal text of a str.format template: braces doubled
+      s += c;
+      if (c == '{' || c == '}') s += c;
+    }
+  }
+  if (lazy) return t_.make<FormatVT>(std::move(s), std::move(args));
+  return t_.constant(nb::str(s.c_str(), s.size()));
+}
+
 VT* InstructionTranslator::formatValue(VT* v, int conversion, VT* spec) {
+  if (conversion == 0 && v->kind != VT::Kind::Constant && containsTensor(v)) {
+    // `f"{loss:.4f}"`: formatted after the graph, where the value leaves the trace, as
+    // TorchDynamo does (a conversion first, `f"{t!r}"`, is repr() of a tensor: a break).
+    std::string fmt = spec ? nb::cast<std::string>(constantValue(spec, "a format spec")) : std::string();
+    if (fmt.find_first_of("{}") != std::string::npos)
+      throw Unsupported{"a tensor formatted with a format spec holding braces"};
+    if (fmt.empty() && v->kind == VT::Kind::Format) return v; // f"{msg}" of an f-string
+    return t_.make<FormatVT>("{" + (fmt.empty() ? std::string() : ":" + fmt) + "}", VTs{v});
+  }
   nb::object value = constantValue(v, "an f-string value");
   if (conversion == 1) value = nb::str(value);
   else if (conversion == 2) value = nb::repr(value);

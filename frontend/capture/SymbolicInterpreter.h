@@ -161,6 +161,7 @@ private:
   // New lists, dicts and sets the glue rebuilds get one name each (`__vN`, bound by `lets_` in
   // order), so two locals holding one list still hold one list after the glue.
   std::string memoized(VT* v, const std::string& expr);
+  std::string originalExpr(VT* container, nb::handle original);
   std::unordered_map<VT*, std::string> memo_;
   std::vector<std::string> lets_;
   void guardTraining(nb::handle module, const SourcePtr& source);
@@ -242,6 +243,7 @@ private:
   VT* loadGlobal(const std::string& name);
   VT* makeFunction(int flags);
   VT* formatValue(VT* v, int conversion, VT* spec);
+  VT* buildString(const VTs& parts);
 
   // Operators (Attributes.cpp / InstructionTranslator.cpp).
   VT* applyOperator(const char* name, VTs args);
@@ -271,6 +273,7 @@ private:
   // cls(*args, **kwargs) called for real, every argument a constant of the trace (`what` names them
   // in the error otherwise); a Python exception becomes a TraceError.
   nb::object constructFromConstants(nb::handle cls, const VTs& args, const Kwargs& kwargs, const char* what);
+  VT* constructModule(nb::handle cls, const VTs& args, const Kwargs& kwargs);
   VT* constructNamedTuple(nb::handle cls, VTs args, Kwargs kwargs);
   VT* zeroArgSuper();
   VT* callBuiltin(nb::handle fn, VTs& args, Kwargs& kwargs, bool& handled);

@@ -79,8 +79,8 @@ std::string Tracer::outputExpr(VT* v, std::vector<Node*>& outputs, nb::list& con
   case VT::Kind::List:
   case VT::Kind::Tuple: {
     auto* s = static_cast<SequenceVT*>(v);
-    if (s->original.is_valid() && (replayed(v) || (!s->mutated && !containsTensor(s))))
-      return s->source && s->source->isArgument() ? s->source->expr() : constantRef(s->original);
+    if (s->original.is_valid() && (replayed(v) || !s->mutated))
+      return originalExpr(v, s->original);
     if (memo_.count(v)) return memo_[v];
     std::string body;
     for (VT* x : s->items)
@@ -94,8 +94,8 @@ std::string Tracer::outputExpr(VT* v, std::vector<Node*>& outputs, nb::list& con
   }
   case VT::Kind::Dict: {
     auto* d = static_cast<DictVT*>(v);
-    if (d->original.is_valid() && (replayed(v) || (!d->mutated && !containsTensor(d))))
-      return d->source && d->source->isArgument() ? d->source->expr() : constantRef(d->original);
+    if (d->original.is_valid() && (replayed(v) || !d->mutated))
+      return originalExpr(v, d->original);
     if (memo_.count(v)) return memo_[v];
     std::string body;
     for (auto& [k, x] : d->entries) {
@@ -119,8 +119,11 @@ std::string Tracer::outputExpr(VT* v, std::vector<Node*>& outputs, nb::list& con
                         " made while tracing (the compiled code would reuse it, exhausted)"};
     return constantRef(o);
   }
-  case VT::Kind::Function:
-  case VT::Kind::Module: return constantRef(toPython(v));
+  case VT::Kind::Function: return constantRef(toPython(v));
+  case VT::Kind::Module:
+    if (static_cast<ModuleVT*>(v)->madeWhileTracing)
+      throw Unsupported{"an nn.Module made in the compiled code leaving it (each call makes a new one)"};
+    return constantRef(toPython(v));
   case VT::Kind::Iterator: {
     // An iterator on the stack at a break (a comprehension's argument: `[f(x) for _ in
     // range(5)]` breaking inside f): a new one over the items it has left, made at each call.
@@ -165,6 +168,16 @@ std::string Tracer::outputExpr(VT* v, std::vector<Node*>& outputs, nb::list& con
     return memoized(v, constantRef(make) + "(" + constantRef(f->code) + ", " + constantRef(f->globals) +
                            ", (" + defaults + "), " + kwdefaults + ", (" + closure + "))");
   }
+  case VT::Kind::Format: { // an f-string of a tensor: formatted by the glue, after the graph
+    auto* f = static_cast<FormatVT*>(v);
+    if (memo_.count(v)) return memo_[v];
+    std::string args;
+    for (VT* a : f->args)
+      args += outputExpr(a, outputs, constants) + ", ";
+    for (auto& [k, a] : f->kwargs)
+      args += k + "=" + outputExpr(a, outputs, constants) + ", ";
+    return memoized(v, literal(nb::str(f->format.c_str(), f->format.size())) + ".format(" + args + ")");
+  }
   case VT::Kind::GradModeExit: // a break inside `with no_grad():`: the block's exit, for the resume
     return constantRef(gradModeRestorer(static_cast<GradModeExitVT*>(v)->restore));
   case VT::Kind::Method: { // a bound method, e.g. `t.item` on the stack at a graph break
@@ -179,6 +192,17 @@ std::string Tracer::outputExpr(VT* v, std::vector<Node*>& outputs, nb::list& con
                        : v->kind == VT::Kind::NewObject ? "an object created inside the compiled one"
                                                         : "an iterator or internal value") + ")"};
   }
+}
+
+// A container from outside the frame, where it leaves the trace: the object itself (`acts.clear()`
+// at a break cleared a copy of a dict of tensors, rebuilt from its items, and missed `acts`).
+// Reached other than through an argument, the glue names the object it saw while tracing:
+// guard that the next call reaches the same one.
+std::string Tracer::originalExpr(VT* container, nb::handle original) {
+  if (container->source && container->source->isArgument()) return container->source->expr();
+  if (container->source && !replayed(container) && containsTensor(container))
+    container->source->guardNode(*guards_).checkId(original.ptr());
+  return constantRef(original);
 }
 
 std::string Tracer::memoized(VT* v, const std::string& expr) {

@@ -121,7 +121,8 @@ int DictVT::find(PyObject* key) const {
 
 bool containsTensor(const VT* v) {
   switch (v->kind) {
-  case VT::Kind::Tensor: return true;
+  case VT::Kind::Tensor:
+  case VT::Kind::Format: return true;
   case VT::Kind::List:
   case VT::Kind::Tuple:
     for (VT* x : static_cast<const SequenceVT*>(v)->items)
@@ -644,6 +645,8 @@ nb::object Tracer::toPython(VT* v) {
     auto* m = static_cast<MethodVT*>(v);
     return toPython(m->self).attr(m->name.c_str());
   }
+  case VT::Kind::Format:
+    throw Unsupported{"an f-string of a tensor passed to a library function (its text is data)"};
   default:
     throw Unsupported{"passing a function defined inside the compiled code (or an internal value) "
                       "to a library function"};

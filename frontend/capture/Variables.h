@@ -76,6 +76,7 @@ struct VT {
     GradModeExit,
     Autocast,    // an effective kiln.autocast(): a context manager switching autocast
     AutocastExit,
+    Format,      // an f-string of a tensor, formatted after the graph (its text is data)
   };
   explicit VT(Kind k) : kind(k) {}
   virtual ~VT() = default;
@@ -158,6 +159,9 @@ struct ModuleVT : VT {
   explicit ModuleVT(nb::object m) : VT(Kind::Module), module(std::move(m)) {}
   nb::object module;
   std::string path; // for graph names: "model.0"
+  // Made while tracing (`nn.Unfold(2)(x)`): a stateless kiln module, one object the trace calls;
+  // it may not leave the trace (each eager call makes a new one).
+  bool madeWhileTracing = false;
 };
 
 struct ObjectVT : VT {
@@ -226,7 +230,19 @@ struct AutocastExitVT : VT {
   uint32_t restore; // autocast::packedState() before the block
 };
 
-// Whether a value is or holds (in lists, tuples, dicts) a tensor.
+// A string formatted from tensors (`f"loss {loss:.4f}"`, `"{:.3f}".format(t)`): `format`, a
+// str.format template, and its arguments, formatted where the value leaves the trace (after the
+// graph has computed the tensors), as TorchDynamo's StringFormatVariable. str() and repr() of a
+// tensor (`f"{t!r}"` too) stay graph breaks.
+struct FormatVT : VT {
+  FormatVT(std::string f, VTs a, Kwargs k = {})
+      : VT(Kind::Format), format(std::move(f)), args(std::move(a)), kwargs(std::move(k)) {}
+  std::string format;
+  VTs args;
+  Kwargs kwargs;
+};
+
+// Whether a value is or holds (in lists, tuples, dicts) a tensor (or an f-string of one).
 bool containsTensor(const VT* v);
 
 // Tracing cannot capture this construct; the frame runs eagerly (reason recorded).

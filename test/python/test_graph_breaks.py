@@ -495,10 +495,30 @@ def test_a_closure_writing_a_cell_of_the_frame_is_not_rebuilt_at_a_break():
 
 
 def test_retain_grad_runs_the_frame_eagerly_as_torch_compile():
-    # torch.compile skips a frame calling retain_grad() ("does not work with AOTDispatcher")
-    # instead of resuming after it; kiln does the same, so graph counts stay torch's
-    # (hooks_retain_grad: 8 graphs where torch has 6), and the grad is retained.
+    # torch.compile does not resume after retain_grad() ("does not work with AOTDispatcher"):
+    # with one op before it, it skips the frame; kiln does the same, so graph counts stay
+    # torch's (hooks_retain_grad: 8 graphs where torch has 6), and the grad is retained. With 2
+    # or more ops before it, the graph up to the statement compiles and the rest runs eagerly
+    # (grad_noncontig: 2 graphs where torch has 3).
     lin = kiln.nn.Linear(4, 3)
+
+    def two_ops(x):
+        h = lin(x).tanh()
+        h.retain_grad()
+        (h * 2).sum().backward()
+        return h.grad, (h * 3).sum()
+
+    x = kiln.randn(2, 4)
+    kiln.compiler.reset()
+    e = kiln.explain(two_ops)(x)
+    assert e.graph_count == 1 and ["retain_grad" in str(r) for r in e.break_reasons] == [True], str(e)
+    kiln.compiler.reset()
+    want = two_ops(x)
+    for backend in ("eager", "inductor"):
+        got = kiln.compile(two_ops, backend=backend)(x)
+        np.testing.assert_allclose(got[0].numpy(), want[0].numpy(), rtol=1e-6)
+        np.testing.assert_allclose(got[1].detach().numpy(), want[1].detach().numpy(), rtol=1e-6)
+        kiln.compiler.reset()
 
     def fn(x):
         h = lin(x)
@@ -587,8 +607,8 @@ def test_live_views_of_graph_values_are_remade_from_their_bases():
         row.fill_(float(n))      # must write into y
         return y + 1.0, row
 
-    # A training graph still runs the frame eagerly (its base would be one more output with
-    # history of the graph's single autograd node).
+    # A lone view in a training graph (its base not live) is handed on as a graph output, as
+    # AOT autograd's unsafe view (it ran the whole frame eagerly; torch.compile makes 2 graphs).
     def train(x):
         s = x.sort(dim=1).values
         med = s[:, 2]
@@ -597,7 +617,7 @@ def test_live_views_of_graph_values_are_remade_from_their_bases():
         return med, g, (med * 3.0).sum()
 
     x = kiln.from_numpy(np.random.default_rng(3).standard_normal((3, 5)).astype("float32"))
-    for fn, args, graphs in ((alias, (x,), 2), (train, (x.detach().requires_grad_(),), 0)):
+    for fn, args, graphs in ((alias, (x,), 2), (train, (x.detach().requires_grad_(),), 2)):
         want = fn(*args)
         kiln.compiler.reset()
         compiled = kiln.compile(fn, backend="eager")
@@ -608,3 +628,180 @@ def test_live_views_of_graph_values_are_remade_from_their_bases():
         kiln.compiler.reset()
         e = kiln.explain(fn)(*args)
         assert (e.graph_count, len(e.break_reasons)) == (graphs, 1), str(e)
+
+
+def test_views_of_a_training_graph_output_are_remade_from_it():
+    # A module output live at a break with a forward hook's `out.detach()` of it and a view of
+    # it (the base is an output already, so remaking the views adds no output of the graph's
+    # autograd node): the graph before the break compiles, as torch.compile's; the frame ran
+    # eagerly. The views stay views of the output, and grads flow through the view.
+    def fn(x, w):
+        out = x @ w
+        d = out.detach()
+        row = out[0]
+        n = np.tanh(0.5)
+        return out * float(n), d, row.sum(), d._base is out
+
+    rng = np.random.default_rng(5)
+    x = kiln.from_numpy(rng.standard_normal((3, 4)).astype("float32"))
+    w0 = rng.standard_normal((4, 2)).astype("float32")
+    want_w = kiln.from_numpy(w0).requires_grad_()
+    want = fn(x, want_w)
+    (want[0].sum() + want[2]).backward()
+    kiln.compiler.reset()
+    compiled = kiln.compile(fn, backend="eager")
+    for _ in range(2):
+        w = kiln.from_numpy(w0).requires_grad_()
+        got = compiled(x, w)
+        (got[0].sum() + got[2]).backward()
+        for a, b in zip(want[:3], got[:3]):
+            np.testing.assert_allclose(b.detach().numpy(), a.detach().numpy(), rtol=1e-5, atol=1e-6)
+        assert got[3] == want[3]
+        np.testing.assert_allclose(w.grad.numpy(), want_w.grad.numpy(), rtol=1e-5)
+    kiln.compiler.reset()
+    e = kiln.explain(fn)(x, kiln.from_numpy(w0).requires_grad_())
+    assert (e.graph_count, len(e.break_reasons)) == (2, 1), str(e)
+
+
+def test_fstrings_of_tensors_are_formatted_after_the_graph():
+    # `f"loss {loss:.4f}"` and `"{:.3f}".format(t)` of tensors are strings made after the graph
+    # from its outputs (TorchDynamo's StringFormatVariable): no break, one graph; they used to
+    # break (the rest of the frame ran eagerly). `f"{t!r}"` is repr() of a tensor: still a break.
+    def fn(x, log):
+        y = x * 2.0
+        loss = y.sum()
+        log.append(f"loss {loss:.4f} of {{y}} {y} {'n'}")
+        log.append("{:.3f}|{n}".format(loss, n=y.mean()))
+        return y + 1.0, f"{loss:.2f}"
+
+    def with_repr(x):
+        y = x + 1.0
+        s = f"{y!r}"
+        return y * 2.0, s
+
+    x = kiln.from_numpy(np.arange(6, dtype="float32").reshape(2, 3))
+    want_log = []
+    want = fn(x, want_log)
+    kiln.compiler.reset()
+    compiled = kiln.compile(fn, backend="eager", fullgraph=True)
+    for _ in range(2):
+        log = []
+        got = compiled(x, log)
+        assert log == want_log and got[1] == want[1]
+        np.testing.assert_allclose(got[0].numpy(), want[0].numpy())
+    e = kiln.explain(with_repr)(x)  # (a break at the FORMAT_VALUE: the rest runs eagerly)
+    assert (e.graph_count, len(e.break_reasons)) == (1, 1), str(e)
+    assert kiln.compile(with_repr, backend="eager")(x)[1] == with_repr(x)[1]
+
+
+def test_global_settings_in_compiled_code_are_breaks():
+    # kiln.manual_seed / set_printoptions called in traced code took effect once, at the trace:
+    # from the second call on, rand drew other numbers than eager's. They are breaks at the call
+    # now; an f-string of a tensor before set_printoptions keeps the options it was made under.
+    def fn(x):
+        kiln.manual_seed(3)
+        a = x + kiln.rand(3)
+        s = f"{a}"
+        kiln.set_printoptions(precision=2)
+        t = f"{a}"
+        kiln.set_printoptions(profile="default")
+        return a * 2.0, s, t
+
+    x = kiln.ones(3)
+    want = fn(x)
+    kiln.compiler.reset()
+    compiled = kiln.compile(fn, backend="eager")
+    for _ in range(3):
+        got = compiled(x)
+        assert got[1:] == want[1:]
+        np.testing.assert_allclose(got[0].numpy(), want[0].numpy())
+    e = kiln.explain(fn)(x)
+    assert [r.reason.split(" (")[0] for r in e.break_reasons] == [
+        "kiln.manual_seed()", "kiln.set_printoptions()", "kiln.set_printoptions()"], str(e)
+
+
+def test_one_hot_with_num_classes_traces_and_without_breaks():
+    # one_hot(y, num_classes=k) is one graph, as with torch.compile (its range check read the
+    # data of the fake: a break at each call); num_classes=-1 reads the data: a break.
+    F = kiln.nn.functional
+
+    def given(y):
+        return F.one_hot(y, num_classes=4).float() * 2.0, F.one_hot(y, 5).sum(0)
+
+    def inferred(y):
+        z = y * 1
+        return F.one_hot(z).float() + 1.0
+
+    y = kiln.from_numpy(np.array([0, 3, 1, 3], dtype="int64"))
+    got = kiln.compile(given, backend="eager", fullgraph=True)(y)
+    for g, w in zip(got, given(y)):
+        np.testing.assert_array_equal(g.numpy(), w.numpy())
+    e = kiln.explain(inferred)(y)
+    assert (e.graph_count, len(e.break_reasons)) == (2, 1), str(e)
+    np.testing.assert_array_equal(kiln.compile(inferred, backend="eager")(y).numpy(), inferred(y).numpy())
+    with pytest.raises(RuntimeError, match="smaller than num_classes"):
+        F.one_hot(y, 3)  # eager still checks
+
+
+def test_hook_handle_remove_is_replayed_not_run_at_the_trace():
+    # handle.remove() in traced code ran for real at the trace (kiln's own code): the hook was
+    # gone before the trace after it, and the graph before the break lost the hook's store into
+    # `acts`. It is traced now: its pops are side effects replayed after the graph.
+    lin = kiln.nn.Linear(3, 2)
+    acts = {}
+
+    def hook(module, inp, out):
+        acts["out"] = out.detach()
+
+    def fn(x, handle):
+        y = lin(x)
+        handle.remove()
+        n = np.tanh(0.5)
+        seen = sorted(acts)
+        acts.clear()
+        return lin(x) * float(n), seen, len(acts), len(lin._forward_hooks)
+
+    x = kiln.randn(4, 3)
+    want = fn(x, lin.register_forward_hook(hook))
+    compiled = kiln.compile(fn, backend="eager")
+    for _ in range(2):
+        kiln.compiler.reset()
+        got = compiled(x, lin.register_forward_hook(hook))
+        assert got[1:] == want[1:] == (["out"], 0, 0)
+        np.testing.assert_allclose(got[0].detach().numpy(), want[0].detach().numpy(), rtol=1e-6)
+
+
+def test_stateless_modules_made_in_compiled_code_trace():
+    # `nn.Unfold(...)(x)` in traced code: a stateless kiln module made from constants is called
+    # in the graph, as TorchDynamo inlines a new module's __init__ (it was a break); one with
+    # parameters, one that leaves the frame, or an attribute store on it is a break.
+    nn = kiln.nn
+
+    def stateless(x):
+        cols = nn.Unfold(kernel_size=2)(x)
+        return nn.Flatten()(nn.ReLU()(cols)) * 2.0
+
+    def leaves(x):
+        act = nn.ReLU()
+        return act(x) + 1.0, act
+
+    def stateful(x):
+        return nn.Linear(3, 2)(x)
+
+    def store(x):
+        act = nn.Softmax(dim=0)
+        act.dim = 1
+        return act(x * 2.0)
+
+    x = kiln.randn(1, 2, 3, 3)
+    got = kiln.compile(stateless, backend="eager", fullgraph=True)(x)
+    np.testing.assert_allclose(got.numpy(), stateless(x).numpy(), rtol=1e-6)
+    y = kiln.randn(2, 3)
+    for fn, arg in ((leaves, y), (stateful, y), (store, y)):
+        kiln.compiler.reset()
+        e = kiln.explain(fn)(arg)
+        assert len(e.break_reasons) == 1, (fn.__name__, str(e))
+    kiln.compiler.reset()
+    out, act = kiln.compile(leaves, backend="eager")(y)
+    assert isinstance(act, nn.ReLU) and act is not kiln.compile(leaves, backend="eager")(y)[1]
+    np.testing.assert_allclose(kiln.compile(store, backend="eager")(y).numpy(), store(y).numpy(), rtol=1e-6)

@@ -212,11 +212,12 @@ def _regenerate_views(graph, training):
     intermediate from the intermediate, at run time.
 
     Compiled, a view would come back as a copy: `y[0][1][0] = -1.0` breaking with y and y[0][1]
-    live wrote into the copy and missed y, and a training graph (AOT autograd) gave its backward
-    the view for the saved base (`med = x.sort().values[:, 4]` live at an `autograd.grad` break
-    ran the whole frame eagerly; still does: None). A lone view in an inference graph whose base
-    nothing after the break holds (attention's `out.view(...)` of a linear) is as good as a copy
-    and stays."""
+    live wrote into the copy and missed y. A lone view whose base nothing after the break holds
+    (attention's `out.view(...)` of a linear, `med = x.sort().values[:, 4]` live at an
+    `autograd.grad` break) is as good as a copy and stays, in a training graph too: AOT
+    autograd's "unsafe view" output of torch, which hides such an alias from autograd (the
+    training case ran the whole frame eagerly: nn.MultiheadAttention's output in the (L, N, E)
+    layout is such a view, and mha_seq_first compiled 0 graphs where torch.compile makes 1)."""
     output = graph.output_node
     if output is None or not isinstance(output.args[0], (tuple, list)):
         return []
@@ -237,18 +238,20 @@ def _regenerate_views(graph, training):
             by_root.setdefault(base, []).append((i, views[::-1]))
     regen = []
     for root, entries in by_root.items():
-        if not any(views for _, views in entries) or not (training or len(entries) > 1):
+        if not any(views for _, views in entries) or len(entries) == 1:
             continue
-        if training:
-            # Not for a training graph: its base would become one more output with history of
-            # the graph's single autograd node, and code that backpropagates two outputs of one
-            # node at different times (a GAN step: errD_fake.backward(), later errG through
-            # fake) frees its saved tensors at the first (torch.compile's AOT autograd fails the
-            # same way on such a graph). The frame runs eagerly, as before.
-            return None
         if any(hasattr(a, "op") for _, views in entries for v in views for a in _node_args_of(v)):
             return None
         source = next((i for i, views in entries if not views and outputs[i] is root), None)
+        if source is None and training:
+            # Not for a training graph whose base is not an output already: it would become one
+            # more output with history of the graph's single autograd node, and code that
+            # backpropagates two outputs of one node at different times (a GAN step:
+            # errD_fake.backward(), later errG through fake) frees its saved tensors at the
+            # first (torch.compile's AOT autograd fails the same way on such a graph). The frame
+            # runs eagerly. (A base that is an output already, a module's output live with a
+            # forward hook's `out.detach()` of it, adds no output: its views are remade.)
+            return None
         if source is None:
             source = entries[0][0]
             outputs[source] = root
@@ -505,10 +508,10 @@ class FrameCallback:
                     result["attrs"], result["graph"]))) is None:
                 # A live view whose view op cannot be replayed from its base after the call.
                 why = "a live tensor is a view of a value computed before the break"
-            elif site.kind == "generic" and not result["op_count"]:
+            elif site.kind == "generic" and result["op_count"] < site.min_ops:
                 # As TorchDynamo: nothing to compile before an instruction that is not a call or
-                # a branch, so the frame runs eagerly as a whole.
-                why = "no operation before it"
+                # a branch (no checkpoint to compile up to), so the frame runs eagerly as a whole.
+                why = "no operation before it" if not result["op_count"] else "too few operations before it"
             else:
                 result["view_outputs"] = regen
         if why is not None:

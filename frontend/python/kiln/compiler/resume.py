@@ -57,7 +57,20 @@ class BreakSite:
         self.kind = bytecode.break_kind(self.opname)
         self.reason = BreakReason(failure["reason"], failure["filename"], failure["lineno"], failure["line"])
         start = bytecode.statement_start(code, self.index) if bytecode.supported() else None
-        if (self.kind == "call" and start is not None and bytecode.enters_with(code, self.index) and
+        # The fewest ops the graph before a 'generic' break needs (else the frame runs eagerly).
+        self.min_ops = 1
+        retain_grad = self.reason.reason.startswith("Tensor.retain_grad()")
+        if (retain_grad and start is not None and start <= self.index and
+                not bytecode.in_loop(code, self.index)):
+            # TorchDynamo fails at the lookup of `.retain_grad` ("does not work with
+            # AOTDispatcher"), not at a call: it compiles the graph up to its last checkpoint (an
+            # empty stack, here the statement's start) and runs the rest of the frame eagerly;
+            # with fewer than 2 calls in the graph there is no checkpoint and it skips the frame.
+            self.kind = "generic"
+            self.index = start
+            self.occurrence = 1
+            self.min_ops = 2
+        elif (self.kind == "call" and start is not None and bytecode.enters_with(code, self.index) and
                 not bytecode.in_loop(code, self.index)):
             # `with make_manager():` where the manager is not traceable: resuming after the call
             # would only break again at the `with` (a second break, no graph between), so the
@@ -79,9 +92,8 @@ class BreakSite:
             # As TorchDynamo: a resume function inside a loop would call itself once per
             # iteration (the glue of each iteration calling the next).
             return "a graph break inside a for/while loop"
-        if self.reason.reason.startswith("Tensor.retain_grad()"):
-            # As TorchDynamo ("Tensor.retain_grad() does not work with AOTDispatcher": the frame
-            # is skipped, not resumed), so graph counts stay torch.compile's.
+        if self.reason.reason.startswith("Tensor.retain_grad()") and self.kind != "generic":
+            # As TorchDynamo, which cannot resume there (see __init__).
             return "retain_grad() runs the frame eagerly, as with torch.compile"
         return None
 

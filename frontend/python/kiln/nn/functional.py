@@ -488,7 +488,11 @@ def one_hot(tensor, num_classes=-1):
         raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
     if num_classes == -1:
         num_classes = int(tensor.max().item()) + 1 if tensor.numel() else 0
-    if tensor.numel() and (int(tensor.min().item()) < 0 or int(tensor.max().item()) >= num_classes):
+    # (A meta tensor, traced by kiln.compile, has no values to check: as with torch.compile, the
+    # compiled one_hot of a given num_classes does not check its range; num_classes=-1 reads the
+    # data, a graph break.)
+    if tensor.numel() and not tensor.is_meta and (
+            int(tensor.min().item()) < 0 or int(tensor.max().item()) >= num_classes):
         raise RuntimeError("Class values must be smaller than num_classes." if int(tensor.min().item()) >= 0
                            else "Class values must be non-negative.")
     classes = _ops.arange(num_classes, dtype=_C.int64)
