@@ -61,6 +61,10 @@ from .autograd import (  # noqa: E402,F401
 from . import autograd, nn  # noqa: E402,F401
 from . import optim  # noqa: E402,F401
 from . import linalg  # noqa: E402,F401
+from ._lapack import install as _install_lapack  # noqa: E402
+
+_install_lapack(globals(), Tensor)
+del _install_lapack
 from . import distributions  # noqa: E402,F401
 from . import utils  # noqa: E402,F401
 from .serialization import load, save  # noqa: E402,F401
