@@ -1,5 +1,7 @@
 """kiln: a tensor runtime with a PyTorch-compatible API and a graph-capture compiler."""
 from . import _C
+from . import version  # noqa: E402
+from .version import __version__  # noqa: F401
 from ._C import (  # noqa: F401
     bfloat16, bool, device, dtype, float16, float32, float64, int8, int16, int32, int64, uint8,
     from_numpy, memory_stats, reset_peak_memory_stats, empty_cache, is_grad_enabled,
