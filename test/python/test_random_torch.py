@@ -226,3 +226,39 @@ def test_normal_function():
     np.testing.assert_array_equal(kiln.normal(kiln.zeros(20), 2.0, generator=g).numpy(),
                                   need_torch().normal(need_torch().zeros(20), 2.0,
                                                       generator=need_torch().Generator().manual_seed(3)).numpy())
+
+
+def test_compiled_random_ops_with_tensor_inputs_draw_in_program_order():
+    # multinomial and random_ have no prims decomposition; left in the compiled program they drew
+    # after every hoisted draw (rand, randperm), so from the multinomial on every value differed.
+    def f(T, w, x):
+        T.manual_seed(1234)
+        a = T.rand(3)
+        m = T.multinomial(T.softmax(w * 2, -1), 3)
+        z = T.zeros(4, dtype=T.int64)
+        z.random_(0, 10)
+        x.random_(0, 5)
+        return a, m, T.randperm(5), z, x + 1, (w * 3).random_(0, 7), T.rand(2)
+
+    w = np.random.default_rng(0).random((2, 6)).astype(np.float32)
+    want = [t.numpy() for t in f(need_torch(), need_torch().from_numpy(w), need_torch().zeros(3))]
+    got = kiln.compile(lambda w, x: f(kiln, w, x))(kiln.from_numpy(w), kiln.zeros(3))
+    for g, e in zip(got, want):
+        np.testing.assert_array_equal(g.numpy(), e)
+
+
+def test_compiled_random_write_into_an_input_read_before_is_refused():
+    # The draws run before the compiled program: a random_ into an input that the program read
+    # earlier cannot be hoisted, and the graph runs eagerly (strict: the backend error names it).
+    def f(w):
+        y = w * 2
+        w.random_(0, 5)
+        return y, w + 1
+
+    old = kiln.config.strict
+    kiln.config.strict = True
+    try:
+        with pytest.raises(Exception, match="random_.from draws into the graph input"):
+            kiln.compile(f)(kiln.ones(3))
+    finally:
+        kiln.config.strict = old
