@@ -1082,3 +1082,27 @@ def test_training_script_switches_and_grad_scaler_match_torch():
     with pytest.raises(NotImplementedError, match="automatic mixed precision is not"):
         with kiln.autocast("cpu", dtype=kiln.bfloat16):
             pass
+
+
+def test_masked_scatter_gradient_compiles_with_static_shapes():
+    # masked_scatter's source gradient went through masked_select, whose size depends on the
+    # mask's values: the compiled backward could not be traced on meta tensors (sweep13).
+    r = np.random.default_rng(0)
+    xn, sn = r.standard_normal((4, 5)).astype(np.float32), r.standard_normal(30).astype(np.float32)
+    mn = r.random((1, 5)) > 0.4
+
+    def f(x, m, src):
+        y = x.masked_scatter(m, src * 3)
+        return kiln.autograd.grad((y * kiln.arange(5.0)).sum(), [x, src])
+
+    args = lambda: (kiln.from_numpy(xn).requires_grad_(), kiln.from_numpy(mn),  # noqa: E731
+                    kiln.from_numpy(sn).requires_grad_())
+    want = f(*args())
+    np.testing.assert_array_equal(want[1].numpy()[:8], np.tile(np.arange(5.0), 4)[mn.repeat(4, 0).ravel()][:8] * 3)
+    assert (want[1].numpy()[int(mn.sum()) * 4:] == 0).all()
+    kiln.compiler.reset()
+    got = kiln.compile(f)(*args())
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g.numpy(), w.numpy())
+    meta = kiln._masked_scatter_backward(kiln.empty(4, 5, device="meta"), kiln.from_numpy(mn).to("meta"), [30])
+    assert meta.shape == (30,)
