@@ -262,3 +262,56 @@ def test_compiled_random_write_into_an_input_read_before_is_refused():
             kiln.compile(f)(kiln.ones(3))
     finally:
         kiln.config.strict = old
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
+def test_exponential_cauchy_log_normal_geometric(dtype):
+    # One double draw per element, transformed in double and cast (torch's CPU kernels); the
+    # log-normal draws share the double normal cache with normal_ (odd counts carry a value over).
+    def op(T):
+        d = dt(T, dtype)
+        return [T.empty(17, dtype=d).exponential_(), T.empty(3, 5, dtype=d).exponential_(2.5),
+                T.empty(9, dtype=d).cauchy_(), T.empty(4, dtype=d).cauchy_(1.0, 0.5),
+                T.empty(7, dtype=d).log_normal_(), T.empty(5, dtype=d).log_normal_(0.0, 0.25),
+                T.empty(3, dtype=d).normal_(), T.empty(11, dtype=d).geometric_(0.3),
+                T.zeros(4, 6, dtype=d).t().exponential_(0.5)]
+    assert_same(op, 3)
+
+
+def test_geometric_on_integers_and_poisson():
+    assert_same(lambda T: [T.empty(20, dtype=T.int64).geometric_(0.2), T.empty(6, dtype=T.int32).geometric_(0.9),
+                           T.empty(5, dtype=T.uint8).geometric_(0.5)], 1)
+    # small rates multiply uniforms, rates from 10 take the transformed rejection method
+    rates = np.array([[0.0, 0.5, 3.0, 9.99], [10.0, 25.0, 140.5, 1e4]], dtype=np.float32)
+    assert_same(lambda T: [T.poisson(T.from_numpy(rates)), T.poisson(T.from_numpy(rates).double().t()),
+                           T.poisson(T.from_numpy(rates).half()), T.rand(3)], 5)
+
+
+def test_distribution_argument_errors():
+    for call, message in [(lambda: kiln.empty(3).exponential_(0.0), "expects lambda > 0.0"),
+                          (lambda: kiln.empty(3).geometric_(1.0), r"expects p to be in \(0, 1\)"),
+                          (lambda: kiln.empty(3).cauchy_(0.0, -1.0), "expects sigma > 0.0"),
+                          (lambda: kiln.empty(3).log_normal_(1.0, 0.0), "expects std > 0.0"),
+                          (lambda: kiln.empty(3, dtype=kiln.int64).exponential_(), "must be a floating point"),
+                          (lambda: kiln.poisson(kiln.tensor([1.0, -1.0])), "non-negative"),
+                          (lambda: kiln.poisson(kiln.tensor([1, 2])), "poisson")]:
+        with pytest.raises(RuntimeError, match=message):
+            call()
+
+
+def test_distributions_with_a_generator_and_compiled():
+    torch = need_torch()
+    got = kiln.empty(6).exponential_(generator=kiln.Generator().manual_seed(4))
+    want = torch.empty(6).exponential_(generator=torch.Generator().manual_seed(4))
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+    def f(T, rates):
+        T.manual_seed(9)
+        return [T.rand(2), T.poisson(rates * 2), T.empty(3).exponential_(), T.zeros(4).log_normal_(), T.rand(2)]
+
+    rates = np.array([1.0, 4.0, 30.0], dtype=np.float32)
+    want = [t.numpy() for t in f(torch, torch.from_numpy(rates))]
+    got = kiln.compile(lambda r: f(kiln, r))(kiln.from_numpy(rates))
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g.numpy(), w)
+
