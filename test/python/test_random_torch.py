@@ -315,3 +315,26 @@ def test_distributions_with_a_generator_and_compiled():
     for g, w in zip(got, want):
         np.testing.assert_array_equal(g.numpy(), w)
 
+
+def test_manual_seed_inside_a_compiled_function_reseeds_at_every_call():
+    # manual_seed ran once, while tracing, and was not part of the graph: the draws after a
+    # second manual_seed continued the stream, and later calls did not reseed at all.
+    def f():
+        kiln.manual_seed(3)
+        a = kiln.nn.functional.dropout(kiln.ones(16), 0.5, True)
+        kiln.manual_seed(3)
+        b = kiln.rand(4)
+        state = kiln.get_rng_state()
+        c = kiln.rand(4)
+        kiln.set_rng_state(state)
+        return a, b, c, kiln.rand(4)
+
+    want = [t.numpy() for t in f()]
+    kiln.compiler.reset()
+    compiled = kiln.compile(f)
+    for _ in range(2):
+        kiln.rand(5)  # the stream moves between calls: each call starts from its own seed
+        for g, w in zip(compiled(), want):
+            np.testing.assert_array_equal(g.numpy(), w)
+    reasons = [str(r) for r in kiln.explain(f)().break_reasons]
+    assert any("manual_seed" in r for r in reasons), reasons
