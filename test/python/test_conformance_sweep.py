@@ -1106,3 +1106,13 @@ def test_masked_scatter_gradient_compiles_with_static_shapes():
         np.testing.assert_allclose(g.numpy(), w.numpy())
     meta = kiln._masked_scatter_backward(kiln.empty(4, 5, device="meta"), kiln.from_numpy(mn).to("meta"), [30])
     assert meta.shape == (30,)
+
+
+def test_searchsorted_with_a_scalar_value_compiles():
+    # searchsorted.Scalar's composite makes its value tensor for real while a trace runs it on
+    # fake boundaries; the kernel then searched the fakes' missing data (a segfault, sweep13).
+    ib = kiln.tensor([0, 2, 2, 5, 9])
+    f = kiln.compile(lambda b: (kiln.searchsorted(b, 2), kiln.searchsorted(b, 5, right=True), b * 2))
+    got = f(ib)
+    assert (got[0].item(), got[1].item()) == (1, 4)
+    assert kiln.searchsorted(ib.to("meta"), 3).device.type == "meta"
