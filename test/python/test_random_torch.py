@@ -247,6 +247,26 @@ def test_compiled_random_ops_with_tensor_inputs_draw_in_program_order():
         np.testing.assert_array_equal(g.numpy(), e)
 
 
+
+def test_compiled_in_place_draws_into_views_reach_their_buffer():
+    # A hoisted in-place draw filled the draw graph's own copy: the buffer it was a view of kept
+    # its zeros in the compiled program (sweep13 random_distributions).
+    def f(T, x):
+        T.manual_seed(5)
+        buf = T.zeros(4, 6)
+        buf[:, ::2].exponential_(2.0)
+        buf[1:3, 1::2].log_normal_(0.0, 0.25)
+        t = T.zeros(3, 5).t()
+        t.random_(0, 9)
+        x.cauchy_()
+        return buf, t, x * 1, T.rand(2)
+
+    torch = need_torch()
+    want = [t.numpy() for t in f(torch, torch.zeros(3))]
+    got = kiln.compile(lambda x: f(kiln, x))(kiln.zeros(3))
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g.numpy(), w)
+
 def test_compiled_random_write_into_an_input_read_before_is_refused():
     # The draws run before the compiled program: a random_ into an input that the program read
     # earlier cannot be hoisted, and the graph runs eagerly (strict: the backend error names it).

@@ -215,10 +215,25 @@ def _hoist_random(graph, placeholders):
         with graph.inserting_after(placeholders[-1]) if placeholders else \
                 graph.inserting_before(next(iter(graph.nodes))):
             ph = graph.placeholder(f"draw_{i}", type_expr=node.type)
-        node.replace_all_uses_with(ph)
+        value = ph
+        written = _random_op_destination(node)
+        if written is not None:
+            # An in-place draw (exponential_ into a slice of a buffer): the draw graph fills its
+            # own copy; the program writes the values into the destination where the op was,
+            # so the buffer it is a view of sees them.
+            with graph.inserting_before(node):
+                value = graph.call_function("prims.copy_to", (written, ph), type_expr=written.type)
+        node.replace_all_uses_with(value)
         graph.erase_node(node)
         placeholders.append(ph)
     return draw_graph
+
+
+def _random_op_destination(node):
+    """The tensor argument an in-place random op writes (None for the others)."""
+    from .aot import _ops
+    _, written = _ops().get(str(node.target), ((), ()))
+    return node.args[written[0]] if written and written[0] < len(node.args) else None
 
 
 def cuda_device(graph):
