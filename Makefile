@@ -52,6 +52,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -c "import torch" 2>/dev/null || $(PIP) install -q $(TORCH_PIP_FLAGS) torch==$(TORCH_VERSION) || \
 	  echo "torch $(TORCH_VERSION) unavailable: differential tests will skip"
 	$(PIP) install -q nvidia-cuda-nvrtc || echo "nvidia-cuda-nvrtc unavailable: the NVRTC tests will skip"
+	$(PIP) install -q einops || echo "einops unavailable: its tests will skip"
 	touch $@
 
 venv: deps $(VENV)/.installed

@@ -30,6 +30,9 @@ public:
   void decomposeComposites(bool on) { recorder_.decomposeOpsWithoutFormula = on; }
 
   Graph run() {
+    // The graph holds the casts of any autocast it was captured under: retraced, it is not
+    // cast again (a compiled function called inside `with autocast()`).
+    ExcludeDispatchKeyGuard noAutocast(DispatchKey::Autocast);
     OpRecorder::Scope scope(recorder_);
     const Node* out = body();
     if (out) graph_.output(outputArgument(*out, out->args().empty() ? Argument() : out->args()[0]));
@@ -42,6 +45,7 @@ public:
     requiresGrad_ = requiresGrad;
     joint_ = true;
     recorder_.decomposeOpsWithoutFormula = true;
+    ExcludeDispatchKeyGuard noAutocast(DispatchKey::Autocast);
     OpRecorder::Scope scope(recorder_);
     const bool gradMode = GradMode::isEnabled();
     GradMode::setEnabled(true);

@@ -4,7 +4,7 @@
 namespace kiln {
 
 const char* dispatchKeyName(DispatchKey k) {
-  static constexpr const char* names[] = {"Tracing", "Autograd", "Functionalize",
+  static constexpr const char* names[] = {"Autocast", "Tracing", "Autograd", "Functionalize",
                                           "CompositeImplicit", "Meta", "CUDA", "CPU"};
   return k < DispatchKey::NumKeys ? names[int(k)] : "Undefined";
 }

@@ -8,7 +8,10 @@ namespace kiln {
 // Highest priority first. Backend keys come last; exactly one applies per call. CUDA ranks
 // above CPU so that a call mixing the two (copy_ between devices) reaches the CUDA kernel.
 enum class DispatchKey : uint8_t {
-  Tracing,        // records ops into a graph (AOT tracing, export)
+  Autocast,       // casts the arguments of some ops to another dtype (kiln.autocast)
+  Tracing,        // records ops into a graph (AOT tracing, export); below Autocast, so a
+                  // graph traced under autocast holds its casts as ops
+
   Autograd,       // records the backward graph
   Functionalize,  // rewrites mutations and views
   CompositeImplicit, // alias slot: kernels written in other ops, valid for every backend

@@ -1,6 +1,7 @@
 // Dispatcher tables and the call path.
 #include "runtime/Dispatcher.h"
 
+#include "runtime/Autocast.h"
 #include "runtime/Error.h"
 #include "runtime/autograd/AutogradKernels.h"
 #include "runtime/cuda/CudaTensorKernels.h"
@@ -13,6 +14,7 @@ Dispatcher& Dispatcher::instance() {
     registerGeneratedKernels(*fresh);
     autograd::registerAutogradKernels(*fresh);
     cuda::registerCudaTensorKernels(*fresh);
+    autocast::registerAutocast(*fresh);
     return fresh;
   }();
   return *d;

@@ -484,7 +484,7 @@ nb::object stackValue(const Value& v) {
   // The rest has no is*() test (Value.h, included everywhere, stays as it is): the accessor of
   // the wrong alternative throws std::bad_variant_access.
   try {
-    return nb::steal(dtypeObject(v.toScalarType()));
+    return nb::borrow(dtypeObject(v.toScalarType()));
   } catch (const std::bad_variant_access&) {
   }
   try {

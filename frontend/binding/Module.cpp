@@ -24,6 +24,7 @@
 #include "frontend/capture/CaptureBinding.h"
 #include "frontend/capture/TraceFrame.h"
 #include "runtime/Allocator.h"
+#include "runtime/Autocast.h"
 #include "runtime/Dispatcher.h"
 #include "runtime/Error.h"
 
@@ -107,6 +108,25 @@ NB_MODULE(_C, m) {
   m.def("empty_cache", [] { CpuAllocator::instance().emptyCache(); });
   m.def("is_grad_enabled", [] { return GradMode::isEnabled(); });
   m.def("_set_grad_enabled", [](bool on) { GradMode::setEnabled(on); });
+  // Autocast state (kiln.amp.autocast sets it), per thread and device type ("cpu", "cuda").
+  auto autocastDevice = [](const std::string& type) {
+    KILN_CHECK_VALUE(type == "cpu" || type == "cuda",
+                     "autocast: unsupported device_type '", type, "' (kiln autocasts 'cpu' and 'cuda')");
+    return type == "cuda" ? DeviceType::CUDA : DeviceType::CPU;
+  };
+  m.def("_is_autocast_enabled", [=](const std::string& t) { return autocast::isEnabled(autocastDevice(t)); });
+  m.def("_set_autocast_enabled", [=](const std::string& t, bool on) { autocast::setEnabled(autocastDevice(t), on); });
+  m.def("_get_autocast_dtype", [=](const std::string& t) {
+    return nb::borrow(dtypeObject(autocast::dtype(autocastDevice(t))));
+  });
+  m.def("_set_autocast_dtype", [=](const std::string& t, nb::handle dtype) {
+    autocast::setDtype(autocastDevice(t), dtypeFromObject(dtype.ptr()));
+  });
+  m.def("_is_autocast_cache_enabled", [] { return autocast::isCacheEnabled(); });
+  m.def("_set_autocast_cache_enabled", [](bool on) { autocast::setCacheEnabled(on); });
+  m.def("_clear_autocast_cache", [] { autocast::clearCache(); });
+  m.def("_autocast_increment_nesting", [] { return autocast::incrementNesting(); });
+  m.def("_autocast_decrement_nesting", [] { return autocast::decrementNesting(); });
   m.def("is_inference_mode_enabled", [] { return InferenceMode::isEnabled(); });
   m.def("_set_inference_mode", [](bool on) { InferenceMode::setEnabled(on); });
   m.def("_op_table", [] {

@@ -5,7 +5,9 @@
 
 #include <algorithm>
 
+#include "frontend/binding/PythonConvert.h"
 #include "frontend/capture/SymbolicInterpreter.h"
+#include "runtime/Autocast.h"
 
 namespace kiln::capture {
 
@@ -44,6 +46,10 @@ bool isKilnLibrary(nb::handle fn) {
   std::string mod = moduleOf(fn);
   // kiln.distributions is traced like user code, as TorchDynamo traces torch.distributions: its
   // objects are made inside compiled code and must be constructed symbolically.
+  // einops (rearrange/reduce/repeat/pack on kiln tensors through kiln's einops backend) is pure
+  // shape bookkeeping around kiln ops: run for real, it records those ops (TorchDynamo likewise
+  // puts einops' functions in the graph whole).
+  if (mod == "einops" || startsWith(mod, "einops.")) return !startsWith(mod, "einops.layers");
   return (startsWith(mod, "kiln.") || mod == "kiln") && !startsWith(mod, "kiln.compiler") &&
          mod != "kiln.optim" && !startsWith(mod, "kiln.optim.") && mod != "kiln.nn.utils.clip_grad" &&
          !startsWith(mod, "kiln.distributions");
@@ -100,6 +106,10 @@ VT* InstructionTranslator::call(VT* fn, VTs args, Kwargs kwargs) {
     t_.setGradMode(static_cast<GradModeExitVT*>(fn)->restore);
     return t_.constant(nb::bool_(false));
   }
+  case VT::Kind::AutocastExit: {
+    autocast::setPackedState(static_cast<AutocastExitVT*>(fn)->restore);
+    return t_.constant(nb::bool_(false));
+  }
   case VT::Kind::Object: {
     nb::handle obj = static_cast<ObjectVT*>(fn)->object;
     bool handled = false;
@@ -131,12 +141,14 @@ VT* InstructionTranslator::call(VT* fn, VTs args, Kwargs kwargs) {
     if (PyType_Check(obj.ptr()) && PyObject_HasAttrString(obj.ptr(), "_kiln_trace_noop_context")) {
       // kiln.autocast: made for real from its constant arguments. One that changes nothing (a
       // disabled autocast: enabled=False, or "cuda" without CUDA, as HF models write around
-      // their rotary embeddings) is a no-op `with` of the trace; one that would take effect
-      // breaks the graph (entering it eagerly says why).
+      // their rotary embeddings) is a no-op `with` of the trace; one that takes effect switches
+      // autocast while the block is traced, so its ops record their casts.
       nb::object made = constructFromConstants(obj, args, kwargs, "an argument of kiln.autocast (not a constant)");
       if (PyObject_IsTrue(made.attr("_kiln_trace_noop_context").ptr())) return t_.make<GradModeVT>(t_.gradMode());
-      throw Unsupported{std::string("entering a ") + reinterpret_cast<PyTypeObject*>(obj.ptr())->tp_name +
-                        " that takes effect"};
+      nb::tuple state = nb::borrow<nb::tuple>(made.attr("_kiln_trace_state"));
+      bool cuda = nb::cast<std::string>(state[0]) == "cuda";
+      return t_.make<AutocastVT>(cuda ? DeviceType::CUDA : DeviceType::CPU, nb::cast<bool>(state[1]),
+                                 python::dtypeFromObject(state[2].ptr()), nb::cast<bool>(state[3]));
     }
     if (PyType_Check(obj.ptr()))
       throw Unsupported{std::string("constructing a ") +

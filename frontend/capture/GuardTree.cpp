@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "runtime/Autocast.h"
 #include "runtime/DispatchKey.h"
 #include "runtime/Error.h"
 #include "runtime/TensorImpl.h"
@@ -717,6 +718,17 @@ GuardNode& GuardTree::global(const std::string& name) {
 
 void GuardTree::checkGradMode(bool enabled) { gradMode_ = enabled ? 1 : 0; }
 
+void GuardTree::checkAutocast(uint32_t packed) { autocast_ = packed; }
+
+namespace {
+std::string autocastText(uint32_t packed) {
+  auto dtypeName = [](uint32_t bits) { return scalarTypeName(ScalarType(bits & 0xff)); };
+  std::string out = std::string("cpu ") + (packed & 1 ? "on " : "off ") + dtypeName(packed >> 8) +
+                    ", cuda " + (packed & 2 ? "on " : "off ") + dtypeName(packed >> 16);
+  return out;
+}
+} // namespace
+
 bool GuardTree::check(const FrameView& frame, std::string* failure) const {
   tSymbolValues.clear();
   if (gradMode_ >= 0 && GradMode::isEnabled() != bool(gradMode_)) {
@@ -725,14 +737,23 @@ bool GuardTree::check(const FrameView& frame, std::string* failure) const {
                  boolText(!gradMode_) + ")";
     return false;
   }
+  if (autocast_ >= 0 && autocast::packedState() != uint32_t(autocast_)) {
+    if (failure)
+      *failure = "autocast == (" + autocastText(uint32_t(autocast_)) + ") (got " +
+                 autocastText(autocast::packedState()) + ")";
+    return false;
+  }
   return root_->impl_->check(nullptr, frame, failure);
 }
 
-size_t GuardTree::numChecks() const { return root_->impl_->numChecks() + (gradMode_ >= 0 ? 1 : 0); }
+size_t GuardTree::numChecks() const {
+  return root_->impl_->numChecks() + (gradMode_ >= 0 ? 1 : 0) + (autocast_ >= 0 ? 1 : 0);
+}
 
 std::string GuardTree::str() const {
   std::string out;
   if (gradMode_ >= 0) out += std::string("grad_mode == ") + boolText(gradMode_) + "\n";
+  if (autocast_ >= 0) out += "autocast == (" + autocastText(uint32_t(autocast_)) + ")\n";
   root_->impl_->str(out);
   if (!out.empty()) out.pop_back();
   return out;

@@ -59,6 +59,9 @@ public:
 
   // Global state.
   void checkGradMode(bool enabled);
+  // kiln.autocast's state (runtime/Autocast.h packedState): the casts traced into a graph
+  // depend on it.
+  void checkAutocast(uint32_t packed);
 
   // True when every check passes. On failure, when failure is non-null, it gets the first
   // failing check, e.g. "L['x'].size()[0] == 8 (got 16)".
@@ -72,6 +75,7 @@ public:
 private:
   std::unique_ptr<GuardNode> root_;
   int gradMode_ = -1; // -1: not checked
+  int64_t autocast_ = -1; // -1: not checked
 };
 
 class GuardNode {

@@ -7,6 +7,7 @@
 
 #include "frontend/capture/PythonVersion.h"
 #include "frontend/capture/SymbolicInterpreter.h"
+#include "runtime/Autocast.h"
 
 namespace kiln::capture {
 
@@ -561,8 +562,17 @@ void InstructionTranslator::step(size_t here) {
   }
   case Op::BEFORE_WITH: {
     VT* mgr = pop();
+    if (mgr->kind == VT::Kind::Autocast) {
+      auto* a = static_cast<AutocastVT*>(mgr);
+      push(t_.make<AutocastExitVT>(autocast::packedState()));
+      autocast::setEnabled(a->device, a->enabled);
+      autocast::setDtype(a->device, a->dtype);
+      autocast::setCacheEnabled(a->cacheEnabled);
+      push(t_.none());
+      return;
+    }
     if (mgr->kind != VT::Kind::GradMode)
-      throw Unsupported{"a `with` block over a context manager other than kiln's grad modes"};
+      throw Unsupported{"a `with` block over a context manager other than kiln's grad modes and autocast"};
     auto* g = static_cast<GradModeVT*>(mgr);
     bool prev = g->previous ? *g->previous : t_.gradMode();
     t_.setGradMode(g->enabled);

@@ -189,6 +189,7 @@ private:
   nb::list constants_;
   std::string constantRef(nb::handle o);
   bool gradMode_, initialGradMode_;
+  uint32_t initialAutocast_; // kiln.autocast's state when tracing began (restored at the end)
   nb::object failCode;
   int failInstruction = 0;
 };

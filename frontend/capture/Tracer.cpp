@@ -10,6 +10,7 @@
 #include "frontend/binding/PythonConvert.h"
 #include "frontend/capture/Iterators.h"
 #include "frontend/capture/SymbolicInterpreter.h"
+#include "runtime/Autocast.h"
 #include "runtime/DispatchKey.h"
 #include "runtime/autograd/AutogradMeta.h"
 
@@ -140,7 +141,7 @@ Tracer::Tracer(nb::handle func, nb::handle code, nb::handle args, nb::handle glo
       globals_(nb::borrow(globals)), builtins_(nb::borrow(builtins)),
       graph_(sanitize(nb::cast<std::string>(code.attr("co_name")))), recorder_(graph_),
       guards_(std::make_shared<GuardTree>()), gradMode_(GradMode::isEnabled()),
-      initialGradMode_(gradMode_) {
+      initialGradMode_(gradMode_), initialAutocast_(autocast::packedState()) {
   // kiln.autograd.grad / backward inside the traced code run the engine on the fakes, which
   // turns grad mode off while it records the backward's ops: the graph says so, so that those
   // results do not require grad when the graph runs (as eagerly) and are not differentiated by
@@ -173,7 +174,10 @@ Tracer::Tracer(nb::handle func, nb::handle code, nb::handle args, nb::handle glo
   };
 }
 
-Tracer::~Tracer() { GradMode::setEnabled(initialGradMode_); }
+Tracer::~Tracer() {
+  GradMode::setEnabled(initialGradMode_);
+  autocast::setPackedState(initialAutocast_);
+}
 
 void Tracer::setPosition(nb::handle code, int instruction) {
   failCode = nb::borrow(code);

@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "frontend/capture/GuardTree.h"
+#include "runtime/Device.h"
+#include "runtime/ScalarType.h"
 
 namespace kiln::capture {
 
@@ -72,6 +74,8 @@ struct VT {
     Super,       // super() in a method
     GradMode,    // kiln.no_grad() & co: a context manager setting grad mode
     GradModeExit,
+    Autocast,    // an effective kiln.autocast(): a context manager switching autocast
+    AutocastExit,
   };
   explicit VT(Kind k) : kind(k) {}
   virtual ~VT() = default;
@@ -204,6 +208,22 @@ struct GradModeVT : VT {
 struct GradModeExitVT : VT {
   explicit GradModeExitVT(bool prev) : VT(Kind::GradModeExit), restore(prev) {}
   bool restore;
+};
+
+// kiln.autocast(...) that takes effect: entered, it switches the thread's autocast state while
+// tracing, so the ops traced in the block record their casts (runtime/Autocast.h).
+struct AutocastVT : VT {
+  AutocastVT(DeviceType d, bool on, ScalarType t, bool cache)
+      : VT(Kind::Autocast), device(d), enabled(on), dtype(t), cacheEnabled(cache) {}
+  DeviceType device;
+  bool enabled;
+  ScalarType dtype;
+  bool cacheEnabled;
+};
+
+struct AutocastExitVT : VT {
+  explicit AutocastExitVT(uint32_t prev) : VT(Kind::AutocastExit), restore(prev) {}
+  uint32_t restore; // autocast::packedState() before the block
 };
 
 // Whether a value is or holds (in lists, tuples, dicts) a tensor.

@@ -67,6 +67,10 @@ from .autograd import (  # noqa: E402,F401
 from . import autograd, nn  # noqa: E402,F401
 from . import optim  # noqa: E402,F401
 from . import linalg  # noqa: E402,F401
+from ._lapack import install as _install_lapack  # noqa: E402
+
+_install_lapack(globals(), Tensor)
+del _install_lapack
 from . import distributions  # noqa: E402,F401
 from . import utils  # noqa: E402,F401
 from .serialization import load, save  # noqa: E402,F401
@@ -76,7 +80,14 @@ from . import testing  # noqa: E402,F401
 from . import cuda  # noqa: E402,F401
 from . import accelerator, backends  # noqa: E402,F401
 from . import amp, cpu  # noqa: E402,F401
+from . import func  # noqa: E402,F401
+from .func import vmap  # noqa: E402,F401
 from .amp import autocast, is_autocast_available, is_autocast_enabled  # noqa: E402,F401
+from ._autocast_state import (  # noqa: E402,F401
+    autocast_decrement_nesting, autocast_increment_nesting, clear_autocast_cache, get_autocast_cpu_dtype,
+    get_autocast_dtype, get_autocast_gpu_dtype, is_autocast_cache_enabled, is_autocast_cpu_enabled,
+    set_autocast_cache_enabled, set_autocast_cpu_dtype, set_autocast_cpu_enabled, set_autocast_dtype,
+    set_autocast_enabled)
 from ._device_amp import cuda_amp as _cuda_amp  # noqa: E402
 cuda.amp = _cuda_amp
 del _cuda_amp
@@ -88,3 +99,7 @@ from ._settings import (  # noqa: E402,F401
 from ._logging import set_logs  # noqa: E402,F401
 from . import compiler  # noqa: E402,F401
 from .compiler import compile, explain  # noqa: E402,F401
+from ._einops import install as _install_einops  # noqa: E402
+
+_install_einops()  # einops.rearrange & co on kiln tensors, when einops is used
+del _install_einops

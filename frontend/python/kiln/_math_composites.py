@@ -7,6 +7,7 @@ function has a removable singularity (sinc at 0, a zero distance in cdist) both 
 import math
 
 from . import _C
+from ._autocast_state import _autocast_float32
 
 __all__ = ["acosh", "asinh", "atanh", "cdist", "copysign", "cross", "deg2rad", "float_power", "frac", "isin",
            "isneginf", "isposinf", "kron", "logit", "nanmean", "nansum", "rad2deg", "signbit", "sinc",
@@ -40,6 +41,7 @@ def nanmean(input, dim=None, keepdim=False, *, dtype=None):
     return nansum(input, dim, keepdim, dtype=dtype) / count
 
 
+@_autocast_float32
 def trace(input):
     if input.dim() != 2:
         raise RuntimeError(f"trace: expected a matrix, but got tensor with dim {input.dim()}")
@@ -84,6 +86,7 @@ def _safe_root(s, p):
     return _C._ops.where(positive, _C._ops.where(positive, s, 1.0) ** (1.0 / p), 0.0)
 
 
+@_autocast_float32
 def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
     """p-norm distances between the rows of x1 [..., P, M] and of x2 [..., R, M]: [..., P, R].
     For p = 2 and more than 25 rows on either side (or compute_mode "use_mm_for_euclid_dist"),

@@ -1,8 +1,14 @@
-"""`kiln.linalg`: the norms real model code calls as `torch.linalg.*` (gradient clipping, metric
-learning, normalisation by hand). Compositions of `kiln.norm` and reductions, so they trace and
-differentiate like any other ops; the spectral norms (ord 2, -2, 'nuc') need singular values,
-which kiln does not compute, and raise instead of answering wrongly."""
+"""`kiln.linalg` (torch.linalg): the norms real model code calls (gradient clipping, metric
+learning, normalisation by hand) as compositions of `kiln.norm` and reductions, so they trace and
+differentiate like any other ops; the factorizations and solves (inv, det, solve, cholesky, qr,
+eigh, svd, ...) on LAPACK through numpy (kiln/_lapack.py); the spectral norms (ord 2, -2, 'nuc')
+from svdvals."""
 import math
+
+from ._lapack import (  # noqa: F401
+    LinAlgError, cholesky, det, eigh, eigvalsh, inv, matrix_rank, pinv, qr, slogdet, solve, solve_triangular,
+    svd, svdvals,
+)
 
 
 def _dims(dim, ndim):
@@ -40,8 +46,14 @@ def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):
     if ord == "fro":
         return A.norm(p=2, dim=dims, keepdim=keepdim)
     if ord in ("nuc", 2, -2):
-        raise NotImplementedError(f"linalg.matrix_norm: ord={ord!r} needs singular values, which kiln "
-                                  "does not compute; ord='fro', 1, -1, inf and -inf are supported")
+        # the singular values of the matrices over dims (moved last): their sum, max or min
+        rest = [d for d in range(nd) if d not in dims]
+        s = svdvals(A.permute(rest + list(dims)))
+        out = s.sum(-1) if ord == "nuc" else s.amax(-1) if ord == 2 else s.amin(-1)
+        if keepdim:
+            for d in sorted(dims):
+                out = out.unsqueeze(d)
+        return out
     if ord not in (1, -1, math.inf, -math.inf):
         raise RuntimeError(f"linalg.matrix_norm: Order {ord} not supported.")
     # ord +-1: the column sums (summing over the rows, dims[0]); +-inf: the row sums.

@@ -5,7 +5,9 @@ from ..nn import functional as F
 from .bernoulli import Bernoulli
 from .categorical import Categorical
 from .independent import Independent, _sum_rightmost
+from .multivariate_normal import MultivariateNormal, _batch_mahalanobis, _broadcast_shape
 from .normal import Normal
+from .uniform import Laplace, Uniform
 
 # {name of type_p: {name of type_q: fn}}, by the qualified class names of Distribution._kl_names:
 # kiln.compile's tracer reads class attributes of the objects it constructs and dicts keyed by str,
@@ -68,3 +70,36 @@ def _kl_independent_independent(p, q):
         raise NotImplementedError("kl_divergence of Independent distributions with different "
                                   "reinterpreted_batch_ndims")
     return _sum_rightmost(kl_divergence(p.base_dist, q.base_dist), p.reinterpreted_batch_ndims)
+
+
+@register_kl(Uniform, Uniform)
+def _kl_uniform_uniform(p, q):
+    result = ((q.high - q.low) / (p.high - p.low)).log()
+    outside = (q.low > p.low) | (q.high < p.high)
+    return result.masked_fill(outside, float("inf"))
+
+
+@register_kl(Laplace, Laplace)
+def _kl_laplace_laplace(p, q):
+    scale_ratio = p.scale / q.scale
+    loc_abs_diff = (p.loc - q.loc).abs()
+    t1 = -scale_ratio.log()
+    t2 = loc_abs_diff / q.scale
+    t3 = scale_ratio * (-loc_abs_diff / p.scale).exp()
+    return t1 + t2 + t3 - 1
+
+
+@register_kl(MultivariateNormal, MultivariateNormal)
+def _kl_multivariatenormal_multivariatenormal(p, q):
+    if tuple(p.event_shape) != tuple(q.event_shape):
+        raise ValueError("KL-divergence between two Multivariate Normals with different event shapes cannot be "
+                         "computed")
+    from ..linalg import solve_triangular
+    pL, qL = p._unbroadcasted_scale_tril, q._unbroadcasted_scale_tril
+    half_term1 = qL.diagonal(dim1=-2, dim2=-1).log().sum(-1) - pL.diagonal(dim1=-2, dim2=-1).log().sum(-1)
+    n = p.event_shape[0]
+    batch = _broadcast_shape(tuple(qL.shape[:-2]), tuple(pL.shape[:-2]))
+    m = solve_triangular(qL.expand(batch + (n, n)), pL.expand(batch + (n, n)), upper=False)
+    term2 = m.pow(2).sum((-2, -1))
+    term3 = _batch_mahalanobis(qL, q.loc - p.loc)
+    return half_term1 + 0.5 * (term2 + term3 - n)

@@ -1,6 +1,8 @@
 """kiln.nn.functional: torch.nn.functional's functions over kiln's ops (composites of the table
 for the activations, losses, padding, RMS norm and attention)."""
 import math
+import os as _os
+import sys as _sys
 import warnings
 
 from .. import _C
@@ -178,12 +180,24 @@ def _reduction_enum(reduction):
     return _REDUCTIONS[reduction]
 
 
+_KILN_DIR = _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))
+
+
+def _warn_at_caller(message):
+    """warnings.warn pointing at the first frame outside kiln (the user's call), however many
+    kiln frames lie between (an autocast wrapper, a module's forward)."""
+    frame, level = _sys._getframe(1), 2
+    while frame is not None and frame.f_code.co_filename.startswith(_KILN_DIR):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, stacklevel=level)
+
+
 def _legacy_reduction(size_average, reduce, reduction):
     """torch's deprecated size_average/reduce arguments, when given, decide the reduction."""
     if size_average is None and reduce is None:
         return reduction
-    warnings.warn("size_average and reduce args will be deprecated, please use reduction='"
-                  + _legacy_string(size_average, reduce) + "' instead.", stacklevel=3)
+    _warn_at_caller("size_average and reduce args will be deprecated, please use reduction='"
+                    + _legacy_string(size_average, reduce) + "' instead.")
     return _legacy_string(size_average, reduce)
 
 
@@ -551,10 +565,9 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
     if size_average is not None or reduce is not None:
         reduction = _legacy_reduction(size_average, reduce, reduction)
     elif reduction == "mean":
-        warnings.warn("reduction: 'mean' divides the total loss by both the batch size and the support size."
-                      "'batchmean' divides only by the batch size, and aligns with the KL div math definition."
-                      "'mean' will be changed to behave the same as 'batchmean' in the next major release.",
-                      stacklevel=2)
+        _warn_at_caller("reduction: 'mean' divides the total loss by both the batch size and the support size."
+                        "'batchmean' divides only by the batch size, and aligns with the KL div math definition."
+                        "'mean' will be changed to behave the same as 'batchmean' in the next major release.")
     if log_target:
         pointwise = target.exp() * (target - input)
     else:
@@ -1060,3 +1073,21 @@ def dropout2d(input, p=0.5, training=True, inplace=False):
 
 from ._functional_extra import *  # noqa: E402,F401,F403 (threshold, unfold/fold, margin losses, ...)
 from ._grid_sample import affine_grid, grid_sample  # noqa: E402,F401
+
+
+# torch's autocast runs these in float32 (its C++ ops are on the float32 list; kiln writes them in
+# Python): under autocast, float32 inputs and autocast off inside (kiln/_autocast_state.py).
+from .._autocast_state import _autocast_float32 as _float32_under_autocast  # noqa: E402
+
+for _name in ("huber_loss", "kl_div", "cosine_embedding_loss", "margin_ranking_loss", "triplet_margin_loss",
+              "hinge_embedding_loss", "soft_margin_loss", "multi_margin_loss", "multilabel_margin_loss",
+              "poisson_nll_loss", "grid_sample"):
+    globals()[_name] = _float32_under_autocast(globals()[_name])
+_pad_any_dtype = pad
+_pad_float32 = _float32_under_autocast(pad)
+
+
+def pad(input, pad, mode="constant", value=None):  # noqa: F811
+    if mode in ("reflect", "replicate"):  # reflection_pad*/replication_pad*: float32 lists
+        return _pad_float32(input, pad, mode, value)
+    return _pad_any_dtype(input, pad, mode, value)
