@@ -541,6 +541,7 @@ Tensor exponential_(const Tensor& self, double lambd) {
 // The number of Bernoulli(p) trials up to the first success: ceil(log(u) / log(1 - p)).
 Tensor geometric_(const Tensor& self, double p) {
   KILN_CHECK(0 < p && p < 1, "geometric_ expects p to be in (0, 1), but got p=", p);
+  if (self.numel() == 0) return self; // torch returns before choosing a kernel for the dtype
   KILN_DISPATCH_NUMERIC(self.dtype(), "geometric_cpu", [&]<typename scalar_t>() {
     fillSerial<scalar_t>(self, [p](Generator& g) {
       return fromDouble<scalar_t>(std::ceil(std::log(unitUniform<double>(g)) / std::log1p(-p)));
@@ -565,6 +566,7 @@ Tensor cauchy_(const Tensor& self, double median, double sigma) {
 // kept for the next draw, as normal_ does for small tensors.
 Tensor logNormal_(const Tensor& self, double mean, double std) {
   KILN_CHECK(std > 0.0, "log_normal_ expects std > 0.0, but found std=", std);
+  if (self.numel() == 0) return self;
   fillDoubleDraws(self, "log_normal_cpu", [mean, std](Generator& g) {
     return std::exp(normalSample(g, mean, std));
   });
@@ -575,9 +577,9 @@ Tensor logNormal_(const Tensor& self, double mean, double std) {
 // Each element a count drawn with the rate self holds there (torch's _s_poisson_cpu): in the
 // order of the (contiguous) result, in the input's floating dtype.
 Tensor poisson(const Tensor& self) {
+  if (!isFloatingType(self.dtype())) throwUnsupportedDtype("poisson_cpu", self.dtype());
   Tensor out = Tensor::empty(self.sizes(), self.dtype(), self.device());
   if (self.isMeta() || self.numel() == 0) return out;
-  if (!isFloatingType(self.dtype())) throwUnsupportedDtype("poisson_cpu", self.dtype());
   Tensor rates = ops::contiguous(ops::_to_copy(self, ScalarType::Float64, std::nullopt));
   const double* rate = rates.data<double>();
   for (int64_t i = 0; i < rates.numel(); ++i)
