@@ -29,6 +29,18 @@ bool isModuleDictEntry(nb::handle obj, const char* dict, const std::string& name
   return *out != nullptr;
 }
 
+// A static method read through an instance is its plain function, a class method is bound to
+// the class: what reading it from the class gives (Python's descriptor protocol). Invalid for
+// any other attribute.
+nb::object staticOrClassMethod(PyObject* attr, nb::handle cls) {
+  if (PyObject_TypeCheck(attr, &PyStaticMethod_Type) || PyObject_TypeCheck(attr, &PyClassMethod_Type)) {
+    PyObject* got = Py_TYPE(attr)->tp_descr_get(attr, nullptr, cls.ptr());
+    if (!got) throw nb::python_error();
+    return nb::steal(got);
+  }
+  return nb::object();
+}
+
 } // namespace
 
 VT* InstructionTranslator::loadAttr(VT* obj, const std::string& name) {
@@ -170,6 +182,7 @@ VT* InstructionTranslator::loadAttr(VT* obj, const std::string& name) {
       if (PyFunction_Check(getter.ptr())) return call(t_.make<FunctionVT>(getter), VTs{obj}, {});
     }
     if (Py_TYPE(attr)->tp_descr_get == nullptr) return t_.wrap(attr, nullptr);
+    if (nb::object method = staticOrClassMethod(attr, o->cls); method.is_valid()) return t_.wrap(method, nullptr);
     throw Unsupported{"the attribute " + name + " of a " + kindName(obj) + " (a descriptor)"};
   }
   case VT::Kind::Constant: {
@@ -227,6 +240,8 @@ VT* InstructionTranslator::loadClassAttr(VT* obj, nb::handle x, const std::strin
       return call(t_.make<FunctionVT>(getter), VTs{obj}, {});
   }
   if (Py_TYPE(attr)->tp_descr_get == nullptr) return t_.wrap(attr, nullptr);
+  nb::object method = staticOrClassMethod(attr, nb::handle(reinterpret_cast<PyObject*>(Py_TYPE(x.ptr()))));
+  if (method.is_valid()) return t_.wrap(method, nullptr);
   // A C method (numpy's ndarray.sum, a slot wrapper): never called while tracing, as its result
   // may depend on the object's data, but loading it is fine: calling it is then the graph break,
   // at the call, which runs it in Python and resumes after it (callMethod), where a break at the

@@ -87,6 +87,55 @@ bool onlyPlainLibraryModulesBelow(nb::handle mod, int depth = 0) {
   return true;
 }
 
+// Constants, and lists, tuples, dicts and sets made only of them: what a builtin method may be
+// handed as Python values (copies) while tracing.
+bool isPlainData(const VT* v) {
+  switch (v->kind) {
+  case VT::Kind::Constant:
+  case VT::Kind::Set: return true;
+  case VT::Kind::List:
+  case VT::Kind::Tuple:
+    for (VT* x : static_cast<const SequenceVT*>(v)->items)
+      if (!isPlainData(x)) return false;
+    return true;
+  case VT::Kind::Dict:
+    for (auto& e : static_cast<const DictVT*>(v)->entries)
+      if (!isPlainData(e.second)) return false;
+    return true;
+  default: return false;
+  }
+}
+
+bool allPlainData(const VTs& args, const Kwargs& kwargs) {
+  for (VT* a : args)
+    if (!isPlainData(a)) return false;
+  for (auto& kv : kwargs)
+    if (!isPlainData(kv.second)) return false;
+  return true;
+}
+
+// The traced container kind whose unbound methods `obj` is one of (set.difference: Set), or
+// Constant for anything else.
+VT::Kind containerKindOf(nb::handle obj) {
+  if (!Py_IS_TYPE(obj.ptr(), &PyMethodDescr_Type)) return VT::Kind::Constant;
+  PyTypeObject* owner = reinterpret_cast<PyDescrObject*>(obj.ptr())->d_type;
+  if (owner == &PySet_Type) return VT::Kind::Set;
+  if (owner == &PyList_Type) return VT::Kind::List;
+  if (owner == &PyDict_Type) return VT::Kind::Dict;
+  return VT::Kind::Constant;
+}
+
+// A method descriptor of str, bytes, int, float, bool, complex, tuple or frozenset: it neither
+// mutates its arguments nor reads state, so on constants it can run while tracing.
+bool isImmutableBuiltinMethod(nb::handle obj) {
+  if (!Py_IS_TYPE(obj.ptr(), &PyMethodDescr_Type)) return false;
+  PyTypeObject* owner = reinterpret_cast<PyDescrObject*>(obj.ptr())->d_type;
+  for (PyTypeObject* t : {&PyUnicode_Type, &PyBytes_Type, &PyLong_Type, &PyFloat_Type, &PyBool_Type,
+                          &PyComplex_Type, &PyTuple_Type, &PyFrozenSet_Type})
+    if (owner == t) return true;
+  return false;
+}
+
 } // namespace
 
 VT* InstructionTranslator::call(VT* fn, VTs args, Kwargs kwargs) {
@@ -156,6 +205,18 @@ VT* InstructionTranslator::call(VT* fn, VTs args, Kwargs kwargs) {
     if (isKilnLibrary(obj) || PyCFunction_Check(obj.ptr()) ||
         Py_TYPE(obj.ptr())->tp_name == std::string("kiln._C._OpFunction"))
       return t_.callReal(obj, args, kwargs);
+    if (isImmutableBuiltinMethod(obj) && allPlainData(args, kwargs)) {
+      // str.isalnum(c), str.join(sep, parts), int.bit_length(n): an unbound method of an
+      // immutable builtin type on plain data has a constant result (einops' pattern parser).
+      return t_.callReal(obj, args, kwargs);
+    }
+    if (VT::Kind kind = containerKindOf(obj); kind != VT::Kind::Constant && !args.empty() && args[0]->kind == kind) {
+      // set.difference(a, b) is a.difference(b): the container's traced method.
+      std::string name = nb::cast<std::string>(obj.attr("__name__"));
+      VT* self = args[0];
+      args.erase(args.begin());
+      return callMethod(t_.make<MethodVT>(self, name), std::move(args), std::move(kwargs));
+    }
     throw Unsupported{std::string("calling ") + nb::cast<std::string>(nb::repr(obj))};
   }
   case VT::Kind::Constant:
@@ -429,11 +490,12 @@ VT* InstructionTranslator::callMethod(MethodVT* m, VTs args, Kwargs kwargs) {
       // The methods of nn.Module itself (train, eval, zero_grad, ...) are traced, not run for
       // real: run for real, their writes to the module tree (`training = mode` on every child)
       // would happen once, while tracing, and not when the graph runs again. (A layer's own
-      // methods, such as Linear.reset_parameters, still run for real.) So are the views of
+      // methods, such as Linear.reset_parameters, still run for real; state_dict.py holds
+      // Module's state-dict half.) So are the views of
       // kiln's containers (ModuleDict.items/keys/values): run for real they hand back a real
       // odict view the trace cannot iterate; traced, they read `_modules` as a guarded dict.
       std::string owner = libraryModuleMethod ? moduleOf(attr) : "";
-      bool moduleMethod = owner == "kiln.nn.modules.module" ||
+      bool moduleMethod = owner == "kiln.nn.modules.module" || owner == "kiln.nn.modules.state_dict" ||
                           (owner == "kiln.nn.modules.container" &&
                            (name == "items" || name == "keys" || name == "values"));
       return inlineFunction(f, std::move(args), std::move(kwargs), moduleMethod);
@@ -442,10 +504,9 @@ VT* InstructionTranslator::callMethod(MethodVT* m, VTs args, Kwargs kwargs) {
   }
   case VT::Kind::Constant: {
     nb::object bound = static_cast<ConstantVT*>(self)->value.attr(name.c_str());
-    VTs all = args;
-    for (auto& kv : kwargs)
-      all.push_back(kv.second);
-    if (!allConstant(all)) throw Unsupported{"calling " + name + " of a constant with non-constant arguments"};
+    // Plain data arguments are handed over as copies (",".join(parts) with parts a traced list).
+    if (!allPlainData(args, kwargs))
+      throw Unsupported{"calling " + name + " of a constant with arguments that are not plain data"};
     return t_.callReal(bound, args, kwargs);
   }
   default:
@@ -581,7 +642,8 @@ VT* InstructionTranslator::callSetMethod(SetVT* s, const std::string& name, VTs&
   nb::list pyArgs;
   for (VT* a : args)
     pyArgs.append(a->kind == VT::Kind::Set ? static_cast<SetVT*>(a)->set
-                                           : nb::object(constantValue(a, "a set method argument")));
+                  : isPlainData(a)             ? t_.toPython(a) // ids.update([...]) as einops does
+                                               : nb::object(constantValue(a, "a set method argument")));
   nb::object r = s->set.attr(name.c_str())(*pyArgs);
   if (isMutating) return t_.none();
   if (PyAnySet_Check(r.ptr())) return t_.make<SetVT>(r);
@@ -800,6 +862,16 @@ VT* InstructionTranslator::callBuiltin(nb::handle fn, VTs& args, Kwargs& kwargs,
       out.push_back(t_.make<SequenceVT>(VT::Kind::Tuple, row));
     }
     return t_.make<IteratorVT>(out);
+  }
+  static nb::handle chain = nb::object(nb::module_::import_("itertools").attr("chain")).release();
+  if (fn.ptr() == chain.ptr() && kwargs.empty()) {
+    // itertools.chain(a, b, ...): the items of each in turn (einops walks its axes with it).
+    VTs items;
+    for (VT* a : args) {
+      VTs more = unpack(a);
+      items.insert(items.end(), more.begin(), more.end());
+    }
+    return t_.make<IteratorVT>(items);
   }
   if (is("reversed")) {
     VTs items = unpack(args.at(0));

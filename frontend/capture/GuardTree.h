@@ -23,6 +23,10 @@ struct FrameView {
   PyObject* closure = nullptr;       // the function's __closure__ tuple, or null
 };
 
+// A class whose hash and equality are its identity (its metaclass keeps type's): it can key a
+// guarded dict (einops keys its backends by tensor type) and is compared as `is`.
+bool isIdentityKeyedClass(PyObject* o);
+
 // A tensor's metadata as a guard compares it.
 struct TensorCheck {
   PyTypeObject* type = nullptr; // exact Python type (kiln.Tensor, kiln.nn.Parameter, ...)

@@ -793,17 +793,19 @@ VT* InstructionTranslator::binaryOp(int nbOp, VT* a, VT* b) {
     return t_.make<SetVT>(r);
   }
   bool seqA = a->kind == VT::Kind::List || a->kind == VT::Kind::Tuple;
-  if (seqA && base == kNbAdd && b->kind == a->kind) {
-    auto* x = static_cast<SequenceVT*>(a);
-    VTs items = x->items;
-    VTs more = static_cast<SequenceVT*>(b)->items;
-    if (inplace && a->kind == VT::Kind::List) {
+  bool seqB = b->kind == VT::Kind::List || b->kind == VT::Kind::Tuple;
+  VT::Kind seqKind = seqA ? a->kind : b->kind;
+  if ((seqA || seqB) && base == kNbAdd && isSequenceOf(a, seqKind) && isSequenceOf(b, seqKind)) {
+    VTs more = unpack(b);
+    if (inplace && seqA && a->kind == VT::Kind::List) {
+      auto* x = static_cast<SequenceVT*>(a);
       mutateList(x);
       x->items.insert(x->items.end(), more.begin(), more.end());
       return x;
     }
+    VTs items = unpack(a);
     items.insert(items.end(), more.begin(), more.end());
-    return t_.make<SequenceVT>(a->kind, items);
+    return t_.make<SequenceVT>(seqKind, items);
   }
   if (seqA && inplace && base == kNbAdd && a->kind == VT::Kind::List) {
     auto* x = static_cast<SequenceVT*>(a);
@@ -822,6 +824,15 @@ VT* InstructionTranslator::binaryOp(int nbOp, VT* a, VT* b) {
   }
   throw Unsupported{std::string("the operator ") + kBinaryNames[base] + " on " + kindName(a) +
                     " and " + kindName(b)};
+}
+
+// A traced sequence of `kind`, or a constant of exactly that Python type: a literal such as the
+// (-1, 2) in `x.shape[:-1] + (-1, 2)` is a constant while the traced shape is a tuple of values.
+bool InstructionTranslator::isSequenceOf(VT* v, VT::Kind kind) {
+  if (v->kind == kind) return true;
+  if (v->kind != VT::Kind::Constant) return false;
+  PyObject* c = static_cast<ConstantVT*>(v)->value.ptr();
+  return kind == VT::Kind::Tuple ? PyTuple_CheckExact(c) : PyList_CheckExact(c);
 }
 
 VT* InstructionTranslator::compareOp(int cmp, VT* a, VT* b) {

@@ -246,6 +246,7 @@ private:
   // Operators (Attributes.cpp / InstructionTranslator.cpp).
   VT* applyOperator(const char* name, VTs args);
   VT* binaryOp(int nbOp, VT* a, VT* b);
+  static bool isSequenceOf(VT* v, VT::Kind kind);
   VT* compareOp(int cmp, VT* a, VT* b);
   VT* loadAttr(VT* obj, const std::string& name);
   VT* loadClassAttr(VT* obj, nb::handle x, const std::string& name);

@@ -380,8 +380,10 @@ VT* Tracer::wrap(nb::handle value, SourcePtr source, bool viaModule, const std::
     auto* d = make<DictVT>();
     std::vector<PyObject*> keys;
     for (PyObject* k : dictKeysInOrder(o)) {
-      if (!PyUnicode_CheckExact(k) && !PyLong_CheckExact(k) && !python::isTensor(k))
-        throw Unsupported{"a dict input with keys that are not str, int or tensors"};
+      // Classes key registries (einops' backend per tensor type); like tensors, they are
+      // compared by identity.
+      if (!PyUnicode_CheckExact(k) && !PyLong_CheckExact(k) && !python::isTensor(k) && !isIdentityKeyedClass(k))
+        throw Unsupported{"a dict input with keys that are not str, int, classes or tensors"};
       keys.push_back(k);
     }
     if (g) {

@@ -582,3 +582,89 @@ class _Sink:
 
 
 SINK = _Sink()
+
+
+def test_a_traced_shape_joins_a_literal_tuple_in_one_graph():
+    # llama2.c's RoPE: x.reshape(x.shape[:-1] + (-1, 2)) broke the graph ("the operator add on
+    # tuple and tuple": the traced shape is a tuple of values, the literal a constant).
+    def f(x, extra):
+        a = x.reshape(x.shape[:-1] + (-1, 2))
+        b = x.reshape((1,) + x.shape)
+        lst = [x.shape[0]] + [-1]
+        lst += (2,)
+        return a.sum(-1), b * 2, x.reshape(lst), x.reshape(tuple(extra) + x.shape[1:])
+
+    x = kiln.randn(3, 4)
+    out, graphs = graphs_of(f, x, [3])
+    assert len(graphs) == 1
+    for o, e in zip(out, f(x, [3])):
+        close(o, e)
+    with pytest.raises(TypeError, match="can only concatenate tuple"):
+        kiln.compile(lambda t: t.reshape(t.shape + [1]), backend="eager")(x)
+
+
+class _Parser:
+    """Made inside the trace (einops' ParsedExpression): a static and a class method read
+    through the instance."""
+
+    def __init__(self, text):
+        self.ok = self.check(text) and self.make() == "made"
+
+    @staticmethod
+    def check(text):
+        return all(str.isalnum(c) or c == "_" for c in text)
+
+    @classmethod
+    def make(cls):
+        return "made" if cls is _Parser else "?"
+
+
+_BY_TYPE = {}
+
+
+def test_library_python_that_einops_runs_traces_in_one_graph():
+    # einops' recipe code broke the graph at each of these: a dict keyed by a class, str.isalnum(c),
+    # set.difference(a, b), ",".join(a traced list), itertools.chain(*lists), and static/class
+    # methods read through an instance.
+    import itertools
+
+    _BY_TYPE[type(kiln.ones(1))] = 2.0
+
+    def f(x, names):
+        factor = _BY_TYPE.get(type(x), None)
+        left, right = {"a", "b"}, {"b"}
+        extra = set.difference(left, right)
+        joined = ",".join(list(names)) + "->"
+        axes = list(itertools.chain(*[["a", "b"], ["c"]]))
+        parser = _Parser("ab_c")
+        p2 = _Parser.check("x")
+        assert parser.ok and p2 and extra == {"a"} and joined == "a,b->" and axes == ["a", "b", "c"]
+        return x * factor + len(axes)
+
+    seen = []
+
+    def backend(gm, example_inputs):
+        seen.append(gm)
+        return gm.forward
+
+    x = kiln.randn(3)
+    compiled = kiln.compile(f, backend=backend)
+    close(compiled(x, ("a", "b")), x * 2.0 + 3)
+    assert len(seen) == 1
+    _BY_TYPE[type(kiln.ones(1))] = 3.0  # the class-keyed dict's value is guarded
+    close(compiled(x, ("a", "b")), x * 3.0 + 3)
+    assert len(seen) == 2
+
+
+def test_a_set_updated_from_a_traced_list_stays_in_the_graph():
+    # einops: left.identifiers.update(ell_axes) with ell_axes a list made while tracing.
+    def f(x):
+        ids = {"a"}
+        ids.update(["b", "c"])
+        ids.update(("d",))
+        return x + len(ids)
+
+    x = kiln.randn(2)
+    out, graphs = graphs_of(f, x)
+    assert len(graphs) == 1
+    close(out, x + 4)

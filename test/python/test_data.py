@@ -81,3 +81,40 @@ def test_batch_sampler_argument():
     assert batches(loader) == [[0, 5], [2]] and len(loader) == 2
     with pytest.raises(ValueError, match="mutually exclusive"):
         kd.DataLoader(list(range(6)), batch_sampler=[[0]], batch_size=2)
+
+
+def test_torch_module_paths():
+    # Programs import from the submodules (makemore: torch.utils.data.dataloader.DataLoader).
+    from kiln.utils.data.dataloader import DataLoader, default_collate
+    from kiln.utils.data.dataset import Dataset, TensorDataset
+    from kiln.utils.data.distributed import DistributedSampler
+    from kiln.utils.data.sampler import RandomSampler
+    assert DataLoader is kd.DataLoader and Dataset is kd.Dataset and RandomSampler is kd.RandomSampler
+    assert TensorDataset is kd.TensorDataset and default_collate is kd.default_collate
+    assert DistributedSampler is kd.DistributedSampler
+
+
+@pytest.mark.parametrize("n,replicas,rank,shuffle,drop_last", [
+    (10, 3, 1, True, False), (10, 3, 2, True, True), (7, 2, 0, False, False), (2, 5, 4, True, False),
+    (11, 4, 3, False, True)])
+def test_distributed_sampler_equals_torch(n, replicas, rank, shuffle, drop_last):
+    torch = need_torch()
+    for epoch in (0, 3):
+        k = kd.DistributedSampler(list(range(n)), replicas, rank, shuffle, seed=5, drop_last=drop_last)
+        t = torch.utils.data.DistributedSampler(list(range(n)), replicas, rank, shuffle, seed=5,
+                                                drop_last=drop_last)
+        k.set_epoch(epoch)
+        t.set_epoch(epoch)
+        assert list(k) == list(t) and len(k) == len(t)
+
+
+def test_distributed_sampler_single_process_defaults():
+    # No process groups in kiln: the whole dataset, shuffled by seed + epoch, for replica 0 of 1.
+    s = kd.DistributedSampler(list(range(6)))
+    first = list(s)
+    assert sorted(first) == list(range(6)) and first == list(s)
+    s.set_epoch(1)
+    assert sorted(s) == list(range(6)) and list(s) != first
+    assert list(kd.DistributedSampler(list(range(5)), shuffle=False)) == [0, 1, 2, 3, 4]
+    with pytest.raises(ValueError, match="Invalid rank 2"):
+        kd.DistributedSampler(list(range(5)), num_replicas=2, rank=2)

@@ -40,3 +40,41 @@ def test_einops_compiles_into_one_graph():
     report = kiln.explain(f)(x, w)
     assert (report.graph_count, report.graph_break_count) == (1, 0)
     np.testing.assert_allclose(kiln.compile(f)(x, w).numpy(), f(x, w).numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_einops_imported_before_kiln():
+    import subprocess
+    import sys
+
+    code = ("import einops, kiln\n"
+            "x = kiln.arange(6.).reshape(2, 3)\n"
+            "from einops.layers.kiln import Rearrange\n"
+            "print(einops.rearrange(x, 'a b -> b a').tolist(), Rearrange('a b -> b a')(x).tolist())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[[0.0, 3.0], [1.0, 4.0], [2.0, 5.0]] [[0.0, 3.0], [1.0, 4.0], [2.0, 5.0]]"
+
+
+def test_kiln_layers_train_like_torch_layers():
+    # A file moved to kiln imports einops.layers.kiln where it imported einops.layers.torch
+    # (lucidrains/vit-pytorch's patch embedding).
+    torch = pytest.importorskip("torch")
+    from einops.layers.kiln import Rearrange, Reduce
+    from einops.layers.torch import Rearrange as TRearrange, Reduce as TReduce
+
+    data = np.random.default_rng(1).standard_normal((2, 3, 8, 8)).astype(np.float32)
+    losses = []
+    for T, R, Rd in ((torch, TRearrange, TReduce), (kiln, Rearrange, Reduce)):
+        T.manual_seed(0)
+        net = T.nn.Sequential(R("b c (h p1) (w p2) -> b (h w) (p1 p2 c)", p1=4, p2=4), T.nn.Linear(48, 5),
+                              Rd("b n d -> b d", "mean"))
+        opt = T.optim.SGD(net.parameters(), lr=0.1)
+        run = kiln.compile(net) if T is kiln else net
+        for _ in range(2):
+            opt.zero_grad()
+            loss = run(T.tensor(data)).square().mean()
+            loss.backward()
+            opt.step()
+        losses.append(float(loss.detach()))
+    assert abs(losses[0] - losses[1]) < 1e-6
+    assert repr(Rearrange("b c -> c b")) == "Rearrange('b c -> c b')"

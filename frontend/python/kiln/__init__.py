@@ -1,5 +1,7 @@
 """kiln: a tensor runtime with a PyTorch-compatible API and a graph-capture compiler."""
 from . import _C
+from . import version  # noqa: E402
+from .version import __version__  # noqa: F401
 from ._C import (  # noqa: F401
     bfloat16, bool, device, dtype, float16, float32, float64, int8, int16, int32, int64, uint8,
     from_numpy, memory_stats, reset_peak_memory_stats, empty_cache, is_grad_enabled,
@@ -79,7 +81,7 @@ from . import config  # noqa: E402,F401
 from . import testing  # noqa: E402,F401
 from . import cuda  # noqa: E402,F401
 from . import accelerator, backends  # noqa: E402,F401
-from . import amp, cpu  # noqa: E402,F401
+from . import amp, cpu, profiler  # noqa: E402,F401
 from . import func  # noqa: E402,F401
 from .func import vmap  # noqa: E402,F401
 from .amp import autocast, is_autocast_available, is_autocast_enabled  # noqa: E402,F401

@@ -5,11 +5,15 @@ kiln does not import einops: a finder on sys.meta_path waits for `einops._backen
 imported and then defines the backend (or defines it at once when einops came first). Under
 kiln.compile, einops' functions run for real on the traced tensors, so their kiln ops are
 recorded in the graph (frontend/capture/Calls.cpp: isKilnLibrary). `einops.layers.torch` builds
-torch modules and stays torch's."""
+torch modules and stays torch's; the same finder serves `einops.layers.kiln` (Rearrange and
+Reduce as kiln.nn modules, on einops' own layer mixins), which a model file moved to kiln imports
+in its place. EinMix is not provided."""
 import importlib.abc
+import importlib.util
 import sys
 
 _TARGET = "einops._backends"
+_LAYERS = "einops.layers.kiln"
 
 
 def _define_backend(backends):
@@ -85,11 +89,38 @@ def _define_backend(backends):
     backends._kiln_backend_defined = True
 
 
+class _LayersLoader(importlib.abc.Loader):
+    """einops.layers.kiln: einops' Rearrange/Reduce mixins on kiln.nn.Module."""
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        from einops.layers import RearrangeMixin, ReduceMixin
+
+        from .nn import Module
+
+        class Rearrange(RearrangeMixin, Module):
+            def forward(self, input):
+                return self._apply_recipe(input)
+
+        class Reduce(ReduceMixin, Module):
+            def forward(self, input):
+                return self._apply_recipe(input)
+
+        for cls in (Rearrange, Reduce):
+            cls.__module__ = _LAYERS
+            setattr(module, cls.__name__, cls)
+        module.__all__ = ["Rearrange", "Reduce"]
+
+
 class _EinopsFinder(importlib.abc.MetaPathFinder):
-    """Finds nothing itself: when einops' backends module is found, its loader also defines
-    kiln's backend once the module has run."""
+    """Serves einops.layers.kiln; otherwise finds nothing itself: when einops' backends module
+    is found, its loader also defines kiln's backend once the module has run."""
 
     def find_spec(self, name, path, target=None):
+        if name == _LAYERS:
+            return importlib.util.spec_from_loader(name, _LayersLoader())
         if name != _TARGET:
             return None
         for finder in sys.meta_path:
@@ -110,5 +141,5 @@ class _EinopsFinder(importlib.abc.MetaPathFinder):
 def install():
     if _TARGET in sys.modules:
         _define_backend(sys.modules[_TARGET])
-    elif not any(isinstance(f, _EinopsFinder) for f in sys.meta_path):
+    if not any(isinstance(f, _EinopsFinder) for f in sys.meta_path):  # also for einops.layers.kiln
         sys.meta_path.insert(0, _EinopsFinder())

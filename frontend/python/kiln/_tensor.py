@@ -263,6 +263,10 @@ class Tensor(_C.TensorBase):
                 raise RuntimeError("kiln: assigning .data of another shape or dtype is not supported")
             self.copy_(value)
 
+    # Layouts and devices kiln does not have (dcgan tests `input.is_cuda or input.is_xpu`).
+    is_sparse = is_sparse_csr = is_quantized = is_mkldnn = is_nested = property(lambda self: False)
+    is_xpu = is_mps = is_xla = is_ipu = is_mtia = is_maia = is_vulkan = property(lambda self: False)
+
     # Python number protocols: one-element tensors only, with PyTorch's errors.
     def _one_value(self):
         if self.numel() != 1:

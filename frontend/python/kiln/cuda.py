@@ -10,7 +10,7 @@ from . import _C
 __all__ = [
     "Event", "Stream", "StreamContext", "current_device", "current_stream", "default_stream",
     "device", "device_count", "empty_cache", "get_device_capability", "get_device_name",
-    "get_device_properties", "init", "is_available", "is_initialized", "manual_seed",
+    "get_device_properties", "init", "is_available", "is_bf16_supported", "is_initialized", "manual_seed",
     "manual_seed_all", "max_memory_allocated",
     "max_memory_reserved", "memory_allocated", "memory_reserved", "memory_stats",
     "reset_accumulated_memory_stats", "reset_peak_memory_stats", "set_device", "set_stream",
@@ -123,6 +123,13 @@ def get_device_name(device=None):
 def get_device_capability(device=None):
     p = get_device_properties(device)
     return (p.major, p.minor)
+
+
+def is_bf16_supported(including_emulation=True):
+    """True on a device of compute capability 8.0 or newer (native bfloat16 arithmetic); False
+    without CUDA, as torch's. kiln does not emulate bfloat16 on older devices, so
+    including_emulation changes nothing."""
+    return is_available() and get_device_capability()[0] >= 8
 
 
 def synchronize(device=None):

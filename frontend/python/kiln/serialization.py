@@ -18,6 +18,7 @@ Loading is safe by default (weights_only=True): the unpickler accepts only tenso
 parameter rebuilds, storages, dtypes and plain containers (dict, list, tuple, set,
 OrderedDict), and never imports or calls anything else, so a malicious file cannot run code.
 """
+import _compat_pickle
 import io
 import os
 import pickle
@@ -29,7 +30,7 @@ from collections import OrderedDict
 from . import _C
 from ._tensor import Size, Tensor
 
-__all__ = ["save", "load"]
+__all__ = ["add_safe_globals", "clear_safe_globals", "get_safe_globals", "load", "safe_globals", "save"]
 
 _STORAGE_NAMES = {
     _C.float32: "FloatStorage", _C.float64: "DoubleStorage", _C.float16: "HalfStorage",
@@ -208,6 +209,62 @@ _SAFE_GLOBALS.update({("torch", name): _StorageType(dtype)
 _SAFE_GLOBALS.update({("torch", name): dtype for name, dtype in _DTYPE_NAMES.items()})
 
 
+# Globals the user allowed for weights_only loads ({"module.qualname": object}): add_safe_globals
+# adds for the process, each `with safe_globals(...)` for its block.
+_added_safe_globals = {}
+_scoped_safe_globals = []
+
+
+def _safe_global_entries(safe_globals):
+    entries = {}
+    for item in safe_globals:
+        if isinstance(item, tuple):
+            if len(item) != 2 or not isinstance(item[1], str):
+                raise ValueError(f"Expected tuple of length 2 (global, str of callable full path), but got {item}")
+            entries[item[1]] = item[0]
+        else:
+            entries[f"{item.__module__}.{item.__qualname__}"] = item
+    return entries
+
+
+def _user_safe_globals():
+    merged = dict(_added_safe_globals)
+    for scoped in _scoped_safe_globals:
+        merged.update(scoped)
+    return merged
+
+
+def add_safe_globals(safe_globals):
+    """Allows these classes and functions (or (object, "module.name") pairs, for a path other
+    than the object's own) in weights_only loads: a file may then construct them and set their
+    state, as torch.serialization.add_safe_globals."""
+    _added_safe_globals.update(_safe_global_entries(safe_globals))
+
+
+def get_safe_globals():
+    """The globals add_safe_globals allowed (those of enclosing safe_globals blocks too)."""
+    return [obj if path == f"{obj.__module__}.{obj.__qualname__}" else (obj, path)
+            for path, obj in _user_safe_globals().items()]
+
+
+def clear_safe_globals():
+    _added_safe_globals.clear()
+
+
+class safe_globals:
+    """`with kiln.serialization.safe_globals([Net, nn.ReLU, ...]): kiln.load(path)` allows those
+    globals in weights_only loads inside the block only."""
+
+    def __init__(self, safe_globals):
+        self._entries = _safe_global_entries(safe_globals)
+
+    def __enter__(self):
+        _scoped_safe_globals.append(self._entries)
+
+    def __exit__(self, *exc):
+        _scoped_safe_globals.remove(self._entries)
+
+
 def _map_location_device(map_location, location):
     if map_location is None:
         return "cpu" if location.startswith("cuda") else location
@@ -228,14 +285,21 @@ class _Unpickler(pickle.Unpickler):
         self.loaded = {}
 
     def find_class(self, module, name):
+        # Protocol 2 files name Python 2's modules (__builtin__.set): map them as pickle does.
+        if (module, name) in _compat_pickle.NAME_MAPPING:
+            module, name = _compat_pickle.NAME_MAPPING[(module, name)]
+        module = _compat_pickle.IMPORT_MAPPING.get(module, module)
         found = _SAFE_GLOBALS.get((module, name))
+        if found is None:
+            found = _user_safe_globals().get(f"{module}.{name}")
         if found is not None:
             return found
         if self.weights_only:
             raise pickle.UnpicklingError(
                 f"Weights only load failed: unsupported global {module}.{name} in the file. "
                 "kiln.load(weights_only=True) accepts only tensors, parameters and plain "
-                "containers; pass weights_only=False only for a file from a source you trust "
+                "containers, and the globals you allow with kiln.serialization.add_safe_globals "
+                "or safe_globals; pass weights_only=False only for a file from a source you trust "
                 "(it can run arbitrary code).")
         return super().find_class(module, name)
 

@@ -8,7 +8,7 @@ import numpy as np
 
 from .. import _C
 
-__all__ = ["assert_close"]
+__all__ = ["assert_allclose", "assert_close"]
 
 # (rtol, atol) per dtype when neither is given (torch.testing's table).
 _TOLERANCES = {
@@ -138,3 +138,29 @@ def assert_close(actual, expected, *, allow_subclasses=True, rtol=None, atol=Non
     _compare(actual, expected, [], dict(allow_subclasses=allow_subclasses, rtol=rtol, atol=atol, equal_nan=equal_nan,
                                         check_device=check_device, check_dtype=check_dtype,
                                         check_stride=check_stride, msg=msg))
+
+
+# torch.testing.assert_allclose's own (looser) defaults, by the promoted dtype of the pair.
+_ALLCLOSE_TOLERANCES = {_C.float16: (1e-3, 1e-3), _C.float32: (1e-4, 1e-5), _C.float64: (1e-5, 1e-8)}
+
+
+def assert_allclose(actual, expected, rtol=None, atol=None, equal_nan=True, msg=""):
+    """torch.testing.assert_allclose (deprecated in torch for assert_close): numbers and lists
+    become tensors (`expected` in `actual`'s dtype), dtypes need not match, NaNs compare equal by
+    default, and the default tolerances are the loosest of the two dtypes' in the table above."""
+    import warnings
+
+    from .._creation import tensor
+    from .._tensor import Tensor
+
+    warnings.warn("`kiln.testing.assert_allclose()` is deprecated (as torch's since 1.12). Please use "
+                  "`kiln.testing.assert_close()` instead.", FutureWarning, stacklevel=2)
+    if not isinstance(actual, Tensor):
+        actual = tensor(actual)
+    if not isinstance(expected, Tensor):
+        expected = tensor(expected, dtype=actual.dtype)
+    if rtol is None and atol is None:
+        pairs = [_ALLCLOSE_TOLERANCES.get(t.dtype, (0.0, 0.0)) for t in (actual, expected)]
+        rtol, atol = max(p[0] for p in pairs), max(p[1] for p in pairs)
+    assert_close(actual, expected, rtol=rtol, atol=atol, equal_nan=equal_nan, check_device=True, check_dtype=False,
+                 check_stride=False, msg=msg or None)

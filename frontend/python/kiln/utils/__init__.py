@@ -1,2 +1,3 @@
-"""kiln.utils: data loading (data) and activation checkpointing (checkpoint), as torch.utils."""
-from . import checkpoint, data  # noqa: F401
+"""kiln.utils: data loading (data), activation checkpointing (checkpoint) and hook handles (hooks),
+as torch.utils."""
+from . import checkpoint, data, hooks  # noqa: F401

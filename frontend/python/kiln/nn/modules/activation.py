@@ -5,7 +5,7 @@ from ... import _C
 from .. import functional as F
 from .. import init
 from ..parameter import Parameter
-from .linear import Linear
+from .linear import Linear, NonDynamicallyQuantizableLinear  # noqa: F401 (also its old path)
 from .module import Module
 
 
@@ -176,10 +176,6 @@ class Hardswish(Module):
 
     def forward(self, input):
         return F.hardswish(input, self.inplace)
-
-
-class NonDynamicallyQuantizableLinear(Linear):
-    """MultiheadAttention's output projection: a Linear under torch's class name (its repr)."""
 
 
 class MultiheadAttention(Module):

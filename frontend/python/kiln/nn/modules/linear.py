@@ -45,6 +45,11 @@ class Linear(Module):
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
 
 
+
+class NonDynamicallyQuantizableLinear(Linear):
+    """MultiheadAttention's output projection: a Linear under torch's class name and module
+    path (its repr; word_language_model lists torch.nn.modules.linear's in safe_globals)."""
+
 class Flatten(Module):
     def __init__(self, start_dim=1, end_dim=-1):
         super().__init__()

@@ -1,37 +1,15 @@
 """nn.Module: the container of parameters, buffers and submodules, with torch's API."""
 import warnings
-from collections import OrderedDict, namedtuple
+from collections import OrderedDict
 
 from ... import _C
 from ..._tensor import Tensor
+from ...utils.hooks import RemovableHandle
 from ..parameter import Buffer, Parameter
-
-_IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
-
-
-class RemovableHandle:
-    """Returned by hook registration; .remove() unregisters the hook (also as a context manager)."""
-
-    _next_id = 0
-
-    def __init__(self, hooks_dict, *, extra_dict=None):
-        self.id = RemovableHandle._next_id
-        RemovableHandle._next_id += 1
-        self._dicts = [hooks_dict] + (list(extra_dict) if isinstance(extra_dict, (list, tuple)) else
-                                      [] if extra_dict is None else [extra_dict])
-
-    def remove(self):
-        for d in self._dicts:
-            d.pop(self.id, None)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.remove()
+from .state_dict import StateDictMixin, _IncompatibleKeys  # noqa: F401
 
 
-class Module:
+class Module(StateDictMixin):
     """Base class of every layer and model: subclasses define forward()."""
 
     training: bool
@@ -337,61 +315,6 @@ class Module:
         if name not in mod._parameters:
             raise AttributeError(f"`{name}` is not an nn.Parameter")
         return mod._parameters[name]
-
-    # -- state ----------------------------------------------------------------------------
-    def state_dict(self, destination=None, prefix="", keep_vars=False):
-        if destination is None:
-            destination = OrderedDict()
-        for name, p in self._parameters.items():
-            if p is not None:
-                destination[prefix + name] = p if keep_vars else p.detach()
-        for name, b in self._buffers.items():
-            if b is not None and name not in self._non_persistent_buffers_set:
-                destination[prefix + name] = b if keep_vars else b.detach()
-        for name, module in self._modules.items():
-            if module is not None:
-                module.state_dict(destination, prefix + name + ".", keep_vars)
-        return destination
-
-    def load_state_dict(self, state_dict, strict=True, assign=False):
-        from ...autograd.grad_mode import no_grad
-
-        missing, unexpected, errors = [], [], []
-        expected = self.state_dict(keep_vars=True)
-        for key in state_dict:
-            if key not in expected:
-                unexpected.append(key)
-        with no_grad():
-            for key, target in expected.items():
-                if key not in state_dict:
-                    missing.append(key)
-                    continue
-                value = state_dict[key]
-                if not isinstance(value, Tensor):
-                    errors.append(f'While copying the parameter named "{key}", expected kiln.Tensor, got {type(value).__name__}.')
-                    continue
-                if tuple(value.shape) != tuple(target.shape):
-                    errors.append(
-                        f"size mismatch for {key}: copying a param with shape {value.shape} from checkpoint, "
-                        f"the shape in current model is {target.shape}.")
-                    continue
-                if assign:
-                    module_path, _, name = key.rpartition(".")
-                    owner = self.get_submodule(module_path)
-                    if name in owner._parameters:
-                        owner._parameters[name] = Parameter(value, requires_grad=target.requires_grad)
-                    else:
-                        owner._buffers[name] = value
-                else:
-                    target.copy_(value)
-        if strict:
-            if unexpected:
-                errors.insert(0, "Unexpected key(s) in state_dict: " + ", ".join(f'"{k}"' for k in unexpected) + ". ")
-            if missing:
-                errors.insert(0, "Missing key(s) in state_dict: " + ", ".join(f'"{k}"' for k in missing) + ". ")
-        if errors:
-            raise RuntimeError(f"Error(s) in loading state_dict for {type(self).__name__}:\n\t" + "\n\t".join(errors))
-        return _IncompatibleKeys(missing, unexpected)
 
     # -- modes and conversion -------------------------------------------------------------
     def train(self, mode=True):
