@@ -27,6 +27,14 @@ std::string moduleOf(nb::handle obj) {
   return PyUnicode_Check(m) ? nb::cast<std::string>(owned) : "";
 }
 
+// A graph break at a call of one of kiln's functions marked kiln._compiling.not_traced.
+void throwIfNotTraced(nb::handle code) {
+  static nb::handle breakReason =
+      nb::object(nb::module_::import_("kiln._compiling").attr("graph_break_reason")).release();
+  nb::object why = breakReason(code);
+  if (!why.is_none()) throw Unsupported{nb::cast<std::string>(why)};
+}
+
 // kiln's library code: run for real on fakes rather than traced instruction by instruction.
 // kiln code that runs for real on the fakes while tracing. Not kiln.compiler, and not kiln.optim:
 // an optimizer's step updates Python state (its state dict, step counts) and reaches the real
@@ -252,7 +260,10 @@ VT* InstructionTranslator::inlineFunction(FunctionVT* f, VTs args, Kwargs kwargs
   // named_modules(), ...): their generator object could not be iterated symbolically, so they
   // are unrolled like user generators.
   bool generator = reinterpret_cast<PyCodeObject*>(fn->func_code)->co_flags & CO_GENERATOR;
-  if (isKilnLibrary(f->fn) && !generator && !traceLibrary) return t_.callReal(f->fn, args, kwargs);
+  if (isKilnLibrary(f->fn) && !generator && !traceLibrary) {
+    throwIfNotTraced(fn->func_code); // kiln.manual_seed: run between graphs, not at trace time
+    return t_.callReal(f->fn, args, kwargs);
+  }
   SourcePtr src = f->source;
   VTs closure;
   if (fn->func_closure) {
@@ -283,10 +294,7 @@ VT* InstructionTranslator::inlineCall(nb::handle code, nb::handle globals,
   // kiln library functions that torch.compile does not trace into either (an optimizer's step
   // and zero_grad): a graph break at the call, which runs eagerly (a step is then captured as a
   // graph of its own: kiln/compiler/frame_callback.py).
-  static nb::handle breakReason =
-      nb::object(nb::module_::import_("kiln._compiling").attr("graph_break_reason")).release();
-  nb::object why = breakReason(code);
-  if (!why.is_none()) throw Unsupported{nb::cast<std::string>(why)};
+  throwIfNotTraced(code);
   auto* co = reinterpret_cast<PyCodeObject*>(code.ptr());
   const int nargs = co->co_argcount, nkwonly = co->co_kwonlyargcount;
   const bool varargs = co->co_flags & CO_VARARGS, varkw = co->co_flags & CO_VARKEYWORDS;

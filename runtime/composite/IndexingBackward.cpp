@@ -95,12 +95,17 @@ Tensor maskedSelectBackward(const Tensor& grad, const Tensor& input, const Tenso
   return ops::masked_scatter(zerosOf(shape, grad), mask, grad);
 }
 
+// Static shapes, so that a compiled graph can trace it on meta tensors (masked_select's size
+// depends on the mask's values): the k-th masked element of grad goes to position k of the
+// source through a scatter_add whose unmasked elements land in one extra, dropped slot.
 Tensor maskedScatterBackward(const Tensor& gradOutput, const Tensor& mask, IntArrayRef sizes) {
   int64_t numel = computeNumel(sizes);
-  Tensor selected = ops::masked_select(gradOutput, mask);
-  int64_t missing = numel - selected.numel();
-  if (missing > 0) selected = ops::cat({selected, zerosOf({missing}, gradOutput)}, 0);
-  return ops::reshape(selected, sizes);
+  Tensor flatMask = ops::reshape(ops::expand(mask, gradOutput.sizes()), {-1});
+  Tensor position = ops::sub(ops::cumsum(flatMask, 0, ScalarType::Int64), Scalar(1));
+  Tensor index = ops::masked_fill(position, ops::logical_not(flatMask), Scalar(numel));
+  Tensor slots = ops::scatter_add(zerosOf({numel + 1}, gradOutput), 0, index,
+                                  ops::reshape(gradOutput, {-1}));
+  return ops::reshape(ops::narrow(slots, 0, 0, numel), sizes);
 }
 
 Tensor cumprodBackward(const Tensor& grad, const Tensor& self, int64_t dim, const Tensor& result) {

@@ -1,4 +1,5 @@
 // Random sampling: rand, randn, randint, randperm, the *_like variants, uniform_, normal_,
+// exponential_, geometric_, cauchy_, log_normal_, poisson,
 // random_ and bernoulli, with PyTorch's CPU algorithms on the mt19937 generator
 // (runtime/Generator.h): for the same seed they give torch's values. Each op takes the
 // generator's lock once and draws sequentially in TensorIterator order (memory order), as
@@ -296,6 +297,49 @@ void randomFromTo(const Tensor& t, int64_t from, int64_t to) {
 // A uniform double in [0, 1) below p (torch's bernoulli_distribution<double>).
 bool bernoulliDraw(Generator& g, double p) { return unitUniform<double>(g) < p; }
 
+// A double draw as torch's static_cast<scalar_t>: the 16-bit types round through float.
+template <typename T> T fromDouble(double v) {
+  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>)
+    return T(float(v));
+  else
+    return T(v);
+}
+
+// Fills t (floating types) with f(generator) computed in double, one draw per element in order.
+template <typename F> void fillDoubleDraws(const Tensor& t, const char* kernel, const F& draw) {
+  KILN_DISPATCH_FLOATING(t.dtype(), kernel, [&]<typename scalar_t>() {
+    fillSerial<scalar_t>(t, [&draw](Generator& g) { return fromDouble<scalar_t>(draw(g)); });
+  });
+}
+
+// torch's sample_poisson (after NumPy's): the transformed rejection method (Hormann 1993) from a
+// rate of 10, else the product of uniforms until it falls below exp(-rate).
+int64_t poissonSample(Generator& g, double rate) {
+  if (rate >= 10) {
+    double slam = std::sqrt(rate), loglam = std::log(rate);
+    double b = 0.931 + 2.53 * slam, a = -0.059 + 0.02483 * b;
+    double invalpha = 1.1239 + 1.1328 / (b - 3.4), vr = 0.9277 - 3.6224 / (b - 2);
+    while (true) {
+      double u = unitUniform<double>(g) - 0.5, v = unitUniform<double>(g);
+      double us = 0.5 - std::fabs(u);
+      auto k = int64_t(std::floor((2 * a / us + b) * u + rate + 0.43));
+      if (us >= 0.07 && v <= vr) return k;
+      if (k < 0 || (us < 0.013 && v > us)) continue;
+      if (std::log(v) + std::log(invalpha) - std::log(a / (us * us) + b) <=
+          -rate + double(k) * loglam - std::lgamma(double(k) + 1))
+        return k;
+    }
+  }
+  if (rate == 0) return 0;
+  double limit = std::exp(-rate), prod = 1.0;
+  int64_t x = 0;
+  while (true) {
+    prod *= unitUniform<double>(g);
+    if (prod <= limit) return x;
+    ++x;
+  }
+}
+
 Tensor newTensor(IntArrayRef size, ScalarType dtype, std::optional<Device> device) {
   return Tensor::empty(size, dtype, device.value_or(Device()));
 }
@@ -478,6 +522,70 @@ Tensor bernoulli(const Tensor& self) {
     else
       draw(probs.data<float>());
   });
+  return out;
+}
+
+// The distributions below follow torch's CPU kernels: a double uniform in [0, 1) (53 bits), or
+// torch's cached double normal, transformed in double and cast to the tensor's dtype.
+Tensor exponential_(const Tensor& self, double lambd) {
+  KILN_CHECK(lambd > 0.0, "exponential_ expects lambda > 0.0, but found lambda=", lambd);
+  KILN_CHECK(isFloatingType(self.dtype()), "Exponential distribution is a continuous probability "
+             "distribution. dtype must be a floating point but you specified ", cppTypeName(self.dtype()));
+  fillDoubleDraws(self, "exponential_cpu", [lambd](Generator& g) {
+    return -1.0 / lambd * std::log1p(-unitUniform<double>(g));
+  });
+  self.bumpVersion();
+  return self;
+}
+
+// The number of Bernoulli(p) trials up to the first success: ceil(log(u) / log(1 - p)).
+Tensor geometric_(const Tensor& self, double p) {
+  KILN_CHECK(0 < p && p < 1, "geometric_ expects p to be in (0, 1), but got p=", p);
+  if (self.numel() == 0) return self; // torch returns before choosing a kernel for the dtype
+  KILN_DISPATCH_NUMERIC(self.dtype(), "geometric_cpu", [&]<typename scalar_t>() {
+    fillSerial<scalar_t>(self, [p](Generator& g) {
+      return fromDouble<scalar_t>(std::ceil(std::log(unitUniform<double>(g)) / std::log1p(-p)));
+    });
+  });
+  self.bumpVersion();
+  return self;
+}
+
+Tensor cauchy_(const Tensor& self, double median, double sigma) {
+  KILN_CHECK(sigma > 0.0, "cauchy_ expects sigma > 0.0, but found sigma=", sigma);
+  KILN_CHECK(isFloatingType(self.dtype()), "Cauchy distribution is a continuous probability "
+             "distribution. dtype must be a floating point but you specified ", cppTypeName(self.dtype()));
+  fillDoubleDraws(self, "cauchy_cpu", [median, sigma](Generator& g) {
+    return median + sigma * std::tan(std::numbers::pi * (unitUniform<double>(g) - 0.5));
+  });
+  self.bumpVersion();
+  return self;
+}
+
+// exp of torch's normal_distribution<double>(mean, std): the Box-Muller pair's second value is
+// kept for the next draw, as normal_ does for small tensors.
+Tensor logNormal_(const Tensor& self, double mean, double std) {
+  KILN_CHECK(std > 0.0, "log_normal_ expects std > 0.0, but found std=", std);
+  if (self.numel() == 0) return self;
+  fillDoubleDraws(self, "log_normal_cpu", [mean, std](Generator& g) {
+    return std::exp(normalSample(g, mean, std));
+  });
+  self.bumpVersion();
+  return self;
+}
+
+// Each element a count drawn with the rate self holds there (torch's _s_poisson_cpu): in the
+// order of the (contiguous) result, in the input's floating dtype.
+Tensor poisson(const Tensor& self) {
+  if (!isFloatingType(self.dtype())) throwUnsupportedDtype("poisson_cpu", self.dtype());
+  Tensor out = Tensor::empty(self.sizes(), self.dtype(), self.device());
+  if (self.isMeta() || self.numel() == 0) return out;
+  Tensor rates = ops::contiguous(ops::_to_copy(self, ScalarType::Float64, std::nullopt));
+  const double* rate = rates.data<double>();
+  for (int64_t i = 0; i < rates.numel(); ++i)
+    KILN_CHECK(rate[i] >= 0, "invalid Poisson rate, expected rate to be non-negative");
+  int64_t i = 0;
+  fillDoubleDraws(out, "poisson_cpu", [&](Generator& g) { return double(poissonSample(g, rate[i++])); });
   return out;
 }
 

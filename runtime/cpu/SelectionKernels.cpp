@@ -262,8 +262,10 @@ Tensor searchsorted(const Tensor& sortedSequence, const Tensor& self, bool outIn
                "and got sorter tensor ", sorter->shapeString());
   }
   ScalarType outType = outInt32 ? ScalarType::Int32 : ScalarType::Int64;
-  Tensor out = Tensor::empty(self.sizes(), outType, self.device());
-  if (out.isMeta() || out.numel() == 0) return out;
+  // Meta boundaries with a real value (searchsorted.Scalar's value tensor, made while a trace
+  // runs the composite on fakes) give a meta result: there is no data to search.
+  Tensor out = Tensor::empty(self.sizes(), outType, bd.isMeta() ? bd.device() : self.device());
+  if (out.isMeta() || self.isMeta() || out.numel() == 0) return out;
   ScalarType common = promoteTypes(bd.dtype(), self.dtype());
   Tensor b = ops::contiguous(ops::_to_copy(bd, common));
   Tensor v = ops::contiguous(ops::_to_copy(self, common));

@@ -1,14 +1,13 @@
 // Sorting and order statistics along a dim: sort (stable), topk, kthvalue, median, mode. Each row
 // along dim is read into a buffer of (value, index) pairs and ordered there; rows run in
-// parallel. NaN orders above every number (PyTorch's order), and orders that PyTorch leaves
-// open (ties in topk, kthvalue, median) are resolved by the lower index first.
+// parallel. NaN orders above every number (PyTorch's order). Ties in topk and kthvalue resolve
+// as torch's CPU algorithms resolve them (replayed), in median by the lower index first.
 #include <cstdint>
 #include <omp.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <queue>
 
 #include "generated/KernelDecls.h"
 #include "generated/Ops.h"
@@ -222,43 +221,69 @@ std::tuple<Tensor, Tensor> sort(const Tensor& self, int64_t dim, bool descending
 
 namespace {
 
-// The k first entries of a row in `order`, sorted, written to out (values, indices) at base.
-// Small k keeps a heap of the best k seen (most elements are rejected by one comparison);
-// large k partitions all entries with nth_element.
-template <typename T>
-void selectRow(const T* in, int64_t base, int64_t n, int64_t stride, int64_t k,
-               const EntryOrder<T>& order, std::vector<Entry<T>>& buf) {
-  if (k == 0) return;
-  if (k * 16 <= n) {
-    // order(a, b): a comes before b; the heap's top is the worst of the best k.
-    std::priority_queue<Entry<T>, std::vector<Entry<T>>, EntryOrder<T>> heap(order);
-    for (int64_t j = 0; j < k; ++j)
-      heap.push({in[base + j * stride], j});
-    T worst = heap.top().value;
-    for (int64_t j = k; j < n; ++j) {
-      // A later element beats the worst kept one only by value (it loses ties on index).
-      T v = in[base + j * stride];
-      if (!(order.descending ? lessNanLast(worst, v) : lessNanLast(v, worst))) continue;
-      heap.pop();
-      heap.push({v, j});
-      worst = heap.top().value;
-    }
-    for (int64_t j = k - 1; j >= 0; --j) {
-      buf[size_t(j)] = heap.top();
-      heap.pop();
-    }
-    return;
+// By value only, NaN first when largest (last otherwise): torch's topk comparator.
+template <typename T> struct ValueOrder {
+  bool largest;
+  bool operator()(const Entry<T>& a, const Entry<T>& b) const {
+    return largest ? lessNanLast(b.value, a.value) : lessNanLast(a.value, b.value);
   }
+};
+
+// The k first entries of a row, as torch's topk_impl_loop (TopKImpl.h) selects them: the same
+// libstdc++ calls on the row's (value, index) pairs in row order, so that equal values come out
+// with torch's indices: partial_sort when k * 64 <= n, else nth_element and (when sorted) a sort
+// of the k - 1 first.
+template <typename T>
+void selectRow(const T* in, int64_t base, int64_t n, int64_t stride, int64_t k, bool largest,
+               bool sorted, std::vector<Entry<T>>& buf) {
+  if (k == 0) return;
   readRow(in, base, n, stride, buf);
-  if (k < n) std::nth_element(buf.begin(), buf.begin() + k, buf.end(), order);
-  std::sort(buf.begin(), buf.begin() + k, order);
+  auto end = buf.begin() + n;
+  ValueOrder<T> order{largest};
+  if (k * 64 <= n) {
+    std::partial_sort(buf.begin(), buf.begin() + k, end, order);
+  } else {
+    std::nth_element(buf.begin(), buf.begin() + k - 1, end, order);
+    if (sorted) std::sort(buf.begin(), buf.begin() + k - 1, order);
+  }
+}
+
+// torch's kthvalue selection (Sorting.cpp's quick_select_template, after Sedgewick 1978):
+// quickselect with a median-of-three pivot swapping (value, index) pairs, NaN above numbers.
+// Replayed step by step, so that among equal values the entry at k is torch's.
+template <typename T> void quickSelect(std::vector<Entry<T>>& a, int64_t n, int64_t k) {
+  auto gt = [](T x, T y) { return lessNanLast(y, x); };
+  auto at = [&a](int64_t i) -> Entry<T>& { return a[size_t(i)]; };
+  int64_t lo = 0, hi = n - 1;
+  while (hi > lo) {
+    if (hi == lo + 1) {
+      if (gt(at(lo).value, at(hi).value)) std::swap(at(lo), at(hi));
+      return;
+    }
+    std::swap(at((lo + hi) >> 1), at(lo + 1));
+    if (gt(at(lo + 1).value, at(hi).value)) std::swap(at(lo + 1), at(hi));
+    if (gt(at(lo).value, at(hi).value)) std::swap(at(lo), at(hi));
+    if (gt(at(lo + 1).value, at(lo).value)) std::swap(at(lo + 1), at(lo));
+    int64_t i = lo + 1, j = hi;
+    T pivot = at(lo).value;
+    while (true) {
+      do ++i;
+      while (gt(pivot, at(i).value));
+      do --j;
+      while (gt(at(j).value, pivot));
+      if (j < i) break;
+      std::swap(at(i), at(j));
+    }
+    std::swap(at(lo), at(j));
+    if (j <= k) lo = i;
+    if (j >= k) hi = j - 1;
+  }
 }
 
 } // namespace
 
 std::tuple<Tensor, Tensor> topk(const Tensor& self, int64_t k, int64_t dim, bool largest,
                                 bool sorted) {
-  (void)sorted; // results always come sorted, one of the orders PyTorch allows
   Prepared p = prepare(self, dim);
   const int64_t n = p.rows.layout.n;
   KILN_CHECK(k >= 0 && k <= n, "selected index k out of range");
@@ -274,9 +299,8 @@ std::tuple<Tensor, Tensor> topk(const Tensor& self, int64_t k, int64_t dim, bool
     const T* in = p.input.data<T>();
     T* v = values.data<T>();
     int64_t* ix = indices.data<int64_t>();
-    EntryOrder<T> order{largest};
     forEachRow<T>(p.rows, [&](int64_t r, std::vector<Entry<T>>& buf) {
-      selectRow(in, p.rows.base(r, n), n, stride, k, order, buf);
+      selectRow(in, p.rows.base(r, n), n, stride, k, largest, sorted, buf);
       int64_t out = p.rows.base(r, k);
       for (int64_t j = 0; j < k; ++j) {
         v[out + j * stride] = buf[size_t(j)].value;
@@ -340,6 +364,9 @@ std::tuple<Tensor, Tensor> rowStatistic(const char* op, const Tensor& self, int6
         // median propagates NaN (the first one); kthvalue orders NaN last.
         if (what == RowStatistic::Median && firstNan != buf.begin() + n) {
           pick = *firstNan;
+        } else if (what == RowStatistic::Kth) {
+          quickSelect(buf, n, at);
+          pick = buf[size_t(at)];
         } else {
           std::nth_element(buf.begin(), buf.begin() + at, buf.begin() + n, order);
           pick = buf[size_t(at)];

@@ -1081,3 +1081,37 @@ def test_training_script_switches_and_grad_scaler_match_torch():
     assert run(kiln) == run(torch)
     with kiln.autocast("cpu", dtype=kiln.bfloat16):
         assert kiln.nn.Linear(2, 2)(kiln.ones(1, 2)).dtype == kiln.bfloat16
+
+
+def test_masked_scatter_gradient_compiles_with_static_shapes():
+    # masked_scatter's source gradient went through masked_select, whose size depends on the
+    # mask's values: the compiled backward could not be traced on meta tensors (sweep13).
+    r = np.random.default_rng(0)
+    xn, sn = r.standard_normal((4, 5)).astype(np.float32), r.standard_normal(30).astype(np.float32)
+    mn = r.random((1, 5)) > 0.4
+
+    def f(x, m, src):
+        y = x.masked_scatter(m, src * 3)
+        return kiln.autograd.grad((y * kiln.arange(5.0)).sum(), [x, src])
+
+    args = lambda: (kiln.from_numpy(xn).requires_grad_(), kiln.from_numpy(mn),  # noqa: E731
+                    kiln.from_numpy(sn).requires_grad_())
+    want = f(*args())
+    np.testing.assert_array_equal(want[1].numpy()[:8], np.tile(np.arange(5.0), 4)[mn.repeat(4, 0).ravel()][:8] * 3)
+    assert (want[1].numpy()[int(mn.sum()) * 4:] == 0).all()
+    kiln.compiler.reset()
+    got = kiln.compile(f)(*args())
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g.numpy(), w.numpy())
+    meta = kiln._masked_scatter_backward(kiln.empty(4, 5, device="meta"), kiln.from_numpy(mn).to("meta"), [30])
+    assert meta.shape == (30,)
+
+
+def test_searchsorted_with_a_scalar_value_compiles():
+    # searchsorted.Scalar's composite makes its value tensor for real while a trace runs it on
+    # fake boundaries; the kernel then searched the fakes' missing data (a segfault, sweep13).
+    ib = kiln.tensor([0, 2, 2, 5, 9])
+    f = kiln.compile(lambda b: (kiln.searchsorted(b, 2), kiln.searchsorted(b, 5, right=True), b * 2))
+    got = f(ib)
+    assert (got[0].item(), got[1].item()) == (1, 4)
+    assert kiln.searchsorted(ib.to("meta"), 3).device.type == "meta"

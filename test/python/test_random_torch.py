@@ -226,3 +226,135 @@ def test_normal_function():
     np.testing.assert_array_equal(kiln.normal(kiln.zeros(20), 2.0, generator=g).numpy(),
                                   need_torch().normal(need_torch().zeros(20), 2.0,
                                                       generator=need_torch().Generator().manual_seed(3)).numpy())
+
+
+def test_compiled_random_ops_with_tensor_inputs_draw_in_program_order():
+    # multinomial and random_ have no prims decomposition; left in the compiled program they drew
+    # after every hoisted draw (rand, randperm), so from the multinomial on every value differed.
+    def f(T, w, x):
+        T.manual_seed(1234)
+        a = T.rand(3)
+        m = T.multinomial(T.softmax(w * 2, -1), 3)
+        z = T.zeros(4, dtype=T.int64)
+        z.random_(0, 10)
+        x.random_(0, 5)
+        return a, m, T.randperm(5), z, x + 1, (w * 3).random_(0, 7), T.rand(2)
+
+    w = np.random.default_rng(0).random((2, 6)).astype(np.float32)
+    want = [t.numpy() for t in f(need_torch(), need_torch().from_numpy(w), need_torch().zeros(3))]
+    got = kiln.compile(lambda w, x: f(kiln, w, x))(kiln.from_numpy(w), kiln.zeros(3))
+    for g, e in zip(got, want):
+        np.testing.assert_array_equal(g.numpy(), e)
+
+
+
+def test_compiled_in_place_draws_into_views_reach_their_buffer():
+    # A hoisted in-place draw filled the draw graph's own copy: the buffer it was a view of kept
+    # its zeros in the compiled program (sweep13 random_distributions).
+    def f(T, x):
+        T.manual_seed(5)
+        buf = T.zeros(4, 6)
+        buf[:, ::2].exponential_(2.0)
+        buf[1:3, 1::2].log_normal_(0.0, 0.25)
+        t = T.zeros(3, 5).t()
+        t.random_(0, 9)
+        x.cauchy_()
+        return buf, t, x * 1, T.rand(2)
+
+    torch = need_torch()
+    want = [t.numpy() for t in f(torch, torch.zeros(3))]
+    got = kiln.compile(lambda x: f(kiln, x))(kiln.zeros(3))
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g.numpy(), w)
+
+def test_compiled_random_write_into_an_input_read_before_is_refused():
+    # The draws run before the compiled program: a random_ into an input that the program read
+    # earlier cannot be hoisted, and the graph runs eagerly (strict: the backend error names it).
+    def f(w):
+        y = w * 2
+        w.random_(0, 5)
+        return y, w + 1
+
+    old = kiln.config.strict
+    kiln.config.strict = True
+    try:
+        with pytest.raises(Exception, match="random_.from draws into the graph input"):
+            kiln.compile(f)(kiln.ones(3))
+    finally:
+        kiln.config.strict = old
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
+def test_exponential_cauchy_log_normal_geometric(dtype):
+    # One double draw per element, transformed in double and cast (torch's CPU kernels); the
+    # log-normal draws share the double normal cache with normal_ (odd counts carry a value over).
+    def op(T):
+        d = dt(T, dtype)
+        return [T.empty(17, dtype=d).exponential_(), T.empty(3, 5, dtype=d).exponential_(2.5),
+                T.empty(9, dtype=d).cauchy_(), T.empty(4, dtype=d).cauchy_(1.0, 0.5),
+                T.empty(7, dtype=d).log_normal_(), T.empty(5, dtype=d).log_normal_(0.0, 0.25),
+                T.empty(3, dtype=d).normal_(), T.empty(11, dtype=d).geometric_(0.3),
+                T.zeros(4, 6, dtype=d).t().exponential_(0.5)]
+    assert_same(op, 3)
+
+
+def test_geometric_on_integers_and_poisson():
+    assert_same(lambda T: [T.empty(20, dtype=T.int64).geometric_(0.2), T.empty(6, dtype=T.int32).geometric_(0.9),
+                           T.empty(5, dtype=T.uint8).geometric_(0.5)], 1)
+    # small rates multiply uniforms, rates from 10 take the transformed rejection method
+    rates = np.array([[0.0, 0.5, 3.0, 9.99], [10.0, 25.0, 140.5, 1e4]], dtype=np.float32)
+    assert_same(lambda T: [T.poisson(T.from_numpy(rates)), T.poisson(T.from_numpy(rates).double().t()),
+                           T.poisson(T.from_numpy(rates).half()), T.rand(3)], 5)
+
+
+def test_distribution_argument_errors():
+    for call, message in [(lambda: kiln.empty(3).exponential_(0.0), "expects lambda > 0.0"),
+                          (lambda: kiln.empty(3).geometric_(1.0), r"expects p to be in \(0, 1\)"),
+                          (lambda: kiln.empty(3).cauchy_(0.0, -1.0), "expects sigma > 0.0"),
+                          (lambda: kiln.empty(3).log_normal_(1.0, 0.0), "expects std > 0.0"),
+                          (lambda: kiln.empty(3, dtype=kiln.int64).exponential_(), "must be a floating point"),
+                          (lambda: kiln.poisson(kiln.tensor([1.0, -1.0])), "non-negative"),
+                          (lambda: kiln.poisson(kiln.tensor([1, 2])), "poisson")]:
+        with pytest.raises(RuntimeError, match=message):
+            call()
+
+
+def test_distributions_with_a_generator_and_compiled():
+    torch = need_torch()
+    got = kiln.empty(6).exponential_(generator=kiln.Generator().manual_seed(4))
+    want = torch.empty(6).exponential_(generator=torch.Generator().manual_seed(4))
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+    def f(T, rates):
+        T.manual_seed(9)
+        return [T.rand(2), T.poisson(rates * 2), T.empty(3).exponential_(), T.zeros(4).log_normal_(), T.rand(2)]
+
+    rates = np.array([1.0, 4.0, 30.0], dtype=np.float32)
+    want = [t.numpy() for t in f(torch, torch.from_numpy(rates))]
+    got = kiln.compile(lambda r: f(kiln, r))(kiln.from_numpy(rates))
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g.numpy(), w)
+
+
+def test_manual_seed_inside_a_compiled_function_reseeds_at_every_call():
+    # manual_seed ran once, while tracing, and was not part of the graph: the draws after a
+    # second manual_seed continued the stream, and later calls did not reseed at all.
+    def f():
+        kiln.manual_seed(3)
+        a = kiln.nn.functional.dropout(kiln.ones(16), 0.5, True)
+        kiln.manual_seed(3)
+        b = kiln.rand(4)
+        state = kiln.get_rng_state()
+        c = kiln.rand(4)
+        kiln.set_rng_state(state)
+        return a, b, c, kiln.rand(4)
+
+    want = [t.numpy() for t in f()]
+    kiln.compiler.reset()
+    compiled = kiln.compile(f)
+    for _ in range(2):
+        kiln.rand(5)  # the stream moves between calls: each call starts from its own seed
+        for g, w in zip(compiled(), want):
+            np.testing.assert_array_equal(g.numpy(), w)
+    reasons = [str(r) for r in kiln.explain(f)().break_reasons]
+    assert any("manual_seed" in r for r in reasons), reasons

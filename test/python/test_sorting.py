@@ -107,6 +107,20 @@ def test_topk_distinct_values_match_indices_and_nan():
     run(lambda T, t: t.topk(1), make(np.array(3.0, np.float32)))
 
 
+def test_topk_and_kthvalue_ties_take_torchs_indices():
+    # torch's CPU algorithms (partial_sort / nth_element + sort, and its quickselect for kthvalue)
+    # are replayed, so among equal values the indices are torch's, not the lowest ones.
+    ties = make(np.random.default_rng(4).integers(0, 4, (6, 40)).astype(np.float32))
+    for k in [1, 2, 7, 40]:
+        for largest in [True, False]:
+            run(lambda T, t, k=k, lg=largest: t.topk(k, largest=lg), ties)
+            run(lambda T, t, k=k, lg=largest: t.topk(k, largest=lg, sorted=False), ties)
+        run(lambda T, t, k=k: t.kthvalue(k), ties)
+    run(lambda T, t: t.topk(3, dim=0), ties)
+    run(lambda T, t: t.kthvalue(4, dim=0, keepdim=True), ties)
+    run(lambda T, t: t.kthvalue(3), make(with_nans((5, 12), seed=3)))
+
+
 def test_kthvalue_median_mode():
     kx, tx = make(sample((5, 9), "int64", low=-3, high=3))
     for fn in [lambda T, a: a.kthvalue(3), lambda T, a: T.kthvalue(a, 1, 0, keepdim=True),

@@ -11,10 +11,10 @@ from ._tensor import Tensor, Size  # noqa: F401
 from ._tensor import LEGACY_TENSOR_TYPES as _LEGACY_TENSOR_TYPES
 
 globals().update(_LEGACY_TENSOR_TYPES)  # FloatTensor, LongTensor, ...
-from ._creation import tensor, as_tensor, from_dlpack  # noqa: F401
+from ._creation import tensor, as_tensor, from_dlpack, logspace  # noqa: F401
 from ._tensor_str import set_printoptions, get_printoptions, printoptions  # noqa: F401
 from ._ops import _export_ops
-from ._indexing import bucketize, einsum, nonzero, unique, _install_methods  # noqa: F401
+from ._indexing import bucketize, einsum, histc, nonzero, unique, unique_consecutive, _install_methods  # noqa: F401
 from ._dtype_info import finfo, iinfo  # noqa: F401
 
 half, float, double = float16, float32, float64
@@ -27,13 +27,13 @@ del _install_methods
 from ._composites import (  # noqa: E402,F401
     broadcast_shapes, broadcast_tensors, broadcast_to, diag, diagonal, is_floating_point, is_tensor, meshgrid,
     numel, _install_methods as _install_composites,
-    aminmax, count_nonzero, diff, fmax, fmin, heaviside, hypot, logaddexp, xlogy,
+    aminmax, count_nonzero, diff, fix, fmax, fmin, heaviside, hypot, logaddexp, logaddexp2, xlogy,
 )
 _install_composites(Tensor)
 del _install_composites
 from ._stacking import (  # noqa: E402,F401
-    atleast_1d, atleast_2d, atleast_3d, block_diag, cartesian_prod, column_stack, dsplit, dstack, fliplr, flipud,
-    hsplit, hstack, rot90, row_stack, tensor_split, tril_indices, triu_indices, vsplit, vstack,
+    atleast_1d, atleast_2d, atleast_3d, block_diag, cartesian_prod, column_stack, combinations, dsplit, dstack,
+    fliplr, flipud, hsplit, hstack, rot90, row_stack, tensor_split, tril_indices, triu_indices, vsplit, vstack,
     _install_methods as _install_stacking,
 )
 from ._math_composites import (  # noqa: E402,F401
@@ -59,6 +59,12 @@ from ._complex import (  # noqa: E402,F401
 )
 _install_complex(Tensor)
 del _install_complex
+from ._quantiles import nanmedian, nanquantile, quantile, _install_methods as _install_quantiles  # noqa: E402,F401
+_install_quantiles(Tensor)
+del _install_quantiles
+from . import special  # noqa: E402
+from .special import digamma, erfc, gcd, lcm, ldexp, polygamma, gammaln as lgamma  # noqa: E402,F401
+special._install_methods(Tensor)
 from ._random import install as _install_random  # noqa: E402
 _install_random(globals(), Tensor)
 del _install_random

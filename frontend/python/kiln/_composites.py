@@ -1,6 +1,6 @@
 """torch functions that real model code calls and that are compositions of table ops (no
 kernel of their own): type predicates, broadcasting helpers, diagonal views and meshgrid, and
-small math (count_nonzero, diff, aminmax, logaddexp, hypot, xlogy, fmax/fmin, heaviside)."""
+small math (count_nonzero, diff, aminmax, logaddexp(2), fix, hypot, xlogy, fmax/fmin, heaviside)."""
 import collections
 import math
 
@@ -170,6 +170,19 @@ def logaddexp(input, other):
     return _C._ops.where(both_inf, input, hi + (-(input - other).abs()).exp().log1p())
 
 
+def logaddexp2(input, other):
+    """log2(2**a + 2**b) without overflow; equal infinities give themselves (not nan)."""
+    _float_only("logaddexp2", input, other)
+    hi = _C._ops.maximum(input, other)
+    both_inf = _C._ops.isinf(input) & (input == other)
+    return _C._ops.where(both_inf, input, hi + (-(input - other).abs()).exp2().log1p() * (1 / math.log(2)))
+
+
+def fix(input):
+    """trunc's other name."""
+    return input.trunc()
+
+
 def hypot(input, other):
     _float_only("hypot", input, other)
     return (input * input + other * other).sqrt()
@@ -207,7 +220,7 @@ def heaviside(input, values):
 
 
 def _install_methods(tensor_class):
-    for fn in (count_nonzero, diff, aminmax, logaddexp, hypot, xlogy, fmax, fmin, heaviside):
+    for fn in (count_nonzero, diff, aminmax, logaddexp, logaddexp2, fix, hypot, xlogy, fmax, fmin, heaviside):
         setattr(tensor_class, fn.__name__, fn)
     tensor_class.diagonal = diagonal
     tensor_class.diag = diag

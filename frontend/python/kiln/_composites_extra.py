@@ -6,8 +6,11 @@ from . import _C
 _ops = _C._ops
 
 
-def tile(input, dims):
-    """repeat() after padding dims with leading 1s to input's rank."""
+def tile(input, *dims):
+    """repeat() after padding dims (a sequence, or ints as Tensor.tile takes them) with leading 1s
+    to input's rank."""
+    if len(dims) == 1 and not isinstance(dims[0], int):
+        dims = dims[0]
     dims = [int(d) for d in dims]
     return input.repeat(*([1] * (input.dim() - len(dims)) + dims))
 

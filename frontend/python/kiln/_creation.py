@@ -66,3 +66,18 @@ def from_dlpack(ext_tensor):
     except TypeError:  # a producer older than DLPack 1.0 (no max_version)
         capsule = ext_tensor.__dlpack__()
     return _C._from_dlpack(capsule)
+
+
+def logspace(start, end, steps, base=10.0, *, dtype=None, device=None, requires_grad=False):
+    """base ** linspace(start, end, steps), the exponents computed in double as torch's kernel
+    does (the first half counted up from start, the second down from end)."""
+    if steps < 0:
+        raise RuntimeError("number of steps must be non-negative")
+    from ._settings import get_default_dtype
+    dtype = dtype or get_default_dtype()
+    i = _C._ops.arange(steps, dtype=_C.float64, device=device)
+    step = (end - start) / (steps - 1) if steps > 1 else 0.0
+    exponent = _C._ops.where(i < steps // 2, start + step * i, end - step * (steps - 1 - i)) if steps > 1 else i + start
+    out = _C._ops.pow(float(base), exponent)
+    out = out.to(dtype)
+    return out.requires_grad_() if requires_grad else out

@@ -25,13 +25,7 @@ def einsum(*args):
     return _ops.einsum(equation, list(operands))
 
 
-def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=None):
-    """The distinct elements in ascending order; with return_inverse, where each element of input
-    went; with return_counts, how often each occurs."""
-    if dim is not None:
-        raise NotImplementedError("kiln.unique: dim= is not supported; unique works on the "
-                                  "flattened tensor (dim=None)")
-    output, inverse, counts = _ops._unique2(input, sorted, return_inverse, return_counts)
+def _unique_result(output, inverse, counts, return_inverse, return_counts):
     if return_inverse and return_counts:
         return output, inverse, counts
     if return_inverse:
@@ -39,6 +33,88 @@ def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=No
     if return_counts:
         return output, counts
     return output
+
+
+def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=None):
+    """The distinct elements in ascending order (with dim: the distinct slices along dim, in
+    lexicographic order); with return_inverse, where each element (slice) of input went; with
+    return_counts, how often each occurs."""
+    if dim is not None:
+        return _unique_dim(input, dim, return_inverse, return_counts)
+    output, inverse, counts = _ops._unique2(input, sorted, return_inverse, return_counts)
+    return _unique_result(output, inverse, counts, return_inverse, return_counts)
+
+
+def _slices(input, dim):
+    """input's slices along dim as the rows of a [n, rest] matrix, and dim wrapped."""
+    if input.dim() == 0:
+        raise IndexError("unique(): dim is given for a 0-d tensor")
+    d = dim % input.dim()
+    moved = input.movedim(d, 0)
+    return moved.reshape(moved.shape[0], -1), d
+
+
+def _unique_dim(input, dim, return_inverse, return_counts):
+    """The rows sorted lexicographically (stable sorts from the last column to the first), each
+    run of equal rows kept once."""
+    rows, d = _slices(input, dim)
+    n = rows.shape[0]
+    order = _ops.arange(n, device=input.device)
+    for c in range(rows.shape[1] - 1, -1, -1):
+        order = order[rows[order, c].argsort(stable=True)]
+    ordered = rows[order]
+    starts = _ops.ones([n], dtype=_C.bool, device=input.device)
+    if n > 1:
+        starts[1:] = (ordered[1:] != ordered[:-1]).any(dim=1) if rows.shape[1] else False
+    group = starts.long().cumsum(0) - 1
+    shape = list(input.movedim(d, 0).shape)
+    output = ordered[starts].reshape([-1] + shape[1:]).movedim(0, d)
+    inverse = _ops.empty_like(group).index_copy(0, order, group) if return_inverse else None
+    counts = group.bincount(minlength=0) if return_counts else None
+    return _unique_result(output, inverse, counts, return_inverse, return_counts)
+
+
+def unique_consecutive(input, return_inverse=False, return_counts=False, dim=None):
+    """Each run of equal consecutive elements (slices along dim) kept once, in input order."""
+    if dim is None:
+        rows, d = input.reshape(-1, 1), None
+    else:
+        rows, d = _slices(input, dim)
+    n = rows.shape[0]
+    starts = _ops.ones([n], dtype=_C.bool, device=input.device)
+    if n > 1:
+        starts[1:] = (rows[1:] != rows[:-1]).any(dim=1) if rows.shape[1] else False
+    group = starts.long().cumsum(0) - 1
+    if d is None:
+        output = input.reshape(-1)[starts]
+        inverse = group.reshape(input.shape)
+    else:
+        output = input.index_select(d, starts.nonzero().reshape(-1))
+        inverse = group
+    counts = group.bincount(minlength=0) if return_counts else None
+    return _unique_result(output, inverse if return_inverse else None, counts, return_inverse, return_counts)
+
+
+def histc(input, bins=100, min=0, max=0):
+    """Counts of input's elements in `bins` equal-width bins over [min, max] (the data's range when
+    both are 0), in input's dtype; elements outside are ignored, max falls in the last bin."""
+    if not input.dtype.is_floating_point:
+        raise RuntimeError(f"\"histogram_cpu\" not implemented for '{str(input.dtype).split('.')[-1].capitalize()}'")
+    if bins <= 0:
+        raise RuntimeError("torch.histc: bins must be > 0, but got {} for dimension 0".format(bins))
+    lo, hi = float(min), float(max)
+    if lo == hi and input.numel():
+        lo, hi = input.min().item(), input.max().item()
+    if lo == hi:
+        lo, hi = lo - 1, hi + 1
+    if lo > hi:
+        raise RuntimeError(f"torch.histc: max must be larger than min")
+    x = input.reshape(-1)
+    inside = (x >= lo) & (x <= hi)
+    position = ((x - lo) / (hi - lo) * bins).long().clamp(max=bins - 1)
+    slot = _ops.where(inside, position, _ops.full([], bins, dtype=_C.int64, device=input.device))
+    counts = _ops.zeros([bins + 1], dtype=input.dtype, device=input.device)
+    return counts.scatter_add(0, slot, _ops.ones_like(x))[:bins]
 
 
 def bucketize(input, boundaries, *, out_int32=False, right=False):
@@ -81,6 +157,8 @@ def _install_methods(tensor_class):
         return unique(self, sorted, return_inverse, return_counts, dim)
 
     tensor_class.unfold = unfold
+    tensor_class.unique_consecutive = unique_consecutive
+    tensor_class.histc = histc
     nonzero_method.__name__ = "nonzero"
     unique_method.__name__ = "unique"
     tensor_class.nonzero = nonzero_method

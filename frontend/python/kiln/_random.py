@@ -10,7 +10,7 @@ would have yielded from the same seed, and the default stream is untouched.
 import contextlib
 import functools
 
-from . import _C
+from . import _C, _compiling
 
 # Module functions and Tensor methods that take generator= in PyTorch.
 _FUNCTIONS = ("rand", "randn", "randint", "randperm", "rand_like", "randn_like", "randint_like",
@@ -79,9 +79,27 @@ def normal(mean, std=1.0, size=None, *, dtype=None, device=None, requires_grad=F
     return out.mul_(std).add_(mean)
 
 
+# Functions that set or read the default generator's state: traced code does not record them
+# (a graph's draws run before it, hoisted), so a call is a graph break and runs eagerly between
+# the graphs, in program order (a manual_seed inside a compiled function reseeds at every call,
+# and the draws after it see the new state).
+_STATE_FUNCTIONS = ("manual_seed", "seed", "get_rng_state", "set_rng_state")
+
+
+def _not_traced(fn, name):
+    @functools.wraps(fn)
+    def state_function(*args, **kwargs):
+        return fn(*args, **kwargs)
+
+    return _compiling.not_traced(state_function, f"kiln.{name}() (it sets or reads the random generator's "
+                                                 "state; the graphs' draws run around it in order)")
+
+
 def install(namespace, tensor_type):
     """Wraps the random functions of `namespace` and the random methods of `tensor_type`."""
     namespace.setdefault("normal", normal)
+    for name in _STATE_FUNCTIONS:
+        namespace[name] = _not_traced(namespace[name], name)
     for name in _FUNCTIONS:
         if name in namespace:
             namespace[name] = _with_generator(namespace[name])

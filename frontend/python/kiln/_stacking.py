@@ -191,6 +191,27 @@ def cartesian_prod(*tensors):
     return _C._ops.stack([g.reshape([-1]) for g in grids], 1)
 
 
+def combinations(input, r=2, with_replacement=False):
+    """The length-r combinations of a 1-D tensor's elements, in lexicographic order of positions
+    (itertools.combinations / combinations_with_replacement): [N, r]; [0] for r == 0."""
+    if input.dim() != 1:
+        raise RuntimeError(f"Expect a 1D vector, but got shape {list(input.shape)}")
+    if r < 0:
+        raise RuntimeError(f"Expect a non-negative number, but got {r}")
+    if r == 0:
+        return input.new_empty([0])
+    if r == 1:
+        return input.unsqueeze(1)
+    from ._composites import meshgrid
+    n = input.shape[0]
+    grids = meshgrid(*([_C._ops.arange(n, device=input.device)] * r), indexing="ij")
+    keep = _C._ops.ones([n] * r, dtype=_C.bool, device=input.device)
+    for a, b in zip(grids, grids[1:]):
+        keep = keep & ((a <= b) if with_replacement else (a < b))
+    positions = _C._ops.stack([g[keep] for g in grids], 1)
+    return input[positions]
+
+
 def _triangle_indices(row, col, span, dtype, device):
     """[2, N] (row, column) indices, row by row; span(i) is row i's column range. Built from
     full/arange per row, not from Python data: inside kiln.compile a tensor made from Python data

@@ -164,12 +164,45 @@ _RANDOM_PRIMS = frozenset({"prims.uniform", "prims.normal"})
 
 
 def _runs_eagerly(node):
-    """Random prims, and ops left without a prims decomposition that take no tensor (randint,
-    linspace): computed eagerly at each call rather than compiled."""
+    """Random prims, ops left without a prims decomposition that take no tensor (randint,
+    linspace), and random ops left without one that do (multinomial, random_): computed eagerly
+    at each call rather than compiled. All draws must run in program order: a random op left in
+    the compiled part would draw after every hoisted one."""
     if node.op != "call_function":
         return False
-    return node.target in _RANDOM_PRIMS or (
-        not str(node.target).startswith("prims.") and not node.all_input_nodes)
+    target = str(node.target)
+    if node.target in _RANDOM_PRIMS or (not target.startswith("prims.") and not node.all_input_nodes):
+        return True
+    if target.startswith("prims."):
+        return False
+    from .aot import _ops
+    tags, written = _ops().get(target, ((), ()))
+    if "random" not in tags:
+        return False
+    for position in written:
+        _check_input_written_first(node, node.args[position] if position < len(node.args) else None)
+    return True
+
+
+def _check_input_written_first(node, arg):
+    """A hoisted random op computes its tensor arguments again in the draw graph, so a write into
+    a value the graph made lands in the draw graph's own copy (readers of the op's result read
+    the hoisted value). A write into a graph input happens before the compiled program runs: only
+    right when nothing reads that input earlier in the program."""
+    chain = set()
+    while getattr(arg, "op", None) == "call_function" and str(arg.target) in _VIEW_PRIMS:
+        chain.add(arg)
+        arg = arg.args[0]
+    if getattr(arg, "op", None) != "placeholder":
+        return
+    chain.add(arg)
+    for earlier in node.graph.nodes:
+        if earlier is node:
+            return
+        if earlier not in chain and any(a in chain for a in earlier.all_input_nodes):
+            raise InductorUnsupported(f"{node.target} draws into the graph input {arg.name} after "
+                                      f"{earlier.format_node()} read it: the draws run before the "
+                                      "compiled program")
 
 
 def _hoist_random(graph, placeholders):
@@ -183,10 +216,25 @@ def _hoist_random(graph, placeholders):
         with graph.inserting_after(placeholders[-1]) if placeholders else \
                 graph.inserting_before(next(iter(graph.nodes))):
             ph = graph.placeholder(f"draw_{i}", type_expr=node.type)
-        node.replace_all_uses_with(ph)
+        value = ph
+        written = _random_op_destination(node)
+        if written is not None:
+            # An in-place draw (exponential_ into a slice of a buffer): the draw graph fills its
+            # own copy; the program writes the values into the destination where the op was,
+            # so the buffer it is a view of sees them.
+            with graph.inserting_before(node):
+                value = graph.call_function("prims.copy_to", (written, ph), type_expr=written.type)
+        node.replace_all_uses_with(value)
         graph.erase_node(node)
         placeholders.append(ph)
     return draw_graph
+
+
+def _random_op_destination(node):
+    """The tensor argument an in-place random op writes (None for the others)."""
+    from .aot import _ops
+    _, written = _ops().get(str(node.target), ((), ()))
+    return node.args[written[0]] if written and written[0] < len(node.args) else None
 
 
 def cuda_device(graph):

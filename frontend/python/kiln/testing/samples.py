@@ -297,6 +297,11 @@ def _spec_table():
     s["random_.from"] = dict(kwargs=[{"from": 0, "to": 2}, {"from": 1, "to": None}])
     for op in ("bernoulli", "bernoulli_"):
         s[op] = dict(args={"self": dict(low=0, high=1)}, kwargs=[{"p": 0.3}])
+    s["exponential_"] = dict(kwargs=[{}, {"lambd": 2.5}])
+    s["geometric_"] = dict(kwargs=[{"p": 0.3}])
+    s["cauchy_"] = dict(kwargs=[{}, {"median": 1.0, "sigma": 0.5}])
+    s["log_normal_"] = dict(kwargs=[{}, {"mean": 0.0, "std": 0.25}])
+    s["poisson"] = dict(args={"self": dict(low=0, high=20)})
     # Linear algebra.
     s["mm"] = dict(cases=_MM)
     s["addmm"] = dict(cases=[((4,), *_MM[0]), ((2, 4), *_MM[1]), ((), *_MM[2]), ((1, 2), *_MM[3]),
