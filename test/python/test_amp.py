@@ -130,3 +130,36 @@ def test_disabled_autocast_inside_a_compiled_frame_is_a_no_op(monkeypatch):
             return x @ x
 
     assert kiln.compile(g)(kiln.ones(3, 3)).dtype == kiln.bfloat16
+
+
+def test_grad_scaler_inside_a_compiled_step_matches_eager():
+    """Regression: GradScaler.scale() run for real on a trace's fakes kept a meta scale tensor
+    (the next eager call failed: 'Cannot copy out of meta tensor'), and scaler.step() ran the
+    optimizer's step on the fakes (AdamW's state left without exp_avg). Its first scale() and
+    unscale_/step/update are graph breaks run eagerly."""
+    def run(compiled):
+        kiln.manual_seed(0)
+        model = kiln.nn.Sequential(kiln.nn.Linear(4, 8), kiln.nn.GELU(), kiln.nn.Linear(8, 1))
+        opt = kiln.optim.AdamW(model.parameters(), lr=1e-2)
+        scaler = kiln.amp.GradScaler("cpu", init_scale=1024.0, growth_interval=2)
+        xs = [kiln.randn(6, 4) for _ in range(4)]
+        xs[2][0, 1] = float("inf")
+        y = kiln.randn(6, 1)
+
+        def step(x):
+            loss = kiln.nn.functional.mse_loss(model(x), y)
+            opt.zero_grad(set_to_none=True)
+            scaler.scale(loss).backward()
+            scaler.unscale_(opt)
+            scaler.step(opt)
+            scaler.update()
+            return loss.detach()
+
+        f = kiln.compile(step) if compiled else step
+        return [f(x).item() for x in xs], scaler.get_scale(), [p.detach().clone() for p in model.parameters()]
+
+    (le, se, pe), (lc, sc, pc) = run(False), run(True)
+    np.testing.assert_allclose(lc, le, rtol=1e-6)
+    assert sc == se
+    for a, b in zip(pc, pe):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-4, atol=1e-6)  # compiled kernels round differently

@@ -4,9 +4,10 @@ reciprocal of the scale), skips the optimizer step when any is inf or NaN, and u
 the scale off after a skipped step and grows it after growth_interval good ones, with torch's
 arithmetic, so the scale and the steps taken follow torch's. Works in any precision (in float32
 it protects against overflowing losses the same way)."""
+import functools
 import warnings
 
-from .. import _C
+from .. import _C, _compiling
 from ..autograd.grad_mode import no_grad
 
 __all__ = ["GradScaler"]
@@ -40,6 +41,12 @@ class GradScaler:
         self._per_optimizer_states = {}
 
     def _lazy_init(self, device):
+        if device.type == "meta":
+            # Run for real on the fakes of a kiln.compile trace, the first scale() would keep a
+            # meta tensor as the scaler's state and fail at the next eager call: a graph break,
+            # so that the scale tensor is made when the code runs.
+            raise NotImplementedError("GradScaler's first scale() makes its scale tensor (a side effect on the "
+                                      "scaler): it runs eagerly")
         self._scale = _C._ops.full([], self._init_scale, dtype=_C.float32, device=device)
         self._growth_tracker = _C._ops.full([], self._init_growth_tracker, dtype=_C.int32, device=device)
 
@@ -59,6 +66,7 @@ class GradScaler:
             return type(outputs)(scaled) if isinstance(outputs, tuple) else scaled
         raise ValueError("outputs must be a Tensor or an iterable of Tensors")
 
+    @functools.partial(_compiling.not_traced, reason="GradScaler.{} runs eagerly: it reads whether gradients hold inf/NaN and keeps Python state (torch breaks there too)".format("unscale_()"))
     def unscale_(self, optimizer):
         """Divides optimizer's gradients by the scale (in place) and records whether any is
         inf or NaN."""
@@ -88,6 +96,7 @@ class GradScaler:
         state["found_inf"] = _C._ops.full([1], 1.0 if found else 0.0, dtype=_C.float32)
         state["stage"] = _UNSCALED
 
+    @functools.partial(_compiling.not_traced, reason="GradScaler.{} runs eagerly: it reads whether gradients hold inf/NaN and keeps Python state (torch breaks there too)".format("step()"))
     def step(self, optimizer, *args, **kwargs):
         """optimizer.step(*args, **kwargs) unless the unscaled gradients had an inf or NaN;
         returns what it returned (None when skipped)."""
@@ -106,6 +115,7 @@ class GradScaler:
         state["stage"] = _STEPPED
         return result
 
+    @functools.partial(_compiling.not_traced, reason="GradScaler.{} runs eagerly: it reads whether gradients hold inf/NaN and keeps Python state (torch breaks there too)".format("update()"))
     def update(self, new_scale=None):
         """Backs the scale off after a skipped step, grows it after growth_interval good steps in
         a row (or sets it to new_scale)."""
