@@ -333,16 +333,21 @@ def svdvals(A, *, driver=None, out=None):
     return _SVD.apply(A, False)[1]
 
 
+def _rank_tolerance(s, shape, atol, rtol):
+    """torch's cut-off for singular values s: max(atol, rtol * largest), rtol defaulting to
+    eps * max(m, n) when atol is not given."""
+    smax = s.max(axis=-1, keepdims=True) if s.size else np.zeros(s.shape[:-1] + (1,), dtype=s.dtype)
+    if rtol is None:
+        rtol = np.finfo(s.dtype).eps * max(shape[-2:]) if atol is None or atol == 0 else 0.0
+    return np.maximum(0.0 if atol is None else atol, rtol * smax)
+
+
 def pinv(A, *, atol=None, rtol=None, hermitian=False, out=None):
     """The Moore-Penrose pseudo-inverse (not differentiable here)."""
     _check("pinv", A, square=False)
     a = _np(A)
-    s = np.linalg.svd(a, compute_uv=False)
-    smax = s.max(axis=-1, keepdims=True) if s.size else np.zeros(a.shape[:-2] + (1,))
-    if rtol is None:
-        rtol = np.finfo(a.dtype).eps * max(a.shape[-2:]) if atol is None or atol == 0 else 0.0
-    tol = np.maximum(0.0 if atol is None else atol, rtol * smax)
     u, s, vh = np.linalg.svd(a, full_matrices=False)
+    tol = _rank_tolerance(s, a.shape, atol, rtol)
     sinv = np.where(s > tol, 1.0 / np.where(s > tol, s, 1.0), 0.0).astype(a.dtype)
     out = np.swapaxes(vh, -1, -2) @ (sinv[..., :, None] * np.swapaxes(u, -1, -2))
     if A.requires_grad:
@@ -353,10 +358,7 @@ def pinv(A, *, atol=None, rtol=None, hermitian=False, out=None):
 def matrix_rank(A, *, atol=None, rtol=None, hermitian=False, out=None):
     _check("matrix_rank", A, square=False)
     s = np.linalg.svd(_np(A), compute_uv=False)
-    smax = s.max(axis=-1, keepdims=True) if s.size else np.zeros(A.shape[:-2] + (1,))
-    if rtol is None:
-        rtol = np.finfo(s.dtype).eps * max(A.shape[-2:]) if atol is None or atol == 0 else 0.0
-    tol = np.maximum(0.0 if atol is None else atol, rtol * smax)
+    tol = _rank_tolerance(s, tuple(A.shape), atol, rtol)
     from . import from_numpy
     return from_numpy(np.array((s > tol).sum(-1), dtype=np.int64))
 

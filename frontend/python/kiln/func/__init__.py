@@ -200,8 +200,7 @@ def _regroup(grads, trees, argnums):
 
 
 def _grads(outputs, inputs, cotangents, originals, retain_graph=None):
-    keep = _C.is_grad_enabled() and (any(_is_tensor(o) and o.requires_grad for o in originals)
-                                     or _reaches_other_leaves(outputs, inputs))
+    keep = _keeps_graph(originals, outputs, inputs)
     gs = _autograd_grad(outputs, inputs, cotangents, retain_graph=True if retain_graph is None else retain_graph,
                         create_graph=keep, allow_unused=True)
     return [zeros_like(x) if g is None else g for g, x in zip(gs, inputs)]
@@ -234,9 +233,12 @@ def _release(tree, originals, flat):
                        else x.detach() for x in leaves], spec)
 
 
-def _keeps_graph(originals, out, flat):
+def _keeps_graph(originals, outs, flat):
+    """Whether results must stay differentiable: an input already required grad (an outer
+    transform's, MAML's parameters) or the history reaches a leaf outside the transform."""
+    outs = outs if isinstance(outs, (list, tuple)) else [outs]
     return _C.is_grad_enabled() and (any(_is_tensor(o) and o.requires_grad for o in originals)
-                                     or _reaches_other_leaves([out], flat))
+                                     or _reaches_other_leaves(outs, flat))
 
 
 def grad(func, argnums=0, has_aux=False):
