@@ -69,12 +69,12 @@ test-lit:
 test-pytest:
 	$(PY) -m pytest test/python -q
 
-# The conformance programs. ORACLE_RECORD=DIR saves PyTorch's results (run with the default
+# The conformance programs: the shared sample and ours (test/programs). ORACLE_RECORD=DIR saves PyTorch's results (run with the default
 # python3, which has torch); ORACLE=DIR compares with them where torch is absent (PYTHON=python3.12).
 # ../shared from the main checkout; ../../shared from a worktree under /work/wt.
 CONFORMANCE := $(firstword $(wildcard ../shared/conformance/run.py ../../shared/conformance/run.py) ../shared/conformance/run.py)
 conformance: build
-	$(PY) $(CONFORMANCE) --mode eager,compile $(if $(ORACLE),--oracle $(ORACLE)) \
+	$(PY) $(CONFORMANCE) $(dir $(CONFORMANCE))programs test/programs --mode eager,compile $(if $(ORACLE),--oracle $(ORACLE)) \
 	  $(if $(ORACLE_RECORD),--record-oracle $(ORACLE_RECORD))
 
 # The frame capture and compile tests: what differs between Pythons (issue 17). CI runs these
