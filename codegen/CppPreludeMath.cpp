@@ -76,10 +76,12 @@ static inline double kiln_exp(double x) {
   p = __builtin_fma(p, r, 1.66666666666666667e-01);
   p = __builtin_fma(p, r, 0.5);
   p = __builtin_fma(p, r * r, r) + 1.0;
-  const int64_t n = static_cast<int64_t>(fn);
-  const int64_t n1 = n / 2;
-  const double result = p * kiln_f64_from_bits(uint64_t(n1 + 1023) << 52) *
-                        kiln_f64_from_bits(uint64_t(n - n1 + 1023) << 52);
+  // |n| <= 1077: int32 conversions and shifts, which AVX2 vectorizes (a double -> int64
+  // conversion needs AVX-512DQ: with it the loop stayed scalar on AVX2-only CPUs).
+  const int32_t n = static_cast<int32_t>(fn);
+  const int32_t n1 = n >> 1;
+  const double result = p * kiln_f64_from_bits(uint64_t(int64_t(n1 + 1023)) << 52) *
+                        kiln_f64_from_bits(uint64_t(int64_t(n - n1 + 1023)) << 52);
   return x != x ? x : (x > 709.782712893384 ? __builtin_inf() : result);
 }
 // e^x - 1 for double without cancellation near 0, for finite -60 <= x <= 700: x = n ln 2 + r,
@@ -102,7 +104,7 @@ static inline double kiln_expm1_core(double x) {
   p = __builtin_fma(p, r, 1.66666666666666667e-01);
   p = __builtin_fma(p, r, 0.5);
   const double er = __builtin_fma(p * r, r, r); // e^r - 1
-  const double two_n = kiln_f64_from_bits(uint64_t(static_cast<int64_t>(fn) + 1023) << 52);
+  const double two_n = kiln_f64_from_bits(uint64_t(int64_t(static_cast<int32_t>(fn) + 1023)) << 52); // int32: see kiln_exp
   return __builtin_fma(two_n, er, two_n - 1.0);
 }
 // Beyond 700 the -1 does not matter: e^x. Below -60 the result rounds to -1.
@@ -120,11 +122,14 @@ static inline double kiln_log_core(double x, double c) {
   const bool sub = x < 2.2250738585072014e-308;
   const double xs = sub ? x * 18014398509481984.0 : x; // 2^54
   const uint64_t u = kiln_f64_bits(xs);
-  int64_t e = int64_t(u >> 52) - 1023 - (sub ? 54 : 0);
+  // The exponent field as a double without an int64 -> double conversion (AVX-512DQ only: with
+  // it the loop stayed scalar on AVX2-only CPUs): 2^52 + field, minus 2^52, is exact.
+  double e = kiln_f64_from_bits((u >> 52) | UINT64_C(0x4330000000000000)) - 4503599627370496.0;
+  e -= sub ? 1077.0 : 1023.0;
   double m = kiln_f64_from_bits((u & UINT64_C(0x000FFFFFFFFFFFFF)) | UINT64_C(0x3FF0000000000000));
   const bool high = m > 1.4142135623730951;
   m = high ? m * 0.5 : m;
-  e = high ? e + 1 : e;
+  e = high ? e + 1.0 : e;
   const double f = m - 1.0;
   const double s = f / (2.0 + f);
   const double z = s * s;
@@ -137,7 +142,7 @@ static inline double kiln_log_core(double x, double c) {
   R = __builtin_fma(R, z, 6.666666666666735130e-01);
   R *= z;
   const double hfsq = 0.5 * f * f;
-  const double de = static_cast<double>(e);
+  const double de = e;
   return de * 6.93147180369123816490e-01 -
          ((hfsq - (s * (hfsq + R) + (de * 1.90821492927058770002e-10 + c))) - f);
 }

@@ -87,8 +87,10 @@ def test_steps_match_torch(cls_name, kwargs):
     tp, topt = _run(torch, cls_name, kwargs)
     for k, t in zip(kp, tp):
         # Same ops in the same order as torch's CPU path: SGD equal, Adam within float32 rounding
-        # (see test_fused_adam_matches_op_by_op_path).
-        np.testing.assert_array_max_ulp(_as_np(k), _as_np(t), maxulp=2)
+        # (see test_fused_adam_matches_op_by_op_path). torch's vectorized kernels contract
+        # multiply-adds differently by CPU (AVX2 vs AVX-512): centered RMSprop with momentum
+        # drifts to 8 ulp over the steps on an AVX2-only CPU.
+        np.testing.assert_array_max_ulp(_as_np(k), _as_np(t), maxulp=16)
     ksd, tsd = kopt.state_dict(), topt.state_dict()
     assert ksd["param_groups"] == tsd["param_groups"]
     assert sorted(ksd["state"]) == sorted(tsd["state"])

@@ -211,8 +211,12 @@ def test_compiled_dropout_draws_the_eager_mask_and_backward_reuses_it():
         kiln.nn.functional.cross_entropy(out, y).backward()
         return out.detach().numpy(), m[0].weight.grad.numpy(), kiln.rand(3).numpy()
 
-    for a, b in zip(step(False), step(True)):
-        np.testing.assert_array_equal(a, b)
+    (out_e, grad_e, after_e), (out_c, grad_c, after_c) = step(False), step(True)
+    np.testing.assert_array_equal(out_e, out_c)
+    np.testing.assert_array_equal(after_e, after_c)
+    # The compiled backward's kernels may round differently from eager's (1 ulp on AVX2-only
+    # CPUs); a redrawn mask would change the gradient at O(1).
+    np.testing.assert_allclose(grad_e, grad_c, rtol=1e-5, atol=1e-8)
 
 
 def test_normal_function():

@@ -30,7 +30,11 @@ KILN_LACKS = {("aten.view_as_complex", "float16")}
 # PyTorch's own results that vary with the CPU: its float16 convolution backward rounds once on
 # CPUs with AVX512-FP16 (oneDNN) and per sample elsewhere; kiln rounds once everywhere, within a
 # few float16 ulps of the per-sample result.
-LOOSE_TOLERANCE = {("aten.convolution_backward", "float16"): (2e-2, 2e-2)}
+# Half-precision convolution gradients: sums of many rounded products. On a CPU without AVX-512
+# PyTorch's bfloat16 backward rounds its partial sums to bfloat16 (max error against a float64
+# reference 0.24 on these samples, kiln's 0.12), so the two differ by more than bfloat16's tolerance.
+LOOSE_TOLERANCE = {("aten.convolution_backward", "float16"): (2e-2, 2e-2),
+                   ("aten.convolution_backward", "bfloat16"): (2e-2, 0.25)}
 
 
 def _values_are_defined(target):
