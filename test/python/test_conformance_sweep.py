@@ -1115,3 +1115,65 @@ def test_searchsorted_with_a_scalar_value_compiles():
     got = f(ib)
     assert (got[0].item(), got[1].item()) == (1, 4)
     assert kiln.searchsorted(ib.to("meta"), 3).device.type == "meta"
+
+
+# --- session 14 sweep ---
+
+def _arr(*shape, seed=0):
+    return kiln.from_numpy(np.random.default_rng(seed).standard_normal(shape).astype(np.float32))
+
+
+def test_fallback_reading_a_buffer_waits_for_writes_of_fallback_values(strict):
+    # A fallback (sort) reading zeros written in place through slices, one slice's value from an
+    # earlier fallback: the planner placed the reader by its only input (zeros), before the
+    # writes' values were ready, and refused the graph (causal conv's input gradient, a beam
+    # search's token buffer).
+    def fn(x):
+        s, _ = x.sort(dim=1)
+        buf = kiln.zeros(2, 8)
+        buf[:, 4:].copy_(s * 2)
+        buf[:, :4].copy_(x)
+        v, _ = buf.sort(dim=1)
+        return v + 1
+
+    x = _arr(2, 4)
+    kiln.compiler.reset()
+    np.testing.assert_allclose(kiln.compile(fn)(x).numpy(), fn(x).numpy())
+
+
+def test_input_read_before_a_write_of_a_fallback_value_compiles(strict):
+    # cache.index_copy_(...) on an input: index_copy (a fallback) and cache.sum() read the input
+    # before the copy back; they may run before the write's segment (a KV cache update).
+    def fn(x, cache, idx):
+        total = cache.sum()
+        cache.index_copy_(0, idx, x)
+        return total, cache * 2
+
+    x, idx = _arr(2, 4), kiln.tensor([3, 1])
+    want_cache, got_cache = kiln.ones(5, 4), kiln.ones(5, 4)
+    want = fn(x, want_cache, idx)
+    kiln.compiler.reset()
+    got = kiln.compile(fn)(x, got_cache, idx)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g.numpy(), w.numpy())
+    np.testing.assert_allclose(got_cache.numpy(), want_cache.numpy())
+
+
+def test_autograd_grad_of_a_global_or_parameter_after_a_break(strict):
+    # The graph before the break at autograd.grad returned the get_attr'd leaf as a new tensor
+    # object, so grad() named a tensor the loss did not use ("One of the differentiated
+    # Tensors appears to not have been used in the graph").
+    lin = nn.Linear(5, 3)
+    w = _arr(5, 5, seed=1).requires_grad_()
+
+    def fn(x):
+        gw, = kiln.autograd.grad((x @ w).sum(), [w])
+        gx, gl = kiln.autograd.grad(lin(x).square().sum(), [x, lin.weight])
+        return gw, gx, gl
+
+    x = _arr(4, 5).requires_grad_()
+    want = fn(x)
+    kiln.compiler.reset()
+    got = kiln.compile(fn)(x)
+    for g, e in zip(got, want):
+        np.testing.assert_allclose(g.numpy(), e.numpy(), rtol=1e-5, atol=1e-6)

@@ -257,17 +257,21 @@ class _Step:
         self.layouts = None
 
 
-def _levels(nodes):
+def _levels(nodes, after_writes=None):
     """Per fallback the segment it runs after (as early as its inputs allow); per lowerable node
     the segment it joins: as late as its users allow, so that views and broadcasts of the
     graph's inputs (a transposed weight, a bias) are read where they are used instead of being
-    copied out of an earlier segment."""
+    copied out of an earlier segment. after_writes: per node, the in-place writes before it in
+    program order into a storage it touches (_writes_before), which it waits for as for an
+    input: a fallback reading `zeros` after `zeros[:, 4:].copy_(v)` reads it once v is written,
+    although its only input is the zeros node."""
     level = {}
+    after_writes = after_writes or {}
     for node in nodes:
         if node.op in ("placeholder", "output"):
             continue
         lvl = 0
-        for a in node.all_input_nodes:
+        for a in list(node.all_input_nodes) + after_writes.get(node, []):
             if a.op == "placeholder":
                 continue
             # A fallback's value is ready for the segment after the one it runs after, and for
@@ -347,6 +351,18 @@ def _write_groups(nodes, views, writes):
         yield w, root, group, touching
 
 
+def _writes_before(nodes, views, writes):
+    """Per node touching a storage written in place, the writes into it that come before the
+    node in program order (each write a lowerable or fallback node)."""
+    order = {n: i for i, n in enumerate(nodes)}
+    before = {}
+    for w, _, group, touching in _write_groups(nodes, views, writes):
+        for n in touching | group:
+            if n is not w and n.op != "placeholder" and order[n] > order[w]:
+                before.setdefault(n, []).append(w)
+    return before
+
+
 def _pull(node, lvl, level):
     """Moves a lowerable node, and the lowerable nodes it reads, into segment `lvl` or earlier
     (a node sits as late as its users allow; moving it earlier keeps its users after it).
@@ -372,25 +388,38 @@ def _order_writes(w, root, group, touching, level, order, writes):
     its views, its writes and the reads that come before the last write (program order) in one
     segment; reads after the last write in that segment or later ones (a later segment takes
     the finished value), fallbacks among them included (a slice's gradient written into zeros,
-    then read by convolution_backward). Where a fallback reads the storage, the segment is the
-    one before the first such fallback. Raises Uncuttable for what cannot be ordered: an input
-    written while a fallback touches it (the caller's tensor is written by compiled code only),
-    a fallback view or write, a fallback reading before a write, a read needing a later value."""
+    then read by convolution_backward). Where a fallback reads the storage after a write, the
+    segment is the one before the first such fallback. Reads before the first write (of an
+    input: `cache.sum()` or index_copy(cache, ...) before `cache.copy_(new)`) may run earlier:
+    a lowered one in the writes' segment or before it, a fallback before it. Raises Uncuttable
+    for what cannot be ordered: an input written while a fallback reads it after a write (the
+    caller's tensor is written by compiled code only), a fallback view or write, a fallback
+    reading between writes, a read needing a later value."""
     last_write = max(order[n] for n in group if n.target in writes)
+    first_write = min(order[n] for n in group if n.target in writes)
     before = {n for n in touching if order[n] < last_write} | group
-    fallbacks = {n for n in touching if is_fallback(n)}
+    early = {n for n in before - group if order[n] < first_write}
+    fallbacks = {n for n in touching - early if is_fallback(n)}
     if fallbacks:
         bad = ", ".join(sorted({str(n.target) for n in fallbacks}))
         if root.op == "placeholder" or fallbacks & before:
             raise Uncuttable(f"{bad} reads storage the graph writes in place (%{w.name})")
         lvl = min(level[f] for f in fallbacks)
-        if not all(_pull(n, lvl, level) for n in before if n.op != "placeholder"):
+        if not all(_pull(n, lvl, level) for n in before if n.op != "placeholder"
+                   and not (n in early and is_fallback(n))):
             raise Uncuttable(f"{bad} reads storage the graph writes in place (%{w.name}) before "
                              "a value it needs is ready")
-    levels = {level[n] for n in before if n.op != "placeholder"}
+    levels = {level[n] for n in before - early if n.op != "placeholder"}
     if len(levels) > 1 or any(level[n] < min(levels) for n in touching - before):
         raise Uncuttable(f"the in-place write %{w.name} and the reads of its storage would fall "
                          "into different segments")
+    lvl = min(levels)
+    for n in early:
+        # (a fallback at level l runs after segment l, so before the writes' segment if l < lvl)
+        ordered = level[n] < lvl if is_fallback(n) else level[n] <= lvl or _pull(n, lvl, level)
+        if not ordered:
+            raise Uncuttable(f"{n.target} reads storage the graph writes in place (%{w.name}) "
+                             "before the write but cannot run before it")
 
 
 def _check_writes(nodes, level, views, writes):
@@ -419,7 +448,7 @@ def plan(graph, views=frozenset(), writes=frozenset()):
     fallbacks = [n for n in nodes if is_fallback(n)]
     if not fallbacks:
         return None
-    level = _levels(nodes)
+    level = _levels(nodes, _writes_before(nodes, views, writes))
     written_constants = _check_writes(nodes, level, views, writes)
     # Constant-like nodes (no inputs) are copied into the segments that read them, unless
     # written in place.
