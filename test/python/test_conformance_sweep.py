@@ -1205,3 +1205,33 @@ def test_inductor_backward_never_reads_an_output_the_caller_modified(strict):
         np.testing.assert_allclose(got, w, rtol=1e-5, atol=1e-6)
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         grads("aot_eager")
+
+
+def test_beam_search_writing_a_token_buffer_each_step_compiles(strict):
+    # Each step writes the tokens topk chose (a fallback's values) into a preallocated buffer
+    # and the next step reads it: the writes cannot share one compiled segment, and the graph was
+    # refused (Uncuttable). The buffer's making, views and writes now run as eager steps between
+    # the segments, in program order.
+    B, V, S, D = 3, 7, 4, 5
+    emb, proj = nn.Embedding(V, D), nn.Linear(D, V)
+
+    def fn(h):
+        tokens = kiln.zeros(B, S + 1, dtype=kiln.int64)
+        scores = kiln.zeros(B)
+        for t in range(S):
+            h = kiln.tanh(h + emb(tokens[:, t]))
+            cand = (scores[:, None] + kiln.log_softmax(proj(h), dim=-1)).view(-1)
+            scores, idx = cand.topk(B)
+            beam = kiln.div(idx, V, rounding_mode="floor")
+            tokens.copy_(tokens.index_select(0, beam))
+            tokens[:, t + 1] = idx % V
+            h = h[beam]
+        return tokens, scores
+
+    h0 = _arr(B, D)
+    with kiln.no_grad():
+        want = fn(h0)
+        kiln.compiler.reset()
+        got = kiln.compile(fn)(h0)
+    np.testing.assert_array_equal(got[0].numpy(), want[0].numpy())
+    np.testing.assert_allclose(got[1].numpy(), want[1].numpy(), rtol=1e-5, atol=1e-6)

@@ -40,12 +40,19 @@ class Uncuttable(ValueError):
 _UNLOWERED_PRIMS = frozenset({"prims.as_strided"})
 
 
+# The nodes plan() runs eagerly although they lower: a written storage whose writes must fall
+# into several segments (_plan_forcing_eager). Set only while plan() runs.
+_forced_eager = contextvars.ContextVar("kiln_fallback_forced_eager", default=frozenset())
+
+
 def is_fallback(node):
     """A call the loop IR has no lowering for: anything but a prims op or a lowered indexing op
-    (below), and the prims above."""
+    (below), and the prims above; or one plan() runs eagerly to keep a storage's writes in order."""
     target = str(node.target)
     if node.op != "call_function":
         return False
+    if node in _forced_eager.get():
+        return True
     if _touches_complex(node):
         return True
     if target in _INDEXING_OPS:
@@ -445,11 +452,76 @@ def plan(graph, views=frozenset(), writes=frozenset()):
     program's inputs); None when it has no fallback op. views and writes: the targets of the
     view prims and of the in-place prims (see _check_writes)."""
     nodes = list(graph.nodes)
-    fallbacks = [n for n in nodes if is_fallback(n)]
-    if not fallbacks:
+    if not any(is_fallback(n) for n in nodes):
         return None
-    level = _levels(nodes, _writes_before(nodes, views, writes))
-    written_constants = _check_writes(nodes, level, views, writes)
+    try:
+        level = _levels(nodes, _writes_before(nodes, views, writes))
+        written_constants = _check_writes(nodes, level, views, writes)
+    except Uncuttable:
+        forced = _storages_run_eagerly(nodes, views, writes)
+        if not forced:
+            raise
+        token = _forced_eager.set(frozenset(forced))
+        try:
+            return _plan_forcing_eager(graph, nodes, views, writes)
+        finally:
+            _forced_eager.reset(token)
+    return _steps(graph, nodes, level, written_constants)
+
+
+def _storages_run_eagerly(nodes, views, writes):
+    """The nodes that make, view and write the intermediate storages written in place (their
+    roots, views and writes), which _plan_forcing_eager runs as eager steps."""
+    forced = set()
+    for _, root, group, _ in _write_groups(nodes, views, writes):
+        if root.op != "placeholder":
+            forced |= group
+    return forced
+
+
+def _plan_forcing_eager(graph, nodes, views, writes):
+    """plan() where the storages' writes cannot stay in one segment (a beam search writing the
+    tokens it chose into a buffer each step, each step's choice a fallback's): the intermediate
+    storages' roots, views and writes run as eager steps (real views, real in-place writes),
+    every step ordered after the writes before it and before the writes after it (program
+    order); lowered reads of such a storage read it where the writes around them allow."""
+    deps = _writes_before(nodes, views, writes)
+    order = {n: i for i, n in enumerate(nodes)}
+    groups = list(_write_groups(nodes, views, writes))
+    for w, _, _, touching in groups:  # a write waits for the reads before it
+        deps.setdefault(w, []).extend(n for n in touching if order[n] < order[w] and n is not w)
+    level = _levels(nodes, deps)
+    written_constants = set()
+    for w, root, group, touching in groups:
+        if root.op == "placeholder":
+            _order_writes(w, root, group, touching, level, order, writes)
+            continue
+        for r in touching - group:  # a lowered read before a write runs no later than its segment
+            later = [level[x] for x in group if x.target in writes and order[x] > order[r]]
+            if later and not is_fallback(r) and level[r] > min(later) and not _pull(r, min(later), level):
+                raise Uncuttable(f"a read of storage the graph writes in place (%{w.name}) needs a "
+                                 "value that is ready only after a later write")
+    for w, root, group, touching in groups:
+        if root.op != "placeholder" and not _program_ordered(w, touching | group, level, order):
+            raise Uncuttable(f"the in-place write %{w.name} cannot keep its order among the reads "
+                             "of its storage")
+    return _steps(graph, nodes, level, written_constants)
+
+
+def _program_ordered(w, touching, level, order):
+    """Whether every node touching w's storage runs before w when it comes before it in program
+    order, and after it otherwise (a fallback at level l runs after segment l; within a segment,
+    and among the fallbacks of one level, program order holds)."""
+    def position(n):
+        return (level[n], 1 if is_fallback(n) else 0)
+
+    return all(position(n) <= position(w) if order[n] < order[w] else position(n) >= position(w)
+               for n in touching if n is not w and n.op != "placeholder")
+
+
+def _steps(graph, nodes, level, written_constants):
+    """The plan's steps: compiled segments and eager fallbacks by level (plan)."""
+    fallbacks = [n for n in nodes if is_fallback(n)]
     # Constant-like nodes (no inputs) are copied into the segments that read them, unless
     # written in place.
     output_node = graph.output_node
