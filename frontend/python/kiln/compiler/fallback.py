@@ -20,7 +20,10 @@ order only within one segment, so a graph is cut only when, for each written sto
 or an intermediate), the write, every view of that storage and every reader of those all land in
 one segment, and fallbacks touch it only to read an intermediate after its last write (a slice's
 gradient written into zeros, then read by convolution_backward: the segment before the fallback
-finishes the storage); otherwise plan() raises Uncuttable and the graph runs eagerly, as before.
+finishes the storage). Where that fails for a storage made in the graph (a beam search writes each
+step's topk choice into a token buffer the next step reads: its writes need several segments),
+the storage's making, views and writes run as eager steps instead (real views and writes,
+ordered by program order); otherwise plan() raises Uncuttable and the graph runs eagerly.
 """
 
 import concurrent.futures
@@ -476,6 +479,9 @@ def _storages_run_eagerly(nodes, views, writes):
     for _, root, group, _ in _write_groups(nodes, views, writes):
         if root.op != "placeholder":
             forced |= group
+    # (a result of a lowered op with several is taken apart in its segment: no tuple crosses)
+    if any(n.target == "operator.getitem" and not is_fallback(n.args[0]) for n in forced):
+        return set()
     return forced
 
 
