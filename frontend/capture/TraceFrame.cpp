@@ -48,6 +48,11 @@ std::string Tracer::outputExpr(VT* v, std::vector<Node*>& outputs, nb::list& con
     if (!n) throw Unsupported{"internal: a returned tensor is not part of the graph"};
     auto input = inputExprOf_.find(n);
     if (input != inputExprOf_.end()) return input->second;
+    // A parameter or global tensor the graph only read is handed on as itself, not as a graph
+    // output (a new tensor object): `autograd.grad(loss, [w])` after the break must name the
+    // leaf the graph used, as TorchDynamo rebuilds it from its source.
+    if (n->opcode() == Opcode::GetAttr && attrs_.contains(n->target().c_str()))
+      return constantRef(attrs_[n->target().c_str()]);
     size_t i = std::find(outputs.begin(), outputs.end(), n) - outputs.begin();
     if (i == outputs.size()) outputs.push_back(n);
     return "__o[" + std::to_string(i) + "]";

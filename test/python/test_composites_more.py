@@ -63,6 +63,13 @@ CASES = {
     "acosh": (lambda T, u: T.acosh(1 + u * 5), [U], True),
     "atanh": (lambda T, u: T.atanh(u * 1.8 - 0.9), [U], True),
     "isin": (lambda T, a: T.isin(T.arange(10), T.tensor([3, 5, 7])) & ~T.isin(T.arange(10), 4), [A], False),
+    # (missing before session 14: an AUC from a ROC curve, sweep14 auc_metric)
+    "trapezoid": (lambda T, a, v: T.trapezoid(a) + T.trapezoid(a, v.sort().values) + T.trapz(a, dx=0.5),
+                  [A, V], True),
+    "trapezoid_dim0": (lambda T, a, b: T.trapezoid(a, dim=0) + T.trapezoid(a[:3], b.cumsum(1).abs(), dim=0),
+                       [A, B], True),
+    "cumulative_trapezoid": (lambda T, a, v: T.cumulative_trapezoid(a, v.sort().values)
+                             + T.cumulative_trapezoid(a, dx=2.0), [A, V], True),
 }
 
 

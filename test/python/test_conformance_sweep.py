@@ -1115,3 +1115,123 @@ def test_searchsorted_with_a_scalar_value_compiles():
     got = f(ib)
     assert (got[0].item(), got[1].item()) == (1, 4)
     assert kiln.searchsorted(ib.to("meta"), 3).device.type == "meta"
+
+
+# --- session 14 sweep ---
+
+def _arr(*shape, seed=0):
+    return kiln.from_numpy(np.random.default_rng(seed).standard_normal(shape).astype(np.float32))
+
+
+def test_fallback_reading_a_buffer_waits_for_writes_of_fallback_values(strict):
+    # A fallback (sort) reading zeros written in place through slices, one slice's value from an
+    # earlier fallback: the planner placed the reader by its only input (zeros), before the
+    # writes' values were ready, and refused the graph (causal conv's input gradient, a beam
+    # search's token buffer).
+    def fn(x):
+        s, _ = x.sort(dim=1)
+        buf = kiln.zeros(2, 8)
+        buf[:, 4:].copy_(s * 2)
+        buf[:, :4].copy_(x)
+        v, _ = buf.sort(dim=1)
+        return v + 1
+
+    x = _arr(2, 4)
+    kiln.compiler.reset()
+    np.testing.assert_allclose(kiln.compile(fn)(x).numpy(), fn(x).numpy())
+
+
+def test_input_read_before_a_write_of_a_fallback_value_compiles(strict):
+    # cache.index_copy_(...) on an input: index_copy (a fallback) and cache.sum() read the input
+    # before the copy back; they may run before the write's segment (a KV cache update).
+    def fn(x, cache, idx):
+        total = cache.sum()
+        cache.index_copy_(0, idx, x)
+        return total, cache * 2
+
+    x, idx = _arr(2, 4), kiln.tensor([3, 1])
+    want_cache, got_cache = kiln.ones(5, 4), kiln.ones(5, 4)
+    want = fn(x, want_cache, idx)
+    kiln.compiler.reset()
+    got = kiln.compile(fn)(x, got_cache, idx)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g.numpy(), w.numpy())
+    np.testing.assert_allclose(got_cache.numpy(), want_cache.numpy())
+
+
+def test_autograd_grad_of_a_global_or_parameter_after_a_break(strict):
+    # The graph before the break at autograd.grad returned the get_attr'd leaf as a new tensor
+    # object, so grad() named a tensor the loss did not use ("One of the differentiated
+    # Tensors appears to not have been used in the graph").
+    lin = nn.Linear(5, 3)
+    w = _arr(5, 5, seed=1).requires_grad_()
+
+    def fn(x):
+        gw, = kiln.autograd.grad((x @ w).sum(), [w])
+        gx, gl = kiln.autograd.grad(lin(x).square().sum(), [x, lin.weight])
+        return gw, gx, gl
+
+    x = _arr(4, 5).requires_grad_()
+    want = fn(x)
+    kiln.compiler.reset()
+    got = kiln.compile(fn)(x)
+    for g, e in zip(got, want):
+        np.testing.assert_allclose(g.numpy(), e.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_inductor_backward_never_reads_an_output_the_caller_modified(strict):
+    # Eager and aot_eager raise "modified by an inplace operation" when a saved output is written
+    # before backward. The inductor path saves its own buffers (an output it also saves is
+    # copied, or recomputed from inputs), so it returns the gradient at the forward's values, as
+    # torch.compile's inductor does: never one read from the modified memory. A change that
+    # saves the output itself must keep the version check (this test then fails).
+    def fn(x, w):
+        return (x @ w).exp(), (x @ w).tanh().t()
+
+    def grads(backend):
+        x, w = _arr(3, 4).requires_grad_(), _arr(4, 2, seed=1).requires_grad_()
+        kiln.compiler.reset()
+        f = fn if backend is None else kiln.compile(fn, backend=backend)
+        y, z = f(x, w)
+        if backend is not None:
+            with kiln.no_grad():
+                y.mul_(0)
+                z.mul_(0)
+        (y.sum() + z.sum()).backward()
+        return x.grad.numpy(), w.grad.numpy()
+
+    want = grads(None)
+    for got, w in zip(grads("inductor"), want):
+        np.testing.assert_allclose(got, w, rtol=1e-5, atol=1e-6)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        grads("aot_eager")
+
+
+def test_beam_search_writing_a_token_buffer_each_step_compiles(strict):
+    # Each step writes the tokens topk chose (a fallback's values) into a preallocated buffer
+    # and the next step reads it: the writes cannot share one compiled segment, and the graph was
+    # refused (Uncuttable). The buffer's making, views and writes now run as eager steps between
+    # the segments, in program order.
+    B, V, S, D = 3, 7, 4, 5
+    emb, proj = nn.Embedding(V, D), nn.Linear(D, V)
+
+    def fn(h):
+        tokens = kiln.zeros(B, S + 1, dtype=kiln.int64)
+        scores = kiln.zeros(B)
+        for t in range(S):
+            h = kiln.tanh(h + emb(tokens[:, t]))
+            cand = (scores[:, None] + kiln.log_softmax(proj(h), dim=-1)).view(-1)
+            scores, idx = cand.topk(B)
+            beam = kiln.div(idx, V, rounding_mode="floor")
+            tokens.copy_(tokens.index_select(0, beam))
+            tokens[:, t + 1] = idx % V
+            h = h[beam]
+        return tokens, scores
+
+    h0 = _arr(B, D)
+    with kiln.no_grad():
+        want = fn(h0)
+        kiln.compiler.reset()
+        got = kiln.compile(fn)(h0)
+    np.testing.assert_array_equal(got[0].numpy(), want[0].numpy())
+    np.testing.assert_allclose(got[1].numpy(), want[1].numpy(), rtol=1e-5, atol=1e-6)

@@ -172,13 +172,28 @@ def test_compiled_kernel_checks_inputs():
 
 
 def _write_through_as_strided(x, y):
-    # prims.as_strided has no loop lowering, and a write through it cannot run as a fallback
-    # kernel between compiled segments (fallback.py); functionalize turns a write through
-    # as_strided of a contiguous base into index_put, but not through as_strided of a view (the
-    # transpose here): the graph is not compiled.
+    # prims.as_strided has no loop lowering, and functionalize turns a write through as_strided
+    # of a contiguous base into index_put, but not through as_strided of a view (the transpose
+    # here): the intermediate's making, views and writes run as eager steps (fallback.py).
     h = (x * 2).view(2, 2).t()
     h.as_strided((2,), (2,)).copy_(y)
     return h.exp()
+
+
+def _fallback_reading_a_written_input(x, y):
+    # A fallback (convolution) reads the caller's tensor after a compiled write into it: the
+    # graph cannot be cut into segments (fallback.py), so it is not compiled.
+    x.view(-1)[:2].copy_(y)
+    s = kiln.nn.functional.conv1d(x[None], x[None][:, :, :1])
+    x.add_(s.sum())
+    return s
+
+
+def test_write_through_as_strided_of_a_view_runs_eagerly_between_segments(strict):
+    x, y = _rand(4), _rand(2, seed=1)
+    kiln.compiler.reset()
+    got = kiln.compile(_write_through_as_strided, backend="inductor")(x, y)
+    np.testing.assert_allclose(got.numpy(), _write_through_as_strided(x, y).numpy(), rtol=1e-6)
 
 
 def test_write_through_as_strided_of_an_intermediate_compiles(strict):
@@ -220,17 +235,20 @@ def test_as_strided_offset_into_a_sliced_input_counts_from_its_storage(strict):
 
 
 def test_unsupported_graph_falls_back_with_warning():
-    fn = _write_through_as_strided
-    x, y = _rand(4), _rand(2, seed=1)
-    with pytest.warns(UserWarning, match=r"(?s)backend .inductor. failed.*prims\.as_strided"):
+    fn = _fallback_reading_a_written_input
+    x, y = _rand(2, 2), _rand(2, seed=1)
+    x_eager = x.clone()
+    kiln.compiler.reset()
+    with pytest.warns(UserWarning, match=r"(?s)backend .inductor. failed.*reads storage the graph writes"):
         got = kiln.compile(fn, backend="inductor")(x, y)
-    np.testing.assert_allclose(got.numpy(), fn(x, y).numpy())
+    np.testing.assert_allclose(got.numpy(), fn(x_eager, y).numpy())
+    np.testing.assert_allclose(x.numpy(), x_eager.numpy())
 
 
 def test_unsupported_graph_raises_in_strict_mode(strict):
     kiln.compiler.reset()  # the test above left this function's code to run eagerly
-    with pytest.raises(Exception, match="prims.as_strided"):
-        kiln.compile(_write_through_as_strided, backend="inductor")(_rand(4), _rand(2, seed=1))
+    with pytest.raises(Exception, match="reads storage the graph writes"):
+        kiln.compile(_fallback_reading_a_written_input, backend="inductor")(_rand(2, 2), _rand(2, seed=1))
 
 
 _SCRIPT = """

@@ -11,7 +11,7 @@ from ._autocast_state import _autocast_float32
 
 __all__ = ["acosh", "asinh", "atanh", "cdist", "copysign", "cross", "deg2rad", "float_power", "frac", "isin",
            "isneginf", "isposinf", "kron", "logit", "nanmean", "nansum", "rad2deg", "signbit", "sinc",
-           "take_along_dim", "tensordot", "trace"]
+           "take_along_dim", "tensordot", "trace", "trapezoid", "trapz", "cumulative_trapezoid"]
 
 
 def _floating(x, op):
@@ -265,6 +265,47 @@ def atanh(input):
     """0.5 * log1p(2x / (1 - x))."""
     x = _floating(input, "atanh")
     return 0.5 * (2 * x / (1 - x)).log1p()
+
+
+def _trapezoid_terms(y, x, dx, dim, op):
+    """The trapezoids' areas along `dim` of y (spacing: the diffs of x, else the number dx)."""
+    if x is not None and dx is not None:
+        raise TypeError(f"{op}() received an invalid combination of arguments: both x and dx given")
+    if y.dim() == 0:
+        raise IndexError(f"{op}: Dimension out of range (expected to be in range of [-1, 0], but got {dim})")
+    dim = dim % y.dim()
+    n = y.shape[dim]
+    if not y.dtype.is_floating_point and not y.dtype.is_complex:
+        from ._settings import get_default_dtype
+        y = y.to(get_default_dtype())
+    avg = (y.narrow(dim, 1, max(n - 1, 0)) + y.narrow(dim, 0, max(n - 1, 0))) / 2
+    if x is None:
+        return avg * (1 if dx is None else dx), dim
+    if not isinstance(x, _C.TensorBase):
+        raise TypeError(f"{op}(): argument 'x' must be Tensor, not {type(x).__name__}")
+    if x.dim() == 1:
+        if x.shape[0] != n:
+            raise RuntimeError(f"{op}: There must be one `x` value for each sample point")
+        spacing = x.diff().reshape([-1 if d == dim else 1 for d in range(y.dim())])
+    else:
+        spacing = x.diff(dim=dim - y.dim())  # (x broadcasts against y from the right)
+    return avg * spacing, dim
+
+
+def trapezoid(y, x=None, *, dx=None, dim=-1):
+    """The trapezoidal rule along `dim`: sample points x (a tensor) or a constant spacing dx."""
+    terms, dim = _trapezoid_terms(y, x, dx, dim, "trapezoid")
+    return terms.sum(dim)
+
+
+def trapz(y, x=None, *, dx=None, dim=-1):
+    return trapezoid(y, x, dx=dx, dim=dim)
+
+
+def cumulative_trapezoid(y, x=None, *, dx=None, dim=-1):
+    """The running trapezoidal rule along `dim` (one fewer element there)."""
+    terms, dim = _trapezoid_terms(y, x, dx, dim, "cumulative_trapezoid")
+    return terms.cumsum(dim)
 
 
 def fill_diagonal_(input, fill_value, wrap=False):

@@ -20,7 +20,10 @@ order only within one segment, so a graph is cut only when, for each written sto
 or an intermediate), the write, every view of that storage and every reader of those all land in
 one segment, and fallbacks touch it only to read an intermediate after its last write (a slice's
 gradient written into zeros, then read by convolution_backward: the segment before the fallback
-finishes the storage); otherwise plan() raises Uncuttable and the graph runs eagerly, as before.
+finishes the storage). Where that fails for a storage made in the graph (a beam search writes each
+step's topk choice into a token buffer the next step reads: its writes need several segments),
+the storage's making, views and writes run as eager steps instead (real views and writes,
+ordered by program order); otherwise plan() raises Uncuttable and the graph runs eagerly.
 """
 
 import concurrent.futures
@@ -40,12 +43,19 @@ class Uncuttable(ValueError):
 _UNLOWERED_PRIMS = frozenset({"prims.as_strided"})
 
 
+# The nodes plan() runs eagerly although they lower: a written storage whose writes must fall
+# into several segments (_plan_forcing_eager). Set only while plan() runs.
+_forced_eager = contextvars.ContextVar("kiln_fallback_forced_eager", default=frozenset())
+
+
 def is_fallback(node):
     """A call the loop IR has no lowering for: anything but a prims op or a lowered indexing op
-    (below), and the prims above."""
+    (below), and the prims above; or one plan() runs eagerly to keep a storage's writes in order."""
     target = str(node.target)
     if node.op != "call_function":
         return False
+    if node in _forced_eager.get():
+        return True
     if _touches_complex(node):
         return True
     if target in _INDEXING_OPS:
@@ -257,17 +267,21 @@ class _Step:
         self.layouts = None
 
 
-def _levels(nodes):
+def _levels(nodes, after_writes=None):
     """Per fallback the segment it runs after (as early as its inputs allow); per lowerable node
     the segment it joins: as late as its users allow, so that views and broadcasts of the
     graph's inputs (a transposed weight, a bias) are read where they are used instead of being
-    copied out of an earlier segment."""
+    copied out of an earlier segment. after_writes: per node, the in-place writes before it in
+    program order into a storage it touches (_writes_before), which it waits for as for an
+    input: a fallback reading `zeros` after `zeros[:, 4:].copy_(v)` reads it once v is written,
+    although its only input is the zeros node."""
     level = {}
+    after_writes = after_writes or {}
     for node in nodes:
         if node.op in ("placeholder", "output"):
             continue
         lvl = 0
-        for a in node.all_input_nodes:
+        for a in list(node.all_input_nodes) + after_writes.get(node, []):
             if a.op == "placeholder":
                 continue
             # A fallback's value is ready for the segment after the one it runs after, and for
@@ -347,6 +361,18 @@ def _write_groups(nodes, views, writes):
         yield w, root, group, touching
 
 
+def _writes_before(nodes, views, writes):
+    """Per node touching a storage written in place, the writes into it that come before the
+    node in program order (each write a lowerable or fallback node)."""
+    order = {n: i for i, n in enumerate(nodes)}
+    before = {}
+    for w, _, group, touching in _write_groups(nodes, views, writes):
+        for n in touching | group:
+            if n is not w and n.op != "placeholder" and order[n] > order[w]:
+                before.setdefault(n, []).append(w)
+    return before
+
+
 def _pull(node, lvl, level):
     """Moves a lowerable node, and the lowerable nodes it reads, into segment `lvl` or earlier
     (a node sits as late as its users allow; moving it earlier keeps its users after it).
@@ -372,25 +398,38 @@ def _order_writes(w, root, group, touching, level, order, writes):
     its views, its writes and the reads that come before the last write (program order) in one
     segment; reads after the last write in that segment or later ones (a later segment takes
     the finished value), fallbacks among them included (a slice's gradient written into zeros,
-    then read by convolution_backward). Where a fallback reads the storage, the segment is the
-    one before the first such fallback. Raises Uncuttable for what cannot be ordered: an input
-    written while a fallback touches it (the caller's tensor is written by compiled code only),
-    a fallback view or write, a fallback reading before a write, a read needing a later value."""
+    then read by convolution_backward). Where a fallback reads the storage after a write, the
+    segment is the one before the first such fallback. Reads before the first write (of an
+    input: `cache.sum()` or index_copy(cache, ...) before `cache.copy_(new)`) may run earlier:
+    a lowered one in the writes' segment or before it, a fallback before it. Raises Uncuttable
+    for what cannot be ordered: an input written while a fallback reads it after a write (the
+    caller's tensor is written by compiled code only), a fallback view or write, a fallback
+    reading between writes, a read needing a later value."""
     last_write = max(order[n] for n in group if n.target in writes)
+    first_write = min(order[n] for n in group if n.target in writes)
     before = {n for n in touching if order[n] < last_write} | group
-    fallbacks = {n for n in touching if is_fallback(n)}
+    early = {n for n in before - group if order[n] < first_write}
+    fallbacks = {n for n in touching - early if is_fallback(n)}
     if fallbacks:
         bad = ", ".join(sorted({str(n.target) for n in fallbacks}))
         if root.op == "placeholder" or fallbacks & before:
             raise Uncuttable(f"{bad} reads storage the graph writes in place (%{w.name})")
         lvl = min(level[f] for f in fallbacks)
-        if not all(_pull(n, lvl, level) for n in before if n.op != "placeholder"):
+        if not all(_pull(n, lvl, level) for n in before if n.op != "placeholder"
+                   and not (n in early and is_fallback(n))):
             raise Uncuttable(f"{bad} reads storage the graph writes in place (%{w.name}) before "
                              "a value it needs is ready")
-    levels = {level[n] for n in before if n.op != "placeholder"}
+    levels = {level[n] for n in before - early if n.op != "placeholder"}
     if len(levels) > 1 or any(level[n] < min(levels) for n in touching - before):
         raise Uncuttable(f"the in-place write %{w.name} and the reads of its storage would fall "
                          "into different segments")
+    lvl = min(levels)
+    for n in early:
+        # (a fallback at level l runs after segment l, so before the writes' segment if l < lvl)
+        ordered = level[n] < lvl if is_fallback(n) else level[n] <= lvl or _pull(n, lvl, level)
+        if not ordered:
+            raise Uncuttable(f"{n.target} reads storage the graph writes in place (%{w.name}) "
+                             "before the write but cannot run before it")
 
 
 def _check_writes(nodes, level, views, writes):
@@ -416,11 +455,79 @@ def plan(graph, views=frozenset(), writes=frozenset()):
     program's inputs); None when it has no fallback op. views and writes: the targets of the
     view prims and of the in-place prims (see _check_writes)."""
     nodes = list(graph.nodes)
-    fallbacks = [n for n in nodes if is_fallback(n)]
-    if not fallbacks:
+    if not any(is_fallback(n) for n in nodes):
         return None
-    level = _levels(nodes)
-    written_constants = _check_writes(nodes, level, views, writes)
+    try:
+        level = _levels(nodes, _writes_before(nodes, views, writes))
+        written_constants = _check_writes(nodes, level, views, writes)
+    except Uncuttable:
+        forced = _storages_run_eagerly(nodes, views, writes)
+        if not forced:
+            raise
+        token = _forced_eager.set(frozenset(forced))
+        try:
+            return _plan_forcing_eager(graph, nodes, views, writes)
+        finally:
+            _forced_eager.reset(token)
+    return _steps(graph, nodes, level, written_constants)
+
+
+def _storages_run_eagerly(nodes, views, writes):
+    """The nodes that make, view and write the intermediate storages written in place (their
+    roots, views and writes), which _plan_forcing_eager runs as eager steps."""
+    forced = set()
+    for _, root, group, _ in _write_groups(nodes, views, writes):
+        if root.op != "placeholder":
+            forced |= group
+    # (a result of a lowered op with several is taken apart in its segment: no tuple crosses)
+    if any(n.target == "operator.getitem" and not is_fallback(n.args[0]) for n in forced):
+        return set()
+    return forced
+
+
+def _plan_forcing_eager(graph, nodes, views, writes):
+    """plan() where the storages' writes cannot stay in one segment (a beam search writing the
+    tokens it chose into a buffer each step, each step's choice a fallback's): the intermediate
+    storages' roots, views and writes run as eager steps (real views, real in-place writes),
+    every step ordered after the writes before it and before the writes after it (program
+    order); lowered reads of such a storage read it where the writes around them allow."""
+    deps = _writes_before(nodes, views, writes)
+    order = {n: i for i, n in enumerate(nodes)}
+    groups = list(_write_groups(nodes, views, writes))
+    for w, _, _, touching in groups:  # a write waits for the reads before it
+        deps.setdefault(w, []).extend(n for n in touching if order[n] < order[w] and n is not w)
+    level = _levels(nodes, deps)
+    written_constants = set()
+    for w, root, group, touching in groups:
+        if root.op == "placeholder":
+            _order_writes(w, root, group, touching, level, order, writes)
+            continue
+        for r in touching - group:  # a lowered read before a write runs no later than its segment
+            later = [level[x] for x in group if x.target in writes and order[x] > order[r]]
+            if later and not is_fallback(r) and level[r] > min(later) and not _pull(r, min(later), level):
+                raise Uncuttable(f"a read of storage the graph writes in place (%{w.name}) needs a "
+                                 "value that is ready only after a later write")
+    for w, root, group, touching in groups:
+        if root.op != "placeholder" and not _program_ordered(w, touching | group, level, order):
+            raise Uncuttable(f"the in-place write %{w.name} cannot keep its order among the reads "
+                             "of its storage")
+    return _steps(graph, nodes, level, written_constants)
+
+
+def _program_ordered(w, touching, level, order):
+    """Whether every node touching w's storage runs before w when it comes before it in program
+    order, and after it otherwise (a fallback at level l runs after segment l; within a segment,
+    and among the fallbacks of one level, program order holds)."""
+    def position(n):
+        return (level[n], 1 if is_fallback(n) else 0)
+
+    return all(position(n) <= position(w) if order[n] < order[w] else position(n) >= position(w)
+               for n in touching if n is not w and n.op != "placeholder")
+
+
+def _steps(graph, nodes, level, written_constants):
+    """The plan's steps: compiled segments and eager fallbacks by level (plan)."""
+    fallbacks = [n for n in nodes if is_fallback(n)]
     # Constant-like nodes (no inputs) are copied into the segments that read them, unless
     # written in place.
     output_node = graph.output_node
