@@ -46,3 +46,8 @@ from .loss import (  # noqa: F401
 )
 from .normalization import LocalResponseNorm  # noqa: F401
 from .upsampling import UpsamplingBilinear2d, UpsamplingNearest2d  # noqa: F401
+from .lazy import (  # noqa: F401
+    LazyBatchNorm1d, LazyBatchNorm2d, LazyBatchNorm3d, LazyConv1d, LazyConv2d, LazyConv3d, LazyConvTranspose1d,
+    LazyConvTranspose2d, LazyConvTranspose3d, LazyInstanceNorm1d, LazyInstanceNorm2d, LazyInstanceNorm3d, LazyLinear,
+    LazyModuleMixin,
+)
