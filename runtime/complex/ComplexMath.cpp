@@ -1,8 +1,9 @@
-// The Complex key's kernels for matrix products, transcendental functions, pow, where, gather
-// and cumsum, in real ops on the operands' (re, im) parts (docs/complex.md), so autograd and
+// The Complex key's kernels for matrix products, transcendental functions, pow, where, gather,
+// cumsum and prod, in real ops on the operands' (re, im) parts (docs/complex.md), so autograd and
 // capture see real ops only. They are registered here by hand rather than named in the op table
 // (`complex:` entries), which would regenerate every header: registerComplexMathKernels runs
 // with the Complex fallback's registration.
+#include <algorithm>
 #include <cmath>
 
 #include "generated/Ops.h"
@@ -178,6 +179,60 @@ void boxedCumsum(Stack& s) {
   s.emplace_back(std::move(r));
 }
 
+// The product of z over its last dim by pairwise halving (log2(n) complex multiplies of real
+// parts; torch multiplies in order, which differs in rounding only). An empty dim gives 1.
+Tensor productOverLastDim(const Tensor& z, ScalarType complexType) {
+  Parts p = partsOf(ops::_to_copy(z, complexType, std::nullopt), toRealValueType(complexType));
+  Tensor re = p.re, im = orZero(p.im, p.re);
+  if (re.size(-1) == 0) {
+    DimVector shape(re.sizes());
+    shape[shape.size() - 1] = 1;
+    return fromParts(ops::ones(shape, re.dtype(), re.device()), ops::zeros(shape, re.dtype(), re.device()));
+  }
+  while (re.size(-1) > 1) {
+    if (re.size(-1) % 2) {
+      DimVector shape(re.sizes());
+      shape[shape.size() - 1] = 1;
+      re = ops::cat({re, ops::ones(shape, re.dtype(), re.device())}, -1);
+      im = ops::cat({im, ops::zeros(shape, im.dtype(), im.device())}, -1);
+    }
+    const int64_t half = re.size(-1) / 2;
+    Tensor ar = ops::narrow(re, -1, 0, half), br = ops::narrow(re, -1, half, half);
+    Tensor ai = ops::narrow(im, -1, 0, half), bi = ops::narrow(im, -1, half, half);
+    re = ops::sub(ops::mul(ar, br), ops::mul(ai, bi));
+    im = ops::add(ops::mul(ar, bi), ops::mul(ai, br));
+  }
+  return fromParts(re, im);
+}
+
+ScalarType productType(const Tensor& self, const Value& dtype) {
+  ScalarType out = dtype.isNone() ? self.dtype() : dtype.toScalarType();
+  KILN_CHECK(isComplexType(out), "prod: a complex input needs a complex dtype, got ", scalarTypeName(out));
+  return out;
+}
+
+void boxedProd(Stack& s) {
+  const Tensor& self = s[0].toTensor();
+  Tensor r = ops::reshape(productOverLastDim(ops::reshape(self, {-1}), productType(self, s[1])), {});
+  s.clear();
+  s.emplace_back(std::move(r));
+}
+
+void boxedProdDim(Stack& s) {
+  const Tensor& self = s[0].toTensor();
+  const int64_t n = std::max<int64_t>(self.dim(), 1);
+  const int64_t dim = s[1].toInt() < 0 ? s[1].toInt() + n : s[1].toInt();
+  KILN_CHECK(dim >= 0 && dim < n, "Dimension out of range (expected to be in range of [", -n, ", ", n - 1,
+             "], but got ", s[1].toInt(), ")");
+  const bool keepdim = s[2].toBool();
+  Tensor moved = self.dim() == 0 ? ops::reshape(self, {1}) : ops::transpose(self, dim, -1);
+  Tensor r = productOverLastDim(moved, productType(self, s[3]));  // the dim kept as size 1, last
+  r = self.dim() == 0 ? ops::reshape(r, {}) : ops::transpose(r, dim, -1);
+  if (!keepdim && self.dim() > 0) r = ops::squeeze(r, dim);
+  s.clear();
+  s.emplace_back(std::move(r));
+}
+
 } // namespace
 
 void registerComplexMathKernels(Dispatcher& d) {
@@ -196,6 +251,8 @@ void registerComplexMathKernels(Dispatcher& d) {
       {"where.self", boxedWhere},
       {"gather", boxedGather},
       {"cumsum", boxedCumsum},
+      {"prod", boxedProd},
+      {"prod.dim_int", boxedProdDim},
   };
   for (const auto& [name, kernel] : kernels) {
     OpId op = d.find(name);

@@ -1,4 +1,4 @@
-"""Complex matmul/mm/bmm/einsum, log/sqrt/sin/cos/tanh/pow, where/gather/cumsum against PyTorch:
+"""Complex matmul/mm/bmm/einsum, log/sqrt/sin/cos/tanh/pow, where/gather/cumsum/prod against PyTorch:
 values, gradients of a real loss (torch's conjugate Wirtinger convention), and kiln.compile."""
 import numpy as np
 import pytest
@@ -31,6 +31,7 @@ BINARY = {
     "where": lambda T, a, b: T.where(a.real > 0, a, b),
     "gather": lambda T, a, b: a.gather(1, T.tensor([[0, 2], [1, 1], [2, 0]])),
     "cumsum": lambda T, a, b: a.cumsum(0) + b.cumsum(-1),
+    "prod": lambda T, a, b: a.prod(0) + b.prod(-1, keepdim=True).squeeze(-1) + a.prod() + b[:, :0].prod(1),
 }
 
 
