@@ -222,7 +222,7 @@ void boxedProdDim(Stack& s) {
   const Tensor& self = s[0].toTensor();
   const int64_t n = std::max<int64_t>(self.dim(), 1);
   const int64_t dim = s[1].toInt() < 0 ? s[1].toInt() + n : s[1].toInt();
-  KILN_CHECK(dim >= 0 && dim < n, "Dimension out of range (expected to be in range of [", -n, ", ", n - 1,
+  KILN_CHECK_INDEX(dim >= 0 && dim < n, "Dimension out of range (expected to be in range of [", -n, ", ", n - 1,
              "], but got ", s[1].toInt(), ")");
   const bool keepdim = s[2].toBool();
   Tensor moved = self.dim() == 0 ? ops::reshape(self, {1}) : ops::transpose(self, dim, -1);

@@ -96,3 +96,8 @@ def test_still_unsupported_complex_ops_raise_clearly():
     z = kiln.ones(3, dtype=kiln.complex64)
     with pytest.raises(NotImplementedError, match="\"asin\" not implemented for 'ComplexFloat'"):
         z.asin()
+
+
+def test_prod_dim_out_of_range_is_an_index_error():
+    with pytest.raises(IndexError, match="Dimension out of range"):
+        kiln.ones(2, 3, dtype=kiln.complex64).prod(2)
