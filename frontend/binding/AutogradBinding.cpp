@@ -239,6 +239,23 @@ void registerAutograd(nb::module_& m, TensorClass& cls) {
           "requires_grad", [](const Tensor& t) { return t.requiresGrad(); },
           [](const Tensor& t, bool on) { setRequiresGrad(t, on); })
       .def(
+          "_set_data",
+          [](nb::handle self, const Tensor& value) {
+            // Tensor.data = value (torch's set_data): this object now views value's data, of any
+            // shape, dtype or device, and keeps its own requires_grad and grad (lazy modules materialize
+            // their parameters so; optimizers and modules holding the object see the new data).
+            Tensor& t = unwrapTensor(self.ptr());
+            KILN_CHECK(isLeaf(t) || !t.requiresGrad(),
+                       "data set on a non-leaf tensor that requires grad: detach it first");
+            const bool requiresGrad = t.requiresGrad();
+            AutogradMeta* meta = metaIfAny(t);
+            Tensor grad = meta ? meta->grad : Tensor();
+            t = value.asStrided(value.sizes(), value.strides(), value.storageOffset());
+            if (requiresGrad) setRequiresGrad(t, true);
+            if (grad.defined()) metaOf(t).grad = grad;
+          },
+          nb::arg("value"))
+      .def(
           "requires_grad_",
           [](nb::handle self, bool on) {
             setRequiresGrad(unwrapTensor(self.ptr()), on);

@@ -43,6 +43,9 @@ void complexFallback(OpId op, DispatchKeySet remaining, Stack& stack) {
 
 } // namespace
 
-void registerComplexFallback(Dispatcher& d) { d.registerFallback(DispatchKey::Complex, complexFallback); }
+void registerComplexFallback(Dispatcher& d) {
+  d.registerFallback(DispatchKey::Complex, complexFallback);
+  registerComplexMathKernels(d);
+}
 
 } // namespace kiln::complex

@@ -11,4 +11,8 @@ namespace kiln::complex {
 
 void registerComplexFallback(Dispatcher& d);
 
+// The complex kernels of ComplexMath.cpp (mm, bmm, matmul, log, sqrt, sin, cos, tanh, pow,
+// where, gather, cumsum, prod), registered by hand for the Complex key.
+void registerComplexMathKernels(Dispatcher& d);
+
 } // namespace kiln::complex

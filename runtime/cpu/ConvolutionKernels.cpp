@@ -1,5 +1,5 @@
-// convolution (1-d and 2-d) and convolution_backward through im2col + GEMM. A
-// chunk of samples is unfolded into columns [C/groups * kh * kw, samples * OH * OW], so that one
+// convolution (1-d, 2-d and 3-d) and convolution_backward through im2col + GEMM. A
+// chunk of samples is unfolded into columns [C/groups * kd * kh * kw, samples * OD * OH * OW], so that one
 // GEMM per group covers the whole chunk (cpu/Gemm.h threads it); unfolding, folding and the layout
 // copies between [N, C, L] and [C, N * L] run in OpenMP loops. A 1x1 kernel with unit stride and
 // no padding multiplies the input directly, one sample at a time. A transposed convolution is
@@ -50,29 +50,61 @@ bool isChannelsLast(const Tensor& t) {
 constexpr int64_t kColumnBytes = int64_t(1) << 20;
 constexpr int64_t kParallelGrain = 32768;
 
-// A convolution as 2-d: a 1-d one has h = kh = 1, unit stride and dilation, no padding in h.
+// A convolution as 3-d (depth, height, width): a 2-d one has d = kd = 1, unit stride and
+// dilation, no padding in depth; a 1-d one the same in height too.
 struct ConvShape {
-  int64_t n = 0, c = 0, h = 1, w = 0;
-  int64_t cout = 0, kh = 1, kw = 0;
-  int64_t sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
-  int64_t oh = 1, ow = 0;
+  int64_t n = 0, c = 0, d = 1, h = 1, w = 0;
+  int64_t cout = 0, kd = 1, kh = 1, kw = 0;
+  int64_t sd = 1, sh = 1, sw = 1, pd = 0, ph = 0, pw = 0, dd = 1, dh = 1, dw = 1;
+  int64_t od = 1, oh = 1, ow = 0;
   int64_t groups = 1;
   int64_t spatialDims = 2;
 
   int64_t cg() const { return c / groups; }
   int64_t coutg() const { return cout / groups; }
-  int64_t k() const { return cg() * kh * kw; }
-  int64_t l() const { return oh * ow; }
+  int64_t taps() const { return kd * kh * kw; }
+  int64_t k() const { return cg() * taps(); }
+  int64_t l() const { return od * oh * ow; }
+  int64_t plane() const { return d * h * w; }
   bool pointwise() const {
-    return kh == 1 && kw == 1 && sh == 1 && sw == 1 && ph == 0 && pw == 0;
+    return taps() == 1 && sd == 1 && sh == 1 && sw == 1 && pd == 0 && ph == 0 && pw == 0;
   }
-  DimVector outSizes() const {
-    return spatialDims == 1 ? DimVector(IntArrayRef{n, cout, ow}) : DimVector(IntArrayRef{n, cout, oh, ow});
-  }
-  DimVector inSizes() const {
-    return spatialDims == 1 ? DimVector(IntArrayRef{n, c, w}) : DimVector(IntArrayRef{n, c, h, w});
+  // oneDNN's path (DnnlConvShape) is 2-d only.
+  bool planar() const { return spatialDims <= 2; }
+  DimVector outSizes() const { return sizes(cout, od, oh, ow); }
+  DimVector inSizes() const { return sizes(c, d, h, w); }
+
+ private:
+  DimVector sizes(int64_t channels, int64_t depth, int64_t height, int64_t width) const {
+    if (spatialDims == 1) return DimVector(IntArrayRef{n, channels, width});
+    if (spatialDims == 2) return DimVector(IntArrayRef{n, channels, height, width});
+    return DimVector(IntArrayRef{n, channels, depth, height, width});
   }
 };
+
+// The geometry of spatial dims [first, first + count) of a convolution (PyTorch's order) placed
+// in the trailing slots of ConvShape's (depth, height, width): 1-d fills width, 2-d height and width.
+void setSpatial(ConvShape& s, int64_t dims, const DimVector& in, const DimVector& kernel, const DimVector& st,
+                const DimVector& pad, const DimVector& dil, const DimVector& out) {
+  int64_t* slots[][6] = {{&s.d, &s.kd, &s.sd, &s.pd, &s.dd, &s.od},
+                         {&s.h, &s.kh, &s.sh, &s.ph, &s.dh, &s.oh},
+                         {&s.w, &s.kw, &s.sw, &s.pw, &s.dw, &s.ow}};
+  for (int64_t i = 0; i < dims; ++i) {
+    int64_t** slot = slots[3 - dims + i];
+    const size_t d = size_t(i);
+    *slot[0] = in[d];
+    *slot[1] = kernel[d];
+    *slot[2] = st[d];
+    *slot[3] = pad[d];
+    *slot[4] = dil[d];
+    *slot[5] = out[d];
+  }
+}
+
+// The sizes of t's dims after the first two (batch and channels).
+DimVector spatialSizes(const Tensor& t) {
+  return DimVector(IntArrayRef(t.sizes().data() + 2, size_t(t.dim() - 2)));
+}
 
 std::string legacyTypeName(ScalarType t) { return strCat("kiln.", scalarTypeShortName(t), "Tensor"); }
 
@@ -142,20 +174,7 @@ ConvShape transposedConvShape(const Tensor& input, const Tensor& weight,
   s.c = cout;
   s.cout = cin;
   s.groups = groups;
-  s.w = out.back();
-  s.kw = weight.size(-1);
-  s.sw = st.back();
-  s.pw = pad.back();
-  s.dw = dil.back();
-  s.ow = input.size(-1);
-  if (dims == 2) {
-    s.h = out[0];
-    s.kh = weight.size(2);
-    s.sh = st[0];
-    s.ph = pad[0];
-    s.dh = dil[0];
-    s.oh = input.size(2);
-  }
+  setSpatial(s, dims, out, spatialSizes(weight), st, pad, dil, spatialSizes(input));
   return s;
 }
 
@@ -172,8 +191,8 @@ ConvShape convShape(const Tensor& input, const Tensor& weight, const std::option
   DimVector st = expandParam(stride, "stride", dims), pad = expandParam(padding, "padding", dims),
             dil = expandParam(dilation, "dilation", dims);
   expandParam(outputPadding, "output_padding", dims);
-  if (dims > 2)
-    throw NotImplementedError(strCat("convolution: kiln supports 1-d and 2-d convolutions, got a ",
+  if (dims > 3)
+    throw NotImplementedError(strCat("convolution: kiln supports 1-d, 2-d and 3-d convolutions, got a ",
                                      dims, "-d weight of size ", weight.shapeString()));
   KILN_CHECK(std::all_of(pad.begin(), pad.end(), [](int64_t v) { return v >= 0; }),
              "negative padding is not supported");
@@ -213,26 +232,16 @@ ConvShape convShape(const Tensor& input, const Tensor& weight, const std::option
              kernel, "). Kernel size can't be greater than actual input size");
   checkTypesAndDevices(input, weight, biasType);
 
+  DimVector in = spatialSizes(input), kernelSizes = spatialSizes(weight), out(size_t(dims), 0);
+  for (size_t d = 0; d < size_t(dims); ++d)
+    out[d] = (in[d] + 2 * pad[d] - dil[d] * (kernelSizes[d] - 1) - 1) / st[d] + 1;
   ConvShape s;
   s.spatialDims = dims;
   s.n = input.size(0);
   s.c = input.size(1);
   s.cout = cout;
   s.groups = groups;
-  s.w = input.size(-1);
-  s.kw = weight.size(-1);
-  s.sw = st.back();
-  s.pw = pad.back();
-  s.dw = dil.back();
-  if (dims == 2) {
-    s.h = input.size(2);
-    s.kh = weight.size(2);
-    s.sh = st[0];
-    s.ph = pad[0];
-    s.dh = dil[0];
-  }
-  s.oh = (s.h + 2 * s.ph - s.dh * (s.kh - 1) - 1) / s.sh + 1;
-  s.ow = (s.w + 2 * s.pw - s.dw * (s.kw - 1) - 1) / s.sw + 1;
+  setSpatial(s, dims, in, kernelSizes, st, pad, dil, out);
   return s;
 }
 
@@ -245,26 +254,26 @@ std::pair<int64_t, int64_t> validRange(int64_t offset, int64_t stride, int64_t s
 }
 
 // Unfolds samples [n0, n0 + count) of channels [c0, c0 + cg) into cols [k, count * l]: row
-// (c, i, j) holds, for every output position, the input element under kernel tap (i, j), or 0
-// in the padding.
+// (c, a, i, j) holds, for every output position, the input element under kernel tap (a, i, j),
+// or 0 in the padding.
 template <typename T>
 void unfold(const T* in, const ConvShape& s, int64_t n0, int64_t count, int64_t c0, T* cols) {
-  const int64_t l = s.l(), rowLen = count * l, taps = s.kh * s.kw, rows = s.cg() * taps;
+  const int64_t l = s.l(), rowLen = count * l, taps = s.taps(), rows = s.cg() * taps;
 #pragma omp parallel for collapse(2) schedule(static) if (rows * rowLen > kParallelGrain)
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t n = 0; n < count; ++n) {
-      const int64_t c = r / taps, i = r % taps / s.kw, j = r % s.kw;
-      const T* plane = in + ((n0 + n) * s.c + c0 + c) * s.h * s.w;
+      const int64_t c = r / taps, a = r % taps / (s.kh * s.kw), i = r % (s.kh * s.kw) / s.kw, j = r % s.kw;
+      const T* plane = in + ((n0 + n) * s.c + c0 + c) * s.plane();
       T* dst = cols + r * rowLen + n * l;
       const int64_t offW = j * s.dw - s.pw;
       const auto [lo, hi] = validRange(offW, s.sw, s.w, s.ow);
-      for (int64_t y = 0; y < s.oh; ++y, dst += s.ow) {
-        const int64_t ih = y * s.sh - s.ph + i * s.dh;
-        if (ih < 0 || ih >= s.h) {
+      for (int64_t zy = 0; zy < s.od * s.oh; ++zy, dst += s.ow) {
+        const int64_t id = zy / s.oh * s.sd - s.pd + a * s.dd, ih = zy % s.oh * s.sh - s.ph + i * s.dh;
+        if (id < 0 || id >= s.d || ih < 0 || ih >= s.h) {
           std::fill(dst, dst + s.ow, T(0));
           continue;
         }
-        const T* line = plane + ih * s.w + offW;
+        const T* line = plane + (id * s.h + ih) * s.w + offW;
         std::fill(dst, dst + lo, T(0));
         if (s.sw == 1) {
           std::copy(line + lo, line + hi, dst + lo);
@@ -282,27 +291,26 @@ void unfold(const T* in, const ConvShape& s, int64_t n0, int64_t count, int64_t 
 template <typename T>
 void fold(const T* cols, const ConvShape& s, int64_t n0, int64_t count, int64_t c0, T* gradIn) {
   using A = opmath_t<T>;
-  const int64_t l = s.l(), rowLen = count * l, taps = s.kh * s.kw, planes = count * s.cg();
+  const int64_t l = s.l(), rowLen = count * l, taps = s.taps(), planes = count * s.cg();
 #pragma omp parallel for schedule(static) if (planes * s.k() * l / s.cg() > kParallelGrain)
   for (int64_t p = 0; p < planes; ++p) {
     const int64_t n = p / s.cg(), c = p % s.cg();
-    T* plane = gradIn + ((n0 + n) * s.c + c0 + c) * s.h * s.w;
-    std::fill(plane, plane + s.h * s.w, T(0));
-    for (int64_t i = 0; i < s.kh; ++i) {
-      for (int64_t j = 0; j < s.kw; ++j) {
-        const T* src = cols + (c * taps + i * s.kw + j) * rowLen + n * l;
-        const int64_t offW = j * s.dw - s.pw;
-        const auto [lo, hi] = validRange(offW, s.sw, s.w, s.ow);
-        for (int64_t y = 0; y < s.oh; ++y) {
-          const int64_t ih = y * s.sh - s.ph + i * s.dh;
-          if (ih < 0 || ih >= s.h) continue;
-          T* line = plane + ih * s.w + offW;
-          const T* row = src + y * s.ow;
-          if (s.sw == 1) {
-            for (int64_t x = lo; x < hi; ++x) line[x] = T(A(line[x]) + A(row[x]));
-          } else {
-            for (int64_t x = lo; x < hi; ++x) line[x * s.sw] = T(A(line[x * s.sw]) + A(row[x]));
-          }
+    T* plane = gradIn + ((n0 + n) * s.c + c0 + c) * s.plane();
+    std::fill(plane, plane + s.plane(), T(0));
+    for (int64_t tap = 0; tap < taps; ++tap) {
+      const int64_t a = tap / (s.kh * s.kw), i = tap % (s.kh * s.kw) / s.kw, j = tap % s.kw;
+      const T* src = cols + (c * taps + tap) * rowLen + n * l;
+      const int64_t offW = j * s.dw - s.pw;
+      const auto [lo, hi] = validRange(offW, s.sw, s.w, s.ow);
+      for (int64_t zy = 0; zy < s.od * s.oh; ++zy) {
+        const int64_t id = zy / s.oh * s.sd - s.pd + a * s.dd, ih = zy % s.oh * s.sh - s.ph + i * s.dh;
+        if (id < 0 || id >= s.d || ih < 0 || ih >= s.h) continue;
+        T* line = plane + (id * s.h + ih) * s.w + offW;
+        const T* row = src + zy * s.ow;
+        if (s.sw == 1) {
+          for (int64_t x = lo; x < hi; ++x) line[x] = T(A(line[x]) + A(row[x]));
+        } else {
+          for (int64_t x = lo; x < hi; ++x) line[x * s.sw] = T(A(line[x * s.sw]) + A(row[x]));
         }
       }
     }
@@ -436,7 +444,7 @@ void convolutionForward(const ConvShape& s, const Tensor& x, const Tensor& w, co
   const int64_t l = s.l(), k = s.k(), cg = s.cg(), coutg = s.coutg();
   const int64_t chunk = chunkSize(s, sizeof(T));
   constexpr bool blasType = std::is_same_v<T, float> || std::is_same_v<T, double>;
-  if constexpr (std::is_same_v<T, float>) {
+  if constexpr (std::is_same_v<T, float>) if (s.planar()) {
     // oneDNN's direct convolution on blocked layouts (bench/nn_kernels.py: about twice as fast
     // as im2col + GEMM on a CNN's 3x3 layers); im2col below when it has no kernel for a shape.
     cpu::DnnlConvShape d{s.n, s.c, s.h, s.w, s.cout, s.kh, s.kw, s.sh, s.sw,
@@ -480,7 +488,7 @@ template <typename T>
 void convolutionBackwardInputWeight(const ConvShape& s, const Tensor& go, const Tensor& x,
                                     const Tensor& w, const Tensor& gradInput,
                                     const Tensor& gradWeight) {
-  if constexpr (std::is_same_v<T, float>) {
+  if constexpr (std::is_same_v<T, float>) if (s.planar()) {
     cpu::DnnlConvShape d{s.n, s.c, s.h, s.w, s.cout, s.kh, s.kw, s.sh, s.sw,
                          s.ph, s.pw, s.dh, s.dw, s.oh, s.ow, s.groups};
     if (cpu::dnnlConvolutionBackward(d, go.data<T>(), x.data<T>(), w.data<T>(),
@@ -549,6 +557,7 @@ Tensor widened(const Tensor& t) {
 // positions are those of the direct convolution's input.
 ConvShape transposedOutputShape(ConvShape s) {
   s.cout = s.c;
+  s.od = s.d;
   s.oh = s.h;
   s.ow = s.w;
   return s;
@@ -564,7 +573,7 @@ void transposedForward(const ConvShape& s, const Tensor& x, const Tensor& w, con
   if (!bias.defined()) return;
   const T* bp = bias.data<T>();
   T* op = out.data<T>();
-  const int64_t l = s.h * s.w;
+  const int64_t l = s.plane();
 #pragma omp parallel for schedule(static) if (out.numel() > kParallelGrain)
   for (int64_t row = 0; row < s.n * s.c; ++row) {
     const T v = bp[row % s.c];
@@ -611,7 +620,7 @@ convolutionTransposedBackward(const ConvShape& s, const Tensor& gradOutput, cons
                               const Tensor& gb) {
   const ScalarType dt = input.dtype();
   if (input.isMeta() || gradOutput.isMeta()) return {gi, gw, gb};
-  const bool empty = s.n == 0 || s.l() == 0 || s.h * s.w == 0;
+  const bool empty = s.n == 0 || s.l() == 0 || s.plane() == 0;
   if (gi.defined() && empty) ops::zero_(gi);
   if (gw.defined() && empty) ops::zero_(gw);
   Tensor go = cpu::contiguousInput(gradOutput), x = cpu::contiguousInput(input),
@@ -658,9 +667,9 @@ Tensor convolution(const Tensor& input, const Tensor& weight, const std::optiona
   Tensor out = channelsLast ? Tensor::emptyStrided(s.outSizes(), channelsLastStrides(s.outSizes()),
                                                    dt, input.device())
                             : Tensor::empty(s.outSizes(), dt, input.device());
-  if (dt == ScalarType::Bool) throwUnsupportedDtype("slow_conv2d_cpu", dt);
+  if (dt == ScalarType::Bool) throwUnsupportedDtype(s.spatialDims == 3 ? "compute_columns3d" : "slow_conv2d_cpu", dt);
   // PyTorch's dilated convolution has no integer kernel but int64's.
-  if (!isFloatingType(dt) && dt != ScalarType::Int64 && (s.dh > 1 || s.dw > 1))
+  if (!isFloatingType(dt) && dt != ScalarType::Int64 && (s.dd > 1 || s.dh > 1 || s.dw > 1))
     throwUnsupportedDtype("slow_conv_dilated<>", dt);
   if (out.isMeta() || out.numel() == 0) return out;
   Tensor w = cpu::contiguousInput(weight);

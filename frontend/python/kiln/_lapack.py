@@ -48,7 +48,7 @@ def _check(op, A, square=True, name="A"):
 
 def _short(dtype):
     return {"float16": "Half", "bfloat16": "BFloat16", "int64": "Long", "int32": "Int", "bool": "Bool",
-            "uint8": "Byte", "int8": "Char", "int16": "Short"}.get(str(dtype).split(".")[-1], str(dtype))
+            "uint8": "Byte", "int8": "Char", "int16": "Short", "float32": "Float", "float64": "Double"}.get(str(dtype).split(".")[-1], str(dtype))
 
 
 def _np(t):
@@ -388,6 +388,8 @@ TOP_LEVEL = {"det": det, "inverse": inv, "logdet": logdet, "slogdet": slogdet, "
 
 
 def install(namespace, tensor_class):
-    for name, fn in TOP_LEVEL.items():
+    from ._lapack_general import matrix_exp
+
+    for name, fn in dict(TOP_LEVEL, matrix_exp=matrix_exp).items():
         namespace[name] = fn
         setattr(tensor_class, name, fn)

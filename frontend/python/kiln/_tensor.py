@@ -259,9 +259,15 @@ class Tensor(_C.TensorBase):
 
     @data.setter
     def data(self, value):
+        if not isinstance(value, _C.TensorBase):
+            raise TypeError(f"data must be a Tensor, got {type(value).__name__}")
+        if tuple(value.shape) != tuple(self.shape) or value.dtype != self.dtype or value.device != self.device:
+            # Another shape, dtype or device: this object views value's data from now on (torch's
+            # set_data). Of the same geometry the data is copied in, so that compiled graphs that
+            # hold this tensor's storage keep seeing it.
+            self._set_data(value)
+            return
         with _no_grad():
-            if tuple(value.shape) != tuple(self.shape) or value.dtype != self.dtype:
-                raise RuntimeError("kiln: assigning .data of another shape or dtype is not supported")
             self.copy_(value)
 
     # Layouts and devices kiln does not have (dcgan tests `input.is_cuda or input.is_xpu`).

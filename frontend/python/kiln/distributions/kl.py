@@ -2,8 +2,10 @@
 import math
 
 from ..nn import functional as F
+from ..special import digamma, gammaln
 from .bernoulli import Bernoulli
 from .categorical import Categorical
+from .gamma import Beta, Dirichlet, Gamma
 from .independent import Independent, _sum_rightmost
 from .multivariate_normal import MultivariateNormal, _batch_mahalanobis, _broadcast_shape
 from .normal import Normal
@@ -103,3 +105,35 @@ def _kl_multivariatenormal_multivariatenormal(p, q):
     term2 = m.pow(2).sum((-2, -1))
     term3 = _batch_mahalanobis(qL, q.loc - p.loc)
     return half_term1 + 0.5 * (term2 + term3 - n)
+
+
+@register_kl(Gamma, Gamma)
+def _kl_gamma_gamma(p, q):
+    t1 = q.concentration * (p.rate / q.rate).log()
+    t2 = gammaln(q.concentration) - gammaln(p.concentration)
+    t3 = (p.concentration - q.concentration) * digamma(p.concentration)
+    t4 = (q.rate - p.rate) * (p.concentration / p.rate)
+    return t1 + t2 + t3 + t4
+
+
+@register_kl(Beta, Beta)
+def _kl_beta_beta(p, q):
+    sum_p = p.concentration1 + p.concentration0
+    sum_q = q.concentration1 + q.concentration0
+    t1 = gammaln(q.concentration1) + gammaln(q.concentration0) + gammaln(sum_p)
+    t2 = gammaln(p.concentration1) + gammaln(p.concentration0) + gammaln(sum_q)
+    t3 = (p.concentration1 - q.concentration1) * digamma(p.concentration1)
+    t4 = (p.concentration0 - q.concentration0) * digamma(p.concentration0)
+    t5 = (sum_q - sum_p) * digamma(sum_p)
+    return t1 - t2 + t3 + t4 + t5
+
+
+@register_kl(Dirichlet, Dirichlet)
+def _kl_dirichlet_dirichlet(p, q):
+    sum_p = p.concentration.sum(-1)
+    sum_q = q.concentration.sum(-1)
+    t1 = gammaln(sum_p) - gammaln(sum_q)
+    t2 = (gammaln(p.concentration) - gammaln(q.concentration)).sum(-1)
+    t3 = p.concentration - q.concentration
+    t4 = digamma(p.concentration) - digamma(sum_p).unsqueeze(-1)
+    return t1 - t2 + (t3 * t4).sum(-1)

@@ -666,6 +666,10 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     return _conv("conv2d", 2, input, weight, bias, stride, padding, dilation, groups)
 
 
+def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    return _conv("conv3d", 3, input, weight, bias, stride, padding, dilation, groups)
+
+
 def _conv_transpose(name, dims, input, weight, bias, stride, padding, output_padding, groups, dilation):
     if input.dim() not in (dims + 1, dims + 2):
         raise RuntimeError(f"Expected {dims + 1}D (unbatched) or {dims + 2}D (batched) input to {name}, "
@@ -688,6 +692,11 @@ def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_paddi
 
 def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
     return _conv_transpose("conv_transpose2d", 2, input, weight, bias, stride, padding, output_padding, groups,
+                           dilation)
+
+
+def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    return _conv_transpose("conv_transpose3d", 3, input, weight, bias, stride, padding, output_padding, groups,
                            dilation)
 
 
@@ -994,9 +1003,6 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         raise NotImplementedError(f"kiln.nn.functional.interpolate: mode={mode!r} is not supported "
                                   "(only 'nearest', 'nearest-exact', 'area', 'linear', 'bilinear', "
                                   "'trilinear')")
-    if mode == "area" and spatial == 3:
-        raise NotImplementedError("kiln.nn.functional.interpolate: mode='area' of a 5D input needs "
-                                  "adaptive_avg_pool3d, which kiln lacks")
     in_sizes = list(input.shape[2:])
     if size is not None:
         out = [int(s) for s in size] if isinstance(size, (list, tuple)) else [int(size)] * spatial
@@ -1012,7 +1018,7 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         out = [int(_math.floor(i * float(f))) for i, f in zip(in_sizes, factors)]
         scales = [None if recompute_scale_factor else float(f) for f in factors]
     if mode == "area":  # PyTorch's: an adaptive average pool to the output size
-        pool = adaptive_avg_pool1d if spatial == 1 else adaptive_avg_pool2d
+        pool = (adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d)[spatial - 1]
         return pool(input, out)
     x = input
     for d, (n_in, n_out, scale) in enumerate(zip(in_sizes, out, scales)):
@@ -1077,6 +1083,10 @@ def dropout2d(input, p=0.5, training=True, inplace=False):
 
 from ._functional_extra import *  # noqa: E402,F401,F403 (threshold, unfold/fold, margin losses, ...)
 from ._grid_sample import affine_grid, grid_sample  # noqa: E402,F401
+from ._pooling3d import (  # noqa: E402,F401
+    adaptive_avg_pool3d, adaptive_max_pool3d, adaptive_max_pool3d_with_indices, avg_pool3d, max_pool3d,
+    max_pool3d_with_indices,
+)
 
 
 # torch's autocast runs these in float32 (its C++ ops are on the float32 list; kiln writes them in

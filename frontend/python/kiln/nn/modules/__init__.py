@@ -22,14 +22,14 @@ from .padding import (  # noqa: F401
     ReflectionPad2d, ReflectionPad3d, ReplicationPad1d, ReplicationPad2d, ReplicationPad3d, ZeroPad1d, ZeroPad2d,
     ZeroPad3d,
 )
-from .batchnorm import BatchNorm1d, BatchNorm2d  # noqa: F401
-from .conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d  # noqa: F401
+from .batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d  # noqa: F401
+from .conv import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d  # noqa: F401
 from .normalization import GroupNorm  # noqa: F401
 from .pooling import (  # noqa: F401
-    AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, AvgPool1d, AvgPool2d, MaxPool1d,
-    MaxPool2d,
+    AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveAvgPool3d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, AdaptiveMaxPool3d,
+    AvgPool1d, AvgPool2d, AvgPool3d, MaxPool1d, MaxPool2d, MaxPool3d,
 )
-from .instancenorm import InstanceNorm1d, InstanceNorm2d  # noqa: F401
+from .instancenorm import InstanceNorm1d, InstanceNorm2d, InstanceNorm3d  # noqa: F401
 from .sparse import Embedding, EmbeddingBag  # noqa: F401
 from .upsampling import PixelShuffle, PixelUnshuffle, Upsample  # noqa: F401
 from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase  # noqa: F401
@@ -46,3 +46,8 @@ from .loss import (  # noqa: F401
 )
 from .normalization import LocalResponseNorm  # noqa: F401
 from .upsampling import UpsamplingBilinear2d, UpsamplingNearest2d  # noqa: F401
+from .lazy import (  # noqa: F401
+    LazyBatchNorm1d, LazyBatchNorm2d, LazyBatchNorm3d, LazyConv1d, LazyConv2d, LazyConv3d, LazyConvTranspose1d,
+    LazyConvTranspose2d, LazyConvTranspose3d, LazyInstanceNorm1d, LazyInstanceNorm2d, LazyInstanceNorm3d, LazyLinear,
+    LazyModuleMixin,
+)

@@ -1,4 +1,4 @@
-"""BatchNorm1d, BatchNorm2d: batch statistics in training, running statistics in eval."""
+"""BatchNorm1d, BatchNorm2d, BatchNorm3d: batch statistics in training, running statistics in eval."""
 from ... import _C
 from .. import functional as F
 from .. import init
@@ -77,3 +77,9 @@ class BatchNorm2d(_BatchNorm):
     def _check_input_dim(self, input):
         if input.dim() != 4:
             raise ValueError(f"expected 4D input (got {input.dim()}D input)")
+
+
+class BatchNorm3d(_BatchNorm):
+    def _check_input_dim(self, input):
+        if input.dim() != 5:
+            raise ValueError(f"expected 5D input (got {input.dim()}D input)")

@@ -1,4 +1,4 @@
-"""Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d."""
+"""Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d."""
 import math
 
 from ... import _C
@@ -121,6 +121,16 @@ class Conv2d(_ConvNd):
         return self._conv_forward(F.conv2d, input, self.weight, self.bias)
 
 
+class Conv3d(_ConvNd):
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=True,
+                 padding_mode="zeros", device=None, dtype=None):
+        super().__init__(3, in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
+                         padding_mode, device, dtype)
+
+    def forward(self, input):
+        return self._conv_forward(F.conv3d, input, self.weight, self.bias)
+
+
 class _ConvTransposeNd(_ConvNd):
     def __init__(self, dims, in_channels, out_channels, kernel_size, stride, padding, output_padding, groups, bias,
                  dilation, padding_mode, device, dtype):
@@ -170,3 +180,14 @@ class ConvTranspose2d(_ConvTransposeNd):
     def forward(self, input, output_size=None):
         return F.conv_transpose2d(input, self.weight, self.bias, self.stride, self.padding,
                                   self._output_padding(input, output_size, 2), self.groups, self.dilation)
+
+
+class ConvTranspose3d(_ConvTransposeNd):
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, output_padding=0, groups=1,
+                 bias=True, dilation=1, padding_mode="zeros", device=None, dtype=None):
+        super().__init__(3, in_channels, out_channels, kernel_size, stride, padding, output_padding, groups, bias,
+                         dilation, padding_mode, device, dtype)
+
+    def forward(self, input, output_size=None):
+        return F.conv_transpose3d(input, self.weight, self.bias, self.stride, self.padding,
+                                  self._output_padding(input, output_size, 3), self.groups, self.dilation)

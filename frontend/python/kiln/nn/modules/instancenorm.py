@@ -1,4 +1,4 @@
-"""InstanceNorm1d, InstanceNorm2d: each (sample, channel) normalized over its positions."""
+"""InstanceNorm1d, InstanceNorm2d, InstanceNorm3d: each (sample, channel) normalized over its positions."""
 import warnings
 
 from .. import functional as F
@@ -9,8 +9,8 @@ class _InstanceNorm(_BatchNorm):
     _no_batch_dims = 0
 
     def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=False, track_running_stats=False, device=None,
-                 dtype=None):
-        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype)
+                 dtype=None, *, bias=True):
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype, bias=bias)
 
     def _apply_instance_norm(self, input):
         return F.instance_norm(input, self.running_mean, self.running_var, self.weight, self.bias,
@@ -46,3 +46,11 @@ class InstanceNorm2d(_InstanceNorm):
     def _check_input_dim(self, input):
         if input.dim() not in (3, 4):
             raise ValueError(f"expected 3D or 4D input (got {input.dim()}D input)")
+
+
+class InstanceNorm3d(_InstanceNorm):
+    _no_batch_dims = 4
+
+    def _check_input_dim(self, input):
+        if input.dim() not in (4, 5):
+            raise ValueError(f"expected 4D or 5D input (got {input.dim()}D input)")

@@ -5,7 +5,7 @@ from collections import OrderedDict
 from ... import _C
 from ..._tensor import Tensor
 from ...utils.hooks import RemovableHandle
-from ..parameter import Buffer, Parameter
+from ..parameter import Buffer, Parameter, is_lazy
 from .state_dict import StateDictMixin, _IncompatibleKeys  # noqa: F401
 
 
@@ -358,10 +358,16 @@ class Module(StateDictMixin):
         for module in self.children():
             module._apply(fn)
         for name, p in self._parameters.items():
-            if p is not None:
+            if is_lazy(p):  # a placeholder stays one, of the new dtype and device
+                moved = fn(p.detach())
+                self._parameters[name] = type(p)(p.requires_grad, device=moved.device, dtype=moved.dtype)
+            elif p is not None:
                 self._parameters[name] = Parameter(fn(p.detach()), requires_grad=p.requires_grad)
         for name, b in self._buffers.items():
-            if b is not None:
+            if is_lazy(b):
+                moved = fn(b)
+                self._buffers[name] = type(b)(b.requires_grad, device=moved.device, dtype=moved.dtype)
+            elif b is not None:
                 self._buffers[name] = fn(b)
         return self
 

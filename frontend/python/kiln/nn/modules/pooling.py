@@ -1,4 +1,4 @@
-"""Max, average and adaptive pooling, 1-d and 2-d."""
+"""Max, average and adaptive pooling, 1-d, 2-d and 3-d."""
 from .. import functional as F
 from .module import Module
 
@@ -103,3 +103,25 @@ class AdaptiveMaxPool1d(_AdaptiveMaxPoolNd):
 class AdaptiveMaxPool2d(_AdaptiveMaxPoolNd):
     def forward(self, input):
         return F.adaptive_max_pool2d(input, self.output_size, self.return_indices)
+
+
+class MaxPool3d(MaxPool2d):
+    def forward(self, input):
+        return F.max_pool3d(input, self.kernel_size, self.stride, self.padding, self.dilation,
+                            ceil_mode=self.ceil_mode, return_indices=self.return_indices)
+
+
+class AvgPool3d(AvgPool2d):
+    def forward(self, input):
+        return F.avg_pool3d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                            self.count_include_pad, self.divisor_override)
+
+
+class AdaptiveAvgPool3d(AdaptiveAvgPool2d):
+    def forward(self, input):
+        return F.adaptive_avg_pool3d(input, self.output_size)
+
+
+class AdaptiveMaxPool3d(_AdaptiveMaxPoolNd):
+    def forward(self, input):
+        return F.adaptive_max_pool3d(input, self.output_size, self.return_indices)

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 from ..._tensor import Tensor
 from ...utils.hooks import RemovableHandle
-from ..parameter import Parameter
+from ..parameter import Parameter, is_lazy
 
 _IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
 _EXTRA_STATE_KEY_SUFFIX = "_extra_state"
@@ -131,6 +131,9 @@ class StateDictMixin:
                 error_msgs.append(f'While copying the parameter named "{key}", expected kiln.Tensor, '
                                   f'got {type(value).__name__}.')
                 continue
+            if is_lazy(target) and is_lazy(value):  # both placeholders (else the pre-hook materialized it)
+                continue
+            # A placeholder loaded into a materialized tensor: its .shape raises torch's RuntimeError.
             if tuple(value.shape) != tuple(target.shape):
                 error_msgs.append(f"size mismatch for {key}: copying a param with shape {value.shape} from "
                                   f"checkpoint, the shape in current model is {target.shape}.")
