@@ -406,28 +406,52 @@ VT* InstructionTranslator::callModule(ModuleVT* m, VTs args, Kwargs kwargs) {
     return v->kind == VT::Kind::Constant && static_cast<ConstantVT*>(v)->value.is_none();
   };
   VT* argTuple = t_.make<SequenceVT>(VT::Kind::Tuple, args);
+  // kiln's modules run for real: their parameters are named before a hook of kiln's own reads
+  // them (weight_norm's pre-hook computes the weight from weight_g and weight_v).
+  if (isKilnLibrary(type)) t_.registerModule(m->module, m->path, m->source);
   if (pre)
     for (auto& entry : pre->entries) {
-      VT* r = call(entry.second, VTs{m, argTuple}, {});
+      VT* r = callHook(entry.second, VTs{m, argTuple});
       if (isNone(r)) continue;
       argTuple = r->kind == VT::Kind::Tuple ? r : t_.make<SequenceVT>(VT::Kind::Tuple, VTs{r});
     }
   VT* out = callForward(m, static_cast<SequenceVT*>(argTuple)->items, std::move(kwargs), true);
   if (post)
     for (auto& entry : post->entries) {
-      VT* r = call(entry.second, VTs{m, argTuple, out}, {});
+      VT* r = callHook(entry.second, VTs{m, argTuple, out});
       if (!isNone(r)) out = r;
     }
   return out;
 }
 
+// A module hook. One that is an object of kiln's own (nn.utils.weight_norm's WeightNorm, whose
+// pre-hook sets `module.weight` from weight_g and weight_v) is traced like user code: run for
+// real, its attribute store would put a fake on the real module; traced, the store is a side
+// effect the module's forward reads (callForward) and the glue replays.
+VT* InstructionTranslator::callHook(VT* hook, VTs args) {
+  if (hook->kind == VT::Kind::Object) {
+    nb::handle obj = static_cast<ObjectVT*>(hook)->object;
+    nb::handle cls = nb::handle(reinterpret_cast<PyObject*>(Py_TYPE(obj.ptr())));
+    if (!PyType_Check(obj.ptr()) && isKilnLibrary(cls)) {
+      nb::object callFn = nb::getattr(cls, "__call__", nb::none());
+      if (PyFunction_Check(callFn.ptr())) {
+        args.insert(args.begin(), hook);
+        return inlineFunction(t_.make<FunctionVT>(callFn), std::move(args), {}, true);
+      }
+    }
+  }
+  return call(hook, std::move(args), {});
+}
+
 // The module's forward: kiln's own modules run for real on fakes (their forward when the hooks
-// were traced here, so they do not run twice), user modules are inlined.
+// were traced here, so they do not run twice), user modules are inlined. A kiln module one of
+// whose attributes the trace stored (a weight_norm hook's `weight`) is inlined too: run for
+// real, it would read the real attribute, not the stored one.
 VT* InstructionTranslator::callForward(ModuleVT* m, VTs args, Kwargs kwargs, bool hooked) {
   nb::handle mod = m->module;
   nb::handle type = nb::handle(reinterpret_cast<PyObject*>(Py_TYPE(mod.ptr())));
   bool library = isKilnLibrary(type);
-  if (library && onlyPlainLibraryModulesBelow(mod)) {
+  if (library && onlyPlainLibraryModulesBelow(mod) && !t_.hasStoredAttr(mod.ptr())) {
     t_.registerModule(mod, m->path, m->source);
     return hooked ? t_.callReal(mod.attr("forward"), args, kwargs) : t_.callReal(mod, args, kwargs);
   }
@@ -1024,6 +1048,10 @@ VT* InstructionTranslator::callBuiltin(nb::handle fn, VTs& args, Kwargs& kwargs,
       if (!missing(e)) throw;
       return args[2];
     }
+  }
+  if (is("setattr") && args.size() == 3 && kwargs.empty()) {
+    storeAttr(args[0], nb::cast<std::string>(constantValue(args[1], "an attribute name")), args[2]);
+    return t_.none();
   }
   if (is("getattr") && args.size() == 2)
     return loadAttr(args[0], nb::cast<std::string>(constantValue(args[1], "an attribute name")));

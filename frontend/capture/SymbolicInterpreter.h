@@ -114,6 +114,8 @@ public:
   void recordStore(SideEffect::Kind kind, nb::handle object, const std::string& name, VT* value);
   // The value last stored while tracing (nullptr: none).
   VT* storedValue(SideEffect::Kind kind, PyObject* object, const std::string& name) const;
+  // Whether the trace stored an attribute of `object`.
+  bool hasStoredAttr(PyObject* object) const;
 
   RootPosition rootPosition;
   std::map<int64_t, int> symbolOfSize_; // a symbol's value in this trace -> its id
@@ -278,6 +280,7 @@ private:
   VT* zeroArgSuper();
   VT* callBuiltin(nb::handle fn, VTs& args, Kwargs& kwargs, bool& handled);
   VT* callModule(ModuleVT* m, VTs args, Kwargs kwargs);
+  VT* callHook(VT* hook, VTs args);
   VT* callForward(ModuleVT* m, VTs args, Kwargs kwargs, bool hooked);
   DictVT* moduleHooks(ModuleVT* m, const char* table);
   bool storesItself(VT* obj, const std::string& name, VT* value);

@@ -240,6 +240,12 @@ VT* Tracer::storedValue(SideEffect::Kind kind, PyObject* object, const std::stri
   return nullptr;
 }
 
+bool Tracer::hasStoredAttr(PyObject* object) const {
+  for (auto& e : sideEffects)
+    if (e.kind == SideEffect::Kind::Attr && e.object.ptr() == object) return true;
+  return false;
+}
+
 // The statements replaying the trace's side effects (after the graph, before the return or the
 // graph break's instruction), in program order.
 nb::list Tracer::sideEffectLines(std::vector<Node*>& outputs, nb::list& constants) {
