@@ -159,7 +159,72 @@ void checkNotGlobalSetting(nb::handle fn) {
 
 } // namespace
 
+// kiln.set_printoptions(...) of constants: a call replayed after the graph, in program order with
+// the other side effects, as TorchDynamo traces the stores into PRINT_OPTS. Tensors' f-strings
+// are formatted by the glue after the replay, so the options take effect for those made after
+// the call; one made before it would see them too: then it stays a break.
+bool InstructionTranslator::replaysPrintOptions(VT* fn, const VTs& args, const Kwargs& kwargs) {
+  static nb::handle setPrintOptions = nb::object(nb::module_::import_("kiln").attr("set_printoptions")).release();
+  nb::handle f = fn->kind == VT::Kind::Function ? static_cast<FunctionVT*>(fn)->fn
+                 : fn->kind == VT::Kind::Object ? static_cast<ObjectVT*>(fn)->object
+                                                : nb::handle();
+  if (!f.is_valid() || f.ptr() != setPrintOptions.ptr() || t_.madeFormat()) return false;
+  nb::list pyArgs;
+  nb::dict pyKwargs;
+  for (VT* a : args) {
+    if (a->kind != VT::Kind::Constant) return false;
+    pyArgs.append(static_cast<ConstantVT*>(a)->value);
+  }
+  for (auto& [k, v] : kwargs) {
+    if (v->kind != VT::Kind::Constant) return false;
+    pyKwargs[k.c_str()] = static_cast<ConstantVT*>(v)->value;
+  }
+  static nb::handle partial = nb::object(nb::module_::import_("functools").attr("partial")).release();
+  nb::object call = partial(f, *nb::tuple(pyArgs), **pyKwargs);
+  t_.recordStore(Tracer::SideEffect::Kind::Call, call, "", nullptr);
+  return true;
+}
+
+// A logging call (`log.info(...)`, `logging.warning(...)`): its handlers write somewhere, at a
+// level read when it runs. As TorchDynamo ("logging.Logger methods are not supported"), a break
+// at the call: traced, a disabled logger's check was specialized and an enabled one ran its
+// handlers once, at the trace.
+static void checkNotLogging(VT* fn) {
+  if (fn->kind == VT::Kind::Method) {
+    // `log.info` of a Logger: its class's function.
+    auto* m = static_cast<MethodVT*>(fn);
+    if (m->self->kind != VT::Kind::Object || m->function.is_valid()) return;
+    static nb::handle loggerType = nb::object(nb::module_::import_("logging").attr("Logger")).release();
+    nb::handle self = static_cast<ObjectVT*>(m->self)->object;
+    if (PyObject_IsInstance(self.ptr(), loggerType.ptr()) != 1) {
+      PyErr_Clear();
+      return;
+    }
+    for (const char* name : {"debug", "info", "warning", "warn", "error", "exception", "critical", "fatal", "log"})
+      if (m->name == name)
+        throw Unsupported{"a logging call (Logger." + m->name + ": a side effect the graph cannot replay)"};
+    return;
+  }
+  if (fn->kind != VT::Kind::Function) return;
+  static std::vector<PyObject*> loggingFunctions = [] {
+    std::vector<PyObject*> out;
+    nb::module_ logging = nb::module_::import_("logging");
+    nb::object logger = logging.attr("Logger");
+    for (const char* name : {"debug", "info", "warning", "warn", "error", "exception", "critical", "fatal", "log"}) {
+      for (nb::handle owner : {nb::handle(logging), nb::handle(logger)})
+        if (nb::hasattr(owner, name)) out.push_back(nb::object(owner.attr(name)).release().ptr());
+    }
+    return out;
+  }();
+  PyObject* f = static_cast<FunctionVT*>(fn)->fn.ptr();
+  if (std::find(loggingFunctions.begin(), loggingFunctions.end(), f) != loggingFunctions.end())
+    throw Unsupported{"a logging call (" + nb::cast<std::string>(nb::handle(f).attr("__qualname__")) +
+                      ": a side effect the graph cannot replay)"};
+}
+
 VT* InstructionTranslator::call(VT* fn, VTs args, Kwargs kwargs) {
+  if (replaysPrintOptions(fn, args, kwargs)) return t_.none();
+  checkNotLogging(fn);
   if (fn->kind == VT::Kind::Function) checkNotGlobalSetting(static_cast<FunctionVT*>(fn)->fn);
   if (fn->kind == VT::Kind::Object) checkNotGlobalSetting(static_cast<ObjectVT*>(fn)->object);
   switch (fn->kind) {

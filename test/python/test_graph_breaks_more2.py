@@ -68,3 +68,73 @@ def test_setattr_builtin_on_a_module_is_a_replayed_store():
     lin.last_scale = 0.0
     _close(kiln.compile(fn)(x), lin(x) * 2.0)
     assert lin.last_scale == 2.0
+
+
+# kiln.set_printoptions of constants is a call replayed after the graph (torch.compile traces its
+# stores into PRINT_OPTS): it used to be a break at the call.
+def test_set_printoptions_is_replayed_after_the_graph():
+    def fn(x, precision):
+        y = x * 3
+        kiln.set_printoptions(precision=4)
+        kiln.set_printoptions(precision=precision)
+        return y + 1, f"{y}"
+
+    x = kiln.tensor([1.0 / 7, 2.0 / 7])
+    try:
+        assert _counts(fn, x, 2) == (1, 0)
+        compiled = kiln.compile(fn)
+        for precision in (2, 3):
+            kiln.set_printoptions(profile="default")
+            got, text = compiled(x, precision)
+            assert kiln.get_printoptions()["precision"] == precision  # replayed, in order
+            want, eager_text = fn(x, precision)
+            assert text == eager_text and ("0.43," if precision == 2 else "0.429,") in text
+            _close(got, want)
+    finally:
+        kiln.set_printoptions(profile="default")
+
+
+def test_set_printoptions_after_an_fstring_of_a_tensor_stays_a_break():
+    # The glue formats f-strings after the graph: one made before the call would see the new
+    # options, so that call is a break.
+    def fn(x):
+        y = x * 3
+        before = f"{y}"
+        kiln.set_printoptions(precision=2)
+        after = f"{y}"
+        kiln.set_printoptions(profile="default")
+        return y + 1, before, after
+
+    x = kiln.tensor([1.0 / 7, 2.0 / 7])
+    try:
+        assert _counts(fn, x) == (2, 1)
+        got = kiln.compile(fn)(x)
+        want = fn(x)
+        assert got[1] == want[1] and got[2] == want[2] and got[1] != got[2]
+    finally:
+        kiln.set_printoptions(profile="default")
+
+
+# A logging call is a break at the call, as with torch.compile: traced, a disabled logger's
+# level check was specialized and an enabled one's handlers ran once, at the trace.
+def test_logging_calls_break_like_torch():
+    import io
+    import logging
+
+    log = logging.getLogger("kiln_test_graph_breaks_more2")
+    stream = io.StringIO()
+    log.addHandler(logging.StreamHandler(stream))
+    log.setLevel(logging.INFO)
+    log.propagate = False
+
+    def fn(x):
+        y = x.sin()
+        log.info("step %d", 3)
+        return y.cos()
+
+    x = kiln.randn(4)
+    assert _counts(fn, x) == (2, 1)
+    compiled = kiln.compile(fn)
+    for _ in range(2):
+        _close(compiled(x), x.sin().cos())
+    assert stream.getvalue().count("step 3") == 3  # explain's call and the two compiled ones
