@@ -138,3 +138,21 @@ def test_logging_calls_break_like_torch():
     for _ in range(2):
         _close(compiled(x), x.sin().cos())
     assert stream.getvalue().count("step 3") == 3  # explain's call and the two compiled ones
+
+
+def test_spectral_norm_hook_traces_into_one_graph():
+    # The same for spectral_norm's pre-hook: its power iteration updates the u/v buffers in place.
+    def model():
+        kiln.manual_seed(0)
+        return nn.utils.spectral_norm(nn.Linear(4, 3))
+
+    def fn(m, x):
+        return m(x).sum(dim=1)
+
+    x = kiln.randn(2, 4)
+    assert _counts(fn, model(), x) == (1, 0)
+    compiled_model, eager_model = model(), model()
+    compiled = kiln.compile(fn)
+    for _ in range(3):
+        _close(compiled(compiled_model, x), fn(eager_model, x))
+        _close(compiled_model.weight_u, eager_model.weight_u)
