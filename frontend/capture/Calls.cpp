@@ -159,7 +159,72 @@ void checkNotGlobalSetting(nb::handle fn) {
 
 } // namespace
 
+// kiln.set_printoptions(...) of constants: a call replayed after the graph, in program order with
+// the other side effects, as TorchDynamo traces the stores into PRINT_OPTS. Tensors' f-strings
+// are formatted by the glue after the replay, so the options take effect for those made after
+// the call; one made before it would see them too: then it stays a break.
+bool InstructionTranslator::replaysPrintOptions(VT* fn, const VTs& args, const Kwargs& kwargs) {
+  static nb::handle setPrintOptions = nb::object(nb::module_::import_("kiln").attr("set_printoptions")).release();
+  nb::handle f = fn->kind == VT::Kind::Function ? static_cast<FunctionVT*>(fn)->fn
+                 : fn->kind == VT::Kind::Object ? static_cast<ObjectVT*>(fn)->object
+                                                : nb::handle();
+  if (!f.is_valid() || f.ptr() != setPrintOptions.ptr() || t_.madeFormat()) return false;
+  nb::list pyArgs;
+  nb::dict pyKwargs;
+  for (VT* a : args) {
+    if (a->kind != VT::Kind::Constant) return false;
+    pyArgs.append(static_cast<ConstantVT*>(a)->value);
+  }
+  for (auto& [k, v] : kwargs) {
+    if (v->kind != VT::Kind::Constant) return false;
+    pyKwargs[k.c_str()] = static_cast<ConstantVT*>(v)->value;
+  }
+  static nb::handle partial = nb::object(nb::module_::import_("functools").attr("partial")).release();
+  nb::object call = partial(f, *nb::tuple(pyArgs), **pyKwargs);
+  t_.recordStore(Tracer::SideEffect::Kind::Call, call, "", nullptr);
+  return true;
+}
+
+// A logging call (`log.info(...)`, `logging.warning(...)`): its handlers write somewhere, at a
+// level read when it runs. As TorchDynamo ("logging.Logger methods are not supported"), a break
+// at the call: traced, a disabled logger's check was specialized and an enabled one ran its
+// handlers once, at the trace.
+static void checkNotLogging(VT* fn) {
+  if (fn->kind == VT::Kind::Method) {
+    // `log.info` of a Logger: its class's function.
+    auto* m = static_cast<MethodVT*>(fn);
+    if (m->self->kind != VT::Kind::Object || m->function.is_valid()) return;
+    static nb::handle loggerType = nb::object(nb::module_::import_("logging").attr("Logger")).release();
+    nb::handle self = static_cast<ObjectVT*>(m->self)->object;
+    if (PyObject_IsInstance(self.ptr(), loggerType.ptr()) != 1) {
+      PyErr_Clear();
+      return;
+    }
+    for (const char* name : {"debug", "info", "warning", "warn", "error", "exception", "critical", "fatal", "log"})
+      if (m->name == name)
+        throw Unsupported{"a logging call (Logger." + m->name + ": a side effect the graph cannot replay)"};
+    return;
+  }
+  if (fn->kind != VT::Kind::Function) return;
+  static std::vector<PyObject*> loggingFunctions = [] {
+    std::vector<PyObject*> out;
+    nb::module_ logging = nb::module_::import_("logging");
+    nb::object logger = logging.attr("Logger");
+    for (const char* name : {"debug", "info", "warning", "warn", "error", "exception", "critical", "fatal", "log"}) {
+      for (nb::handle owner : {nb::handle(logging), nb::handle(logger)})
+        if (nb::hasattr(owner, name)) out.push_back(nb::object(owner.attr(name)).release().ptr());
+    }
+    return out;
+  }();
+  PyObject* f = static_cast<FunctionVT*>(fn)->fn.ptr();
+  if (std::find(loggingFunctions.begin(), loggingFunctions.end(), f) != loggingFunctions.end())
+    throw Unsupported{"a logging call (" + nb::cast<std::string>(nb::handle(f).attr("__qualname__")) +
+                      ": a side effect the graph cannot replay)"};
+}
+
 VT* InstructionTranslator::call(VT* fn, VTs args, Kwargs kwargs) {
+  if (replaysPrintOptions(fn, args, kwargs)) return t_.none();
+  checkNotLogging(fn);
   if (fn->kind == VT::Kind::Function) checkNotGlobalSetting(static_cast<FunctionVT*>(fn)->fn);
   if (fn->kind == VT::Kind::Object) checkNotGlobalSetting(static_cast<ObjectVT*>(fn)->object);
   switch (fn->kind) {
@@ -406,28 +471,52 @@ VT* InstructionTranslator::callModule(ModuleVT* m, VTs args, Kwargs kwargs) {
     return v->kind == VT::Kind::Constant && static_cast<ConstantVT*>(v)->value.is_none();
   };
   VT* argTuple = t_.make<SequenceVT>(VT::Kind::Tuple, args);
+  // kiln's modules run for real: their parameters are named before a hook of kiln's own reads
+  // them (weight_norm's pre-hook computes the weight from weight_g and weight_v).
+  if (isKilnLibrary(type)) t_.registerModule(m->module, m->path, m->source);
   if (pre)
     for (auto& entry : pre->entries) {
-      VT* r = call(entry.second, VTs{m, argTuple}, {});
+      VT* r = callHook(entry.second, VTs{m, argTuple});
       if (isNone(r)) continue;
       argTuple = r->kind == VT::Kind::Tuple ? r : t_.make<SequenceVT>(VT::Kind::Tuple, VTs{r});
     }
   VT* out = callForward(m, static_cast<SequenceVT*>(argTuple)->items, std::move(kwargs), true);
   if (post)
     for (auto& entry : post->entries) {
-      VT* r = call(entry.second, VTs{m, argTuple, out}, {});
+      VT* r = callHook(entry.second, VTs{m, argTuple, out});
       if (!isNone(r)) out = r;
     }
   return out;
 }
 
+// A module hook. One that is an object of kiln's own (nn.utils.weight_norm's WeightNorm, whose
+// pre-hook sets `module.weight` from weight_g and weight_v) is traced like user code: run for
+// real, its attribute store would put a fake on the real module; traced, the store is a side
+// effect the module's forward reads (callForward) and the glue replays.
+VT* InstructionTranslator::callHook(VT* hook, VTs args) {
+  if (hook->kind == VT::Kind::Object) {
+    nb::handle obj = static_cast<ObjectVT*>(hook)->object;
+    nb::handle cls = nb::handle(reinterpret_cast<PyObject*>(Py_TYPE(obj.ptr())));
+    if (!PyType_Check(obj.ptr()) && isKilnLibrary(cls)) {
+      nb::object callFn = nb::getattr(cls, "__call__", nb::none());
+      if (PyFunction_Check(callFn.ptr())) {
+        args.insert(args.begin(), hook);
+        return inlineFunction(t_.make<FunctionVT>(callFn), std::move(args), {}, true);
+      }
+    }
+  }
+  return call(hook, std::move(args), {});
+}
+
 // The module's forward: kiln's own modules run for real on fakes (their forward when the hooks
-// were traced here, so they do not run twice), user modules are inlined.
+// were traced here, so they do not run twice), user modules are inlined. A kiln module one of
+// whose attributes the trace stored (a weight_norm hook's `weight`) is inlined too: run for
+// real, it would read the real attribute, not the stored one.
 VT* InstructionTranslator::callForward(ModuleVT* m, VTs args, Kwargs kwargs, bool hooked) {
   nb::handle mod = m->module;
   nb::handle type = nb::handle(reinterpret_cast<PyObject*>(Py_TYPE(mod.ptr())));
   bool library = isKilnLibrary(type);
-  if (library && onlyPlainLibraryModulesBelow(mod)) {
+  if (library && onlyPlainLibraryModulesBelow(mod) && !t_.hasStoredAttr(mod.ptr())) {
     t_.registerModule(mod, m->path, m->source);
     return hooked ? t_.callReal(mod.attr("forward"), args, kwargs) : t_.callReal(mod, args, kwargs);
   }
@@ -1024,6 +1113,10 @@ VT* InstructionTranslator::callBuiltin(nb::handle fn, VTs& args, Kwargs& kwargs,
       if (!missing(e)) throw;
       return args[2];
     }
+  }
+  if (is("setattr") && args.size() == 3 && kwargs.empty()) {
+    storeAttr(args[0], nb::cast<std::string>(constantValue(args[1], "an attribute name")), args[2]);
+    return t_.none();
   }
   if (is("getattr") && args.size() == 2)
     return loadAttr(args[0], nb::cast<std::string>(constantValue(args[1], "an attribute name")));

@@ -102,9 +102,10 @@ public:
   // the glue after the graph runs, in program order (a container's final contents at its
   // first mutation's place; attribute, global and closure-cell stores as they happened).
   struct SideEffect {
-    enum class Kind { Container, Attr, Global, Cell } kind;
+    enum class Kind { Container, Attr, Global, Cell, Call } kind;
     VT* container = nullptr; // Container
-    nb::object object;       // Attr: the object; Global: the globals dict; Cell: the cell
+    nb::object object;       // Attr: the object; Global: the globals dict; Cell: the cell;
+                             // Call: a callable of no arguments
     std::string name;        // Attr, Global
     VT* value = nullptr;
   };
@@ -114,6 +115,10 @@ public:
   void recordStore(SideEffect::Kind kind, nb::handle object, const std::string& name, VT* value);
   // The value last stored while tracing (nullptr: none).
   VT* storedValue(SideEffect::Kind kind, PyObject* object, const std::string& name) const;
+  // Whether an f-string of a tensor (a FormatVT, formatted by the glue) was made so far.
+  bool madeFormat() const;
+  // Whether the trace stored an attribute of `object`.
+  bool hasStoredAttr(PyObject* object) const;
 
   RootPosition rootPosition;
   std::map<int64_t, int> symbolOfSize_; // a symbol's value in this trace -> its id
@@ -278,6 +283,8 @@ private:
   VT* zeroArgSuper();
   VT* callBuiltin(nb::handle fn, VTs& args, Kwargs& kwargs, bool& handled);
   VT* callModule(ModuleVT* m, VTs args, Kwargs kwargs);
+  VT* callHook(VT* hook, VTs args);
+  bool replaysPrintOptions(VT* fn, const VTs& args, const Kwargs& kwargs);
   VT* callForward(ModuleVT* m, VTs args, Kwargs kwargs, bool hooked);
   DictVT* moduleHooks(ModuleVT* m, const char* table);
   bool storesItself(VT* obj, const std::string& name, VT* value);

@@ -245,6 +245,18 @@ VT* Tracer::storedValue(SideEffect::Kind kind, PyObject* object, const std::stri
   return nullptr;
 }
 
+bool Tracer::madeFormat() const {
+  for (auto& v : arena_)
+    if (v->kind == VT::Kind::Format) return true;
+  return false;
+}
+
+bool Tracer::hasStoredAttr(PyObject* object) const {
+  for (auto& e : sideEffects)
+    if (e.kind == SideEffect::Kind::Attr && e.object.ptr() == object) return true;
+  return false;
+}
+
 // The statements replaying the trace's side effects (after the graph, before the return or the
 // graph break's instruction), in program order.
 nb::list Tracer::sideEffectLines(std::vector<Node*>& outputs, nb::list& constants) {
@@ -287,6 +299,8 @@ nb::list Tracer::sideEffectLines(std::vector<Node*>& outputs, nb::list& constant
     case SideEffect::Kind::Cell:
       line = ref(e.object) + ".cell_contents = " + outputExpr(e.value, outputs, constants);
       break;
+    case SideEffect::Kind::Call: // callLines()
+      continue;
     }
     lines.append(nb::str(line.c_str()));
   }
@@ -359,7 +373,11 @@ nb::dict Tracer::run() {
   nb::list effects = sideEffectLines(outputs, constants);
   if (stopped) brk = breakState(outputs, constants);
   else output = outputExpr(result, outputs, constants);
+  // Replayed calls (set_printoptions) run first, before the lets format the f-strings of
+  // tensors (none of which was made before such a call: replaysPrintOptions).
   nb::list lets;
+  for (const SideEffect& e : sideEffects)
+    if (e.kind == SideEffect::Kind::Call) lets.append(nb::str((constantRef(e.object) + "()").c_str()));
   for (const std::string& l : lets_)
     lets.append(nb::str(l.c_str()));
   std::vector<Argument> outs;
