@@ -260,7 +260,15 @@ VT* InstructionTranslator::inlineFunction(FunctionVT* f, VTs args, Kwargs kwargs
   // named_modules(), ...): their generator object could not be iterated symbolically, so they
   // are unrolled like user generators.
   bool generator = reinterpret_cast<PyCodeObject*>(fn->func_code)->co_flags & CO_GENERATOR;
-  if (isKilnLibrary(f->fn) && !generator && !traceLibrary) {
+  // A function defined in the traced code has no Python object to hand to a call made for real
+  // (F.triplet_margin_with_distance_loss(..., distance_function=lambda u, v: ...)): the library
+  // function is inlined instead, as TorchDynamo inlines torch.nn.functional.
+  bool takesNestedFunction = false;
+  for (VT* a : args)
+    takesNestedFunction |= a->kind == VT::Kind::NestedFunction;
+  for (auto& [k, a] : kwargs)
+    takesNestedFunction |= a->kind == VT::Kind::NestedFunction;
+  if (isKilnLibrary(f->fn) && !generator && !traceLibrary && !takesNestedFunction) {
     throwIfNotTraced(fn->func_code); // kiln.manual_seed: run between graphs, not at trace time
     return t_.callReal(f->fn, args, kwargs);
   }

@@ -44,7 +44,12 @@ std::string Tracer::symbolicSizeExpr(PyObject* o) const {
 std::string Tracer::outputExpr(VT* v, std::vector<Node*>& outputs, nb::list& constants) {
   switch (v->kind) {
   case VT::Kind::Tensor: {
-    Node* n = recorder_.nodeOf(python::unwrapTensor(static_cast<TensorVT*>(v)->fake.ptr()));
+    auto* tv = static_cast<TensorVT*>(v);
+    Node* n = recorder_.nodeOf(python::unwrapTensor(tv->fake.ptr()));
+    // A tensor from outside the graph reads as an attribute (a parameter): the object itself,
+    // as in eager code (the graph reads that very object at every call). A graph output would
+    // be a new tensor: autograd.grad(y, params) after a break found the "parameters" unused.
+    if (n && n->opcode() == Opcode::GetAttr && tv->real.is_valid()) return constantRef(tv->real);
     if (!n) throw Unsupported{"internal: a returned tensor is not part of the graph"};
     auto input = inputExprOf_.find(n);
     if (input != inputExprOf_.end()) return input->second;

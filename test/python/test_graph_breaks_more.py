@@ -66,3 +66,39 @@ def test_resume_starting_in_no_grad_records_autograd_after_the_block():
     kiln.compiler.reset()
     e = kiln.explain(_grad_block_then_enable)(x, w, io.StringIO())
     assert (e.graph_count, e.graph_break_count) == (3, 2), str(e)  # torch.compile: 3, 2
+
+
+def _grads_of_parameters(x, net):
+    y = net(x).sum()
+    grads = kiln.autograd.grad(y, list(net.parameters()), retain_graph=True)
+    return [g * 1 for g in grads] + [kiln.autograd.grad(y, x)[0]]
+
+
+def test_parameters_live_at_a_break_are_the_parameters_themselves():
+    """`autograd.grad(y, list(net.parameters()))` after the graph computing y: the list at the
+    break holds the parameters themselves, not graph outputs standing for them (autograd found
+    those 'not used in the graph')."""
+    net = kiln.nn.Sequential(kiln.nn.Linear(5, 7), kiln.nn.Tanh(), kiln.nn.Linear(7, 1))
+    x = kiln.tensor(np.linspace(-1, 1, 20, dtype=np.float32).reshape(4, 5), requires_grad=True)
+    expected = _grads_of_parameters(x, net)
+    compiled = kiln.compile(_grads_of_parameters)
+    for _ in range(2):
+        _same(compiled(x, net), expected)
+
+
+def _triplet_with_own_distance(a, p, n):
+    F = kiln.nn.functional
+    return F.triplet_margin_with_distance_loss(a, p, n, distance_function=lambda u, v: (u - v).abs().sum(-1),
+                                               margin=0.3)
+
+
+def test_a_function_defined_in_compiled_code_passed_to_a_library_function_is_traced():
+    """A lambda of the compiled code passed to kiln.nn.functional: the library function is
+    inlined (it was a graph break: the lambda has no Python object while tracing), one graph as
+    with torch.compile."""
+    r = np.random.default_rng(0)
+    a, p, n = (kiln.tensor(r.standard_normal((4, 5)).astype(np.float32)) for _ in range(3))
+    expected = _triplet_with_own_distance(a, p, n)
+    _same(kiln.compile(_triplet_with_own_distance)(a, p, n), expected)
+    e = kiln.explain(_triplet_with_own_distance)(a, p, n)
+    assert (e.graph_count, e.graph_break_count) == (1, 0), str(e)
