@@ -12,6 +12,7 @@
 #include "frontend/capture/GuardTreeBinding.h"
 #include "frontend/capture/SymbolicInterpreter.h"
 #include "frontend/capture/TraceFrame.h"
+#include "runtime/Autocast.h"
 #include "runtime/Error.h"
 
 namespace kiln::capture {
@@ -19,6 +20,9 @@ namespace kiln::capture {
 // kiln._compiling's RESTORE_GRAD_ENABLED / RESTORE_GRAD_DISABLED (Tracer.cpp): the exit of a
 // grad-mode `with` block cut by a graph break, as the glue hands it to the resume function.
 nb::handle gradModeRestorer(bool mode);
+// kiln._compiling._RestoreAutocast(packed) (Tracer.cpp): the exit of an autocast block cut by a
+// break.
+nb::object autocastRestorer(uint32_t packed);
 
 namespace {
 
@@ -185,6 +189,8 @@ std::string Tracer::outputExpr(VT* v, std::vector<Node*>& outputs, nb::list& con
   }
   case VT::Kind::GradModeExit: // a break inside `with no_grad():`: the block's exit, for the resume
     return constantRef(gradModeRestorer(static_cast<GradModeExitVT*>(v)->restore));
+  case VT::Kind::AutocastExit: // a break inside `with autocast(...)`: the block's exit, likewise
+    return constantRef(autocastRestorer(static_cast<AutocastExitVT*>(v)->restore));
   case VT::Kind::Method: { // a bound method, e.g. `t.item` on the stack at a graph break
     auto* m = static_cast<MethodVT*>(v);
     std::string self = outputExpr(m->self, outputs, constants);
@@ -381,6 +387,10 @@ nb::dict Tracer::run() {
   d["floats"] = floatsRead;
   d["attrs"] = attrs_;
   d["op_count"] = recorder_.numRecorded();
+  // The autocast state the frame was entered with and the one it leaves (a break inside an
+  // autocast block): the glue switches to the latter after the graph (whose casts are ops).
+  d["entry_autocast_state"] = initialAutocast_;
+  d["autocast_state"] = autocast::packedState();
   d["graph"] = python::wrapGraph(std::move(graph_));
   d["guards"] = wrapGuardTree(guards_);
   return d;

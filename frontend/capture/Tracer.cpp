@@ -105,6 +105,11 @@ nb::handle gradModeRestorer(bool mode) {
   return mode ? on : off;
 }
 
+nb::object autocastRestorer(uint32_t packed) {
+  static nb::handle cls = nb::object(nb::module_::import_("kiln._compiling").attr("_RestoreAutocast")).release();
+  return cls(packed);
+}
+
 int DictVT::find(PyObject* key) const {
   const bool byIdentity = python::isTensor(key);
   for (size_t i = 0; i < entries.size(); ++i) {
@@ -326,6 +331,13 @@ VT* Tracer::wrap(nb::handle value, SourcePtr source, bool viaModule, const std::
       if (g) g->checkId(o);
       return make<GradModeExitVT>(mode);
     }
+  // Likewise the exit of an autocast block.
+  static nb::handle restoreAutocast =
+      nb::object(nb::module_::import_("kiln._compiling").attr("_RestoreAutocast")).release();
+  if (Py_TYPE(o) == reinterpret_cast<PyTypeObject*>(restoreAutocast.ptr())) {
+    if (g) g->checkId(o);
+    return make<AutocastExitVT>(nb::cast<uint32_t>(value.attr("packed")));
+  }
   if (isPlainConstant(o)) {
     if (PyFloat_CheckExact(o) && source && source->isArgument() && !viaModule) {
       std::string expr = source->expr();

@@ -102,3 +102,53 @@ def test_a_function_defined_in_compiled_code_passed_to_a_library_function_is_tra
     _same(kiln.compile(_triplet_with_own_distance)(a, p, n), expected)
     e = kiln.explain(_triplet_with_own_distance)(a, p, n)
     assert (e.graph_count, e.graph_break_count) == (1, 0), str(e)
+
+
+def _break_in_autocast(x, w, sink):
+    h = x.relu() + 1
+    with kiln.autocast("cpu", dtype=kiln.bfloat16):
+        a = h @ w
+        print("inside", kiln.is_autocast_enabled("cpu"), file=sink)
+        b = a @ w
+        c = b.float() + 1
+    d = c @ w  # after the block: float32 again
+    return a, b, c, d, kiln.is_autocast_enabled("cpu")
+
+
+@pytest.mark.parametrize("backend", ["inductor", "eager"])
+def test_break_inside_autocast_keeps_compiling_with_the_block_state(backend):
+    """A print inside `with kiln.autocast(...)`: the graph before it and the resume function's
+    (which ends the block) compile, the print runs with autocast on, each value's dtype is
+    eager's, and autocast is off again after the call (the frame used to run eagerly as a whole;
+    torch.compile: 2 graphs, 1 break)."""
+    r = np.random.default_rng(3)
+    x = kiln.tensor(r.standard_normal((4, 8)).astype(np.float32))
+    w = kiln.tensor(r.standard_normal((8, 8)).astype(np.float32), requires_grad=True)
+    sink = io.StringIO()
+    expected = _break_in_autocast(x, w, sink)
+    compiled = kiln.compile(_break_in_autocast, backend=backend)
+    for _ in range(2):
+        got_sink = io.StringIO()
+        _same(compiled(x, w, got_sink), expected, rtol=1e-2, atol=1e-2)
+        assert got_sink.getvalue() == sink.getvalue() == "inside True\n"
+        assert not kiln.is_autocast_enabled("cpu")
+    kiln.compiler.reset()
+    e = kiln.explain(_break_in_autocast)(x, w, io.StringIO())
+    assert (e.graph_count, e.graph_break_count) == (2, 1), str(e)
+
+
+def _raise_in_autocast(x):
+    y = x * 2
+    with kiln.autocast("cpu", dtype=kiln.bfloat16):
+        y = y @ y
+        float(y.sum())  # a break
+        raise ValueError("boom")
+
+
+def test_an_exception_inside_a_cut_autocast_block_ends_the_block():
+    x = kiln.ones(3, 3)
+    compiled = kiln.compile(_raise_in_autocast)
+    for _ in range(2):
+        with pytest.raises(ValueError, match="boom"):
+            compiled(x)
+        assert not kiln.is_autocast_enabled("cpu")

@@ -34,6 +34,26 @@ RESTORE_GRAD_ENABLED = _RestoreGradMode(True)
 RESTORE_GRAD_DISABLED = _RestoreGradMode(False)
 
 
+class _RestoreAutocast:
+    """The `__exit__` of a `with kiln.autocast(...)` block that a graph break cut, as
+    _RestoreGradMode is for grad modes: calling it puts back the autocast state from before the
+    block (`packed`: runtime/Autocast.h's packedState). The tracer reads it as the block's exit."""
+
+    __slots__ = ("packed",)
+
+    def __init__(self, packed):
+        self.packed = packed
+
+    def __call__(self, *exc_info):
+        from . import _C
+
+        _C._set_autocast_packed_state(self.packed)
+        return False
+
+    def __repr__(self):
+        return "<end of an autocast block: the autocast state before it back>"
+
+
 def float_input(value):
     """A Python float that a compiled graph takes as an input (an optimizer's lr that a scheduler
     changes at every step: frontend/capture's `dynamic_floats`), as the 0-d float64 tensor the
