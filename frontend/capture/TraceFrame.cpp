@@ -137,6 +137,12 @@ std::string Tracer::outputExpr(VT* v, std::vector<Node*>& outputs, nb::list& con
     // An iterator on the stack at a break (a comprehension's argument: `[f(x) for _ in
     // range(5)]` breaking inside f): a new one over the items it has left, made at each call.
     auto* it = static_cast<IteratorVT*>(v);
+    // One of kiln's generators (`SGD(model.parameters())` breaking at the call): TorchDynamo
+    // cannot rebuild torch's (they mutate a memo set as they run) and runs the frame eagerly;
+    // as it does, rather than make more breaks than torch.compile.
+    if (it->libraryGenerator)
+      throw Unsupported{"a generator of kiln's library (Module.parameters() & co) live at a graph break "
+                        "(as with torch.compile, which cannot rebuild one)"};
     if (memo_.count(v)) return memo_[v];
     std::string body;
     for (size_t i = it->next; i < it->items.size(); ++i)

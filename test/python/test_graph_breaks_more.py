@@ -152,3 +152,56 @@ def test_an_exception_inside_a_cut_autocast_block_ends_the_block():
         with pytest.raises(ValueError, match="boom"):
             compiled(x)
         assert not kiln.is_autocast_enabled("cpu")
+
+
+def _settings_between(x):
+    y = x * 2
+    kiln.seed()
+    state = kiln.get_rng_state()
+    kiln.set_default_dtype(kiln.float32)
+    z = kiln.ones(2) + y.sum()
+    kiln.use_deterministic_algorithms(False)
+    return z * 3, state.shape
+
+
+def test_global_settings_are_breaks_named_for_themselves():
+    """kiln.seed, get_rng_state, set_default_dtype and use_deterministic_algorithms called in
+    compiled code are breaks at the call (one mechanism, kiln._compiling.not_traced), each named
+    for itself: get_rng_state shares its wrapper's code object with manual_seed and
+    set_rng_state, whose reason it used to get."""
+    x = kiln.ones(3)
+    expected = _settings_between(x)
+    _same(kiln.compile(_settings_between)(x), expected)
+    e = kiln.explain(_settings_between)(x)
+    reasons = [r.reason.split(" ")[0] for r in e.break_reasons]
+    assert reasons == ["kiln.seed()", "kiln.get_rng_state()", "kiln.set_default_dtype()", "kiln.use_deterministic_algorithms()"], str(e)
+
+
+def _make_optimizer_and_step(x, model):
+    opt = kiln.optim.SGD(model.parameters(), lr=0.1)
+    loss = model(x).pow(2).mean()
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+    return loss.detach()
+
+
+def test_a_library_generator_live_at_a_break_runs_the_frame_eagerly():
+    """`SGD(model.parameters())` inside compiled code: the generator is live at the constructor's
+    break. As torch.compile (which cannot rebuild one), the frame runs eagerly and only the
+    optimizer's step is a graph: 1 graph, 0 breaks (kiln made 3 graphs and 2 breaks)."""
+    def model_and_x():
+        model = kiln.nn.Linear(3, 2)
+        with kiln.no_grad():
+            model.weight.copy_(kiln.tensor([[0.1, -0.2, 0.3], [0.4, 0.5, -0.6]]))
+            model.bias.fill_(0.1)
+        return model, kiln.tensor([[1.0, 2.0, 3.0]])
+
+    model, x = model_and_x()
+    expected = [_make_optimizer_and_step(x, model) for _ in range(2)] + [model.weight.detach().clone()]
+    model, x = model_and_x()
+    compiled = kiln.compile(_make_optimizer_and_step)
+    _same([compiled(x, model) for _ in range(2)] + [model.weight.detach().clone()], expected)
+    model, x = model_and_x()
+    e = kiln.explain(_make_optimizer_and_step)(x, model)
+    assert (e.graph_count, e.graph_break_count) == (1, 0), str(e)
