@@ -205,3 +205,23 @@ def test_a_library_generator_live_at_a_break_runs_the_frame_eagerly():
     model, x = model_and_x()
     e = kiln.explain(_make_optimizer_and_step)(x, model)
     assert (e.graph_count, e.graph_break_count) == (1, 0), str(e)
+
+
+def _grad_wrt_intermediate(x):
+    h = x * 3
+    y = (h.tanh() ** 2).sum()
+    out = [kiln.autograd.grad(y, h)[0]]
+    out.append(out[0] * 2)
+    return out
+
+
+def test_autograd_grad_with_respect_to_a_value_the_graph_computes():
+    """`grad(y, h)` with h computed before it in the compiled code: traced (the backward recorded
+    into the graph), since a break would hand h and y out of the graph as outputs of one autograd
+    node and the eager backward could not stop at h (it raised 'not used in the graph', as
+    torch.compile does)."""
+    x = kiln.tensor([0.5, -1.0, 2.0], requires_grad=True)
+    expected = _grad_wrt_intermediate(x)
+    compiled = kiln.compile(_grad_wrt_intermediate)
+    for _ in range(2):
+        _same(compiled(x), expected)
