@@ -127,6 +127,10 @@ NB_MODULE(_C, m) {
   m.def("_clear_autocast_cache", [] { autocast::clearCache(); });
   m.def("_autocast_increment_nesting", [] { return autocast::incrementNesting(); });
   m.def("_autocast_decrement_nesting", [] { return autocast::decrementNesting(); });
+  // The whole state as one number (what a compiled frame guards on): a graph break inside an
+  // autocast block hands it to the code after the break (kiln._compiling._RestoreAutocast).
+  m.def("_autocast_packed_state", [] { return autocast::packedState(); });
+  m.def("_set_autocast_packed_state", [](uint32_t packed) { autocast::setPackedState(packed); });
   m.def("is_inference_mode_enabled", [] { return InferenceMode::isEnabled(); });
   m.def("_set_inference_mode", [](bool on) { InferenceMode::setEnabled(on); });
   m.def("_op_table", [] {

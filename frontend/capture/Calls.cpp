@@ -27,11 +27,12 @@ std::string moduleOf(nb::handle obj) {
   return PyUnicode_Check(m) ? nb::cast<std::string>(owned) : "";
 }
 
-// A graph break at a call of one of kiln's functions marked kiln._compiling.not_traced.
-void throwIfNotTraced(nb::handle code) {
+// A graph break at a call of one of kiln's functions marked kiln._compiling.not_traced (`fn`,
+// when known, tells apart wrappers sharing one code object).
+void throwIfNotTraced(nb::handle code, nb::handle fn = nb::handle()) {
   static nb::handle breakReason =
       nb::object(nb::module_::import_("kiln._compiling").attr("graph_break_reason")).release();
-  nb::object why = breakReason(code);
+  nb::object why = breakReason(code, fn.is_valid() ? fn : nb::none());
   if (!why.is_none()) throw Unsupported{nb::cast<std::string>(why)};
 }
 
@@ -145,18 +146,6 @@ bool isNnModuleClass(nb::handle cls) {
   return PyObject_IsSubclass(cls.ptr(), module.ptr()) == 1;
 }
 
-// kiln's global settings: run for real (or traced) while tracing, they would take effect once,
-// at the trace, and never when the compiled code runs again (a `manual_seed` before `rand` drew
-// other numbers from the second call on; `set_printoptions` between f-strings of tensors, which
-// are formatted after the graph, changed the text of those before it). A break at the call.
-void checkNotGlobalSetting(nb::handle fn) {
-  static nb::handle kiln = nb::object(nb::module_::import_("kiln")).release();
-  for (const char* name : {"manual_seed", "seed", "set_rng_state", "set_printoptions", "set_default_dtype",
-                           "use_deterministic_algorithms", "set_float32_matmul_precision"})
-    if (nb::hasattr(kiln, name) && fn.ptr() == nb::object(kiln.attr(name)).ptr())
-      throw Unsupported{std::string("kiln.") + name + "() (a global setting the graph cannot replay)"};
-}
-
 } // namespace
 
 // kiln.set_printoptions(...) of constants: a call replayed after the graph, in program order with
@@ -225,8 +214,6 @@ static void checkNotLogging(VT* fn) {
 VT* InstructionTranslator::call(VT* fn, VTs args, Kwargs kwargs) {
   if (replaysPrintOptions(fn, args, kwargs)) return t_.none();
   checkNotLogging(fn);
-  if (fn->kind == VT::Kind::Function) checkNotGlobalSetting(static_cast<FunctionVT*>(fn)->fn);
-  if (fn->kind == VT::Kind::Object) checkNotGlobalSetting(static_cast<ObjectVT*>(fn)->object);
   switch (fn->kind) {
   case VT::Kind::Function:
     return inlineFunction(static_cast<FunctionVT*>(fn), std::move(args), std::move(kwargs));
@@ -325,8 +312,16 @@ VT* InstructionTranslator::inlineFunction(FunctionVT* f, VTs args, Kwargs kwargs
   // named_modules(), ...): their generator object could not be iterated symbolically, so they
   // are unrolled like user generators.
   bool generator = reinterpret_cast<PyCodeObject*>(fn->func_code)->co_flags & CO_GENERATOR;
-  if (isKilnLibrary(f->fn) && !generator && !traceLibrary) {
-    throwIfNotTraced(fn->func_code); // kiln.manual_seed: run between graphs, not at trace time
+  // A function defined in the traced code has no Python object to hand to a call made for real
+  // (F.triplet_margin_with_distance_loss(..., distance_function=lambda u, v: ...)): the library
+  // function is inlined instead, as TorchDynamo inlines torch.nn.functional.
+  bool takesNestedFunction = false;
+  for (VT* a : args)
+    takesNestedFunction |= a->kind == VT::Kind::NestedFunction;
+  for (auto& [k, a] : kwargs)
+    takesNestedFunction |= a->kind == VT::Kind::NestedFunction;
+  if (isKilnLibrary(f->fn) && !generator && !traceLibrary && !takesNestedFunction) {
+    throwIfNotTraced(fn->func_code, f->fn); // kiln.manual_seed: run between graphs, not at trace time
     return t_.callReal(f->fn, args, kwargs);
   }
   SourcePtr src = f->source;

@@ -68,7 +68,13 @@ VT* InstructionTranslator::run(VTs locals, const VTs& closure) {
     }
     stepCatching(here);
   }
-  if (isGenerator_) return t_.make<IteratorVT>(yielded_);
+  if (isGenerator_) {
+    auto* it = t_.make<IteratorVT>(yielded_);
+    nb::object module = nb::borrow<nb::dict>(globals_).get("__name__", nb::none());
+    it->libraryGenerator = nb::isinstance<nb::str>(module) &&
+                           nb::cast<std::string>(module).rfind("kiln.", 0) == 0;
+    return it;
+  }
   return result_;
 }
 

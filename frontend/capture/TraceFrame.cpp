@@ -12,6 +12,7 @@
 #include "frontend/capture/GuardTreeBinding.h"
 #include "frontend/capture/SymbolicInterpreter.h"
 #include "frontend/capture/TraceFrame.h"
+#include "runtime/Autocast.h"
 #include "runtime/Error.h"
 
 namespace kiln::capture {
@@ -19,6 +20,9 @@ namespace kiln::capture {
 // kiln._compiling's RESTORE_GRAD_ENABLED / RESTORE_GRAD_DISABLED (Tracer.cpp): the exit of a
 // grad-mode `with` block cut by a graph break, as the glue hands it to the resume function.
 nb::handle gradModeRestorer(bool mode);
+// kiln._compiling._RestoreAutocast(packed) (Tracer.cpp): the exit of an autocast block cut by a
+// break.
+nb::object autocastRestorer(uint32_t packed);
 
 namespace {
 
@@ -44,15 +48,16 @@ std::string Tracer::symbolicSizeExpr(PyObject* o) const {
 std::string Tracer::outputExpr(VT* v, std::vector<Node*>& outputs, nb::list& constants) {
   switch (v->kind) {
   case VT::Kind::Tensor: {
-    Node* n = recorder_.nodeOf(python::unwrapTensor(static_cast<TensorVT*>(v)->fake.ptr()));
+    auto* tv = static_cast<TensorVT*>(v);
+    Node* n = recorder_.nodeOf(python::unwrapTensor(tv->fake.ptr()));
+    // A tensor from outside the graph reads as an attribute (a parameter, a global tensor): the
+    // object itself, as in eager code and as TorchDynamo rebuilds it from its source. A graph
+    // output would be a new tensor: autograd.grad(loss, params) after a break found the
+    // "parameters" unused.
+    if (n && n->opcode() == Opcode::GetAttr && tv->real.is_valid()) return constantRef(tv->real);
     if (!n) throw Unsupported{"internal: a returned tensor is not part of the graph"};
     auto input = inputExprOf_.find(n);
     if (input != inputExprOf_.end()) return input->second;
-    // A parameter or global tensor the graph only read is handed on as itself, not as a graph
-    // output (a new tensor object): `autograd.grad(loss, [w])` after the break must name the
-    // leaf the graph used, as TorchDynamo rebuilds it from its source.
-    if (n->opcode() == Opcode::GetAttr && attrs_.contains(n->target().c_str()))
-      return constantRef(attrs_[n->target().c_str()]);
     size_t i = std::find(outputs.begin(), outputs.end(), n) - outputs.begin();
     if (i == outputs.size()) outputs.push_back(n);
     return "__o[" + std::to_string(i) + "]";
@@ -133,6 +138,12 @@ std::string Tracer::outputExpr(VT* v, std::vector<Node*>& outputs, nb::list& con
     // An iterator on the stack at a break (a comprehension's argument: `[f(x) for _ in
     // range(5)]` breaking inside f): a new one over the items it has left, made at each call.
     auto* it = static_cast<IteratorVT*>(v);
+    // One of kiln's generators (`SGD(model.parameters())` breaking at the call): TorchDynamo
+    // cannot rebuild torch's (they mutate a memo set as they run) and runs the frame eagerly;
+    // as it does, rather than make more breaks than torch.compile.
+    if (it->libraryGenerator)
+      throw Unsupported{"a generator of kiln's library (Module.parameters() & co) live at a graph break "
+                        "(as with torch.compile, which cannot rebuild one)"};
     if (memo_.count(v)) return memo_[v];
     std::string body;
     for (size_t i = it->next; i < it->items.size(); ++i)
@@ -185,6 +196,8 @@ std::string Tracer::outputExpr(VT* v, std::vector<Node*>& outputs, nb::list& con
   }
   case VT::Kind::GradModeExit: // a break inside `with no_grad():`: the block's exit, for the resume
     return constantRef(gradModeRestorer(static_cast<GradModeExitVT*>(v)->restore));
+  case VT::Kind::AutocastExit: // a break inside `with autocast(...)`: the block's exit, likewise
+    return constantRef(autocastRestorer(static_cast<AutocastExitVT*>(v)->restore));
   case VT::Kind::Method: { // a bound method, e.g. `t.item` on the stack at a graph break
     auto* m = static_cast<MethodVT*>(v);
     std::string self = outputExpr(m->self, outputs, constants);
@@ -399,6 +412,10 @@ nb::dict Tracer::run() {
   d["floats"] = floatsRead;
   d["attrs"] = attrs_;
   d["op_count"] = recorder_.numRecorded();
+  // The autocast state the frame was entered with and the one it leaves (a break inside an
+  // autocast block): the glue switches to the latter after the graph (whose casts are ops).
+  d["entry_autocast_state"] = initialAutocast_;
+  d["autocast_state"] = autocast::packedState();
   d["graph"] = python::wrapGraph(std::move(graph_));
   d["guards"] = wrapGuardTree(guards_);
   return d;

@@ -105,6 +105,11 @@ nb::handle gradModeRestorer(bool mode) {
   return mode ? on : off;
 }
 
+nb::object autocastRestorer(uint32_t packed) {
+  static nb::handle cls = nb::object(nb::module_::import_("kiln._compiling").attr("_RestoreAutocast")).release();
+  return cls(packed);
+}
+
 int DictVT::find(PyObject* key) const {
   const bool byIdentity = python::isTensor(key);
   for (size_t i = 0; i < entries.size(); ++i) {
@@ -326,6 +331,13 @@ VT* Tracer::wrap(nb::handle value, SourcePtr source, bool viaModule, const std::
       if (g) g->checkId(o);
       return make<GradModeExitVT>(mode);
     }
+  // Likewise the exit of an autocast block.
+  static nb::handle restoreAutocast =
+      nb::object(nb::module_::import_("kiln._compiling").attr("_RestoreAutocast")).release();
+  if (Py_TYPE(o) == reinterpret_cast<PyTypeObject*>(restoreAutocast.ptr())) {
+    if (g) g->checkId(o);
+    return make<AutocastExitVT>(nb::cast<uint32_t>(value.attr("packed")));
+  }
   if (isPlainConstant(o)) {
     if (PyFloat_CheckExact(o) && source && source->isArgument() && !viaModule) {
       std::string expr = source->expr();
@@ -684,12 +696,27 @@ VT* Tracer::callReal(nb::handle fn, const VTs& args, const Kwargs& kwargs) {
     // Except with create_graph=True (a gradient penalty): a compiled graph's backward is not
     // differentiable itself, so the double backward is traced, as before, unless an input
     // carries history from before the graph (traced on the fakes, the backward would stop at
-    // the graph's inputs, losing the part of the gradient that flows through it).
+    // the graph's inputs, losing the part of the gradient that flows through it). Also traced:
+    // a gradient with respect to a value the graph computes (`h = x * 3; grad(y, h)`): the graph
+    // before the break returns h and y as outputs of one autograd node, so the backward run
+    // eagerly could not stop at h ("not used in the graph"; torch.compile fails so too).
     bool createGraph = false;
-    for (auto& [k, v] : kwargs)
+    VT* inputs = args.size() > 1 ? args[1] : nullptr;
+    for (auto& [k, v] : kwargs) {
       if (k == "create_graph" && v->kind == VT::Kind::Constant)
         createGraph = PyObject_IsTrue(static_cast<ConstantVT*>(v)->value.ptr()) == 1;
-    if (!createGraph || historyInputs_)
+      if (k == "inputs") inputs = v;
+    }
+    bool ofGraphValue = false;
+    auto computed = [&](VT* x) {
+      if (x && x->kind == VT::Kind::Tensor)
+        ofGraphValue |= !autograd::isLeaf(python::unwrapTensor(static_cast<TensorVT*>(x)->fake.ptr()));
+    };
+    computed(inputs);
+    if (inputs && (inputs->kind == VT::Kind::List || inputs->kind == VT::Kind::Tuple))
+      for (VT* x : static_cast<SequenceVT*>(inputs)->items)
+        computed(x);
+    if ((!createGraph && !ofGraphValue) || historyInputs_)
       throw Unsupported{"kiln.autograd.grad (it runs eagerly between graphs, as with torch.compile)"};
   }
   nb::list pyArgs;

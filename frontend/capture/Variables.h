@@ -123,6 +123,7 @@ struct IteratorVT : VT {
   explicit IteratorVT(VTs xs) : VT(Kind::Iterator), items(std::move(xs)) {}
   VTs items;
   size_t next = 0;
+  bool libraryGenerator = false; // made by one of kiln's generator functions (Module.parameters())
 };
 
 struct FunctionVT : VT {

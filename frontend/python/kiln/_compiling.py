@@ -34,6 +34,26 @@ RESTORE_GRAD_ENABLED = _RestoreGradMode(True)
 RESTORE_GRAD_DISABLED = _RestoreGradMode(False)
 
 
+class _RestoreAutocast:
+    """The `__exit__` of a `with kiln.autocast(...)` block that a graph break cut, as
+    _RestoreGradMode is for grad modes: calling it puts back the autocast state from before the
+    block (`packed`: runtime/Autocast.h's packedState). The tracer reads it as the block's exit."""
+
+    __slots__ = ("packed",)
+
+    def __init__(self, packed):
+        self.packed = packed
+
+    def __call__(self, *exc_info):
+        from . import _C
+
+        _C._set_autocast_packed_state(self.packed)
+        return False
+
+    def __repr__(self):
+        return "<end of an autocast block: the autocast state before it back>"
+
+
 def float_input(value):
     """A Python float that a compiled graph takes as an input (an optimizer's lr that a scheduler
     changes at every step: frontend/capture's `dynamic_floats`), as the 0-d float64 tensor the
@@ -70,14 +90,26 @@ def is_captured_entry(code):
     return code in _captured_entries
 
 
+# The same, per function object: wrappers sharing one code object (kiln.manual_seed and
+# kiln.seed are one wrapper's code) each have their own reason.
+_graph_break_functions = {}
+
+
 def not_traced(fn, reason):
-    """Marks kiln library function `fn` as not traced when traced code calls it (`reason`)."""
+    """Marks kiln library function `fn` as not traced when traced code calls it (`reason`): a
+    graph break at the call, which runs between the graphs (an optimizer's zero_grad, kiln's
+    global settings such as manual_seed or set_default_dtype, which traced would take effect
+    once, at the trace, and not when the compiled code runs again)."""
     _graph_break_calls[fn.__code__] = reason
+    _graph_break_functions[fn] = reason
     return fn
 
 
-def graph_break_reason(code):
-    """Why traced code does not inline a call of `code` (None: it does)."""
+def graph_break_reason(code, fn=None):
+    """Why traced code does not inline a call of `code` (function `fn` when known; None: it
+    does)."""
+    if fn is not None and fn in _graph_break_functions:
+        return _graph_break_functions[fn]
     return _graph_break_calls.get(code)
 
 

@@ -1,6 +1,8 @@
 """Process-wide settings training scripts set at start-up, as torch's functions of the same
 names: threads, float32 matmul precision, deterministic algorithms, the default dtype."""
-from . import _C
+import functools
+
+from . import _C, _compiling
 from .backends import cuda as _backends_cuda
 
 __all__ = ["get_num_threads", "set_num_threads", "get_float32_matmul_precision",
@@ -14,6 +16,7 @@ set_num_threads = _C.set_num_threads
 _PRECISIONS = ("highest", "high", "medium")
 
 
+@functools.partial(_compiling.not_traced, reason="kiln.set_float32_matmul_precision() (a global setting the graph cannot replay)")
 def set_float32_matmul_precision(precision):
     """"highest" (the default), "high" or "medium", as torch's. It sets
     kiln.backends.cuda.matmul.allow_tf32 as torch does (torch 2.13 leaves cudnn.allow_tf32 alone:
@@ -37,6 +40,7 @@ _deterministic = False
 _warn_only = False
 
 
+@functools.partial(_compiling.not_traced, reason="kiln.use_deterministic_algorithms() (a global setting the graph cannot replay)")
 def use_deterministic_algorithms(mode, *, warn_only=False):
     """Recorded as torch records it. kiln has no nondeterministic kernels to refuse: its CPU
     reductions and scatters give the same result run to run, and a graph compiles to the same
@@ -57,6 +61,7 @@ def get_default_dtype():
     return _C.float32
 
 
+@functools.partial(_compiling.not_traced, reason="kiln.set_default_dtype() (a global setting the graph cannot replay)")
 def set_default_dtype(d):
     """kiln's factories make float32 by default; float32 is accepted, other dtypes raise (pass
     dtype= to the factory, or convert with .double())."""

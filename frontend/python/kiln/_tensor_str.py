@@ -6,11 +6,12 @@ value is a whole number, scientific notation when the magnitudes span more than 
 """
 import contextlib
 import dataclasses
+import functools
 import math
 
 import numpy as np
 
-from . import _C
+from . import _C, _compiling
 
 
 @dataclasses.dataclass
@@ -25,6 +26,7 @@ class _PrinterOptions:
 PRINT_OPTS = _PrinterOptions()
 
 
+@functools.partial(_compiling.not_traced, reason="kiln.set_printoptions() (a global setting the graph cannot replay)")
 def set_printoptions(precision=None, threshold=None, edgeitems=None, linewidth=None, profile=None,
                      sci_mode=None):
     """Set options for printing tensors (torch.set_printoptions): profile is 'default', 'short' or 'full'."""

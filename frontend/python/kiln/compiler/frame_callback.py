@@ -99,6 +99,38 @@ def _switching_grad_mode_after(compiled, mode):
     return run
 
 
+def _autocast_on():
+    return _C._is_autocast_enabled("cpu") or _C._is_autocast_enabled("cuda")
+
+
+def _in_autocast_state(compiled, result):
+    """`compiled`, run with autocast off when the frame is entered with it on, and followed by
+    a switch to the autocast state the frame's code leaves when that differs from the entry
+    state. A graph traced under autocast holds its casts as ops: run again under autocast (the
+    eager backend calls the ops), an op after the block's end would be cast. A break inside a
+    `with autocast(...)` block leaves the state on for the breaking call and the resume function,
+    and the resume function's graph that ends the block leaves it off (as eager code does)."""
+    entry, leaves = result.get("entry_autocast_state"), result.get("autocast_state")
+    run = compiled
+    if _autocast_on():
+        def run(*args):
+            prev = _C._autocast_packed_state()
+            _C._set_autocast_enabled("cpu", False)
+            _C._set_autocast_enabled("cuda", False)
+            try:
+                return compiled(*args)
+            finally:
+                _C._set_autocast_packed_state(prev)
+    if leaves is None or leaves == entry:
+        return run
+
+    def switching(*args):
+        out = run(*args)
+        _C._set_autocast_packed_state(leaves)
+        return out
+    return switching
+
+
 def _node_args(node):
     stack = [node.args, node.kwargs]
     while stack:
@@ -554,7 +586,7 @@ class FrameCallback:
             run = gm.forward
             if leaves_grad_mode is not None:
                 run = _switching_grad_mode_after(run, leaves_grad_mode)
-            return self._glue_entry(code, frame_info, result, site, run)
+            return self._glue_entry(code, frame_info, result, site, _in_autocast_state(run, result))
         traces, static_result, described = None, result, None
         served = self._served_by_a_described_graph(state, frame_info)
         # Training graphs are compiled over size symbols by AOT autograd for the inductor backend
@@ -594,10 +626,13 @@ class FrameCallback:
         try:
             with debug_dir.compiling(dump):
                 needs_autograd = _needs_autograd(examples, result["attrs"], gm.graph)
-                if needs_autograd and leaves_grad_mode is not None:
+                if needs_autograd and (leaves_grad_mode is not None or not _C.is_grad_enabled()):
                     # A graph that switches grad mode for the code after it (a break inside a
-                    # `with` block) and records autograd: AOT autograd's function would run in
-                    # the mode of the call, not of the block; op by op the switches are real.
+                    # `with` block), or is called with grad mode off and turns it on inside (a
+                    # resume function starting in a `no_grad` block whose end it passes), and
+                    # records autograd: AOT autograd's function would run in the mode of the
+                    # call, not of the block (its outputs would not require grad); op by op the
+                    # switches are real.
                     _aot_log.info("%s: %s needs autograd inside a grad-mode block a break cut; it "
                                   "runs op by op under the autograd engine", _where(code), name)
                     compiled = gm.forward
@@ -618,6 +653,7 @@ class FrameCallback:
             _C.set_rng_state(rng_state)
         if leaves_grad_mode is not None:
             compiled = _switching_grad_mode_after(compiled, leaves_grad_mode)
+        compiled = _in_autocast_state(compiled, result)
         compiled = _detaching_outputs(compiled, gm.graph)
         if result.get("view_outputs"):
             compiled = _remaking_views(compiled, result["view_outputs"])

@@ -195,10 +195,10 @@ def _break_lines(site, frame_info, state, namespace, skip_code):
         if ends:
             # The call may be inside grad-mode `with` blocks (their exits are constants on the
             # stack): if it raises, the blocks end as they would eagerly, innermost first.
-            namespace["__RestoreGradMode"] = _compiling._RestoreGradMode  # noqa: SLF001
+            namespace["__RestoreMode"] = (_compiling._RestoreGradMode, _compiling._RestoreAutocast)  # noqa: SLF001
             lines += ["try:", f"    __r = __at_break(lambda: {call})", "except BaseException:",
                       f"    for __e in reversed(({', '.join(ends)},)):",
-                      "        if isinstance(__e, __RestoreGradMode):",
+                      "        if isinstance(__e, __RestoreMode):",
                       "            __e(None, None, None)",
                       "    raise"]
         else:
