@@ -160,6 +160,7 @@ void checkNotGlobalSetting(nb::handle fn) {
 } // namespace
 
 VT* InstructionTranslator::call(VT* fn, VTs args, Kwargs kwargs) {
+  if (VT* r = callWithNumpy(fn, args, kwargs)) return r;
   if (fn->kind == VT::Kind::Function) checkNotGlobalSetting(static_cast<FunctionVT*>(fn)->fn);
   if (fn->kind == VT::Kind::Object) checkNotGlobalSetting(static_cast<ObjectVT*>(fn)->object);
   switch (fn->kind) {
@@ -469,6 +470,10 @@ VT* InstructionTranslator::callMethod(MethodVT* m, VTs args, Kwargs kwargs) {
     if (m->function.ptr() == objectInit.ptr() && args.empty() && kwargs.empty()) return t_.none();
     throw Unsupported{"calling super()." + name + " (not a Python function)"};
   }
+  if (self->kind == VT::Kind::Ndarray)
+    return callNdarrayMethod(static_cast<NdarrayVT*>(self), name, std::move(args), std::move(kwargs));
+  if (self->kind == VT::Kind::Tensor && name == "numpy")
+    return tensorNumpy(static_cast<TensorVT*>(self), args, kwargs);
   switch (self->kind) {
   case VT::Kind::Tensor: {
     if (inList(name, kDataDependentMethods, std::size(kDataDependentMethods)))

@@ -43,6 +43,7 @@ std::string Tracer::symbolicSizeExpr(PyObject* o) const {
 
 std::string Tracer::outputExpr(VT* v, std::vector<Node*>& outputs, nb::list& constants) {
   switch (v->kind) {
+  case VT::Kind::Ndarray: return ndarrayOutputExpr(static_cast<NdarrayVT*>(v), outputs, constants);
   case VT::Kind::Tensor: {
     Node* n = recorder_.nodeOf(python::unwrapTensor(static_cast<TensorVT*>(v)->fake.ptr()));
     if (!n) throw Unsupported{"internal: a returned tensor is not part of the graph"};
