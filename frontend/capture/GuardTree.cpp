@@ -356,33 +356,33 @@ GuardNode& GuardNode::iterItem(int index) {
 
 void GuardNode::checkType(PyTypeObject* type) {
   impl_->checks.push_back(
-      {CheckKind::Type, nb::borrow(reinterpret_cast<PyObject*>(type)), 0, 0, 0, nullptr});
+      {CheckKind::Type, nb::borrow(reinterpret_cast<PyObject*>(type)), 0, 0, 0, nullptr, nullptr});
 }
 
 void GuardNode::checkId(PyObject* object) {
-  impl_->checks.push_back({CheckKind::Id, nb::borrow(object), 0, 0, 0, nullptr});
+  impl_->checks.push_back({CheckKind::Id, nb::borrow(object), 0, 0, 0, nullptr, nullptr});
 }
 
 void GuardNode::checkConst(PyObject* value) {
   KILN_CHECK_TYPE(
       isConstValue(value), "GuardNode.check_const: ", Py_TYPE(value)->tp_name,
       " is not a constant type (None, bool, int, float, str, bytes, or a tuple of these)");
-  impl_->checks.push_back({CheckKind::Const, nb::borrow(value), 0, 0, 0, nullptr});
+  impl_->checks.push_back({CheckKind::Const, nb::borrow(value), 0, 0, 0, nullptr, nullptr});
 }
 
 void GuardNode::checkLength(Py_ssize_t n) {
   KILN_CHECK_VALUE(n >= 0, "GuardNode.check_length: negative length ", n);
-  impl_->checks.push_back({CheckKind::Length, nb::object(), n, 0, 0, nullptr});
+  impl_->checks.push_back({CheckKind::Length, nb::object(), n, 0, 0, nullptr, nullptr});
 }
 
 void GuardNode::checkIterRemaining(Py_ssize_t n) {
   KILN_CHECK_VALUE(n >= 0, "GuardNode.check_iter_remaining: negative length ", n);
-  impl_->checks.push_back({CheckKind::IterRemaining, nb::object(), n, 0, 0, nullptr});
+  impl_->checks.push_back({CheckKind::IterRemaining, nb::object(), n, 0, 0, nullptr, nullptr});
 }
 
 void GuardNode::checkRangeIter(long next, long step, long remaining) {
   KILN_CHECK_VALUE(remaining >= 0, "GuardNode.check_range_iter: negative length ", remaining);
-  impl_->checks.push_back({CheckKind::RangeIter, nb::object(), remaining, next, step, nullptr});
+  impl_->checks.push_back({CheckKind::RangeIter, nb::object(), remaining, next, step, nullptr, nullptr});
 }
 
 void GuardNode::checkDictKeys(const std::vector<PyObject*>& keys) {
@@ -397,16 +397,16 @@ void GuardNode::checkDictKeys(const std::vector<PyObject*>& keys) {
     Py_INCREF(keys[i]);
     PyTuple_SET_ITEM(tuple, Py_ssize_t(i), keys[i]);
   }
-  impl_->checks.push_back({CheckKind::DictKeys, std::move(keep), 0, 0, 0, nullptr});
+  impl_->checks.push_back({CheckKind::DictKeys, std::move(keep), 0, 0, 0, nullptr, nullptr});
 }
 
 void GuardNode::checkGrad(const TensorCheck* grad) {
   impl_->checks.push_back({CheckKind::Grad, nb::object(), 0, 0, 0,
-                           grad ? std::make_unique<TensorCheck>(*grad) : nullptr});
+                           grad ? std::make_unique<TensorCheck>(*grad) : nullptr, nullptr});
 }
 
 void GuardNode::checkNdarray(const NdarrayCheck& a) {
-  Check c{CheckKind::Ndarray, nb::object(), 0, 0, 0, nullptr};
+  Check c{CheckKind::Ndarray, nb::object(), 0, 0, 0, nullptr, nullptr};
   c.ndarray = std::make_unique<NdarrayCheck>(a);
   impl_->checks.push_back(std::move(c));
 }
@@ -416,7 +416,7 @@ void GuardNode::checkTensor(const TensorCheck& t) {
   KILN_CHECK_TYPE(type && PyType_Check(type) && PyObject_IsSubclass(type, tensorBaseType()) == 1,
                   "GuardNode.check_tensor: the type must be a tensor type");
   impl_->checks.push_back(
-      {CheckKind::Tensor, nb::borrow(type), 0, 0, 0, std::make_unique<TensorCheck>(t)});
+      {CheckKind::Tensor, nb::borrow(type), 0, 0, 0, std::make_unique<TensorCheck>(t), nullptr});
 }
 
 // Reads this node's value from its parent's (or from the frame for the tree's accessors).

@@ -113,16 +113,13 @@ VT* Tracer::wrapTracedArray(nb::handle value) {
 
 VT* Tracer::wrapNdarray(nb::handle value, const SourcePtr& source, bool viaModule) {
   static nb::handle fromNumpy = nb::object(nb::module_::import_("kiln").attr("from_numpy")).release();
-  static nb::handle supported = nb::object(helper("supported_array")).release();
-  if (!nb::cast<bool>(supported(value)))
-    throw Unsupported{"a numpy array of dtype " + nb::cast<std::string>(nb::str(value.attr("dtype"))) +
-                      " or with strides kiln cannot view (not traced)"};
   GuardNode* g = source ? &source->guardNode(*guards_) : nullptr;
   if (isNumpyScalar(value)) {
     // np.float64(...) handed to the frame (a metric a resume function gets): a 0-d graph input
     // whatever its value, its type guarded.
     static nb::handle scalarInput = nb::object(helper("scalar_input")).release();
-    const Tensor& t = python::unwrapTensor(nb::object(scalarInput(value)).ptr());
+    nb::object example = scalarInput(value);
+    const Tensor& t = python::unwrapTensor(example.ptr());
     g->checkType(Py_TYPE(value.ptr()));
     Node* node = placeholder(source->identifier());
     inputExprs_.push_back(constantRef(scalarInput) + "(" + source->expr() + ")");
@@ -131,6 +128,10 @@ VT* Tracer::wrapNdarray(nb::handle value, const SourcePtr& source, bool viaModul
     recorder_.bind(fake, node, t.device());
     return make<NdarrayVT>(nb::steal(python::wrapTensor(fake)), true);
   }
+  static nb::handle supported = nb::object(helper("supported_array")).release();
+  if (!nb::cast<bool>(supported(value)))
+    throw Unsupported{"a numpy array of dtype " + nb::cast<std::string>(nb::str(value.attr("dtype"))) +
+                      " or with strides kiln cannot view (not traced)"};
   nb::object real = fromNumpy(value); // shares the array's memory
   if (!(source && source->isArgument() && !viaModule)) {
     // A global or closure array: a constant of the graph viewing its memory, pinned by identity.

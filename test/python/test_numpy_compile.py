@@ -165,7 +165,7 @@ def test_numpy_random_is_a_break():
     torch's generator instead, so they differ from eager; kiln keeps NumPy's stream)."""
     def fn(x):
         y = x * 2
-        return y + np.random.rand(8)
+        return y + kiln.from_numpy(np.random.rand(8))
 
     kiln.compiler.reset()
     compiled = kiln.compile(fn, backend="eager")

@@ -90,7 +90,7 @@ class TracedArray:
 
     @property
     def T(self):
-        return self.transpose()
+        return _transpose(self)
 
     def __len__(self):
         if self.ndim == 0:
@@ -295,16 +295,18 @@ def apply_ufunc(ufunc, inputs, kwargs):
         raise NotTraced(f"numpy function np.{ufunc.__name__} is not traced")
     answer = _oracle(ufunc, *inputs, **kwargs)
     # NumPy's inner loop: its operand dtypes (e.g. int32 / int32 runs in float64).
-    weak = tuple(type(x) if isinstance(x, (int, float)) and not isinstance(x, bool)
-                 else np.asarray(_stand_in(x)).dtype for x in inputs)
-    loop = ufunc.resolve_dtypes(weak + (None,) * ufunc.nout, signature=kwargs.get("dtype") and
-                                (None,) * ufunc.nin + (np.dtype(kwargs["dtype"]),))
+    weak = tuple(type(x) if type(x) in (int, float) else np.asarray(_stand_in(x)).dtype
+                 for x in inputs)
+    extra = {}
+    if kwargs.get("dtype") is not None:
+        extra["signature"] = (None,) * ufunc.nin + (np.dtype(kwargs["dtype"]),)
+    loop = ufunc.resolve_dtypes(weak + (None,) * ufunc.nout, **extra)
     args = []
     for x, dt in zip(inputs, loop):
         v = _value(x)
         if isinstance(v, kiln.Tensor):
             v = v.to(kiln_dtype(dt)) if v.dtype != kiln_dtype(dt) else v
-        elif not isinstance(x, (bool, int, float)):
+        elif type(x) not in (bool, int, float):
             v = dt.type(v).item()
         args.append(v)
     if not any(isinstance(a, kiln.Tensor) for a in args):
@@ -428,7 +430,10 @@ def _reduction(name, kiln_fn, **defaults):
         a = as_array(a)
         opts = dict(defaults)
         opts.update(kwargs)
-        answer = _oracle(getattr(np, name), a, axis=axis, dtype=dtype, keepdims=keepdims, **opts)
+        if dtype is not None:
+            opts["dtype"] = dtype
+        answer = _oracle(getattr(np, name), a, axis=axis, keepdims=keepdims, **opts)
+        opts.pop("dtype", None)
         t = a.tensor
         compute = kiln_dtype(np.asarray(answer).dtype)
         if name not in ("any", "all", "max", "min", "amax", "amin") and t.dtype != compute:
@@ -777,6 +782,8 @@ def call_numpy(fn, /, *args, **kwargs):
 
 def call_method(a, name, /, *args, **kwargs):
     """a.name(*args, **kwargs) of a traced array."""
+    if name in ("item", "tolist"):
+        return getattr(a, name)(*args)  # a data-dependent break naming the method
     impl = _METHODS.get(name)
     if impl is None:
         raise NotTraced(f"ndarray.{name} is not traced")
@@ -842,8 +849,9 @@ _METHODS.update({
 # --- entry points of the tracer (frontend/capture/Numpy.cpp) -------------------------------------
 
 def is_method(name):
-    """Whether ndarray attribute `name` is read as a method (else it is read as a value)."""
-    return name in _METHODS
+    """Whether ndarray attribute `name` is read as a method (else it is read as a value). Methods
+    this module lacks are too: calling one is then a break that calls the real array's."""
+    return name in _METHODS or callable(getattr(_np().ndarray, name, None))
 
 
 def numpy_class(a):
