@@ -208,7 +208,10 @@ VT* InstructionTranslator::callNumpy(nb::handle fn, VTs& args, Kwargs& kwargs) {
     all.insert(all.end(), args.begin(), args.end());
     return t_.callReal(callNumpyFn, all, kwargs);
   }
-  // Only constants: NumPy computes the value now (np.float32(0.5), np.sqrt(2.0), np.zeros(3)).
+  // Only constants: NumPy computes the value now (np.float32(0.5), np.sqrt(2.0), np.zeros(3)),
+  // where the function is pure.
+  static nb::handle foldable = nb::object(helper("foldable")).release();
+  if (!nb::cast<bool>(foldable(fn))) throw Unsupported{"numpy function np." + name + " is not traced"};
   nb::list pyArgs;
   for (VT* a : args) {
     if (a->kind != VT::Kind::Constant) throw Unsupported{"calling numpy function np." + name + " on a " + kindName(a)};

@@ -253,3 +253,28 @@ class _Sink:
 
 
 _SINK = _Sink()
+
+
+def test_negative_step_slices():
+    def fn(x):
+        a = x.numpy()
+        return a[::-1], a[:, ::-2], a[2:0:-1, 1], np.argsort(a, axis=1, kind="stable")
+
+    _check(fn, (_x(4, 5),), graphs=1)
+
+
+def test_numpy_call_that_changes_numpy_state_is_a_break():
+    """On constants, only NumPy's pure functions run at the trace: np.seterr would take effect
+    once, at the trace."""
+    def fn(x):
+        y = x * 2
+        old = np.seterr(all="ignore")
+        np.seterr(**old)
+        return y + 1
+
+    before = np.geterr()
+    try:
+        e = _check(fn, (_x(4),), graphs=2, breaks=1)
+        assert "np.seterr is not traced" in e.break_reasons[0].reason
+    finally:
+        np.seterr(**before)

@@ -890,6 +890,24 @@ def scalar_input(v):
     return kiln.from_numpy(_np().asarray(v).reshape(()).copy())
 
 
+_CREATION = ("zeros", "ones", "full", "empty", "arange", "linspace", "eye", "identity", "array",
+             "asarray", "zeros_like", "ones_like", "full_like")
+
+
+def foldable(fn):
+    """Whether NumPy function fn may run at the trace when all its arguments are constants: it
+    reads and changes no state (not np.random, np.save, np.set_printoptions, ...)."""
+    np = _np()
+    if isinstance(fn, np.ufunc) or fn in (np.dtype, np.finfo, np.iinfo):
+        return True
+    if isinstance(fn, type):
+        return issubclass(fn, np.generic)
+    name = getattr(fn, "__name__", None)
+    if name is None or not (name in _FUNCTIONS or name in _CREATION):
+        return False
+    return getattr(np, name, None) is fn or getattr(np.linalg, name, None) is fn
+
+
 def constant_array(a):
     """A NumPy array computed from constants while tracing, as a tensor constant of the graph."""
     numpy_dtype_ok = a.dtype.name in _KILN_TO_NUMPY.values()
