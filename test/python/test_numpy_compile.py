@@ -278,3 +278,13 @@ def test_numpy_call_that_changes_numpy_state_is_a_break():
         assert "np.seterr is not traced" in e.break_reasons[0].reason
     finally:
         np.seterr(**before)
+
+
+def test_median_outer_diff():
+    def fn(x, i):
+        a, b = x.numpy(), i.numpy()
+        return (np.median(a), np.median(a, axis=0), np.median(a[:3], axis=1, keepdims=True),
+                np.median(b), np.outer(a[0], a[1]), np.diff(a, axis=0), np.diff(b, n=2))
+
+    i = kiln.from_numpy(np.array([5, 1, 4, 4, 9, 2], dtype=np.int32))
+    _check(fn, (_x(4, 5), i), graphs=1)

@@ -12,6 +12,8 @@ tracer turns into a graph break naming the function ("numpy function np.xxx is n
 
 The mapping from NumPy names to kiln ops is written once, in the tables at the end."""
 
+import warnings
+
 import kiln
 
 
@@ -226,7 +228,9 @@ def _oracle(fn, *args, **kwargs):
     """fn (a NumPy function) applied to stand-ins: its result's dtype and kind are NumPy's rules
     for the real call."""
     np = _np()
-    with np.errstate(all="ignore"):
+    # (the stand-ins' values are ones: no warning of theirs is the program's)
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
         return fn(*(_stand_in(a) for a in args), **{k: _stand_in(v) for k, v in kwargs.items()})
 
 
@@ -737,6 +741,50 @@ def _round(a, decimals=0, out=None):
     return TracedArray(kiln.round(a.tensor), a.scalar)
 
 
+def _median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
+    np = _np()
+    if out is not None or isinstance(axis, (tuple, list)):
+        raise NotTraced("np.median with out= or several axes")
+    a = as_array(a)
+    answer = _oracle(np.median, a, axis=axis, keepdims=keepdims)
+    kd = kiln_dtype(np.asarray(answer).dtype)
+    t = a.tensor if a.tensor.dtype == kd else a.tensor.to(kd)
+    if axis is None:
+        t, ax = t.reshape(-1), 0
+    else:
+        ax = int(axis) % t.dim()
+    n = t.shape[ax]
+    s = kiln.sort(t, dim=ax)[0]
+    # NumPy's median: the mean of the two middle values (the one middle value twice when odd)
+    m = (s.narrow(ax, (n - 1) // 2, 1) + s.narrow(ax, n // 2, 1)) / 2
+    if axis is None:
+        m = m.reshape((1,) * a.ndim if keepdims else ())
+    elif not keepdims:
+        m = m.squeeze(ax)
+    return _wrap_like(m, answer)
+
+
+def _outer(a, b, out=None):
+    if out is not None:
+        raise NotTraced("np.outer with out=")
+    a, b = as_array(a), as_array(b)
+    return apply_ufunc(_np().multiply, (TracedArray(a.tensor.reshape(-1, 1)), TracedArray(b.tensor.reshape(1, -1))), {})
+
+
+def _diff(a, n=1, axis=-1, **kwargs):
+    if kwargs:
+        raise NotTraced("np.diff with prepend= or append=")
+    a = as_array(a)
+    np = _np()
+    for _ in range(n):
+        ax = axis % a.ndim
+        size = a.shape[ax]
+        hi = TracedArray(a.tensor.narrow(ax, 1, size - 1))
+        lo = TracedArray(a.tensor.narrow(ax, 0, size - 1))
+        a = apply_ufunc(np.not_equal if a.dtype == np.bool_ else np.subtract, (hi, lo), {})
+    return a
+
+
 def _scalar_type(cls, value=0):
     """np.float32(a) of a traced array: the value as a NumPy scalar of that type."""
     a = as_array(value)
@@ -836,7 +884,7 @@ _FUNCTIONS.update({
     "matmul": _matmul, "dot": _dot, "copy": _copy, "zeros_like": _like(0),
     "ones_like": _like(1), "full_like": _full_like, "norm": _norm,
     "count_nonzero": _count_nonzero, "round": _round, "around": _round, "sort": _sort,
-    "argsort": _argsort,
+    "argsort": _argsort, "median": _median, "outer": _outer, "diff": _diff,
 })
 _METHODS = dict(_REDUCTIONS)
 _METHODS.update({
