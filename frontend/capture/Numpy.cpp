@@ -129,9 +129,7 @@ VT* Tracer::wrapNdarray(nb::handle value, const SourcePtr& source, bool viaModul
     return make<NdarrayVT>(nb::steal(python::wrapTensor(fake)), true);
   }
   static nb::handle supported = nb::object(helper("supported_array")).release();
-  if (!nb::cast<bool>(supported(value)))
-    throw Unsupported{"a numpy array of dtype " + nb::cast<std::string>(nb::str(value.attr("dtype"))) +
-                      " or with strides kiln cannot view (not traced)"};
+  if (!nb::cast<bool>(supported(value))) return nullptr;
   nb::object real = fromNumpy(value); // shares the array's memory
   if (!(source && source->isArgument() && !viaModule)) {
     // A global or closure array: a constant of the graph viewing its memory, pinned by identity.
@@ -262,17 +260,15 @@ VT* InstructionTranslator::callWithNumpy(VT* fn, VTs& args, Kwargs& kwargs) {
   for (const char* name : {"len", "abs", "min", "max", "sum", "round", "tuple", "list"})
     if (is(name)) return t_.callReal(obj, args, kwargs);
   // kiln.from_numpy(a) and friends: the array's tensor, shared (from_numpy, as_tensor, asarray)
-  // or copied (tensor).
+  // or copied (tensor), then moved to a dtype or device given (kiln_conversion).
   static nb::handle kiln = nb::module_::import_("kiln").release();
-  if (!args.empty() && args[0]->kind == VT::Kind::Ndarray && kwargs.empty() && args.size() == 1) {
-    auto* a = static_cast<NdarrayVT*>(args[0]);
-    for (const char* name : {"from_numpy", "as_tensor", "asarray"})
-      if (nb::hasattr(kiln, name) && obj.ptr() == nb::object(kiln.attr(name)).ptr())
-        return t_.make<TensorVT>(a->fake);
-    if (obj.ptr() == nb::object(kiln.attr("tensor")).ptr()) {
-      static nb::handle clone = nb::object(kiln.attr("clone")).release();
-      return t_.callReal(clone, VTs{t_.make<TensorVT>(a->fake)}, {});
-    }
+  if (!args.empty() && args[0]->kind == VT::Kind::Ndarray && args.size() == 1) {
+    static nb::handle conversion = nb::object(helper("kiln_conversion")).release();
+    for (const char* name : {"from_numpy", "as_tensor", "asarray", "tensor"})
+      if (nb::hasattr(kiln, name) && obj.ptr() == nb::object(kiln.attr(name)).ptr()) {
+        VTs all{t_.constant(nb::str(name)), t_.make<TensorVT>(static_cast<NdarrayVT*>(args[0])->fake)};
+        return t_.callReal(conversion, all, kwargs);
+      }
   }
   // kiln's functions and C functions would get the TracedArray itself; user code is inlined with
   // its numpy arguments.

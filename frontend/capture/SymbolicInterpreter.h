@@ -54,7 +54,8 @@ public:
   VT* wrapTracedArray(nb::handle value);
   std::string ndarrayOutputExpr(NdarrayVT* a, std::vector<Node*>& outputs, nb::list& constants);
   // A NumPy array from outside the frame: a graph input (kiln.from_numpy of the argument at each
-  // call, its metadata guarded), or a constant of the graph sharing its memory (a global).
+  // call, its metadata guarded), or a constant of the graph sharing its memory (a global);
+  // nullptr for an array kiln cannot view (a dtype it lacks: an object like any other).
   VT* wrapNdarray(nb::handle value, const SourcePtr& source, bool viaModule);
   // Calls Python code for real on fakes, recording the ops it dispatches.
   VT* callReal(nb::handle fn, const VTs& args, const Kwargs& kwargs);

@@ -324,7 +324,7 @@ VT* Tracer::wrap(nb::handle value, SourcePtr source, bool viaModule, const std::
   }
   if (std::strcmp(Py_TYPE(o)->tp_name, "numpy.ndarray") == 0 ||
       (source && source->isArgument() && !viaModule && isNumpyScalar(value)))
-    return wrapNdarray(value, source, viaModule);
+    if (VT* a = wrapNdarray(value, source, viaModule)) return a;
   GuardNode* g = source ? &source->guardNode(*guards_) : nullptr;
   // The exit of a grad-mode block a break cut (on a resume function's stack): the block goes on.
   for (bool mode : {true, false})

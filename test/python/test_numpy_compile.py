@@ -288,3 +288,28 @@ def test_median_outer_diff():
 
     i = kiln.from_numpy(np.array([5, 1, 4, 4, 9, 2], dtype=np.int32))
     _check(fn, (_x(4, 5), i), graphs=1)
+
+
+MEAN = np.array([0.5, -0.25, 1.0], dtype=np.float32)
+LABELS = np.array(["a", "b"])
+
+
+def test_global_arrays_and_conversions():
+    """A global array is a graph constant viewing its memory (a write to it is seen by the next
+    call); kiln.tensor/as_tensor of arrays with dtype=; an array of a dtype kiln lacks stays an
+    object (its len() is a constant)."""
+    def fn(x):
+        a = x.numpy() - MEAN
+        t = kiln.tensor(a, dtype=kiln.float64) + kiln.as_tensor(MEAN * 2, dtype=kiln.float64)
+        return t, kiln.from_numpy(a).sum() + len(LABELS)
+
+    _check(fn, (_x(4, 3),), graphs=1)
+    kiln.compiler.reset()
+    compiled = kiln.compile(fn, backend="eager")
+    compiled(_x(4, 3))
+    old = MEAN.copy()
+    try:
+        MEAN[0] = 7.0
+        _same(compiled(_x(4, 3)), fn(_x(4, 3)))
+    finally:
+        MEAN[:] = old

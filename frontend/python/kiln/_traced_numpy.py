@@ -923,7 +923,7 @@ def supported_array(a):
     """Whether kiln can view ndarray `a` as a tensor (its dtype, strides whole items, aligned)."""
     if a.dtype.name not in _KILN_TO_NUMPY.values() or not a.dtype.isnative:
         return False
-    return all(s % a.itemsize == 0 for s in a.strides) and a.ctypes.data % a.itemsize == 0
+    return all(s >= 0 and s % a.itemsize == 0 for s in a.strides) and a.ctypes.data % a.itemsize == 0
 
 
 def is_numpy_scalar(v):
@@ -954,6 +954,19 @@ def foldable(fn):
     if name is None or not (name in _FUNCTIONS or name in _CREATION):
         return False
     return getattr(np, name, None) is fn or getattr(np.linalg, name, None) is fn
+
+
+def kiln_conversion(name, t, /, dtype=None, device=None, requires_grad=False, **kwargs):
+    """kiln.<name>(a) of a traced array whose tensor is t: from_numpy, as_tensor and asarray
+    share its memory (unless dtype or device differ), tensor copies it."""
+    if kwargs or (name == "from_numpy" and (dtype is not None or device is not None)):
+        raise TypeError(f"kiln.{name}() got unexpected arguments: {', '.join(kwargs) or 'dtype/device'}")
+    if requires_grad:
+        raise NotTraced(f"kiln.{name}(array, requires_grad=True) (a leaf made in the graph)")
+    if name == "tensor":
+        t = t.clone()
+    move = {k: v for k, v in (("device", device), ("dtype", dtype)) if v is not None}
+    return t.to(**move) if move else t
 
 
 def constant_array(a):
