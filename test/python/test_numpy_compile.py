@@ -313,3 +313,13 @@ def test_global_arrays_and_conversions():
         _same(compiled(_x(4, 3)), fn(_x(4, 3)))
     finally:
         MEAN[:] = old
+
+
+def test_python_lists_with_traced_arrays():
+    """Python data mixed with traced arrays is made by graph ops (NumPy's dtype for it: a list of
+    ints is int64, so float32 * [1, 2, 3] is float64)."""
+    def fn(x):
+        a = x.numpy()
+        return a * [1, 2, 3], np.concatenate([a, [[1.0, 2.0, 3.0]]]), np.maximum(a, [0.1, 0.2, 0.3])
+
+    _check(fn, (_x(4, 3),), graphs=1)

@@ -274,9 +274,16 @@ def as_array(x):
         return TracedArray(x)
     if isinstance(x, (list, tuple)) and any(isinstance(v, (TracedArray, kiln.Tensor, list, tuple)) for v in x):
         return _stack([as_array(v) for v in x], 0)
-    if isinstance(x, (list, tuple, bool, int, float, np.generic, np.ndarray)):
+    if isinstance(x, (list, tuple, bool, int, float, np.generic)):
+        # Python data in traced code (`a * [1, 2, 3]`): constants of the graph, made by its ops
+        # (a tensor made from the data here would be baked into the trace's fakes).
         a = np.asarray(x)
-        return TracedArray(kiln.from_numpy(a.copy()))
+        if a.size > 256:
+            raise NotTraced("a Python list of more than 256 numbers mixed with a traced array")
+        kd = kiln_dtype(a.dtype)
+        items = [kiln.full([], v, dtype=kd) for v in a.reshape(-1).tolist()]
+        t = kiln.stack(items).reshape(a.shape) if items else kiln.zeros(a.shape, dtype=kd)
+        return TracedArray(t, scalar=isinstance(x, np.generic))
     raise NotTraced(f"np.asarray of a {type(x).__name__}")
 
 
