@@ -263,7 +263,14 @@ void registerInterop(nb::module_& m, TensorClass& cls) {
         nb::capsule owner(keep, [](void* p) noexcept { delete static_cast<Tensor*>(p); });
         nb::ndarray<nb::numpy> arr(t.rawData(), t.dim(), shape.data(), owner, strides.data(),
                                    numpyType(t.dtype()));
-        return arr.cast();
+        nb::object out = arr.cast();
+        // nanobind spells int64 'q' (long long); numpy's int64 (and torch's arrays) are 'l' where
+        // long is 64 bits: the same dtype, but its items were np.longlong, not np.int64.
+        if (t.dtype() == ScalarType::Int64 && sizeof(long) == 8) {
+          static nb::handle int64 = nb::object(nb::module_::import_("numpy").attr("int64")).release();
+          out = out.attr("view")(int64);
+        }
+        return out;
       },
       nb::arg("force") = false);
 

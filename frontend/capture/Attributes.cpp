@@ -47,6 +47,7 @@ VT* InstructionTranslator::loadAttr(VT* obj, const std::string& name) {
   if (obj->kind == VT::Kind::Module || obj->kind == VT::Kind::Object)
     if (VT* stored = t_.storedValue(Tracer::SideEffect::Kind::Attr, identityOf(obj).ptr(), name)) return stored;
   switch (obj->kind) {
+  case VT::Kind::Ndarray: return loadNdarrayAttr(static_cast<NdarrayVT*>(obj), name);
   case VT::Kind::Tensor: {
     auto* t = static_cast<TensorVT*>(obj);
     if (name == "device") return t_.constant(t_.deviceOf(t));
@@ -378,6 +379,7 @@ VT* InstructionTranslator::tensorIndexKey(VT* key) {
 
 VT* InstructionTranslator::getItem(VT* obj, VT* key) {
   switch (obj->kind) {
+  case VT::Kind::Ndarray: return applyOperator("getitem", {obj, key});
   case VT::Kind::Tensor:
     return applyOperator("getitem", {obj, tensorIndexKey(key)});
   case VT::Kind::List:
@@ -426,6 +428,9 @@ VT* InstructionTranslator::getItem(VT* obj, VT* key) {
 
 void InstructionTranslator::setItem(VT* obj, VT* key, VT* value) {
   switch (obj->kind) {
+  case VT::Kind::Ndarray:
+    applyOperator("setitem", {obj, key, value});
+    return;
   case VT::Kind::Tensor:
     applyOperator("setitem", {obj, tensorIndexKey(key), value});
     return;
@@ -537,6 +542,7 @@ VTs InstructionTranslator::unpack(VT* v) {
       out.push_back(t_.wrapResult(x));
     return out;
   }
+  case VT::Kind::Ndarray:
   case VT::Kind::Tensor: {
     static nb::handle tuple = nb::object(nb::module_::import_("builtins").attr("tuple")).release();
     VT* r = t_.callReal(tuple, VTs{v}, {});

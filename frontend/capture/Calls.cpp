@@ -212,6 +212,7 @@ static void checkNotLogging(VT* fn) {
 }
 
 VT* InstructionTranslator::call(VT* fn, VTs args, Kwargs kwargs) {
+  if (VT* r = callWithNumpy(fn, args, kwargs)) return r;
   if (replaysPrintOptions(fn, args, kwargs)) return t_.none();
   checkNotLogging(fn);
   switch (fn->kind) {
@@ -553,6 +554,10 @@ VT* InstructionTranslator::callMethod(MethodVT* m, VTs args, Kwargs kwargs) {
     if (m->function.ptr() == objectInit.ptr() && args.empty() && kwargs.empty()) return t_.none();
     throw Unsupported{"calling super()." + name + " (not a Python function)"};
   }
+  if (self->kind == VT::Kind::Ndarray)
+    return callNdarrayMethod(static_cast<NdarrayVT*>(self), name, std::move(args), std::move(kwargs));
+  if (self->kind == VT::Kind::Tensor && name == "numpy")
+    return tensorNumpy(static_cast<TensorVT*>(self), args, kwargs);
   switch (self->kind) {
   case VT::Kind::Tensor: {
     if (inList(name, kDataDependentMethods, std::size(kDataDependentMethods)))

@@ -34,7 +34,7 @@ enum class Access : uint8_t {
   FuncDefault,
   IterItem
 };
-enum class CheckKind : uint8_t { Type, Id, Const, Length, DictKeys, Tensor, Grad, IterRemaining, RangeIter };
+enum class CheckKind : uint8_t { Type, Id, Const, Length, DictKeys, Tensor, Grad, IterRemaining, RangeIter, Ndarray };
 
 struct Check {
   CheckKind kind;
@@ -42,7 +42,38 @@ struct Check {
   Py_ssize_t length = 0; // Length, IterRemaining, RangeIter (values left)
   long start = 0, step = 0; // RangeIter
   std::unique_ptr<TensorCheck> tensor; // Tensor; Grad (null: the grad must be None)
+  std::unique_ptr<NdarrayCheck> ndarray; // Ndarray
 };
+
+// An object's buffer metadata (a NumPy array's), or false when it has no strided buffer.
+bool readNdarray(PyObject* v, NdarrayCheck& out) {
+  if (!PyObject_CheckBuffer(v)) return false;
+  Py_buffer view;
+  if (PyObject_GetBuffer(v, &view, PyBUF_RECORDS_RO) != 0) {
+    PyErr_Clear();
+    return false;
+  }
+  out.format = view.format ? view.format : "B";
+  out.itemsize = view.itemsize;
+  out.sizes.clear();
+  out.strides.clear();
+  for (int d = 0; d < view.ndim; ++d) {
+    out.sizes.push_back(view.shape[d]);
+    out.strides.push_back(view.strides[d]);
+  }
+  PyBuffer_Release(&view);
+  return true;
+}
+
+std::string ndarrayText(const NdarrayCheck& a) {
+  std::string s = "format='" + a.format + "', itemsize=" + std::to_string(a.itemsize) + ", shape=(";
+  for (size_t d = 0; d < a.sizes.size(); ++d)
+    s += (d ? ", " : "") + std::to_string(a.sizes[d]);
+  s += "), strides=(";
+  for (size_t d = 0; d < a.strides.size(); ++d)
+    s += (d ? ", " : "") + std::to_string(a.strides[d]);
+  return s + ")";
+}
 
 // Exact None/bool/int/float/str/bytes or a tuple of these, or a frozenset of str/int/bytes (the
 // snapshot of a set from outside: a module's _non_persistent_buffers_set): comparing and
@@ -325,33 +356,33 @@ GuardNode& GuardNode::iterItem(int index) {
 
 void GuardNode::checkType(PyTypeObject* type) {
   impl_->checks.push_back(
-      {CheckKind::Type, nb::borrow(reinterpret_cast<PyObject*>(type)), 0, 0, 0, nullptr});
+      {CheckKind::Type, nb::borrow(reinterpret_cast<PyObject*>(type)), 0, 0, 0, nullptr, nullptr});
 }
 
 void GuardNode::checkId(PyObject* object) {
-  impl_->checks.push_back({CheckKind::Id, nb::borrow(object), 0, 0, 0, nullptr});
+  impl_->checks.push_back({CheckKind::Id, nb::borrow(object), 0, 0, 0, nullptr, nullptr});
 }
 
 void GuardNode::checkConst(PyObject* value) {
   KILN_CHECK_TYPE(
       isConstValue(value), "GuardNode.check_const: ", Py_TYPE(value)->tp_name,
       " is not a constant type (None, bool, int, float, str, bytes, or a tuple of these)");
-  impl_->checks.push_back({CheckKind::Const, nb::borrow(value), 0, 0, 0, nullptr});
+  impl_->checks.push_back({CheckKind::Const, nb::borrow(value), 0, 0, 0, nullptr, nullptr});
 }
 
 void GuardNode::checkLength(Py_ssize_t n) {
   KILN_CHECK_VALUE(n >= 0, "GuardNode.check_length: negative length ", n);
-  impl_->checks.push_back({CheckKind::Length, nb::object(), n, 0, 0, nullptr});
+  impl_->checks.push_back({CheckKind::Length, nb::object(), n, 0, 0, nullptr, nullptr});
 }
 
 void GuardNode::checkIterRemaining(Py_ssize_t n) {
   KILN_CHECK_VALUE(n >= 0, "GuardNode.check_iter_remaining: negative length ", n);
-  impl_->checks.push_back({CheckKind::IterRemaining, nb::object(), n, 0, 0, nullptr});
+  impl_->checks.push_back({CheckKind::IterRemaining, nb::object(), n, 0, 0, nullptr, nullptr});
 }
 
 void GuardNode::checkRangeIter(long next, long step, long remaining) {
   KILN_CHECK_VALUE(remaining >= 0, "GuardNode.check_range_iter: negative length ", remaining);
-  impl_->checks.push_back({CheckKind::RangeIter, nb::object(), remaining, next, step, nullptr});
+  impl_->checks.push_back({CheckKind::RangeIter, nb::object(), remaining, next, step, nullptr, nullptr});
 }
 
 void GuardNode::checkDictKeys(const std::vector<PyObject*>& keys) {
@@ -366,12 +397,18 @@ void GuardNode::checkDictKeys(const std::vector<PyObject*>& keys) {
     Py_INCREF(keys[i]);
     PyTuple_SET_ITEM(tuple, Py_ssize_t(i), keys[i]);
   }
-  impl_->checks.push_back({CheckKind::DictKeys, std::move(keep), 0, 0, 0, nullptr});
+  impl_->checks.push_back({CheckKind::DictKeys, std::move(keep), 0, 0, 0, nullptr, nullptr});
 }
 
 void GuardNode::checkGrad(const TensorCheck* grad) {
   impl_->checks.push_back({CheckKind::Grad, nb::object(), 0, 0, 0,
-                           grad ? std::make_unique<TensorCheck>(*grad) : nullptr});
+                           grad ? std::make_unique<TensorCheck>(*grad) : nullptr, nullptr});
+}
+
+void GuardNode::checkNdarray(const NdarrayCheck& a) {
+  Check c{CheckKind::Ndarray, nb::object(), 0, 0, 0, nullptr, nullptr};
+  c.ndarray = std::make_unique<NdarrayCheck>(a);
+  impl_->checks.push_back(std::move(c));
 }
 
 void GuardNode::checkTensor(const TensorCheck& t) {
@@ -379,7 +416,7 @@ void GuardNode::checkTensor(const TensorCheck& t) {
   KILN_CHECK_TYPE(type && PyType_Check(type) && PyObject_IsSubclass(type, tensorBaseType()) == 1,
                   "GuardNode.check_tensor: the type must be a tensor type");
   impl_->checks.push_back(
-      {CheckKind::Tensor, nb::borrow(type), 0, 0, 0, std::make_unique<TensorCheck>(t)});
+      {CheckKind::Tensor, nb::borrow(type), 0, 0, 0, std::make_unique<TensorCheck>(t), nullptr});
 }
 
 // Reads this node's value from its parent's (or from the frame for the tree's accessors).
@@ -514,6 +551,12 @@ bool GuardNode::Impl::passes(const Check& c, PyObject* v) const {
   }
   case CheckKind::IterRemaining:
     return iterators::isSeqIter(v) && iterators::seqIterRemaining(v) == c.length;
+  case CheckKind::Ndarray: {
+    NdarrayCheck got;
+    const NdarrayCheck& want = *c.ndarray;
+    return readNdarray(v, got) && got.format == want.format && got.itemsize == want.itemsize &&
+           got.sizes == want.sizes && got.strides == want.strides;
+  }
   case CheckKind::RangeIter: {
     long next = 0, step = 0, left = 0;
     if (!iterators::isRangeIter(v) || !iterators::rangeIterState(v, &next, &step, &left)) return false;
@@ -546,6 +589,8 @@ std::string GuardNode::Impl::describe(const Check& c) const {
     return "len(" + name + ") == " + std::to_string(c.length);
   case CheckKind::IterRemaining:
     return name + " has " + std::to_string(c.length) + " items left";
+  case CheckKind::Ndarray:
+    return "check_ndarray(" + name + ", " + ndarrayText(*c.ndarray) + ")";
   case CheckKind::RangeIter:
     return "list(" + name + ") == list(range(" + std::to_string(c.start) + ", " +
            std::to_string(c.start + c.length * c.step) + ", " + std::to_string(c.step) + "))";
@@ -599,6 +644,11 @@ std::string GuardNode::Impl::actual(const Check& c, PyObject* v) const {
                    : PyTuple_Check(v) ? PyTuple_GET_SIZE(v)
                                       : PyDict_GET_SIZE(v);
     return describe(c) + got + std::to_string(n) + ")";
+  }
+  case CheckKind::Ndarray: {
+    NdarrayCheck x;
+    if (!readNdarray(v, x)) return describe(c) + got + "a " + Py_TYPE(v)->tp_name + ")";
+    return describe(c) + got + ndarrayText(x) + ")";
   }
   case CheckKind::IterRemaining:
     if (!iterators::isSeqIter(v)) return describe(c) + got + "a " + Py_TYPE(v)->tp_name + ")";

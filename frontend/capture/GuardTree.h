@@ -45,6 +45,14 @@ struct TensorCheck {
 // Sizes 0 and 1 are specialized (as in PyTorch): a size symbol stands for sizes >= 2.
 inline constexpr int64_t kMinDynamicSize = 2;
 
+// A NumPy array's metadata as a guard compares it (read through the buffer protocol: its
+// struct-module format, item size, shape and strides in bytes).
+struct NdarrayCheck {
+  std::string format;
+  Py_ssize_t itemsize = 0;
+  DimVector sizes, strides;
+};
+
 class GuardNode;
 
 class GuardTree {
@@ -107,6 +115,7 @@ public:
   // str/int keys compare by value, tensor keys by identity.
   void checkDictKeys(const std::vector<PyObject*>& keys);
   void checkTensor(const TensorCheck& t);
+  void checkNdarray(const NdarrayCheck& a); // type checked separately (checkType)
   // The tensor's .grad: None (grad null) or a tensor matching *grad (its type not checked).
   void checkGrad(const TensorCheck* grad);
 

@@ -737,6 +737,8 @@ bool InstructionTranslator::truthy(VT* v) {
   }
   case VT::Kind::Tensor:
     throw Unsupported{"a branch on a tensor's value (data-dependent control flow)"};
+  case VT::Kind::Ndarray:
+    throw Unsupported{"a branch on a numpy array's value (data-dependent control flow)"};
   case VT::Kind::List:
   case VT::Kind::Tuple:
     return !static_cast<SequenceVT*>(v)->items.empty();
@@ -783,7 +785,8 @@ bool InstructionTranslator::allConstant(const VTs& xs) {
 VT* InstructionTranslator::binaryOp(int nbOp, VT* a, VT* b) {
   bool inplace = nbOp >= kNbInplaceAdd;
   int base = inplace ? nbOp - kNbInplaceAdd : nbOp;
-  if (a->kind == VT::Kind::Tensor || b->kind == VT::Kind::Tensor || allConstant({a, b}))
+  if (a->kind == VT::Kind::Tensor || b->kind == VT::Kind::Tensor || allConstant({a, b}) ||
+      a->kind == VT::Kind::Ndarray || b->kind == VT::Kind::Ndarray)
     return applyOperator(inplace ? kInplaceNames[base] : kBinaryNames[base], {a, b});
   if (a->kind == VT::Kind::Set && b->kind == VT::Kind::Set) {
     static nb::handle op = nb::object(nb::module_::import_("operator")).release();
@@ -839,7 +842,8 @@ bool InstructionTranslator::isSequenceOf(VT* v, VT::Kind kind) {
 }
 
 VT* InstructionTranslator::compareOp(int cmp, VT* a, VT* b) {
-  if (a->kind == VT::Kind::Tensor || b->kind == VT::Kind::Tensor || allConstant({a, b}))
+  if (a->kind == VT::Kind::Tensor || b->kind == VT::Kind::Tensor || allConstant({a, b}) ||
+      a->kind == VT::Kind::Ndarray || b->kind == VT::Kind::Ndarray)
     return applyOperator(kCompareNames[cmp], {a, b});
   bool eq = cmp == 2, ne = cmp == 3;
   if ((eq || ne) && identityOf(a).is_valid() && identityOf(b).is_valid() &&
@@ -908,6 +912,7 @@ const char* InstructionTranslator::kindName(VT* v) {
   case VT::Kind::Set: return "set";
   case VT::Kind::NewObject: return reinterpret_cast<PyTypeObject*>(static_cast<NewObjectVT*>(v)->cls.ptr())->tp_name;
   case VT::Kind::Format: return "an f-string of a tensor";
+  case VT::Kind::Ndarray: return "numpy.ndarray";
   default: return "internal value";
   }
 }

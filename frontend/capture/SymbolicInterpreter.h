@@ -44,8 +44,19 @@ public:
   // in a compiled `opt.step`) is a graph input guarded by its metadata only. False when t has
   // no real object or no source to guard.
   bool guardIdentity(TensorVT* t);
-  // The Python object a variable stands for while calling real code (tensors -> fakes).
+  // The Python object a variable stands for while calling real code (tensors -> fakes, NumPy
+  // arrays -> kiln._traced_numpy.TracedArray over their fakes).
   nb::object toPython(VT* v);
+  // NumPy arrays (Numpy.cpp): the TracedArray real code is handed for one; the variable for a
+  // TracedArray real code returned (nullptr: `value` is none); the glue's expression for one that
+  // leaves the graph.
+  nb::object tracedArray(NdarrayVT* a);
+  VT* wrapTracedArray(nb::handle value);
+  std::string ndarrayOutputExpr(NdarrayVT* a, std::vector<Node*>& outputs, nb::list& constants);
+  // A NumPy array from outside the frame: a graph input (kiln.from_numpy of the argument at each
+  // call, its metadata guarded), or a constant of the graph sharing its memory (a global);
+  // nullptr for an array kiln cannot view (a dtype it lacks: an object like any other).
+  VT* wrapNdarray(nb::handle value, const SourcePtr& source, bool viaModule);
   // Calls Python code for real on fakes, recording the ops it dispatches.
   VT* callReal(nb::handle fn, const VTs& args, const Kwargs& kwargs);
   // Refuses (Unsupported) as_strided with an explicit offset into a slice of a larger storage.
@@ -200,6 +211,10 @@ private:
   int failInstruction = 0;
 };
 
+// A NumPy scalar of a dtype kiln has (np.float32(1.0), np.int64(3)): a frame argument that is one
+// is a graph input (Numpy.cpp).
+bool isNumpyScalar(nb::handle value);
+
 // One frame being traced (the top frame or an inlined call).
 class InstructionTranslator {
 public:
@@ -267,6 +282,14 @@ private:
   void deleteItem(VT* obj, VT* key);
   VT* getIter(VT* v);
   VTs unpack(VT* v);
+
+  // NumPy inside traced code (Numpy.cpp): a call that involves NumPy (a NumPy function, or a
+  // builtin / kiln conversion of a traced array), or nullptr when `fn` is none of those.
+  VT* callWithNumpy(VT* fn, VTs& args, Kwargs& kwargs);
+  VT* callNumpy(nb::handle fn, VTs& args, Kwargs& kwargs);
+  VT* tensorNumpy(TensorVT* t, const VTs& args, const Kwargs& kwargs); // t.numpy()
+  VT* loadNdarrayAttr(NdarrayVT* a, const std::string& name);
+  VT* callNdarrayMethod(NdarrayVT* a, const std::string& name, VTs args, Kwargs kwargs);
 
   // Calls (Calls.cpp).
   VT* call(VT* fn, VTs args, Kwargs kwargs);

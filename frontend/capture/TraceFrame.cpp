@@ -47,6 +47,7 @@ std::string Tracer::symbolicSizeExpr(PyObject* o) const {
 
 std::string Tracer::outputExpr(VT* v, std::vector<Node*>& outputs, nb::list& constants) {
   switch (v->kind) {
+  case VT::Kind::Ndarray: return ndarrayOutputExpr(static_cast<NdarrayVT*>(v), outputs, constants);
   case VT::Kind::Tensor: {
     auto* tv = static_cast<TensorVT*>(v);
     Node* n = recorder_.nodeOf(python::unwrapTensor(tv->fake.ptr()));

@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <Python.h>
 
+#include <cstring>
+
 #include <unordered_set>
 
 #include "frontend/binding/FxBinding.h"
@@ -127,6 +129,7 @@ int DictVT::find(PyObject* key) const {
 bool containsTensor(const VT* v) {
   switch (v->kind) {
   case VT::Kind::Tensor:
+  case VT::Kind::Ndarray:
   case VT::Kind::Format: return true;
   case VT::Kind::List:
   case VT::Kind::Tuple:
@@ -324,6 +327,9 @@ VT* Tracer::wrap(nb::handle value, SourcePtr source, bool viaModule, const std::
       throw Unsupported{std::string("a ") + Py_TYPE(o)->tp_name + " under construction (its __init__)"};
     return wrapTensor(value, source, viaModule, path);
   }
+  if (std::strcmp(Py_TYPE(o)->tp_name, "numpy.ndarray") == 0 ||
+      (source && source->isArgument() && !viaModule && isNumpyScalar(value)))
+    if (VT* a = wrapNdarray(value, source, viaModule)) return a;
   GuardNode* g = source ? &source->guardNode(*guards_) : nullptr;
   // The exit of a grad-mode block a break cut (on a resume function's stack): the block goes on.
   for (bool mode : {true, false})
@@ -582,6 +588,7 @@ VT* Tracer::keyVT(nb::handle key) {
 
 VT* Tracer::wrapResult(nb::handle value) {
   PyObject* o = value.ptr();
+  if (VT* a = wrapTracedArray(value)) return a;
   if (python::isTensor(o)) {
     const Tensor& t = python::unwrapTensor(o);
     if (!t.isMeta()) return wrapTensor(value, nullptr, false, "_tensor_constant");
@@ -620,6 +627,7 @@ nb::object Tracer::toPython(VT* v) {
   switch (v->kind) {
   case VT::Kind::Constant: return static_cast<ConstantVT*>(v)->value;
   case VT::Kind::Tensor: return static_cast<TensorVT*>(v)->fake;
+  case VT::Kind::Ndarray: return tracedArray(static_cast<NdarrayVT*>(v));
   case VT::Kind::List:
   case VT::Kind::Tuple: {
     auto* s = static_cast<SequenceVT*>(v);

@@ -77,6 +77,7 @@ struct VT {
     Autocast,    // an effective kiln.autocast(): a context manager switching autocast
     AutocastExit,
     Format,      // an f-string of a tensor, formatted after the graph (its text is data)
+    Ndarray,     // a NumPy array (or scalar) computed in the graph: a tensor with NumPy's rules
   };
   explicit VT(Kind k) : kind(k) {}
   virtual ~VT() = default;
@@ -241,6 +242,16 @@ struct FormatVT : VT {
   std::string format;
   VTs args;
   Kwargs kwargs;
+};
+
+// A NumPy array inside traced code (`t.numpy()`, `np.asarray(t)`, NumPy functions of such
+// arrays): its values are a graph tensor (`fake`); NumPy calls, methods and operators on it run
+// kiln._traced_numpy (NumPy's dtype rules over kiln ops). Where it leaves the graph the glue makes
+// it an ndarray again, or a NumPy scalar when `scalar` (what `a.sum()` gives).
+struct NdarrayVT : VT {
+  NdarrayVT(nb::object f, bool s) : VT(Kind::Ndarray), fake(std::move(f)), scalar(s) {}
+  nb::object fake;
+  bool scalar;
 };
 
 // Whether a value is or holds (in lists, tuples, dicts) a tensor (or an f-string of one).
