@@ -641,8 +641,9 @@ private:
   // row (the last outer loop's next value) of each buffer this phase reads contiguously along
   // its loop, when an earlier phase of the nest read it too and no later phase does. The earlier
   // phase (the max) waits on memory while this one (the sum of exps) is compute-bound from
-  // cache: prefetched, the next row's first pass reads from L2. Cross-entropy over 4096 x 32000
-  // logits, 2 threads: 22 -> 17 us a row (a C++ model of the nest, 5 passes on a loaded machine).
+  // cache: prefetched, the next row's first pass reads from L2. A C++ model of the max + sum of
+  // exps nest, best of about 700 chunks of rows on a loaded 2-core Zen 3: rows of 32000 floats
+  // 22.1 -> 16.6 us a row (torch.compile's kernel 21.3), rows of 4096 2.76 -> 2.39 us (2 threads).
   void emitNextRowPrefetch(const Phase& phase, const RangeFacts& facts) {
     if (nest_.outer.empty() || phase.loops.size() != 1) return;
     const std::string& row = nest_.outer.back().var;
