@@ -184,6 +184,27 @@ program @transposed(%x: f32[48, 64], %y: f32[48, 64]) {
 }
 """)
 
+# cross-entropy's reductions: per row the max, then the sum of exp(x - max), which reads the row
+# again (from cache) and prefetches the next row meanwhile.
+LSE = program("""
+program @lse(%x: f32[37, 1100]) {
+  kernel @k0 {
+    %amax: f32[37, 1] = reduction max [i0: 37] over [r0: 1100] {
+      %0 = load %x[1100*i0 + r0]
+      reduce %0
+    }
+    %sum: f32[37, 1] = reduction sum [i0: 37] over [r0: 1100] {
+      %0 = load %x[1100*i0 + r0]
+      %1 = load %amax[i0]
+      %2 = sub %0, %1
+      %3 = exp %2
+      reduce %3
+    }
+  }
+  output %amax, %sum
+}
+""")
+
 # log_softmax over rows: a per-row log(sum) used inside the pointwise loop.
 LOGSM = program("""
 program @logsm(%x: f32[16, 300]) {
@@ -672,6 +693,32 @@ def test_softmax_computes_exp_once():
     code = _codegen.emit_cpp(PROGRAMS[SOFTMAX], prelude=False)
     assert code.count("kiln_expf(") == 1
     assert "b_out[512*o0 + r0] = t1_3;" in code and "const float t2_3 = b_out[512*o0 + p0];" in code
+
+
+@pytest.mark.parametrize("threads", [0, 1, 3])
+def test_second_pass_prefetches_the_next_row(lib, blas, threads):
+    """The sum over a row the max already read prefetches the same block of the next row (not past
+    the last row); the first pass, which streams from memory, does not."""
+    code = _codegen.emit_cpp(PROGRAMS[LSE], prelude=False)
+    assert code.count("__builtin_prefetch(") == 1
+    assert "if (o0 + 1 < 37) {" in code
+    assert "__builtin_prefetch(&in_x[1100*o0 + pf + 1100]);" in code
+    assert code.index("a0 = kiln_max(") < code.index("__builtin_prefetch(") < code.index("kiln_expf(")
+    x = rng(21).standard_normal((37, 1100), dtype=np.float32) * 5
+    x[36, 1099] = 30.0  # the last element of the last row
+    amax, total = run(lib, blas, LSE, [x], [((37, 1), np.float32), ((37, 1), np.float32)], threads)
+    x64 = x.astype(np.float64)
+    np.testing.assert_array_equal(amax[:, 0], x.max(1))
+    np.testing.assert_allclose(total[:, 0], np.exp(x64 - x64.max(1, keepdims=True)).sum(1), rtol=1e-5)
+
+
+def test_no_prefetch_for_rows_beyond_l2_or_read_once():
+    """Rows of more than 256 KB (two would not stay in L2 together) and rows read by one pass only
+    get no prefetch; neither does log_softmax's sum, whose row a later pass reads again."""
+    big = PROGRAMS[LSE].replace("1100", "70000").replace("37", "4")
+    assert "__builtin_prefetch(" not in _codegen.emit_cpp(big, prelude=False)
+    assert "__builtin_prefetch(" not in _codegen.emit_cpp(PROGRAMS[POINTWISE], prelude=False)
+    assert "__builtin_prefetch(" not in _codegen.emit_cpp(PROGRAMS[LOGSM], prelude=False)
 
 
 def test_plain_loads_are_not_shared():
