@@ -48,12 +48,15 @@ def test_mm_bias_gelu_row_sum_is_one_extern_and_one_kernel():
 
 def test_graph_the_backend_cannot_compile_says_why():
     def fn(x, y):
-        h = (x * 2).view(2, 2).t()
-        h.as_strided((2,), (2,)).copy_(y)  # a write through a view the loop IR cannot lower
-        return h.exp()
+        # A fallback (convolution) reads the caller's tensor after a compiled write into it:
+        # the graph cannot be cut into segments (fallback.py).
+        x.view(-1)[:2].copy_(y)
+        s = kiln.nn.functional.conv1d(x[None], x[None][:, :, :1])
+        x.add_(s.sum())
+        return s
 
-    out, plan = _plan(fn, _rand(4), _rand(2, seed=1))
-    assert plan.num_kernels == 0 and "prims.as_strided" in plan.reason
+    out, plan = _plan(fn, _rand(2, 2), _rand(2, seed=1))
+    assert plan.num_kernels == 0 and "reads storage the graph writes" in plan.reason
     assert "not compiled by inductor" in str(out)
 
 
