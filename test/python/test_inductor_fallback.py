@@ -9,7 +9,6 @@ import pytest
 import kiln
 import kiln.nn as nn
 from kiln.compiler import fallback, inductor
-from kiln.compiler.errors import BackendCompilerFailed
 
 pytestmark = pytest.mark.skipif(shutil.which(os.environ.get("KILN_CXX", "c++")) is None,
                                 reason="no C++ compiler")
