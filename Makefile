@@ -57,8 +57,17 @@ $(VENV)/.installed: pyproject.toml
 
 venv: deps $(VENV)/.installed
 
+# Another interpreter's build compiles only the extension and links the default build's core
+# libraries (cmake/ImportCore.cmake), so the default build comes first.
+ifeq ($(PYTHON),python3)
 build: venv
 	$(PIP) install -q --no-build-isolation --no-deps -C build-dir=$(BUILD_DIR) -e .
+else
+build: venv
+	@$(MAKE) --no-print-directory build PYTHON=python3
+	$(PIP) install -q --no-build-isolation --no-deps -C build-dir=$(BUILD_DIR) \
+	  -C cmake.define.KILN_CORE_BUILD_DIR=$(CURDIR)/build -e .
+endif
 
 test-ctest:
 	cd $(BUILD_DIR) && ctest --output-on-failure -j$(JOBS)

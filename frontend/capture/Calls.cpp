@@ -15,18 +15,6 @@ namespace {
 
 nb::object builtin(const char* name) { return nb::module_::import_("builtins").attr(name); }
 
-bool startsWith(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
-
-std::string moduleOf(nb::handle obj) {
-  PyObject* m = PyObject_GetAttrString(obj.ptr(), "__module__");
-  if (!m) {
-    PyErr_Clear();
-    return "";
-  }
-  nb::object owned = nb::steal(m);
-  return PyUnicode_Check(m) ? nb::cast<std::string>(owned) : "";
-}
-
 // A graph break at a call of one of kiln's functions marked kiln._compiling.not_traced (`fn`,
 // when known, tells apart wrappers sharing one code object).
 void throwIfNotTraced(nb::handle code, nb::handle fn = nb::handle()) {
@@ -1135,6 +1123,16 @@ VT* InstructionTranslator::callBuiltin(nb::handle fn, VTs& args, Kwargs& kwargs,
     return t_.callReal(fn, args, kwargs);
   handled = false;
   return nullptr;
+}
+
+std::string moduleOf(nb::handle obj) {
+  PyObject* m = PyObject_GetAttrString(obj.ptr(), "__module__");
+  if (!m) {
+    PyErr_Clear();
+    return "";
+  }
+  nb::object owned = nb::steal(m);
+  return PyUnicode_Check(m) ? nb::cast<std::string>(owned) : "";
 }
 
 } // namespace kiln::capture

@@ -21,23 +21,11 @@ nb::handle tracedNumpy() {
 
 nb::object helper(const char* name) { return tracedNumpy().attr(name); }
 
-bool startsWith(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
-
-std::string moduleName(nb::handle obj) {
-  PyObject* m = PyObject_GetAttrString(obj.ptr(), "__module__");
-  if (!m) {
-    PyErr_Clear();
-    return "";
-  }
-  nb::object owned = nb::steal(m);
-  return PyUnicode_Check(m) ? nb::cast<std::string>(owned) : "";
-}
-
 // A function, ufunc, type or bound method of NumPy's (np.sin, np.mean, np.float32, np.random.rand).
 bool isNumpyCallable(nb::handle fn) {
   std::string tp = Py_TYPE(fn.ptr())->tp_name;
   if (startsWith(tp, "numpy.")) return true; // ufuncs, array-function dispatchers
-  std::string mod = moduleName(fn);
+  std::string mod = moduleOf(fn);
   if (mod != "numpy" && !startsWith(mod, "numpy.")) return false;
   // ndarray and the scalar types are numpy's classes; so are functions in numpy's modules.
   return PyType_Check(fn.ptr()) || PyCallable_Check(fn.ptr());
@@ -94,7 +82,7 @@ std::string displayName(nb::handle fn) {
 
 bool isNumpyScalar(nb::handle value) {
   static nb::handle isScalar = nb::object(helper("is_numpy_scalar")).release();
-  std::string mod = moduleName(nb::handle(reinterpret_cast<PyObject*>(Py_TYPE(value.ptr()))));
+  std::string mod = moduleOf(nb::handle(reinterpret_cast<PyObject*>(Py_TYPE(value.ptr()))));
   return (mod == "numpy" || startsWith(mod, "numpy.")) && nb::cast<bool>(isScalar(value));
 }
 
@@ -198,7 +186,7 @@ VT* InstructionTranslator::callNdarrayMethod(NdarrayVT* a, const std::string& na
 VT* InstructionTranslator::callNumpy(nb::handle fn, VTs& args, Kwargs& kwargs) {
   static nb::handle callNumpyFn = nb::object(helper("call_numpy")).release();
   std::string name = displayName(fn);
-  std::string mod = moduleName(fn);
+  std::string mod = moduleOf(fn);
   if (startsWith(mod, "numpy.random") || startsWith(Py_TYPE(fn.ptr())->tp_name, "numpy.random"))
     throw Unsupported{"numpy function np.random." + name + " is not traced (random numbers)"};
   if (anyNdarray(args, kwargs) || anyTensor(args, kwargs)) {
@@ -272,7 +260,7 @@ VT* InstructionTranslator::callWithNumpy(VT* fn, VTs& args, Kwargs& kwargs) {
   }
   // kiln's functions and C functions would get the TracedArray itself; user code is inlined with
   // its numpy arguments.
-  std::string mod = moduleName(obj);
+  std::string mod = moduleOf(obj);
   if (mod == "kiln" || startsWith(mod, "kiln.") || PyCFunction_Check(obj.ptr()) ||
       std::strcmp(Py_TYPE(obj.ptr())->tp_name, "kiln._C._OpFunction") == 0)
     throw Unsupported{"a numpy array passed to " + displayName(obj) + " (not traced)"};

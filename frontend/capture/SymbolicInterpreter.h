@@ -211,6 +211,10 @@ private:
   int failInstruction = 0;
 };
 
+// `obj.__module__` when it is a string, else "" (Calls.cpp).
+std::string moduleOf(nb::handle obj);
+inline bool startsWith(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
+
 // A NumPy scalar of a dtype kiln has (np.float32(1.0), np.int64(3)): a frame argument that is one
 // is a graph input (Numpy.cpp).
 bool isNumpyScalar(nb::handle value);
