@@ -248,6 +248,15 @@ std::string OverloadGroup::signatures() const {
   return out;
 }
 
+// A factory that makes a tensor from nothing (zeros, arange), not from another (zeros_like): the
+// default device applies to the first kind only, as in PyTorch.
+static bool hasTensorArg(const OpSchema& s) {
+  for (const ArgSpec& a : s.args)
+    if (a.type == ArgType::Tensor || a.type == ArgType::TensorList || a.type == ArgType::OptionalTensorList)
+      return true;
+  return false;
+}
+
 bool OverloadGroup::tryParse(OpId op, PyObject* self, PyObject* const* args, Py_ssize_t nargs,
                              PyObject* kwnames, bool tensorAsScalar, ParsedCall& out,
                              std::string* why) const {
@@ -335,6 +344,14 @@ bool OverloadGroup::tryParse(OpId op, PyObject* self, PyObject* const* args, Py_
     bound[p] = true;
   }
   for (size_t i = 0; i < n; ++i) {
+    // device=None (given or not) of a factory that makes a tensor from nothing: the default device.
+    if (s.args[i].type == ArgType::Device && (!bound[i] || out.stack[i].isNone()) &&
+        s.hasTag(kTagCreation) && !hasTensorArg(s)) {
+      if (std::optional<Device> d = defaultDevice()) {
+        out.stack[i] = Value(*d);
+        continue;
+      }
+    }
     if (bound[i]) continue;
     if (s.args[i].hasDefault) out.stack[i] = s.args[i].defaultValue;
     else if (!s.args[i].optional) {

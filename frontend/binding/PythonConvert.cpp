@@ -50,6 +50,9 @@ struct DeviceBox {
 };
 } // namespace
 
+std::optional<Device> gDefaultDevice; // kiln.set_default_device / `with kiln.device(...)`
+std::vector<std::optional<Device>> gDefaultDeviceStack; // the defaults entered `with` blocks replaced
+
 void registerDevice(nb::module_& m) {
   nb::class_<DeviceBox>(m, "device")
       .def("__init__",
@@ -57,11 +60,21 @@ void registerDevice(nb::module_& m) {
              Device d = Device::parse(spec);
              if (index) {
                KILN_CHECK(d.index < 0, "type (string) must not include an index because index was passed explicitly: ", spec);
+               KILN_CHECK(*index >= 0, "Device index must not be negative");
                d.index = int8_t(*index);
              }
              new (self) DeviceBox{d};
            },
            nb::arg("type"), nb::arg("index") = nb::none())
+      // kiln.device(other_device) is a copy; kiln.device(0) is cuda:0, as in PyTorch.
+      .def("__init__", [](DeviceBox* self, const DeviceBox& other) { new (self) DeviceBox{other.d}; },
+           nb::arg("type"))
+      .def("__init__",
+           [](DeviceBox* self, int index) {
+             KILN_CHECK(index >= 0, "Device index must not be negative");
+             new (self) DeviceBox{Device(DeviceType::CUDA, int8_t(index))};
+           },
+           nb::arg("type"))
       .def_prop_ro("type",
                    [](DeviceBox& b) {
                      return std::string(b.d.isCpu() ? "cpu" : b.d.isMeta() ? "meta" : "cuda");
@@ -80,7 +93,28 @@ void registerDevice(nb::module_& m) {
         Device d;
         return toDevice(other.ptr(), d) && d == a.d;
       })
-      .def("__hash__", [](DeviceBox& b) { return int(b.d.type) * 1000 + b.d.index; });
+      .def("__hash__", [](DeviceBox& b) { return int(b.d.type) * 1000 + b.d.index; })
+      // `with kiln.device("meta"):` makes it the factories' default device inside the block.
+      .def("__enter__",
+           [](nb::handle self) {
+             gDefaultDeviceStack.push_back(gDefaultDevice);
+             setDefaultDevice(nb::cast<DeviceBox&>(self).d);
+             return self;
+           })
+      .def("__exit__", [](DeviceBox&, nb::args) {
+        KILN_CHECK(!gDefaultDeviceStack.empty(), "kiln.device.__exit__ without __enter__");
+        gDefaultDevice = gDefaultDeviceStack.back();
+        gDefaultDeviceStack.pop_back();
+        return false;
+      });
+  m.def("_set_default_device", [](nb::handle d) {
+    if (d.is_none()) return setDefaultDevice(std::nullopt);
+    Device dev;
+    KILN_CHECK_TYPE(toDevice(d.ptr(), dev), "set_default_device(): expected a device, a string or None, got ",
+                    Py_TYPE(d.ptr())->tp_name);
+    setDefaultDevice(dev);
+  }, nb::arg("device").none());
+  m.def("_get_default_device", [] { return nb::steal(deviceObject(gDefaultDevice.value_or(Device()))); });
 }
 
 bool toDevice(PyObject* o, Device& out) {
@@ -100,6 +134,14 @@ bool toDevice(PyObject* o, Device& out) {
 }
 
 PyObject* deviceObject(Device d) { return nb::cast(DeviceBox{d}).release().ptr(); }
+
+std::optional<Device> defaultDevice() { return gDefaultDevice; }
+
+void setDefaultDevice(std::optional<Device> d) {
+  // The CPU is what factories make without a default: no default is kept for it, so that the
+  // common case costs nothing.
+  gDefaultDevice = d && !d->isCpu() ? d : std::nullopt;
+}
 
 bool isTensor(PyObject* o) { return nb::isinstance<Tensor>(nb::handle(o)); }
 

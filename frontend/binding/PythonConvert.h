@@ -19,6 +19,10 @@ void registerDtypes(nb::module_& m);
 void registerDevice(nb::module_& m);
 bool toDevice(PyObject* o, Device& out); // str, kiln.device or int (cuda index)
 PyObject* deviceObject(Device d);
+// The device factories (kiln.zeros, kiln.randn, ... : creation ops without tensor arguments) use
+// when they are given none: kiln.set_default_device, `with kiln.device(...)`. nullopt: the CPU.
+std::optional<Device> defaultDevice();
+void setDefaultDevice(std::optional<Device> d);
 
 // Tensor <-> Python
 bool isTensor(PyObject* o);

@@ -102,9 +102,9 @@ from ._device_amp import cuda_amp as _cuda_amp  # noqa: E402
 cuda.amp = _cuda_amp
 del _cuda_amp
 from ._settings import (  # noqa: E402,F401
-    are_deterministic_algorithms_enabled, get_default_dtype, get_float32_matmul_precision, get_num_threads,
-    is_deterministic_algorithms_warn_only_enabled, set_default_dtype, set_float32_matmul_precision,
-    set_num_threads, use_deterministic_algorithms,
+    are_deterministic_algorithms_enabled, get_default_device, get_default_dtype, get_float32_matmul_precision,
+    get_num_threads, is_deterministic_algorithms_warn_only_enabled, set_default_device, set_default_dtype,
+    set_float32_matmul_precision, set_num_threads, use_deterministic_algorithms,
 )
 from ._logging import set_logs  # noqa: E402,F401
 from . import compiler  # noqa: E402,F401

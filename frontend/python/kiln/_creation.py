@@ -31,7 +31,9 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=Fal
     # Made on the CPU: no copy (no op at all) when that is where it goes. Under capture, an op on
     # a tensor made from Python data inside this call is refused (it would be baked in), so
     # `kiln.tensor(data, device=x.device)` broke the graph for a CPU x.
-    if device is not None and _as_device(device) != t.device:
+    if device is None:
+        device = _C._get_default_device()  # set_default_device / `with kiln.device(...)`
+    if _as_device(device) != t.device:
         t = t.to(device=device)
     if requires_grad:
         if not (t.dtype.is_floating_point or t.dtype.is_complex):

@@ -1,5 +1,5 @@
 """Process-wide settings training scripts set at start-up, as torch's functions of the same
-names: threads, float32 matmul precision, deterministic algorithms, the default dtype."""
+names: threads, float32 matmul precision, deterministic algorithms, the default dtype and device."""
 import functools
 
 from . import _C, _compiling
@@ -8,7 +8,7 @@ from .backends import cuda as _backends_cuda
 __all__ = ["get_num_threads", "set_num_threads", "get_float32_matmul_precision",
            "set_float32_matmul_precision", "use_deterministic_algorithms",
            "are_deterministic_algorithms_enabled", "is_deterministic_algorithms_warn_only_enabled",
-           "get_default_dtype", "set_default_dtype"]
+           "get_default_dtype", "set_default_dtype", "get_default_device", "set_default_device"]
 
 get_num_threads = _C.get_num_threads
 set_num_threads = _C.set_num_threads
@@ -70,3 +70,17 @@ def set_default_dtype(d):
             raise TypeError(f"only floating-point types are supported as the default type, got {d}")
         raise NotImplementedError(f"set_default_dtype({d}): kiln's factories create float32 by default "
                                   "and cannot change it; pass dtype= to the factory instead")
+
+
+def get_default_device():
+    """The device factories (kiln.zeros, kiln.randn, kiln.tensor, ...) make tensors on when given no
+    device=: the CPU unless set_default_device or a `with kiln.device(...)` block says otherwise."""
+    return _C._get_default_device()
+
+
+@functools.partial(_compiling.not_traced, reason="kiln.set_default_device() (a global setting the graph cannot replay)")
+def set_default_device(device):
+    """Makes `device` (a kiln.device, a string such as "meta" or "cuda:0", or None for the CPU)
+    the default of factories that create tensors from nothing; *_like factories and conversions
+    keep their input's device, as in PyTorch."""
+    _C._set_default_device(device)

@@ -362,7 +362,16 @@ class Module(StateDictMixin):
                 moved = fn(p.detach())
                 self._parameters[name] = type(p)(p.requires_grad, device=moved.device, dtype=moved.dtype)
             elif p is not None:
-                self._parameters[name] = Parameter(fn(p.detach()), requires_grad=p.requires_grad)
+                # The Parameter object stays (an optimizer made before `model.to(...)` holds it),
+                # its data replaced, as PyTorch does; so is its gradient's.
+                applied = fn(p.detach())
+                if applied is not p and not _same_tensor(applied, p):
+                    with _no_grad():
+                        p.data = applied
+                if p.grad is not None:
+                    g = fn(p.grad)
+                    if g is not p.grad and not _same_tensor(g, p.grad):
+                        p.grad = g
         for name, b in self._buffers.items():
             if is_lazy(b):
                 moved = fn(b)
@@ -370,6 +379,14 @@ class Module(StateDictMixin):
             elif b is not None:
                 self._buffers[name] = fn(b)
         return self
+
+    def to_empty(self, *, device, recurse=True):
+        """Moves parameters and buffers to `device` without copying their values (uninitialized
+        memory): the step after building a model on the meta device."""
+        from ... import empty_like
+        if not recurse:
+            raise NotImplementedError("Module.to_empty(recurse=False) is not supported")
+        return self._apply(lambda t: empty_like(t, device=device))
 
     def to(self, *args, **kwargs):
         return self._apply(lambda t: t.to(*args, **kwargs) if t.is_floating_point() or not _has_dtype(args, kwargs) else t)
@@ -531,3 +548,14 @@ def _call_uncompiled(module, *args, **kwargs):
     if not module._forward_pre_hooks and not module._forward_hooks and not _has_backward_hooks(module):
         return module.forward(*args, **kwargs)
     return module._call_with_hooks(args, kwargs)
+
+
+def _same_tensor(a, b):
+    """Whether `a` is `b`'s memory seen the same way (a conversion that changed nothing)."""
+    return (a.device == b.device and a.dtype == b.dtype and a.shape == b.shape and a.stride() == b.stride()
+            and a.data_ptr() == b.data_ptr() and not a.is_meta)
+
+
+def _no_grad():
+    from ... import no_grad
+    return no_grad()
