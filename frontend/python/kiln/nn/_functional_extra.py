@@ -144,7 +144,9 @@ def dropout3d(input, p=0.5, training=True, inplace=False):
         _check_p(p)
         if not training or p == 0.0:
             return input
-        mask = _F().dropout(input.new_ones(*input.shape[:2], *([1] * (input.dim() - 2))), p, True)
+        # PyTorch reads it as unbatched: a batch dimension is added in front, so the channels
+        # are the first dimension.
+        mask = _F().dropout(input.new_ones(input.shape[0], *([1] * (input.dim() - 1))), p, True)
         return input.mul_(mask) if inplace else input * mask
     return _feature_dropout("dropout3d", input, p, training, inplace, 5)
 

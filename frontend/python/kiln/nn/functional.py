@@ -1067,17 +1067,23 @@ def _linear_dim(x, dim, n_in, n_out, scale, align_corners):
 
 
 def dropout2d(input, p=0.5, training=True, inplace=False):
-    """Zeroes whole channels: input (N, C, H, W) or (C, H, W) times a dropout of a per-channel
-    mask of ones, as PyTorch's feature dropout."""
+    """Zeroes whole channels: input times a dropout of a mask of ones of shape (N, C, 1, ...), as
+    PyTorch's feature dropout. As in PyTorch, every input is read as batched: a 3-D input is
+    (N, C, L), not an unbatched (C, H, W), and a 2-D one (N, C) drops single elements."""
     if p < 0.0 or p > 1.0:
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
     if input.dim() not in (3, 4):
         warnings.warn(f"dropout2d: Received a {input.dim()}-D input to dropout2d, which is deprecated and will "
                       "result in an error in a future release.")
+    if input.dim() == 3:
+        warnings.warn("dropout2d: Received a 3D input to dropout2d and assuming that channel-wise 1D dropout "
+                      "behavior is desired - input is interpreted as shape (N, C, L), where C is the channel dim.")
+    if input.dim() < 2:
+        raise RuntimeError(f"dropout2d: Feature dropout requires at least 2 dimensions in the input, got "
+                           f"{input.dim()}")
     if not training or p == 0.0:
         return input
-    lead = 2 if input.dim() == 4 else 1
-    mask = dropout(input.new_ones(*input.shape[:lead], *([1] * (input.dim() - lead))), p, True)
+    mask = dropout(input.new_ones(*input.shape[:2], *([1] * (input.dim() - 2))), p, True)
     return input.mul_(mask) if inplace else input * mask
 
 
