@@ -38,8 +38,8 @@ from ._stacking import (  # noqa: E402,F401
 )
 from ._math_composites import (  # noqa: E402,F401
     acosh, asinh, atanh, cdist, copysign, cross, deg2rad, float_power, frac, isin, isneginf, isposinf, kron, logit,
-    nanmean, nansum, rad2deg, signbit, sinc, take_along_dim, tensordot, trace, trapezoid, trapz, cumulative_trapezoid,
-    _install_methods as _install_math,
+    nanmean, nansum, rad2deg, signbit, sinc, spmm, take_along_dim, tensordot, trace, trapezoid, trapz,
+    cumulative_trapezoid, _install_methods as _install_math,
 )
 from ._promotion import can_cast, promote_types, result_type  # noqa: E402,F401
 _install_math(Tensor)

@@ -11,7 +11,7 @@ from ._autocast_state import _autocast_float32
 
 __all__ = ["acosh", "asinh", "atanh", "cdist", "copysign", "cross", "deg2rad", "float_power", "frac", "isin",
            "isneginf", "isposinf", "kron", "logit", "nanmean", "nansum", "rad2deg", "signbit", "sinc",
-           "take_along_dim", "tensordot", "trace", "trapezoid", "trapz", "cumulative_trapezoid"]
+           "take_along_dim", "tensordot", "trace", "trapezoid", "trapz", "cumulative_trapezoid", "spmm"]
 
 
 def _floating(x, op):
@@ -117,6 +117,12 @@ def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
     if p == 1:
         return diff.sum([-1])
     return _safe_root(diff.pow(p).sum([-1]), p)
+
+
+def spmm(input, mat2):
+    """torch.spmm: a matrix product whose first operand may be sparse. kiln has no sparse layout,
+    so both are strided and this is mm (as torch.spmm of two strided matrices is)."""
+    return _C._ops.mm(input, mat2)
 
 
 def tensordot(a, b, dims=2, out=None):
