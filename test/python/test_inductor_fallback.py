@@ -279,6 +279,23 @@ def test_convolutions_run_channels_last_between_segments():
     assert "strides=[256, 1, 32, 4]" in str(strides[0])
 
 
+def test_graph_input_converted_for_a_convolution_is_read_as_it_came_later():
+    # torchvision's ConvNeXt block: x -> depthwise conv -> ... -> + x. The first segment makes a
+    # channels-last copy of x for the convolution; the last segment, compiled for x's own NCHW
+    # strides, was handed that copy ("input ... is float32[...] with strides [24576, 1, ...], but
+    # the program was compiled for ... [24576, 256, 16, 1]").
+    F = nn.functional
+
+    def block(x, w, b):
+        h = F.conv2d(x, w, b, padding=3, groups=8).permute(0, 2, 3, 1)
+        h = F.layer_norm(h, (8,)).permute(0, 3, 1, 2)
+        return h * 0.5 + x
+
+    args = (_rand(2, 8, 6, 6, seed=7), _rand(8, 1, 7, 7, seed=8), _rand(8, seed=9))
+    with kiln.no_grad():
+        _check(block, *args, tol=1e-4)
+
+
 def test_convolution_result_returned_keeps_eager_layout():
     # A result the caller sees keeps eager's NCHW layout; the one only the program reads does not
     # need to.

@@ -1,5 +1,8 @@
 """kiln: a tensor runtime with a PyTorch-compatible API and a graph-capture compiler."""
 from . import _C
+# torch._C._log_api_usage_once(event): a usage-logging hook model libraries (torchvision, Hugging
+# Face) call from constructors; PyTorch logs nothing unless a logger is installed, kiln has none.
+_C._log_api_usage_once = lambda event: None
 from . import version  # noqa: E402
 from .version import __version__  # noqa: F401
 from ._C import (  # noqa: F401
@@ -45,10 +48,18 @@ from ._promotion import can_cast, promote_types, result_type  # noqa: E402,F401
 _install_math(Tensor)
 _install_stacking(Tensor)
 del _install_math, _install_stacking
-for _name, _op in (("arcsin", "asin"), ("arccos", "acos"), ("arctan", "atan"), ("arctan2", "atan2")):
-    if not hasattr(Tensor, _name) and hasattr(Tensor, _op):
-        setattr(Tensor, _name, getattr(Tensor, _op))
-del _name, _op
+# NumPy-style aliases torch has, as functions and methods, with their in-place forms
+# (x.divide_(y), kiln.greater(a, b), x.swapaxes_(0, 1)): the same objects as the ops they name.
+for _name, _op in (("arcsin", "asin"), ("arccos", "acos"), ("arctan", "atan"), ("arctan2", "atan2"),
+                   ("absolute", "abs"), ("divide", "div"), ("multiply", "mul"), ("subtract", "sub"),
+                   ("greater", "gt"), ("greater_equal", "ge"), ("less", "lt"), ("less_equal", "le"),
+                   ("not_equal", "ne"), ("fix", "trunc"), ("swapaxes", "transpose"), ("swapdims", "transpose")):
+    for _suffix in ("", "_"):
+        if not hasattr(Tensor, _name + _suffix) and hasattr(Tensor, _op + _suffix):
+            setattr(Tensor, _name + _suffix, getattr(Tensor, _op + _suffix))
+        if _name + _suffix not in globals() and _op + _suffix in globals():
+            globals()[_name + _suffix] = globals()[_op + _suffix]
+del _name, _op, _suffix
 arcsin, arccos, arctan, arctan2 = asin, acos, atan, atan2  # noqa: F821 (ops exported above)
 arcsinh, arccosh, arctanh = asinh, acosh, atanh
 from ._composites_extra import diag_embed, ravel, sgn, tile, _install_methods as _install_extra  # noqa: E402,F401
@@ -91,6 +102,16 @@ from . import cuda  # noqa: E402,F401
 from . import accelerator, backends  # noqa: E402,F401
 from . import amp, cpu, profiler  # noqa: E402,F401
 from . import func  # noqa: E402,F401
+from . import jit  # noqa: E402,F401
+
+
+def _assert(condition, message):
+    """torch._assert: `assert condition, message` as a function (model code calls it so that
+    symbolic tracers can record it)."""
+    if not condition:
+        raise AssertionError(message)
+
+
 from .func import vmap  # noqa: E402,F401
 from .amp import autocast, is_autocast_available, is_autocast_enabled  # noqa: E402,F401
 from ._autocast_state import (  # noqa: E402,F401

@@ -743,8 +743,10 @@ class PartitionedProgram:
         for step in self.steps:
             if step.layouts is None:
                 ins = [env[a] for a in step.inputs]
-            else:  # a channels-last copy a segment made is taken as it is
-                ins = [_laid_out(env[_ChannelsLast(a)] if _ChannelsLast(a) in env else env[a], layout)
+            else:  # a channels-last copy a segment made is taken as it is where that layout is
+                # wanted; elsewhere (a graph input a later segment reads as it came) the value itself
+                ins = [_laid_out(env[_ChannelsLast(a)] if layout == "channels_last" and _ChannelsLast(a) in env
+                                 else env[a], layout)
                        for a, layout in zip(step.inputs, step.layouts)]
             if isinstance(step.run, InputRelativeViews):  # offsets relative to the program's inputs
                 run = lambda *ins, step=step: step.run.run_with_inputs(ins, args)  # noqa: E731

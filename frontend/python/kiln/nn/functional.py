@@ -20,7 +20,7 @@ def gelu(input, approximate="none"):
 
 
 def silu(input, inplace=False):
-    return input.silu_() if inplace else _ops.silu(input)
+    return _ops.silu_(input) if inplace else _ops.silu(input)
 
 
 def sigmoid(input):
