@@ -46,14 +46,17 @@ void throwIfNotTraced(nb::handle code, nb::handle fn = nb::handle()) {
 bool isKilnLibrary(nb::handle fn) {
   std::string mod = moduleOf(fn);
   // kiln.distributions is traced like user code, as TorchDynamo traces torch.distributions: its
-  // objects are made inside compiled code and must be constructed symbolically.
+  // objects are made inside compiled code and must be constructed symbolically. So is kiln.func
+  // (grad, vmap, jacrev, ...: the function they are given is traced, as TorchDynamo's
+  // higher-order ops trace it); its autograd steps (kiln.func._autograd_steps) and
+  // functional_call run for real.
   // einops (rearrange/reduce/repeat/pack on kiln tensors through kiln's einops backend) is pure
   // shape bookkeeping around kiln ops: run for real, it records those ops (TorchDynamo likewise
   // puts einops' functions in the graph whole).
   if (mod == "einops" || startsWith(mod, "einops.")) return !startsWith(mod, "einops.layers");
   return (startsWith(mod, "kiln.") || mod == "kiln") && !startsWith(mod, "kiln.compiler") &&
          mod != "kiln.optim" && !startsWith(mod, "kiln.optim.") && mod != "kiln.nn.utils.clip_grad" &&
-         !startsWith(mod, "kiln.distributions");
+         !startsWith(mod, "kiln.distributions") && mod != "kiln.func";
 }
 
 const char* kDataDependentMethods[] = {"item", "tolist", "numpy", "__bool__", "__int__",
