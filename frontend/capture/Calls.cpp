@@ -1025,6 +1025,14 @@ VT* InstructionTranslator::callBuiltin(nb::handle fn, VTs& args, Kwargs& kwargs,
     return t_.make<IteratorVT>(items);
   }
   if (is("iter")) return getIter(args.at(0));
+  if (is("next") && !args.empty() && args.size() <= 2 && args[0]->kind == VT::Kind::Iterator && kwargs.empty()) {
+    // One item of a traced iterator (run for real, next() was handed all of its remaining
+    // items and the ones after the first were lost: a second next() raised StopIteration).
+    auto* it = static_cast<IteratorVT*>(args[0]);
+    if (it->next < it->items.size()) return it->items[it->next++];
+    if (args.size() == 2) return args[1];
+    throw TraceError{"StopIteration: next() of an exhausted iterator"};
+  }
   if (is("map") && args.size() >= 2) {
     std::vector<VTs> seqs;
     size_t n = SIZE_MAX;

@@ -110,13 +110,28 @@ def _release(tree, originals, flat):
     return _unflatten(_release_leaves(leaves, originals, flat), spec)
 
 
-def _wraps(func):
-    """functools.wraps, except while kiln.compile traces the transform: the wrapper's name and
-    docstring are for eager users' introspection, and the traced wrapper is a function of the
-    trace that has none to copy."""
-    if _compiling.is_compiling():
-        return lambda wrapper: wrapper
-    return functools.wraps(func)
+def _uncaptured_when_eager(wrapper, like=None):
+    """`wrapper` (a transform's), made to run its function uncaptured when it runs eagerly (from
+    kiln.compile's glue at a graph break inside that function): a graph captured there would be
+    a compiled region that the transform's autograd reaches, and a compiled region's backward is
+    not differentiable again (jvp, jacfwd, hessian, nested transforms need that). Traced by
+    kiln.compile, the wrapper and its function are inlined into the caller's graph instead.
+    Named like `like` (functools.wraps)."""
+    if _compiling.is_compiling():  # made while tracing: a function of the trace
+        return wrapper
+    capture = getattr(_C, "_capture", None)
+    uncaptured = capture.CompiledFunction(wrapper, None) if capture is not None else wrapper
+
+    def run(*args, **kwargs):
+        if _compiling.is_compiling():
+            return wrapper(*args, **kwargs)
+        return uncaptured(*args, **kwargs)
+    return functools.wraps(like if like is not None else wrapper)(run)
+
+
+def _transform(func):
+    """The decorator of a transform's wrapper of `func`."""
+    return lambda wrapper: _uncaptured_when_eager(wrapper, func)
 
 
 def _regroup(grads, trees, argnums):
@@ -129,7 +144,7 @@ def _regroup(grads, trees, argnums):
 
 def grad_and_value(func, argnums=0, has_aux=False):
     """torch.func.grad_and_value: (gradient of func's scalar output wrt args[argnums], output)."""
-    @_wraps(func)
+    @_transform(func)
     def wrapper(*args, **kwargs):
         nums = _argnums_tuple(argnums, len(args))
         originals = [leaf for a in nums for leaf in _flatten(args[a])[0]]
@@ -150,13 +165,14 @@ def grad(func, argnums=0, has_aux=False):
     """torch.func.grad: the gradient of func's scalar output wrt args[argnums]."""
     gv = grad_and_value(func, argnums, has_aux)
 
-    @_wraps(func)
+    @_transform(func)
     def wrapper(*args, **kwargs):
         g, value = gv(*args, **kwargs)
         return (g, value[1]) if has_aux else g
     return wrapper
 
 
+@_uncaptured_when_eager
 def vjp(func, *primals, has_aux=False):
     """torch.func.vjp: (func(*primals), vjp_fn[, aux]); vjp_fn(cotangents) gives one gradient per
     primal."""
@@ -175,6 +191,7 @@ def vjp(func, *primals, has_aux=False):
     return (result, vjp_fn, _release(aux, primals, flat)) if has_aux else (result, vjp_fn)
 
 
+@_uncaptured_when_eager
 def jvp(func, primals, tangents, *, has_aux=False):
     """torch.func.jvp: (func(*primals), J @ tangents), through the double-vjp identity."""
     if not isinstance(primals, tuple) or not isinstance(tangents, tuple):
@@ -192,7 +209,7 @@ def jvp(func, primals, tangents, *, has_aux=False):
 def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
     """torch.func.jacrev: d func(*args) / d args[argnums], shaped output.shape + input.shape,
     one reverse pass per output element."""
-    @_wraps(func)
+    @_transform(func)
     def wrapper(*args, **kwargs):
         nums = _argnums_tuple(argnums, len(args))
         originals = [leaf for a in nums for leaf in _flatten(args[a])[0]]
@@ -218,7 +235,7 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
 
 def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
     """torch.func.jacfwd: the Jacobian column by column, one jvp per input element."""
-    @_wraps(func)
+    @_transform(func)
     def wrapper(*args, **kwargs):
         nums = _argnums_tuple(argnums, len(args))
         leaves_per_arg = [_flatten(args[a]) for a in nums]
@@ -296,7 +313,7 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
     if chunk_size is not None and (not isinstance(chunk_size, int) or chunk_size <= 0):
         raise ValueError(f"vmap: chunk_size should be None or greater than 0. (got {chunk_size})")
 
-    @_wraps(func)
+    @_transform(func)
     def wrapper(*args, **kwargs):
         dims = _broadcast_dims(in_dims, args)
         per_arg = [_leaf_dims(d, a) for d, a in zip(dims, args)]
