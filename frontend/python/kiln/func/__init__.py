@@ -339,23 +339,28 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
             raise ValueError("vmap(f, in_dims=..., ...)(<inputs>): at least one input must be a Tensor mapped over "
                              "a dimension (got in_dims=None for all of them)")
         state = get_rng_state() if randomness == "same" else None
-        results = []
+        # Each argument split once and each result flattened once: traced by kiln.compile, the
+        # loop is unrolled, and the interpreter's instructions per element bound the batch size.
+        specs = [_flatten(a)[1] for a in args]
+        pieces = [[x.unbind(d) if d is not None else None for x, d in zip(leaves, ds)] for leaves, ds in per_arg]
+        results, out_spec = [], None
         for i in range(size):
             if state is not None:
                 set_rng_state(state)
-            sliced = []
-            for a, (leaves, ds) in zip(args, per_arg):
-                _, spec = _flatten(a)
-                sliced.append(_unflatten([x.select(d, i) if d is not None else x for x, d in zip(leaves, ds)], spec))
-            results.append(func(*sliced, **kwargs))
-        out_leaves0, out_spec = _flatten(results[0])
+            sliced = [_unflatten([x if p is None else p[i] for x, p in zip(leaves, ps)], spec)
+                      for (leaves, _), ps, spec in zip(per_arg, pieces, specs)]
+            leaves_i, spec_i = _flatten(func(*sliced, **kwargs))
+            if out_spec is None:
+                out_spec = spec_i
+            results.append(leaves_i)
+        out_leaves0 = results[0]
         od = _flatten(out_dims)[0] if not isinstance(out_dims, int) and out_dims is not None else \
             [out_dims] * len(out_leaves0)
         if len(od) != len(out_leaves0):
             raise ValueError("vmap: out_dims is not compatible with the structure of the outputs")
         stacked = []
         for k in range(len(out_leaves0)):
-            items = [_flatten(r)[0][k] for r in results]
+            items = [r[k] for r in results]
             if not all(_is_tensor(t) for t in items):
                 raise ValueError(f"vmap: `{func.__name__ if hasattr(func, '__name__') else func}` must only return "
                                  f"Tensors, got type {type(items[0])}. Did you mean to set out_dims= to None for "
