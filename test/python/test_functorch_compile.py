@@ -219,3 +219,19 @@ def test_linalg_lapack_calls_are_breaks_with_their_reason_and_equal_eager():
     assert e.graph_break_count == 1
     assert "linalg.solve runs LAPACK" in str(e.break_reasons[0])
     _compiled_equals_eager(fn, (a, b), (kiln.randn(2, 3, 3), kiln.randn(2, 3)))
+
+
+def test_next_takes_one_item_of_a_traced_iterator():
+    # Regression: next() ran for real on the iterator's remaining items, so the second next()
+    # raised StopIteration while tracing and the frame ran eagerly (kiln.func's pytree unflatten
+    # of a dict argument took the whole frame out of the graph).
+    def fn(x):
+        it = iter([x, x + 1, x + 2])
+        a = next(it)
+        b = next(it)
+        rest = list(it)
+        return a * b + rest[0], next(it, x * 5)
+
+    x = kiln.randn(3)
+    assert _counts(fn, x) == (1, 0)
+    _compiled_equals_eager(fn, (x,))
