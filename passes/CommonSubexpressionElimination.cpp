@@ -55,9 +55,11 @@ const Node* aliasedInput(const Node& n) {
   OpId op = resolveCall(n);
   if (op == OpId::NumOps) return nullptr;
   const OpSchema& s = opSchema(op);
-  if (s.returns.empty() || s.returns[0].aliasOf < 0 || size_t(s.returns[0].aliasOf) >= n.args().size())
-    return nullptr;
-  const Argument& a = n.args()[size_t(s.returns[0].aliasOf)];
+  // prims.reshape makes a view when the strides allow it (a copy otherwise), though its schema
+  // declares a new tensor: a write through it may reach its input's storage.
+  int aliasOf = op == OpId::prims_reshape ? 0 : s.returns.empty() ? -1 : s.returns[0].aliasOf;
+  if (aliasOf < 0 || size_t(aliasOf) >= n.args().size()) return nullptr;
+  const Argument& a = n.args()[size_t(aliasOf)];
   return a.isNode() ? a.toNode() : nullptr;
 }
 

@@ -34,14 +34,17 @@ void throwIfNotTraced(nb::handle code, nb::handle fn = nb::handle()) {
 bool isKilnLibrary(nb::handle fn) {
   std::string mod = moduleOf(fn);
   // kiln.distributions is traced like user code, as TorchDynamo traces torch.distributions: its
-  // objects are made inside compiled code and must be constructed symbolically.
+  // objects are made inside compiled code and must be constructed symbolically. So is kiln.func
+  // (grad, vmap, jacrev, ...: the function they are given is traced, as TorchDynamo's
+  // higher-order ops trace it); its autograd steps (kiln.func._autograd_steps) and
+  // functional_call run for real.
   // einops (rearrange/reduce/repeat/pack on kiln tensors through kiln's einops backend) is pure
   // shape bookkeeping around kiln ops: run for real, it records those ops (TorchDynamo likewise
   // puts einops' functions in the graph whole).
   if (mod == "einops" || startsWith(mod, "einops.")) return !startsWith(mod, "einops.layers");
   return (startsWith(mod, "kiln.") || mod == "kiln") && !startsWith(mod, "kiln.compiler") &&
          mod != "kiln.optim" && !startsWith(mod, "kiln.optim.") && mod != "kiln.nn.utils.clip_grad" &&
-         !startsWith(mod, "kiln.distributions");
+         !startsWith(mod, "kiln.distributions") && mod != "kiln.func";
 }
 
 const char* kDataDependentMethods[] = {"item", "tolist", "numpy", "__bool__", "__int__",
@@ -1010,6 +1013,14 @@ VT* InstructionTranslator::callBuiltin(nb::handle fn, VTs& args, Kwargs& kwargs,
     return t_.make<IteratorVT>(items);
   }
   if (is("iter")) return getIter(args.at(0));
+  if (is("next") && !args.empty() && args.size() <= 2 && args[0]->kind == VT::Kind::Iterator && kwargs.empty()) {
+    // One item of a traced iterator (run for real, next() was handed all of its remaining
+    // items and the ones after the first were lost: a second next() raised StopIteration).
+    auto* it = static_cast<IteratorVT*>(args[0]);
+    if (it->next < it->items.size()) return it->items[it->next++];
+    if (args.size() == 2) return args[1];
+    throw TraceError{"StopIteration: next() of an exhausted iterator"};
+  }
   if (is("map") && args.size() >= 2) {
     std::vector<VTs> seqs;
     size_t n = SIZE_MAX;

@@ -695,6 +695,13 @@ void Tracer::checkAsStridedOffset(nb::handle fn, nb::handle args, nb::handle kwa
                       "storage (the offset counts from the storage's start: it runs eagerly)"};
 }
 
+// One of kiln.func's autograd steps (kiln._compiling.transform_step): run for real, the engine's
+// backward ops it runs are recorded like any others.
+static bool isTransformStep(nb::handle fn) {
+  static nb::handle isStep = nb::object(nb::module_::import_("kiln._compiling").attr("is_transform_step")).release();
+  return PyObject_IsTrue(isStep(fn).ptr()) == 1;
+}
+
 VT* Tracer::callReal(nb::handle fn, const VTs& args, const Kwargs& kwargs) {
   static nb::handle autogradGrad = nb::object(nb::module_::import_("kiln.autograd").attr("grad")).release();
   static nb::handle builtinNext = nb::object(nb::module_::import_("builtins").attr("next")).release();
@@ -754,7 +761,7 @@ VT* Tracer::callReal(nb::handle fn, const VTs& args, const Kwargs& kwargs) {
       std::string what = e.what();
       // The backward reached a tensor made inside a composite op recorded as one node (linear's
       // transposed weight): trace the frame again with composites recorded as their parts.
-      if (fn.ptr() == autogradGrad.ptr() && !recorder_.decomposeOpsWithoutFormula &&
+      if ((fn.ptr() == autogradGrad.ptr() || isTransformStep(fn)) && !recorder_.decomposeOpsWithoutFormula &&
           what.find("meta tensor that is not part of the graph") != std::string::npos)
         throw RetraceDecomposed{};
       bool dataDependent = e.matches(PyExc_NotImplementedError) ||
@@ -777,8 +784,10 @@ VT* Tracer::callReal(nb::handle fn, const VTs& args, const Kwargs& kwargs) {
   forEachTensor(result.ptr(), [&](PyObject* t) {
     // next() hands back what an iterator yields, not a tensor it made: a module's parameter
     // from `next(model.parameters())` (init_hidden's weight.new_zeros idiom) is a leaf already.
+    // A function transform's own inputs (kiln.func's aliases of the arguments it differentiates)
+    // stay inside the transform: its outputs are released from them.
     bool existing = fn.ptr() == builtinNext.ptr();
-    if (isGradLeaf(t) && !leavesBefore.count(t) && !existing)
+    if (isGradLeaf(t) && !leavesBefore.count(t) && !existing && !isTransformStep(fn))
       throw Unsupported{"a tensor made in the graph that requires grad (a factory function with "
                         "requires_grad=True, or requires_grad_() on a graph value or input)"};
   });

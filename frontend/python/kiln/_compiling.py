@@ -113,6 +113,22 @@ def graph_break_reason(code, fn=None):
     return _graph_break_calls.get(code)
 
 
+# kiln.func's autograd steps (kiln/func/_autograd_steps.py), run for real on the fakes while
+# tracing: the leaves requiring grad they make are a transform's own inputs, and the backward
+# they run is recorded into the graph (frontend/capture/Tracer.cpp, callReal).
+_transform_steps = set()
+
+
+def transform_step(fn):
+    """Marks kiln library function `fn` as one of a function transform's autograd steps."""
+    _transform_steps.add(fn)
+    return fn
+
+
+def is_transform_step(fn):
+    return fn in _transform_steps
+
+
 def prepare_capture(code, args):
     prepare = _captured_entries.get(code)
     if prepare is not None:

@@ -12,12 +12,22 @@
   stacking the results (no batching rules yet): the values are torch's for functions without
   side effects, the cost grows with the batch. `randomness="different"` draws each element's
   random numbers in turn, so they differ from torch's batched draws; "error" is not enforced.
+
+Under kiln.compile this module's code is traced like user code, so the function a transform is
+given is traced too (its guards recorded); the autograd steps (_autograd_steps.py) and
+functional_call run for real on the fake tensors, recording the engine's backward ops into the
+graph: grad, vjp, jacrev, jacfwd, hessian and vmap compile into one graph, as with torch.compile.
+vmap unrolls its loop there (one copy of the function's ops per batch element).
 """
 import functools
 
-from .. import _C, get_rng_state, set_rng_state, stack, zeros_like
-from ..autograd import grad as _autograd_grad
+from .. import _C, _compiling, get_rng_state, set_rng_state, stack, zeros_like
 from ..autograd.grad_mode import enable_grad
+from ._autograd_steps import aliases as _aliases
+from ._autograd_steps import double_vjp as _double_vjp
+from ._autograd_steps import grads as _grads
+from ._autograd_steps import release as _release_leaves
+from ._functional_call import functional_call
 
 __all__ = ["functional_call", "grad", "grad_and_value", "hessian", "jacfwd", "jacrev", "jvp", "vjp", "vmap"]
 
@@ -60,103 +70,7 @@ def _is_tensor(x):
     return isinstance(x, _C.TensorBase)
 
 
-# --------------------------------------------------------------------------- functional_call
-def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, *, tie_weights=True, strict=False):
-    """torch.func.functional_call: `module(*args, **kwargs)` with the named tensors replaced."""
-    if isinstance(parameter_and_buffer_dicts, dict):
-        replacements = dict(parameter_and_buffer_dicts)
-    else:
-        replacements = {}
-        for d in parameter_and_buffer_dicts:
-            for k, v in d.items():
-                if k in replacements:
-                    raise ValueError(f"{k} appeared in multiple dictionaries; behavior of functional call is ambiguous")
-                replacements[k] = v
-    named = list(module.named_parameters(remove_duplicate=False)) + list(module.named_buffers(remove_duplicate=False))
-    if strict:
-        names = {n for n, _ in named}
-        missing = sorted(names - set(replacements))
-        unexpected = sorted(set(replacements) - names)
-        if missing or unexpected:
-            msgs = []
-            if unexpected:
-                msgs.append("Unexpected key(s): " + ", ".join(repr(k) for k in unexpected) + ".")
-            if missing:
-                msgs.append("Missing key(s): " + ", ".join(repr(k) for k in missing) + ".")
-            raise RuntimeError("Error(s) in reparametrizing for functional_call:\n\t" + "\n\t".join(msgs))
-    if tie_weights:  # a replaced tensor also replaces every other name of the same tensor
-        by_tensor = {}
-        for name, t in named:
-            by_tensor.setdefault(id(t), []).append(name)
-        for name, t in named:
-            if name in replacements:
-                for other in by_tensor[id(t)]:
-                    if other not in replacements:
-                        replacements[other] = replacements[name]
-    saved = []
-    try:
-        for name, value in replacements.items():
-            owner, _, attr = name.rpartition(".")
-            sub = module.get_submodule(owner) if owner else module
-            for store in ("_parameters", "_buffers"):
-                table = sub.__dict__.get(store)
-                if table is not None and attr in table:
-                    saved.append((table, attr, table[attr]))
-                    table[attr] = value
-                    break
-            else:
-                saved.append((sub, attr, sub.__dict__.get(attr, _MISSING)))
-                object.__setattr__(sub, attr, value)
-        if args is None:
-            args = ()
-        elif not isinstance(args, tuple):
-            args = (args,)
-        return module(*args, **(kwargs or {}))
-    finally:
-        for owner, attr, old in reversed(saved):
-            if isinstance(owner, dict):
-                owner[attr] = old
-            elif old is _MISSING:
-                object.__delattr__(owner, attr)
-            else:
-                object.__setattr__(owner, attr, old)
-
-
-_MISSING = object()
-
-
 # --------------------------------------------------------------------------- reverse mode
-def _aliases(xs):
-    """Fresh differentiable stand-ins for a transform's inputs: a view of an input that already
-    requires grad (an outer transform's, so they nest), else a detached leaf."""
-    out = []
-    for x in xs:
-        if not _is_tensor(x):
-            raise ValueError(f"Expected the arguments to differentiate to be Tensors, got {type(x).__name__}")
-        if not x.is_floating_point():
-            raise RuntimeError(f"only Tensors of floating point dtype can require gradients (got {x.dtype})")
-        out.append(x.view_as(x) if x.requires_grad else x.detach().requires_grad_())
-    return out
-
-
-def _reaches_other_leaves(outputs, ours):
-    """Whether the outputs' history reaches a leaf requiring grad other than `ours`: then the
-    gradients must stay differentiable (a closed-over parameter, as in MAML's inner step)."""
-    seen, stack = set(), [o.grad_fn for o in outputs if _is_tensor(o) and o.grad_fn is not None]
-    while stack:
-        node = stack.pop()
-        if node is None or id(node) in seen:
-            continue
-        seen.add(id(node))
-        if node.name() == "AccumulateGrad":
-            var = node.variable
-            if not any(var._is_same(x) for x in ours):
-                return True
-            continue
-        stack.extend(fn for fn, _ in node.next_functions)
-    return False
-
-
 def _argnums_tuple(argnums, nargs):
     nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
     if not nums:
@@ -191,6 +105,35 @@ def _vjp_core(func, args, kwargs, argnums, has_aux):
     return trees, flat, result, aux
 
 
+def _release(tree, originals, flat):
+    leaves, spec = _flatten(tree)
+    return _unflatten(_release_leaves(leaves, originals, flat), spec)
+
+
+def _uncaptured_when_eager(wrapper, like=None):
+    """`wrapper` (a transform's), made to run its function uncaptured when it runs eagerly (from
+    kiln.compile's glue at a graph break inside that function): a graph captured there would be
+    a compiled region that the transform's autograd reaches, and a compiled region's backward is
+    not differentiable again (jvp, jacfwd, hessian, nested transforms need that). Traced by
+    kiln.compile, the wrapper and its function are inlined into the caller's graph instead.
+    Named like `like` (functools.wraps)."""
+    if _compiling.is_compiling():  # made while tracing: a function of the trace
+        return wrapper
+    capture = getattr(_C, "_capture", None)
+    uncaptured = capture.CompiledFunction(wrapper, None) if capture is not None else wrapper
+
+    def run(*args, **kwargs):
+        if _compiling.is_compiling():
+            return wrapper(*args, **kwargs)
+        return uncaptured(*args, **kwargs)
+    return functools.wraps(like if like is not None else wrapper)(run)
+
+
+def _transform(func):
+    """The decorator of a transform's wrapper of `func`."""
+    return lambda wrapper: _uncaptured_when_eager(wrapper, func)
+
+
 def _regroup(grads, trees, argnums):
     out, i = [], 0
     for _, spec, n in trees:
@@ -199,16 +142,9 @@ def _regroup(grads, trees, argnums):
     return out[0] if isinstance(argnums, int) else tuple(out)
 
 
-def _grads(outputs, inputs, cotangents, originals, retain_graph=None):
-    keep = _keeps_graph(originals, outputs, inputs)
-    gs = _autograd_grad(outputs, inputs, cotangents, retain_graph=True if retain_graph is None else retain_graph,
-                        create_graph=keep, allow_unused=True)
-    return [zeros_like(x) if g is None else g for g, x in zip(gs, inputs)]
-
-
 def grad_and_value(func, argnums=0, has_aux=False):
     """torch.func.grad_and_value: (gradient of func's scalar output wrt args[argnums], output)."""
-    @functools.wraps(func)
+    @_transform(func)
     def wrapper(*args, **kwargs):
         nums = _argnums_tuple(argnums, len(args))
         originals = [leaf for a in nums for leaf in _flatten(args[a])[0]]
@@ -225,33 +161,18 @@ def grad_and_value(func, argnums=0, has_aux=False):
     return wrapper
 
 
-def _release(tree, originals, flat):
-    """Outputs of a transform, detached from its own level: they keep a history only where it
-    reaches further than the transform's inputs (an outer transform's, a closed-over parameter)."""
-    leaves, spec = _flatten(tree)
-    return _unflatten([x if not _is_tensor(x) or (x.requires_grad and _keeps_graph(originals, x, flat))
-                       else x.detach() for x in leaves], spec)
-
-
-def _keeps_graph(originals, outs, flat):
-    """Whether results must stay differentiable: an input already required grad (an outer
-    transform's, MAML's parameters) or the history reaches a leaf outside the transform."""
-    outs = outs if isinstance(outs, (list, tuple)) else [outs]
-    return _C.is_grad_enabled() and (any(_is_tensor(o) and o.requires_grad for o in originals)
-                                     or _reaches_other_leaves(outs, flat))
-
-
 def grad(func, argnums=0, has_aux=False):
     """torch.func.grad: the gradient of func's scalar output wrt args[argnums]."""
     gv = grad_and_value(func, argnums, has_aux)
 
-    @functools.wraps(func)
+    @_transform(func)
     def wrapper(*args, **kwargs):
         g, value = gv(*args, **kwargs)
         return (g, value[1]) if has_aux else g
     return wrapper
 
 
+@_uncaptured_when_eager
 def vjp(func, *primals, has_aux=False):
     """torch.func.vjp: (func(*primals), vjp_fn[, aux]); vjp_fn(cotangents) gives one gradient per
     primal."""
@@ -270,6 +191,7 @@ def vjp(func, *primals, has_aux=False):
     return (result, vjp_fn, _release(aux, primals, flat)) if has_aux else (result, vjp_fn)
 
 
+@_uncaptured_when_eager
 def jvp(func, primals, tangents, *, has_aux=False):
     """torch.func.jvp: (func(*primals), J @ tangents), through the double-vjp identity."""
     if not isinstance(primals, tuple) or not isinstance(tangents, tuple):
@@ -278,16 +200,7 @@ def jvp(func, primals, tangents, *, has_aux=False):
         raise RuntimeError("jvp(f, primals, tangents): Expected primals and tangents to have the same length")
     trees, flat, out, aux = _vjp_core(func, primals, {}, tuple(range(len(primals))), has_aux)
     out_leaves, out_spec = _flatten(out)
-    with enable_grad():
-        us = [zeros_like(o).requires_grad_() for o in out_leaves]
-        gs = _autograd_grad(out_leaves, flat, us, create_graph=True, allow_unused=True)
-        used = [(g, t) for g, t in zip(gs, _flatten(tangents)[0]) if g is not None]
-        if used and any(g.requires_grad for g, _ in used):
-            js = _autograd_grad([g for g, _ in used], us, [t for _, t in used], allow_unused=True,
-                                create_graph=_C.is_grad_enabled() and any(p.requires_grad for p in primals))
-        else:
-            js = [None] * len(us)
-    js = [zeros_like(o) if j is None else j for j, o in zip(js, out_leaves)]
+    js = _double_vjp(out_leaves, flat, _flatten(tangents)[0], primals)
     outs = _unflatten([o.detach() for o in out_leaves], out_spec)
     jv = _unflatten(list(js), out_spec)
     return (outs, jv, _release(aux, primals, flat)) if has_aux else (outs, jv)
@@ -296,7 +209,7 @@ def jvp(func, primals, tangents, *, has_aux=False):
 def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
     """torch.func.jacrev: d func(*args) / d args[argnums], shaped output.shape + input.shape,
     one reverse pass per output element."""
-    @functools.wraps(func)
+    @_transform(func)
     def wrapper(*args, **kwargs):
         nums = _argnums_tuple(argnums, len(args))
         originals = [leaf for a in nums for leaf in _flatten(args[a])[0]]
@@ -322,7 +235,7 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
 
 def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
     """torch.func.jacfwd: the Jacobian column by column, one jvp per input element."""
-    @functools.wraps(func)
+    @_transform(func)
     def wrapper(*args, **kwargs):
         nums = _argnums_tuple(argnums, len(args))
         leaves_per_arg = [_flatten(args[a]) for a in nums]
@@ -400,7 +313,7 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
     if chunk_size is not None and (not isinstance(chunk_size, int) or chunk_size <= 0):
         raise ValueError(f"vmap: chunk_size should be None or greater than 0. (got {chunk_size})")
 
-    @functools.wraps(func)
+    @_transform(func)
     def wrapper(*args, **kwargs):
         dims = _broadcast_dims(in_dims, args)
         per_arg = [_leaf_dims(d, a) for d, a in zip(dims, args)]
@@ -426,23 +339,28 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
             raise ValueError("vmap(f, in_dims=..., ...)(<inputs>): at least one input must be a Tensor mapped over "
                              "a dimension (got in_dims=None for all of them)")
         state = get_rng_state() if randomness == "same" else None
-        results = []
+        # Each argument split once and each result flattened once: traced by kiln.compile, the
+        # loop is unrolled, and the interpreter's instructions per element bound the batch size.
+        specs = [_flatten(a)[1] for a in args]
+        pieces = [[x.unbind(d) if d is not None else None for x, d in zip(leaves, ds)] for leaves, ds in per_arg]
+        results, out_spec = [], None
         for i in range(size):
             if state is not None:
                 set_rng_state(state)
-            sliced = []
-            for a, (leaves, ds) in zip(args, per_arg):
-                _, spec = _flatten(a)
-                sliced.append(_unflatten([x.select(d, i) if d is not None else x for x, d in zip(leaves, ds)], spec))
-            results.append(func(*sliced, **kwargs))
-        out_leaves0, out_spec = _flatten(results[0])
+            sliced = [_unflatten([x if p is None else p[i] for x, p in zip(leaves, ps)], spec)
+                      for (leaves, _), ps, spec in zip(per_arg, pieces, specs)]
+            leaves_i, spec_i = _flatten(func(*sliced, **kwargs))
+            if out_spec is None:
+                out_spec = spec_i
+            results.append(leaves_i)
+        out_leaves0 = results[0]
         od = _flatten(out_dims)[0] if not isinstance(out_dims, int) and out_dims is not None else \
             [out_dims] * len(out_leaves0)
         if len(od) != len(out_leaves0):
             raise ValueError("vmap: out_dims is not compatible with the structure of the outputs")
         stacked = []
         for k in range(len(out_leaves0)):
-            items = [_flatten(r)[0][k] for r in results]
+            items = [r[k] for r in results]
             if not all(_is_tensor(t) for t in items):
                 raise ValueError(f"vmap: `{func.__name__ if hasattr(func, '__name__') else func}` must only return "
                                  f"Tensors, got type {type(items[0])}. Did you mean to set out_dims= to None for "
