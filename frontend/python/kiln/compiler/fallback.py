@@ -497,7 +497,9 @@ def _plan_forcing_eager(graph, nodes, views, writes):
     for w, _, _, touching in groups:  # a write waits for the reads before it
         deps.setdefault(w, []).extend(n for n in touching if order[n] < order[w] and n is not w)
     level = _levels(nodes, deps)
-    written_constants = set()
+    # A written constant root (prims.full) runs as an eager step like its writes: segments
+    # reading it must be passed that storage, not recreate a fresh (unwritten) copy of it.
+    written_constants = {root for _, root, _, _ in groups if root.op != "placeholder" and not root.all_input_nodes}
     for w, root, group, touching in groups:
         if root.op == "placeholder":
             _order_writes(w, root, group, touching, level, order, writes)
