@@ -105,7 +105,7 @@ std::string mathFn(const char* base, ScalarType t) {
 }
 
 // A unary op on a value of dtype `t`. Math on floating values calls the prelude's vectorizable
-// kiln_* helpers or libmvec-backed kiln_v* declarations (CppPreludeMath.cpp), or GCC builtins
+// kiln_* helpers or libmvec-backed kiln_v* declarations (runtime/cpu/KilnMath.inc), or GCC builtins
 // that compile to instructions.
 std::string unaryExpr(LoopOpCode c, ScalarType t, const std::string& a) {
   const std::string T = cppComputeType(t);

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "generated/KernelDecls.h"
+#include "runtime/cpu/KilnMath.h"
 #include "runtime/cpu/Loops.h"
 #include "runtime/cpu/PointwiseOps.h"
 
@@ -183,7 +184,9 @@ void minimumLoop(const TensorIterator& iter) {
 void atan2Loop(const TensorIterator& iter) {
   KILN_DISPATCH_FLOATING(iter.computeDtype(), "atan2", [&]<typename T>() {
     using M = opmath_t<T>;
-    cpu::cpuKernel(iter, [](T a, T b) -> T { return T(std::atan2(M(a), M(b))); });
+    // glibc's libmvec atan2 (KilnMath.h, as the generated code): libm's scalar call kept the
+    // loop scalar (512x1024 floats: 19 ms against torch's 2).
+    cpu::cpuKernel(iter, [](T a, T b) -> T { return T(cpu::math::atan2(M(a), M(b))); });
   });
 }
 

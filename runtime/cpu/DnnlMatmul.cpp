@@ -2,6 +2,7 @@
 #include "runtime/cpu/DnnlMatmul.h"
 
 #include <cstdint>
+#include <oneapi/dnnl/dnnl.h>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <omp.h>
 
@@ -15,6 +16,7 @@
 
 #include "runtime/Half.h"
 #include "runtime/cpu/Gemm.h"
+#include "runtime/cpu/KilnMath.h"
 
 namespace kiln::cpu {
 
@@ -177,7 +179,13 @@ Bound& primitiveFor(bool ta, bool tb, int64_t m, int64_t n, int64_t k, int64_t l
     }
     dnnl::primitive_attr attr;
     attr.set_post_ops(post);
-    p->primitive = dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), attr, engine()));
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), attr, engine());
+    // Without AVX-512 oneDNN 2.6 has no brgemm matmul: its "gemm:jit" is dnnl_sgemm followed
+    // by a second parallel pass over C for the post-ops, slower than splitGemmPostOps's
+    // single-threaded GEMMs in one parallel region, each followed by the vectorized post-ops on
+    // its block while it is in cache (bench numbers in the commit that chose this).
+    if (std::strncmp(pd.impl_info_str(), "brg", 3) != 0) return nullptr;
+    p->primitive = dnnl::matmul(pd);
     return p;
   });
 }
@@ -332,6 +340,136 @@ float applyPostOps(float v, const PostOp* ops, int nops, int64_t row, int64_t co
   return v;
 }
 
+namespace {
+
+// The post-ops on rows [r0, r1) x columns [c0, c1) of c: one op at a time over a row (a
+// vectorized loop; KilnMath.h's math, this file is compiled with -fno-trapping-math), the row
+// still in cache from the GEMM that wrote it.
+void applyPostOpsBlock(float* c, int64_t ldc, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
+                       const PostOp* ops, int nops) {
+  namespace km = math;
+  const int64_t w = c1 - c0;
+  for (int64_t r = r0; r < r1; ++r) {
+    float* __restrict v = c + r * ldc + c0;
+    for (int i = 0; i < nops; ++i) {
+      const PostOp& op = ops[i];
+      const float* __restrict t = isBinary(op.kind) ? op.tensor + r * op.rowStride + c0 : nullptr;
+      const float alpha = op.alpha, beta = op.beta;
+      switch (op.kind) {
+      case PostOpKind::Linear:
+#pragma omp simd
+        for (int64_t j = 0; j < w; ++j) v[j] = alpha * v[j] + beta;
+        break;
+      case PostOpKind::Relu:
+#pragma omp simd
+        for (int64_t j = 0; j < w; ++j) v[j] = v[j] <= 0.f ? 0.f : v[j];
+        break;
+      case PostOpKind::GeluErf:
+#pragma omp simd
+        for (int64_t j = 0; j < w; ++j)
+          v[j] = 0.5f * v[j] * (1.f + km::erf(v[j] * 0.70710678118654752f));
+        break;
+      case PostOpKind::GeluTanh:
+#pragma omp simd
+        for (int64_t j = 0; j < w; ++j)
+          v[j] = 0.5f * v[j] *
+                 (1.f + km::tanh(0.7978845608028654f * (v[j] + 0.044715f * v[j] * v[j] * v[j])));
+        break;
+      case PostOpKind::Tanh:
+#pragma omp simd
+        for (int64_t j = 0; j < w; ++j) v[j] = km::tanh(v[j]);
+        break;
+      case PostOpKind::Sigmoid:
+#pragma omp simd
+        for (int64_t j = 0; j < w; ++j) v[j] = 1.f / (1.f + km::exp(-v[j]));
+        break;
+      case PostOpKind::Silu:
+#pragma omp simd
+        for (int64_t j = 0; j < w; ++j) v[j] = v[j] / (1.f + km::exp(-v[j]));
+        break;
+      case PostOpKind::Exp:
+#pragma omp simd
+        for (int64_t j = 0; j < w; ++j) v[j] = km::exp(v[j]);
+        break;
+      case PostOpKind::Abs:
+#pragma omp simd
+        for (int64_t j = 0; j < w; ++j) v[j] = std::fabs(v[j]);
+        break;
+      case PostOpKind::Sqrt:
+#pragma omp simd
+        for (int64_t j = 0; j < w; ++j) v[j] = std::sqrt(v[j]);
+        break;
+      case PostOpKind::Add:
+#pragma omp simd
+        for (int64_t j = 0; j < w; ++j) v[j] = v[j] + t[j];
+        break;
+      case PostOpKind::Sub:
+#pragma omp simd
+        for (int64_t j = 0; j < w; ++j) v[j] = v[j] - t[j];
+        break;
+      case PostOpKind::Mul:
+#pragma omp simd
+        for (int64_t j = 0; j < w; ++j) v[j] = v[j] * t[j];
+        break;
+      case PostOpKind::Div:
+#pragma omp simd
+        for (int64_t j = 0; j < w; ++j) v[j] = v[j] / t[j];
+        break;
+      case PostOpKind::Max:
+#pragma omp simd
+        for (int64_t j = 0; j < w; ++j)
+          v[j] = (v[j] != v[j] || t[j] != t[j]) ? NAN : (v[j] < t[j] ? t[j] : v[j]);
+        break;
+      case PostOpKind::Min:
+#pragma omp simd
+        for (int64_t j = 0; j < w; ++j)
+          v[j] = (v[j] != v[j] || t[j] != t[j]) ? NAN : (t[j] < v[j] ? t[j] : v[j]);
+        break;
+      }
+    }
+  }
+}
+
+// c = post(op(a) @ op(b)) as `threads` single-threaded dnnl_sgemm calls in one parallel region,
+// each on a block of rows (or of columns, when there are too few rows to share), each followed
+// by the post-ops on its block. One parallel region instead of two (GEMM, then a pass over C):
+// on a loaded machine every region's barrier waits for a descheduled thread.
+void splitGemmPostOps(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a,
+                      int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc,
+                      const PostOp* ops, int nops, int threads) {
+  constexpr int64_t kMinRows = 32, kColumnAlign = 16;
+  const bool byRows = threads == 1 || m >= threads * kMinRows || m >= n;
+  int status = dnnl_success;
+#pragma omp parallel num_threads(threads) if (threads > 1)
+  {
+    const int64_t parts = omp_get_num_threads(), part = omp_get_thread_num();
+    int64_t r0 = 0, r1 = m, c0 = 0, c1 = n;
+    if (byRows) {
+      r0 = m * part / parts;
+      r1 = m * (part + 1) / parts;
+    } else {
+      const int64_t chunk = (n + parts * kColumnAlign - 1) / (parts * kColumnAlign) * kColumnAlign;
+      c0 = std::min(n, part * chunk);
+      c1 = std::min(n, c0 + chunk);
+    }
+    if (r1 > r0 && c1 > c0) {
+      const float* ap = ta ? a + r0 : a + r0 * lda;
+      const float* bp = tb ? b + c0 * ldb : b + c0;
+      dnnl_status_t st = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', r1 - r0, c1 - c0, k, 1.f, ap,
+                                    lda, bp, ldb, 0.f, c + r0 * ldc + c0, ldc);
+      if (st != dnnl_success) {
+#pragma omp atomic write
+        status = int(st);
+      }
+      applyPostOpsBlock(c, ldc, r0, r1, c0, c1, ops, nops);
+    }
+  }
+  KILN_CHECK(status == dnnl_success, "sgemm with post-ops: oneDNN's dnnl_sgemm failed with status ",
+             status, " (m=", m, ", n=", n, ", k=", k, ")");
+}
+
+} // namespace
+
 void sgemmPostOps(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
                   const float* b, int64_t ldb, float* c, int64_t ldc, const PostOp* ops, int nops) {
   int threads = std::min(gemmThreads(m, n, k), omp_in_parallel() ? 1 : omp_get_max_threads());
@@ -347,10 +485,11 @@ void sgemmPostOps(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float
     done = true;
   });
   if (done) return;
-  sgemmLibrary(ta, tb, m, n, k, 1.f, a, lda, b, ldb, 0.f, c, ldc);
-#pragma omp parallel for if (m * n > 65536)
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = applyPostOps(c[i * ldc + j], ops, nops, i, j);
+  if (nops == 0 || m == 0 || n == 0) {
+    sgemmLibrary(ta, tb, m, n, k, 1.f, a, lda, b, ldb, 0.f, c, ldc);
+    return;
+  }
+  splitGemmPostOps(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, ops, nops, threads);
 }
 
 } // namespace kiln::cpu

@@ -1,18 +1,39 @@
 // Unary pointwise kernels: float math (integer and bool inputs compute in float32), the ops that
 // keep the dtype (abs, neg, sign, rounding, nan_to_num), activations (relu, gelu, silu),
 // predicates (isnan, isinf, isfinite) and logical/bitwise negation, with their in-place forms.
-#include <cstdint>
 #include <cmath>
+#include <cstdint>
 #include <limits>
+#include <tuple>
 
 #include "generated/KernelDecls.h"
+#include "runtime/cpu/KilnMath.h"
 #include "runtime/cpu/Loops.h"
 #include "runtime/cpu/PointwiseOps.h"
-#include "runtime/cpu/PointwiseVecMath.h"
 
 namespace kiln::kernels {
 
 namespace {
+
+// cpuKernel for one input and one output, whose contiguous runs are `omp simd` loops: GCC
+// if-converts the selects of KilnMath.h's functions there (in cpuKernel's plain loop, exp, log
+// and log1p stayed scalar: "control flow in loop").
+template <typename F> void simdUnaryKernel(const TensorIterator& iter, const F& f) {
+  using R = typename cpu::FunctionTraits<F>::Result;
+  using A = std::tuple_element_t<0, typename cpu::FunctionTraits<F>::Args>;
+  iter.forEach([&](char** data, const int64_t* strides, int64_t n) {
+    if (strides[0] == int64_t(sizeof(R)) && strides[1] == int64_t(sizeof(A))) {
+      R* __restrict out = reinterpret_cast<R*>(data[0]);
+      const A* __restrict in = reinterpret_cast<const A*>(data[1]);
+#pragma omp simd
+      for (int64_t i = 0; i < n; ++i) out[i] = f(in[i]);
+      return;
+    }
+    for (int64_t i = 0; i < n; ++i)
+      *reinterpret_cast<R*>(data[0] + i * strides[0]) =
+          f(*reinterpret_cast<const A*>(data[1] + i * strides[1]));
+  });
+}
 
 // out = f(x) computed in opmath (float for 16-bit floats); integer inputs become float32 (the
 // activations reject them instead and keep the dtype, which shows on meta tensors).
@@ -24,7 +45,7 @@ Tensor floatUnary(const char* name, const Tensor& self, const Tensor& out, F f,
   if (iter.isMeta()) return iter.output(); // shapes and dtypes only: no dtype dispatch
   KILN_DISPATCH_FLOATING(iter.computeDtype(), name, [&]<typename T>() {
     using M = opmath_t<T>;
-    cpu::cpuKernel(iter, [f](T x) -> T { return T(f(M(x))); });
+    simdUnaryKernel(iter, [f](T x) -> T { return T(f(M(x))); });
   });
   return iter.output();
 }
@@ -69,58 +90,32 @@ Tensor predicate(const char* name, const Tensor& self, const Tensor& out, F f) {
   return iter.output();
 }
 
-// exp, expm1, log1p, tanh and gelu's erf in float go through the vectorizable versions of
-// PointwiseVecMath.h; double uses libm.
-template <typename M> inline M fastExp(M x) {
-  if constexpr (std::is_same_v<M, float>)
-    return cpu::vec::exp(x);
-  else
-    return std::exp(x);
-}
-template <typename M> inline M fastTanh(M x) {
-  if constexpr (std::is_same_v<M, float>)
-    return cpu::vec::tanh(x);
-  else
-    return std::tanh(x);
-}
-template <typename M> inline M geluErf(M x) {
-  if constexpr (std::is_same_v<M, float>)
-    return cpu::vec::erfGelu(x);
-  else
-    return std::erf(x);
-}
+// The transcendental ops go through KilnMath.h (the compiled code's functions, vectorizable;
+// this file is compiled with -fno-trapping-math for that) in float and double alike; exp2, log2,
+// log10, the trigonometric and hyperbolic functions and erf through glibc's libmvec.
+namespace math = cpu::math;
 
 // The float ops. Each takes and returns the opmath type.
-constexpr auto expOp = [](auto x) { return fastExp(x); };
-constexpr auto exp2Op = [](auto x) { return std::exp2(x); };
-constexpr auto expm1Op = [](auto x) {
-  if constexpr (std::is_same_v<decltype(x), float>)
-    return cpu::vec::expm1(x);
-  else
-    return std::expm1(x);
-};
-constexpr auto logOp = [](auto x) { return std::log(x); };
-constexpr auto log2Op = [](auto x) { return std::log2(x); };
-constexpr auto log10Op = [](auto x) { return std::log10(x); };
-constexpr auto log1pOp = [](auto x) {
-  if constexpr (std::is_same_v<decltype(x), float>)
-    return cpu::vec::log1p(x);
-  else
-    return std::log1p(x);
-};
+constexpr auto expOp = [](auto x) { return math::exp(x); };
+constexpr auto exp2Op = [](auto x) { return math::exp2(x); };
+constexpr auto expm1Op = [](auto x) { return math::expm1(x); };
+constexpr auto logOp = [](auto x) { return math::log(x); };
+constexpr auto log2Op = [](auto x) { return math::log2(x); };
+constexpr auto log10Op = [](auto x) { return math::log10(x); };
+constexpr auto log1pOp = [](auto x) { return math::log1p(x); };
 constexpr auto sqrtOp = [](auto x) { return std::sqrt(x); };
 constexpr auto rsqrtOp = [](auto x) { return decltype(x)(1) / std::sqrt(x); };
-constexpr auto sinOp = [](auto x) { return std::sin(x); };
-constexpr auto cosOp = [](auto x) { return std::cos(x); };
-constexpr auto tanOp = [](auto x) { return std::tan(x); };
-constexpr auto asinOp = [](auto x) { return std::asin(x); };
-constexpr auto acosOp = [](auto x) { return std::acos(x); };
-constexpr auto atanOp = [](auto x) { return std::atan(x); };
-constexpr auto sinhOp = [](auto x) { return std::sinh(x); };
-constexpr auto coshOp = [](auto x) { return std::cosh(x); };
-constexpr auto tanhOp = [](auto x) { return fastTanh(x); };
-constexpr auto sigmoidOp = [](auto x) { return decltype(x)(1) / (decltype(x)(1) + fastExp(-x)); };
-constexpr auto erfOp = [](auto x) { return std::erf(x); };
+constexpr auto sinOp = [](auto x) { return math::sin(x); };
+constexpr auto cosOp = [](auto x) { return math::cos(x); };
+constexpr auto tanOp = [](auto x) { return math::tan(x); };
+constexpr auto asinOp = [](auto x) { return math::asin(x); };
+constexpr auto acosOp = [](auto x) { return math::acos(x); };
+constexpr auto atanOp = [](auto x) { return math::atan(x); };
+constexpr auto sinhOp = [](auto x) { return math::sinh(x); };
+constexpr auto coshOp = [](auto x) { return math::cosh(x); };
+constexpr auto tanhOp = [](auto x) { return math::tanh(x); };
+constexpr auto sigmoidOp = [](auto x) { return decltype(x)(1) / (decltype(x)(1) + math::exp(-x)); };
+constexpr auto erfOp = [](auto x) { return math::erf(x); };
 
 // erf's inverse as PyTorch computes it (ATen's calc_erfinv, in T): a rational guess in the
 // central range or in sqrt(-log((1 - |y|) / 2)) in the tails, then two Newton steps on erf.
@@ -152,20 +147,20 @@ template <typename T> T erfinvOf(T y) {
 }
 constexpr auto erfinvOp = [](auto y) { return erfinvOf(y); };
 constexpr auto reciprocalOp = [](auto x) { return decltype(x)(1) / x; };
-constexpr auto siluOp = [](auto x) { return x / (decltype(x)(1) + fastExp(-x)); };
+constexpr auto siluOp = [](auto x) { return x / (decltype(x)(1) + math::exp(-x)); };
 
 // PyTorch's gelu: exact (erf) or the tanh approximation, in opmath. The order of the products
 // is PyTorch's vectorized one (x * (1 + erf) first), which decides where huge inputs overflow.
 constexpr auto geluOp = [](auto x) {
   using M = decltype(x);
-  return (M(1) + geluErf(x * M(M_SQRT1_2))) * x * M(0.5);
+  return (M(1) + math::erfGelu(x * M(M_SQRT1_2))) * x * M(0.5);
 };
 constexpr auto geluTanhOp = [](auto x) {
   using M = decltype(x);
   const M beta = M(M_SQRT2 * M_2_SQRTPI * 0.5);
   const M kappa = M(0.044715);
   M inner = beta * (x + kappa * x * x * x);
-  return M(0.5) * x * (M(1) + fastTanh(inner));
+  return M(0.5) * x * (M(1) + math::tanh(inner));
 };
 
 // The dtype-keeping ops.

@@ -1,13 +1,13 @@
 // Branch-free scalar math that the compiler vectorizes inside lane loops: float16/bfloat16 to
 // float conversion (GCC 12 converts _Float16 one element at a time) and exp in the opmath type
-// (PointwiseVecMath.h's for float), for the reduction, softmax and normalization kernels.
+// (KilnMath.h's), for the reduction, softmax and normalization kernels.
 #pragma once
 #include <bit>
 #include <cmath>
 #include <cstdint>
 
 #include "runtime/ScalarType.h"
-#include "runtime/cpu/PointwiseVecMath.h"
+#include "runtime/cpu/KilnMath.h"
 
 namespace kiln::cpu {
 
@@ -28,10 +28,8 @@ template <typename T> inline opmath_t<T> toOpmath(T x) {
   }
 }
 
-// exp in an opmath type: the vectorizable float version, libm for double.
-template <typename M> inline M expOpmath(M x) {
-  if constexpr (std::is_same_v<M, float>) return vec::exp(x);
-  else return std::exp(x);
-}
+// exp in an opmath type (float or double), vectorizable (in files compiled with
+// -fno-trapping-math: see KilnMath.h).
+template <typename M> inline M expOpmath(M x) { return math::exp(x); }
 
 } // namespace kiln::cpu

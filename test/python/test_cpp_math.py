@@ -1,5 +1,5 @@
 """Accuracy of the generated code's math (the prelude's kiln_* helpers and the libmvec-backed
-kiln_v* declarations, codegen/CppPreludeMath.cpp) against numpy in float64 (glibc's libm; torch
+kiln_v* declarations, runtime/cpu/KilnMath.inc) against numpy in float64 (glibc's libm; torch
 for erf, which numpy lacks: torch's own float64 sinh overflows from 710 on), in ulp of the result
 dtype, on dense grids, log-spaced magnitudes from the smallest subnormal to the largest finite
 value, and the edge values 0, -0, subnormals, +-inf, NaN. The bounds asserted here are the ones

@@ -109,3 +109,25 @@ def test_gelu_post_op_matches_the_erf_formula():
     v = x.numpy().astype(np.float64)
     want = 0.5 * v * (1 + np.vectorize(math.erf)(v / math.sqrt(2)))
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("m,k,n", [(256, 96, 320), (8, 128, 1000), (67, 33, 517)],
+                         ids=["row_blocks", "column_blocks", "ragged"])
+@pytest.mark.parametrize("name", ["bias_gelu_residual", "bias_gelu_tanh", "sigmoid_gate"])
+def test_threaded_blocks_with_post_ops_equal_eager(m, k, n, name):
+    # Large enough for two threads: without brgemm (no AVX-512) each thread runs one GEMM on its
+    # block of rows (or of columns, for a short batch) and the post-ops on it; the residual is a
+    # strided column slice.
+    x, w, b = _rand(m, k, seed=7), _rand(n, k, seed=8), _rand(n, seed=9)
+    r = _rand(m, n + 5, seed=10)[:, :n]
+    fn = EPILOGUES[name]
+    saved = kiln.get_num_threads()
+    kiln.set_num_threads(2)
+    try:
+        assert _fused_kernels(fn, (x, w, b, r))
+        with kiln.no_grad():
+            got = kiln.compile(fn)(x, w, b, r)
+            want = fn(x, w, b, r)
+    finally:
+        kiln.set_num_threads(saved)
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=2e-5, atol=2e-5)
