@@ -449,6 +449,7 @@ VT* InstructionTranslator::callModule(ModuleVT* m, VTs args, Kwargs kwargs) {
     if (hooks && !hooks->entries.empty())
       throw Unsupported{"calling an nn.Module with full backward hooks (register_full_backward_hook)"};
   }
+  initializeLazyModule(m, args, kwargs);
   DictVT* pre = moduleHooks(m, "_forward_pre_hooks");
   DictVT* post = moduleHooks(m, "_forward_hooks");
   bool hooked = (pre && !pre->entries.empty()) || (post && !post->entries.empty());
@@ -483,6 +484,33 @@ VT* InstructionTranslator::callModule(ModuleVT* m, VTs args, Kwargs kwargs) {
       if (!isNone(r)) out = r;
     }
   return out;
+}
+
+// The first call of one of kiln's lazy modules (nn.LazyLinear & co, whose forward pre-hook makes
+// the parameters from the input's sizes): the hook runs now, for real, on the fakes (only their
+// sizes are read), as TorchDynamo's initialize_lazy_module runs it at trace time, outside the
+// graph. The parameters draw their initial values from the generator as the eager call would;
+// the hook removes itself and the module becomes its cls_to_become, which the trace goes on
+// with. (An error in the hook is the user's: the frame runs eagerly and raises it.)
+void InstructionTranslator::initializeLazyModule(ModuleVT* m, const VTs& args, const Kwargs& kwargs) {
+  static nb::handle mixin =
+      nb::object(nb::module_::import_("kiln.nn.modules.lazy").attr("LazyModuleMixin")).release();
+  nb::handle mod = m->module;
+  int lazy = PyObject_IsInstance(mod.ptr(), mixin.ptr());
+  if (lazy < 0) throw nb::python_error();
+  PyObject** dictPtr = _PyObject_GetDictPtr(mod.ptr());
+  if (!lazy || !dictPtr || !*dictPtr || !PyDict_GetItemString(*dictPtr, "_initialize_hook")) return;
+  nb::list realArgs;
+  for (VT* a : args)
+    realArgs.append(t_.toPython(a));
+  nb::dict realKwargs;
+  for (auto& [k, v] : kwargs)
+    realKwargs[k.c_str()] = t_.toPython(v);
+  try {
+    mod.attr("_infer_parameters")(mod, nb::tuple(realArgs), realKwargs);
+  } catch (nb::python_error& e) {
+    throw TraceError{std::string(Py_TYPE(e.value().ptr())->tp_name) + ": " + nb::cast<std::string>(nb::str(e.value()))};
+  }
 }
 
 // A module hook. One that is an object of kiln's own (nn.utils.weight_norm's WeightNorm, whose

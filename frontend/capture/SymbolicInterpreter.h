@@ -306,6 +306,7 @@ private:
   VT* zeroArgSuper();
   VT* callBuiltin(nb::handle fn, VTs& args, Kwargs& kwargs, bool& handled);
   VT* callModule(ModuleVT* m, VTs args, Kwargs kwargs);
+  void initializeLazyModule(ModuleVT* m, const VTs& args, const Kwargs& kwargs);
   VT* callHook(VT* hook, VTs args);
   bool replaysPrintOptions(VT* fn, const VTs& args, const Kwargs& kwargs);
   VT* callForward(ModuleVT* m, VTs args, Kwargs kwargs, bool hooked);
