@@ -999,8 +999,12 @@ VT* InstructionTranslator::callBuiltin(nb::handle fn, VTs& args, Kwargs& kwargs,
     VTs a = args;
     nb::list py;
     // An iterator stands in as an empty one: toPython would hand over (and so use up) its items.
+    // A dynamic number stands in as a number of its type.
     for (VT* v : a)
-      py.append(v->kind == VT::Kind::Iterator ? nb::iter(nb::list()) : t_.toPython(v));
+      py.append(v->kind == VT::Kind::Iterator ? nb::iter(nb::list())
+                : v->kind == VT::Kind::Number ? (static_cast<NumberVT*>(v)->isFloat ? nb::object(nb::float_(0.5))
+                                                                                   : nb::object(nb::int_(2)))
+                                              : t_.toPython(v));
     return t_.wrapResult(fn(*py));
   }
   if (is("range") || is("slice")) {
@@ -1111,6 +1115,12 @@ VT* InstructionTranslator::callBuiltin(nb::handle fn, VTs& args, Kwargs& kwargs,
     for (VT* x : items)
       acc = binaryOp(kNbAdd, acc, x);
     return acc;
+  }
+  if ((is("float") || is("int")) && args.size() == 1 && kwargs.empty() && args[0]->kind == VT::Kind::Number) {
+    // float(n) and int(n) of a dynamic number: graph values too.
+    static nb::handle cls =
+        nb::object(nb::module_::import_("kiln._traced_numbers").attr("TracedNumber")).release();
+    return t_.callReal(cls.attr(is("float") ? "to_float" : "to_int"), args, {});
   }
   if (is("min") || is("max") || is("sorted") || is("any") || is("all") || is("abs") ||
       is("round") || is("divmod") || is("pow") || is("int") || is("float") || is("bool") ||

@@ -739,6 +739,8 @@ bool InstructionTranslator::truthy(VT* v) {
     throw Unsupported{"a branch on a tensor's value (data-dependent control flow)"};
   case VT::Kind::Ndarray:
     throw Unsupported{"a branch on a numpy array's value (data-dependent control flow)"};
+  case VT::Kind::Number:
+    throw Unsupported{"a branch on a dynamic number (its value is specialized)"};
   case VT::Kind::List:
   case VT::Kind::Tuple:
     return !static_cast<SequenceVT*>(v)->items.empty();
@@ -785,6 +787,12 @@ bool InstructionTranslator::allConstant(const VTs& xs) {
 VT* InstructionTranslator::binaryOp(int nbOp, VT* a, VT* b) {
   bool inplace = nbOp >= kNbInplaceAdd;
   int base = inplace ? nbOp - kNbInplaceAdd : nbOp;
+  if (a->kind == VT::Kind::Number || b->kind == VT::Kind::Number) {
+    // (Numbers are immutable: `n += 1` is `n + 1`; `x += n` writes tensor x in place.)
+    static nb::handle binary =
+        nb::object(nb::module_::import_("kiln._traced_numbers").attr("binary")).release();
+    return t_.callReal(binary, {t_.constant(nb::str(kBinaryNames[base])), a, b, t_.constant(nb::bool_(inplace))}, {});
+  }
   if (a->kind == VT::Kind::Tensor || b->kind == VT::Kind::Tensor || allConstant({a, b}) ||
       a->kind == VT::Kind::Ndarray || b->kind == VT::Kind::Ndarray)
     return applyOperator(inplace ? kInplaceNames[base] : kBinaryNames[base], {a, b});
@@ -842,6 +850,8 @@ bool InstructionTranslator::isSequenceOf(VT* v, VT::Kind kind) {
 }
 
 VT* InstructionTranslator::compareOp(int cmp, VT* a, VT* b) {
+  if (a->kind == VT::Kind::Number || b->kind == VT::Kind::Number)
+    throw Unsupported{"a comparison of a dynamic number (its value is specialized)"};
   if (a->kind == VT::Kind::Tensor || b->kind == VT::Kind::Tensor || allConstant({a, b}) ||
       a->kind == VT::Kind::Ndarray || b->kind == VT::Kind::Ndarray)
     return applyOperator(kCompareNames[cmp], {a, b});
@@ -913,6 +923,7 @@ const char* InstructionTranslator::kindName(VT* v) {
   case VT::Kind::NewObject: return reinterpret_cast<PyTypeObject*>(static_cast<NewObjectVT*>(v)->cls.ptr())->tp_name;
   case VT::Kind::Format: return "an f-string of a tensor";
   case VT::Kind::Ndarray: return "numpy.ndarray";
+  case VT::Kind::Number: return static_cast<NumberVT*>(v)->isFloat ? "float (dynamic)" : "int (dynamic)";
   default: return "internal value";
   }
 }

@@ -159,6 +159,14 @@ public:
   // Every float read from the frame's arguments: input expression -> value (the callback
   // compares them across compiles to find the floats that change).
   nb::dict floatsRead;
+  // Likewise for ints (not bools), and the ints and floats of the frame's arguments that are
+  // graph values rather than constants (trace_frame option `dynamic_numbers`: automatic dynamic
+  // numbers, NumberVT), guarded by their type only.
+  nb::dict intsRead;
+  std::set<std::string> dynamicNumbers;
+  // kiln._traced_numbers.TracedNumber for a NumberVT, and back.
+  nb::object tracedNumber(NumberVT* n);
+  VT* wrapTracedNumber(nb::handle value);
   // Sizes read from tensors (`x.shape`, `x.size()`) while tracing over size symbols: each
   // element equal to a symbol's value becomes a kiln.compiler.dynamic.SizeInt, which records
   // the comparisons the traced code makes on it (the symbol is then specialized).
@@ -171,6 +179,7 @@ private:
   Node* getAttr(nb::handle tensor, const std::string& hint);
   VT* wrapTensor(nb::handle value, const SourcePtr& source, bool viaModule, const std::string& path);
   VT* wrapDynamicFloat(const SourcePtr& source, const std::string& expr);
+  VT* wrapDynamicNumber(nb::handle value, const SourcePtr& source, const std::string& expr);
   std::string outputExpr(VT* v, std::vector<Node*>& outputs, nb::list& constants);
   nb::dict breakState(std::vector<Node*>& outputs, nb::list& constants);
   nb::list sideEffectLines(std::vector<Node*>& outputs, nb::list& constants);

@@ -317,6 +317,42 @@ VT* Tracer::wrapDynamicFloat(const SourcePtr& source, const std::string& expr) {
   return make<TensorVT>(nb::steal(python::wrapTensor(fake)));
 }
 
+VT* Tracer::wrapDynamicNumber(nb::handle value, const SourcePtr& source, const std::string& expr) {
+  // An int or float argument that changed between compiles: a graph input whatever its value
+  // (the guard checks its type), as TorchDynamo's automatic dynamic SymInt / SymFloat inputs.
+  static nb::handle numberInput =
+      nb::object(nb::module_::import_("kiln._traced_numbers").attr("number_input")).release();
+  bool isFloat = PyFloat_CheckExact(value.ptr());
+  source->guardNode(*guards_).checkType(Py_TYPE(value.ptr()));
+  Node* node = placeholder(source->identifier());
+  inputExprs_.push_back(constantRef(numberInput) + "(" + expr + ")");
+  ScalarType dtype = isFloat ? ScalarType::Float64 : ScalarType::Int64;
+  std::vector<int64_t> scalar;
+  Tensor fake = Tensor::empty(IntArrayRef(scalar), dtype, Device(DeviceType::Meta));
+  node->meta.type = Type(TensorType{dtype, {}, std::nullopt, Device(DeviceType::CPU)});
+  recorder_.bind(fake, node, Device(DeviceType::CPU));
+  auto* n = make<NumberVT>(nb::steal(python::wrapTensor(fake)), isFloat);
+  n->source = source;
+  n->inputExpr = expr;
+  return n;
+}
+
+nb::object Tracer::tracedNumber(NumberVT* n) {
+  static nb::handle cls =
+      nb::object(nb::module_::import_("kiln._traced_numbers").attr("TracedNumber")).release();
+  return cls(n->fake, nb::bool_(n->isFloat));
+}
+
+VT* Tracer::wrapTracedNumber(nb::handle value) {
+  static nb::handle cls =
+      nb::object(nb::module_::import_("kiln._traced_numbers").attr("TracedNumber")).release();
+  if (Py_TYPE(value.ptr()) != reinterpret_cast<PyTypeObject*>(cls.ptr())) return nullptr;
+  nb::object fake = value.attr("tensor");
+  if (!python::isTensor(fake.ptr()) || !recorder_.nodeOf(python::unwrapTensor(fake.ptr())))
+    throw Unsupported{"internal: a traced number without a graph tensor"};
+  return make<NumberVT>(fake, nb::cast<bool>(value.attr("is_float")));
+}
+
 VT* Tracer::wrap(nb::handle value, SourcePtr source, bool viaModule, const std::string& path) {
   PyObject* o = value.ptr();
   if (python::isTensor(o)) {
@@ -349,6 +385,12 @@ VT* Tracer::wrap(nb::handle value, SourcePtr source, bool viaModule, const std::
       std::string expr = source->expr();
       floatsRead[expr.c_str()] = value;
       if (dynamicFloats.count(expr)) return wrapDynamicFloat(source, expr);
+      if (dynamicNumbers.count(expr)) return wrapDynamicNumber(value, source, expr);
+    }
+    if (PyLong_CheckExact(o) && source && source->isArgument() && !viaModule) {
+      std::string expr = source->expr();
+      intsRead[expr.c_str()] = value;
+      if (dynamicNumbers.count(expr)) return wrapDynamicNumber(value, source, expr);
     }
     if (g) g->checkConst(o);
     return constant(nb::borrow(value));
@@ -589,6 +631,7 @@ VT* Tracer::keyVT(nb::handle key) {
 VT* Tracer::wrapResult(nb::handle value) {
   PyObject* o = value.ptr();
   if (VT* a = wrapTracedArray(value)) return a;
+  if (VT* n = wrapTracedNumber(value)) return n;
   if (python::isTensor(o)) {
     const Tensor& t = python::unwrapTensor(o);
     if (!t.isMeta()) return wrapTensor(value, nullptr, false, "_tensor_constant");
@@ -628,6 +671,7 @@ nb::object Tracer::toPython(VT* v) {
   case VT::Kind::Constant: return static_cast<ConstantVT*>(v)->value;
   case VT::Kind::Tensor: return static_cast<TensorVT*>(v)->fake;
   case VT::Kind::Ndarray: return tracedArray(static_cast<NdarrayVT*>(v));
+  case VT::Kind::Number: return tracedNumber(static_cast<NumberVT*>(v));
   case VT::Kind::List:
   case VT::Kind::Tuple: {
     auto* s = static_cast<SequenceVT*>(v);
