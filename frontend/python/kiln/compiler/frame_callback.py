@@ -571,6 +571,7 @@ class FrameCallback:
                                  _where(code), ", ".join(numbers), dynamic["reason"])
             return result
         made = [e for e in numbers if e not in state.static_numbers]
+        dynamic["number_options"] = {"dynamic_numbers": made}
         _recompiles_log.info("%s: numbers that change between calls are graph inputs (automatic dynamic): %s",
                              _where(code), ", ".join(made))
         for e in set(numbers) - set(made):
@@ -815,6 +816,7 @@ class FrameCallback:
         """The frame (up to the break at `site`, when given) traced with size symbols
         (dynamic.Traces), or None for a static compile."""
         extra = site.retrace_options() if site is not None else {}
+        extra.update(result.get("number_options") or {})  # the probes trace the same numbers as inputs
         tensors, wanted = self._wanted_dynamic_dims(state, result["inputs"], examples)
         wanted = {e: d - state.static_dims.get(e, set()) for e, d in wanted.items()}
         wanted = {e: d for e, d in wanted.items() if d}
