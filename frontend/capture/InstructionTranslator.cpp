@@ -5,6 +5,8 @@
 // things in different versions, the facts are in PythonVersion.h.
 #include <Python.h>
 
+#include <limits>
+
 #include "frontend/capture/PythonVersion.h"
 #include "frontend/capture/SymbolicInterpreter.h"
 #include "runtime/Autocast.h"
@@ -850,8 +852,7 @@ bool InstructionTranslator::isSequenceOf(VT* v, VT::Kind kind) {
 }
 
 VT* InstructionTranslator::compareOp(int cmp, VT* a, VT* b) {
-  if (a->kind == VT::Kind::Number || b->kind == VT::Kind::Number)
-    throw Unsupported{"a comparison of a dynamic number (its value is specialized)"};
+  if (a->kind == VT::Kind::Number || b->kind == VT::Kind::Number) return compareNumber(cmp, a, b);
   if (a->kind == VT::Kind::Tensor || b->kind == VT::Kind::Tensor || allConstant({a, b}) ||
       a->kind == VT::Kind::Ndarray || b->kind == VT::Kind::Ndarray)
     return applyOperator(kCompareNames[cmp], {a, b});
@@ -866,6 +867,41 @@ VT* InstructionTranslator::compareOp(int cmp, VT* a, VT* b) {
     return t_.wrapResult(r);
   }
   throw Unsupported{std::string("comparing ") + kindName(a) + " and " + kindName(b)};
+}
+
+// `n < 3` of a dynamic int argument and an int constant: answered at the value of the traced call,
+// and the answer guarded by a range of n (as PyTorch guards a SymInt's comparisons), so that the
+// graph serves every value on the same side. Other comparisons (of numbers computed from n, of
+// floats, `n != c` holding) need the value: n stays a constant.
+VT* InstructionTranslator::compareNumber(int cmp, VT* a, VT* b) {
+  bool flipped = a->kind != VT::Kind::Number;
+  auto* n = static_cast<NumberVT*>(flipped ? b : a);
+  VT* other = flipped ? a : b;
+  PyObject* c = other->kind == VT::Kind::Constant ? static_cast<ConstantVT*>(other)->value.ptr() : nullptr;
+  long k = 0;
+  int overflow = 0;
+  if (n->isFloat || n->inputExpr.empty() || !n->source || !c || !PyLong_CheckExact(c) ||
+      (k = PyLong_AsLongAndOverflow(c, &overflow), overflow) || k == std::numeric_limits<long>::min() ||
+      k == std::numeric_limits<long>::max())
+    throw Unsupported{"a comparison of a dynamic number (its value is specialized)"};
+  static const int mirror[] = {4, 5, 2, 3, 0, 1}; // c < n is n > c, ...
+  int op = flipped ? mirror[cmp] : cmp;
+  long x = nb::cast<long>(n->hint);
+  const long lo = std::numeric_limits<long>::min(), hi = std::numeric_limits<long>::max();
+  bool r = false;
+  long low = lo, high = hi;
+  switch (op) {
+  case 0: r = x < k; (r ? high : low) = r ? k - 1 : k; break;
+  case 1: r = x <= k; (r ? high : low) = r ? k : k + 1; break;
+  case 4: r = x > k; (r ? low : high) = r ? k + 1 : k; break;
+  case 5: r = x >= k; (r ? low : high) = r ? k : k - 1; break;
+  default: // == and !=: only an equality that holds is one range (n == k, specialized)
+    r = (x == k) == (op == 2);
+    if (x != k) throw Unsupported{"a comparison of a dynamic number (its value is specialized)"};
+    low = high = k;
+  }
+  n->source->guardNode(t_.guards()).checkIntRange(low, high);
+  return t_.constant(nb::bool_(r));
 }
 
 bool InstructionTranslator::contains(VT* container, VT* item) {

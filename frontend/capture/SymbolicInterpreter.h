@@ -59,6 +59,9 @@ public:
   VT* wrapNdarray(nb::handle value, const SourcePtr& source, bool viaModule);
   // Calls Python code for real on fakes, recording the ops it dispatches.
   VT* callReal(nb::handle fn, const VTs& args, const Kwargs& kwargs);
+  GuardTree& guards() { return *guards_; }
+  // Refuses (Unsupported) a call of other code than kiln._traced_numbers' with a dynamic number.
+  void checkNumberArguments(nb::handle fn, const VTs& args, const Kwargs& kwargs) const;
   // Refuses (Unsupported) as_strided with an explicit offset into a slice of a larger storage.
   void checkAsStridedOffset(nb::handle fn, nb::handle args, nb::handle kwargs) const;
   VT* constant(nb::object v) { return make<ConstantVT>(std::move(v)); }
@@ -279,6 +282,7 @@ private:
   VT* binaryOp(int nbOp, VT* a, VT* b);
   static bool isSequenceOf(VT* v, VT::Kind kind);
   VT* compareOp(int cmp, VT* a, VT* b);
+  VT* compareNumber(int cmp, VT* a, VT* b);
   VT* loadAttr(VT* obj, const std::string& name);
   VT* loadClassAttr(VT* obj, nb::handle x, const std::string& name);
   VT* wrapSubmodule(ModuleVT* parent, nb::handle sub);

@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <Python.h>
 
+#include <limits>
+
 #include <cstring>
 
 #include <unordered_set>
@@ -323,7 +325,16 @@ VT* Tracer::wrapDynamicNumber(nb::handle value, const SourcePtr& source, const s
   static nb::handle numberInput =
       nb::object(nb::module_::import_("kiln._traced_numbers").attr("number_input")).release();
   bool isFloat = PyFloat_CheckExact(value.ptr());
-  source->guardNode(*guards_).checkType(Py_TYPE(value.ptr()));
+  GuardNode& g = source->guardNode(*guards_);
+  g.checkType(Py_TYPE(value.ptr()));
+  if (!isFloat) { // it must fit the graph's int64
+    long x = 0;
+    int overflow = 0;
+    x = PyLong_AsLongAndOverflow(value.ptr(), &overflow);
+    if (overflow) throw Unsupported{"a dynamic int that does not fit 64 bits"};
+    (void)x;
+    g.checkIntRange(std::numeric_limits<long>::min(), std::numeric_limits<long>::max());
+  }
   Node* node = placeholder(source->identifier());
   inputExprs_.push_back(constantRef(numberInput) + "(" + expr + ")");
   ScalarType dtype = isFloat ? ScalarType::Float64 : ScalarType::Int64;
@@ -334,6 +345,7 @@ VT* Tracer::wrapDynamicNumber(nb::handle value, const SourcePtr& source, const s
   auto* n = make<NumberVT>(nb::steal(python::wrapTensor(fake)), isFloat);
   n->source = source;
   n->inputExpr = expr;
+  n->hint = nb::borrow(value);
   return n;
 }
 
@@ -739,6 +751,43 @@ void Tracer::checkAsStridedOffset(nb::handle fn, nb::handle args, nb::handle kwa
                       "storage (the offset counts from the storage's start: it runs eagerly)"};
 }
 
+namespace {
+
+bool holdsNumber(const VT* v) {
+  if (v->kind == VT::Kind::Number) return true;
+  if (v->kind == VT::Kind::List || v->kind == VT::Kind::Tuple)
+    for (VT* x : static_cast<const SequenceVT*>(v)->items)
+      if (holdsNumber(x)) return true;
+  if (v->kind == VT::Kind::Dict)
+    for (auto& e : static_cast<const DictVT*>(v)->entries)
+      if (holdsNumber(e.second)) return true;
+  return false;
+}
+
+} // namespace
+
+// A dynamic number reaches only kiln._traced_numbers' own code and the unary operators (which
+// call its methods): library code run for real would see a TracedNumber where it tests for an int
+// or a float (`isinstance(p, float)`) and could take another branch than eager code. Anything else
+// makes the trace fail, and the number stays a constant (frame_callback._number_inputs).
+void Tracer::checkNumberArguments(nb::handle fn, const VTs& args, const Kwargs& kwargs) const {
+  bool any = false;
+  for (VT* a : args)
+    any = any || holdsNumber(a);
+  for (auto& kv : kwargs)
+    any = any || holdsNumber(kv.second);
+  if (!any) return;
+  static nb::handle op = nb::module_::import_("operator").release();
+  static nb::handle builtins = nb::module_::import_("builtins").release();
+  for (const char* name : {"neg", "pos", "abs"})
+    if (fn.ptr() == op.attr(name).ptr()) return;
+  if (fn.ptr() == builtins.attr("abs").ptr()) return;
+  nb::object module = nb::getattr(fn, "__module__", nb::none());
+  if (!module.is_none() && nb::cast<std::string>(nb::str(module)) == "kiln._traced_numbers") return;
+  throw Unsupported{"a dynamic number passed to " + nb::cast<std::string>(nb::repr(fn)) +
+                    " (its value is specialized)"};
+}
+
 VT* Tracer::callReal(nb::handle fn, const VTs& args, const Kwargs& kwargs) {
   static nb::handle autogradGrad = nb::object(nb::module_::import_("kiln.autograd").attr("grad")).release();
   static nb::handle builtinNext = nb::object(nb::module_::import_("builtins").attr("next")).release();
@@ -771,6 +820,7 @@ VT* Tracer::callReal(nb::handle fn, const VTs& args, const Kwargs& kwargs) {
     if ((!createGraph && !ofGraphValue) || historyInputs_)
       throw Unsupported{"kiln.autograd.grad (it runs eagerly between graphs, as with torch.compile)"};
   }
+  checkNumberArguments(fn, args, kwargs);
   nb::list pyArgs;
   for (VT* a : args)
     pyArgs.append(toPython(a));

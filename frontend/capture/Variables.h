@@ -264,6 +264,7 @@ struct NumberVT : VT {
   nb::object fake;
   bool isFloat;
   std::string inputExpr;
+  nb::object hint; // an argument's value in the traced call
 };
 
 // Whether a value is or holds (in lists, tuples, dicts) a tensor (or an f-string of one).

@@ -139,8 +139,36 @@ def test_values_the_trace_needs_stay_specialized():
     # Each distinct value compiles once: the int is a constant again after its dynamic trace
     # failed (never a wrong value).
     assert run(ranged, [(X, n) for n in (2, 3, 4, 3)]) == 3
-    assert run(branch, [(X, n) for n in (2, 3, 4, 5, 2)]) == 4
     assert run(indexed, [(X, a) for a in (0, 1, 2, 1)]) == 3
+
+
+def test_comparison_of_a_dynamic_int_guards_its_range():
+    # As PyTorch guards a SymInt's comparison: n=2 static, n=3 dynamic with `n <= 3` guarded,
+    # n=4 recompiles for `n > 3`, and 5 and 1 reuse those graphs.
+    def branch(x, n):
+        return x + n if n > 3 else x - n
+
+    compiled, graphs = counting(branch)
+    for n, want in ((2, 1), (3, 2), (4, 3), (5, 3), (1, 3), (-7, 3)):
+        same(compiled(X, n), branch(X, n))
+        assert len(graphs) == want, n
+    guards = kiln.explain(branch)(X, 3).guards
+    assert guards is not None
+
+    def flipped(x, n):
+        return x * 2 if 3 >= n and n != 2 else x + 1
+
+    # `n != 2` holding is not one range: n stays a constant.
+    assert run(flipped, [(X, n) for n in (1, 3, 4, 5)]) == 4
+
+
+def test_ints_that_do_not_fit_64_bits_stay_constants():
+    def f(x, n):
+        return x * (n % 1000)
+
+    compiled, graphs = counting(f)
+    for n in (2, 3, 2 ** 70 + 5, 4, -(2 ** 64)):
+        same(compiled(X, n), f(X, n))
 
 
 def test_division_that_may_be_by_zero_keeps_eager_errors():
