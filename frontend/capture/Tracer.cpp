@@ -328,11 +328,9 @@ VT* Tracer::wrapDynamicNumber(nb::handle value, const SourcePtr& source, const s
   GuardNode& g = source->guardNode(*guards_);
   g.checkType(Py_TYPE(value.ptr()));
   if (!isFloat) { // it must fit the graph's int64
-    long x = 0;
     int overflow = 0;
-    x = PyLong_AsLongAndOverflow(value.ptr(), &overflow);
+    PyLong_AsLongAndOverflow(value.ptr(), &overflow);
     if (overflow) throw Unsupported{"a dynamic int that does not fit 64 bits"};
-    (void)x;
     g.checkIntRange(std::numeric_limits<long>::min(), std::numeric_limits<long>::max());
   }
   Node* node = placeholder(source->identifier());
