@@ -887,17 +887,33 @@ VT* InstructionTranslator::compareNumber(int cmp, VT* a, VT* b) {
   static const int mirror[] = {4, 5, 2, 3, 0, 1}; // c < n is n > c, ...
   int op = flipped ? mirror[cmp] : cmp;
   long x = nb::cast<long>(n->hint);
-  const long lo = std::numeric_limits<long>::min(), hi = std::numeric_limits<long>::max();
+  // n < k holds for n in [min, k - 1] and fails for [k, max]; the other orders likewise.
+  long low = std::numeric_limits<long>::min(), high = std::numeric_limits<long>::max();
   bool r = false;
-  long low = lo, high = hi;
   switch (op) {
-  case 0: r = x < k; (r ? high : low) = r ? k - 1 : k; break;
-  case 1: r = x <= k; (r ? high : low) = r ? k : k + 1; break;
-  case 4: r = x > k; (r ? low : high) = r ? k + 1 : k; break;
-  case 5: r = x >= k; (r ? low : high) = r ? k : k - 1; break;
+  case 0: // <
+    r = x < k;
+    if (r) high = k - 1;
+    else low = k;
+    break;
+  case 1: // <=
+    r = x <= k;
+    if (r) high = k;
+    else low = k + 1;
+    break;
+  case 4: // >
+    r = x > k;
+    if (r) low = k + 1;
+    else high = k;
+    break;
+  case 5: // >=
+    r = x >= k;
+    if (r) low = k;
+    else high = k - 1;
+    break;
   default: // == and !=: only an equality that holds is one range (n == k, specialized)
-    r = (x == k) == (op == 2);
     if (x != k) throw Unsupported{"a comparison of a dynamic number (its value is specialized)"};
+    r = op == 2;
     low = high = k;
   }
   n->source->guardNode(t_.guards()).checkIntRange(low, high);

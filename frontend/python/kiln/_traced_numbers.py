@@ -16,6 +16,7 @@ graph (returned, stored, handed to a resume function) the glue makes it a Python
 import operator
 
 import kiln
+from kiln import _C
 
 
 class NotTraced(NotImplementedError):
@@ -25,7 +26,7 @@ class NotTraced(NotImplementedError):
 def number_input(value):
     """A Python int or float argument as the 0-d tensor the graph takes (the glue converts it at
     each call)."""
-    return kiln.full([], value, dtype=kiln.int64 if isinstance(value, int) else kiln.float64)
+    return _C._ops.full([], value, dtype=_C.int64 if type(value) is int else _C.float64)
 
 
 def _plain(v):
