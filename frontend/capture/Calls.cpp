@@ -440,6 +440,7 @@ VT* InstructionTranslator::callModule(ModuleVT* m, VTs args, Kwargs kwargs) {
     if (hooks && !hooks->entries.empty())
       throw Unsupported{"calling an nn.Module with full backward hooks (register_full_backward_hook)"};
   }
+  initializeLazyModule(m, args, kwargs);
   DictVT* pre = moduleHooks(m, "_forward_pre_hooks");
   DictVT* post = moduleHooks(m, "_forward_hooks");
   bool hooked = (pre && !pre->entries.empty()) || (post && !post->entries.empty());
@@ -474,6 +475,33 @@ VT* InstructionTranslator::callModule(ModuleVT* m, VTs args, Kwargs kwargs) {
       if (!isNone(r)) out = r;
     }
   return out;
+}
+
+// The first call of one of kiln's lazy modules (nn.LazyLinear & co, whose forward pre-hook makes
+// the parameters from the input's sizes): the hook runs now, for real, on the fakes (only their
+// sizes are read), as TorchDynamo's initialize_lazy_module runs it at trace time, outside the
+// graph. The parameters draw their initial values from the generator as the eager call would;
+// the hook removes itself and the module becomes its cls_to_become, which the trace goes on
+// with. (An error in the hook is the user's: the frame runs eagerly and raises it.)
+void InstructionTranslator::initializeLazyModule(ModuleVT* m, const VTs& args, const Kwargs& kwargs) {
+  static nb::handle mixin =
+      nb::object(nb::module_::import_("kiln.nn.modules.lazy").attr("LazyModuleMixin")).release();
+  nb::handle mod = m->module;
+  int lazy = PyObject_IsInstance(mod.ptr(), mixin.ptr());
+  if (lazy < 0) throw nb::python_error();
+  PyObject** dictPtr = _PyObject_GetDictPtr(mod.ptr());
+  if (!lazy || !dictPtr || !*dictPtr || !PyDict_GetItemString(*dictPtr, "_initialize_hook")) return;
+  nb::list realArgs;
+  for (VT* a : args)
+    realArgs.append(t_.toPython(a));
+  nb::dict realKwargs;
+  for (auto& [k, v] : kwargs)
+    realKwargs[k.c_str()] = t_.toPython(v);
+  try {
+    mod.attr("_infer_parameters")(mod, nb::tuple(realArgs), realKwargs);
+  } catch (nb::python_error& e) {
+    throw TraceError{std::string(Py_TYPE(e.value().ptr())->tp_name) + ": " + nb::cast<std::string>(nb::str(e.value()))};
+  }
 }
 
 // A module hook. One that is an object of kiln's own (nn.utils.weight_norm's WeightNorm, whose
@@ -962,8 +990,12 @@ VT* InstructionTranslator::callBuiltin(nb::handle fn, VTs& args, Kwargs& kwargs,
     VTs a = args;
     nb::list py;
     // An iterator stands in as an empty one: toPython would hand over (and so use up) its items.
+    // A dynamic number stands in as a number of its type.
     for (VT* v : a)
-      py.append(v->kind == VT::Kind::Iterator ? nb::iter(nb::list()) : t_.toPython(v));
+      py.append(v->kind == VT::Kind::Iterator ? nb::iter(nb::list())
+                : v->kind == VT::Kind::Number ? (static_cast<NumberVT*>(v)->isFloat ? nb::object(nb::float_(0.5))
+                                                                                   : nb::object(nb::int_(2)))
+                                              : t_.toPython(v));
     return t_.wrapResult(fn(*py));
   }
   if (is("range") || is("slice")) {
@@ -1082,6 +1114,12 @@ VT* InstructionTranslator::callBuiltin(nb::handle fn, VTs& args, Kwargs& kwargs,
     for (VT* x : items)
       acc = binaryOp(kNbAdd, acc, x);
     return acc;
+  }
+  if ((is("float") || is("int")) && args.size() == 1 && kwargs.empty() && args[0]->kind == VT::Kind::Number) {
+    // float(n) and int(n) of a dynamic number: graph values too.
+    static nb::handle cls =
+        nb::object(nb::module_::import_("kiln._traced_numbers").attr("TracedNumber")).release();
+    return t_.callReal(cls.attr(is("float") ? "to_float" : "to_int"), args, {});
   }
   if (is("min") || is("max") || is("sorted") || is("any") || is("all") || is("abs") ||
       is("round") || is("divmod") || is("pow") || is("int") || is("float") || is("bool") ||

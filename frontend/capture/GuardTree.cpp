@@ -34,13 +34,14 @@ enum class Access : uint8_t {
   FuncDefault,
   IterItem
 };
-enum class CheckKind : uint8_t { Type, Id, Const, Length, DictKeys, Tensor, Grad, IterRemaining, RangeIter, Ndarray };
+enum class CheckKind : uint8_t { Type, Id, Const, Length, DictKeys, Tensor, Grad, IterRemaining, RangeIter, Ndarray,
+                                 IntRange };
 
 struct Check {
   CheckKind kind;
   nb::object object; // the type, the object, the constant, or the tuple of dict keys
   Py_ssize_t length = 0; // Length, IterRemaining, RangeIter (values left)
-  long start = 0, step = 0; // RangeIter
+  long start = 0, step = 0; // RangeIter; IntRange: the bounds (inclusive)
   std::unique_ptr<TensorCheck> tensor; // Tensor; Grad (null: the grad must be None)
   std::unique_ptr<NdarrayCheck> ndarray; // Ndarray
 };
@@ -385,6 +386,26 @@ void GuardNode::checkRangeIter(long next, long step, long remaining) {
   impl_->checks.push_back({CheckKind::RangeIter, nb::object(), remaining, next, step, nullptr, nullptr});
 }
 
+void GuardNode::checkIntRange(long low, long high) {
+  impl_->checks.push_back({CheckKind::IntRange, nb::object(), 0, low, high, nullptr, nullptr});
+}
+
+namespace {
+
+// An int's value when it fits a long (false for other values, and for bools).
+bool readLong(PyObject* v, long* out) {
+  if (!PyLong_Check(v) || PyBool_Check(v)) return false;
+  int overflow = 0;
+  *out = PyLong_AsLongAndOverflow(v, &overflow);
+  if (*out == -1 && PyErr_Occurred()) {
+    PyErr_Clear();
+    return false;
+  }
+  return overflow == 0;
+}
+
+} // namespace
+
 void GuardNode::checkDictKeys(const std::vector<PyObject*>& keys) {
   PyObject* tuple = PyTuple_New(Py_ssize_t(keys.size()));
   if (!tuple) throw nb::python_error();
@@ -557,6 +578,10 @@ bool GuardNode::Impl::passes(const Check& c, PyObject* v) const {
     return readNdarray(v, got) && got.format == want.format && got.itemsize == want.itemsize &&
            got.sizes == want.sizes && got.strides == want.strides;
   }
+  case CheckKind::IntRange: {
+    long x = 0;
+    return readLong(v, &x) && c.start <= x && x <= c.step;
+  }
   case CheckKind::RangeIter: {
     long next = 0, step = 0, left = 0;
     if (!iterators::isRangeIter(v) || !iterators::rangeIterState(v, &next, &step, &left)) return false;
@@ -591,6 +616,8 @@ std::string GuardNode::Impl::describe(const Check& c) const {
     return name + " has " + std::to_string(c.length) + " items left";
   case CheckKind::Ndarray:
     return "check_ndarray(" + name + ", " + ndarrayText(*c.ndarray) + ")";
+  case CheckKind::IntRange:
+    return std::to_string(c.start) + " <= " + name + " <= " + std::to_string(c.step);
   case CheckKind::RangeIter:
     return "list(" + name + ") == list(range(" + std::to_string(c.start) + ", " +
            std::to_string(c.start + c.length * c.step) + ", " + std::to_string(c.step) + "))";
@@ -653,6 +680,8 @@ std::string GuardNode::Impl::actual(const Check& c, PyObject* v) const {
   case CheckKind::IterRemaining:
     if (!iterators::isSeqIter(v)) return describe(c) + got + "a " + Py_TYPE(v)->tp_name + ")";
     return describe(c) + got + std::to_string(iterators::seqIterRemaining(v)) + ")";
+  case CheckKind::IntRange:
+    return describe(c) + got + safeRepr(v) + ")";
   case CheckKind::RangeIter: {
     long next = 0, step = 0, left = 0;
     if (!iterators::isRangeIter(v) || !iterators::rangeIterState(v, &next, &step, &left))

@@ -111,6 +111,9 @@ public:
   void checkIterRemaining(Py_ssize_t n); // list_iterator / tuple_iterator: n items left
   // range_iterator: the values it has left are next, next + step, ... (remaining of them)
   void checkRangeIter(long next, long step, long remaining);
+  // An int (not a bool) with low <= value <= high: a dynamic int's bounds (it fits the graph's
+  // int64, and the comparisons the traced code made on it keep their results).
+  void checkIntRange(long low, long high);
   // A dict, OrderedDict or defaultdict (checkType tells them apart) with these keys, in order;
   // str/int keys compare by value, tensor keys by identity.
   void checkDictKeys(const std::vector<PyObject*>& keys);

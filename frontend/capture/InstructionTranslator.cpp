@@ -5,6 +5,8 @@
 // things in different versions, the facts are in PythonVersion.h.
 #include <Python.h>
 
+#include <limits>
+
 #include "frontend/capture/PythonVersion.h"
 #include "frontend/capture/SymbolicInterpreter.h"
 #include "runtime/Autocast.h"
@@ -739,6 +741,8 @@ bool InstructionTranslator::truthy(VT* v) {
     throw Unsupported{"a branch on a tensor's value (data-dependent control flow)"};
   case VT::Kind::Ndarray:
     throw Unsupported{"a branch on a numpy array's value (data-dependent control flow)"};
+  case VT::Kind::Number:
+    throw Unsupported{"a branch on a dynamic number (its value is specialized)"};
   case VT::Kind::List:
   case VT::Kind::Tuple:
     return !static_cast<SequenceVT*>(v)->items.empty();
@@ -785,6 +789,12 @@ bool InstructionTranslator::allConstant(const VTs& xs) {
 VT* InstructionTranslator::binaryOp(int nbOp, VT* a, VT* b) {
   bool inplace = nbOp >= kNbInplaceAdd;
   int base = inplace ? nbOp - kNbInplaceAdd : nbOp;
+  if (a->kind == VT::Kind::Number || b->kind == VT::Kind::Number) {
+    // (Numbers are immutable: `n += 1` is `n + 1`; `x += n` writes tensor x in place.)
+    static nb::handle binary =
+        nb::object(nb::module_::import_("kiln._traced_numbers").attr("binary")).release();
+    return t_.callReal(binary, {t_.constant(nb::str(kBinaryNames[base])), a, b, t_.constant(nb::bool_(inplace))}, {});
+  }
   if (a->kind == VT::Kind::Tensor || b->kind == VT::Kind::Tensor || allConstant({a, b}) ||
       a->kind == VT::Kind::Ndarray || b->kind == VT::Kind::Ndarray)
     return applyOperator(inplace ? kInplaceNames[base] : kBinaryNames[base], {a, b});
@@ -842,6 +852,7 @@ bool InstructionTranslator::isSequenceOf(VT* v, VT::Kind kind) {
 }
 
 VT* InstructionTranslator::compareOp(int cmp, VT* a, VT* b) {
+  if (a->kind == VT::Kind::Number || b->kind == VT::Kind::Number) return compareNumber(cmp, a, b);
   if (a->kind == VT::Kind::Tensor || b->kind == VT::Kind::Tensor || allConstant({a, b}) ||
       a->kind == VT::Kind::Ndarray || b->kind == VT::Kind::Ndarray)
     return applyOperator(kCompareNames[cmp], {a, b});
@@ -856,6 +867,57 @@ VT* InstructionTranslator::compareOp(int cmp, VT* a, VT* b) {
     return t_.wrapResult(r);
   }
   throw Unsupported{std::string("comparing ") + kindName(a) + " and " + kindName(b)};
+}
+
+// `n < 3` of a dynamic int argument and an int constant: answered at the value of the traced call,
+// and the answer guarded by a range of n (as PyTorch guards a SymInt's comparisons), so that the
+// graph serves every value on the same side. Other comparisons (of numbers computed from n, of
+// floats, `n != c` holding) need the value: n stays a constant.
+VT* InstructionTranslator::compareNumber(int cmp, VT* a, VT* b) {
+  bool flipped = a->kind != VT::Kind::Number;
+  auto* n = static_cast<NumberVT*>(flipped ? b : a);
+  VT* other = flipped ? a : b;
+  PyObject* c = other->kind == VT::Kind::Constant ? static_cast<ConstantVT*>(other)->value.ptr() : nullptr;
+  long k = 0;
+  int overflow = 0;
+  if (n->isFloat || n->inputExpr.empty() || !n->source || !c || !PyLong_CheckExact(c) ||
+      (k = PyLong_AsLongAndOverflow(c, &overflow), overflow) || k == std::numeric_limits<long>::min() ||
+      k == std::numeric_limits<long>::max())
+    throw Unsupported{"a comparison of a dynamic number (its value is specialized)"};
+  static const int mirror[] = {4, 5, 2, 3, 0, 1}; // c < n is n > c, ...
+  int op = flipped ? mirror[cmp] : cmp;
+  long x = nb::cast<long>(n->hint);
+  // n < k holds for n in [min, k - 1] and fails for [k, max]; the other orders likewise.
+  long low = std::numeric_limits<long>::min(), high = std::numeric_limits<long>::max();
+  bool r = false;
+  switch (op) {
+  case 0: // <
+    r = x < k;
+    if (r) high = k - 1;
+    else low = k;
+    break;
+  case 1: // <=
+    r = x <= k;
+    if (r) high = k;
+    else low = k + 1;
+    break;
+  case 4: // >
+    r = x > k;
+    if (r) low = k + 1;
+    else high = k;
+    break;
+  case 5: // >=
+    r = x >= k;
+    if (r) low = k;
+    else high = k - 1;
+    break;
+  default: // == and !=: only an equality that holds is one range (n == k, specialized)
+    if (x != k) throw Unsupported{"a comparison of a dynamic number (its value is specialized)"};
+    r = op == 2;
+    low = high = k;
+  }
+  n->source->guardNode(t_.guards()).checkIntRange(low, high);
+  return t_.constant(nb::bool_(r));
 }
 
 bool InstructionTranslator::contains(VT* container, VT* item) {
@@ -913,6 +975,7 @@ const char* InstructionTranslator::kindName(VT* v) {
   case VT::Kind::NewObject: return reinterpret_cast<PyTypeObject*>(static_cast<NewObjectVT*>(v)->cls.ptr())->tp_name;
   case VT::Kind::Format: return "an f-string of a tensor";
   case VT::Kind::Ndarray: return "numpy.ndarray";
+  case VT::Kind::Number: return static_cast<NumberVT*>(v)->isFloat ? "float (dynamic)" : "int (dynamic)";
   default: return "internal value";
   }
 }

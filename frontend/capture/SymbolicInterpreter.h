@@ -59,6 +59,9 @@ public:
   VT* wrapNdarray(nb::handle value, const SourcePtr& source, bool viaModule);
   // Calls Python code for real on fakes, recording the ops it dispatches.
   VT* callReal(nb::handle fn, const VTs& args, const Kwargs& kwargs);
+  GuardTree& guards() { return *guards_; }
+  // Refuses (Unsupported) a call of other code than kiln._traced_numbers' with a dynamic number.
+  void checkNumberArguments(nb::handle fn, const VTs& args, const Kwargs& kwargs) const;
   // Refuses (Unsupported) as_strided with an explicit offset into a slice of a larger storage.
   void checkAsStridedOffset(nb::handle fn, nb::handle args, nb::handle kwargs) const;
   VT* constant(nb::object v) { return make<ConstantVT>(std::move(v)); }
@@ -159,6 +162,14 @@ public:
   // Every float read from the frame's arguments: input expression -> value (the callback
   // compares them across compiles to find the floats that change).
   nb::dict floatsRead;
+  // Likewise for ints (not bools), and the ints and floats of the frame's arguments that are
+  // graph values rather than constants (trace_frame option `dynamic_numbers`: automatic dynamic
+  // numbers, NumberVT), guarded by their type only.
+  nb::dict intsRead;
+  std::set<std::string> dynamicNumbers;
+  // kiln._traced_numbers.TracedNumber for a NumberVT, and back.
+  nb::object tracedNumber(NumberVT* n);
+  VT* wrapTracedNumber(nb::handle value);
   // Sizes read from tensors (`x.shape`, `x.size()`) while tracing over size symbols: each
   // element equal to a symbol's value becomes a kiln.compiler.dynamic.SizeInt, which records
   // the comparisons the traced code makes on it (the symbol is then specialized).
@@ -171,6 +182,7 @@ private:
   Node* getAttr(nb::handle tensor, const std::string& hint);
   VT* wrapTensor(nb::handle value, const SourcePtr& source, bool viaModule, const std::string& path);
   VT* wrapDynamicFloat(const SourcePtr& source, const std::string& expr);
+  VT* wrapDynamicNumber(nb::handle value, const SourcePtr& source, const std::string& expr);
   std::string outputExpr(VT* v, std::vector<Node*>& outputs, nb::list& constants);
   nb::dict breakState(std::vector<Node*>& outputs, nb::list& constants);
   nb::list sideEffectLines(std::vector<Node*>& outputs, nb::list& constants);
@@ -274,6 +286,7 @@ private:
   VT* binaryOp(int nbOp, VT* a, VT* b);
   static bool isSequenceOf(VT* v, VT::Kind kind);
   VT* compareOp(int cmp, VT* a, VT* b);
+  VT* compareNumber(int cmp, VT* a, VT* b);
   VT* loadAttr(VT* obj, const std::string& name);
   VT* loadClassAttr(VT* obj, nb::handle x, const std::string& name);
   VT* wrapSubmodule(ModuleVT* parent, nb::handle sub);
@@ -310,6 +323,7 @@ private:
   VT* zeroArgSuper();
   VT* callBuiltin(nb::handle fn, VTs& args, Kwargs& kwargs, bool& handled);
   VT* callModule(ModuleVT* m, VTs args, Kwargs kwargs);
+  void initializeLazyModule(ModuleVT* m, const VTs& args, const Kwargs& kwargs);
   VT* callHook(VT* hook, VTs args);
   bool replaysPrintOptions(VT* fn, const VTs& args, const Kwargs& kwargs);
   VT* callForward(ModuleVT* m, VTs args, Kwargs kwargs, bool hooked);

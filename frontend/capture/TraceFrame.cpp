@@ -48,6 +48,11 @@ std::string Tracer::symbolicSizeExpr(PyObject* o) const {
 std::string Tracer::outputExpr(VT* v, std::vector<Node*>& outputs, nb::list& constants) {
   switch (v->kind) {
   case VT::Kind::Ndarray: return ndarrayOutputExpr(static_cast<NdarrayVT*>(v), outputs, constants);
+  case VT::Kind::Number: { // the argument itself, or a Python number again after the graph
+    auto* n = static_cast<NumberVT*>(v);
+    if (!n->inputExpr.empty()) return n->inputExpr;
+    return outputExpr(make<TensorVT>(n->fake), outputs, constants) + ".item()";
+  }
   case VT::Kind::Tensor: {
     auto* tv = static_cast<TensorVT*>(v);
     Node* n = recorder_.nodeOf(python::unwrapTensor(tv->fake.ptr()));
@@ -411,6 +416,7 @@ nb::dict Tracer::run() {
   if (stopped) d["break_state"] = brk;
   d["constants"] = constants;
   d["floats"] = floatsRead;
+  d["ints"] = intsRead;
   d["attrs"] = attrs_;
   d["op_count"] = recorder_.numRecorded();
   // The autocast state the frame was entered with and the one it leaves (a break inside an
@@ -464,6 +470,9 @@ nb::dict traceOnce(nb::handle frameInfo, nb::handle options, bool decomposeCompo
     if (o.contains("dynamic_floats"))
       for (nb::handle e : nb::borrow<nb::object>(o["dynamic_floats"]))
         tracer.dynamicFloats.insert(nb::cast<std::string>(e));
+    if (o.contains("dynamic_numbers"))
+      for (nb::handle e : nb::borrow<nb::object>(o["dynamic_numbers"]))
+        tracer.dynamicNumbers.insert(nb::cast<std::string>(e));
     if (o.contains("dynamic")) {
       for (auto [k, v] : nb::borrow<nb::dict>(o["dynamic"]))
         tracer.dynamicDims[nb::cast<std::string>(k)] = nb::cast<std::vector<int>>(v);
@@ -478,6 +487,9 @@ nb::dict traceOnce(nb::handle frameInfo, nb::handle options, bool decomposeCompo
     return d;
   } catch (const Unsupported& u) {
     nb::dict d = tracer.failure("unsupported", u.reason);
+    // The numbers read before the break (the callback finds those that change between calls).
+    d["floats"] = tracer.floatsRead;
+    d["ints"] = tracer.intsRead;
     // Where the top frame was, for a graph break there (the caller decides).
     const Tracer::RootPosition& p = tracer.rootPosition;
     if (p.instruction >= 0 && tracer.stopAt < 0) {

@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <Python.h>
 
+#include <limits>
+
 #include <cstring>
 
 #include <unordered_set>
@@ -317,6 +319,50 @@ VT* Tracer::wrapDynamicFloat(const SourcePtr& source, const std::string& expr) {
   return make<TensorVT>(nb::steal(python::wrapTensor(fake)));
 }
 
+VT* Tracer::wrapDynamicNumber(nb::handle value, const SourcePtr& source, const std::string& expr) {
+  // An int or float argument that changed between compiles: a graph input whatever its value
+  // (the guard checks its type), as TorchDynamo's automatic dynamic SymInt / SymFloat inputs.
+  static nb::handle numberInput =
+      nb::object(nb::module_::import_("kiln._traced_numbers").attr("number_input")).release();
+  bool isFloat = PyFloat_CheckExact(value.ptr());
+  GuardNode& g = source->guardNode(*guards_);
+  g.checkType(Py_TYPE(value.ptr()));
+  if (!isFloat) { // it must fit the graph's int64
+    int overflow = 0;
+    PyLong_AsLongAndOverflow(value.ptr(), &overflow);
+    if (overflow) throw Unsupported{"a dynamic int that does not fit 64 bits"};
+    g.checkIntRange(std::numeric_limits<long>::min(), std::numeric_limits<long>::max());
+  }
+  Node* node = placeholder(source->identifier());
+  inputExprs_.push_back(constantRef(numberInput) + "(" + expr + ")");
+  ScalarType dtype = isFloat ? ScalarType::Float64 : ScalarType::Int64;
+  std::vector<int64_t> scalar;
+  Tensor fake = Tensor::empty(IntArrayRef(scalar), dtype, Device(DeviceType::Meta));
+  node->meta.type = Type(TensorType{dtype, {}, std::nullopt, Device(DeviceType::CPU)});
+  recorder_.bind(fake, node, Device(DeviceType::CPU));
+  auto* n = make<NumberVT>(nb::steal(python::wrapTensor(fake)), isFloat);
+  n->source = source;
+  n->inputExpr = expr;
+  n->hint = nb::borrow(value);
+  return n;
+}
+
+nb::object Tracer::tracedNumber(NumberVT* n) {
+  static nb::handle cls =
+      nb::object(nb::module_::import_("kiln._traced_numbers").attr("TracedNumber")).release();
+  return cls(n->fake, nb::bool_(n->isFloat));
+}
+
+VT* Tracer::wrapTracedNumber(nb::handle value) {
+  static nb::handle cls =
+      nb::object(nb::module_::import_("kiln._traced_numbers").attr("TracedNumber")).release();
+  if (Py_TYPE(value.ptr()) != reinterpret_cast<PyTypeObject*>(cls.ptr())) return nullptr;
+  nb::object fake = value.attr("tensor");
+  if (!python::isTensor(fake.ptr()) || !recorder_.nodeOf(python::unwrapTensor(fake.ptr())))
+    throw Unsupported{"internal: a traced number without a graph tensor"};
+  return make<NumberVT>(fake, nb::cast<bool>(value.attr("is_float")));
+}
+
 VT* Tracer::wrap(nb::handle value, SourcePtr source, bool viaModule, const std::string& path) {
   PyObject* o = value.ptr();
   if (python::isTensor(o)) {
@@ -349,6 +395,12 @@ VT* Tracer::wrap(nb::handle value, SourcePtr source, bool viaModule, const std::
       std::string expr = source->expr();
       floatsRead[expr.c_str()] = value;
       if (dynamicFloats.count(expr)) return wrapDynamicFloat(source, expr);
+      if (dynamicNumbers.count(expr)) return wrapDynamicNumber(value, source, expr);
+    }
+    if (PyLong_CheckExact(o) && source && source->isArgument() && !viaModule) {
+      std::string expr = source->expr();
+      intsRead[expr.c_str()] = value;
+      if (dynamicNumbers.count(expr)) return wrapDynamicNumber(value, source, expr);
     }
     if (g) g->checkConst(o);
     return constant(nb::borrow(value));
@@ -589,6 +641,7 @@ VT* Tracer::keyVT(nb::handle key) {
 VT* Tracer::wrapResult(nb::handle value) {
   PyObject* o = value.ptr();
   if (VT* a = wrapTracedArray(value)) return a;
+  if (VT* n = wrapTracedNumber(value)) return n;
   if (python::isTensor(o)) {
     const Tensor& t = python::unwrapTensor(o);
     if (!t.isMeta()) return wrapTensor(value, nullptr, false, "_tensor_constant");
@@ -628,6 +681,7 @@ nb::object Tracer::toPython(VT* v) {
   case VT::Kind::Constant: return static_cast<ConstantVT*>(v)->value;
   case VT::Kind::Tensor: return static_cast<TensorVT*>(v)->fake;
   case VT::Kind::Ndarray: return tracedArray(static_cast<NdarrayVT*>(v));
+  case VT::Kind::Number: return tracedNumber(static_cast<NumberVT*>(v));
   case VT::Kind::List:
   case VT::Kind::Tuple: {
     auto* s = static_cast<SequenceVT*>(v);
@@ -702,6 +756,43 @@ static bool isTransformStep(nb::handle fn) {
   return PyObject_IsTrue(isStep(fn).ptr()) == 1;
 }
 
+namespace {
+
+bool holdsNumber(const VT* v) {
+  if (v->kind == VT::Kind::Number) return true;
+  if (v->kind == VT::Kind::List || v->kind == VT::Kind::Tuple)
+    for (VT* x : static_cast<const SequenceVT*>(v)->items)
+      if (holdsNumber(x)) return true;
+  if (v->kind == VT::Kind::Dict)
+    for (auto& e : static_cast<const DictVT*>(v)->entries)
+      if (holdsNumber(e.second)) return true;
+  return false;
+}
+
+} // namespace
+
+// A dynamic number reaches only kiln._traced_numbers' own code and the unary operators (which
+// call its methods): library code run for real would see a TracedNumber where it tests for an int
+// or a float (`isinstance(p, float)`) and could take another branch than eager code. Anything else
+// makes the trace fail, and the number stays a constant (frame_callback._number_inputs).
+void Tracer::checkNumberArguments(nb::handle fn, const VTs& args, const Kwargs& kwargs) const {
+  bool any = false;
+  for (VT* a : args)
+    any = any || holdsNumber(a);
+  for (auto& kv : kwargs)
+    any = any || holdsNumber(kv.second);
+  if (!any) return;
+  static nb::handle op = nb::module_::import_("operator").release();
+  static nb::handle builtins = nb::module_::import_("builtins").release();
+  for (const char* name : {"neg", "pos", "abs"})
+    if (fn.ptr() == op.attr(name).ptr()) return;
+  if (fn.ptr() == builtins.attr("abs").ptr()) return;
+  nb::object module = nb::getattr(fn, "__module__", nb::none());
+  if (!module.is_none() && nb::cast<std::string>(nb::str(module)) == "kiln._traced_numbers") return;
+  throw Unsupported{"a dynamic number passed to " + nb::cast<std::string>(nb::repr(fn)) +
+                    " (its value is specialized)"};
+}
+
 VT* Tracer::callReal(nb::handle fn, const VTs& args, const Kwargs& kwargs) {
   static nb::handle autogradGrad = nb::object(nb::module_::import_("kiln.autograd").attr("grad")).release();
   static nb::handle builtinNext = nb::object(nb::module_::import_("builtins").attr("next")).release();
@@ -734,6 +825,7 @@ VT* Tracer::callReal(nb::handle fn, const VTs& args, const Kwargs& kwargs) {
     if ((!createGraph && !ofGraphValue) || historyInputs_)
       throw Unsupported{"kiln.autograd.grad (it runs eagerly between graphs, as with torch.compile)"};
   }
+  checkNumberArguments(fn, args, kwargs);
   nb::list pyArgs;
   for (VT* a : args)
     pyArgs.append(toPython(a));

@@ -78,6 +78,7 @@ struct VT {
     AutocastExit,
     Format,      // an f-string of a tensor, formatted after the graph (its text is data)
     Ndarray,     // a NumPy array (or scalar) computed in the graph: a tensor with NumPy's rules
+    Number,      // a Python int or float that is a graph value (automatic dynamic numbers)
   };
   explicit VT(Kind k) : kind(k) {}
   virtual ~VT() = default;
@@ -252,6 +253,18 @@ struct NdarrayVT : VT {
   NdarrayVT(nb::object f, bool s) : VT(Kind::Ndarray), fake(std::move(f)), scalar(s) {}
   nb::object fake;
   bool scalar;
+};
+
+// A Python int or float that changes between calls, traced as a graph value (an argument made
+// dynamic after a recompile, or arithmetic on one: kiln._traced_numbers): `fake` is a 0-d int64
+// or float64 graph tensor, and operations on it follow Python's number rules. Where it leaves the
+// graph the glue makes it a Python number again; `inputExpr` is the argument it is, if any.
+struct NumberVT : VT {
+  NumberVT(nb::object f, bool isF) : VT(Kind::Number), fake(std::move(f)), isFloat(isF) {}
+  nb::object fake;
+  bool isFloat;
+  std::string inputExpr;
+  nb::object hint; // an argument's value in the traced call
 };
 
 // Whether a value is or holds (in lists, tuples, dicts) a tensor (or an f-string of one).

@@ -160,6 +160,35 @@ def test_lazy_model_under_compile_matches_torch():
     assert explain.graph_break_count == 0, explain.break_reasons
 
 
+def test_first_call_under_compile_is_traced_with_eager_values():
+    """The first call of lazy layers compiles (the tracer runs the initialization hook, outside
+    the graph, as torch.compile does): one graph, no break, and the parameters drawn from the
+    generator as the eager first call draws them."""
+    def build():
+        kiln.manual_seed(11)
+        m = nn.Sequential(nn.LazyLinear(6), nn.Tanh(), nn.LazyLinear(3), nn.LazyBatchNorm1d())
+        return m.eval()
+
+    x = kiln.randn(4, 5)
+    eager = build()
+    want = eager(x)
+    compiled_model = build()
+    explain = kiln.explain(compiled_model)(x)
+    assert (explain.graph_count, explain.graph_break_count) == (1, 0), explain.break_reasons
+    compiled_model = build()
+    got = kiln.compile(compiled_model)(x)
+    np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-6, atol=1e-6)
+    for a, b in zip(eager.parameters(), compiled_model.parameters()):
+        np.testing.assert_array_equal(a.detach().numpy(), b.detach().numpy())
+    assert [type(m).__name__ for m in compiled_model] == ["Linear", "Tanh", "Linear", "BatchNorm1d"]
+
+
+def test_lazy_initialization_error_under_compile_is_the_eager_one():
+    m = nn.LazyConv1d(4, 3, groups=2)
+    with pytest.raises(ValueError, match="divisible by groups"):
+        kiln.compile(m)(kiln.randn(2, 3, 8))
+
+
 def test_data_assignment_of_another_shape_or_dtype():
     torch = need_torch()
     for T in (kiln, torch):

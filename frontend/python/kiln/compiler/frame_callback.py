@@ -150,7 +150,7 @@ class _CodeState:
 
     __slots__ = ("break_reason", "warned_backend", "warned_recompile_limit", "sizes", "dynamic_dims",
                  "static_dims", "wanted_dims", "floats", "dynamic_floats", "static_floats",
-                 "described_guards")
+                 "numbers", "dynamic_numbers", "static_numbers", "described_guards")
 
     def __init__(self):
         self.break_reason = None
@@ -170,6 +170,12 @@ class _CodeState:
         self.floats = {}
         self.dynamic_floats = set()
         self.static_floats = set()
+        # Automatic dynamic numbers (_number_inputs): the ints and floats of the arguments at the
+        # last compile, those that changed (graph inputs from then on) and those that trace only
+        # as constants.
+        self.numbers = {}
+        self.dynamic_numbers = set()
+        self.static_numbers = set()
         # kiln.explain: the symbolic guards of graphs described over size symbols but compiled
         # for static sizes (the eager backend); a recompile they admit is not a new graph.
         self.described_guards = []
@@ -462,15 +468,18 @@ class FrameCallback:
         start = time.perf_counter()
         result = trace_frame(frame_info, {"fullgraph": self.fullgraph})
         self._time(code, "trace_frame", start)
+        numbers = [] if entry else self._changed_numbers(state, result)
         if result["ok"] and entry:
             result = self._float_inputs(code, state, frame_info, result)
+        elif result["ok"] and numbers:
+            result = self._number_inputs(code, state, frame_info, result, numbers)
         if not result["ok"]:
             if result["kind"] == "unsupported":
                 # (A library step that does not trace runs eagerly as a whole: no partial graphs
                 # and resume functions inside kiln's own code.)
                 library = entry and not frame_info.is_root
                 if not self.fullgraph and "instruction" in result and not library:
-                    entry = self._partial(code, state, frame_info, resume.BreakSite(code, result))
+                    entry = self._partial(code, state, frame_info, resume.BreakSite(code, result), numbers)
                     if entry is not None:
                         return entry
                 return self._break(code, state, BreakReason(
@@ -523,12 +532,62 @@ class FrameCallback:
                              ", ".join(e for e in wanted if (scope, e) not in state.static_floats))
         return dynamic
 
-    def _partial(self, code, state, frame_info, site):
+    @staticmethod
+    def _changed_numbers(state, result):
+        """The input expressions of the int and float arguments `result`'s trace read whose value
+        changed since the last compile of the code (automatic dynamic numbers, as TorchDynamo's
+        automatic dynamic SymInts: the first compile specializes them, the recompile a change
+        causes makes them graph inputs), less those that trace only as constants."""
+        read = {**dict(result.get("ints") or {}), **dict(result.get("floats") or {})}
+        for expr, value in read.items():
+            before = state.numbers.get(expr)
+            if before is not None and (before != value or type(before) is not type(value)):
+                state.dynamic_numbers.add(expr)
+            state.numbers[expr] = value
+        return sorted(e for e in read if e in state.dynamic_numbers - state.static_numbers)
+
+    def _number_inputs(self, code, state, frame_info, result, numbers, options=None):
+        """`result` traced again with the ints and floats `numbers` (_changed_numbers) as graph
+        inputs (kiln._traced_numbers), or `result` itself when none traces so; a number whose
+        value the traced code needs (a branch on it, `range(n)`, an index) stays a constant,
+        specialized, from then on."""
+        options = dict(options or {}, fullgraph=self.fullgraph if options is None else False)
+
+        def traced(exprs):
+            start = time.perf_counter()
+            out = trace_frame(frame_info, {**options, "dynamic_numbers": exprs})
+            self._time(code, "trace_frame", start)
+            return out
+
+        dynamic = traced(numbers)
+        if not dynamic["ok"] and len(numbers) > 1:
+            alone = [expr for expr in numbers if traced([expr])["ok"]]
+            state.static_numbers.update(set(numbers) - set(alone))
+            dynamic = traced(alone) if alone else dynamic
+        elif not dynamic["ok"]:
+            state.static_numbers.update(numbers)
+        if not dynamic["ok"]:
+            _recompiles_log.info("%s: the numbers %s that changed since the last compile stay constants (%s)",
+                                 _where(code), ", ".join(numbers), dynamic["reason"])
+            return result
+        made = [e for e in numbers if e not in state.static_numbers]
+        dynamic["number_options"] = {"dynamic_numbers": made}
+        _recompiles_log.info("%s: numbers that change between calls are graph inputs (automatic dynamic): %s",
+                             _where(code), ", ".join(made))
+        for e in set(numbers) - set(made):
+            _recompiles_log.info("%s: %s stays a constant (its value is needed while tracing)", _where(code), e)
+        return dynamic
+
+    def _partial(self, code, state, frame_info, site, numbers=()):
         """A graph break that keeps compiling (resume.py): the cache entry of the graph up to
-        `site` and a glue going on from there, or None when the frame must run eagerly."""
+        `site` and a glue going on from there, or None when the frame must run eagerly. The
+        numbers that changed since the last compile (`numbers`) are graph inputs where they
+        trace so."""
         why = site.resumable()
         if why is None:
             result = self._retrace(code, frame_info, site)
+            if result["ok"] and numbers:
+                result = self._number_inputs(code, state, frame_info, result, numbers, site.retrace_options())
             if not result["ok"]:  # the values at the instruction cannot be rebuilt
                 moved = site.at_statement_start()
                 if moved is not None:
@@ -757,6 +816,7 @@ class FrameCallback:
         """The frame (up to the break at `site`, when given) traced with size symbols
         (dynamic.Traces), or None for a static compile."""
         extra = site.retrace_options() if site is not None else {}
+        extra.update(result.get("number_options") or {})  # the probes trace the same numbers as inputs
         tensors, wanted = self._wanted_dynamic_dims(state, result["inputs"], examples)
         wanted = {e: d - state.static_dims.get(e, set()) for e, d in wanted.items()}
         wanted = {e: d for e, d in wanted.items() if d}

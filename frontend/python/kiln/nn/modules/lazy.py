@@ -5,8 +5,8 @@ A lazy module holds UninitializedParameter/UninitializedBuffer placeholders. A f
 runs initialize_parameters(input) on the first call, which materializes them (the same
 parameter objects, now shaped) and draws their initial values as the eager layer's constructor
 would (so after the same manual_seed, the values equal torch's); then the module turns into
-cls_to_become (LazyLinear -> Linear). Under kiln.compile that first call runs eagerly (the
-compiler sees the materialized layer afterwards), as torch.compile's. state_dict keeps the
+cls_to_become (LazyLinear -> Linear). Under kiln.compile the tracer runs that hook when it
+meets the first call (outside the graph, as torch.compile's), and traces the materialized layer. state_dict keeps the
 placeholders of a module not yet called; loading a materialized state materializes them.
 """
 import itertools
