@@ -71,7 +71,7 @@ CtcProblem describe(const Tensor& logProbs, const Tensor& targets, std::vector<i
   if (!lengthsKnown) {
     KILN_CHECK(targets.dim() == 2,
                "ctc_loss: with concatenated (1-d) targets and tensor target_lengths, log_alpha's "
-               "width (the longest target) depends on the data; pass target_lengths as a list or "
+               "width (the longest target) is data-dependent; pass target_lengths as a list or "
                "tuple, or targets padded to (N, S)");
     return p;
   }
