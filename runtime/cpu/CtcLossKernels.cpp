@@ -41,9 +41,13 @@ std::vector<int64_t> readLengths(const Tensor& lengths, const char* name) {
 }
 
 // Checks what the shapes and dtypes alone decide; `lengthsKnown` is false when the lengths are
-// tensors of a meta call (their values are checked when the op runs on data).
+// tensors of a meta call (their values are checked when the op runs on data). log_alpha is as
+// wide as the longest target (PyTorch's), except with tensor lengths and padded targets, where
+// it is as wide as the padding: a meta call cannot read the lengths, and the op must give the
+// shape its meta call gives.
 CtcProblem describe(const Tensor& logProbs, const Tensor& targets, std::vector<int64_t> inputLengths,
-                    std::vector<int64_t> targetLengths, int64_t blank, bool lengthsKnown) {
+                    std::vector<int64_t> targetLengths, int64_t blank, bool lengthsKnown,
+                    bool tensorLengths) {
   KILN_CHECK(logProbs.dim() == 3, "ctc_loss: log_probs must be 3-d (T, N, C), got shape ",
              logProbs.shapeString());
   KILN_CHECK(logProbs.dtype() == ScalarType::Float32 || logProbs.dtype() == ScalarType::Float64,
@@ -94,10 +98,11 @@ CtcProblem describe(const Tensor& logProbs, const Tensor& targets, std::vector<i
       p.targetStart.push_back(b * targets.size(1));
     } else {
       p.targetStart.push_back(offset);
-      p.maxTarget = std::max(p.maxTarget, tl);
     }
     offset += tl;
   }
+  if (targets.dim() == 1 || !tensorLengths)
+    p.maxTarget = targetLengths.empty() ? 0 : *std::max_element(targetLengths.begin(), targetLengths.end());
   if (targets.dim() == 1)
     KILN_CHECK(offset == targets.size(0), "Expected tensor to have size ", offset,
                " at dimension 0, but got size ", targets.size(0),
@@ -270,9 +275,9 @@ Tensor ctcBackward(const Tensor& grad, const Tensor& logProbs, const Tensor& tar
 CtcProblem describeTensorLengths(const Tensor& logProbs, const Tensor& targets, const Tensor& inputLengths,
                                  const Tensor& targetLengths, int64_t blank, bool& known) {
   known = !(logProbs.isMeta() || inputLengths.isMeta() || targetLengths.isMeta());
-  if (!known) return describe(logProbs, targets, {}, {}, blank, false);
+  if (!known) return describe(logProbs, targets, {}, {}, blank, false, true);
   return describe(logProbs, targets, readLengths(inputLengths, "input_lengths"),
-                  readLengths(targetLengths, "target_lengths"), blank, true);
+                  readLengths(targetLengths, "target_lengths"), blank, true, true);
 }
 
 } // namespace
@@ -281,7 +286,7 @@ std::tuple<Tensor, Tensor> ctcLoss(const Tensor& log_probs, const Tensor& target
                                    IntArrayRef target_lengths, int64_t blank, bool zero_infinity) {
   (void)zero_infinity; // the forward's masking is nn.functional.ctc_loss's; the backward's is below
   CtcProblem p = describe(log_probs, targets, std::vector<int64_t>(input_lengths.begin(), input_lengths.end()),
-                          std::vector<int64_t>(target_lengths.begin(), target_lengths.end()), blank, true);
+                          std::vector<int64_t>(target_lengths.begin(), target_lengths.end()), blank, true, false);
   return ctcForward(log_probs, targets, p, blank, true);
 }
 
@@ -298,7 +303,7 @@ Tensor ctcLossBackward(const Tensor& grad, const Tensor& log_probs, const Tensor
                        IntArrayRef input_lengths, IntArrayRef target_lengths, const Tensor& neg_log_likelihood,
                        const Tensor& log_alpha, int64_t blank, bool zero_infinity) {
   CtcProblem p = describe(log_probs, targets, std::vector<int64_t>(input_lengths.begin(), input_lengths.end()),
-                          std::vector<int64_t>(target_lengths.begin(), target_lengths.end()), blank, true);
+                          std::vector<int64_t>(target_lengths.begin(), target_lengths.end()), blank, true, false);
   return ctcBackward(grad, log_probs, targets, p, neg_log_likelihood, log_alpha, blank, zero_infinity, true);
 }
 
