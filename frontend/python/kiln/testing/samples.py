@@ -528,7 +528,7 @@ def _nn_specs(s):
         (((4, 2, 4), T((4,), dtype="int64", values=[0, 1, 1, 2])),
          {"input_lengths": [4, 4], "target_lengths": [2, 2], "blank": 3}),
         (((3, 1, 3), T((1, 1), dtype="int64", values=[1])), {"input_lengths": [3], "target_lengths": [1]})]
-    s["_ctc_loss"] = dict(cases=ctc, args={"log_probs": dict(low=-3, high=-0.1)})
+    s["_ctc_loss"] = dict(cases=ctc, args={"log_probs": dict(low=-3, high=0)})
 
     def lengths_as_tensors(kw):
         return tuple(T((len(kw[k]),), dtype="int64", values=kw[k]) for k in ("input_lengths", "target_lengths"))
@@ -544,7 +544,7 @@ def _nn_specs(s):
         steps, n, _ = _t(shapes[0]).shape
         return ((n,),), ((n,), (n, steps, 2 * max(kw["target_lengths"]) + 1))
 
-    backward_args = {"log_probs": dict(low=-3, high=-0.1), "log_alpha": dict(low=-6, high=-1),
+    backward_args = {"log_probs": dict(low=-3, high=0), "log_alpha": dict(low=-6, high=0),
                      "neg_log_likelihood": dict(low=1, high=6)}
     s["_ctc_loss_backward"] = dict(args=backward_args, cases=[
         (backward_extra(shapes, kw)[0] + shapes + backward_extra(shapes, kw)[1], dict({"blank": 0}, **kw))
