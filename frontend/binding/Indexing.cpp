@@ -10,6 +10,7 @@
 #include "frontend/binding/PythonConvert.h"
 #include "generated/Ops.h"
 #include "runtime/CheckedConvert.h"
+#include "runtime/MaskIndex.h"
 
 namespace kiln::python {
 
@@ -401,22 +402,50 @@ void copyTo(const Tensor& dst, const Tensor& src) {
   }
 }
 
-// x[mask] = v with one boolean mask over x's leading dims and a single value: a masked_fill_
-// (as PyTorch's compiler rewrites it), which keeps the shape static: index_put_ with a mask
-// needs the mask's nonzero count, which a fake tensor under capture does not have.
+// x[mask] = v with one boolean mask (after any untouched dims) and a value that broadcasts over
+// the selected elements (a number, one element, or a tensor of the dims around the mask): a
+// masked_fill_, or where(mask, v, x) written back, as PyTorch's compiler rewrites it. Both keep
+// the shape static: index_put_ with a mask needs the mask's true count, which a fake tensor under
+// capture does not have.
 bool maskFill(const Tensor& self, const IndexList& indices, const Tensor& value, bool fromNumber) {
-  if (indices.size() != 1 || !indices[0] || indices[0]->dtype() != ScalarType::Bool) return false;
-  const Tensor& mask = *indices[0];
-  if (value.numel() != 1 || (!fromNumber && value.dtype() != self.dtype()) ||
-      mask.dim() > self.dim() || mask.device() != self.device())
-    return false;
+  std::optional<MaskIndex> m = singleMaskIndex(indices);
+  if (!m || m->mask.device() != self.device()) return false;
+  const Tensor& mask = m->mask;
+  const int64_t first = m->first, after = self.dim() - first - mask.dim();
+  if (after < 0) return false;
   for (int64_t d = 0; d < mask.dim(); ++d)
-    if (mask.sizes()[size_t(d)] != self.sizes()[size_t(d)]) return false;
-  std::vector<int64_t> shape(mask.sizes().begin(), mask.sizes().end());
-  shape.resize(size_t(self.dim()), 1);
-  Tensor m = ops::view(mask, IntArrayRef(shape));
-  if (fromNumber) ops::masked_fill_(self, m, value.item());
-  else ops::masked_fill_(self, m, ops::view(value, IntArrayRef{}));
+    if (mask.size(d) != self.size(first + d)) return false;
+  DimVector maskShape(size_t(first), 1);
+  for (int64_t s : mask.sizes()) maskShape.push_back(s);
+  maskShape.resize(size_t(self.dim()), 1);
+  Tensor maskView = ops::view(mask, IntArrayRef(maskShape));
+  if (value.numel() == 1 && (fromNumber || value.dtype() == self.dtype())) {
+    if (fromNumber) ops::masked_fill_(self, maskView, value.item());
+    else ops::masked_fill_(self, maskView, ops::view(value, IntArrayRef{}));
+    return true;
+  }
+  // The value right-aligned to the indexed shape self[:first] + [count] + self[first + mask
+  // dims:]; it broadcasts when its dim facing the count is 1 (or absent).
+  Tensor v = stripLeadingOnes(value);
+  if (v.device() != self.device()) return false;
+  const int64_t rank = first + 1 + after;
+  if (v.dim() > rank) return false;
+  DimVector padded(size_t(rank - v.dim()), 1);
+  for (int64_t s : v.sizes()) padded.push_back(s);
+  if (padded[size_t(first)] != 1) return false;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (d == first) continue;
+    int64_t want = d < first ? self.size(d) : self.size(d - 1 + mask.dim());
+    if (padded[size_t(d)] != 1 && padded[size_t(d)] != want) return false;
+  }
+  DimVector valueShape; // padded with the count's dim widened to the mask's dims, all 1
+  for (int64_t d = 0; d < rank; ++d) {
+    if (d != first) valueShape.push_back(padded[size_t(d)]);
+    else
+      for (int64_t j = 0; j < mask.dim(); ++j) valueShape.push_back(1);
+  }
+  if (v.dtype() != self.dtype()) v = ops::_to_copy(v, self.dtype(), std::nullopt);
+  ops::copy_(self, ops::where(maskView, ops::reshape(v, IntArrayRef(valueShape)), self), false);
   return true;
 }
 

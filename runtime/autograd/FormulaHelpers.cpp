@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "generated/Ops.h"
+#include "runtime/MaskIndex.h"
 #include "runtime/autograd/ViewNodes.h"
 
 namespace kiln::autograd {
@@ -453,6 +454,48 @@ static std::vector<std::optional<Tensor>> fullIndices(const Tensor& grad, int64_
     idx.emplace_back(ops::reshape(ops::arange(Scalar(grad.size(d)), ScalarType::Int64, grad.device()), shape));
   }
   return idx;
+}
+
+Tensor indexPutValuesBackward(const Tensor& grad, const std::vector<std::optional<Tensor>>& indices,
+                              const Tensor& values) {
+  std::optional<MaskIndex> m = singleMaskIndex(indices);
+  if (!m) return sumTo(ops::index(grad, indices), values.sizes());
+  // grad has self's shape; the indexed shape is self[:first] + [k] + self[first + mask dims:],
+  // k the mask's true count, and values broadcast to it right-aligned.
+  const int64_t first = m->first, maskDims = m->mask.dim();
+  const int64_t after = grad.dim() - first - maskDims, rank = first + 1 + after;
+  KILN_CHECK(values.dim() <= rank, "index_put: values of shape ", values.shapeString(),
+             " for an indexed shape of rank ", rank);
+  DimVector outer; // self's dims around the mask, with one dim in its place
+  for (int64_t d = 0; d < first; ++d) outer.push_back(grad.size(d));
+  outer.push_back(1);
+  for (int64_t d = first + maskDims; d < grad.dim(); ++d) outer.push_back(grad.size(d));
+  const int64_t valuesAtMask = values.dim() - rank + first; // values' dim facing k (< 0: none)
+  Tensor g;
+  if (valuesAtMask < 0 || values.size(valuesAtMask) == 1) {
+    // One value element went to every selected element: their gradients add up.
+    DimVector shape(size_t(first), 1);
+    for (int64_t s : m->mask.sizes()) shape.push_back(s);
+    shape.resize(size_t(grad.dim()), 1);
+    Tensor picked = ops::where(ops::reshape(m->mask, shape), grad, ops::zeros({}, grad.dtype(), grad.device()));
+    std::vector<int64_t> maskAxes;
+    for (int64_t d = first; d < first + maskDims; ++d) maskAxes.push_back(d);
+    g = ops::reshape(ops::sum(picked, IntArrayRef(maskAxes), false), outer);
+  } else {
+    // The j-th selected element (in row-major order) came from values' j-th slot: a cumulative
+    // count of the mask numbers the slots; unselected elements go to a spare slot dropped after.
+    const int64_t slots = values.size(valuesAtMask);
+    Tensor flatMask = ops::reshape(m->mask, {-1});
+    Tensor slot = ops::where(flatMask, ops::sub(ops::cumsum(flatMask, 0, ScalarType::Int64), Scalar(int64_t(1))),
+                             ops::scalar_tensor(Scalar(slots), ScalarType::Int64, grad.device()));
+    DimVector flat = outer, spare = outer;
+    flat[size_t(first)] = flatMask.numel();
+    spare[size_t(first)] = slots + 1;
+    Tensor acc = ops::index_add(ops::zeros(spare, grad.dtype(), grad.device()), first, slot,
+                                ops::reshape(grad, flat));
+    g = ops::narrow(acc, first, 0, slots);
+  }
+  return sumTo(g, values.sizes());
 }
 
 Tensor indexSelectBackward(const Tensor& grad, IntArrayRef sizes, int64_t dim, const Tensor& index) {

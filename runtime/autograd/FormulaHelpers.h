@@ -82,6 +82,10 @@ Tensor asStridedBackward(const Tensor& grad, const Tensor& self, IntArrayRef siz
 Tensor repeatBackward(const Tensor& grad, IntArrayRef sizes, IntArrayRef repeats);
 Tensor rollBackward(const Tensor& grad, IntArrayRef shifts, IntArrayRef dims);
 // Gradients of index_select and gather: summed into zeros at the indexed places.
+// index_put's gradient for `values`: index(grad, indices) summed to values' shape; through a
+// single bool mask (runtime/MaskIndex.h) in ops of static shapes, so that it traces.
+Tensor indexPutValuesBackward(const Tensor& grad, const std::vector<std::optional<Tensor>>& indices,
+                              const Tensor& values);
 Tensor indexSelectBackward(const Tensor& grad, IntArrayRef sizes, int64_t dim, const Tensor& index);
 Tensor gatherBackward(const Tensor& grad, IntArrayRef sizes, int64_t dim, const Tensor& index);
 Tensor zerosLikeGrad(const Tensor& grad, IntArrayRef sizes);

@@ -8,6 +8,7 @@
 #include "generated/KernelDecls.h"
 #include "generated/Ops.h"
 #include "runtime/CheckedConvert.h"
+#include "runtime/MaskIndex.h"
 #include "runtime/TensorIterator.h"
 #include "runtime/ViewGeometry.h"
 #include "runtime/cpu/IndexLoops.h"
@@ -300,6 +301,36 @@ Scalar valueOfZeroDim(const Tensor& value, const Tensor& self) {
   return value.item();
 }
 
+// index_put_ through one bool mask on meta tensors (capture, AOT tracing): the checks the shapes
+// decide; the mask's true count, which values' dim facing it must match unless it is 1, is the
+// data's, checked when the op runs on data.
+void checkMetaMaskPut(const Tensor& self, const MaskIndex& m, const Tensor& values, bool accumulate) {
+  const Tensor& mask = m.mask;
+  for (int64_t j = 0; j < mask.dim(); ++j) {
+    int64_t at = m.first + j;
+    KILN_CHECK_INDEX(at < self.dim() && mask.size(j) == self.size(at), "The shape of the mask ",
+                     mask.shapeString(), " at index ", j, " does not match the shape of the indexed tensor ",
+                     self.shapeString(), " at index ", at);
+  }
+  DimVector indexed; // -1 for the mask's count
+  for (int64_t d = 0; d < m.first; ++d) indexed.push_back(self.size(d));
+  indexed.push_back(-1);
+  for (int64_t d = m.first + mask.dim(); d < self.dim(); ++d) indexed.push_back(self.size(d));
+  bool fits = values.dim() <= int64_t(indexed.size());
+  for (int64_t i = 0; fits && i < values.dim(); ++i) {
+    int64_t want = indexed[indexed.size() - size_t(values.dim() - i)], have = values.size(i);
+    fits = want == -1 || have == 1 || have == want;
+  }
+  KILN_CHECK(fits, "shape mismatch: value tensor of shape ", values.shapeString(),
+             " cannot be broadcast to the indexing result of ", self.shapeString(), " through a mask of shape ",
+             mask.shapeString());
+  // One value without accumulation is a masked fill, which casts (as the data path does).
+  KILN_CHECK(values.dtype() == self.dtype() || (values.numel() == 1 && !accumulate),
+             "Index put requires the source and destination dtypes match, got ",
+             scalarTypeShortName(self.dtype()), " for the destination and ",
+             scalarTypeShortName(values.dtype()), " for the source.");
+}
+
 } // namespace
 
 Tensor maskedFill_(const Tensor& self, const Tensor& mask, const Scalar& value) {
@@ -385,6 +416,13 @@ Tensor indexPut_(const Tensor& self, const std::vector<std::optional<Tensor>>& i
       for (int64_t d = covered; d < self.dim(); ++d)
         m = ops::unsqueeze(m, -1);
       return maskedFill_(self, m, values.item());
+    }
+  }
+  if (self.isMeta()) {
+    if (std::optional<MaskIndex> m = singleMaskIndex(indices)) {
+      checkMetaMaskPut(self, *m, values, accumulate);
+      self.bumpVersion();
+      return self;
     }
   }
   std::optional<AdvancedIndex> info = makeAdvancedIndex(self, indices);

@@ -1,7 +1,7 @@
 """Less common loss functions inside one compiled function, each equal to eager's. Graph counts as
 torch.compile's (2/1: gaussian_nll_loss checks its variance with .item()); the distance function
 defined inside the compiled code is traced through triplet_margin_with_distance_loss. (ctc_loss
-is not in kiln yet.)"""
+has its own program, ctc_loss_train.py.)"""
 import numpy as np
 
 from cutil import randint, randn, rng, tensor

@@ -369,8 +369,14 @@ def _training_runner(gm, part, facts, compiled_forward, compiled_backward):
         return apply, attr_targets
     num_returned = num_outputs - len(written)
     differentiable = tangent_for[num_returned:]
+    num_placeholders = sum(1 for n in gm.graph.nodes if n.op == "placeholder")
 
     def run(*args):
+        if written and _written_input_shares_storage(args, written):
+            # A written input is also another input (a resume function's stack slot holding a
+            # local's tensor): the compiled forward writes it back only at its end, after the
+            # reads through the other input; op by op, every read sees the write as eagerly.
+            return gm.forward(*args[:num_placeholders])
         # New values of inputs that require grad, copied in as the eager program wrote them: under
         # autograd when the value requires grad (the input's history goes through the compiled
         # node), else as a write under no_grad.
@@ -387,6 +393,14 @@ def _training_runner(gm, part, facts, compiled_forward, compiled_backward):
         return results
 
     return run, attr_targets
+
+
+def _written_input_shares_storage(args, written):
+    storages = {}
+    for i, a in enumerate(args):
+        if hasattr(a, "_storage_id"):
+            storages.setdefault(a._storage_id(), []).append(i)
+    return any(len(storages.get(args[i]._storage_id(), ())) > 1 for i in written)
 
 
 class _GraphsOverSymbols:

@@ -552,6 +552,63 @@ def cosine_embedding_loss(input1, input2, target, margin=0.0, size_average=None,
     return _reduce(loss, reduction)
 
 
+def _lengths(values, name, batch):
+    """ctc_loss's per-sample lengths: a tensor as it is, else a list of ints (one int for an
+    unbatched call)."""
+    if isinstance(values, _C.TensorBase):
+        return values
+    if isinstance(values, int) and not isinstance(values, bool):
+        values = [values]
+    try:
+        out = [int(v) for v in values]
+    except TypeError:
+        raise TypeError(f"ctc_loss(): argument '{name}' must be a tensor or a sequence of ints, "
+                        f"not {type(values).__name__}") from None
+    if len(out) != batch:
+        raise RuntimeError(f"ctc_loss: {name} must have {batch} values (the batch size), got {len(out)}")
+    return out
+
+
+def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reduction="mean", zero_infinity=False):
+    """The connectionist temporal classification loss (torch's): log_probs (T, N, C) or unbatched
+    (T, C) log-probabilities, targets padded (N, S) or concatenated, lengths as tensors or ints."""
+    reduction_enum = _reduction_enum(reduction)
+    if log_probs.dim() not in (2, 3):
+        raise RuntimeError(f"ctc_loss: log_probs must be (T, N, C) or unbatched (T, C), got shape "
+                           f"{list(log_probs.shape)}")
+    batched = log_probs.dim() == 3
+    if not batched:
+        log_probs = log_probs.unsqueeze(1)  # targets stay 1-d: one sample's concatenated labels
+        if isinstance(input_lengths, _C.TensorBase) and input_lengths.dim() == 0:
+            input_lengths = input_lengths.unsqueeze(0)
+        if isinstance(target_lengths, _C.TensorBase) and target_lengths.dim() == 0:
+            target_lengths = target_lengths.unsqueeze(0)
+    batch = log_probs.shape[1]
+    input_lengths = _lengths(input_lengths, "input_lengths", batch)
+    target_lengths = _lengths(target_lengths, "target_lengths", batch)
+    if isinstance(input_lengths, _C.TensorBase) != isinstance(target_lengths, _C.TensorBase):
+        # One as a tensor: both as tensors (the op takes two lists or two tensors).
+        from .. import tensor
+        if not isinstance(input_lengths, _C.TensorBase):
+            input_lengths = tensor(input_lengths, dtype=target_lengths.dtype, device=target_lengths.device)
+        else:
+            target_lengths = tensor(target_lengths, dtype=input_lengths.dtype, device=input_lengths.device)
+    loss = _ops._ctc_loss(log_probs, targets, input_lengths, target_lengths, blank, zero_infinity)[0]
+    if zero_infinity:
+        loss = _ops.where(loss == math.inf, loss.new_zeros(()), loss)
+    if reduction_enum == 0:
+        return loss if batched else loss.squeeze(0)
+    if reduction_enum == 2:
+        return loss.sum()
+    # 'mean': each loss over its target length (at least 1), then the batch mean.
+    if isinstance(target_lengths, _C.TensorBase):
+        lengths = target_lengths.to(loss.dtype)
+    else:
+        from .. import tensor
+        lengths = tensor(target_lengths, dtype=loss.dtype, device=loss.device)
+    return (loss / lengths.clamp_min(1)).mean()
+
+
 def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     _warn_target_size(input, target)
     diff = (input - target).abs()
@@ -1099,7 +1156,7 @@ from ._pooling3d import (  # noqa: E402,F401
 # Python): under autocast, float32 inputs and autocast off inside (kiln/_autocast_state.py).
 from .._autocast_state import _autocast_float32 as _float32_under_autocast  # noqa: E402
 
-for _name in ("huber_loss", "kl_div", "cosine_embedding_loss", "margin_ranking_loss", "triplet_margin_loss",
+for _name in ("ctc_loss", "huber_loss", "kl_div", "cosine_embedding_loss", "margin_ranking_loss", "triplet_margin_loss",
               "hinge_embedding_loss", "soft_margin_loss", "multi_margin_loss", "multilabel_margin_loss",
               "poisson_nll_loss", "grid_sample"):
     globals()[_name] = _float32_under_autocast(globals()[_name])

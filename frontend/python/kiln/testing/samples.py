@@ -519,6 +519,39 @@ def _nn_specs(s):
                (((2, 3), (2, 3), None, (3,)), {"reduction": 2}), ((0, 3), (0, 3))],
         args={"self": dict(low=-30, high=30), "target": dict(low=0, high=1), "pos_weight": dict(low=0.5, high=3),
               "weight": dict(low=0, high=2)})
+    # Every sample uses each input's full length and the longest target for every sample, so that
+    # PyTorch's log_alpha (left uninitialized past a sample's lengths) is defined everywhere.
+    ctc = [
+        (((5, 2, 4), T((2, 2), dtype="int64", values=[1, 2, 3, 3])), {"input_lengths": [5, 5], "target_lengths": [2, 2]}),
+        (((NC(6, 3, 5)), T((3, 3), dtype="int64", values=[1, 1, 4, 2, 3, 2, 4, 4, 4])),
+         {"input_lengths": [6, 6, 6], "target_lengths": [3, 3, 3], "blank": 0}),
+        (((4, 2, 4), T((4,), dtype="int64", values=[0, 1, 1, 2])),
+         {"input_lengths": [4, 4], "target_lengths": [2, 2], "blank": 3}),
+        (((3, 1, 3), T((1, 1), dtype="int64", values=[1])), {"input_lengths": [3], "target_lengths": [1]})]
+    s["_ctc_loss"] = dict(cases=ctc, args={"log_probs": dict(low=-3, high=0)})
+
+    def lengths_as_tensors(kw):
+        return tuple(T((len(kw[k]),), dtype="int64", values=kw[k]) for k in ("input_lengths", "target_lengths"))
+
+    def without_lengths(kw):
+        return {k: v for k, v in kw.items() if k not in ("input_lengths", "target_lengths")}
+
+    s["_ctc_loss.Tensor"] = dict(cases=[(shapes + lengths_as_tensors(kw), without_lengths(kw)) for shapes, kw in ctc],
+                                 args=s["_ctc_loss"]["args"])
+
+    # The backward of any grad (N,), neg_log_likelihood (N,) and log_alpha (N, T, 2 * S + 1).
+    def backward_extra(shapes, kw):
+        steps, n, _ = _t(shapes[0]).shape
+        return ((n,),), ((n,), (n, steps, 2 * max(kw["target_lengths"]) + 1))
+
+    backward_args = {"log_probs": dict(low=-3, high=0), "log_alpha": dict(low=-6, high=0),
+                     "neg_log_likelihood": dict(low=1, high=6)}
+    s["_ctc_loss_backward"] = dict(args=backward_args, cases=[
+        (backward_extra(shapes, kw)[0] + shapes + backward_extra(shapes, kw)[1], dict({"blank": 0}, **kw))
+        for shapes, kw in ctc])
+    s["_ctc_loss_backward.Tensor"] = dict(args=backward_args, cases=[
+        (backward_extra(shapes, kw)[0] + shapes + lengths_as_tensors(kw) + backward_extra(shapes, kw)[1],
+         dict({"blank": 0}, **without_lengths(kw))) for shapes, kw in ctc])
     s["scaled_dot_product_attention"] = dict(cases=[
         ((2, 3, 4), (2, 5, 4), (2, 5, 4)), (((2, 3, 4), (2, 5, 4), (2, 5, 4), _mask((3, 5))), {"scale": 0.3}),
         (((2, 2, 3, 4), (2, 2, 5, 4), NC(2, 2, 5, 4), (2, 1, 3, 5)), {}),

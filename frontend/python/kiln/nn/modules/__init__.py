@@ -13,7 +13,7 @@ from .activation import (  # noqa: F401
 )
 from .distance import CosineSimilarity, PairwiseDistance  # noqa: F401
 from .loss import (  # noqa: F401
-    BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, KLDivLoss, L1Loss, MSELoss, NLLLoss, SmoothL1Loss,
+    BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, CTCLoss, HuberLoss, KLDivLoss, L1Loss, MSELoss, NLLLoss, SmoothL1Loss,
 )
 from .loss import CosineEmbeddingLoss, MarginRankingLoss, TripletMarginLoss  # noqa: F401
 from .normalization import RMSNorm  # noqa: F401
