@@ -37,7 +37,7 @@ from ._stacking import (  # noqa: E402,F401
     _install_methods as _install_stacking,
 )
 from ._math_composites import (  # noqa: E402,F401
-    acosh, asinh, atanh, cdist, copysign, cross, deg2rad, float_power, frac, isin, isneginf, isposinf, kron, logit,
+    acosh, asinh, atanh, cdist, copysign, corrcoef, cov, cross, deg2rad, float_power, frac, isin, isneginf, isposinf, kron, logit,
     nanmean, nansum, rad2deg, signbit, sinc, take_along_dim, tensordot, trace, trapezoid, trapz, cumulative_trapezoid,
     _install_methods as _install_math,
 )
