@@ -42,6 +42,11 @@ from ._math_composites import (  # noqa: E402,F401
     _install_methods as _install_math,
 )
 from ._promotion import can_cast, promote_types, result_type  # noqa: E402,F401
+from ._memory_format import (  # noqa: E402,F401
+    memory_format, contiguous_format, channels_last, channels_last_3d, preserve_format,
+    _install_methods as _install_memory_format,
+)
+_install_memory_format(Tensor)
 _install_math(Tensor)
 _install_stacking(Tensor)
 del _install_math, _install_stacking

@@ -318,8 +318,11 @@ def _segment_graph(members, placeholders_of, extra_reads=(), passed=frozenset())
     def value(a):
         if a in env:
             return env[a]
-        if a not in member_set and a.op != "placeholder" and not a.all_input_nodes and a not in passed:
-            # A constant-like node (prims.full): copied, not passed in.
+        if (a not in member_set and a.op != "placeholder" and not a.all_input_nodes and a not in passed
+                and not is_fallback(a)):
+            # A constant-like node (prims.full): copied, not passed in. Not one run eagerly (a
+            # storage written in place through views, _plan_forcing_eager): its writes are in
+            # the eager value, a copy would be the bare constant.
             env[a] = graph.node_copy(a, value)
             return env[a]
         inputs.append(a)
