@@ -196,3 +196,46 @@ def test_module_to_channels_last_converts_4d_weights_only():
     kiln.compiler.reset()
     compiled = kiln.compile(lambda t: conv(t.contiguous(memory_format=kiln.channels_last)))
     np.testing.assert_allclose(_np(compiled(x)), _np(want), rtol=1e-5, atol=1e-5)
+
+
+# -- objects made while tracing, live at a graph break or returned ------------------------------
+class _Box:
+    def __init__(self, x, scale):
+        self.x = x * scale
+        self.scale = scale
+        self.me = self
+
+
+def test_object_made_in_compiled_code_survives_a_graph_break():
+    def fn(x):
+        box = _Box(x, 2.0)
+        dist = kiln.distributions.Normal(x, x.abs() + 1)
+        print("break")
+        return box.x + 1, box.scale, box.me is box, dist.log_prob(x), dist.entropy()
+
+    x = kiln.randn(4)
+    want = fn(x)
+    kiln.compiler.reset()
+    e = kiln.explain(fn)(x)
+    assert (e.graph_count, e.graph_break_count) == (2, 1), e.break_reasons
+    kiln.compiler.reset()
+    got = kiln.compile(fn)(x)
+    for a, b in zip(want, got):
+        if isinstance(a, kiln.Tensor):
+            np.testing.assert_allclose(_np(b), _np(a), rtol=1e-6)
+        else:
+            assert a == b
+
+
+def test_object_made_in_compiled_code_can_be_returned():
+    def fn(x):
+        return _Box(x, 3.0)
+
+    kiln.compiler.reset()
+    e = kiln.explain(fn)(kiln.ones(2))
+    assert (e.graph_count, e.graph_break_count, len(e.break_reasons)) == (1, 0, 0), e.break_reasons
+    kiln.compiler.reset()
+    box = kiln.compile(fn)(kiln.ones(2))
+    assert type(box) is _Box and box.me is box and box.scale == 3.0
+    np.testing.assert_array_equal(_np(box.x), [3.0, 3.0])
+    assert kiln.compile(fn)(kiln.ones(2)) is not box  # a new object per call, as eager
