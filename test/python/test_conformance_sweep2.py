@@ -239,3 +239,58 @@ def test_object_made_in_compiled_code_can_be_returned():
     assert type(box) is _Box and box.me is box and box.scale == 3.0
     np.testing.assert_array_equal(_np(box.x), [3.0, 3.0])
     assert kiln.compile(fn)(kiln.ones(2)) is not box  # a new object per call, as eager
+
+
+# -- saved-tensor hooks and checkpointing without reentrance -------------------------------------
+def test_saved_tensors_hooks_pack_and_unpack_every_saved_tensor():
+    packed, unpacked = [], []
+
+    def pack(t):
+        packed.append(t.shape)
+        return ("kept", t.clone())
+
+    def unpack(kept):
+        unpacked.append(kept[0])
+        return kept[1]
+
+    x = kiln.randn(3, 4, requires_grad=True)
+    w = kiln.randn(4, 2, requires_grad=True)
+    with kiln.autograd.graph.saved_tensors_hooks(pack, unpack):
+        y = (x @ w).tanh()
+    assert packed  # matmul saves its operands, tanh its result
+    gx, gw = kiln.autograd.grad(y.sum(), [x, w])
+    assert len(unpacked) == len(packed)
+    t = (x @ w).tanh()
+    want = kiln.autograd.grad(t.sum(), [x, w])
+    np.testing.assert_allclose(_np(gx), _np(want[0]), rtol=1e-6)
+    np.testing.assert_allclose(_np(gw), _np(want[1]), rtol=1e-6)
+    with kiln.autograd.graph.saved_tensors_hooks(lambda t: t, lambda k: "not a tensor"):
+        z = x.sin()
+    with pytest.raises(TypeError, match="unpack_hook expected to be a Tensor"):
+        z.sum().backward()
+
+
+def test_checkpoint_without_reentrant_serves_autograd_grad_of_parameters():
+    # The parameters a checkpointed block uses get gradients from autograd.grad (they were not
+    # inputs of the checkpoint's node: "appears to not have been used in the graph").
+    block = nn.Sequential(nn.Linear(6, 8), nn.GELU(), nn.Linear(8, 6))
+    calls = []
+
+    def fn(a):
+        calls.append(1)
+        return a + block(a)
+
+    x = kiln.randn(4, 6, requires_grad=True)
+    want = kiln.autograd.grad(fn(x).square().sum(), [x, block[0].weight, block[2].bias])
+    calls.clear()
+    out = kiln.utils.checkpoint.checkpoint(fn, x, use_reentrant=False)
+    got = kiln.autograd.grad(out.square().sum(), [x, block[0].weight, block[2].bias])
+    assert len(calls) == 2  # the forward, and once more in the backward
+    for a, b in zip(want, got):
+        np.testing.assert_allclose(_np(b), _np(a), rtol=1e-5, atol=1e-6)
+    other = nn.Linear(6, 6)
+    seq = kiln.utils.checkpoint.checkpoint_sequential(nn.Sequential(block, nn.Tanh(), other), 2, x,
+                                                      use_reentrant=False)
+    g, = kiln.autograd.grad(seq.sum(), [block[0].weight])
+    w = kiln.autograd.grad(other(block(x).tanh()).sum(), [block[0].weight])[0]
+    np.testing.assert_allclose(_np(g), _np(w), rtol=1e-5, atol=1e-6)
