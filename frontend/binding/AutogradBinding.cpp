@@ -336,9 +336,15 @@ void registerAutograd(nb::module_& m, TensorClass& cls) {
   m.def(
       "_push_saved_tensors_hooks",
       [](nb::object pack, nb::object unpack) {
+        if (pack.is_none() && unpack.is_none()) {
+          pushSavedTensorHooks(nullptr); // none until the matching pop (kiln.compile's tracing)
+          return;
+        }
         pushSavedTensorHooks(std::make_shared<PythonSavedTensorHooks>(std::move(pack), std::move(unpack)));
       },
-      "Makes pack/unpack the innermost saved-tensor hooks of this thread (saved_tensors_hooks).");
+      nb::arg("pack").none(), nb::arg("unpack").none(),
+      "Makes pack/unpack the innermost saved-tensor hooks of this thread (saved_tensors_hooks); "
+      "None, None: no hooks until the matching pop.");
   m.def("_pop_saved_tensors_hooks", &popSavedTensorHooks, "Ends the innermost saved-tensor hooks.");
 
   m.def("_run_backward",

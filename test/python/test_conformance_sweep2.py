@@ -294,3 +294,37 @@ def test_checkpoint_without_reentrant_serves_autograd_grad_of_parameters():
     g, = kiln.autograd.grad(seq.sum(), [block[0].weight])
     w = kiln.autograd.grad(other(block(x).tanh()).sum(), [block[0].weight])[0]
     np.testing.assert_allclose(_np(g), _np(w), rtol=1e-5, atol=1e-6)
+
+
+class _Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return x + self.lin(x).tanh()
+
+
+def test_checkpoint_in_compiled_code_and_compiled_code_in_a_checkpoint():
+    block = _Block()
+    x = kiln.randn(3, 4, requires_grad=True)
+
+    def fn(x):
+        h = kiln.utils.checkpoint.checkpoint(block, x, use_reentrant=False)
+        return kiln.autograd.grad(h.square().sum(), [x, block.lin.weight])
+
+    want = fn(x)
+    kiln.compiler.reset()
+    e = kiln.explain(fn)(x)
+    assert e.graph_count == 1 and all("checkpoint" not in str(r) for r in e.break_reasons), e.break_reasons
+    kiln.compiler.reset()
+    for a, b in zip(want, kiln.compile(fn)(x)):
+        np.testing.assert_allclose(_np(b), _np(a), rtol=1e-5, atol=1e-6)
+    # a compiled module run by an eager checkpoint: compiled while the checkpoint's hooks are on
+    kiln.compiler.reset()
+    twin = _Block()
+    twin.load_state_dict(block.state_dict())
+    h = kiln.utils.checkpoint.checkpoint(kiln.compile(twin), x, use_reentrant=False)
+    got = kiln.autograd.grad(h.square().sum(), [x, twin.lin.weight])
+    for a, b in zip(want, got):
+        np.testing.assert_allclose(_np(b), _np(a), rtol=1e-5, atol=1e-6)
