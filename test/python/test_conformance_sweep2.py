@@ -174,6 +174,8 @@ def test_channels_last_strides_and_values():
     assert tuple(x.to(memory_format=kiln.channels_last).stride()) == (60, 1, 15, 3)
     assert tuple(x.clone(memory_format=kiln.channels_last).stride()) == (60, 1, 15, 3)
     assert tuple(c.contiguous().stride()) == (60, 20, 5, 1)
+    assert tuple(c.clone().stride()) == (60, 1, 15, 3)  # preserve_format
+    assert tuple(c.clone(memory_format=kiln.contiguous_format).stride()) == (60, 20, 5, 1)
     np.testing.assert_array_equal(_np(c), _np(x))
     v = kiln.randn(1, 2, 3, 4, 5).contiguous(memory_format=kiln.channels_last_3d)
     assert tuple(v.stride()) == (120, 1, 40, 10, 2)

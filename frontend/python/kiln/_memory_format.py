@@ -2,7 +2,8 @@
 tensor), channels_last_3d (NDHWC of a 5-D one) and preserve_format, taken by Tensor.contiguous,
 is_contiguous, clone, to and Module.to. A channels_last tensor is an ordinary strided tensor
 whose channel dim has stride 1; kiln's ops read any strides, and their results are contiguous
-(values as torch's; torch's would keep the channels_last strides)."""
+(values as torch's; torch's would keep the channels_last strides), except clone(), which keeps
+a channels-last layout as torch's preserve_format does."""
 from . import _C
 
 __all__ = ["memory_format", "contiguous_format", "channels_last", "channels_last_3d", "preserve_format"]
@@ -91,8 +92,15 @@ def is_contiguous(self, memory_format=contiguous_format):
 
 
 def clone(self, *, memory_format=preserve_format):
-    if memory_format is preserve_format or memory_format is contiguous_format:
-        return _clone_op(self)  # kiln's clone is contiguous; preserve keeps the values
+    if memory_format is preserve_format:
+        # A channels-last tensor's clone is channels-last, as torch's (kiln's clone op is
+        # contiguous; other strides are not kept)
+        rank = self.dim()
+        if rank in (4, 5) and not _is_contiguous_op(self) and _has_strides_of(self, _channels_last_order(rank)):
+            return _to_format(self, channels_last if rank == 4 else channels_last_3d, copy=True)
+        return _clone_op(self)
+    if memory_format is contiguous_format:
+        return _clone_op(self)
     return _to_format(self, memory_format, copy=True)
 
 
