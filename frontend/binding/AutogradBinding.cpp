@@ -53,6 +53,38 @@ GradHook pythonGradHook(nb::object fn, std::shared_ptr<bool> alive) {
   };
 }
 
+// saved_tensors_hooks(pack, unpack) of Python: what pack(t) returns is kept for the backward.
+class PythonSavedTensorHooks final : public SavedTensorHooks {
+public:
+  PythonSavedTensorHooks(nb::object pack, nb::object unpack) : pack_(std::move(pack)), unpack_(std::move(unpack)) {}
+  ~PythonSavedTensorHooks() override {
+    nb::gil_scoped_acquire gil;
+    pack_.reset();
+    unpack_.reset();
+  }
+
+  std::shared_ptr<void> pack(const Tensor& t) override {
+    nb::gil_scoped_acquire gil;
+    auto* kept = new nb::object(pack_(wrap(t)));
+    return std::shared_ptr<void>(kept, [](void* p) {
+      nb::gil_scoped_acquire g;
+      delete static_cast<nb::object*>(p);
+    });
+  }
+
+  Tensor unpack(const std::shared_ptr<void>& packed) override {
+    nb::gil_scoped_acquire gil;
+    nb::object r = unpack_(*static_cast<nb::object*>(packed.get()));
+    if (!isTensor(r.ptr()))
+      throw TypeError(std::string("Output of saved tensor unpack_hook expected to be a Tensor but got result of type ") +
+                      Py_TYPE(r.ptr())->tp_name);
+    return unwrapTensor(r.ptr());
+  }
+
+private:
+  nb::object pack_, unpack_;
+};
+
 std::vector<Tensor> tensorsOf(const nb::handle& seq) {
   std::vector<Tensor> out;
   for (nb::handle h : seq) {
@@ -300,6 +332,20 @@ void registerAutograd(nb::module_& m, TensorClass& cls) {
         t.impl()->requiresGrad = false;
         return nb::borrow(self);
       });
+
+  m.def(
+      "_push_saved_tensors_hooks",
+      [](nb::object pack, nb::object unpack) {
+        if (pack.is_none() && unpack.is_none()) {
+          pushSavedTensorHooks(nullptr); // none until the matching pop (kiln.compile's tracing)
+          return;
+        }
+        pushSavedTensorHooks(std::make_shared<PythonSavedTensorHooks>(std::move(pack), std::move(unpack)));
+      },
+      nb::arg("pack").none(), nb::arg("unpack").none(),
+      "Makes pack/unpack the innermost saved-tensor hooks of this thread (saved_tensors_hooks); "
+      "None, None: no hooks until the matching pop.");
+  m.def("_pop_saved_tensors_hooks", &popSavedTensorHooks, "Ends the innermost saved-tensor hooks.");
 
   m.def("_run_backward",
         [](nb::handle roots, nb::handle grads, bool keepGraph, bool createGraph, nb::handle inputs,

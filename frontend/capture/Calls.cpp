@@ -31,6 +31,8 @@ void throwIfNotTraced(nb::handle code, nb::handle fn = nb::handle()) {
 // state left without exp_avg); it is interpreted like user code instead.
 // Gradient clipping (kiln.nn.utils.clip_grad) reads and scales the parameters' .grad, which
 // their fakes do not have: it is interpreted too, so that the grads become graph inputs.
+// Activation checkpointing (kiln.utils.checkpoint) is interpreted: traced, it calls the user's
+// function plainly (is_compiling()), whose parameters become graph inputs.
 bool isKilnLibrary(nb::handle fn) {
   std::string mod = moduleOf(fn);
   // kiln.distributions is traced like user code, as TorchDynamo traces torch.distributions: its
@@ -44,6 +46,7 @@ bool isKilnLibrary(nb::handle fn) {
   if (mod == "einops" || startsWith(mod, "einops.")) return !startsWith(mod, "einops.layers");
   return (startsWith(mod, "kiln.") || mod == "kiln") && !startsWith(mod, "kiln.compiler") &&
          mod != "kiln.optim" && !startsWith(mod, "kiln.optim.") && mod != "kiln.nn.utils.clip_grad" &&
+         mod != "kiln.utils.checkpoint" &&
          !startsWith(mod, "kiln.distributions") && mod != "kiln.func";
 }
 

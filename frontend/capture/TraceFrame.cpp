@@ -200,6 +200,24 @@ std::string Tracer::outputExpr(VT* v, std::vector<Node*>& outputs, nb::list& con
       args += k + "=" + outputExpr(a, outputs, constants) + ", ";
     return memoized(v, literal(nb::str(f->format.c_str(), f->format.size())) + ".format(" + args + ")");
   }
+  case VT::Kind::NewObject: {
+    // An instance of a user class made while tracing (a torch.distributions.Normal) live at a
+    // graph break or returned: made again, as TorchDynamo does, by the class's __new__ and the
+    // instance dict the trace built (named first, so an attribute may refer back to it).
+    auto* o = static_cast<NewObjectVT*>(v);
+    if (memo_.count(v)) return memo_[v];
+    if (reinterpret_cast<PyTypeObject*>(o->cls.ptr())->tp_dictoffset == 0)
+      throw Unsupported{std::string("returning a value of this kind (an object created inside the compiled one, "
+                                    "of a class without an instance __dict__: ") +
+                        reinterpret_cast<PyTypeObject*>(o->cls.ptr())->tp_name + ")"};
+    std::string cls = constantRef(o->cls);
+    std::string name = memoized(v, cls + ".__new__(" + cls + ")");
+    std::string body;
+    for (auto& [k, x] : o->attrs)
+      body += literal(nb::str(k.c_str(), k.size())) + ": " + outputExpr(x, outputs, constants) + ", ";
+    if (!body.empty()) lets_.push_back(name + ".__dict__.update({" + body + "})");
+    return name;
+  }
   case VT::Kind::GradModeExit: // a break inside `with no_grad():`: the block's exit, for the resume
     return constantRef(gradModeRestorer(static_cast<GradModeExitVT*>(v)->restore));
   case VT::Kind::AutocastExit: // a break inside `with autocast(...)`: the block's exit, likewise
@@ -213,8 +231,7 @@ std::string Tracer::outputExpr(VT* v, std::vector<Node*>& outputs, nb::list& con
   default:
     throw Unsupported{std::string("returning a value of this kind (") +
                       (v->kind == VT::Kind::NestedFunction ? "a function defined inside the compiled one"
-                       : v->kind == VT::Kind::NewObject ? "an object created inside the compiled one"
-                                                        : "an iterator or internal value") + ")"};
+                                                           : "an iterator or internal value") + ")"};
   }
 }
 

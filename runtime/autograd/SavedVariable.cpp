@@ -28,6 +28,29 @@ SavedVariable::SavedVariable(const Tensor& t, bool isOutput, bool metadataOnly) 
   } else {
     data_ = t;
   }
+  if (std::shared_ptr<SavedTensorHooks> hooks = currentSavedTensorHooks()) {
+    // No hooks while packing: a pack hook's own ops save nothing through it.
+    popSavedTensorHooks();
+    struct Restore {
+      std::shared_ptr<SavedTensorHooks> h;
+      ~Restore() { pushSavedTensorHooks(std::move(h)); }
+    } restore{hooks};
+    packed_ = hooks->pack(data_);
+    hooks_ = std::move(hooks);
+    data_ = Tensor();
+  }
+}
+
+static thread_local std::vector<std::shared_ptr<SavedTensorHooks>> hookStack;
+
+std::shared_ptr<SavedTensorHooks> currentSavedTensorHooks() {
+  return hookStack.empty() ? nullptr : hookStack.back();
+}
+
+void pushSavedTensorHooks(std::shared_ptr<SavedTensorHooks> hooks) { hookStack.push_back(std::move(hooks)); }
+
+void popSavedTensorHooks() {
+  if (!hookStack.empty()) hookStack.pop_back();
 }
 
 // "torch.FloatTensor", as PyTorch names a tensor type in this message.
@@ -46,6 +69,20 @@ Tensor SavedVariable::unpack(Node* owner) const {
     return Tensor();
   }
   if (metadataOnly_) return data_;
+  if (hooks_) {
+    // What the unpack hook gives back is the tensor (torch checks no version here either).
+    Tensor t = hooks_->unpack(packed_);
+    KILN_CHECK(t.defined(), "the unpack hook of saved_tensors_hooks returned None instead of a Tensor");
+    if (isOutput_ && requiresGrad_ && GradMode::isEnabled() && owner) {
+      Tensor out = t.asStrided(t.sizes(), t.strides(), t.storageOffset());
+      AutogradMeta& m = metaOf(out);
+      m.gradFn = IntrusivePtr<Node>(owner);
+      m.outputNr = outputNr_;
+      out.impl()->requiresGrad = true;
+      return out;
+    }
+    return t;
+  }
   uint32_t now = data_.storage()->version();
   if (now != version_) {
     // Named by the node that wrote it last, as PyTorch does ("output 0 of Add").
@@ -76,6 +113,8 @@ Tensor SavedVariable::unpack(Node* owner) const {
 void SavedVariable::reset() {
   if (defined_) released_ = true;
   data_ = Tensor();
+  packed_.reset();
+  hooks_.reset();
   defined_ = false;
 }
 

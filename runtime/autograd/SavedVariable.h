@@ -1,10 +1,13 @@
 // A tensor saved for backward: checked against in-place changes when unpacked (the version of
-// its storage must not have moved), and freed after a backward without retain_graph.
+// its storage must not have moved), and freed after a backward without retain_graph. Under
+// saved-tensor hooks (SavedTensorHooks.h) what pack() returned is kept instead of the tensor.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "runtime/autograd/Node.h"
+#include "runtime/autograd/SavedTensorHooks.h"
 
 namespace kiln::autograd {
 
@@ -23,6 +26,8 @@ public:
 
 private:
   Tensor data_;
+  std::shared_ptr<SavedTensorHooks> hooks_; // with packed_: the hooks that packed the tensor
+  std::shared_ptr<void> packed_;
   uint32_t version_ = 0;
   uint32_t outputNr_ = 0;
   bool defined_ = false;

@@ -854,8 +854,10 @@ def test_pixel_shuffle_and_nearest_interpolate_match_pytorch():
         lambda T, x: F(T).interpolate(x, scale_factor=(1.5, 2.5)), lambda T, x: F(T).interpolate(x, size=(3, 2)),
         lambda T, x: F(T).interpolate(x[:, :, 0], scale_factor=3), lambda T, x: T.nn.Upsample(scale_factor=2)(x),
     ], (2, 8, 5, 3))
-    with pytest.raises(NotImplementedError, match="mode='bicubic' is not supported"):
-        kiln.nn.functional.interpolate(kiln.ones(1, 1, 2, 2), scale_factor=2, mode="bicubic")
+    with pytest.raises(NotImplementedError, match="antialias=True is not supported"):
+        kiln.nn.functional.interpolate(kiln.ones(1, 1, 2, 2), scale_factor=2, mode="bicubic", antialias=True)
+    with pytest.raises(NotImplementedError, match="mode='lanczos' is not supported"):
+        kiln.nn.functional.interpolate(kiln.ones(1, 1, 2, 2), scale_factor=2, mode="lanczos")
     kiln.manual_seed(0)
     d = kiln.nn.Dropout2d(0.5)(kiln.ones(4, 16, 2, 2))
     per_channel = d.reshape(64, 4)

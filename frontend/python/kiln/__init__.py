@@ -40,11 +40,16 @@ from ._stacking import (  # noqa: E402,F401
     _install_methods as _install_stacking,
 )
 from ._math_composites import (  # noqa: E402,F401
-    acosh, asinh, atanh, cdist, copysign, cross, deg2rad, float_power, frac, isin, isneginf, isposinf, kron, logit,
-    nanmean, nansum, rad2deg, signbit, sinc, spmm, take_along_dim, tensordot, trace, trapezoid, trapz,
+    acosh, asinh, atanh, cdist, copysign, corrcoef, cov, cross, deg2rad, float_power, frac, isin, isneginf, isposinf,
+    kron, logit, nanmean, nansum, rad2deg, signbit, sinc, spmm, take_along_dim, tensordot, trace, trapezoid, trapz,
     cumulative_trapezoid, _install_methods as _install_math,
 )
 from ._promotion import can_cast, promote_types, result_type  # noqa: E402,F401
+from ._memory_format import (  # noqa: E402,F401
+    memory_format, contiguous_format, channels_last, channels_last_3d, preserve_format,
+    _install_methods as _install_memory_format,
+)
+_install_memory_format(Tensor)
 _install_math(Tensor)
 _install_stacking(Tensor)
 del _install_math, _install_stacking

@@ -1,5 +1,5 @@
 """torch math functions that are compositions of table ops: NaN-ignoring reductions, trace,
-take_along_dim, isin, cdist, tensordot, kron, cross, and small elementwise functions (logit,
+take_along_dim, isin, cdist, tensordot, kron, cross, cov/corrcoef, and small elementwise functions (logit,
 sinc, deg2rad/rad2deg, copysign, signbit, isneginf/isposinf, float_power, frac, asinh/acosh/
 atanh). Integer inputs of the floating functions become float32 first, as torch's do. Where a
 function has a removable singularity (sinc at 0, a zero distance in cdist) both sides of the
@@ -9,7 +9,7 @@ import math
 from . import _C
 from ._autocast_state import _autocast_float32
 
-__all__ = ["acosh", "asinh", "atanh", "cdist", "copysign", "cross", "deg2rad", "float_power", "frac", "isin",
+__all__ = ["acosh", "asinh", "atanh", "cdist", "copysign", "corrcoef", "cov", "cross", "deg2rad", "float_power", "frac", "isin",
            "isneginf", "isposinf", "kron", "logit", "nanmean", "nansum", "rad2deg", "signbit", "sinc",
            "take_along_dim", "tensordot", "trace", "trapezoid", "trapz", "cumulative_trapezoid", "spmm"]
 
@@ -123,6 +123,57 @@ def spmm(input, mat2):
     """torch.spmm: a matrix product whose first operand may be sparse. kiln has no sparse layout,
     so both are strided and this is mm (as torch.spmm of two strided matrices is)."""
     return _C._ops.mm(input, mat2)
+
+
+def cov(input, *, correction=1, fweights=None, aweights=None):
+    """The covariance of the variables in input's rows (observations in its columns), as torch.cov:
+    frequency and/or observation weights, `correction` degrees of freedom removed (a weighted
+    count when aweights are given); a 1-D input is one variable and gives a 0-dim result."""
+    if input.dim() > 2:
+        raise RuntimeError(f"cov(): expected input to have two or fewer dimensions but got an input with "
+                           f"{input.dim()} dimensions")
+    x = input if input.dim() == 2 else input.reshape(1, -1)
+    x = _floating(x, "cov")
+    n_obs = x.shape[1]
+    for name, w in (("fweights", fweights), ("aweights", aweights)):
+        if w is not None and (w.dim() > 1 or w.numel() != n_obs):
+            raise RuntimeError(f"cov(): expected {name} to have one dimension and {n_obs} elements, but got "
+                               f"a tensor of shape {list(w.shape)}")
+    if fweights is not None and fweights.dtype.is_floating_point:
+        raise RuntimeError(f"cov(): expected fweights to have integral dtype but got fweights with "
+                           f"{str(fweights.dtype).split('.')[-1].capitalize()} dtype")
+    w = fweights
+    if aweights is not None:
+        w = aweights if w is None else w * aweights
+    if w is None:
+        avg = x.mean(1)
+        norm = n_obs - correction
+        norm = max(norm, 0)
+    else:
+        w_sum = w.sum()
+        avg = (x * w).sum(1) / w_sum
+        if correction == 0:
+            norm = w_sum
+        elif aweights is None:
+            norm = w_sum - correction
+        else:
+            norm = w_sum - correction * (w * aweights).sum() / w_sum
+        norm = _C._ops.where(norm > 0, norm, 0)
+    xm = x - avg.unsqueeze(1)
+    xw = xm if w is None else xm * w
+    c = xw @ (xm.conj() if xm.dtype.is_complex else xm).t()
+    return (c / norm).squeeze()
+
+
+def corrcoef(input):
+    """Pearson correlation coefficients of input's rows (torch.corrcoef): cov divided by the
+    outer product of the standard deviations, the real part clipped to [-1, 1]."""
+    c = cov(input)
+    if c.dim() == 0:
+        return c / c
+    std = c.diagonal().sqrt()
+    c = c / std.unsqueeze(1) / std.unsqueeze(0)
+    return c.clamp(-1, 1) if not c.dtype.is_complex else c
 
 
 def tensordot(a, b, dims=2, out=None):
@@ -335,7 +386,7 @@ def fill_diagonal_(input, fill_value, wrap=False):
 
 def _install_methods(tensor_class):
     for fn in (nansum, nanmean, trace, take_along_dim, logit, sinc, deg2rad, rad2deg, signbit, copysign, isneginf,
-               isposinf, float_power, frac, asinh, acosh, atanh, kron, cross, fill_diagonal_):
+               isposinf, float_power, frac, asinh, acosh, atanh, kron, cross, fill_diagonal_, cov, corrcoef):
         setattr(tensor_class, fn.__name__, fn)
     tensor_class.arcsinh = asinh
     tensor_class.arccosh = acosh

@@ -38,8 +38,16 @@ def _cos_sin(n_in, n_out, dtype, device):
     """cos and sin of 2*pi*j*k/n_in for j < n_in (rows) and k < n_out (columns)."""
     j = _ops.arange(n_in, dtype=_C.int64, device=device).unsqueeze(1)
     k = _ops.arange(n_out, dtype=_C.int64, device=device).unsqueeze(0)
-    angle = _ops.remainder(j * k, n_in).to(_C.float64) * (2 * math.pi / n_in)
-    return _ops.cos(angle).to(dtype), _ops.sin(angle).to(dtype)
+    r = _ops.remainder(j * k, n_in)
+    angle = r.to(_C.float64) * (2 * math.pi / n_in)
+    # Exact at the half and quarter turns (float64 sin(pi) is 1.2e-16, not 0): a real signal's
+    # zero and Nyquist frequencies then have imaginary part 0, as pocketfft's, and their angle
+    # is torch's (pi, not -pi, for a negative value).
+    sin = _ops.where(r * 2 == n_in, 0.0, _ops.sin(angle))
+    sin = _ops.where(r * 4 == n_in, 1.0, _ops.where(r * 4 == 3 * n_in, -1.0, sin))
+    cos = _ops.where((r * 4 == n_in) | (r * 4 == 3 * n_in), 0.0, _ops.cos(angle))
+    cos = _ops.where(r * 2 == n_in, -1.0, cos)
+    return cos.to(dtype), sin.to(dtype)
 
 
 def _resized(x, n, dim):
@@ -80,6 +88,8 @@ def _dft(x, n, dim, norm, inverse, n_out=None):
     out_re, out_im = re @ c, re @ s
     if im is not None:
         out_re, out_im = out_re - im @ s, out_im + im @ c
+    else:
+        out_im = out_im + 0.0  # the exact zeros of a real signal are +0, as pocketfft's (angle pi)
     out = _complex(out_re, out_im) * _scale(n, norm, inverse)
     return _ops.movedim(out, -1, dim)
 

@@ -10,7 +10,7 @@ from .grad_mode import (  # noqa: F401
     enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled, no_grad, set_grad_enabled,
 )
 from .gradcheck import gradcheck, gradgradcheck  # noqa: F401
-from . import functional, profiler  # noqa: F401,E402
+from . import functional, graph, profiler  # noqa: F401,E402
 
 __all__ = ["backward", "grad", "Function", "gradcheck", "gradgradcheck", "no_grad", "enable_grad",
            "set_grad_enabled", "inference_mode"]

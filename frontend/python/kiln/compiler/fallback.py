@@ -318,8 +318,11 @@ def _segment_graph(members, placeholders_of, extra_reads=(), passed=frozenset())
     def value(a):
         if a in env:
             return env[a]
-        if a not in member_set and a.op != "placeholder" and not a.all_input_nodes and a not in passed:
-            # A constant-like node (prims.full): copied, not passed in.
+        if (a not in member_set and a.op != "placeholder" and not a.all_input_nodes and a not in passed
+                and not is_fallback(a)):
+            # A constant-like node (prims.full): copied, not passed in. Not one run eagerly (a
+            # storage written in place through views, _plan_forcing_eager): its writes are in
+            # the eager value, a copy would be the bare constant.
             env[a] = graph.node_copy(a, value)
             return env[a]
         inputs.append(a)
@@ -497,9 +500,7 @@ def _plan_forcing_eager(graph, nodes, views, writes):
     for w, _, _, touching in groups:  # a write waits for the reads before it
         deps.setdefault(w, []).extend(n for n in touching if order[n] < order[w] and n is not w)
     level = _levels(nodes, deps)
-    # A written constant root (prims.full) runs as an eager step like its writes: segments
-    # reading it must be passed that storage, not recreate a fresh (unwritten) copy of it.
-    written_constants = {root for _, root, _, _ in groups if root.op != "placeholder" and not root.all_input_nodes}
+    written_constants = set()  # forced-eager roots are passed to segments (_segment_graph)
     for w, root, group, touching in groups:
         if root.op == "placeholder":
             _order_writes(w, root, group, touching, level, order, writes)

@@ -435,6 +435,15 @@ class FrameCallback:
         self.recorder = recorder
 
     def __call__(self, frame_info):
+        # Saved-tensor hooks in effect (a checkpointed function running eagerly) are the eager
+        # code's: the trace and the compile record on fakes, and must not pack through them.
+        _C._push_saved_tensors_hooks(None, None)
+        try:
+            return self._on_frame(frame_info)
+        finally:
+            _C._pop_saved_tensors_hooks()
+
+    def _on_frame(self, frame_info):
         capture = capture_module()
         code = frame_info.code
         entry = _compiling.is_captured_entry(code)

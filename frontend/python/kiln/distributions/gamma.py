@@ -5,6 +5,8 @@ import math
 import numbers
 
 from .. import _C
+from .._composites import xlogy
+from .._dtype_info import finfo
 from ..special import digamma, gammaln
 from ._gamma import DirichletSample, StandardGamma
 from .distribution import Distribution, broadcast_all
@@ -19,12 +21,10 @@ def _numbers(*params):
 
 
 def _xlogy(x, y):
-    from .._composites import xlogy
     return xlogy(x, y)
 
 
 def _tiny(t):
-    from .._dtype_info import finfo
     return finfo(t.dtype).tiny
 
 

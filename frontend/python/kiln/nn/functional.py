@@ -1035,9 +1035,11 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     'nearest-exact' takes the pixel centre's (floor((i + 0.5) * in / out)); 'area' is an adaptive
     average pool to the output size; 'linear'/'bilinear'/'trilinear' blend the two neighbours each
     dim's source coordinate falls between (PyTorch's coordinates and weights, align_corners either
-    way); other modes (bicubic, antialias) raise NotImplementedError."""
+    way); 'bicubic' (4-D input) is PyTorch's cubic convolution (A = -0.75) over the four
+    neighbours each dim's source coordinate falls among, edge indices clamped; antialias=True
+    raises NotImplementedError."""
     spatial = input.dim() - 2
-    if mode in _LINEAR_MODES:
+    if mode in _LINEAR_MODES or mode == "bicubic":
         align_corners = bool(align_corners)
     elif align_corners is not None:
         raise ValueError("align_corners option can only be set with the interpolating modes: linear | bilinear "
@@ -1052,14 +1054,16 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     if mode in _LINEAR_MODES and input.dim() != _LINEAR_MODES[mode] and 3 <= input.dim() <= 5:
         want = _LINEAR_MODES[mode]
         raise NotImplementedError(f"Got {input.dim()}D input, but {mode} mode needs {want}D input")
+    if mode == "bicubic" and input.dim() != 4 and 3 <= input.dim() <= 5:
+        raise NotImplementedError(f"Got {input.dim()}D input, but bicubic mode needs 4D input")
     if spatial < 1 or spatial > 3:
         raise NotImplementedError(f"Input Error: Only 3D, 4D and 5D input Tensors supported (got {input.dim()}D) for "
                                   f"the modes: nearest | linear | bilinear | bicubic | trilinear | area | nearest-exact "
                                   f"(got {mode})")
-    if mode not in ("nearest", "nearest-exact", "area") and mode not in _LINEAR_MODES:
+    if mode not in ("nearest", "nearest-exact", "area", "bicubic") and mode not in _LINEAR_MODES:
         raise NotImplementedError(f"kiln.nn.functional.interpolate: mode={mode!r} is not supported "
                                   "(only 'nearest', 'nearest-exact', 'area', 'linear', 'bilinear', "
-                                  "'trilinear')")
+                                  "'bicubic', 'trilinear')")
     in_sizes = list(input.shape[2:])
     if size is not None:
         out = [int(s) for s in size] if isinstance(size, (list, tuple)) else [int(size)] * spatial
@@ -1081,6 +1085,8 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     for d, (n_in, n_out, scale) in enumerate(zip(in_sizes, out, scales)):
         if mode in ("nearest", "nearest-exact"):
             x = _nearest_dim(x, 2 + d, n_in, n_out, scale, exact=mode == "nearest-exact")
+        elif mode == "bicubic":
+            x = _cubic_dim(x, 2 + d, n_in, n_out, scale, align_corners)
         else:
             x = _linear_dim(x, 2 + d, n_in, n_out, scale, align_corners)
     return x
@@ -1121,6 +1127,43 @@ def _linear_dim(x, dim, n_in, n_out, scale, align_corners):
     lam = lam.to(x.dtype).reshape(shape) if x.dtype != math_type else lam.reshape(shape)
     a, b = _ops.index_select(x, dim, lo), _ops.index_select(x, dim, hi)
     return a * (1 - lam) + b * lam
+
+
+def _cubic_dim(x, dim, n_in, n_out, scale, align_corners):
+    """Cubic convolution along one dim, as PyTorch's upsample_bicubic2d (which is separable): the
+    source coordinate without the clamp at 0 linear mode has, its floor f and fraction t, the
+    samples at f-1..f+2 (clamped to the input) weighted by the A = -0.75 kernel at t+1, t, 1-t, 2-t."""
+    if n_in == n_out:
+        return x
+    if n_in == 0 or n_out == 0:
+        raise RuntimeError(f"upsample_bicubic2d: input and output sizes should be greater than 0, but got input "
+                           f"size {n_in} and output size {n_out}")
+    math_type = _C.float64 if x.dtype == _C.float64 else _C.float32
+    if align_corners:
+        ratio = (n_in - 1) / (n_out - 1) if n_out > 1 else 0.0
+    else:
+        ratio = 1.0 / scale if scale is not None and scale > 0 else n_in / n_out
+    i = _ops.arange(n_out, dtype=math_type, device=x.device)
+    src = i * ratio if align_corners else ratio * (i + 0.5) - 0.5
+    floor = src.floor()
+    t = src - floor
+    base = floor.to(_C.int64)
+    a = -0.75
+
+    def near(v):  # |v| <= 1
+        return ((a + 2) * v - (a + 3)) * v * v + 1
+
+    def far(v):  # 1 < |v| < 2
+        return ((a * v - 5 * a) * v + 8 * a) * v - 4 * a
+
+    shape = [1] * x.dim()
+    shape[dim] = n_out
+    out = None
+    for offset, w in zip((-1, 0, 1, 2), (far(t + 1), near(t), near(1 - t), far(2 - t))):
+        w = w.to(x.dtype).reshape(shape) if x.dtype != math_type else w.reshape(shape)
+        term = _ops.index_select(x, dim, (base + offset).clamp(0, n_in - 1)) * w
+        out = term if out is None else out + term
+    return out
 
 
 def dropout2d(input, p=0.5, training=True, inplace=False):

@@ -1,19 +1,27 @@
-"""kiln.utils.checkpoint (torch.utils.checkpoint): activation checkpointing. The function runs
-without recording (its intermediates are not kept for the backward); the backward runs it again
-with grad on, from the saved inputs and with the random state they were first run with (so a
-dropout inside draws the same mask), and backpropagates through that recomputation.
+"""kiln.utils.checkpoint (torch.utils.checkpoint): activation checkpointing, both of torch's variants.
 
-Both variants recompute. use_reentrant=True (torch's default when it is not given, with torch's
-warning) is torch's reentrant one: the recomputation's backward runs inside the outer backward,
-and when no input tensor requires grad nothing is recorded (torch warns that gradients will be
-None). use_reentrant=False gives gradients to everything the function uses, as torch's: when no
-input requires grad, kiln has no node to hang the recomputation on and runs the function as a
-plain call (same gradients, intermediates kept)."""
+use_reentrant=False (torch's recommended one): the function runs with grad on, recording its
+graph as usual (so gradients reach everything it uses, for backward() and autograd.grad alike),
+under saved-tensor hooks (kiln.autograd.graph) that keep no tensor, only its position. The first
+time the backward needs one, the function runs again from the same inputs and random state
+under hooks that collect what it saves, and the backward gets the recomputed tensors.
+
+use_reentrant=True (torch's default when it is not given, with torch's warning): the function
+runs without recording; the backward runs it again with grad on, from the saved inputs and
+random state, and backpropagates through that recomputation inside the outer backward, so only
+the inputs get gradients through the node and parameters accumulate .grad (as torch's, it does
+not serve autograd.grad of parameters); when no input requires grad nothing is recorded (torch
+warns that gradients will be None).
+
+Traced by kiln.compile, a checkpointed call is traced as a plain call: the compiled graph's
+partitioner chooses what the backward keeps (values equal; memory as the compiled graph's)."""
 import warnings
 
 from .. import _C
+from .._compiling import is_compiling
 from ..autograd.function import Function
 from ..autograd.grad_mode import enable_grad, no_grad
+from ..autograd.graph import saved_tensors_hooks
 
 __all__ = ["checkpoint", "checkpoint_sequential"]
 
@@ -68,6 +76,55 @@ class _Recompute(Function):
         return (None, None, *grads_in)
 
 
+class _RecomputeFrame:
+    """One non-reentrant checkpointed call: the saved tensors' positions while it runs, the
+    recomputed tensors by position once the backward asked for one."""
+
+    def __init__(self, run, args, rng_state):
+        self.run, self.args, self.rng_state = run, args, rng_state
+        self.count = 0
+        self.recomputed = {}
+
+    def pack(self, t):
+        self.count += 1
+        return self.count - 1
+
+    def unpack(self, position):
+        if position not in self.recomputed:
+            self.recompute()
+        return self.recomputed.pop(position)
+
+    def recompute(self):
+        saved = []
+
+        def keep(t):
+            saved.append(t)
+            return len(saved) - 1
+
+        def unreachable(position):
+            raise RuntimeError("kiln.utils.checkpoint: a tensor of the recomputation was unpacked")
+
+        outer_state = _C.get_rng_state()
+        if self.rng_state is not None:
+            _C.set_rng_state(self.rng_state)
+        try:
+            with enable_grad(), saved_tensors_hooks(keep, unreachable):
+                self.run(*self.args)
+        finally:
+            _C.set_rng_state(outer_state)
+        if len(saved) != self.count:
+            raise RuntimeError(f"kiln.utils.checkpoint: the recomputation saved {len(saved)} tensors for backward "
+                               f"where the forward saved {self.count}: the checkpointed function must do the same "
+                               "operations each time it runs")
+        self.recomputed = dict(enumerate(saved))
+
+
+def _checkpoint_without_reentrant(run, preserve_rng_state, args):
+    frame = _RecomputeFrame(run, args, _C.get_rng_state() if preserve_rng_state else None)
+    with saved_tensors_hooks(frame.pack, frame.unpack):
+        return run(*args)
+
+
 def checkpoint(function, *args, use_reentrant=None, context_fn=None, determinism_check="default", debug=False,
                early_stop=True, preserve_rng_state=True, **kwargs):
     """function(*args, **kwargs), recomputed in the backward instead of keeping its activations."""
@@ -79,13 +136,14 @@ def checkpoint(function, *args, use_reentrant=None, context_fn=None, determinism
     if use_reentrant and kwargs:
         raise ValueError("Unexpected keyword arguments: " + ",".join(kwargs))
     run = function if not kwargs else (lambda *a: function(*a, **kwargs))
+    if not use_reentrant:
+        if is_compiling() or not _C.is_grad_enabled():
+            return run(*args)
+        return _checkpoint_without_reentrant(run, preserve_rng_state, args)
     needs_grad = _C.is_grad_enabled() and any(_is_tensor(a) and a.requires_grad for a in args)
     if not needs_grad and _C.is_grad_enabled():
-        if use_reentrant:
-            warnings.warn("None of the inputs have requires_grad=True. Gradients will be None", UserWarning,
-                          stacklevel=2)
-        else:
-            return run(*args)
+        warnings.warn("None of the inputs have requires_grad=True. Gradients will be None", UserWarning,
+                      stacklevel=2)
     return _Recompute.apply(run, preserve_rng_state, *args)
 
 

@@ -389,7 +389,13 @@ class Module(StateDictMixin):
         return self._apply(lambda t: empty_like(t, device=device))
 
     def to(self, *args, **kwargs):
-        return self._apply(lambda t: t.to(*args, **kwargs) if t.is_floating_point() or not _has_dtype(args, kwargs) else t)
+        fmt = kwargs.pop("memory_format", None)
+
+        def convert(t):
+            out = t.to(*args, **kwargs) if t.is_floating_point() or not _has_dtype(args, kwargs) else t
+            # as torch's: the format applies to the 4-D (channels_last) or 5-D (channels_last_3d) ones
+            return out.contiguous(memory_format=fmt) if fmt is not None and t.dim() in (4, 5) else out
+        return self._apply(convert)
 
     def float(self):
         return self._apply(lambda t: t.float() if t.is_floating_point() else t)

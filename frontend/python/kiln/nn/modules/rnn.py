@@ -1,5 +1,6 @@
 """RNN, LSTM, GRU and their cells: composites over kiln's ops (linear, sigmoid, tanh, stack), so
-autograd and kiln.compile need nothing of their own. Parameter names, shapes, order and init
+autograd and kiln.compile need nothing of their own. The layers take a padded batch or a
+PackedSequence (kiln.nn.utils.rnn), whose steps shrink the batch as sequences end. Parameter names, shapes, order and init
 are torch's (weight_ih_l0, weight_hh_l0_reverse, ...), so state_dicts load both ways.
 
 Under kiln.compile the layers are traced like any kiln module: the time loop unrolls into the
@@ -59,6 +60,41 @@ def _run_direction(mode, x, h, c, params, reverse):
     if not outputs:
         raise RuntimeError(f"{mode}: the input sequence is empty (length 0)")
     return _ops.stack(outputs, 0), h, c
+
+
+def _run_direction_packed(mode, data, sizes, h0, c0, params, reverse):
+    """One layer in one direction over packed data (the rows of each time step, batch sizes
+    `sizes`, non-increasing): the packed outputs and the last state of every sequence. A
+    sequence's state stops changing after its last step (forward), or starts from h0 at its last
+    step (reverse)."""
+    w_ih, w_hh, b_ih, b_hh, w_hr = params
+    x_gates = F.linear(data, w_ih, b_ih)
+    starts = [0]
+    for b in sizes:
+        starts.append(starts[-1] + b)
+    steps = range(len(sizes) - 1, -1, -1) if reverse else range(len(sizes))
+    outputs = [None] * len(sizes)
+    h, c = h0, c0
+    active = 0 if reverse else sizes[0]
+    for t in steps:
+        b = sizes[t]
+        if reverse and b > active:  # sequences whose last step is t join from the initial state
+            h = _ops.cat([h[:active], h0[active:b]], 0) if active else h0[:b]
+            if c is not None:
+                c = _ops.cat([c[:active], c0[active:b]], 0) if active else c0[:b]
+            active = b
+        g = x_gates[starts[t]:starts[t + 1]]
+        if mode == "LSTM":
+            hb, cb = _lstm_step(g, h[:b], c[:b], w_hh, b_hh, w_hr)
+        elif mode == "GRU":
+            hb, cb = _gru_step(g, h[:b], w_hh, b_hh), None
+        else:
+            hb, cb = _rnn_step(g, h[:b], w_hh, b_hh, mode == "RNN_RELU"), None
+        outputs[t] = hb
+        h = _ops.cat([hb, h[b:]], 0) if b < h.shape[0] else hb
+        if c is not None:
+            c = _ops.cat([cb, c[b:]], 0) if b < c.shape[0] else cb
+    return _ops.cat(outputs, 0), h, c
 
 
 class RNNBase(Module):
@@ -183,6 +219,47 @@ class RNNBase(Module):
         output = x.transpose(0, 1) if self.batch_first else x
         return output, _ops.stack(h_n, 0), (_ops.stack(c_n, 0) if c0 is not None else None)
 
+    def _run_packed(self, packed, h0, c0):
+        """The stacked layers over a PackedSequence; h0 (c0) in the caller's batch order. Returns
+        the output PackedSequence and the last states, in the caller's order."""
+        from ..utils.rnn import PackedSequence
+        sizes = [int(b) for b in packed.batch_sizes.tolist()]
+        if not sizes:
+            raise RuntimeError(f"{self.mode}: the packed sequence is empty")
+        if packed.sorted_indices is not None:
+            h0 = h0.index_select(1, packed.sorted_indices)
+            c0 = None if c0 is None else c0.index_select(1, packed.sorted_indices)
+        x = packed.data
+        directions = 2 if self.bidirectional else 1
+        h_n, c_n = [], []
+        for layer in range(self.num_layers):
+            outs = []
+            for d in range(directions):
+                k = layer * directions + d
+                out, h, c = _run_direction_packed(self.mode, x, sizes, h0[k], None if c0 is None else c0[k],
+                                                  self._layer_params(layer, d), d == 1)
+                outs.append(out)
+                h_n.append(h)
+                c_n.append(c)
+            x = outs[0] if directions == 1 else _ops.cat(outs, -1)
+            if self.dropout > 0 and self.training and layer < self.num_layers - 1:
+                x = F.dropout(x, self.dropout, True)
+        h_n = _ops.stack(h_n, 0)
+        c_n = _ops.stack(c_n, 0) if c0 is not None else None
+        if packed.unsorted_indices is not None:
+            h_n = h_n.index_select(1, packed.unsorted_indices)
+            c_n = None if c_n is None else c_n.index_select(1, packed.unsorted_indices)
+        return PackedSequence(x, packed.batch_sizes, packed.sorted_indices, packed.unsorted_indices), h_n, c_n
+
+    def _packed_hidden(self, packed, hx, size, what="hx"):
+        batch = int(packed.batch_sizes[0]) if packed.batch_sizes.numel() else 0
+        expected = (self.num_layers * (2 if self.bidirectional else 1), batch, size)
+        if hx is None:
+            return _ops.zeros(list(expected), dtype=packed.data.dtype, device=packed.data.device)
+        self._check_hidden(hx, expected, "Expected hidden size {}, got {}" if what == "hx" else
+                           f"Expected hidden[{what}] size {{}}, got {{}}")
+        return hx
+
     def extra_repr(self):
         s = "{input_size}, {hidden_size}"
         if self.proj_size != 0:
@@ -198,6 +275,10 @@ class RNNBase(Module):
         if self.bidirectional is not False:
             s += ", bidirectional={bidirectional}"
         return s.format(**self.__dict__)
+
+
+def _is_packed(input):
+    return hasattr(input, "batch_sizes") and hasattr(input, "sorted_indices")
 
 
 def _unbatch_dim(module):
@@ -237,8 +318,11 @@ class GRU(RNNBase):
 
 def _single_state_forward(module, name, input, hx):
     """RNN's and GRU's forward: (output, h_n), unbatched in and out where the input is 2-D."""
-    if hasattr(input, "batch_sizes") and hasattr(input, "sorted_indices"):
-        raise NotImplementedError(f"{name}: PackedSequence input is not supported by kiln; pass a padded tensor")
+    if _is_packed(input):
+        module._check_input(input.data)
+        hx = module._packed_hidden(input, hx, module.hidden_size)
+        output, h_n, _ = module._run_packed(input, hx, None)
+        return output, h_n
     if input.dim() not in (2, 3):
         raise ValueError(f"{name}: Expected input to be 2D or 3D, got {input.dim()}D "
                          + ("tensor instead" if name == "RNN" else "instead"))
@@ -268,8 +352,13 @@ class LSTM(RNNBase):
         super().__init__("LSTM", *args, **kwargs)
 
     def forward(self, input, hx=None):
-        if hasattr(input, "batch_sizes") and hasattr(input, "sorted_indices"):
-            raise NotImplementedError("LSTM: PackedSequence input is not supported by kiln; pass a padded tensor")
+        if _is_packed(input):
+            self._check_input(input.data)
+            h_size = self.proj_size if self.proj_size > 0 else self.hidden_size
+            h0 = self._packed_hidden(input, None if hx is None else hx[0], h_size, "0")
+            c0 = self._packed_hidden(input, None if hx is None else hx[1], self.hidden_size, "1")
+            output, h_n, c_n = self._run_packed(input, h0, c0)
+            return output, (h_n, c_n)
         if input.dim() not in (2, 3):
             raise ValueError(f"LSTM: Expected input to be 2D or 3D, got {input.dim()}D instead")
         batched = input.dim() == 3
