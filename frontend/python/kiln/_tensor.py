@@ -261,10 +261,12 @@ class Tensor(_C.TensorBase):
     def data(self, value):
         if not isinstance(value, _C.TensorBase):
             raise TypeError(f"data must be a Tensor, got {type(value).__name__}")
-        if tuple(value.shape) != tuple(self.shape) or value.dtype != self.dtype or value.device != self.device:
-            # Another shape, dtype or device: this object views value's data from now on (torch's
-            # set_data). Of the same geometry the data is copied in, so that compiled graphs that
-            # hold this tensor's storage keep seeing it.
+        if (tuple(value.shape) != tuple(self.shape) or value.dtype != self.dtype or value.device != self.device
+                or tuple(value.stride()) != tuple(self.stride())):
+            # Another shape, dtype, device or layout (Module.to(memory_format=channels_last)): this
+            # object views value's data from now on (torch's set_data). Of the same geometry the
+            # data is copied in, so that compiled graphs that hold this tensor's storage keep
+            # seeing it.
             self._set_data(value)
             return
         with _no_grad():
