@@ -16,7 +16,7 @@ endforeach()
 # Headers: the sources, and the op table's generated headers in the core's build folder.
 target_include_directories(kiln_runtime INTERFACE ${CMAKE_SOURCE_DIR} ${KILN_CORE_BUILD_DIR})
 target_link_libraries(kiln_runtime INTERFACE OpenMP::OpenMP_CXX ${CMAKE_DL_LIBS} ${KILN_DNNL_LIB}
-                      ${KILN_OPENBLAS_OMP_LIB})
+                      ${KILN_OPENBLAS_OMP_LIB} mvec)  # as runtime/CMakeLists.txt links it
 target_link_libraries(kiln_ir INTERFACE kiln_runtime)
 target_link_libraries(kiln_compiler INTERFACE kiln_ir kiln_runtime)
 target_link_libraries(kiln_codegen INTERFACE kiln_ir ${CMAKE_DL_LIBS})
