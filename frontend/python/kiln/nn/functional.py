@@ -1103,21 +1103,28 @@ def _nearest_dim(x, dim, n_in, n_out, scale, exact=False):
     return _ops.index_select(x, dim, src.clamp(max=n_in - 1))
 
 
-def _linear_dim(x, dim, n_in, n_out, scale, align_corners):
-    """Linear interpolation along one dim, as PyTorch's upsample_linear kernels: the source
-    coordinate (area_pixel_compute_source_index) in the input's math type, its floor and the next
-    index (clamped), and the weights 1 - lambda and lambda."""
-    if n_in == n_out:
-        return x
+def _output_coordinates(op, x, n_in, n_out, scale, align_corners):
+    """What linear and cubic interpolation along one dim share: the math type (float64 for
+    float64 input, else float32), the output indices in it, and the source/output size ratio
+    (area_pixel_compute_scale)."""
     if n_in == 0 or n_out == 0:
-        raise RuntimeError(f"upsample_linear: input and output sizes should be greater than 0, but got input "
+        raise RuntimeError(f"{op}: input and output sizes should be greater than 0, but got input "
                            f"size {n_in} and output size {n_out}")
     math_type = _C.float64 if x.dtype == _C.float64 else _C.float32
     if align_corners:
         ratio = (n_in - 1) / (n_out - 1) if n_out > 1 else 0.0
     else:
         ratio = 1.0 / scale if scale is not None and scale > 0 else n_in / n_out
-    i = _ops.arange(n_out, dtype=math_type, device=x.device)
+    return math_type, _ops.arange(n_out, dtype=math_type, device=x.device), ratio
+
+
+def _linear_dim(x, dim, n_in, n_out, scale, align_corners):
+    """Linear interpolation along one dim, as PyTorch's upsample_linear kernels: the source
+    coordinate (area_pixel_compute_source_index) in the input's math type, its floor and the next
+    index (clamped), and the weights 1 - lambda and lambda."""
+    if n_in == n_out:
+        return x
+    math_type, i, ratio = _output_coordinates("upsample_linear", x, n_in, n_out, scale, align_corners)
     src = i * ratio if align_corners else (ratio * (i + 0.5) - 0.5).clamp(min=0)
     lo = src.to(_C.int64).clamp(max=n_in - 1)  # src >= 0: truncation is floor
     lam = (src - lo.to(math_type)).clamp(0, 1)
@@ -1135,15 +1142,7 @@ def _cubic_dim(x, dim, n_in, n_out, scale, align_corners):
     samples at f-1..f+2 (clamped to the input) weighted by the A = -0.75 kernel at t+1, t, 1-t, 2-t."""
     if n_in == n_out:
         return x
-    if n_in == 0 or n_out == 0:
-        raise RuntimeError(f"upsample_bicubic2d: input and output sizes should be greater than 0, but got input "
-                           f"size {n_in} and output size {n_out}")
-    math_type = _C.float64 if x.dtype == _C.float64 else _C.float32
-    if align_corners:
-        ratio = (n_in - 1) / (n_out - 1) if n_out > 1 else 0.0
-    else:
-        ratio = 1.0 / scale if scale is not None and scale > 0 else n_in / n_out
-    i = _ops.arange(n_out, dtype=math_type, device=x.device)
+    math_type, i, ratio = _output_coordinates("upsample_bicubic2d", x, n_in, n_out, scale, align_corners)
     src = i * ratio if align_corners else ratio * (i + 0.5) - 0.5
     floor = src.floor()
     t = src - floor
