@@ -317,6 +317,14 @@ VT* InstructionTranslator::inlineFunction(FunctionVT* f, VTs args, Kwargs kwargs
     takesNestedFunction |= a->kind == VT::Kind::NestedFunction;
   if (isKilnLibrary(f->fn) && !generator && !traceLibrary && !takesNestedFunction) {
     throwIfNotTraced(fn->func_code, f->fn); // kiln.manual_seed: run between graphs, not at trace time
+    // A kiln method run for real on a module of the user's (`super().forward(x)` in a subclass
+    // of nn.LayerNorm, an inherited forward): it reads the module's parameters by itself, so
+    // they are named first, as for kiln's own modules (callForward).
+    for (VT* a : args)
+      if (a->kind == VT::Kind::Module) {
+        auto* m = static_cast<ModuleVT*>(a);
+        if (!m->madeWhileTracing) t_.registerModule(m->module, m->path, m->source);
+      }
     return t_.callReal(f->fn, args, kwargs);
   }
   SourcePtr src = f->source;

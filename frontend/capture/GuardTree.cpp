@@ -314,15 +314,18 @@ static nb::object internedName(const std::string& name) {
   return nb::steal(s);
 }
 
-bool isIdentityKeyedClass(PyObject* o) {
-  return PyType_Check(o) && Py_TYPE(o)->tp_hash == PyType_Type.tp_hash &&
-         Py_TYPE(o)->tp_richcompare == PyType_Type.tp_richcompare;
+bool isIdentityKeyed(PyObject* o) {
+  if (PyType_Check(o))
+    return Py_TYPE(o)->tp_hash == PyType_Type.tp_hash && Py_TYPE(o)->tp_richcompare == PyType_Type.tp_richcompare;
+  return Py_TYPE(o)->tp_hash == PyBaseObject_Type.tp_hash &&
+         Py_TYPE(o)->tp_richcompare == PyBaseObject_Type.tp_richcompare &&
+         !PyObject_TypeCheck(o, reinterpret_cast<PyTypeObject*>(tensorBaseType()));
 }
 
 GuardNode& GuardNode::item(PyObject* key) {
-  KILN_CHECK_TYPE(PyUnicode_CheckExact(key) || PyLong_CheckExact(key) || isIdentityKeyedClass(key) ||
+  KILN_CHECK_TYPE(PyUnicode_CheckExact(key) || PyLong_CheckExact(key) || isIdentityKeyed(key) ||
                       PyObject_TypeCheck(key, reinterpret_cast<PyTypeObject*>(tensorBaseType())),
-                  "GuardNode.item: key must be a str, an int, a class or a tensor (got ", Py_TYPE(key)->tp_name,
+                  "GuardNode.item: key must be a str, an int, a tensor or an object compared by identity (got ", Py_TYPE(key)->tp_name,
                   ")");
   return impl_->child(Access::Item, 0, key, impl_->name + "[" + safeRepr(key) + "]");
 }
@@ -411,9 +414,9 @@ void GuardNode::checkDictKeys(const std::vector<PyObject*>& keys) {
   if (!tuple) throw nb::python_error();
   nb::object keep = nb::steal(tuple);
   for (size_t i = 0; i < keys.size(); ++i) {
-    KILN_CHECK_TYPE(PyUnicode_CheckExact(keys[i]) || PyLong_CheckExact(keys[i]) || isIdentityKeyedClass(keys[i]) ||
+    KILN_CHECK_TYPE(PyUnicode_CheckExact(keys[i]) || PyLong_CheckExact(keys[i]) || isIdentityKeyed(keys[i]) ||
                         PyObject_TypeCheck(keys[i], reinterpret_cast<PyTypeObject*>(tensorBaseType())),
-                    "GuardNode.check_dict_keys: keys must be str, int, classes or tensors (got ",
+                    "GuardNode.check_dict_keys: keys must be str, int, tensors or objects compared by identity (got ",
                     Py_TYPE(keys[i])->tp_name, ")");
     Py_INCREF(keys[i]);
     PyTuple_SET_ITEM(tuple, Py_ssize_t(i), keys[i]);

@@ -23,9 +23,11 @@ struct FrameView {
   PyObject* closure = nullptr;       // the function's __closure__ tuple, or null
 };
 
-// A class whose hash and equality are its identity (its metaclass keeps type's): it can key a
-// guarded dict (einops keys its backends by tensor type) and is compared as `is`.
-bool isIdentityKeyedClass(PyObject* o);
+// An object whose hash and equality are its identity: a class whose metaclass keeps type's
+// (einops keys its backends by tensor type), or an instance of a class that keeps object's (an
+// nn.Module keying a cache: Whisper's kv-cache dict). It can key a guarded dict and is compared
+// as `is`.
+bool isIdentityKeyed(PyObject* o);
 
 // A tensor's metadata as a guard compares it.
 struct TensorCheck {

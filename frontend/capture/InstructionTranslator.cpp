@@ -1025,6 +1025,10 @@ nb::object InstructionTranslator::dictKey(VT* key) {
     throw Unsupported{"a tensor used as a dict key (only tensors from outside the frame whose "
                       "identity is guarded, such as parameters, can key a dict)"};
   }
+  if (key->kind == VT::Kind::Module) { // `cache[module] = out`: an nn.Module keys by identity
+    auto* m = static_cast<ModuleVT*>(key);
+    if (!m->madeWhileTracing && isIdentityKeyed(m->module.ptr())) return m->module;
+  }
   return constantValue(key, "a dict key");
 }
 

@@ -451,10 +451,10 @@ VT* Tracer::wrap(nb::handle value, SourcePtr source, bool viaModule, const std::
     auto* d = make<DictVT>();
     std::vector<PyObject*> keys;
     for (PyObject* k : dictKeysInOrder(o)) {
-      // Classes key registries (einops' backend per tensor type); like tensors, they are
-      // compared by identity.
-      if (!PyUnicode_CheckExact(k) && !PyLong_CheckExact(k) && !python::isTensor(k) && !isIdentityKeyedClass(k))
-        throw Unsupported{"a dict input with keys that are not str, int, classes or tensors"};
+      // Classes key registries (einops' backend per tensor type), modules key caches (Whisper's
+      // kv cache); like tensors, they are compared by identity.
+      if (!PyUnicode_CheckExact(k) && !PyLong_CheckExact(k) && !python::isTensor(k) && !isIdentityKeyed(k))
+        throw Unsupported{"a dict input with keys that are not str, int, tensors or objects compared by identity"};
       keys.push_back(k);
     }
     if (g) {

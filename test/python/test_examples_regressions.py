@@ -76,3 +76,84 @@ def test_silu_inplace():
     kiln.nn.SiLU(inplace=True)(a * 1).sum().backward()
     s = kiln.sigmoid(a.detach())
     assert kiln.allclose(a.grad, s * (1 + a.detach() * (1 - s)), atol=1e-6)
+
+
+# openai/whisper's model.py (and its log-Mel front end: test_spectral.py), its torch imports
+# pointed at kiln.
+
+def test_numpy_scalar_times_tensor_is_a_tensor():
+    # sinusoids(): torch.exp(-np.log(10000) / 31 * torch.arange(32)): NumPy's operator deferred
+    # to nothing and made an ndarray of the tensor's data (kiln.exp then refused it).
+    import numpy as np
+    r = np.float64(2.0) * kiln.arange(3)
+    assert isinstance(r, kiln.Tensor) and r.dtype == kiln.float32 and r.tolist() == [0.0, 2.0, 4.0]
+    assert isinstance(np.float32(1.0) - kiln.arange(3.0), kiln.Tensor)
+    assert isinstance(np.float64(2.0) < kiln.arange(3), kiln.Tensor)
+
+
+def test_conv_forward_takes_input_weight_bias_and_can_be_overridden():
+    # whisper's Conv1d overrides _conv_forward(x, weight, bias) to cast the weight; weight
+    # standardization (BiT's StdConv2d) calls it with its own weight.
+    class CastConv1d(kiln.nn.Conv1d):
+        def _conv_forward(self, x, weight, bias):
+            return super()._conv_forward(x, weight.to(x.dtype), None if bias is None else bias.to(x.dtype))
+
+    class StdConv2d(kiln.nn.Conv2d):
+        def forward(self, x):
+            w = self.weight
+            w = (w - w.mean(dim=(1, 2, 3), keepdim=True)) / (w.var(dim=(1, 2, 3), keepdim=True) + 1e-5).sqrt()
+            return self._conv_forward(x, w, self.bias)
+
+    c1 = CastConv1d(3, 4, 3, padding=1, padding_mode="reflect")
+    x = kiln.randn(2, 3, 8)
+    assert kiln.allclose(c1(x), kiln.nn.functional.conv1d(kiln.nn.functional.pad(x, [1, 1], mode="reflect"),
+                                                          c1.weight, c1.bias), atol=1e-6)
+    c2 = StdConv2d(3, 4, 3)
+    y = kiln.randn(1, 3, 6, 6)
+    explained = kiln.explain(c2)(y)
+    assert (explained.graph_count, explained.graph_break_count) == (1, 0), explained.break_reasons
+    assert kiln.allclose(kiln.compile(c2)(y), c2(y), atol=1e-5)
+
+
+def test_super_forward_of_a_kiln_module_compiles_without_a_break():
+    # whisper's (and CLIP's) `class LayerNorm(nn.LayerNorm): forward = super().forward(x.float())`:
+    # kiln's forward ran for real and read the weight by itself, which the tracer refused
+    # ("a tensor made from Python data while kiln library code ran"): a break per LayerNorm.
+    class LayerNorm(kiln.nn.LayerNorm):
+        def forward(self, x):
+            return super().forward(x.float()).type(x.dtype)
+
+    model = kiln.nn.Sequential(kiln.nn.Linear(8, 8), LayerNorm(8), kiln.nn.Linear(8, 2))
+    x = kiln.randn(4, 8)
+    explained = kiln.explain(model)(x)
+    assert (explained.graph_count, explained.graph_break_count) == (1, 0), explained.break_reasons
+    model(x).pow(2).sum().backward()
+    eager = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    kiln.compile(model)(x).pow(2).sum().backward()
+    for g, p in zip(eager, model.parameters()):
+        assert kiln.allclose(p.grad, g, atol=1e-5)
+
+
+def test_module_keyed_cache_dict_compiles():
+    # whisper's kv cache: a dict keyed by the key/value Linear modules, filled by forward hooks.
+    class Attention(kiln.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.key, self.value = kiln.nn.Linear(4, 4), kiln.nn.Linear(4, 4)
+
+        def forward(self, x, cache):
+            for layer in (self.key, self.value):
+                out = layer(x)
+                cache[layer] = out if layer not in cache else kiln.cat([cache[layer], out], 0)
+            return cache[self.key].sum() + cache[self.value].sum()
+
+    model = Attention()
+    compiled, ref_cache, cache = kiln.compile(model), {}, {}
+    for _ in range(3):
+        x = kiln.randn(1, 4)
+        assert kiln.allclose(compiled(x, cache), model(x, ref_cache), atol=1e-5)
+    assert [tuple(v.shape) for v in cache.values()] == [(3, 4), (3, 4)]
+    assert set(cache) == {model.key, model.value}
+    explained = kiln.explain(model)(kiln.randn(1, 4), {})
+    assert (explained.graph_count, explained.graph_break_count) == (1, 0), explained.break_reasons

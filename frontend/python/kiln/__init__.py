@@ -80,7 +80,7 @@ from ._quantiles import nanmedian, nanquantile, quantile, _install_methods as _i
 _install_quantiles(Tensor)
 del _install_quantiles
 from . import special  # noqa: E402
-from .special import digamma, erfc, gcd, lcm, ldexp, polygamma, gammaln as lgamma  # noqa: E402,F401
+from .special import digamma, erfc, gcd, i0, lcm, ldexp, polygamma, gammaln as lgamma  # noqa: E402,F401
 special._install_methods(Tensor)
 from ._random import install as _install_random  # noqa: E402
 _install_random(globals(), Tensor)
@@ -93,6 +93,10 @@ from . import autograd, nn  # noqa: E402,F401
 from . import optim  # noqa: E402,F401
 from . import linalg  # noqa: E402,F401
 from . import fft  # noqa: E402,F401
+from ._spectral import install as _install_spectral  # noqa: E402
+
+_install_spectral(globals(), Tensor)
+del _install_spectral
 from ._lapack import install as _install_lapack  # noqa: E402
 
 _install_lapack(globals(), Tensor)

@@ -303,6 +303,10 @@ class Tensor(_C.TensorBase):
             raise TypeError("only integer tensors of a single element can be converted to an index")
         return int(self.item())
 
+    # As torch.Tensor's: NumPy operators defer to the tensor's reflected ones, so
+    # `np.float64(2) * t` is a Tensor (not an ndarray made from t's data).
+    __array_priority__ = 1000
+
     def __array__(self, dtype=None, copy=None):
         a = self.numpy()
         if dtype is not None:

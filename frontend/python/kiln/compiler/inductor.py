@@ -23,7 +23,7 @@ from ..fx import Graph, GraphModule, retrace
 from ..fx.interpreter import Interpreter
 from ..fx.graph import type_of
 from . import debug_dir, fallback, graph_cache
-from .complex_views import fold_complex_round_trips
+from .complex_views import fold_complex_round_trips, real_views_of_complex_views
 
 _output_code_log = _logging.get_logger("output_code")
 _loops_log = _logging.get_logger("loops")
@@ -35,6 +35,9 @@ _VIEW_PRIMS = frozenset({
     "prims.broadcast_in_dim", "prims.squeeze", "prims.transpose", "prims.slice", "prims.reshape",
     "prims.view_of", "prims.as_strided",
 })
+# What the fallback planner follows from a storage to its views: the view prims, and the complex
+# views (eager steps: a write through view_as_real(slice(view_as_complex(zeros))) lands in zeros).
+_PLANNED_VIEWS = _VIEW_PRIMS | {"aten.view_as_real", "aten.view_as_complex"}
 # Prims that write into an argument (Tensor(a!)) and return it.
 _MUTATING_PRIMS = frozenset({"prims.copy_to"})
 
@@ -303,7 +306,7 @@ def _compile_program(graph, cuda_graphs=False):
 def _plan(graph):
     """fallback.plan of a prims graph; InductorUnsupported when its writes forbid cutting it."""
     try:
-        return fallback.plan(graph, _VIEW_PRIMS, _MUTATING_PRIMS)
+        return fallback.plan(graph, _PLANNED_VIEWS, _MUTATING_PRIMS)
     except fallback.Uncuttable as error:
         raise InductorUnsupported(f"cannot run the graph's ops without a lowering eagerly between "
                                   f"compiled segments: {error}") from error
@@ -453,6 +456,7 @@ def _prepare(gm, example_inputs, functionalize=False):
     prims_gm = retrace(typed, "prims")
     graph, placeholders, attr_targets = _lowerable_graph(prims_gm)
     _drop_grad_mode_changes(graph)
+    real_views_of_complex_views(graph)
     fold_complex_round_trips(graph)
     # Identical pure calls computed once (a backward formula's `grad * x + grad * x`, the same
     # broadcast made for two consumers): the loop IR would compute each in its own buffer.
@@ -475,14 +479,14 @@ def _prepare_cuttable(gm, example_inputs):
     if computed is None:
         return prepared
     try:
-        fallback.plan(computed, _VIEW_PRIMS, _MUTATING_PRIMS)
+        fallback.plan(computed, _PLANNED_VIEWS, _MUTATING_PRIMS)
         return prepared
     except fallback.Uncuttable:
         pass
     try:
         functional = _prepare(gm, example_inputs, functionalize=True)
         if functional[2] is not None:
-            fallback.plan(functional[2], _VIEW_PRIMS, _MUTATING_PRIMS)
+            fallback.plan(functional[2], _PLANNED_VIEWS, _MUTATING_PRIMS)
     except (RuntimeError, fallback.Uncuttable):  # no better: _plan reports the first graph's writes
         return prepared
     return functional
