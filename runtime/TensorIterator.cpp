@@ -1,6 +1,8 @@
 // TensorIterator: promotion, broadcasting, output layout and the parallel strided loop.
 #include "runtime/TensorIterator.h"
 
+#include "runtime/DefaultDtype.h"
+
 #include <cstdint>
 #include <algorithm>
 #include <numeric>
@@ -37,8 +39,8 @@ ScalarType resultType(const std::vector<Tensor>& tensors) {
     if (!t.defined()) continue;
     ScalarType d = t.dtype();
     if (t.isWrappedNumber()) {
-      if (isFloatingType(d)) d = ScalarType::Float32; // the default dtype
-      if (isComplexType(d)) d = ScalarType::ComplexFloat; // the default complex dtype
+      if (isFloatingType(d)) d = defaultFloatType();
+      if (isComplexType(d)) d = defaultComplexType();
       wrappedResult = promoteOpt(wrappedResult, d);
     } else if (t.dim() == 0) {
       zeroResult = promoteOpt(zeroResult, d);
@@ -47,7 +49,7 @@ ScalarType resultType(const std::vector<Tensor>& tensors) {
     }
   }
   auto r = combineCategories(dimResult, combineCategories(zeroResult, wrappedResult));
-  return r.value_or(ScalarType::Float32);
+  return r.value_or(defaultFloatType());
 }
 
 DimVector broadcastShapes(const char* op, IntArrayRef a, IntArrayRef b) {
@@ -117,7 +119,7 @@ void TensorIterator::computeTypes(const TensorIteratorConfig& c) {
   }
   ScalarType outType = common;
   if (c.promotion == PromotionKind::IntToFloat && isIntegralType(common, true)) {
-    common = ScalarType::Float32;
+    common = defaultFloatType();
     outType = common;
   }
   if (c.promotion == PromotionKind::AlwaysBool) outType = ScalarType::Bool;

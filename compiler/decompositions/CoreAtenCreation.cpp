@@ -2,6 +2,7 @@
 // following torch/_refs. Device arguments left unset keep the op's default; a decomposition run
 // while tracing may pass a fake's meta device, which the tracer maps back to the real one.
 #include "compiler/decompositions/CoreAtenSupport.h"
+#include "runtime/DefaultDtype.h"
 #include "generated/DecompositionDecls.h"
 #include <cstdint>
 
@@ -66,7 +67,7 @@ Tensor eyeM(int64_t n, int64_t m, std::optional<ScalarType> dtype, std::optional
   Tensor cols = ops::arangeStep(Scalar(int64_t(0)), Scalar(m), Scalar(int64_t(1)),
                                 ScalarType::Int64, device);
   Tensor cond = ops::eq(ops::unsqueeze(rows, -1), cols);
-  return convert(cond, dtype.value_or(ScalarType::Float32));
+  return convert(cond, dtype.value_or(defaultFloatType()));
 }
 
 // fill_: a copy of a full tensor into self.

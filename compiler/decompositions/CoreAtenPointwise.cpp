@@ -3,6 +3,7 @@
 // isclose, exp2; erfinv after ATen's kernel). A Scalar operand in first position becomes a 0-d tensor of the dtype it
 // would promote to.
 #include "compiler/decompositions/CoreAtenSupport.h"
+#include "runtime/DefaultDtype.h"
 #include "generated/DecompositionDecls.h"
 
 #include <cstdint>
@@ -22,7 +23,7 @@ Tensor number(const Scalar& s, const Tensor& other) {
   ScalarType t = other.dtype();
   if (s.isBool()) return ops::scalar_tensor(s, t, other.device());
   if (s.isIntegral() && t == ScalarType::Bool) t = ScalarType::Int64;
-  if (!s.isIntegral() && !isFloatingType(t)) t = ScalarType::Float32;
+  if (!s.isIntegral() && !isFloatingType(t)) t = defaultFloatType();
   return ops::scalar_tensor(s, t, other.device());
 }
 
@@ -202,8 +203,8 @@ Tensor isclose(const Tensor& self, const Tensor& other, double rtol, double atol
   if (rtol == 0 && atol == 0) return close;
   Tensor a = self, b = other;
   if (!isFloatingType(a.dtype())) {
-    a = convert(a, ScalarType::Float32);
-    b = convert(b, ScalarType::Float32);
+    a = convert(a, defaultFloatType());
+    b = convert(b, defaultFloatType());
   }
   Tensor allowed = ops::add(ops::abs(ops::mul(b, Scalar(rtol))), Scalar(atol));
   Tensor actual = ops::abs(ops::sub(a, b));
@@ -213,7 +214,7 @@ Tensor isclose(const Tensor& self, const Tensor& other, double rtol, double atol
 
 // 2 ** x, integers and bool computed in the default float dtype.
 Tensor exp2(const Tensor& self) {
-  Tensor x = isFloatingType(self.dtype()) ? self : convert(self, ScalarType::Float32);
+  Tensor x = isFloatingType(self.dtype()) ? self : convert(self, defaultFloatType());
   return ops::pow(Scalar(2.0), x);
 }
 
@@ -222,7 +223,7 @@ Tensor exp2(const Tensor& self) {
 // Newton steps on erf, then the edges (+-inf at +-1, NaN beyond). Both guesses are computed and
 // one selected; the other's NaNs are discarded.
 Tensor erfinv(const Tensor& self) {
-  ScalarType result = isFloatingType(self.dtype()) ? self.dtype() : ScalarType::Float32;
+  ScalarType result = isFloatingType(self.dtype()) ? self.dtype() : defaultFloatType();
   Tensor y = convert(self, computationDtype(result));
   // c[0] z^(n-1) + ... + c[n-1], in Horner's order as the kernel writes it.
   auto horner = [](const Tensor& z, std::initializer_list<double> coefficients) {

@@ -1,6 +1,7 @@
 // Non-core reductions in core ATen ops, following torch/_decomp/decompositions.py (_softmax,
 // _log_softmax, logsumexp) and torch/_refs (std, var_mean, vector_norm, all).
 #include "compiler/decompositions/CoreAtenSupport.h"
+#include "runtime/DefaultDtype.h"
 #include "generated/DecompositionDecls.h"
 
 #include <cstdint>
@@ -39,7 +40,7 @@ Tensor logSoftmax(const Tensor& self, int64_t dim, std::optional<ScalarType> dty
 
 Tensor logsumexp(const Tensor& self, IntArrayRef dim, bool keepdim) {
   // Integers and bool give the default float dtype.
-  Tensor x = isFloatingType(self.dtype()) ? self : convert(self, ScalarType::Float32);
+  Tensor x = isFloatingType(self.dtype()) ? self : convert(self, defaultFloatType());
   if (x.numel() == 0) return ops::log(ops::sum(ops::exp(x), dim, keepdim));
   Tensor maxes = ops::amax(x, dim, true);
   // An infinite maximum would give inf - inf = nan; shifting by 0 there is exact.

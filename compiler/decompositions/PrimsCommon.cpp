@@ -27,7 +27,7 @@ ElementwiseDtypes elementwiseDtypes(const std::vector<Operand>& operands, Promot
   ScalarType common = resultType(forPromotion);
   switch (kind) {
   case PromotionKind::IntToFloat:
-    if (!isFloatingType(common)) common = kDefaultFloat;
+    if (!isFloatingType(common)) common = defaultFloat();
     return {computationDtype(common), common};
   case PromotionKind::AlwaysBool:
     return {common, ScalarType::Bool};

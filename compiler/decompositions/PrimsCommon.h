@@ -9,13 +9,15 @@
 #include <vector>
 
 #include "generated/Ops.h"
+#include "runtime/DefaultDtype.h"
 #include "runtime/DimVector.h"
 #include "runtime/OpSchema.h"
 
 namespace kiln::decompositions {
 
-// The float dtype integer inputs of int-to-float ops become (PyTorch's default dtype).
-constexpr ScalarType kDefaultFloat = ScalarType::Float32;
+// The float dtype integer inputs of int-to-float ops become, and factories without a dtype make:
+// the default dtype (float32 unless kiln.set_default_dtype changed it; graphs are guarded on it).
+inline ScalarType defaultFloat() { return defaultFloatType(); }
 
 // An operand of an elementwise ATen op: a tensor, or a number (a Scalar argument or a
 // wrapped-number tensor: a Python number passed for a Tensor argument).

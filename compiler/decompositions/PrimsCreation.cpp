@@ -18,7 +18,7 @@ namespace {
 ScalarType fillDtype(const Scalar& value) {
   return value.isBool() ? ScalarType::Bool
          : value.isIntegral() ? ScalarType::Int64
-                              : kDefaultFloat;
+                              : defaultFloat();
 }
 
 // empty_like's layout: the input's strides when it is dense, else contiguous.
@@ -34,13 +34,13 @@ Tensor empty(IntArrayRef size, std::optional<ScalarType> dtype, std::optional<De
   for (int64_t s : size)
     KILN_CHECK(s >= 0, "Trying to create tensor with negative dimension ", s, ": ",
                shapeString(size));
-  return P::empty_strided(size, contiguousStrides(size), dtype.value_or(kDefaultFloat),
+  return P::empty_strided(size, contiguousStrides(size), dtype.value_or(defaultFloat()),
                           device.value_or(Device()));
 }
 
 Tensor emptyStrided(IntArrayRef size, IntArrayRef stride, std::optional<ScalarType> dtype,
                     std::optional<Device> device) {
-  return P::empty_strided(size, stride, dtype.value_or(kDefaultFloat), device.value_or(Device()));
+  return P::empty_strided(size, stride, dtype.value_or(defaultFloat()), device.value_or(Device()));
 }
 
 Tensor full(IntArrayRef size, const Scalar& fillValue, std::optional<ScalarType> dtype,
@@ -49,7 +49,7 @@ Tensor full(IntArrayRef size, const Scalar& fillValue, std::optional<ScalarType>
 }
 
 Tensor scalarTensor(const Scalar& s, std::optional<ScalarType> dtype, std::optional<Device> device) {
-  return P::full({}, s, dtype.value_or(kDefaultFloat), device.value_or(Device()));
+  return P::full({}, s, dtype.value_or(defaultFloat()), device.value_or(Device()));
 }
 
 // empty_like is not core ATen (PyTorch's tag): it decomposes to core empty_strided, whose own
@@ -70,7 +70,7 @@ Tensor fullLike(const Tensor& self, const Scalar& fillValue, std::optional<Scala
 Tensor arangeStartStep(const Scalar& start, const Scalar& end, const Scalar& step,
                        std::optional<ScalarType> dtype, std::optional<Device> device) {
   bool anyFloat = start.isFloating() || end.isFloating() || step.isFloating();
-  ScalarType dt = dtype.value_or(anyFloat ? kDefaultFloat : ScalarType::Int64);
+  ScalarType dt = dtype.value_or(anyFloat ? defaultFloat() : ScalarType::Int64);
   // The eager kernel on meta checks the arguments and computes the length, touching no data.
   int64_t length =
       kernels::arangeStartStep(start, end, step, dt, Device(DeviceType::Meta)).size(0);
@@ -84,11 +84,11 @@ Tensor arangeStartStep(const Scalar& start, const Scalar& end, const Scalar& ste
 }
 
 Tensor rand(IntArrayRef size, std::optional<ScalarType> dtype, std::optional<Device> device) {
-  return P::uniform(size, 0.0, 1.0, dtype.value_or(kDefaultFloat), device.value_or(Device()));
+  return P::uniform(size, 0.0, 1.0, dtype.value_or(defaultFloat()), device.value_or(Device()));
 }
 
 Tensor randn(IntArrayRef size, std::optional<ScalarType> dtype, std::optional<Device> device) {
-  return P::normal(size, 0.0, 1.0, dtype.value_or(kDefaultFloat), device.value_or(Device()));
+  return P::normal(size, 0.0, 1.0, dtype.value_or(defaultFloat()), device.value_or(Device()));
 }
 
 Tensor toCopy(const Tensor& self, std::optional<ScalarType> dtype, std::optional<Device> device) {

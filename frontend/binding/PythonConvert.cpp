@@ -7,6 +7,7 @@
 
 #include <cstring>
 
+#include "runtime/DefaultDtype.h"
 #include "runtime/Error.h"
 
 namespace kiln::python {
@@ -115,6 +116,14 @@ void registerDevice(nb::module_& m) {
     setDefaultDevice(dev);
   }, nb::arg("device").none());
   m.def("_get_default_device", [] { return nb::steal(deviceObject(gDefaultDevice.value_or(Device()))); });
+  // kiln.set_default_dtype / get_default_dtype (the checks are in kiln/_settings.py).
+  m.def("_set_default_dtype", [](nb::handle d) {
+    KILN_CHECK_TYPE(isDtypeObject(d.ptr()), "set_default_dtype(): expected a dtype, got ", Py_TYPE(d.ptr())->tp_name);
+    ScalarType t = dtypeFromObject(d.ptr());
+    KILN_CHECK_TYPE(isFloatingType(t), "only floating-point types are supported as the default type");
+    setDefaultFloatType(t);
+  });
+  m.def("_get_default_dtype", [] { return nb::borrow(dtypeObject(defaultFloatType())); });
 }
 
 bool toDevice(PyObject* o, Device& out) {

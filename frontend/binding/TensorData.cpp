@@ -11,6 +11,7 @@
 #include "frontend/binding/Interop.h"
 #include "frontend/binding/PythonConvert.h"
 #include "generated/Ops.h"
+#include "runtime/DefaultDtype.h"
 #include "runtime/CheckedConvert.h"
 
 namespace kiln::python {
@@ -38,14 +39,14 @@ ScalarType numpyDtypeOf(PyObject* o) {
                          "int32, int16, int8, uint8, and bool."));
 }
 
-// PyTorch's infer_scalar_type: Python floats give float32 (the default dtype), ints int64,
+// PyTorch's infer_scalar_type: Python floats give the default dtype (float32 unless set), ints int64,
 // bools bool; numpy values and tensors their own dtype; sequences the promotion of their items.
 ScalarType inferDtype(PyObject* o, size_t depth) {
   if (isTensor(o)) return unwrapTensor(o).dtype();
   if (isNumpyArray(o) || isNumpyScalar(o)) return numpyDtypeOf(o);
   if (PyBool_Check(o)) return ScalarType::Bool;
   if (PyLong_Check(o)) return ScalarType::Int64;
-  if (PyFloat_Check(o)) return ScalarType::Float32;
+  if (PyFloat_Check(o)) return defaultFloatType();
   KILN_CHECK_TYPE(!PyComplex_Check(o),
                   "complex numbers: kiln.tensor makes complex tensors in Python (kiln/_complex.py)");
   KILN_CHECK_VALUE(!isText(o) && depth < kMaxDims, "too many dimensions '", Py_TYPE(o)->tp_name,
@@ -54,7 +55,7 @@ ScalarType inferDtype(PyObject* o, size_t depth) {
   nb::object seq = nb::steal(PySequence_Fast(o, "not a sequence"));
   if (!seq.is_valid()) throw nb::python_error();
   Py_ssize_t n = PySequence_Fast_GET_SIZE(seq.ptr());
-  if (n == 0) return ScalarType::Float32;
+  if (n == 0) return defaultFloatType();
   PyObject** items = PySequence_Fast_ITEMS(seq.ptr());
   ScalarType result = ScalarType::Bool;
   for (Py_ssize_t i = 0; i < n; ++i) {

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "runtime/DefaultDtype.h"
 #include "runtime/Autocast.h"
 #include "runtime/DispatchKey.h"
 #include "runtime/Error.h"
@@ -809,6 +810,8 @@ void GuardTree::checkGradMode(bool enabled) { gradMode_ = enabled ? 1 : 0; }
 
 void GuardTree::checkAutocast(uint32_t packed) { autocast_ = packed; }
 
+void GuardTree::checkDefaultDtype(ScalarType t) { defaultDtype_ = int(t); }
+
 namespace {
 std::string autocastText(uint32_t packed) {
   auto dtypeName = [](uint32_t bits) { return scalarTypeName(ScalarType(bits & 0xff)); };
@@ -832,17 +835,25 @@ bool GuardTree::check(const FrameView& frame, std::string* failure) const {
                  autocastText(autocast::packedState()) + ")";
     return false;
   }
+  if (defaultDtype_ >= 0 && defaultFloatType() != ScalarType(defaultDtype_)) {
+    if (failure)
+      *failure = std::string("default_dtype == ") + scalarTypeName(ScalarType(defaultDtype_)) + " (got " +
+                 scalarTypeName(defaultFloatType()) + ")";
+    return false;
+  }
   return root_->impl_->check(nullptr, frame, failure);
 }
 
 size_t GuardTree::numChecks() const {
-  return root_->impl_->numChecks() + (gradMode_ >= 0 ? 1 : 0) + (autocast_ >= 0 ? 1 : 0);
+  return root_->impl_->numChecks() + (gradMode_ >= 0 ? 1 : 0) + (autocast_ >= 0 ? 1 : 0) +
+         (defaultDtype_ >= 0 ? 1 : 0);
 }
 
 std::string GuardTree::str() const {
   std::string out;
   if (gradMode_ >= 0) out += std::string("grad_mode == ") + boolText(gradMode_) + "\n";
   if (autocast_ >= 0) out += "autocast == (" + autocastText(uint32_t(autocast_)) + ")\n";
+  if (defaultDtype_ >= 0) out += std::string("default_dtype == ") + scalarTypeName(ScalarType(defaultDtype_)) + "\n";
   root_->impl_->str(out);
   if (!out.empty()) out.pop_back();
   return out;

@@ -76,6 +76,8 @@ public:
   // kiln.autocast's state (runtime/Autocast.h packedState): the casts traced into a graph
   // depend on it.
   void checkAutocast(uint32_t packed);
+  // kiln.set_default_dtype's value: factories in the graph made their dtype from it.
+  void checkDefaultDtype(ScalarType t);
 
   // True when every check passes. On failure, when failure is non-null, it gets the first
   // failing check, e.g. "L['x'].size()[0] == 8 (got 16)".
@@ -90,6 +92,7 @@ private:
   std::unique_ptr<GuardNode> root_;
   int gradMode_ = -1; // -1: not checked
   int64_t autocast_ = -1; // -1: not checked
+  int defaultDtype_ = -1; // -1: not checked
 };
 
 class GuardNode {

@@ -12,6 +12,7 @@
 #include "frontend/capture/GuardTreeBinding.h"
 #include "frontend/capture/SymbolicInterpreter.h"
 #include "frontend/capture/TraceFrame.h"
+#include "runtime/DefaultDtype.h"
 #include "runtime/Autocast.h"
 #include "runtime/Error.h"
 
@@ -399,6 +400,7 @@ nb::dict Tracer::run() {
   }
   guards_->checkGradMode(gradMode_);
   guards_->checkAutocast(initialAutocast_);
+  guards_->checkDefaultDtype(defaultFloatType());
   InstructionTranslator top(*this, code_, globals_, [](const std::string& name) { return globalSource(name); }, 0);
   VT* result = top.run(std::move(locals), closure);
 

@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "generated/KernelDecls.h"
+#include "runtime/DefaultDtype.h"
 #include "runtime/ViewGeometry.h"
 #include "runtime/CheckedConvert.h"
 #include "runtime/cpu/Loops.h"
@@ -43,11 +44,12 @@ void fillWith(const Tensor& t, const Scalar& value) {
   });
 }
 
-// The default dtype of a factory given its fill value: Python-number rules (float -> float32).
+// The default dtype of a factory given its fill value: Python-number rules (float -> the default
+// dtype, float32 unless set_default_dtype changed it).
 ScalarType defaultDtypeFor(const Scalar& v) {
   if (v.isBool()) return ScalarType::Bool;
   if (v.isIntegral()) return ScalarType::Int64;
-  return ScalarType::Float32;
+  return defaultFloatType();
 }
 
 // empty_like's layout rule (memory_format=preserve): a dense input's strides are kept, anything
@@ -97,7 +99,7 @@ Tensor eyeImpl(int64_t n, int64_t m, std::optional<ScalarType> dtype,
   KILN_CHECK(n >= 0, "n must be greater or equal to 0, got ", n);
   KILN_CHECK(m >= 0, "m must be greater or equal to 0, got ", m);
   Tensor out =
-      Tensor::empty({n, m}, dtype.value_or(ScalarType::Float32), device.value_or(Device()));
+      Tensor::empty({n, m}, dtype.value_or(defaultFloatType()), device.value_or(Device()));
   fillWith(out, Scalar(int64_t(0)));
   if (out.isMeta()) return out;
   KILN_DISPATCH_ALL(out.dtype(), "eye", [&]<typename scalar_t>() {
@@ -111,7 +113,7 @@ Tensor eyeImpl(int64_t n, int64_t m, std::optional<ScalarType> dtype,
 } // namespace
 
 Tensor empty(IntArrayRef size, std::optional<ScalarType> dtype, std::optional<Device> device) {
-  return Tensor::empty(size, dtype.value_or(ScalarType::Float32), device.value_or(Device()));
+  return Tensor::empty(size, dtype.value_or(defaultFloatType()), device.value_or(Device()));
 }
 
 Tensor emptyStrided(IntArrayRef size, IntArrayRef stride, std::optional<ScalarType> dtype,
@@ -121,7 +123,7 @@ Tensor emptyStrided(IntArrayRef size, IntArrayRef stride, std::optional<ScalarTy
     KILN_CHECK(s >= 0,
                "as_strided: Negative strides are not supported at the moment, got strides: ",
                shapeString(stride));
-  return Tensor::emptyStrided(size, stride, dtype.value_or(ScalarType::Float32),
+  return Tensor::emptyStrided(size, stride, dtype.value_or(defaultFloatType()),
                               device.value_or(Device()));
 }
 
@@ -146,8 +148,8 @@ Tensor full(IntArrayRef size, const Scalar& fillValue, std::optional<ScalarType>
 
 Tensor scalarTensor(const Scalar& s, std::optional<ScalarType> dtype,
                     std::optional<Device> device) {
-  // Unlike full, the default is float32 whatever the value's kind (torch.scalar_tensor(1) is 1.).
-  Tensor t = empty({}, dtype.value_or(ScalarType::Float32), device);
+  // Unlike full, the default dtype whatever the value's kind (torch.scalar_tensor(1) is 1.).
+  Tensor t = empty({}, dtype.value_or(defaultFloatType()), device);
   fillWith(t, s);
   return t;
 }
@@ -207,7 +209,7 @@ Tensor newFull(const Tensor& self, IntArrayRef size, const Scalar& fillValue,
 Tensor arangeStartStep(const Scalar& start, const Scalar& end, const Scalar& step,
                        std::optional<ScalarType> dtype, std::optional<Device> device) {
   bool anyFloat = start.isFloating() || end.isFloating() || step.isFloating();
-  ScalarType dt = dtype.value_or(anyFloat ? ScalarType::Float32 : ScalarType::Int64);
+  ScalarType dt = dtype.value_or(anyFloat ? defaultFloatType() : ScalarType::Int64);
   if (dt == ScalarType::Bool) throwUnsupportedDtype("arange_cpu", dt);
   int64_t n = arangeLength(dt, start, end, step);
   Tensor out = Tensor::empty({n}, dt, device.value_or(Device()));
@@ -241,7 +243,7 @@ Tensor arangeStart(const Scalar& start, const Scalar& end, std::optional<ScalarT
 Tensor linspace(const Scalar& start, const Scalar& end, int64_t steps,
                 std::optional<ScalarType> dtype, std::optional<Device> device) {
   KILN_CHECK(steps >= 0, "number of steps must be non-negative");
-  ScalarType dt = dtype.value_or(ScalarType::Float32);
+  ScalarType dt = dtype.value_or(defaultFloatType());
   if (dt == ScalarType::Bool) throwUnsupportedDtype("linspace_cpu", dt);
   Tensor out = Tensor::empty({steps}, dt, device.value_or(Device()));
   KILN_DISPATCH_NUMERIC(dt, "linspace_cpu", [&]<typename scalar_t>() {

@@ -15,6 +15,7 @@
 
 #include "generated/KernelDecls.h"
 #include "generated/Ops.h"
+#include "runtime/DefaultDtype.h"
 #include "runtime/CheckedConvert.h"
 #include "runtime/CppTypeName.h"
 #include "runtime/Generator.h"
@@ -347,13 +348,13 @@ Tensor newTensor(IntArrayRef size, ScalarType dtype, std::optional<Device> devic
 } // namespace
 
 Tensor rand(IntArrayRef size, std::optional<ScalarType> dtype, std::optional<Device> device) {
-  Tensor t = newTensor(size, dtype.value_or(ScalarType::Float32), device);
+  Tensor t = newTensor(size, dtype.value_or(defaultFloatType()), device);
   uniformFill(t, 0.0, 1.0);
   return t;
 }
 
 Tensor randn(IntArrayRef size, std::optional<ScalarType> dtype, std::optional<Device> device) {
-  Tensor t = newTensor(size, dtype.value_or(ScalarType::Float32), device);
+  Tensor t = newTensor(size, dtype.value_or(defaultFloatType()), device);
   normalFill(t, 0.0, 1.0);
   return t;
 }

@@ -83,7 +83,7 @@ def angle(input):
     if input.dtype.is_complex:
         pairs = _ops.view_as_real(input)
         return _ops.atan2(_ops.select(pairs, -1, 1), _ops.select(pairs, -1, 0))
-    x = input if input.dtype.is_floating_point else input.to(_C.float32)
+    x = input if input.dtype.is_floating_point else input.to(_C._get_default_dtype())
     return _ops.atan2(_ops.zeros_like(x), x)
 
 
@@ -112,12 +112,13 @@ def _pairs(data):
 
 def complex_from_data(data, dtype):
     """kiln.tensor(data) where data holds complex numbers or dtype is complex (None: inferred,
-    complex128 for complex numpy data, complex64 otherwise)."""
+    complex128 for complex numpy data, else the default dtype's complex: complex64 unless
+    set_default_dtype(float64))."""
     if _is_numpy_array(data) and data.dtype.kind == "c":
         out = _C.from_numpy(data.copy())
         return out if dtype is None else out.to(dtype)
     if dtype is None:
-        dtype = complex64
+        dtype = complex128 if _C._get_default_dtype() == _C.float64 else complex64
     real_dtype = _C.float64 if dtype == complex128 else _C.float32
     return _ops.view_as_complex(_C._tensor_from_data(_pairs(data), real_dtype))
 

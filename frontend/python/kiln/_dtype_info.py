@@ -15,7 +15,7 @@ def _name(dtype):
 class finfo:  # noqa: N801 - torch's name
     _kiln_trace_constant = True  # made while tracing, it is a constant of the graph (frontend/capture)
     def __init__(self, type=None):  # noqa: A002 - torch's keyword
-        name = _name(type if type is not None else _C.float32)  # kiln's default dtype
+        name = _name(type if type is not None else _C._get_default_dtype())
         if name == "bfloat16":
             self.bits, self.eps, self.max = 16, 2.0 ** -7, float((2 - 2.0 ** -7) * 2.0 ** 127)
             self.tiny = self.smallest_normal = 2.0 ** -126

@@ -47,10 +47,15 @@ def _category_dtype(value):
     if isinstance(value, int):
         return _C.int64
     if isinstance(value, float):
-        return _C.float32
+        return _C._get_default_dtype()
     if isinstance(value, complex):
-        return _C.complex64
+        return _default_complex()
     raise TypeError(f"result_type(): expected a tensor or a number, got {type(value).__name__}")
+
+
+def _default_complex():
+    """The complex dtype paired with the default dtype (complex128 for float64)."""
+    return _C.complex128 if _C._get_default_dtype() == _C.float64 else _C.complex64
 
 
 def result_type(tensor1, tensor2):
@@ -76,7 +81,7 @@ def result_type(tensor1, tensor2):
                 result = _complex_of(result)  # a complex number keeps a float tensor's precision
             else:
                 result = dtype if group is not groups[2] or _kind(dtype) < 2 else (
-                    _C.float32 if _kind(dtype) == 2 else _C.complex64)
+                    _C._get_default_dtype() if _kind(dtype) == 2 else _default_complex())
     return result
 
 

@@ -58,18 +58,19 @@ def is_deterministic_algorithms_warn_only_enabled():
 
 
 def get_default_dtype():
-    return _C.float32
+    """The dtype of floating-point values made without one: float32 unless set_default_dtype."""
+    return _C._get_default_dtype()
 
 
 @functools.partial(_compiling.not_traced, reason="kiln.set_default_dtype() (a global setting the graph cannot replay)")
 def set_default_dtype(d):
-    """kiln's factories make float32 by default; float32 is accepted, other dtypes raise (pass
-    dtype= to the factory, or convert with .double())."""
-    if d != _C.float32:
-        if not isinstance(d, _C.dtype) or not d.is_floating_point:
-            raise TypeError(f"only floating-point types are supported as the default type, got {d}")
-        raise NotImplementedError(f"set_default_dtype({d}): kiln's factories create float32 by default "
-                                  "and cannot change it; pass dtype= to the factory instead")
+    """torch.set_default_dtype: the dtype factories (kiln.zeros, kiln.randn, nn.Linear's weights),
+    kiln.tensor of Python floats, true division of integers and Python float operands give, and
+    with it the default complex dtype (complex128 for float64, complex64 otherwise). Compiled
+    graphs are guarded on it."""
+    if not isinstance(d, _C.dtype) or not d.is_floating_point:
+        raise TypeError(f"only floating-point types are supported as the default type, got {d}")
+    _C._set_default_dtype(d)
 
 
 def get_default_device():

@@ -178,11 +178,11 @@ def fftfreq(n, d=1.0, *, dtype=None, device=None):
     """[0, 1, ..., (n - 1) // 2, -(n // 2), ..., -1] / (d * n)."""
     k = _ops.arange(n, dtype=_C.int64, device=device)
     k = _ops.where(k < (n + 1) // 2, k, k - n)
-    return k.to(dtype or _C.float32) / (d * n)
+    return k.to(dtype or _C._get_default_dtype()) / (d * n)
 
 
 def rfftfreq(n, d=1.0, *, dtype=None, device=None):
-    return _ops.arange(n // 2 + 1, dtype=dtype or _C.float32, device=device) / (d * n)
+    return _ops.arange(n // 2 + 1, dtype=dtype or _C._get_default_dtype(), device=device) / (d * n)
 
 
 def fftshift(input, dim=None):

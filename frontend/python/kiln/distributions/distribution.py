@@ -120,7 +120,7 @@ def broadcast_all(*values):
     tensors = [v for v in values if isinstance(v, Tensor)]
     if not tensors and not all(isinstance(v, numbers.Number) for v in values):
         raise ValueError("Input arguments must all be instances of numbers.Number or kiln.Tensor.")
-    dtype = tensors[0].dtype if tensors else _C.float32
+    dtype = tensors[0].dtype if tensors else _C._get_default_dtype()
     device = tensors[0].device if tensors else None
     as_tensors = [v if isinstance(v, Tensor) else _ops.full([], float(v), dtype=dtype, device=device) for v in values]
     return broadcast_tensors(*as_tensors)

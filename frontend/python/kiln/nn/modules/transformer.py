@@ -42,7 +42,7 @@ def _canonical(mask, name, dtype):
 
 def _generate_square_subsequent_mask(sz, device=None, dtype=None):
     """(sz, sz) float mask: -inf above the diagonal (a position may not attend to later ones), 0 elsewhere."""
-    return _C._ops.full([sz, sz], float("-inf"), dtype=dtype or _C.float32, device=device).triu(1)
+    return _C._ops.full([sz, sz], float("-inf"), dtype=dtype, device=device).triu(1)
 
 
 def _activation_attrs(layer, activation):
