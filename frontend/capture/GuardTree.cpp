@@ -1,6 +1,7 @@
 // GuardTree evaluation: value accessors and checks read CPython and kiln objects directly, so a
 // guard never runs user code (no __eq__, __hash__, __getattr__ or __len__ of user types).
 #include "frontend/capture/GuardTree.h"
+#include "frontend/binding/PythonConvert.h"
 #include "frontend/capture/Iterators.h"
 
 #include <cstdint>
@@ -9,8 +10,8 @@
 #include <cmath>
 #include <cstdio>
 
-#include "runtime/DefaultDtype.h"
 #include "runtime/Autocast.h"
+#include "runtime/DefaultDtype.h"
 #include "runtime/DispatchKey.h"
 #include "runtime/Error.h"
 #include "runtime/TensorImpl.h"
@@ -813,6 +814,19 @@ void GuardTree::checkAutocast(uint32_t packed) { autocast_ = packed; }
 void GuardTree::checkDefaultDtype(ScalarType t) { defaultDtype_ = int(t); }
 
 namespace {
+// kiln.set_default_device's value as one number: 0 for none (the CPU), else the device.
+int64_t defaultDeviceCode(std::optional<Device> d) {
+  return d ? 1 + int64_t(d->type) * 256 + (int64_t(d->index) + 1) : 0;
+}
+std::string defaultDeviceText(int64_t code) {
+  if (code == 0) return "None";
+  return Device(DeviceType((code - 1) / 256), int8_t((code - 1) % 256 - 1)).str();
+}
+} // namespace
+
+void GuardTree::checkDefaultDevice() { defaultDevice_ = defaultDeviceCode(python::defaultDevice()); }
+
+namespace {
 std::string autocastText(uint32_t packed) {
   auto dtypeName = [](uint32_t bits) { return scalarTypeName(ScalarType(bits & 0xff)); };
   std::string out = std::string("cpu ") + (packed & 1 ? "on " : "off ") + dtypeName(packed >> 8) +
@@ -835,6 +849,12 @@ bool GuardTree::check(const FrameView& frame, std::string* failure) const {
                  autocastText(autocast::packedState()) + ")";
     return false;
   }
+  if (defaultDevice_ >= 0 && defaultDeviceCode(python::defaultDevice()) != defaultDevice_) {
+    if (failure)
+      *failure = "default_device == " + defaultDeviceText(defaultDevice_) + " (got " +
+                 defaultDeviceText(defaultDeviceCode(python::defaultDevice())) + ")";
+    return false;
+  }
   if (defaultDtype_ >= 0 && defaultFloatType() != ScalarType(defaultDtype_)) {
     if (failure)
       *failure = std::string("default_dtype == ") + scalarTypeName(ScalarType(defaultDtype_)) + " (got " +
@@ -846,7 +866,7 @@ bool GuardTree::check(const FrameView& frame, std::string* failure) const {
 
 size_t GuardTree::numChecks() const {
   return root_->impl_->numChecks() + (gradMode_ >= 0 ? 1 : 0) + (autocast_ >= 0 ? 1 : 0) +
-         (defaultDtype_ >= 0 ? 1 : 0);
+         (defaultDtype_ >= 0 ? 1 : 0) + (defaultDevice_ >= 0 ? 1 : 0);
 }
 
 std::string GuardTree::str() const {
@@ -854,6 +874,7 @@ std::string GuardTree::str() const {
   if (gradMode_ >= 0) out += std::string("grad_mode == ") + boolText(gradMode_) + "\n";
   if (autocast_ >= 0) out += "autocast == (" + autocastText(uint32_t(autocast_)) + ")\n";
   if (defaultDtype_ >= 0) out += std::string("default_dtype == ") + scalarTypeName(ScalarType(defaultDtype_)) + "\n";
+  if (defaultDevice_ >= 0) out += "default_device == " + defaultDeviceText(defaultDevice_) + "\n";
   root_->impl_->str(out);
   if (!out.empty()) out.pop_back();
   return out;

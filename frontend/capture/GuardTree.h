@@ -78,6 +78,9 @@ public:
   void checkAutocast(uint32_t packed);
   // kiln.set_default_dtype's value: factories in the graph made their dtype from it.
   void checkDefaultDtype(ScalarType t);
+  // kiln.set_default_device / `with kiln.device(...)`: factories in the graph made their device
+  // from it (the value now is the one checked).
+  void checkDefaultDevice();
 
   // True when every check passes. On failure, when failure is non-null, it gets the first
   // failing check, e.g. "L['x'].size()[0] == 8 (got 16)".
@@ -93,6 +96,7 @@ private:
   int gradMode_ = -1; // -1: not checked
   int64_t autocast_ = -1; // -1: not checked
   int defaultDtype_ = -1; // -1: not checked
+  int64_t defaultDevice_ = -1; // -1: not checked
 };
 
 class GuardNode {

@@ -401,6 +401,7 @@ nb::dict Tracer::run() {
   guards_->checkGradMode(gradMode_);
   guards_->checkAutocast(initialAutocast_);
   guards_->checkDefaultDtype(defaultFloatType());
+  guards_->checkDefaultDevice();
   InstructionTranslator top(*this, code_, globals_, [](const std::string& name) { return globalSource(name); }, 0);
   VT* result = top.run(std::move(locals), closure);
 

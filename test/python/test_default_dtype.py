@@ -75,3 +75,27 @@ def test_training_in_float64_matches_eager(float64_default):
     assert compiled.dtype == kiln.float64 and float(compiled) == pytest.approx(float(eager), rel=1e-12)
     for g, p in zip(grads, model.parameters()):
         assert float((p.grad - g).abs().max()) < 1e-12
+
+
+def test_default_device_change_recompiles():
+    # set_default_device / `with kiln.device(...)` decide where the graph's factories allocate:
+    # a graph traced under one default is not reused under another.
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    compiled = kiln.compile(lambda x: x + kiln.zeros(2), backend=backend)
+    x = kiln.ones(2)
+    compiled(x)
+    compiled(x)
+    assert len(graphs) == 1
+    kiln.set_default_device("meta")
+    try:
+        compiled(x.to("meta"))
+    finally:
+        kiln.set_default_device(None)
+    assert len(graphs) == 2
+    compiled(x)
+    assert len(graphs) == 2
