@@ -288,13 +288,29 @@ VT* InstructionTranslator::call(VT* fn, VTs args, Kwargs kwargs) {
       args.erase(args.begin());
       return callMethod(t_.make<MethodVT>(self, name), std::move(args), std::move(kwargs));
     }
+    if (VT* r = callUserObject(fn, reinterpret_cast<PyTypeObject*>(Py_TYPE(obj.ptr())), args, kwargs)) return r;
     throw Unsupported{std::string("calling ") + nb::cast<std::string>(nb::repr(obj))};
   }
+  case VT::Kind::NewObject:
+    if (VT* r = callUserObject(fn, reinterpret_cast<PyTypeObject*>(static_cast<NewObjectVT*>(fn)->cls.ptr()), args, kwargs))
+      return r;
+    throw Unsupported{std::string("calling a ") + kindName(fn)};
   case VT::Kind::Constant:
     throw TraceError{std::string("TypeError: '") + kindName(fn) + "' object is not callable"};
   default:
     throw Unsupported{std::string("calling a ") + kindName(fn)};
   }
+}
+
+// An object of a user class with a Python __call__ (guided-diffusion's _WrappedModel, a loss
+// object, a callable config), called: its __call__ is inlined with the object as self, as
+// TorchDynamo inlines a user-defined object's __call__. Null when the class has none.
+VT* InstructionTranslator::callUserObject(VT* self, PyTypeObject* type, VTs& args, Kwargs& kwargs) {
+  if (isKilnLibrary(nb::handle(reinterpret_cast<PyObject*>(type)))) return nullptr;
+  PyObject* callFn = _PyType_Lookup(type, nb::str("__call__").ptr());
+  if (!callFn || !PyFunction_Check(callFn)) return nullptr;
+  args.insert(args.begin(), self);
+  return inlineFunction(t_.make<FunctionVT>(nb::borrow(callFn)), std::move(args), std::move(kwargs));
 }
 
 VT* InstructionTranslator::inlineFunction(FunctionVT* f, VTs args, Kwargs kwargs, bool traceLibrary) {

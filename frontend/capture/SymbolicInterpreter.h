@@ -310,6 +310,7 @@ private:
 
   // Calls (Calls.cpp).
   VT* call(VT* fn, VTs args, Kwargs kwargs);
+  VT* callUserObject(VT* self, PyTypeObject* type, VTs& args, Kwargs& kwargs);
   VT* callMethod(MethodVT* m, VTs args, Kwargs kwargs);
   VT* callSequenceMethod(SequenceVT* s, const std::string& name, VTs& args, Kwargs& kwargs);
   VT* callDictMethod(DictVT* d, const std::string& name, VTs& args, Kwargs& kwargs);
