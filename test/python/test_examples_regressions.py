@@ -157,3 +157,43 @@ def test_module_keyed_cache_dict_compiles():
     assert set(cache) == {model.key, model.value}
     explained = kiln.explain(model)(kiln.randn(1, 4), {})
     assert (explained.graph_count, explained.graph_break_count) == (1, 0), explained.break_reasons
+
+
+# openai/guided-diffusion (unet.py, gaussian_diffusion.py, respace.py, fp16_util.py).
+
+def test_calling_a_user_object_inlines_its_call():
+    # respace._WrappedModel: an object with __call__ wrapping the model, made in the traced step
+    # (and one made outside it): each call was a graph break.
+    class Wrapped:
+        def __init__(self, model, scale):
+            self.model, self.scale = model, scale
+
+        def __call__(self, x, t, **kwargs):
+            return self.model(x * self.scale + t.float().unsqueeze(-1), **kwargs)
+
+    lin = kiln.nn.Linear(4, 4)
+    outer = Wrapped(lin, 2.0)
+    x, t = kiln.randn(2, 4), kiln.tensor([1, 2])
+    for fn in (lambda x, t: outer(x, t).sum(), lambda x, t: Wrapped(lin, 3.0)(x, t).sum()):
+        explained = kiln.explain(fn)(x, t)
+        assert (explained.graph_count, explained.graph_break_count) == (1, 0), explained.break_reasons
+        assert float(kiln.compile(fn)(x, t)) == pytest.approx(float(fn(x, t)), rel=1e-6)
+
+
+def test_distributed_without_a_process_group_and_flatten_helpers():
+    import kiln.distributed as dist
+    from kiln._utils import _flatten_dense_tensors, _unflatten_dense_tensors
+    assert not dist.is_available() and not dist.is_initialized()
+    with pytest.raises(ValueError, match="Default process group has not been initialized"):
+        dist.get_world_size()
+    with pytest.raises(ValueError, match="Default process group has not been initialized"):
+        dist.all_reduce(kiln.ones(2), op=dist.ReduceOp.SUM)
+    with pytest.raises(NotImplementedError, match="no distributed backend"):
+        dist.init_process_group("gloo")
+    tensors = [kiln.randn(2, 3), kiln.randn(4)]
+    flat = _flatten_dense_tensors(tensors)
+    assert tuple(flat.shape) == (10,)
+    back = _unflatten_dense_tensors(flat, tensors)
+    assert [tuple(b.shape) for b in back] == [(2, 3), (4,)] and all(kiln.equal(a, b) for a, b in zip(back, tensors))
+    back[1].fill_(0)  # views of the flat buffer
+    assert float(flat[6:].abs().sum()) == 0.0
