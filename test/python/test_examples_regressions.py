@@ -197,3 +197,44 @@ def test_distributed_without_a_process_group_and_flatten_helpers():
     assert [tuple(b.shape) for b in back] == [(2, 3), (4,)] and all(kiln.equal(a, b) for a, b in zip(back, tensors))
     back[1].fill_(0)  # views of the flat buffer
     assert float(flat[6:].abs().sum()) == 0.0
+
+
+# timm 1.0 / torchvision 0.28 imports (their layers call torch.fx.wrap at import time, and import
+# torch.hub and torch.ops at the top).
+
+def test_fx_wrap_while_the_module_is_importing(tmp_path, monkeypatch):
+    # `@torch.fx.wrap` on a module-level function runs before the module has the attribute: the
+    # name did not resolve back and kiln.fx.wrap raised, so `import timm` failed.
+    (tmp_path / "wrapmod.py").write_text(
+        "import kiln\n\n@kiln.fx.wrap\ndef leaf(x):\n    return x * 2 if x.sum() > 0 else x\n\n"
+        "def fn(x):\n    return leaf(x) + 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import wrapmod
+    gm = kiln.fx.symbolic_trace(wrapmod.fn)
+    assert [n.target for n in gm.graph.nodes if n.op == "call_function"][0] == "wrapmod.leaf"
+    x = kiln.ones(3)
+    assert kiln.equal(gm(x), wrapmod.fn(x))
+
+
+def test_hub_and_ops_namespaces(tmp_path, monkeypatch):
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path))
+    assert kiln.hub.get_dir() == str(tmp_path / "hub")
+    kiln.hub.set_dir(str(tmp_path / "h"))
+    try:
+        assert kiln.hub.get_dir() == str(tmp_path / "h")
+    finally:
+        kiln.hub._hub_dir = None
+    state = {"w": kiln.arange(3.0)}
+    checkpoints = tmp_path / "hub" / "checkpoints"
+    checkpoints.mkdir(parents=True)
+    kiln.save(state, str(checkpoints / "w-0123.pth"))  # already downloaded: read from the cache
+    loaded = kiln.hub.load_state_dict_from_url("https://example.invalid/models/w-0123.pth")
+    assert kiln.equal(loaded["w"], state["w"])
+    assert kiln.hub.HASH_REGEX.search("resnet18-f37072fd.pth").group(1) == "f37072fd"
+    with pytest.raises(NotImplementedError, match="hubconf"):
+        kiln.hub.load("pytorch/vision", "resnet18")
+    assert kiln.equal(kiln.ops.aten.add.Tensor(kiln.ones(2), kiln.ones(2)), kiln.full((2,), 2.0))
+    with pytest.raises(OSError, match="cannot load C\\+\\+ operator libraries"):
+        kiln.ops.load_library("/nonexistent/_C.so")
+    with pytest.raises(AttributeError, match="torchvision"):
+        kiln.ops.torchvision.nms

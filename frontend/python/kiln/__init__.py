@@ -112,6 +112,7 @@ from . import accelerator, backends  # noqa: E402,F401
 from . import amp, cpu, profiler  # noqa: E402,F401
 from . import func  # noqa: E402,F401
 from . import jit  # noqa: E402,F401
+from . import hub, ops  # noqa: E402,F401
 
 
 def _assert(condition, message):

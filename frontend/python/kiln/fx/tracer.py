@@ -362,7 +362,15 @@ def wrap(fn_or_name):
             raise NameError(f"kiln.fx.wrap: the calling module has no function named {fn_or_name!r}")
     if not callable(fn):
         raise TypeError(f"kiln.fx.wrap needs a function, got {type(fn).__name__}")
-    targets.qualified_name(fn)  # fails now, not during a trace, when fn has no name
+    try:
+        targets.qualified_name(fn)  # fails now, not during a trace, when fn has no name
+    except ValueError:
+        # `@torch.fx.wrap` on a module-level function runs while its module is still importing:
+        # the name does not resolve back yet, but it will be the module's attribute.
+        module, qualname = getattr(fn, "__module__", None), getattr(fn, "__qualname__", "")
+        if not isinstance(module, str) or not qualname or "<" in qualname or "." in qualname:
+            raise
+        targets.register(f"{module}.{qualname}", fn)
     if fn not in _wrapped_functions:
         _wrapped_functions.append(fn)
     return fn_or_name
