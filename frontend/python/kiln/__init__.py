@@ -112,7 +112,7 @@ from . import accelerator, backends  # noqa: E402,F401
 from . import amp, cpu, profiler  # noqa: E402,F401
 from . import func  # noqa: E402,F401
 from . import jit  # noqa: E402,F401
-from . import hub, ops  # noqa: E402,F401
+from . import hub, ops, random  # noqa: E402,F401
 
 
 def _assert(condition, message):
@@ -140,6 +140,7 @@ from ._settings import (  # noqa: E402,F401
 from ._logging import set_logs  # noqa: E402,F401
 from . import compiler  # noqa: E402,F401
 from .compiler import compile, explain  # noqa: E402,F401
+from . import _dynamo  # noqa: E402,F401
 from ._einops import install as _install_einops  # noqa: E402
 
 _install_einops()  # einops.rearrange & co on kiln tensors, when einops is used

@@ -1,3 +1,3 @@
 """kiln.utils: data loading (data), activation checkpointing (checkpoint) and hook handles (hooks),
 as torch.utils."""
-from . import checkpoint, data, hooks  # noqa: F401
+from . import _pytree, checkpoint, data, hooks  # noqa: F401
