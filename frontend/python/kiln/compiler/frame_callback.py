@@ -16,6 +16,7 @@ from .. import _C, _compiling, config
 from .._logging import get_logger
 from ..fx import GraphModule
 from . import debug_dir, dynamic, resume
+from .aot import _written_arguments
 from .errors import BackendCompilerFailed, BreakReason, Unsupported
 from .explain import session_recorder
 from .glue import GLUE_NAMES, argument_names, example_inputs, make_glue
@@ -62,7 +63,13 @@ def _needs_autograd(examples, attrs, graph=None):
         elif node.op == "call_function" and node.target == "kiln._C._set_grad_enabled":
             grad_on = bool(node.args[0])
         elif node.op in ("call_function", "call_method", "call_module"):
-            if not grad_on or node.target in _NOT_DIFFERENTIABLE:
+            if not grad_on:
+                # An in-place write under no_grad returns the tensor it wrote, which still
+                # requires grad (a parameter renormalized, then read by the graph).
+                if any(arg in needs for arg in _written_arguments(node)):
+                    needs.add(node)
+                continue
+            if node.target in _NOT_DIFFERENTIABLE:
                 continue
             if any(arg in needs for arg in _node_args(node)):
                 return True

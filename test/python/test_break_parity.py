@@ -1,0 +1,80 @@
+"""Graph breaks kiln made where torch.compile traces on (issue 16, session 16): each test pins
+the graph and break counts torch.compile gets on the same code, and the results against eager."""
+import numpy as np
+import pytest
+
+import kiln
+from kiln import nn
+
+
+@pytest.fixture(autouse=True)
+def _strict():
+    old = kiln.config.strict
+    kiln.config.strict = True
+    kiln.compiler.reset()
+    yield
+    kiln.config.strict = old
+    kiln.compiler.reset()
+
+
+def _counts(fn, *args):
+    e = kiln.explain(fn)(*args)
+    return e.graph_count, e.graph_break_count
+
+
+def _close(a, b, atol=1e-6):
+    np.testing.assert_allclose(np.asarray(a.detach().numpy()), np.asarray(b.detach().numpy()), rtol=1e-5, atol=atol)
+
+
+# nn.Embedding(max_norm=...) renormalized the looked-up rows from the indices' data (numpy): a
+# break (torch.compile: one graph, embedding_renorm_ is an op). Traced, the write into the weight
+# under no_grad must keep the weight's gradient, as eagerly.
+def _embedding_step(emb):
+    def step(ids):
+        out = emb(ids)
+        (out * out).sum().backward()
+        return out.detach(), emb.weight.detach().clone(), emb.weight.grad.clone()
+    return step
+
+
+def _embedding_with_long_rows():
+    emb = nn.Embedding(6, 3, max_norm=1.0)
+    with kiln.no_grad():
+        emb.weight.copy_(kiln.arange(18.0).reshape(6, 3) / 4 - 1)
+    return emb
+
+
+def test_embedding_max_norm_training_step_is_one_graph_with_eager_values_and_grads():
+    ids = kiln.tensor([[1, 2, 2], [4, 1, 0]])  # repeats: each row renormalized once
+    want = _embedding_step(_embedding_with_long_rows())(ids)
+    emb = _embedding_with_long_rows()
+    assert _counts(lambda i: emb(i).sum(), ids) == (1, 0)
+    assert _counts(_embedding_step(emb), ids) == (2, 1)  # as torch: a break at backward()
+    emb = _embedding_with_long_rows()
+    got = kiln.compile(_embedding_step(emb))(ids)
+    for g, w in zip(got, want):
+        _close(g, w)
+    norms = np.linalg.norm(got[1].numpy(), axis=1)
+    assert np.all(norms[[0, 1, 2, 4]] <= 1.0 + 1e-6) and norms[5] > 1.0  # rows not looked up stay
+
+
+def test_a_no_grad_write_into_a_parameter_keeps_its_gradient_in_a_compiled_graph():
+    def make():
+        lin = nn.Linear(3, 2, bias=False)
+        with kiln.no_grad():
+            lin.weight.copy_(kiln.arange(6.0).reshape(2, 3))
+        return lin
+
+    def step(lin, x):
+        with kiln.no_grad():
+            lin.weight.mul_(2)
+        lin(x).pow(2).sum().backward()
+        return lin.weight.detach().clone(), lin.weight.grad.clone()
+
+    x = kiln.ones(4, 3)
+    want = step(make(), x)
+    lin = make()
+    got = kiln.compile(lambda x: step(lin, x))(x)
+    for g, w in zip(got, want):
+        _close(g, w)
+    assert lin.weight.grad_fn is None and lin.weight.is_leaf
