@@ -163,6 +163,7 @@ Tracer::Tracer(nb::handle func, nb::handle code, nb::handle args, nb::handle glo
     Node* n = graph_.callFunction("kiln._C._set_grad_enabled", {Argument(gradMode_)});
     n->meta.loc = location();
   };
+  recorder_.valuesOf = [this](const Tensor& fake) { return valuesOf(fake); };
   recorder_.liftTensor = [this](const Tensor& real) -> Node* {
     auto it = knownParams_.find(real.impl());
     if (it != knownParams_.end()) {
@@ -295,6 +296,7 @@ VT* Tracer::wrapTensor(nb::handle value, const SourcePtr& source, bool viaModule
   for (int64_t s : fake.sizes())
     node->meta.type->tensor().sizes.emplace_back(s);
   recorder_.bind(fake, node, real.device());
+  if (!probe && !viaModule) noteReadableValues(fake, value, g);
   if (real.storageOffset() != 0) offsetStorages_.insert(fake.storage().get());
   auto* vt = make<TensorVT>(nb::steal(python::wrapTensor(fake)));
   vt->source = source;
@@ -302,6 +304,28 @@ VT* Tracer::wrapTensor(nb::handle value, const SourcePtr& source, bool viaModule
   vt->identityGuarded = !(source && source->isArgument() && !viaModule) && g;
   if (!(source && source->isArgument() && !viaModule)) byId_[value.ptr()] = vt;
   return vt;
+}
+
+void Tracer::noteReadableValues(const Tensor& fake, nb::handle real, GuardNode* guard) {
+  constexpr int64_t kMaxReadableValues = 256; // a batch's lengths, not data
+  std::vector<int64_t> values;
+  const Tensor& t = python::unwrapTensor(real.ptr());
+  if (t.numel() <= kMaxReadableValues && !t.requiresGrad() && readIntValues(t, values))
+    readableValues_[fake.impl()] = ReadableValues{nb::borrow(real), guard, false, int64_t(fake.storage()->version())};
+}
+
+Tensor Tracer::valuesOf(const Tensor& fake) {
+  auto it = readableValues_.find(fake.impl());
+  if (it == readableValues_.end() || int64_t(fake.storage()->version()) != it->second.version) return Tensor();
+  ReadableValues& r = it->second;
+  const Tensor& real = python::unwrapTensor(r.real.ptr());
+  if (r.guard && !r.guarded) {
+    std::vector<int64_t> values;
+    readIntValues(real, values);
+    r.guard->checkIntValues(values);
+    r.guarded = true;
+  }
+  return real;
 }
 
 VT* Tracer::wrapDynamicFloat(const SourcePtr& source, const std::string& expr) {

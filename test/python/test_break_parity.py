@@ -78,3 +78,63 @@ def test_a_no_grad_write_into_a_parameter_keeps_its_gradient_in_a_compiled_graph
     for g, w in zip(got, want):
         _close(g, w)
     assert lin.weight.grad_fn is None and lin.weight.is_leaf
+
+
+# pack_padded_sequence / pad_packed_sequence read the lengths' values (they shape the packed
+# data): run on fakes while tracing, a break at each (torch.compile breaks there too, and runs the
+# LSTM's frame eagerly). The lengths, a small CPU int64 input, are read for real and their values
+# guarded: one graph, recompiled for other lengths.
+def _packed_lstm():
+    kiln.manual_seed(3)
+    lstm = nn.LSTM(3, 4, batch_first=True, bidirectional=True)
+    rnn = nn.utils.rnn
+
+    def fn(x, lengths):
+        packed = rnn.pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+        out, (h, _) = lstm(packed)
+        padded, out_len = rnn.pad_packed_sequence(out, batch_first=True)
+        return padded, out_len, h
+    return fn
+
+
+def test_packed_lstm_over_an_input_of_lengths_is_one_graph_guarded_on_the_lengths():
+    fn = _packed_lstm()
+    x = kiln.randn(3, 5, 3)
+    lengths = kiln.tensor([2, 5, 3])
+    assert _counts(fn, x, lengths) == (1, 0)
+    kiln.compiler.reset()
+    compiled = kiln.compile(fn)
+    for lens in ([2, 5, 3], [4, 1, 4], [2, 5, 3]):
+        lengths = kiln.tensor(lens)
+        for g, w in zip(compiled(x, lengths), fn(x, lengths)):
+            _close(g, w, atol=1e-5)
+    guards = kiln.explain(fn)(x, kiln.tensor([4, 1, 4])).guards
+    assert any(".tolist() == [4, 1, 4]" in str(g) for g in guards), guards
+
+
+def test_packed_lstm_gradients_match_eager():
+    fn = _packed_lstm()
+    x = kiln.randn(3, 5, 3)
+    lengths = kiln.tensor([2, 5, 3])
+
+    def loss(x, lengths):
+        padded, _, h = fn(x, lengths)
+        return padded.sum() + (h * h).sum()
+
+    xe, xc = x.clone().requires_grad_(), x.clone().requires_grad_()
+    want = kiln.autograd.grad(loss(xe, lengths), xe)[0]
+    got = kiln.autograd.grad(kiln.compile(loss)(xc, lengths), xc)[0]
+    _close(got, want, atol=1e-5)
+
+
+def test_a_lengths_tensor_written_in_place_before_packing_is_not_read_stale():
+    rnn = nn.utils.rnn
+
+    def fn(x, lengths):
+        lengths.add_(1)
+        return rnn.pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False).data.sum()
+
+    x = kiln.randn(2, 4, 3)
+    want = fn(x, kiln.tensor([1, 2]))
+    got = kiln.compile(fn)(x, kiln.tensor([1, 2]))
+    _close(got, want)
