@@ -167,6 +167,10 @@ public:
   // numbers, NumberVT), guarded by their type only.
   nb::dict intsRead;
   std::set<std::string> dynamicNumbers;
+  // Tensors (by guard name, "L['lengths']") whose values changed between compiles (trace_frame
+  // option `opaque_values`): kiln's library code does not read them while tracing (a graph
+  // break there, as before, rather than a recompile for every new value).
+  std::set<std::string> opaqueValues;
   // kiln._traced_numbers.TracedNumber for a NumberVT, and back.
   nb::object tracedNumber(NumberVT* n);
   VT* wrapTracedNumber(nb::handle value);

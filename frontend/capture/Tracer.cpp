@@ -310,6 +310,7 @@ void Tracer::noteReadableValues(const Tensor& fake, nb::handle real, GuardNode* 
   constexpr int64_t kMaxReadableValues = 256; // a batch's lengths, not data
   std::vector<int64_t> values;
   const Tensor& t = python::unwrapTensor(real.ptr());
+  if (guard && opaqueValues.count(guard->name())) return;
   if (t.numel() <= kMaxReadableValues && !t.requiresGrad() && readIntValues(t, values))
     readableValues_[fake.impl()] = ReadableValues{nb::borrow(real), guard, false, int64_t(fake.storage()->version())};
 }

@@ -138,3 +138,20 @@ def test_a_lengths_tensor_written_in_place_before_packing_is_not_read_stale():
     want = fn(x, kiln.tensor([1, 2]))
     got = kiln.compile(fn)(x, kiln.tensor([1, 2]))
     _close(got, want)
+
+
+def test_lengths_that_change_again_after_a_recompile_break_instead_of_recompiling_per_value(capsys):
+    fn = _packed_lstm()
+    x = kiln.randn(3, 5, 3)
+    compiled = kiln.compile(fn)
+    kiln.set_logs(recompiles=True)
+    try:
+        for lens in ([2, 5, 3], [4, 1, 4], [3, 3, 5], [5, 2, 1], [1, 1, 1]):
+            lengths = kiln.tensor(lens)
+            for g, w in zip(compiled(x, lengths), fn(x, lengths)):
+                _close(g, w, atol=1e-5)
+    finally:
+        kiln.set_logs(recompiles=False)
+    # The first compile is specialized to [2, 5, 3]; the recompile after the values changed
+    # breaks at the packing and serves every later value.
+    assert capsys.readouterr().err.count("Recompiling _packed_lstm.<locals>.fn (") == 1
