@@ -87,6 +87,20 @@ bool isConstSet(PyObject* s) {
   return true;
 }
 
+// A named tuple (a tuple subclass: collections.namedtuple's, a PackedSequence) that indexes,
+// iterates and measures as a tuple and holds nothing besides its items: read from outside, its
+// items are guarded one by one, as a tuple's (a new one with the same items passes), instead of
+// its identity.
+bool isPlainNamedTuple(PyObject* o) {
+  PyTypeObject* t = Py_TYPE(o);
+  if (!PyTuple_Check(o) || PyTuple_CheckExact(o) || t->tp_iter != PyTuple_Type.tp_iter) return false;
+  if (!t->tp_as_mapping || t->tp_as_mapping->mp_subscript != PyTuple_Type.tp_as_mapping->mp_subscript)
+    return false;
+  if (!t->tp_as_sequence || t->tp_as_sequence->sq_length != PyTuple_Type.tp_as_sequence->sq_length) return false;
+  PyObject** dict = _PyObject_GetDictPtr(o);
+  return !dict || !*dict || PyDict_GET_SIZE(*dict) == 0;
+}
+
 bool isPlainConstant(PyObject* o) {
   return o == Py_None || PyBool_Check(o) || PyLong_CheckExact(o) || PyFloat_CheckExact(o) ||
          PyUnicode_CheckExact(o) || PyBytes_CheckExact(o) || PyComplex_CheckExact(o) ||
@@ -453,7 +467,8 @@ VT* Tracer::wrap(nb::handle value, SourcePtr source, bool viaModule, const std::
       return known->second;
     }
   }
-  if (PyTuple_CheckExact(o) || PyList_CheckExact(o)) {
+  const bool namedTuple = source && isPlainNamedTuple(o);
+  if (PyTuple_CheckExact(o) || PyList_CheckExact(o) || namedTuple) {
     Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
     if (g) {
       g->checkType(Py_TYPE(o));
@@ -467,6 +482,7 @@ VT* Tracer::wrap(nb::handle value, SourcePtr source, bool viaModule, const std::
     auto* s = make<SequenceVT>(PyList_CheckExact(o) ? VT::Kind::List : VT::Kind::Tuple, items);
     s->source = source;
     s->original = nb::borrow(value);
+    if (namedTuple) s->namedType = nb::borrow(reinterpret_cast<PyObject*>(Py_TYPE(o)));
     if (PyList_CheckExact(o)) containers_[o] = s;
     return s;
   }

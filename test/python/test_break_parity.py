@@ -155,3 +155,26 @@ def test_lengths_that_change_again_after_a_recompile_break_instead_of_recompilin
     # The first compile is specialized to [2, 5, 3]; the recompile after the values changed
     # breaks at the packing and serves every later value.
     assert capsys.readouterr().err.count("Recompiling _packed_lstm.<locals>.fn (") == 1
+
+
+def test_a_named_tuple_argument_is_guarded_by_its_items_not_its_identity(capsys):
+    # A PackedSequence handed to a resume function (or any named tuple argument) was guarded by
+    # identity: every call with a new object recompiled, until the recompile limit.
+    from collections import namedtuple
+    Pair = namedtuple("Pair", ["a", "b"])
+
+    def fn(p):
+        return p.a * 2 + p[1]
+
+    compiled = kiln.compile(fn)
+    kiln.set_logs(recompiles=True)
+    try:
+        for _ in range(3):
+            p = Pair(kiln.randn(3), kiln.randn(3))
+            _close(compiled(p), fn(p))
+        packed = nn.utils.rnn.pack_padded_sequence(kiln.randn(2, 3, 1), [3, 2], batch_first=True)
+        assert isinstance(kiln.compile(lambda s: s)(packed), nn.utils.rnn.PackedSequence)
+    finally:
+        kiln.set_logs()
+    assert "Recompiling" not in capsys.readouterr().err
+    _close(compiled(Pair(kiln.ones(2), kiln.ones(2))), kiln.full([2], 3.0))  # other sizes: recompiled
