@@ -176,6 +176,10 @@ private:
       copy->meta = n.meta;
       return;
     }
+    if (n.opcode() == Opcode::CallFunction && n.target() == "aot.input_value") {
+      inputValue(n);
+      return;
+    }
     if (n.opcode() == Opcode::CallFunction && n.target() == "operator.getitem" &&
         n.args().size() == 2 && n.args()[0].isNode() &&
         n.args()[1].kind() == Argument::Kind::Int) {
@@ -220,6 +224,32 @@ private:
     for (Value& v : stack)
       tuple.elements.push_back(single(std::move(v)));
     env_[&n] = std::move(tuple);
+  }
+
+  // aot.input_value(input, value): the forward reads `value` (the input's new value, written
+  // under no_grad) while autograd sees `input` itself, as eagerly a write under no_grad changes
+  // a tensor's data and keeps its history. The fake is an unrecorded alias of the input's fake
+  // (an identity edge to it) bound to the value's node.
+  void inputValue(const Node& n) {
+    if (n.args().size() != 2 || !n.args()[0].isNode() || !n.args()[1].isNode())
+      fail(n, "aot.input_value takes (input, value)");
+    Tensor input = tensor(n, *n.args()[0].toNode()), value = tensor(n, *n.args()[1].toNode());
+    if (input.sizes() != value.sizes() || input.strides() != value.strides() || input.dtype() != value.dtype())
+      fail(n, "aot.input_value: the value's layout differs from the input's");
+    Tensor identity;
+    {
+      ExcludeDispatchKeyGuard notRecorded(DispatchKey::Tracing);
+      const bool gradMode = GradMode::isEnabled();
+      GradMode::setEnabled(true);
+      Stack stack{Value(input)};
+      Dispatcher::instance().call(OpId::alias, stack);
+      GradMode::setEnabled(gradMode);
+      identity = stack[0].toTensor();
+    }
+    Node* node = recorder_.nodeOf(value);
+    if (!node) fail(n, "aot.input_value: the value was made by no traced op");
+    recorder_.bind(identity, node, recorder_.deviceOf(value));
+    env_[&n] = Traced{Value(identity), {}, false};
   }
 
   const Traced& traced(const Node& n, const Node* in) const {

@@ -10,6 +10,8 @@
 //    defaults for the rest; Python numbers for Tensor parameters become wrapped numbers);
 //  - operator.getitem of a multi-output op's result picks the element;
 //  - kiln._C._set_grad_enabled nodes are copied as they are (tracing does not depend on them);
+//  - aot.input_value(input, value) (joint trace only): `value`, differentiated as `input` (see
+//    aot.py: an input written under no_grad keeps its autograd history);
 //  - the output node returns the nodes now standing for the old outputs.
 // Locations (NodeMeta::loc) carry over to every node made for a node. Anything else (call_module,
 // other callables, number-typed inputs) raises.

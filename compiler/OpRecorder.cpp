@@ -79,6 +79,12 @@ Device OpRecorder::deviceOf(const Tensor& fake) const {
 
 const OpRecorder* OpRecorder::current() { return gCurrent; }
 
+Tensor OpRecorder::readable(const Tensor& t) {
+  if (!t.isMeta() || !gCurrent || !gCurrent->valuesOf) return t;
+  Tensor real = gCurrent->valuesOf(t);
+  return real.defined() ? real : t;
+}
+
 OpRecorder::Scope::Scope(OpRecorder& r) : saved_(gCurrent) {
   // (Re)claimed on every scope: the Tracing key has one fallback, and tests install others.
   Dispatcher::instance().registerFallback(DispatchKey::Tracing, &OpRecorder::fallback);

@@ -62,6 +62,13 @@ public:
   // running a backward inside the traced code becomes a _set_grad_enabled node).
   std::function<void()> beforeRecord;
 
+  // Called when kiln's library code, running on fakes, reads a fake's values into Python
+  // (tolist(), item()): the real tensor whose values the graph is then specialized to (the
+  // caller guards them), or an undefined tensor: the read fails as on any meta tensor.
+  std::function<Tensor(const Tensor& fake)> valuesOf;
+  // `t`, or for a fake whose values the current recorder knows (valuesOf), the real tensor.
+  static Tensor readable(const Tensor& t);
+
   // Decompose every op that has no Autograd kernel (derivative formula) of its own but has a
   // decomposition (composites), whatever the level: AOT autograd's joint trace (GraphTracer.h).
   bool decomposeOpsWithoutFormula = false;

@@ -71,7 +71,7 @@ TensorClass registerTensor(nb::module_& m) {
                           "item() of a parameter or buffer the graph reads (its value is data-dependent)");
           throw nb::python_error();
         }
-        Scalar s = t.item();
+        Scalar s = compiler::OpRecorder::readable(t).item();
         if (s.isBool()) return nb::bool_(s.toBool());
         if (s.isIntegral()) return nb::int_(s.toInt());
         return nb::float_(s.toDouble());

@@ -8,6 +8,7 @@
 
 #include <cstring>
 
+#include "compiler/OpRecorder.h"
 #include "frontend/binding/Interop.h"
 #include "frontend/binding/PythonConvert.h"
 #include "generated/Ops.h"
@@ -228,7 +229,8 @@ void registerTensorData(nb::module_& m, TensorClass& cls) {
         return nb::steal(wrapTensor(tensorFromData(data.ptr(), dtypeArgument(dtype))));
       },
       nb::arg("data").none(), nb::arg("dtype").none() = nb::none());
-  cls.def("tolist", [](const Tensor& self) {
+  cls.def("tolist", [](const Tensor& fakeOrReal) {
+    const Tensor self = compiler::OpRecorder::readable(fakeOrReal);
     if (self.isMeta()) throw NotImplementedError("Cannot copy out of meta tensor; no data!");
     // A CUDA tensor's values are read from a host copy.
     Tensor t = self.device().isCuda() ? ops::_to_copy(self, std::nullopt, Device(DeviceType::CPU))

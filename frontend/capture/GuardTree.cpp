@@ -37,11 +37,12 @@ enum class Access : uint8_t {
   IterItem
 };
 enum class CheckKind : uint8_t { Type, Id, Const, Length, DictKeys, Tensor, Grad, IterRemaining, RangeIter, Ndarray,
-                                 IntRange };
+                                 IntRange, IntValues };
 
 struct Check {
   CheckKind kind;
-  nb::object object; // the type, the object, the constant, or the tuple of dict keys
+  nb::object object; // the type, the object, the constant, the tuple of dict keys, or (IntValues)
+                     // the tuple of the tensor's values
   Py_ssize_t length = 0; // Length, IterRemaining, RangeIter (values left)
   long start = 0, step = 0; // RangeIter; IntRange: the bounds (inclusive)
   std::unique_ptr<TensorCheck> tensor; // Tensor; Grad (null: the grad must be None)
@@ -431,6 +432,42 @@ void GuardNode::checkGrad(const TensorCheck* grad) {
                            grad ? std::make_unique<TensorCheck>(*grad) : nullptr, nullptr});
 }
 
+bool readIntValues(const Tensor& t, std::vector<int64_t>& out) {
+  if (!t.device().isCpu() || t.isMeta() || t.dim() > 1 || !(t.dtype() == ScalarType::Int64 || t.dtype() == ScalarType::Int32))
+    return false;
+  const int64_t n = t.numel(), stride = t.dim() ? t.strides()[0] : 0;
+  out.resize(size_t(n));
+  for (int64_t i = 0; i < n; ++i)
+    out[size_t(i)] = t.dtype() == ScalarType::Int64 ? t.data<int64_t>()[i * stride] : t.data<int32_t>()[i * stride];
+  return true;
+}
+
+void GuardNode::checkIntValues(const std::vector<int64_t>& values) {
+  nb::list items;
+  for (int64_t v : values)
+    items.append(nb::int_(v));
+  impl_->checks.push_back({CheckKind::IntValues, nb::tuple(items), 0, 0, 0, nullptr, nullptr});
+}
+
+namespace {
+
+// Whether `want` (a tuple of ints) holds exactly `values`.
+bool sameIntValues(PyObject* want, const std::vector<int64_t>& values) {
+  if (PyTuple_GET_SIZE(want) != Py_ssize_t(values.size())) return false;
+  for (size_t i = 0; i < values.size(); ++i)
+    if (PyLong_AsLongLong(PyTuple_GET_ITEM(want, Py_ssize_t(i))) != values[i]) return false;
+  return true;
+}
+
+std::vector<int64_t> intValuesOf(PyObject* tuple) {
+  std::vector<int64_t> values;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(tuple); ++i)
+    values.push_back(PyLong_AsLongLong(PyTuple_GET_ITEM(tuple, i)));
+  return values;
+}
+
+} // namespace
+
 void GuardNode::checkNdarray(const NdarrayCheck& a) {
   Check c{CheckKind::Ndarray, nb::object(), 0, 0, 0, nullptr, nullptr};
   c.ndarray = std::make_unique<NdarrayCheck>(a);
@@ -593,6 +630,11 @@ bool GuardNode::Impl::passes(const Check& c, PyObject* v) const {
     // An empty rest matches whatever its start and step.
     return left == c.length && (left == 0 || (next == c.start && (left == 1 || step == c.step)));
   }
+  case CheckKind::IntValues: {
+    std::vector<int64_t> got;
+    return PyObject_TypeCheck(v, reinterpret_cast<PyTypeObject*>(tensorBaseType())) && nb::inst_ready(v) &&
+           readIntValues(*nb::inst_ptr<Tensor>(v), got) && sameIntValues(c.object.ptr(), got);
+  }
   case CheckKind::Grad: {
     if (!PyObject_TypeCheck(v, reinterpret_cast<PyTypeObject*>(tensorBaseType())) || !nb::inst_ready(v))
       return false;
@@ -632,6 +674,8 @@ std::string GuardNode::Impl::describe(const Check& c) const {
       s += (i ? ", " : "") + safeRepr(PyTuple_GET_ITEM(c.object.ptr(), i));
     return s + "]";
   }
+  case CheckKind::IntValues:
+    return name + ".tolist() == " + intListText(intValuesOf(c.object.ptr()));
   case CheckKind::Grad: {
     if (!c.tensor) return name + ".grad is None";
     const TensorCheck& t = *c.tensor;
@@ -702,6 +746,13 @@ std::string GuardNode::Impl::actual(const Check& c, PyObject* v) const {
     while (PyDict_Next(v, &pos, &k, &value))
       keys += (keys.size() > 1 ? ", " : "") + safeRepr(k);
     return describe(c) + got + keys + "])";
+  }
+  case CheckKind::IntValues: {
+    std::vector<int64_t> values;
+    bool isTensor = PyObject_TypeCheck(v, reinterpret_cast<PyTypeObject*>(tensorBaseType())) && nb::inst_ready(v);
+    if (!isTensor || !readIntValues(*nb::inst_ptr<Tensor>(v), values))
+      return describe(c) + got + "not a CPU tensor of integers of at most one dim)";
+    return describe(c) + got + intListText(values) + ")";
   }
   case CheckKind::Grad: {
     bool isTensor = PyObject_TypeCheck(v, reinterpret_cast<PyTypeObject*>(tensorBaseType())) && nb::inst_ready(v);

@@ -13,6 +13,10 @@
 #include "runtime/DimVector.h"
 #include "runtime/ScalarType.h"
 
+namespace kiln {
+class Tensor;
+}
+
 namespace kiln::capture {
 
 // What the checks read: a frame before its first instruction ran (locals hold the arguments).
@@ -46,6 +50,9 @@ struct TensorCheck {
 };
 // Sizes 0 and 1 are specialized (as in PyTorch): a size symbol stands for sizes >= 2.
 inline constexpr int64_t kMinDynamicSize = 2;
+
+// The values of `t` when it holds at most one dim of int64 or int32 on the CPU; false otherwise.
+bool readIntValues(const Tensor& t, std::vector<int64_t>& out);
 
 // A NumPy array's metadata as a guard compares it (read through the buffer protocol: its
 // struct-module format, item size, shape and strides in bytes).
@@ -130,6 +137,9 @@ public:
   void checkNdarray(const NdarrayCheck& a); // type checked separately (checkType)
   // The tensor's .grad: None (grad null) or a tensor matching *grad (its type not checked).
   void checkGrad(const TensorCheck* grad);
+  // The values of a tensor of at most one dim of int64 or int32 on the CPU (after its
+  // checkTensor): a graph specialized to them (a PackedSequence's lengths).
+  void checkIntValues(const std::vector<int64_t>& values);
 
   const std::string& name() const;
 

@@ -167,6 +167,10 @@ public:
   // numbers, NumberVT), guarded by their type only.
   nb::dict intsRead;
   std::set<std::string> dynamicNumbers;
+  // Tensors (by guard name, "L['lengths']") whose values changed between compiles (trace_frame
+  // option `opaque_values`): kiln's library code does not read them while tracing (a graph
+  // break there, as before, rather than a recompile for every new value).
+  std::set<std::string> opaqueValues;
   // kiln._traced_numbers.TracedNumber for a NumberVT, and back.
   nb::object tracedNumber(NumberVT* n);
   VT* wrapTracedNumber(nb::handle value);
@@ -206,6 +210,20 @@ private:
   std::unordered_map<TensorVT*, VT*> grads_; // loadGrad's answers
   std::unordered_map<PyObject*, VT*> containers_; // lists and dicts from outside, by identity
   VT* wrapIterator(PyObject* o, const SourcePtr& source, bool viaModule);
+  // Small integer tensors from outside (not parameters or buffers) whose values kiln's library
+  // code may read while it runs on their fakes (a PackedSequence's lengths: they shape its
+  // data): per fake, the real tensor and the guard node that pins the values once they are read
+  // (null: a constant the graph holds itself), and the fake's version then (written in place by
+  // the traced code, its values are no longer the real tensor's).
+  struct ReadableValues {
+    nb::object real;
+    GuardNode* guard = nullptr;
+    bool guarded = false;
+    int64_t version = 0;
+  };
+  std::unordered_map<const void*, ReadableValues> readableValues_;
+  void noteReadableValues(const Tensor& fake, nb::handle real, GuardNode* guard);
+  Tensor valuesOf(const Tensor& fake);
   bool historyInputs_ = false; // an input tensor is a non-leaf that requires grad
   // The fakes' storages of tensors from outside whose data starts inside their storage (a
   // slice): fakes start at offset 0, so an explicit as_strided offset into one is refused.

@@ -493,6 +493,9 @@ nb::dict traceOnce(nb::handle frameInfo, nb::handle options, bool decomposeCompo
     if (o.contains("dynamic_numbers"))
       for (nb::handle e : nb::borrow<nb::object>(o["dynamic_numbers"]))
         tracer.dynamicNumbers.insert(nb::cast<std::string>(e));
+    if (o.contains("opaque_values"))
+      for (nb::handle e : nb::borrow<nb::object>(o["opaque_values"]))
+        tracer.opaqueValues.insert(nb::cast<std::string>(e));
     if (o.contains("dynamic")) {
       for (auto [k, v] : nb::borrow<nb::dict>(o["dynamic"]))
         tracer.dynamicDims[nb::cast<std::string>(k)] = nb::cast<std::vector<int>>(v);

@@ -87,6 +87,20 @@ bool isConstSet(PyObject* s) {
   return true;
 }
 
+// A named tuple (a tuple subclass: collections.namedtuple's, a PackedSequence) that indexes,
+// iterates and measures as a tuple and holds nothing besides its items: read from outside, its
+// items are guarded one by one, as a tuple's (a new one with the same items passes), instead of
+// its identity.
+bool isPlainNamedTuple(PyObject* o) {
+  PyTypeObject* t = Py_TYPE(o);
+  if (!PyTuple_Check(o) || PyTuple_CheckExact(o) || t->tp_iter != PyTuple_Type.tp_iter) return false;
+  if (!t->tp_as_mapping || t->tp_as_mapping->mp_subscript != PyTuple_Type.tp_as_mapping->mp_subscript)
+    return false;
+  if (!t->tp_as_sequence || t->tp_as_sequence->sq_length != PyTuple_Type.tp_as_sequence->sq_length) return false;
+  PyObject** dict = _PyObject_GetDictPtr(o);
+  return !dict || !*dict || PyDict_GET_SIZE(*dict) == 0;
+}
+
 bool isPlainConstant(PyObject* o) {
   return o == Py_None || PyBool_Check(o) || PyLong_CheckExact(o) || PyFloat_CheckExact(o) ||
          PyUnicode_CheckExact(o) || PyBytes_CheckExact(o) || PyComplex_CheckExact(o) ||
@@ -163,6 +177,7 @@ Tracer::Tracer(nb::handle func, nb::handle code, nb::handle args, nb::handle glo
     Node* n = graph_.callFunction("kiln._C._set_grad_enabled", {Argument(gradMode_)});
     n->meta.loc = location();
   };
+  recorder_.valuesOf = [this](const Tensor& fake) { return valuesOf(fake); };
   recorder_.liftTensor = [this](const Tensor& real) -> Node* {
     auto it = knownParams_.find(real.impl());
     if (it != knownParams_.end()) {
@@ -295,6 +310,7 @@ VT* Tracer::wrapTensor(nb::handle value, const SourcePtr& source, bool viaModule
   for (int64_t s : fake.sizes())
     node->meta.type->tensor().sizes.emplace_back(s);
   recorder_.bind(fake, node, real.device());
+  if (!probe && !viaModule) noteReadableValues(fake, value, g);
   if (real.storageOffset() != 0) offsetStorages_.insert(fake.storage().get());
   auto* vt = make<TensorVT>(nb::steal(python::wrapTensor(fake)));
   vt->source = source;
@@ -302,6 +318,29 @@ VT* Tracer::wrapTensor(nb::handle value, const SourcePtr& source, bool viaModule
   vt->identityGuarded = !(source && source->isArgument() && !viaModule) && g;
   if (!(source && source->isArgument() && !viaModule)) byId_[value.ptr()] = vt;
   return vt;
+}
+
+void Tracer::noteReadableValues(const Tensor& fake, nb::handle real, GuardNode* guard) {
+  constexpr int64_t kMaxReadableValues = 256; // a batch's lengths, not data
+  std::vector<int64_t> values;
+  const Tensor& t = python::unwrapTensor(real.ptr());
+  if (guard && opaqueValues.count(guard->name())) return;
+  if (t.numel() <= kMaxReadableValues && !t.requiresGrad() && readIntValues(t, values))
+    readableValues_[fake.impl()] = ReadableValues{nb::borrow(real), guard, false, int64_t(fake.storage()->version())};
+}
+
+Tensor Tracer::valuesOf(const Tensor& fake) {
+  auto it = readableValues_.find(fake.impl());
+  if (it == readableValues_.end() || int64_t(fake.storage()->version()) != it->second.version) return Tensor();
+  ReadableValues& r = it->second;
+  const Tensor& real = python::unwrapTensor(r.real.ptr());
+  if (r.guard && !r.guarded) {
+    std::vector<int64_t> values;
+    readIntValues(real, values);
+    r.guard->checkIntValues(values);
+    r.guarded = true;
+  }
+  return real;
 }
 
 VT* Tracer::wrapDynamicFloat(const SourcePtr& source, const std::string& expr) {
@@ -428,7 +467,8 @@ VT* Tracer::wrap(nb::handle value, SourcePtr source, bool viaModule, const std::
       return known->second;
     }
   }
-  if (PyTuple_CheckExact(o) || PyList_CheckExact(o)) {
+  const bool namedTuple = source && isPlainNamedTuple(o);
+  if (PyTuple_CheckExact(o) || PyList_CheckExact(o) || namedTuple) {
     Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
     if (g) {
       g->checkType(Py_TYPE(o));
@@ -442,6 +482,7 @@ VT* Tracer::wrap(nb::handle value, SourcePtr source, bool viaModule, const std::
     auto* s = make<SequenceVT>(PyList_CheckExact(o) ? VT::Kind::List : VT::Kind::Tuple, items);
     s->source = source;
     s->original = nb::borrow(value);
+    if (namedTuple) s->namedType = nb::borrow(reinterpret_cast<PyObject*>(Py_TYPE(o)));
     if (PyList_CheckExact(o)) containers_[o] = s;
     return s;
   }

@@ -103,14 +103,64 @@ def _functionalized(graph, requires_grad):
     express (an op writing without a functional form) is returned as it was, with no written
     inputs: _check_writes then decides whether its writes can be kept in order."""
     aten = _fx.retrace(graph, "aten", True)
+    differentiably_written = _inputs_written_under_grad_mode(aten)
     try:
         aten._run_passes("functionalize,dce")
     except RuntimeError as e:
         _log.info("graph not functionalized, its in-place writes are kept in order: %s", e)
         return graph, []
+    _differentiate_no_grad_writes_as_inputs(aten, requires_grad, differentiably_written)
     written = _return_new_values_of_inputs_requiring_grad(aten, requires_grad)
     debug_dir.write("functional.txt", aten)
     return aten, written
+
+
+def _grad_mode_of_nodes(graph):
+    """{node: grad mode it runs under}: the joint trace starts with grad mode on and follows the
+    graph's _set_grad_enabled nodes."""
+    enabled, modes = True, {}
+    for node in graph.nodes:
+        if node.op == "call_function" and str(node.target) == "kiln._C._set_grad_enabled":
+            enabled = bool(node.args[0])
+        modes[node] = enabled
+    return modes
+
+
+def _inputs_written_under_grad_mode(graph):
+    """The placeholders a node writes into (directly or through a view) while grad mode is on."""
+    modes = _grad_mode_of_nodes(graph)
+    return {_storage_root(arg) for node in graph.nodes if modes[node]
+            for arg in _written_arguments(node) if _storage_root(arg).op == "placeholder"}
+
+
+def _differentiate_no_grad_writes_as_inputs(graph, requires_grad, differentiably_written):
+    """Eagerly, a write under no_grad into a tensor that requires grad (nn.Embedding's max_norm
+    renorm of its weight) changes its data and keeps its autograd history: what reads the tensor
+    afterwards, with grad mode on, differentiates into the tensor itself. Functionalized, those
+    readers read a new value computed under no_grad, which would cut the gradient; they read
+    aot.input_value(input, new value) instead: the new value, differentiated as the input (the
+    joint trace, compiler/GraphTracer.h). Inputs also written with grad mode on are left alone."""
+    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+    modes = _grad_mode_of_nodes(graph)
+    for i, target in enumerate(placeholders):
+        if i >= len(requires_grad) or not requires_grad[i] or target in differentiably_written:
+            continue
+        copies = [n for n in target.users if n.target == "aten.copy_" and n.args[0] is target]
+        if len(copies) != 1:
+            continue
+        values, node = [], copies[0].args[1]
+        # The input's successive values: the chain of writes made under no_grad back to the input.
+        while hasattr(node, "op") and node is not target and node.op == "call_function" and not modes[node]:
+            values.append(node)
+            node = node.args[0] if node.args else None
+        for value in values:
+            for user in [u for u in value.users if u.op == "call_function" and modes.get(u) and u is not copies[0]]:
+                if value.type != target.type:
+                    raise AOTUnsupported(f"{user.target} reads %{value.name}, a value of input %{target.name} "
+                                         "written under no_grad, of another layout than the input's")
+                with graph.inserting_before(user):
+                    read = graph.call_function("aot.input_value", (target, value), type_expr=value.type)
+                user.replace_input_with(value, read)
 
 
 def _return_new_values_of_inputs_requiring_grad(graph, requires_grad):

@@ -7,6 +7,7 @@ call eagerly, try again next time) or (guards, glue).
 """
 import itertools
 import logging
+import re
 import time
 import traceback
 import warnings
@@ -16,6 +17,7 @@ from .. import _C, _compiling, config
 from .._logging import get_logger
 from ..fx import GraphModule
 from . import debug_dir, dynamic, resume
+from .aot import _written_arguments
 from .errors import BackendCompilerFailed, BreakReason, Unsupported
 from .explain import session_recorder
 from .glue import GLUE_NAMES, argument_names, example_inputs, make_glue
@@ -62,7 +64,13 @@ def _needs_autograd(examples, attrs, graph=None):
         elif node.op == "call_function" and node.target == "kiln._C._set_grad_enabled":
             grad_on = bool(node.args[0])
         elif node.op in ("call_function", "call_method", "call_module"):
-            if not grad_on or node.target in _NOT_DIFFERENTIABLE:
+            if not grad_on:
+                # An in-place write under no_grad returns the tensor it wrote, which still
+                # requires grad (a parameter renormalized, then read by the graph).
+                if any(arg in needs for arg in _written_arguments(node)):
+                    needs.add(node)
+                continue
+            if node.target in _NOT_DIFFERENTIABLE:
                 continue
             if any(arg in needs for arg in _node_args(node)):
                 return True
@@ -70,6 +78,17 @@ def _needs_autograd(examples, attrs, graph=None):
 
 
 _SET_GRAD_ENABLED = "kiln._C._set_grad_enabled"
+# A guard failure on the values kiln's library code read from a small integer tensor (a
+# PackedSequence's lengths): "L['lengths'].tolist() == [3, 6, 2, 5] (got [...])".
+_VALUES_GUARD = re.compile(r"^(.*)\.tolist\(\) == \[")
+
+
+def _trace_frame(frame_info, options):
+    """hook.trace_frame, with the tensors whose values changed between compiles of the frame's
+    code left unread (automatic dynamic values: the first compile specializes to the values, the
+    recompile after they changed breaks where they are read, as torch.compile does always)."""
+    opaque = _state(frame_info.code).opaque_values
+    return trace_frame(frame_info, {**options, "opaque_values": sorted(opaque)} if opaque else options)
 
 
 def _end_in_entry_grad_mode(graph):
@@ -150,7 +169,7 @@ class _CodeState:
 
     __slots__ = ("break_reason", "warned_backend", "warned_recompile_limit", "sizes", "dynamic_dims",
                  "static_dims", "wanted_dims", "floats", "dynamic_floats", "static_floats",
-                 "numbers", "dynamic_numbers", "static_numbers", "described_guards")
+                 "numbers", "dynamic_numbers", "static_numbers", "described_guards", "opaque_values")
 
     def __init__(self):
         self.break_reason = None
@@ -175,6 +194,9 @@ class _CodeState:
         # as constants.
         self.numbers = {}
         self.dynamic_numbers = set()
+        # Tensors whose values kiln's library code read and that changed between compiles (guard
+        # names): not read again (_trace_frame).
+        self.opaque_values = set()
         self.static_numbers = set()
         # kiln.explain: the symbolic guards of graphs described over size symbols but compiled
         # for static sizes (the eager backend); a recompile they admit is not a new graph.
@@ -463,6 +485,10 @@ class FrameCallback:
             self._warn_recompile_limit(code, state, frame_info.failures)
             return capture.SKIP
         if frame_info.num_entries:
+            for failure in frame_info.failures:
+                match = _VALUES_GUARD.match(failure)
+                if match:
+                    state.opaque_values.add(match.group(1))
             failures = "\n".join(f"    - {failure}" for failure in frame_info.failures)
             _recompiles_log.info("Recompiling %s\n    triggered by the guard failure(s):\n%s",
                                  _where(code), failures)
@@ -475,7 +501,7 @@ class FrameCallback:
         if entry:
             _compiling.prepare_capture(code, frame_info.args)
         start = time.perf_counter()
-        result = trace_frame(frame_info, {"fullgraph": self.fullgraph})
+        result = _trace_frame(frame_info, {"fullgraph": self.fullgraph})
         self._time(code, "trace_frame", start)
         numbers = [] if entry else self._changed_numbers(state, result)
         if result["ok"] and entry:
@@ -522,7 +548,7 @@ class FrameCallback:
 
         def traced(exprs):
             start = time.perf_counter()
-            out = trace_frame(frame_info, {"fullgraph": self.fullgraph, "dynamic_floats": exprs})
+            out = _trace_frame(frame_info, {"fullgraph": self.fullgraph, "dynamic_floats": exprs})
             self._time(code, "trace_frame", start)
             return out
 
@@ -564,7 +590,7 @@ class FrameCallback:
 
         def traced(exprs):
             start = time.perf_counter()
-            out = trace_frame(frame_info, {**options, "dynamic_numbers": exprs})
+            out = _trace_frame(frame_info, {**options, "dynamic_numbers": exprs})
             self._time(code, "trace_frame", start)
             return out
 
@@ -639,7 +665,7 @@ class FrameCallback:
 
     def _retrace(self, code, frame_info, site):
         start = time.perf_counter()
-        result = trace_frame(frame_info, {"fullgraph": False, **site.retrace_options()})
+        result = _trace_frame(frame_info, {"fullgraph": False, **site.retrace_options()})
         self._time(code, "trace_frame", start)
         return result
 
@@ -871,7 +897,7 @@ class FrameCallback:
         the traced sizes and the maximum, with every symbol at the same size."""
         def traces_at(size):
             point = tuple(size for _ in sig.hints)
-            return trace_frame(frame_info, {"fullgraph": self.fullgraph, **extra,
+            return _trace_frame(frame_info, {"fullgraph": self.fullgraph, **extra,
                                             "sizes": sig.sizes_at(point, tensors)})["ok"]
 
         start = time.perf_counter()
@@ -897,7 +923,7 @@ class FrameCallback:
         compared = set()
         try:
             dynamic.begin_trace()
-            traced = trace_frame(frame_info, options)
+            traced = _trace_frame(frame_info, options)
             compared |= dynamic.compared_symbols()
             probes = []
             # (Comparisons are taken from the trace at the call's sizes only: at a probe point a
@@ -913,7 +939,7 @@ class FrameCallback:
             except dynamic.DynamicUnsupported:
                 return None
             for point in points:
-                probes.append((point, trace_frame(frame_info, {**options, "sizes": sig.sizes_at(point, tensors)})))
+                probes.append((point, _trace_frame(frame_info, {**options, "sizes": sig.sizes_at(point, tensors)})))
                 if not probes[-1][1]["ok"]:
                     break
         finally:

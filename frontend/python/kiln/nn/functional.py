@@ -659,8 +659,6 @@ def prelu(input, weight):
 # ---------------------------------------------------------------------------------------------
 import math as _math  # noqa: E402
 
-import numpy as _np  # noqa: E402
-
 
 def _int_list(value, n, name):
     """An int or a sequence of ints as a list of n ints (a single-element sequence repeats)."""
@@ -958,13 +956,11 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
 def _embedding_renorm_(weight, input, max_norm, norm_type):
     """Rescales, in place and outside autograd, the rows input refers to whose norm exceeds
     max_norm (torch.embedding_renorm_)."""
-    # The rows from the indices' data (numpy): inside a compiled function a graph break, on
-    # purpose: traced, the in-place write into a parameter that requires grad followed by its
-    # differentiable read in the same graph loses the parameter's gradient (AOT autograd).
+    # Every index, repeats included, rather than the unique rows: a repeated row gets the same
+    # scale each time, so the repeated writes agree, and no op reads the indices' data (traced
+    # under kiln.compile, the renorm stays in the graph).
     with _no_grad():
-        rows = _C.from_numpy(_np.unique(input.numpy().reshape(-1)).astype(_np.int64))
-        if rows.numel() == 0:
-            return
+        rows = input.reshape(-1)
         selected = weight.index_select(0, rows)
         norms = _ops.norm(selected, norm_type, [1], True)
         scale = _ops.where(norms > max_norm, max_norm / (norms + 1e-7), _ops.ones_like(norms))

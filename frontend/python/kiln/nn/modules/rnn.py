@@ -252,7 +252,8 @@ class RNNBase(Module):
         return PackedSequence(x, packed.batch_sizes, packed.sorted_indices, packed.unsorted_indices), h_n, c_n
 
     def _packed_hidden(self, packed, hx, size, what="hx"):
-        batch = int(packed.batch_sizes[0]) if packed.batch_sizes.numel() else 0
+        sizes = packed.batch_sizes.tolist()
+        batch = int(sizes[0]) if sizes else 0
         expected = (self.num_layers * (2 if self.bidirectional else 1), batch, size)
         if hx is None:
             return _ops.zeros(list(expected), dtype=packed.data.dtype, device=packed.data.device)

@@ -97,7 +97,12 @@ def pack_padded_sequence(input, lengths, batch_first=False, enforce_sorted=True)
     else:
         order = sorted(range(len(counts)), key=lambda i: -counts[i])  # stable, as torch's sort
         counts = [counts[i] for i in order]
-        sorted_indices = _tensor(order, dtype=_C.int64, device=input.device)
+        if isinstance(lengths, _C.TensorBase):
+            # The permutation as an op on the lengths: under kiln.compile a graph op on the
+            # lengths input (their values, read above, are guarded), not a constant.
+            sorted_indices = _ops.sort(lengths, stable=True, descending=True)[1].to(device=input.device)
+        else:
+            sorted_indices = _tensor(order, dtype=_C.int64, device=input.device)
         input = input.index_select(0 if batch_first else 1, sorted_indices)
     if counts and counts[-1] <= 0:
         raise RuntimeError("Length of all samples has to be greater than 0, but found an element in 'lengths' "
@@ -141,7 +146,10 @@ def pad_packed_sequence(sequence, batch_first=False, padding_value=0.0, total_le
         raise ValueError(f"Expected total_length to be at least the length of the longest sequence in input, but "
                          f"got total_length={total_length} and max sequence length being {steps}")
     padded, lengths = _padded_sorted(sequence, padding_value, total_length)
-    lengths = _tensor(lengths, dtype=_C.int64)
+    # Each sequence's length as an op on batch_sizes (the steps whose batch covers it), so that
+    # no tensor is made from Python data in a compiled function.
+    position = _ops.arange(len(lengths), dtype=_C.int64).unsqueeze(1)
+    lengths = (sequence.batch_sizes.unsqueeze(0) > position).sum(1)
     if sequence.unsorted_indices is not None:
         padded = padded.index_select(1, sequence.unsorted_indices)
         lengths = lengths.index_select(0, sequence.unsorted_indices.to(device=lengths.device))
