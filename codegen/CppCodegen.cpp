@@ -1288,8 +1288,17 @@ public:
     // Several translation units (the toolchain compiles them in parallel, kTranslationUnitMarker):
     // the units get external linkage (hidden), declared before the entry; each part is the
     // prelude and its units, the first also the entry.
-    size_t total = 0, done = 0;
-    for (const std::string& t : unitTexts) total += t.size();
+    // Parts of about equal size (g++'s time follows it), the first counting the entry it holds
+    // (with one declaration line per unit, about its first line) and each unit going to the part
+    // its middle falls in.
+    std::string entryText = entry.str();
+    size_t total = entryText.size(), done = entryText.size();
+    for (const std::string& t : unitTexts) {
+      size_t start = t.find("\nstatic "), end = t.find(" {\n", start);
+      size_t declaration = start == std::string::npos || end == std::string::npos ? 0 : end - start;
+      total += t.size() + declaration;
+      done += declaration;
+    }
     std::vector<std::string> partTexts(parts);
     std::string declarations;
     for (size_t u = 0; u < unitTexts.size(); ++u) {
@@ -1304,11 +1313,11 @@ public:
         size_t end = t.find(" {\n", at);
         declarations += t.substr(at + 1, end - at - 1) + ";\n";
       }
-      partTexts[std::min(parts - 1, done * parts / std::max<size_t>(total, 1))] += t;
+      partTexts[std::min(parts - 1, (done + t.size() / 2) * parts / std::max<size_t>(total, 1))] += t;
       done += t.size();
     }
     out += std::string(kEndOfPreludeMarker) + "\n// program @" + p_.name + "\n\n" + declarations + "\n" +
-           partTexts[0] + entry.str();
+           partTexts[0] + entryText;
     for (size_t k = 1; k < parts; ++k)
       out += "\n" + std::string(kTranslationUnitMarker) + "\n// program @" + p_.name + ", part " +
              std::to_string(k + 1) + " of " + std::to_string(parts) + "\n\n" + partTexts[k];
