@@ -60,12 +60,17 @@ def _lowerable_graph(prims_gm):
     """The prims graph of `prims_gm` (edited in place) with its get_attr nodes made placeholders
     after the graph's own, the placeholders, and the targets of those get_attr nodes, in order."""
     graph = prims_gm.graph  # retraced for this compile alone: edited in place, not copied
-    nodes = list(graph.nodes)
-    modules = [n.target for n in nodes if n.op == "call_module"]
+    modules, placeholders, attrs = [], [], []
+    for n in graph.nodes:
+        op = n.op
+        if op == "placeholder":
+            placeholders.append(n)
+        elif op == "get_attr":
+            attrs.append(n)
+        elif op == "call_module":
+            modules.append(n.target)
     if modules:
         raise InductorUnsupported(f"call_module nodes are not compiled: {', '.join(modules)}")
-    placeholders = [n for n in nodes if n.op == "placeholder"]
-    attrs = [n for n in nodes if n.op == "get_attr"]
     targets = []
     for node in attrs:
         if not node.users:
@@ -242,8 +247,11 @@ def cuda_device(graph):
     on the CPU); InductorUnsupported when they are on several devices."""
     devices = set()
     for node in graph.nodes:
-        if node.op == "placeholder" and node.type is not None and node.type.kind == "tensor":
-            devices.add(str(node.type.device or "cpu"))
+        if node.op != "placeholder":
+            break  # placeholders come first (the verifier requires it)
+        t = node.type
+        if t is not None and t.kind == "tensor":
+            devices.add(str(t.device or "cpu"))
     cuda = sorted(d for d in devices if d.startswith("cuda"))
     if not cuda:
         return None
@@ -353,10 +361,11 @@ def _with_input_layouts(gm, example_inputs):
     program reads its inputs through the strides it was compiled for), and get_attr nodes
     without a type typed from the attribute they read."""
     graph = gm.graph.clone()
-    for node, value in zip((n for n in graph.nodes if n.op == "placeholder"), example_inputs or ()):
+    nodes = graph.nodes
+    for node, value in zip((n for n in nodes if n.op == "placeholder"), example_inputs or ()):
         if isinstance(value, _C.TensorBase):
             node.type = type_of(value)
-    for node in graph.nodes:
+    for node in nodes:
         if node.op == "get_attr" and node.type is None:
             value = _attribute(gm, node.target)
             if isinstance(value, _C.TensorBase):
@@ -430,8 +439,8 @@ def _drop_grad_mode_changes(graph):
     compiled for inference: nothing in it records autograd, so they change no value. They must
     leave grad mode as the call found it (a `with` block does); a graph that ends in another
     mode raises InductorUnsupported (it runs eagerly, which switches the mode for real)."""
-    switches = [n for n in graph.nodes if n.op == "call_function"
-                and getattr(n.target, "__name__", str(n.target)).endswith("_set_grad_enabled")]
+    # (call_function targets are qualified names: str)
+    switches = [n for n in graph.nodes if n.target.endswith("_set_grad_enabled") and n.op == "call_function"]
     if not switches:
         return
     if bool(switches[-1].args[0]) != _C.is_grad_enabled():
