@@ -19,6 +19,7 @@ raises instead).
 from .. import _logging
 from .._C import _codegen
 from .. import _C
+from .. import config
 from ..fx import Graph, GraphModule, retrace
 from ..fx.interpreter import Interpreter
 from ..fx.graph import type_of
@@ -302,10 +303,23 @@ def _compile_program(graph, cuda_graphs=False):
     _loops_log.debug("scheduled loop program:\n%s", program)
     debug_dir.write("output_code.cpp", source)
     _output_code_log.debug("loop program of %s:\n%s", graph, program)
-    path, cache_hit = _codegen.compile_source(source)
+    path, cache_hit = _codegen.compile_source(source, extra_flags=_program_flags(source))
     _output_code_log.info("output code (%s, %s):\n%s", path, "cache hit" if cache_hit else "compiled",
                           source)
     return _codegen.CompiledKernel(path, "kiln_entry", program), program, schedule_log
+
+
+# What the C++ code generator writes between the translation units of a split program
+# (codegen/CppCodegen.h, kTranslationUnitMarker).
+_TRANSLATION_UNIT_MARKER = "\n// kiln: translation unit\n"
+
+
+def _program_flags(source):
+    """The compiler flags a program's C++ gets besides kiln.config.cpp_flags: those of
+    kiln.config.large_program_cpp_flags for a source split into translation units."""
+    if _TRANSLATION_UNIT_MARKER in source:
+        return [str(f) for f in config.large_program_cpp_flags or ()]
+    return []
 
 
 def _plan(graph):
@@ -378,7 +392,8 @@ def _graph_key(gm, example_inputs):
     inputs' types with their strides (the program is compiled for those layouts), the types of
     the attributes it reads, the compiler, its flags and the CPU (toolchain_key: kiln's version
     included) and kiln's build."""
-    lines = [graph_cache.build_identity(), _codegen.toolchain_key(), str(gm.graph)]
+    lines = [graph_cache.build_identity(), _codegen.toolchain_key(),
+             f"large programs: {list(config.large_program_cpp_flags or ())}", str(gm.graph)]
     if example_inputs is not None:
         lines += [f"input {i}: {type_of(v)}" for i, v in enumerate(example_inputs)]
     lines += [f"attribute {n.target}: {type_of(_attribute(gm, n.target))}"
@@ -735,7 +750,8 @@ def _compile_symbolic(symbolic_text, hints, traces, attr_targets=()):
     process, or another frame with the same graph, skips lowering and compiling."""
     from .dynamic import DynamicUnsupported
 
-    key = "\n".join([graph_cache.build_identity(), _codegen.toolchain_key(), "symbolic sizes",
+    key = "\n".join([graph_cache.build_identity(), _codegen.toolchain_key(),
+                     f"large programs: {list(config.large_program_cpp_flags or ())}", "symbolic sizes",
                      repr(sorted(hints.items())), symbolic_text])
     entry = graph_cache.load(key)
     if entry is not None and entry.kernel is not None:
@@ -751,7 +767,7 @@ def _compile_symbolic(symbolic_text, hints, traces, attr_targets=()):
     _loops_log.info("fusion decisions (sizes %s):\n%s", traces.describe(), schedule_log)
     _loops_log.debug("scheduled loop program:\n%s", program)
     debug_dir.write("output_code.cpp", source)
-    path, cache_hit = _codegen.compile_source(source)
+    path, cache_hit = _codegen.compile_source(source, extra_flags=_program_flags(source))
     _output_code_log.info("output code (%s, %s, symbolic sizes %s):\n%s", path,
                           "cache hit" if cache_hit else "compiled", traces.describe(), source)
     # (The entry holds the program; the output views are fitted again from the probes.)
