@@ -78,7 +78,7 @@ def _lowerable_graph(prims_gm):
             # Read by nothing (a parameter that only keyed a dict, as an optimizer's state[p]):
             # no input of the compiled program, so no read of it per call.
             graph.erase_node(node)
-            continue  # (a fallback segment's graph may list placeholders after other nodes)
+            continue
         target = node.target
         anchor = placeholders[-1] if placeholders else None
         if anchor is None:
@@ -107,7 +107,7 @@ def _subgraph(graph, outputs, roots=(), writes_done=False):
     while stack:
         node = stack.pop()
         if node in needed:
-            continue  # (a fallback segment's graph may list placeholders after other nodes)
+            continue
         needed.add(node)
         if writes_done and node.target in _MUTATING_PRIMS:
             stack.append(node.args[0])
@@ -633,7 +633,7 @@ def _symbolic_draws(draw_graphs, traces):
     shapes = {}
     for i, node in enumerate(per_probe[0]):
         if node.op != "call_function" or node.target not in _RANDOM_PRIMS:
-            continue  # (a fallback segment's graph may list placeholders after other nodes)
+            continue
         sizes = [list(nodes[i].args[0]) for nodes in per_probe]
         fns = []
         for d in range(len(sizes[0])):
@@ -793,7 +793,7 @@ def _partitioned_over_symbols(graphs, plans, traces, hints, device=None):
     segment_texts = {}
     for i, step in enumerate(plans[0]):
         if step.kind != "compiled":
-            continue  # (a fallback segment's graph may list placeholders after other nodes)
+            continue
         texts = []
         for plan in plans:
             segment = plan[i].graph
