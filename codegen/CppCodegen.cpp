@@ -1198,12 +1198,40 @@ public:
         last = std::max(last, *readers_[b->name].rbegin());
       }
     for (const auto& [storage, u] : lastUse) freeAfter[u].push_back(storage);
+    // A failure frees the live intermediates and returns `status` (1: out of memory, 2: an index
+    // error or a GEMM size beyond BLAS's int range, recorded in ctx->error; `rc`: an extern's
+    // status). Where more than kInlineFrees storages can be live at a failure, the frees are one
+    // cleanup (kiln_fail) of the storages not null (each is null until allocated and again once
+    // freed) rather than spelled out at each failure, which grew with the square of the live
+    // storages (a wide DAG of 10,000 ops: 1,275 lines, 27 KB more for g++).
+    constexpr size_t kInlineFrees = 4;
+    bool cleanup = false;
+    {
+      size_t live = 0;
+      for (size_t u = 0; u < units_.size(); ++u) {
+        for (const Buffer* b : units_[u].defines)
+          if (!outputSlot.count(b->name) && materialized_.count(b->name) && storageOf[b->name] == b)
+            ++live; // (a failure of its allocation frees those before it)
+        if (!std::holds_alternative<Nest>(units_[u].work) || checksErrors[u]) cleanup |= live > kInlineFrees;
+        cleanup |= live > kInlineFrees + 1;
+        live -= freeAfter[u].size();
+      }
+    }
+    if (cleanup) {
+      entry.open("auto kiln_fail = [&](int status) {");
+      for (const auto& [name, storage] : storageOf)
+        if (storage->name == name) entry.line("if (" + cNames_[name] + ") ctx->free(" + cNames_[name] + ");");
+      entry.line("return status;");
+      entry.close("};");
+    }
     std::vector<const Buffer*> live;
-    // Frees the live intermediates and returns `status` (1: out of memory, 2: an index error or
-    // a GEMM size beyond BLAS's int range, recorded in ctx->error; `rc`: an extern's status).
     auto failure = [&](const std::string& status = "1") {
-      for (const Buffer* l : live) entry.line("  ctx->free(" + cNames_[l->name] + ");");
-      entry.line("  return " + status + ";");
+      if (cleanup) {
+        entry.line("  return kiln_fail(" + status + ");");
+      } else {
+        for (const Buffer* l : live) entry.line("  ctx->free(" + cNames_[l->name] + ");");
+        entry.line("  return " + status + ";");
+      }
       entry.line("}");
     };
     for (size_t u = 0; u < units_.size(); ++u) {
@@ -1228,6 +1256,7 @@ public:
       }
       for (const Buffer* b : freeAfter[u]) {
         entry.line("ctx->free(" + cNames_[b->name] + ");");
+        if (cleanup) entry.line(cNames_[b->name] + " = nullptr;");
         live.erase(std::find(live.begin(), live.end(), b));
       }
     }
@@ -1259,8 +1288,17 @@ public:
     // Several translation units (the toolchain compiles them in parallel, kTranslationUnitMarker):
     // the units get external linkage (hidden), declared before the entry; each part is the
     // prelude and its units, the first also the entry.
-    size_t total = 0, done = 0;
-    for (const std::string& t : unitTexts) total += t.size();
+    // Parts of about equal size (g++'s time follows it), the first counting the entry it holds
+    // (with one declaration line per unit, about its first line) and each unit going to the part
+    // its middle falls in.
+    std::string entryText = entry.str();
+    size_t total = entryText.size(), done = entryText.size();
+    for (const std::string& t : unitTexts) {
+      size_t start = t.find("\nstatic "), end = t.find(" {\n", start);
+      size_t declaration = start == std::string::npos || end == std::string::npos ? 0 : end - start;
+      total += t.size() + declaration;
+      done += declaration;
+    }
     std::vector<std::string> partTexts(parts);
     std::string declarations;
     for (size_t u = 0; u < unitTexts.size(); ++u) {
@@ -1275,11 +1313,11 @@ public:
         size_t end = t.find(" {\n", at);
         declarations += t.substr(at + 1, end - at - 1) + ";\n";
       }
-      partTexts[std::min(parts - 1, done * parts / std::max<size_t>(total, 1))] += t;
+      partTexts[std::min(parts - 1, (done + t.size() / 2) * parts / std::max<size_t>(total, 1))] += t;
       done += t.size();
     }
     out += std::string(kEndOfPreludeMarker) + "\n// program @" + p_.name + "\n\n" + declarations + "\n" +
-           partTexts[0] + entry.str();
+           partTexts[0] + entryText;
     for (size_t k = 1; k < parts; ++k)
       out += "\n" + std::string(kTranslationUnitMarker) + "\n// program @" + p_.name + ", part " +
              std::to_string(k + 1) + " of " + std::to_string(parts) + "\n\n" + partTexts[k];

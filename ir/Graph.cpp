@@ -2,7 +2,9 @@
 #include "ir/Graph.h"
 
 #include <algorithm>
+#include <atomic>
 
+#include "ir/GraphGeneration.h"
 #include "ir/Identifier.h"
 #include "ir/OpTarget.h"
 
@@ -21,7 +23,13 @@ std::string nameHint(Opcode opcode, const std::string& target, OpId op) {
   return target;
 }
 
+std::atomic<uint64_t> gNodeFreeGeneration{1};
+
+void nodesMayBeFreed() { gNodeFreeGeneration.fetch_add(1, std::memory_order_relaxed); }
+
 } // namespace
+
+uint64_t nodeFreeGeneration() { return gNodeFreeGeneration.load(std::memory_order_relaxed); }
 
 Graph::Graph(std::string name) : name_(std::move(name)) {
   root_.reset(new Node(this, Opcode::Output, "", OpId::NumOps, ""));
@@ -31,6 +39,7 @@ Graph::Graph(std::string name) : name_(std::move(name)) {
 
 Graph::~Graph() {
   if (!root_) return;
+  if (size_) nodesMayBeFreed();
   for (Node* n = root_->next_; n != root_.get();) {
     Node* next = n->next_;
     delete n;
@@ -42,6 +51,7 @@ Graph::Graph(Graph&& other) noexcept : Graph(std::string()) { *this = std::move(
 
 Graph& Graph::operator=(Graph&& other) noexcept {
   if (this == &other) return *this;
+  nodesMayBeFreed(); // the nodes change graphs (and `other`'s go when it does)
   std::swap(name_, other.name_);
   std::swap(parsedAt, other.parsedAt);
   std::swap(root_, other.root_);
@@ -236,6 +246,7 @@ void Graph::erase(Node* n) {
   unlink(n);
   byName_.erase(n->name_);
   delete n;
+  nodesMayBeFreed();
 }
 
 void Graph::replaceAllUsesWith(Node* from, const Argument& to) {

@@ -125,3 +125,35 @@ def test_failing_translation_unit_names_its_part():
               "\n// kiln: translation unit\nint kiln_broken( { }\n")
     with pytest.raises(RuntimeError, match=r"C\+\+ compilation failed[\s\S]*\(part 2 of 2\)[\s\S]*kiln_broken"):
         _codegen.compile_source(source)
+
+
+def test_split_programs_get_the_large_program_flags(monkeypatch):
+    # A program split into translation units (thousands of ops) compiles with
+    # kiln.config.large_program_cpp_flags (default -O1: less g++ time) on top of cpp_flags; a
+    # program in one unit never does. The flags reach the compiler and key both caches.
+    from kiln._C import _codegen
+
+    fn, _ = make_fn(kiln, "chain", 1000)
+    x = kiln.from_numpy(np.random.default_rng(3).standard_normal((64, 64)).astype(np.float32))
+    programs = []
+
+    def backend(gm, example_inputs):
+        programs.append((inductor.plan_kernels(gm, example_inputs), inductor._graph_key(gm, example_inputs)))
+        return gm.forward
+
+    kiln.compile(fn, backend=backend)(x)
+    ((program, key),) = programs
+    whole, split = _codegen.emit_cpp(program), _codegen.emit_cpp(program, translation_units=2)
+    assert kiln.config.large_program_cpp_flags == ["-O1"]
+    assert inductor._program_flags(whole) == [] and inductor._program_flags(split) == ["-O1"]
+    path, _ = _codegen.compile_source(split, extra_flags=inductor._program_flags(split))
+    (out,) = _codegen.CompiledKernel(path, "kiln_entry", program)(x)
+    np.testing.assert_allclose(out.numpy(), fn(x).numpy(), rtol=1e-4, atol=1e-4)
+    monkeypatch.setattr(kiln.config, "large_program_cpp_flags", ["-fkiln-no-such-flag"])
+    with pytest.raises(RuntimeError, match="kiln-no-such-flag"):
+        _codegen.compile_source(split, extra_flags=inductor._program_flags(split))
+    kiln.compiler.reset()
+    kiln.compile(fn, backend=backend)(x)
+    assert programs[1][1] != key  # the graph cache keys the flags too
+    monkeypatch.setattr(kiln.config, "large_program_cpp_flags", [])
+    assert inductor._program_flags(split) == []

@@ -548,6 +548,73 @@ program @masked_softmax_backward(%g: f32[96, 40], %s: f32[96, 40], %m: b8[96, 40
 """)
 
 
+# Seven intermediates live at once (each its own nest, all read by the last): more than the
+# code generator frees inline at each failure, so its failures go through one cleanup.
+WIDE_LIVE = program("""
+program @wide_live(%x: f32[16]) {
+  %b0: f32[16] = pointwise [i0: 16] {
+    %0 = load %x[i0]
+    %1 = constant 1.0 : f32
+    %2 = mul %0, %1
+    store %2
+  }
+  %b1: f32[16] = pointwise [i0: 16] {
+    %0 = load %x[i0]
+    %1 = constant 2.0 : f32
+    %2 = mul %0, %1
+    store %2
+  }
+  %b2: f32[16] = pointwise [i0: 16] {
+    %0 = load %x[i0]
+    %1 = constant 3.0 : f32
+    %2 = mul %0, %1
+    store %2
+  }
+  %b3: f32[16] = pointwise [i0: 16] {
+    %0 = load %x[i0]
+    %1 = constant 4.0 : f32
+    %2 = mul %0, %1
+    store %2
+  }
+  %b4: f32[16] = pointwise [i0: 16] {
+    %0 = load %x[i0]
+    %1 = constant 5.0 : f32
+    %2 = mul %0, %1
+    store %2
+  }
+  %b5: f32[16] = pointwise [i0: 16] {
+    %0 = load %x[i0]
+    %1 = constant 6.0 : f32
+    %2 = mul %0, %1
+    store %2
+  }
+  %b6: f32[16] = pointwise [i0: 16] {
+    %0 = load %x[i0]
+    %1 = constant 7.0 : f32
+    %2 = mul %0, %1
+    store %2
+  }
+  %out: f32[16] = pointwise [i0: 16] {
+    %0 = load %b0[i0]
+    %1 = load %b1[i0]
+    %2 = load %b2[i0]
+    %3 = load %b3[i0]
+    %4 = load %b4[i0]
+    %5 = load %b5[i0]
+    %6 = load %b6[i0]
+    %7 = add %0, %1
+    %8 = add %7, %2
+    %9 = add %8, %3
+    %10 = add %9, %4
+    %11 = add %10, %5
+    %12 = add %11, %6
+    store %12
+  }
+  output %out
+}
+""")
+
+
 def rng(seed=0):
     return np.random.default_rng(seed)
 
@@ -882,6 +949,45 @@ def test_allocation_failure_returns_1(lib, blas):
     ins = (ctypes.c_void_p * 3)(x.ctypes.data, y.ctypes.data, z.ctypes.data)
     outs = (ctypes.c_void_p * 1)(out.ctypes.data)
     assert lib.kiln_entry_pointwise(ctypes.byref(ctx), ins, outs) == 1
+
+
+def test_allocation_failure_frees_what_was_allocated(lib, blas):
+    # The k-th allocation fails: kiln_entry returns 1 having freed the k - 1 storages it had
+    # (through kiln_fail), for every k; with none failing, the result and nothing left over.
+    source = _codegen.emit_cpp(PROGRAMS[WIDE_LIVE], prelude=False)
+    assert "auto kiln_fail = [&](int status) {" in source and source.count("ctx->free(") == 14
+    x = np.arange(16, dtype=np.float32)
+    (out,) = run(lib, blas, WIDE_LIVE, [x], [((16,), np.float32)])
+    np.testing.assert_allclose(out, x * 28)
+    libc = ctypes.CDLL(None)
+    libc.malloc.restype = ctypes.c_void_p
+    libc.malloc.argtypes = [ctypes.c_size_t]
+    libc.free.argtypes = [ctypes.c_void_p]
+    for fail_at in range(1, 8):
+        live, count = set(), [0]
+
+        def alloc(n):
+            count[0] += 1
+            if count[0] == fail_at:
+                return None
+            p = libc.malloc(n)
+            live.add(p)
+            return p
+
+        def free(p):
+            assert p in live, "free of a pointer not allocated (or freed twice)"
+            live.remove(p)
+            libc.free(p)
+
+        a, f = ALLOC(alloc), FREE(free)
+        ctx = KilnContext(ctypes.cast(a, ctypes.c_void_p).value, ctypes.cast(f, ctypes.c_void_p).value, 0, 0, 1)
+        result = np.empty(16, np.float32)
+        ins = (ctypes.c_void_p * 1)(x.ctypes.data)
+        outs = (ctypes.c_void_p * 1)(result.ctypes.data)
+        entry = lib.kiln_entry_wide_live
+        entry.restype = ctypes.c_int
+        assert entry(ctypes.byref(ctx), ins, outs) == 1
+        assert count[0] == fail_at and not live
 
 
 def test_emit_errors():

@@ -616,6 +616,26 @@ def small_graph():
     return g, x, a, b, out
 
 
+def test_node_freed_by_a_pass_after_it_was_read():
+    # A handle remembers that its node was live until some graph frees a node
+    # (ir/GraphGeneration.h): a node erased by a C++ pass, or left behind when a pass replaces the
+    # whole graph, must still raise after it was read.
+    g, x, a, b, out = small_graph()
+    with g.inserting_before(out):
+        dead = g.call_function("aten.exp", (x,))
+    assert dead.op == "call_function" and dead.args == (x,) and not dead._erased
+    assert g.eliminate_dead_code()
+    assert dead._erased
+    with pytest.raises(RuntimeError, match="no longer in graph @f"):
+        _ = dead.op
+    assert x.op == "placeholder" and b.op == "call_function" and b.args == (a,)
+    g._run_passes("decompose-prims")  # the graph is replaced by its retrace
+    assert x._erased and b._erased
+    with pytest.raises(RuntimeError, match="no longer in graph"):
+        _ = x.op
+    assert g.find_node("x").op == "placeholder" and not g.find_node("x")._erased
+
+
 def test_insert_erase_replace():
     g, x, a, b, out = small_graph()
     with g.inserting_before(b):

@@ -322,3 +322,40 @@ def test_eager_convolution_of_a_channels_last_input_is_channels_last():
         outs.append(T.nn.functional.conv2d(x, T.from_numpy(w), padding=1, stride=(1, 2)))
     assert tuple(outs[0].stride()) == tuple(outs[1].stride())
     np.testing.assert_allclose(outs[0].numpy(), outs[1].numpy(), rtol=1e-5, atol=1e-5)
+
+
+def _typed(graph, op, target, args, type_text):
+    node = graph.call_function(target, args) if op == "call_function" else graph.placeholder(target)
+    node.type = type_text
+    return node
+
+
+@pytest.mark.parametrize("case", ["prims", "complex read", "complex unread", "complex tuple", "no lowering",
+                                  "unlowered prim", "getitem of lowered"])
+def test_fallback_scan_agrees_with_is_fallback(case):
+    # plan()'s one-pass scan (_any_fallback: types read once, only non-prims targets tested)
+    # must answer any(is_fallback(n)) on every graph: complex values read or made, ops without
+    # a lowering, and complex placeholders nothing reads.
+    from kiln.fx import Graph
+    g = Graph()
+    x = _typed(g, "placeholder", "x", (), "f32[1, 1, 4, 4]")
+    out = [_typed(g, "call_function", "prims.mul", (x, x), "f32[1, 1, 4, 4]")]
+    if case == "complex read":
+        z = _typed(g, "placeholder", "z", (), "c64[4, 4]")
+        out.append(_typed(g, "call_function", "prims.mul", (z, z), "c64[4, 4]"))
+    elif case == "complex unread":
+        _typed(g, "placeholder", "z", (), "c128[4, 4]")
+    elif case in ("complex tuple", "getitem of lowered"):
+        made = "c64" if case == "complex tuple" else "f32"
+        pool = _typed(g, "call_function", "aten.max_pool2d_with_indices", (x, [2, 2]),
+                      f"({made}[1, 1, 2, 2], i64[1, 1, 2, 2])")
+        out.append(_typed(g, "call_function", "operator.getitem", (pool, 1), "i64[1, 1, 2, 2]"))
+    elif case == "no lowering":
+        out.append(_typed(g, "call_function", "aten.sort", (x,), "(f32[1, 1, 4, 4], i64[1, 1, 4, 4])"))
+    elif case == "unlowered prim":
+        out.append(_typed(g, "call_function", "prims.as_strided", (x, [4], [1], 0), "f32[4]"))
+    g.output(tuple(out))
+    nodes = list(g.nodes)
+    want = any(fallback.is_fallback(n) for n in nodes)
+    assert fallback._any_fallback(nodes) == want
+    assert want == (case not in ("prims", "complex unread", "getitem of lowered"))

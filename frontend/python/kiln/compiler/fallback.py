@@ -32,10 +32,14 @@ import contextvars
 from ..fx import Graph, GraphModule
 from ..fx.interpreter import Interpreter
 from ..fx.graph import tensor_type
+from .._C import complex64 as _complex64, complex128 as _complex128
 
 
 class Uncuttable(ValueError):
     """A graph whose in-place writes cannot keep their order once cut into segments."""
+
+
+_COMPLEX_DTYPES = (_complex64, _complex128)
 
 
 # Prims the loop IR does not lower (an arbitrary strided window: the backward of a write through
@@ -51,13 +55,15 @@ _forced_eager = contextvars.ContextVar("kiln_fallback_forced_eager", default=fro
 def is_fallback(node):
     """A call the loop IR has no lowering for: anything but a prims op or a lowered indexing op
     (below), and the prims above; or one plan() runs eagerly to keep a storage's writes in order."""
-    target = str(node.target)
     if node.op != "call_function":
         return False
     if node in _forced_eager.get():
         return True
     if _touches_complex(node):
         return True
+    target = str(node.target)
+    if target.startswith("prims."):
+        return target in _UNLOWERED_PRIMS
     if target in _INDEXING_OPS:
         return not _lowers_indexing(node)
     if target in _POOLING_OPS:
@@ -66,7 +72,7 @@ def is_fallback(node):
         return not _lowers_scan(node)
     if target == "operator.getitem" and node.args and hasattr(node.args[0], "op"):
         return is_fallback(node.args[0])
-    return not target.startswith("prims.") or target in _UNLOWERED_PRIMS
+    return True
 
 
 # Core ATen indexing ops the loop IR lowers directly (compiler/lowering/Indexing.cpp),
@@ -155,10 +161,23 @@ def _touches_complex(node):
     """A call reading or making a complex tensor: the loop IR has no complex dtype, so these run
     eagerly (view_as_real / view_as_complex and views of complex inputs; the arithmetic itself
     was traced as real ops, docs/complex.md)."""
-    types = [_tensor_type(node)] + [_tensor_type(a) for a in node.all_input_nodes]
-    if node.type is not None and node.type.kind == "tuple":
-        types += [e for e in node.type.elements if getattr(e, "kind", None) == "tensor"]
-    return any(t is not None and getattr(t.dtype, "is_complex", False) for t in types)
+    # Called for every node of every graph plan() sees (twice per compiled graph): written for
+    # speed, one type read per node and dtype tests by identity.
+    complex_dtypes = _COMPLEX_DTYPES
+    t = node.type
+    if t is not None:
+        kind = t.kind
+        if kind == "tensor":
+            if t.dtype in complex_dtypes:
+                return True
+        elif kind == "tuple":
+            if any(e.kind == "tensor" and e.dtype in complex_dtypes for e in t.elements):
+                return True
+    for a in node.all_input_nodes:
+        t = a.type
+        if t is not None and t.kind == "tensor" and t.dtype in complex_dtypes:
+            return True
+    return False
 
 
 def _tensor_type(a):
@@ -458,7 +477,7 @@ def plan(graph, views=frozenset(), writes=frozenset()):
     program's inputs); None when it has no fallback op. views and writes: the targets of the
     view prims and of the in-place prims (see _check_writes)."""
     nodes = list(graph.nodes)
-    if not any(is_fallback(n) for n in nodes):
+    if not _any_fallback(nodes):
         return None
     try:
         level = _levels(nodes, _writes_before(nodes, views, writes))
@@ -473,6 +492,29 @@ def plan(graph, views=frozenset(), writes=frozenset()):
         finally:
             _forced_eager.reset(token)
     return _steps(graph, nodes, level, written_constants)
+
+
+def _any_fallback(nodes):
+    """any(is_fallback(n) for n in nodes), in one pass reading each node's type once (plan() runs
+    twice on every graph compiled, of 10,000s of nodes for a large model): where no node has a
+    complex type, only the calls of targets other than the lowered prims need is_fallback."""
+    if _forced_eager.get():
+        return any(is_fallback(n) for n in nodes)
+    complex_dtypes = _COMPLEX_DTYPES
+    for n in nodes:
+        t = n.type
+        if t is None:
+            continue
+        kind = t.kind
+        if (kind == "tensor" and t.dtype in complex_dtypes) or (kind == "tuple" and any(
+                e.kind == "tensor" and e.dtype in complex_dtypes for e in t.elements)):
+            return any(is_fallback(n) for n in nodes)
+    for n in nodes:
+        if n.op == "call_function":
+            target = str(n.target)
+            if (not target.startswith("prims.") or target in _UNLOWERED_PRIMS) and is_fallback(n):
+                return True
+    return False
 
 
 def _storages_run_eagerly(nodes, views, writes):

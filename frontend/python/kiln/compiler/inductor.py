@@ -19,6 +19,7 @@ raises instead).
 from .. import _logging
 from .._C import _codegen
 from .. import _C
+from .. import config
 from ..fx import Graph, GraphModule, retrace
 from ..fx.interpreter import Interpreter
 from ..fx.graph import type_of
@@ -63,12 +64,17 @@ def _lowerable_graph(prims_gm):
     """The prims graph of `prims_gm` (edited in place) with its get_attr nodes made placeholders
     after the graph's own, the placeholders, and the targets of those get_attr nodes, in order."""
     graph = prims_gm.graph  # retraced for this compile alone: edited in place, not copied
-    nodes = list(graph.nodes)
-    modules = [n.target for n in nodes if n.op == "call_module"]
+    modules, placeholders, attrs = [], [], []
+    for n in graph.nodes:
+        op = n.op
+        if op == "placeholder":
+            placeholders.append(n)
+        elif op == "get_attr":
+            attrs.append(n)
+        elif op == "call_module":
+            modules.append(n.target)
     if modules:
         raise InductorUnsupported(f"call_module nodes are not compiled: {', '.join(modules)}")
-    placeholders = [n for n in nodes if n.op == "placeholder"]
-    attrs = [n for n in nodes if n.op == "get_attr"]
     targets = []
     for node in attrs:
         if not node.users:
@@ -245,8 +251,11 @@ def cuda_device(graph):
     on the CPU); InductorUnsupported when they are on several devices."""
     devices = set()
     for node in graph.nodes:
-        if node.op == "placeholder" and node.type is not None and node.type.kind == "tensor":
-            devices.add(str(node.type.device or "cpu"))
+        if node.op != "placeholder":
+            continue  # (a fallback segment's graph may list placeholders after other nodes)
+        t = node.type
+        if t is not None and t.kind == "tensor":
+            devices.add(str(t.device or "cpu"))
     cuda = sorted(d for d in devices if d.startswith("cuda"))
     if not cuda:
         return None
@@ -297,10 +306,23 @@ def _compile_program(graph, cuda_graphs=False):
     _loops_log.debug("scheduled loop program:\n%s", program)
     debug_dir.write("output_code.cpp", source)
     _output_code_log.debug("loop program of %s:\n%s", graph, program)
-    path, cache_hit = _codegen.compile_source(source)
+    path, cache_hit = _codegen.compile_source(source, extra_flags=_program_flags(source))
     _output_code_log.info("output code (%s, %s):\n%s", path, "cache hit" if cache_hit else "compiled",
                           source)
     return _codegen.CompiledKernel(path, "kiln_entry", program), program, schedule_log
+
+
+# What the C++ code generator writes between the translation units of a split program
+# (codegen/CppCodegen.h, kTranslationUnitMarker).
+_TRANSLATION_UNIT_MARKER = "\n// kiln: translation unit\n"
+
+
+def _program_flags(source):
+    """The compiler flags a program's C++ gets besides kiln.config.cpp_flags: those of
+    kiln.config.large_program_cpp_flags for a source split into translation units."""
+    if _TRANSLATION_UNIT_MARKER in source:
+        return [str(f) for f in config.large_program_cpp_flags or ()]
+    return []
 
 
 def _plan(graph):
@@ -356,10 +378,11 @@ def _with_input_layouts(gm, example_inputs):
     program reads its inputs through the strides it was compiled for), and get_attr nodes
     without a type typed from the attribute they read."""
     graph = gm.graph.clone()
-    for node, value in zip((n for n in graph.nodes if n.op == "placeholder"), example_inputs or ()):
+    nodes = graph.nodes
+    for node, value in zip((n for n in nodes if n.op == "placeholder"), example_inputs or ()):
         if isinstance(value, _C.TensorBase):
             node.type = type_of(value)
-    for node in graph.nodes:
+    for node in nodes:
         if node.op == "get_attr" and node.type is None:
             value = _attribute(gm, node.target)
             if isinstance(value, _C.TensorBase):
@@ -372,7 +395,8 @@ def _graph_key(gm, example_inputs):
     inputs' types with their strides (the program is compiled for those layouts), the types of
     the attributes it reads, the compiler, its flags and the CPU (toolchain_key: kiln's version
     included) and kiln's build."""
-    lines = [graph_cache.build_identity(), _codegen.toolchain_key(), str(gm.graph)]
+    lines = [graph_cache.build_identity(), _codegen.toolchain_key(),
+             f"large programs: {list(config.large_program_cpp_flags or ())}", str(gm.graph)]
     if example_inputs is not None:
         lines += [f"input {i}: {type_of(v)}" for i, v in enumerate(example_inputs)]
     lines += [f"attribute {n.target}: {type_of(_attribute(gm, n.target))}"
@@ -433,8 +457,8 @@ def _drop_grad_mode_changes(graph):
     compiled for inference: nothing in it records autograd, so they change no value. They must
     leave grad mode as the call found it (a `with` block does); a graph that ends in another
     mode raises InductorUnsupported (it runs eagerly, which switches the mode for real)."""
-    switches = [n for n in graph.nodes if n.op == "call_function"
-                and getattr(n.target, "__name__", str(n.target)).endswith("_set_grad_enabled")]
+    # (call_function targets are qualified names: str)
+    switches = [n for n in graph.nodes if n.target.endswith("_set_grad_enabled") and n.op == "call_function"]
     if not switches:
         return
     if bool(switches[-1].args[0]) != _C.is_grad_enabled():
@@ -730,7 +754,8 @@ def _compile_symbolic(symbolic_text, hints, traces, attr_targets=()):
     process, or another frame with the same graph, skips lowering and compiling."""
     from .dynamic import DynamicUnsupported
 
-    key = "\n".join([graph_cache.build_identity(), _codegen.toolchain_key(), "symbolic sizes",
+    key = "\n".join([graph_cache.build_identity(), _codegen.toolchain_key(),
+                     f"large programs: {list(config.large_program_cpp_flags or ())}", "symbolic sizes",
                      repr(sorted(hints.items())), symbolic_text])
     entry = graph_cache.load(key)
     if entry is not None and entry.kernel is not None:
@@ -746,7 +771,7 @@ def _compile_symbolic(symbolic_text, hints, traces, attr_targets=()):
     _loops_log.info("fusion decisions (sizes %s):\n%s", traces.describe(), schedule_log)
     _loops_log.debug("scheduled loop program:\n%s", program)
     debug_dir.write("output_code.cpp", source)
-    path, cache_hit = _codegen.compile_source(source)
+    path, cache_hit = _codegen.compile_source(source, extra_flags=_program_flags(source))
     _output_code_log.info("output code (%s, %s, symbolic sizes %s):\n%s", path,
                           "cache hit" if cache_hit else "compiled", traces.describe(), source)
     # (The entry holds the program; the output views are fitted again from the probes.)
