@@ -17,7 +17,7 @@ globals().update(_LEGACY_TENSOR_TYPES)  # FloatTensor, LongTensor, ...
 from ._creation import tensor, as_tensor, from_dlpack, logspace  # noqa: F401
 from ._tensor_str import set_printoptions, get_printoptions, printoptions  # noqa: F401
 from ._ops import _export_ops
-from ._indexing import bucketize, einsum, histc, nonzero, unique, unique_consecutive, _install_methods  # noqa: F401
+from ._indexing import bucketize, einsum, histc, histogram, nonzero, unique, unique_consecutive, _install_methods  # noqa: F401
 from ._dtype_info import finfo, iinfo  # noqa: F401
 
 half, float, double = float16, float32, float64
