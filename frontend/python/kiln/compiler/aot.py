@@ -109,6 +109,13 @@ def _functionalized(graph, requires_grad):
         _log.info("graph not functionalized, its in-place writes are kept in order: %s", e)
         return graph, []
     written = _return_new_values_of_inputs_requiring_grad(aten, requires_grad)
+    # The copy_ back into an input runs at the forward's end, before the joint trace runs the
+    # backward: a backward formula that saved the input (a matmul with a buffer the step then
+    # updates under no_grad, as a VQ codebook) would see it written (the engine's version
+    # check). Its readers read a clone taken first, as _read_written_inputs_through_clones
+    # makes them after the trace.
+    copies = [n for n in aten.nodes if n.target == "aten.copy_" and n.args[0].op == "placeholder"]
+    _read_written_inputs_through_clones(aten, copies)
     debug_dir.write("functional.txt", aten)
     return aten, written
 
