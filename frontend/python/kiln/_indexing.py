@@ -97,13 +97,20 @@ def unique_consecutive(input, return_inverse=False, return_counts=False, dim=Non
     return _unique_result(output, inverse if return_inverse else None, counts, return_inverse, return_counts)
 
 
+def _torch_type_name(dtype):
+    """The C++ scalar type name torch's dispatch errors use (Long, Int, Bool, ...)."""
+    name = str(dtype).split(".")[-1]
+    return {"int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte", "bool": "Bool",
+            "float16": "Half", "bfloat16": "BFloat16", "float32": "Float", "float64": "Double"}.get(name, name)
+
+
 def histc(input, bins=100, min=0, max=0):
     """Counts of input's elements in `bins` equal-width bins over [min, max] (the data's range when
     both are 0), in input's dtype; elements outside are ignored, max falls in the last bin. The
     bin of x is (x - min) * bins / (max - min) rounded down, computed in input's dtype as
     torch's kernel does (so elements on a bin edge land where torch puts them)."""
     if not input.dtype.is_floating_point:
-        raise RuntimeError(f"\"histogram_cpu\" not implemented for '{str(input.dtype).split('.')[-1].capitalize()}'")
+        raise RuntimeError(f"\"histogram_cpu\" not implemented for '{_torch_type_name(input.dtype)}'")
     if bins <= 0:
         raise RuntimeError("torch.histc: bins must be > 0, but got {} for dimension 0".format(bins))
     lo, hi = float(min), float(max)
@@ -140,7 +147,7 @@ def histogram(input, bins, *, range=None, weight=None, density=False):
     edges are not counted. `weight` (input's shape) adds that weight instead of 1; `density`
     divides by the total and the bin widths."""
     if not input.dtype.is_floating_point:
-        raise RuntimeError(f"\"histogramdd\" not implemented for '{str(input.dtype).split('.')[-1].capitalize()}'")
+        raise RuntimeError(f"\"histogramdd\" not implemented for '{_torch_type_name(input.dtype)}'")
     if weight is not None and list(weight.shape) != list(input.shape):
         raise RuntimeError("torch.histogramdd: if weight tensor is provided it should have the same shape as the input "
                            f"tensor excluding its innermost dimension, but got input with shape {list(input.shape) + [1]} "
