@@ -402,3 +402,77 @@ def test_compiled_buffer_updated_after_a_matmul_saved_it():
     for a, b in zip(got, want):
         np.testing.assert_allclose(_np(a), _np(b), rtol=1e-6)
     np.testing.assert_allclose(_np(codebook), _np(want_cb), rtol=1e-6)
+
+
+# -- distributions: transforms, TransformedDistribution, LogNormal, Exponential, mixtures ------
+def test_transformed_and_mixture_distributions_match_torch():
+    torch = need_torch()
+    r = np.random.default_rng(8)
+    mu = r.standard_normal((4, 3)).astype(np.float32)
+    sd = r.uniform(0.3, 1.5, (4, 3)).astype(np.float32)
+    logits = r.standard_normal((4, 3)).astype(np.float32)
+    y = r.standard_normal(4).astype(np.float32)
+    got = []
+    for lib in (torch, kiln):
+        D = lib.distributions
+        m = lib.from_numpy(mu.copy()).requires_grad_()
+        s, lg, v = (lib.from_numpy(a.copy()) for a in (sd, logits, y))
+        lib.manual_seed(1)
+        mix = D.MixtureSameFamily(D.Categorical(logits=lg), D.Normal(m, s))
+        squashed = D.TransformedDistribution(D.Normal(m[:, 0], s[:, 0]), [D.transforms.TanhTransform(cache_size=1)])
+        a = squashed.rsample()
+        affine = D.TransformedDistribution(D.Normal(m[:, 1], s[:, 1]),
+                                           [D.transforms.AffineTransform(1.0, 2.0), D.transforms.SigmoidTransform()])
+        logn = D.LogNormal(m[:, 2], s[:, 2])
+        expo = D.Exponential(s[:, 0])
+        oh = D.OneHotCategorical(logits=lg)
+        outs = [mix.log_prob(v), mix.mean, mix.variance, mix.cdf(v), mix.sample((2,)), a, squashed.log_prob(a),
+                affine.log_prob(lib.full((4,), 0.6)), logn.log_prob(v.abs() + 0.1), logn.mean, logn.variance,
+                logn.entropy(), expo.log_prob(v.abs()), expo.rsample(), expo.entropy(), oh.sample(),
+                oh.log_prob(lib.eye(3)[[0, 2, 1, 1]]), oh.entropy()]
+        loss = sum(o.sum() for o in outs if o.requires_grad)
+        outs.append(lib.autograd.grad(loss, [m])[0])
+        got.append([o.detach().numpy() for o in outs])
+    for i, (a, b) in enumerate(zip(*got)):
+        np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-6, err_msg=f"output {i}")
+
+
+def test_mixture_and_transformed_distributions_compile_in_one_graph():
+    D = kiln.distributions
+
+    def fn(m, s, lg, y):
+        mix = D.MixtureSameFamily(D.Categorical(logits=lg), D.Normal(m, s))
+        sq = D.TransformedDistribution(D.Normal(m[:, 0], s[:, 0]), [D.transforms.TanhTransform(cache_size=1)])
+        return mix.log_prob(y) + sq.log_prob(kiln.tanh(y) * 0.5)
+
+    args = (kiln.randn(4, 3), kiln.rand(4, 3) + 0.5, kiln.randn(4, 3), kiln.randn(4))
+    e = _explain(fn, *args)
+    assert (e.graph_count, e.graph_break_count) == (1, 0)
+    kiln.compiler.reset()
+    np.testing.assert_allclose(_np(kiln.compile(fn)(*args)), _np(fn(*args)), rtol=1e-6)
+
+
+def test_isinstance_of_a_list_of_objects_made_while_tracing():
+    class Box:
+        def __init__(self, v):
+            self.v = v
+
+    def fn(x):
+        items = [Box(2.0)]
+        if isinstance(items, list) and type(items) is list and not isinstance(items, tuple):
+            return x * items[0].v
+        return x
+
+    e = _explain(fn, kiln.ones(2))
+    assert (e.graph_count, e.graph_break_count) == (1, 0)
+    assert not e.break_reasons
+    kiln.compiler.reset()
+    np.testing.assert_array_equal(_np(kiln.compile(fn)(kiln.ones(2))), [2.0, 2.0])
+
+
+def test_gamma_sampling_under_compile_breaks_with_a_clear_reason():
+    def fn(a):
+        return kiln.distributions.Dirichlet(a).rsample() * 2
+
+    e = _explain(fn, kiln.ones(3))
+    assert any("Dirichlet/Beta sampling runs torch's rejection sampler" in str(r) for r in e.break_reasons)
