@@ -6,6 +6,7 @@ from cutil import init_module, randn, rng
 
 TAGS = ["rnn", "nn", "autograd", "tier2"]
 RTOL, ATOL = 1e-4, 1e-5
+MAX_BREAKS = 1  # autograd.grad (torch._dynamo.explain fails on this program, so it gives no count)
 
 
 def build(T):
