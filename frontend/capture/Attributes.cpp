@@ -247,7 +247,10 @@ VT* InstructionTranslator::loadClassAttr(VT* obj, nb::handle x, const std::strin
   // may depend on the object's data, but loading it is fine: calling it is then the graph break,
   // at the call, which runs it in Python and resumes after it (callMethod), where a break at the
   // load would run the rest of the frame eagerly. At a break it is rebuilt as `(self).name`.
-  if (Py_IS_TYPE(attr, &PyMethodDescr_Type) || Py_IS_TYPE(attr, &PyWrapperDescr_Type))
+  // The same for a method of a class bound by nanobind (kiln.Generator's manual_seed).
+  std::string_view descrType = Py_TYPE(attr)->tp_name;
+  if (Py_IS_TYPE(attr, &PyMethodDescr_Type) || Py_IS_TYPE(attr, &PyWrapperDescr_Type) ||
+      descrType == "nanobind.nb_method" || descrType == "nb_method")
     return t_.make<MethodVT>(obj, name);
   throw Unsupported{"the attribute " + name + " of a " + Py_TYPE(x.ptr())->tp_name +
                     " (a descriptor)"};

@@ -1013,6 +1013,23 @@ VT* InstructionTranslator::callBuiltin(nb::handle fn, VTs& args, Kwargs& kwargs,
       return t_.constant(nb::bool_(r == 1));
     }
   }
+  if ((is("type") || is("isinstance")) && !args.empty() && kwargs.empty() &&
+      (args[0]->kind == VT::Kind::List || args[0]->kind == VT::Kind::Tuple)) {
+    // A list or tuple (of objects made while tracing, say): its class is known without
+    // converting its items.
+    auto* seq = static_cast<SequenceVT*>(args[0]);
+    nb::handle cls = seq->namedType.is_valid() ? seq->namedType
+                     : seq->original.is_valid()
+                         ? nb::handle(reinterpret_cast<PyObject*>(Py_TYPE(seq->original.ptr())))
+                         : nb::handle(reinterpret_cast<PyObject*>(args[0]->kind == VT::Kind::List ? &PyList_Type
+                                                                                                 : &PyTuple_Type));
+    if (is("type") && args.size() == 1) return t_.wrapResult(cls);
+    if (is("isinstance") && args.size() == 2) {
+      int r = PyObject_IsSubclass(cls.ptr(), t_.toPython(args[1]).ptr());
+      if (r < 0) throw nb::python_error();
+      return t_.constant(nb::bool_(r == 1));
+    }
+  }
   if (is("isinstance") || is("issubclass") || is("callable") || is("type")) {
     VTs a = args;
     nb::list py;

@@ -17,7 +17,7 @@ globals().update(_LEGACY_TENSOR_TYPES)  # FloatTensor, LongTensor, ...
 from ._creation import tensor, as_tensor, from_dlpack, logspace  # noqa: F401
 from ._tensor_str import set_printoptions, get_printoptions, printoptions  # noqa: F401
 from ._ops import _export_ops
-from ._indexing import bucketize, einsum, histc, nonzero, unique, unique_consecutive, _install_methods  # noqa: F401
+from ._indexing import bucketize, einsum, histc, histogram, nonzero, unique, unique_consecutive, _install_methods  # noqa: F401
 from ._dtype_info import finfo, iinfo  # noqa: F401
 
 half, float, double = float16, float32, float64
@@ -67,7 +67,7 @@ for _name, _op in (("arcsin", "asin"), ("arccos", "acos"), ("arctan", "atan"), (
 del _name, _op, _suffix
 arcsin, arccos, arctan, arctan2 = asin, acos, atan, atan2  # noqa: F821 (ops exported above)
 arcsinh, arccosh, arctanh = asinh, acosh, atanh
-from ._composites_extra import diag_embed, ravel, sgn, tile, _install_methods as _install_extra  # noqa: E402,F401
+from ._composites_extra import diag_embed, index_reduce, ravel, sgn, tile, _install_methods as _install_extra  # noqa: E402,F401
 _install_extra(Tensor)
 del _install_extra
 from ._complex import (  # noqa: E402,F401

@@ -1,6 +1,8 @@
 """The indexing functions whose Python signatures the op table cannot express: nonzero's
 as_tuple=, einsum's operands as varargs, unique's optional outputs, bucketize (searchsorted
 with its arguments swapped), Tensor.unfold (a view). Each calls table ops."""
+import collections
+
 from . import _C
 
 _ops = _C._ops
@@ -95,11 +97,20 @@ def unique_consecutive(input, return_inverse=False, return_counts=False, dim=Non
     return _unique_result(output, inverse if return_inverse else None, counts, return_inverse, return_counts)
 
 
+def _torch_type_name(dtype):
+    """The C++ scalar type name torch's dispatch errors use (Long, Int, Bool, ...)."""
+    name = str(dtype).split(".")[-1]
+    return {"int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte", "bool": "Bool",
+            "float16": "Half", "bfloat16": "BFloat16", "float32": "Float", "float64": "Double"}.get(name, name)
+
+
 def histc(input, bins=100, min=0, max=0):
     """Counts of input's elements in `bins` equal-width bins over [min, max] (the data's range when
-    both are 0), in input's dtype; elements outside are ignored, max falls in the last bin."""
+    both are 0), in input's dtype; elements outside are ignored, max falls in the last bin. The
+    bin of x is (x - min) * bins / (max - min) rounded down, computed in input's dtype as
+    torch's kernel does (so elements on a bin edge land where torch puts them)."""
     if not input.dtype.is_floating_point:
-        raise RuntimeError(f"\"histogram_cpu\" not implemented for '{str(input.dtype).split('.')[-1].capitalize()}'")
+        raise RuntimeError(f"\"histogram_cpu\" not implemented for '{_torch_type_name(input.dtype)}'")
     if bins <= 0:
         raise RuntimeError("torch.histc: bins must be > 0, but got {} for dimension 0".format(bins))
     lo, hi = float(min), float(max)
@@ -110,11 +121,79 @@ def histc(input, bins=100, min=0, max=0):
     if lo > hi:
         raise RuntimeError(f"torch.histc: max must be larger than min")
     x = input.reshape(-1)
-    inside = (x >= lo) & (x <= hi)
-    position = ((x - lo) / (hi - lo) * bins).long().clamp(max=bins - 1)
+    lo_t = _ops.full([], lo, dtype=input.dtype, device=input.device)
+    hi_t = _ops.full([], hi, dtype=input.dtype, device=input.device)
+    inside = (x >= lo_t) & (x <= hi_t)
+    position = ((x - lo_t) * bins / (hi_t - lo_t)).long().clamp(max=bins - 1)
     slot = _ops.where(inside, position, _ops.full([], bins, dtype=_C.int64, device=input.device))
     counts = _ops.zeros([bins + 1], dtype=input.dtype, device=input.device)
     return counts.scatter_add(0, slot, _ops.ones_like(x))[:bins]
+
+
+# histogram's result, a named tuple (hist, bin_edges) as torch.return_types.histogram.
+_histogram_result = collections.namedtuple("histogram", ["hist", "bin_edges"])
+_histogram_result.__module__ = "kiln.return_types"
+
+
+def _dtype_name(dtype):
+    return {"float32": "float", "float64": "double", "float16": "c10::Half", "bfloat16": "c10::BFloat16"}.get(
+        str(dtype).split(".")[-1], str(dtype).split(".")[-1])
+
+
+def histogram(input, bins, *, range=None, weight=None, density=False):
+    """torch.histogram: (hist, bin_edges). `bins` an int (that many equal-width bins over `range`,
+    or over the data's min and max) or a 1-D tensor of edges. x falls in the bin [e_i, e_i+1) of
+    the last edge e_i <= x, the rightmost bin including its right edge; elements outside the
+    edges are not counted. `weight` (input's shape) adds that weight instead of 1; `density`
+    divides by the total and the bin widths."""
+    if not input.dtype.is_floating_point:
+        raise RuntimeError(f"\"histogramdd\" not implemented for '{_torch_type_name(input.dtype)}'")
+    if weight is not None and list(weight.shape) != list(input.shape):
+        raise RuntimeError("torch.histogramdd: if weight tensor is provided it should have the same shape as the input "
+                           f"tensor excluding its innermost dimension, but got input with shape {list(input.shape) + [1]} "
+                           f"and weight with shape {list(weight.shape)}")
+    if isinstance(bins, _C.TensorBase):
+        if bins.dim() != 1:
+            raise RuntimeError("torch.histogramdd: bins tensor should have one dimension, but got "
+                               f"{bins.dim()} dimensions in the bins tensor for dimension 0")
+        if bins.dtype != input.dtype:
+            raise RuntimeError("torch.histogramdd: input tensor and bins tensors should have the same dtype, but got "
+                               f"input with dtype {_dtype_name(input.dtype)} and bins for dimension 0 with dtype "
+                               f"{_dtype_name(bins.dtype)}")
+        if bins.numel() == 0:
+            raise RuntimeError("torch.histogramdd: bins tensor should have at least 1 element, but got 0 elements in "
+                               "the bins tensor for dimension 0")
+        edges = bins
+    else:
+        if int(bins) <= 0:
+            raise RuntimeError(f"torch.histogram(): bins must be > 0, but got {bins} for dimension 0")
+        if range is not None:
+            lo, hi = float(range[0]), float(range[1])
+        elif input.numel():
+            lo, hi = input.min().item(), input.max().item()
+        else:
+            lo, hi = 0.0, 1.0
+        if lo > hi:
+            raise RuntimeError(f"torch.histogramdd: min should not exceed max, but got min {lo:g} max {hi:g} "
+                               "for dimension 0")
+        if not (abs(lo) < float("inf") and abs(hi) < float("inf")):
+            raise RuntimeError(f"torch.histogramdd: dimension 0's range [{lo:g}, {hi:g}] is not finite")
+        if lo == hi:  # numpy's rule: a unit-wide range around the value
+            lo, hi = lo - 0.5, hi + 0.5
+        edges = _ops.linspace(lo, hi, int(bins) + 1, dtype=input.dtype, device=input.device)
+    n = edges.shape[0] - 1
+    x = input.reshape(-1)
+    if n == 0:
+        hist = _ops.zeros([0], dtype=input.dtype, device=input.device)
+        return _histogram_result(hist, edges)
+    inside = (x >= edges[0]) & (x <= edges[-1])
+    position = (_ops.searchsorted(edges, x, right=True) - 1).clamp(0, n - 1)
+    slot = _ops.where(inside, position, _ops.full([], n, dtype=_C.int64, device=input.device))
+    values = _ops.ones_like(x) if weight is None else weight.reshape(-1).to(input.dtype)
+    hist = _ops.zeros([n + 1], dtype=input.dtype, device=input.device).scatter_add(0, slot, values)[:n]
+    if density:
+        hist = hist / (hist.sum() * (edges[1:] - edges[:-1]))
+    return _histogram_result(hist, edges)
 
 
 def bucketize(input, boundaries, *, out_int32=False, right=False):
@@ -159,6 +238,7 @@ def _install_methods(tensor_class):
     tensor_class.unfold = unfold
     tensor_class.unique_consecutive = unique_consecutive
     tensor_class.histc = histc
+    tensor_class.histogram = histogram
     nonzero_method.__name__ = "nonzero"
     unique_method.__name__ = "unique"
     tensor_class.nonzero = nonzero_method

@@ -111,6 +111,13 @@ def _functionalized(graph, requires_grad):
         return graph, []
     _differentiate_no_grad_writes_as_inputs(aten, requires_grad, differentiably_written)
     written = _return_new_values_of_inputs_requiring_grad(aten, requires_grad)
+    # The copy_ back into an input runs at the forward's end, before the joint trace runs the
+    # backward: a backward formula that saved the input (a matmul with a buffer the step then
+    # updates under no_grad, as a VQ codebook) would see it written (the engine's version
+    # check). Its readers read a clone taken first, as _read_written_inputs_through_clones
+    # makes them after the trace.
+    copies = [n for n in aten.nodes if n.target == "aten.copy_" and n.args[0].op == "placeholder"]
+    _read_written_inputs_through_clones(aten, copies)
     debug_dir.write("functional.txt", aten)
     return aten, written
 

@@ -1,6 +1,7 @@
 """kiln.distributions: torch.distributions' Normal, Categorical, Bernoulli, Uniform, Laplace,
-MultivariateNormal, Independent, Gamma, Chi2, StudentT, Beta, Dirichlet and kl_divergence between
-them, over kiln's ops (log_prob, entropy and rsample are differentiable, and traced by
+MultivariateNormal, Independent, Gamma, Chi2, StudentT, Beta, Dirichlet, Exponential, LogNormal,
+OneHotCategorical, MixtureSameFamily, TransformedDistribution (with transforms) and kl_divergence
+between them, over kiln's ops (log_prob, entropy and rsample are differentiable, and traced by
 kiln.compile like any other ops; gamma and Dirichlet sampling is a graph break, see _gamma.py)."""
 from .bernoulli import Bernoulli  # noqa: F401
 from .categorical import Categorical  # noqa: F401
@@ -11,6 +12,11 @@ from .kl import kl_divergence, register_kl  # noqa: F401
 from .multivariate_normal import MultivariateNormal  # noqa: F401
 from .normal import Normal  # noqa: F401
 from .uniform import Laplace, Uniform  # noqa: F401
+from . import transforms  # noqa: F401
+from .transformed_distribution import (  # noqa: F401
+    Exponential, LogNormal, MixtureSameFamily, OneHotCategorical, TransformedDistribution,
+)
 
-__all__ = ["Bernoulli", "Beta", "Categorical", "Chi2", "Dirichlet", "Distribution", "Gamma", "Independent", "Laplace",
-           "MultivariateNormal", "Normal", "StudentT", "Uniform", "kl_divergence", "register_kl"]
+__all__ = ["Bernoulli", "Beta", "Categorical", "Chi2", "Dirichlet", "Distribution", "Exponential", "Gamma", "Independent",
+           "Laplace", "LogNormal", "MixtureSameFamily", "MultivariateNormal", "Normal", "OneHotCategorical", "StudentT",
+           "TransformedDistribution", "Uniform", "kl_divergence", "register_kl", "transforms"]

@@ -67,8 +67,15 @@ def _sample_gamma(alpha, single, draws):
             return scale * d * v
 
 
+def _check_not_traced(op, alpha):
+    if alpha.is_meta:  # a value traced by kiln.compile: the sampler needs the data
+        raise NotImplementedError(f"{op} runs torch's rejection sampler on the data (how many draws it makes "
+                                  "depends on the values), which kiln.compile cannot trace: a graph break")
+
+
 def standard_gamma_sample(alpha):
     """torch._standard_gamma(alpha) without autograd: a tensor of alpha's shape and dtype."""
+    _check_not_traced("gamma sampling (Gamma/Chi2/StudentT.rsample)", alpha)
     if alpha.dtype not in (_C.float32, _C.float64):
         raise NotImplementedError(f"\"gamma_cpu\" not implemented for '{str(alpha.dtype).split('.')[-1]}'")
     single = alpha.dtype == _C.float32
@@ -84,6 +91,7 @@ def standard_gamma_sample(alpha):
 def dirichlet_sample(alpha):
     """torch._sample_dirichlet(alpha): gammas in double (clamped to the smallest normal double),
     normalized over the last dim, clamped into [tiny, the float just below 1]."""
+    _check_not_traced("Dirichlet/Beta sampling", alpha)
     if alpha.dtype not in (_C.float32, _C.float64):
         raise NotImplementedError(f"\"dirichlet\" not implemented for '{str(alpha.dtype).split('.')[-1]}'")
     a = alpha.detach().contiguous().numpy().astype(np.float64)

@@ -273,7 +273,9 @@ def gumbel_softmax(logits, tau=1.0, hard=False, eps=1e-10, dim=-1):
     and the soft sample's gradient (straight-through)."""
     if eps != 1e-10:
         warnings.warn("`eps` parameter is deprecated and has no effect.")
-    gumbels = -(-(1 - _ops.rand_like(logits)).log()).log()
+    # Gumbel(0, 1) noise as -log(Exp(1)), drawn with exponential_ as torch draws it, so a seeded
+    # run samples torch's values.
+    gumbels = -_ops.empty_like(logits).exponential_().log()
     y_soft = _F().softmax((logits + gumbels) / tau, dim)
     if not hard:
         return y_soft

@@ -1184,6 +1184,7 @@ def dropout2d(input, p=0.5, training=True, inplace=False):
 
 from ._functional_extra import *  # noqa: E402,F401,F403 (threshold, unfold/fold, margin losses, ...)
 from ._grid_sample import affine_grid, grid_sample  # noqa: E402,F401
+from ._unpooling import max_unpool1d, max_unpool2d, max_unpool3d  # noqa: E402,F401
 from ._pooling3d import (  # noqa: E402,F401
     adaptive_avg_pool3d, adaptive_max_pool3d, adaptive_max_pool3d_with_indices, avg_pool3d, max_pool3d,
     max_pool3d_with_indices,

@@ -1,5 +1,5 @@
 """kiln.optim: optimizers (SGD, Adam, AdamW, RMSprop, Adagrad, Adadelta, Adamax, NAdam, RAdam,
-LBFGS) and learning-rate schedulers, with torch.optim's API."""
+LBFGS), learning-rate schedulers and swa_utils (weight averaging), with torch.optim's API."""
 from . import lr_scheduler  # noqa: F401
 from .adadelta import Adadelta  # noqa: F401
 from .adagrad import Adagrad  # noqa: F401
@@ -12,6 +12,7 @@ from .optimizer import Optimizer  # noqa: F401
 from .radam import RAdam  # noqa: F401
 from .rmsprop import RMSprop  # noqa: F401
 from .sgd import SGD  # noqa: F401
+from . import swa_utils  # noqa: F401,E402
 
 __all__ = ["Adadelta", "Adagrad", "Adam", "Adamax", "AdamW", "LBFGS", "NAdam", "Optimizer", "RAdam", "RMSprop",
-           "SGD", "lr_scheduler"]
+           "SGD", "lr_scheduler", "swa_utils"]

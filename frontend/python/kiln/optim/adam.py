@@ -206,8 +206,12 @@ class Adam(Optimizer):
             exp_avg_sq = state["exp_avg_sq"]
             exp_avg.lerp_(grad, 1 - beta1)
             exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
-            bias_correction1 = 1 - beta1 ** step_t
-            bias_correction2 = 1 - beta2 ** step_t
+            # Compiled, the bias corrections are computed in float64, as the eager step computes
+            # them in Python floats (the float32 step count is exact): a float64 model's step
+            # equals eager's. (torch's differentiable step computes them in float32, as here.)
+            step = step_t.double() if is_compiling() and not group["differentiable"] else step_t
+            bias_correction1 = 1 - beta1 ** step
+            bias_correction2 = 1 - beta2 ** step
             step_size_neg = (lr / bias_correction1).neg()
             bias_correction2_sqrt = bias_correction2.sqrt()
             if amsgrad:

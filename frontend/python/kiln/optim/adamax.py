@@ -38,7 +38,8 @@ class Adamax(LazyStateOptimizer):
                 exp_inf.copy_(_C._ops.maximum(exp_inf.mul_(beta2), grad.abs().add_(eps)))
                 if is_compiling():
                     # Traced: the bias correction from the step tensor (no .item()).
-                    param.sub_(exp_avg / exp_inf * (lr / (1 - beta1 ** step_t)))
+                    # (in float64, as eager's Python-float arithmetic)
+                    param.sub_(exp_avg / exp_inf * (lr / (1 - beta1 ** step_t.double())))
                 else:
                     param.addcdiv_(exp_avg, exp_inf, value=-lr / (1 - beta1 ** step_t.item()))
         return loss

@@ -104,7 +104,11 @@ def _strong_wolfe(evaluate, t, d, f, g, gtd, c1=1e-4, c2=0.9, tolerance_change=1
 class LBFGS(Optimizer):
     """step(closure) runs up to max_iter L-BFGS iterations (max_eval closure calls), keeping
     the last history_size curvature pairs; the closure must compute the loss and its gradients
-    (zero_grad, forward, backward) and return the loss. One parameter group only."""
+    (zero_grad, forward, backward) and return the loss. One parameter group only. kiln.compile
+    runs the step and its closure eagerly (a graph break where compiled code calls it), as
+    torch.compile runs torch.optim.LBFGS's."""
+
+    _step_captured = False
 
     def __init__(self, params, lr=1, max_iter=20, max_eval=None, tolerance_grad=1e-7, tolerance_change=1e-9,
                  history_size=100, line_search_fn=None):

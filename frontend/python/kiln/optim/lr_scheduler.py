@@ -17,7 +17,7 @@ from .optimizer import Optimizer
 
 __all__ = ["LRScheduler", "LambdaLR", "MultiplicativeLR", "StepLR", "MultiStepLR", "ConstantLR", "LinearLR",
            "ExponentialLR", "PolynomialLR", "CosineAnnealingLR", "CosineAnnealingWarmRestarts", "SequentialLR",
-           "ChainedScheduler", "OneCycleLR", "ReduceLROnPlateau"]
+           "ChainedScheduler", "CyclicLR", "OneCycleLR", "ReduceLROnPlateau"]
 
 EPOCH_DEPRECATION_WARNING = (
     "The epoch parameter in `scheduler.step()` was not necessary and is being "
@@ -529,6 +529,106 @@ class ChainedScheduler(_Composite):
         for scheduler in self._schedulers:
             scheduler.step()
         self._last_lr = _param_groups_val_list(self._schedulers[-1].optimizer, "lr")
+
+
+class CyclicLR(LRScheduler):
+    """Cyclical learning rates (Smith 2017), stepped per batch: lr goes from base_lr up to max_lr
+    over step_size_up steps and back over step_size_down, the cycle's amplitude scaled by
+    scale_fn (triangular: 1; triangular2: halved each cycle; exp_range: gamma ** iteration);
+    momentum (or Adam's beta1) cycles the opposite way when cycle_momentum. torch's formulas."""
+
+    def __init__(self, optimizer, base_lr, max_lr, step_size_up=2000, step_size_down=None, mode="triangular",
+                 gamma=1.0, scale_fn=None, scale_mode="cycle", cycle_momentum=True, base_momentum=0.8,
+                 max_momentum=0.9, last_epoch=-1):
+        if not isinstance(optimizer, Optimizer):
+            raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
+        self.optimizer = optimizer
+        base_lrs = _format_param("base_lr", optimizer, base_lr)
+        if last_epoch == -1:
+            for lr, group in zip(base_lrs, optimizer.param_groups):
+                _update_param_group_val(group, "lr", lr)
+        self.max_lrs = _format_param("max_lr", optimizer, max_lr)
+        step_size_up = float(step_size_up)
+        step_size_down = float(step_size_down) if step_size_down is not None else step_size_up
+        self.total_size = step_size_up + step_size_down
+        self.step_ratio = step_size_up / self.total_size
+        if mode not in ("triangular", "triangular2", "exp_range") and scale_fn is None:
+            raise ValueError("mode is invalid and scale_fn is None")
+        self.mode = mode
+        self.gamma = gamma
+        self._scale_fn_custom = scale_fn
+        self.scale_mode = scale_mode
+        self._init_scale_fn()
+        self.cycle_momentum = cycle_momentum
+        if cycle_momentum:
+            if "momentum" not in optimizer.defaults and "betas" not in optimizer.defaults:
+                raise ValueError("optimizer must support momentum or beta1 with `cycle_momentum` option enabled")
+            self.use_beta1 = "betas" in optimizer.defaults
+            self.base_momentums = _format_param("base_momentum", optimizer, base_momentum)
+            self.max_momentums = _format_param("max_momentum", optimizer, max_momentum)
+            if last_epoch == -1:
+                for m_momentum, b_momentum, group in zip(self.max_momentums, self.base_momentums,
+                                                         optimizer.param_groups):
+                    if self.use_beta1:
+                        group["betas"] = (m_momentum, *group["betas"][1:])
+                    else:
+                        group["momentum"] = m_momentum
+                    group["max_momentum"] = m_momentum
+                    group["base_momentum"] = b_momentum
+        super().__init__(optimizer, last_epoch)
+        self.base_lrs = base_lrs
+
+    def _init_scale_fn(self):
+        if self._scale_fn_custom is not None:
+            return
+        # The built-in modes fix the scale mode, as torch's do.
+        self.scale_mode = "iterations" if self.mode == "exp_range" else "cycle"
+
+    def scale_fn(self, x):
+        if self._scale_fn_custom is not None:
+            return self._scale_fn_custom(x)
+        if self.mode == "triangular":
+            return 1.0
+        if self.mode == "triangular2":
+            return 1 / (2.0 ** (x - 1))
+        return self.gamma ** x
+
+    def get_lr(self):
+        self._warn_get_lr_outside_step()
+        cycle = math.floor(1 + self.last_epoch / self.total_size)
+        x = 1.0 + self.last_epoch / self.total_size - cycle
+        scale_factor = x / self.step_ratio if x <= self.step_ratio else (x - 1) / (self.step_ratio - 1)
+        scale = self.scale_fn(cycle if self.scale_mode == "cycle" else self.last_epoch)
+        lrs = [base_lr + (max_lr - base_lr) * scale_factor * scale
+               for base_lr, max_lr in zip(self.base_lrs, self.max_lrs)]
+        if self.cycle_momentum:
+            for group, base_m, max_m in zip(self.optimizer.param_groups, self.base_momentums, self.max_momentums):
+                momentum = max_m - (max_m - base_m) * scale_factor * scale
+                if self.use_beta1:
+                    group["betas"] = (momentum, *group["betas"][1:])
+                else:
+                    group["momentum"] = momentum
+        return lrs
+
+    def state_dict(self):
+        """As torch's: a custom scale_fn is kept only when it is a callable object (its __dict__),
+        not a function or lambda."""
+        state = super().state_dict()
+        fn = state.pop("_scale_fn_custom")
+        state["_scale_fn_custom"] = None
+        if fn is not None and not isinstance(fn, types.FunctionType):
+            state["_scale_fn_custom"] = fn.__dict__.copy()
+        return state
+
+    def load_state_dict(self, state_dict):
+        state_dict = dict(state_dict)
+        fn = state_dict.pop("_scale_fn_custom")
+        custom = self._scale_fn_custom
+        super().load_state_dict(state_dict)
+        self._scale_fn_custom = custom
+        if fn is not None:
+            self._scale_fn_custom.__dict__.update(fn)
+        self._init_scale_fn()
 
 
 class OneCycleLR(LRScheduler):

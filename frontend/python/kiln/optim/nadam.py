@@ -1,5 +1,6 @@
 """NAdam (torch.optim.NAdam): its single-tensor CPU path, op by op."""
 from .._compiling import is_compiling
+from .._tensor import Tensor
 from ._common import LazyStateOptimizer, check_betas, check_options, params_with_grad
 from .optimizer import _to_scalar, _use_grad_for_differentiable
 
@@ -36,7 +37,10 @@ class NAdam(LazyStateOptimizer):
                 step_t, mu_product = state["step"], state["mu_product"]
                 step_t += 1
                 traced = is_compiling() or group["differentiable"]
-                step = step_t if traced else step_t.item()
+                # Traced by kiln.compile, the step's arithmetic in float64, as eager's in Python
+                # floats (torch's differentiable step keeps the float32 step tensor).
+                step = step_t.double() if is_compiling() and not group["differentiable"] else \
+                    step_t if traced else step_t.item()
                 bias_correction2 = 1 - beta2 ** step
                 if weight_decay != 0:
                     if group["decoupled_weight_decay"]:
@@ -45,7 +49,9 @@ class NAdam(LazyStateOptimizer):
                         grad = grad.add(param, alpha=weight_decay)
                 mu = beta1 * (1.0 - 0.5 * (0.96 ** (step * momentum_decay)))
                 mu_next = beta1 * (1.0 - 0.5 * (0.96 ** ((step + 1) * momentum_decay)))
-                mu_product *= mu
+                # (a traced mu is a float64 tensor: rounded to mu_product's dtype first, as eager
+                # multiplies by the Python float in mu_product's dtype)
+                mu_product *= mu.to(mu_product.dtype) if isinstance(mu, Tensor) else mu
                 exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
                 exp_avg.lerp_(grad, 1 - beta1)
                 exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
@@ -53,9 +59,9 @@ class NAdam(LazyStateOptimizer):
                 if traced:
                     # Tensor coefficients (torch's capturable/differentiable branch).
                     denom = denom.add(eps)
-                    mu_product_next = mu_product * mu_next
-                    param.addcdiv_(grad * (-lr * (1.0 - mu) / (1.0 - mu_product)), denom)
-                    param.addcdiv_(exp_avg * (-lr * mu_next / (1.0 - mu_product_next)), denom)
+                    product = mu_product.to(step.dtype)
+                    param.addcdiv_(grad * (-lr * (1.0 - mu) / (1.0 - product)), denom)
+                    param.addcdiv_(exp_avg * (-lr * mu_next / (1.0 - product * mu_next)), denom)
                 else:
                     product = mu_product.item()
                     denom.add_(eps)

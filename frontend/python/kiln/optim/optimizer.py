@@ -64,9 +64,9 @@ def _use_grad_for_differentiable(step):
     return wrapper
 
 
-def _step_with_hooks(step):
+def _step_with_hooks(step, captured=True):
     """Wraps a subclass's step: the step pre-hooks run first (they may replace the arguments),
-    the post-hooks after."""
+    the post-hooks after; `captured`: kiln.compile captures the step (see below)."""
 
     @functools.wraps(step)
     def wrapper(self, *args, **kwargs):
@@ -85,8 +85,25 @@ def _step_with_hooks(step):
     wrapper.hooked = True
     # kiln.compile captures a step called from eager code (a training loop that runs eagerly
     # around a graph break), as TorchDynamo captures torch.optim's: one graph per step.
-    _compiling.capture_from_eager(wrapper, _prepare_step_capture)
+    if captured:
+        _compiling.capture_from_eager(wrapper, _prepare_step_capture)
     return wrapper
+
+
+def _step_eagerly(step, name):
+    """`step` run with kiln.compile off inside (the closure it calls is not captured), a graph
+    break where traced code calls it."""
+    from ..compiler import disable
+
+    uncaptured = disable(step)
+
+    @functools.wraps(step)
+    def wrapper(self, *args, **kwargs):
+        return uncaptured(self, *args, **kwargs)
+
+    wrapper.hooked = True
+    return _compiling.not_traced(wrapper, f"{name}.step runs eagerly, its closure too (as torch.compile "
+                                          f"runs torch.optim.{name}.step)")
 
 
 def _prepare_step_capture(args):
@@ -178,9 +195,16 @@ class Optimizer:
         format_string += ")"
         return format_string
 
+    # False for an optimizer whose step kiln.compile never captures (LBFGS: its step calls the
+    # closure, which runs a backward, again and again): the step and everything it calls run
+    # eagerly, also when a compiled function calls it (a graph break there), as TorchDynamo
+    # disables torch.optim.LBFGS.step.
+    _step_captured = True
+
     def _patch_step_function(self):
         if not getattr(self.__class__.step, "hooked", False):
-            self.__class__.step = _step_with_hooks(self.__class__.step)
+            step = _step_with_hooks(self.__class__.step, captured=self._step_captured)
+            self.__class__.step = step if self._step_captured else _step_eagerly(step, type(self).__name__)
 
     # Hooks: step pre/post, state_dict pre/post, load_state_dict pre/post (torch's signatures).
 

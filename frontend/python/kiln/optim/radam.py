@@ -34,7 +34,8 @@ class RAdam(LazyStateOptimizer):
                 step_t = state["step"]
                 step_t += 1
                 traced = is_compiling()
-                step = step_t if traced else step_t.item()
+                # Traced, the step's arithmetic in float64 (eager's is in Python floats).
+                step = step_t.double() if traced else step_t.item()
                 if weight_decay != 0:
                     if group["decoupled_weight_decay"]:
                         param.mul_(1 - lr * weight_decay)

@@ -125,3 +125,32 @@ class AdaptiveAvgPool3d(AdaptiveAvgPool2d):
 class AdaptiveMaxPool3d(_AdaptiveMaxPoolNd):
     def forward(self, input):
         return F.adaptive_max_pool3d(input, self.output_size, self.return_indices)
+
+
+class _MaxUnpoolNd(Module):
+    _dims = 2
+
+    def __init__(self, kernel_size, stride=None, padding=0):
+        super().__init__()
+        self.kernel_size = kernel_size
+        self.stride = stride if stride is not None else kernel_size
+        self.padding = padding
+
+    def forward(self, input, indices, output_size=None):
+        unpool = (F.max_unpool1d, F.max_unpool2d, F.max_unpool3d)[self._dims - 1]
+        return unpool(input, indices, self.kernel_size, self.stride, self.padding, output_size)
+
+    def extra_repr(self):
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class MaxUnpool1d(_MaxUnpoolNd):
+    _dims = 1
+
+
+class MaxUnpool2d(_MaxUnpoolNd):
+    _dims = 2
+
+
+class MaxUnpool3d(_MaxUnpoolNd):
+    _dims = 3

@@ -56,6 +56,10 @@ class ParametrizationList(ModuleList):
             for i, t in enumerate(new):
                 self._register_original(f"original{i}", Parameter(t.detach(), original.requires_grad)
                                         if isinstance(original, Parameter) else t.detach())
+        if not unsafe:
+            # torch's consistency check, which runs the parametrization once (a spectral norm
+            # takes one more power-iteration step here, as in torch).
+            _check_parametrized(self(), original.dtype, tuple(original.shape), "unparametrized", "parametrized")
 
     def _register_original(self, name, tensor):
         if isinstance(tensor, Parameter):
@@ -86,6 +90,19 @@ class ParametrizationList(ModuleList):
         for module in modules[1:]:
             x = module(x)
         return x
+
+
+def _check_parametrized(value, dtype, shape, before, after):
+    """torch's errors for a parametrization whose value is not a tensor of the original's dtype
+    and shape (without unsafe=True)."""
+    if not isinstance(value, _C.TensorBase):
+        raise ValueError(f"A parametrization must return a tensor. Got {type(value).__name__}.")
+    if value.dtype != dtype:
+        raise ValueError(f"Registering a parametrization may not change the dtype of the tensor, unless `unsafe` flag "
+                         f"is enabled.\n{before} dtype: {dtype}\n{after} dtype: {value.dtype}")
+    if tuple(value.shape) != shape:
+        raise ValueError(f"Registering a parametrization may not change the shape of the tensor, unless `unsafe` flag "
+                         f"is enabled.\n{before} shape: {list(shape)}\n{after} shape: {list(value.shape)}")
 
 
 def _inject_new_class(module):
@@ -129,7 +146,27 @@ def register_parametrization(module, tensor_name, parametrization, *, unsafe=Fal
     """Replaces module.<tensor_name> by parametrization(original) (chained after earlier ones)."""
     parametrization.train(module.training)
     if is_parametrized(module, tensor_name):
+        if not unsafe:
+            # torch's checks: the new parametrization keeps the tensor's dtype and shape, and so
+            # does its right_inverse where it has one.
+            y = getattr(module, tensor_name)
+            x = parametrization(y)
+            _check_parametrized(x, y.dtype, tuple(y.shape), f"module.{tensor_name}", f"parametrization(module.{tensor_name})")
+            if hasattr(parametrization, "right_inverse"):
+                try:
+                    z = parametrization.right_inverse(x)
+                except NotImplementedError:
+                    pass
+                else:
+                    if not isinstance(z, _C.TensorBase):
+                        raise ValueError(f"parametrization.right_inverse must return a tensor. Got: {type(z).__name__}")
+                    if z.dtype != y.dtype or tuple(z.shape) != tuple(y.shape):
+                        raise ValueError(f"The tensor returned by parametrization.right_inverse must have the same dtype "
+                                         f"and shape as module.{tensor_name}, unless the `unsafe` flag is enabled.\n"
+                                         f"module.{tensor_name}: {y.dtype} {list(y.shape)}\n"
+                                         f"returned: {z.dtype} {list(z.shape)}")
         module.parametrizations[tensor_name].append(parametrization)
+        module.parametrizations[tensor_name].unsafe |= unsafe
         return module
     if tensor_name not in module._parameters and tensor_name not in module._buffers:
         raise ValueError(f"Module '{module}' does not have a parameter, a buffer, or a parametrized element with "
