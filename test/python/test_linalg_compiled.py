@@ -132,7 +132,9 @@ def test_training_compiles_one_graph_with_backward(strict_inductor):
 
     kiln.compiler.reset()
     report = kiln.explain(step)(x, mu, L0)
-    assert not any("linalg" in str(reason) for reason in report.break_reasons), report.break_reasons
+    # kiln.autograd.grad runs between graphs (torch.compile's break too); the linalg calls do not break.
+    assert report.break_reasons and all("autograd.grad" in b.reason for b in report.break_reasons), \
+        report.break_reasons
     got = kiln.compile(step)(x, mu, L0)
     tx, tmu, tL0 = (torch.tensor(_np(t), requires_grad=True) for t in (x, mu, L0))
     loss = -gaussian_loglik(torch, tx, tmu, tL0).mean()
