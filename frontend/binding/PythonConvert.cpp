@@ -215,7 +215,8 @@ void setPythonErrorFromException(const char* opName) {
   } catch (const NotImplementedError& e) {
     PyErr_SetString(PyExc_NotImplementedError, msg(e).c_str());
   } catch (const LinAlgError& e) {
-    PyErr_SetString(linAlgErrorType ? linAlgErrorType : PyExc_RuntimeError, msg(e).c_str());
+    // The message names the user's function (linalg.inv), not the op behind it (linalg_inv_ex).
+    PyErr_SetString(linAlgErrorType ? linAlgErrorType : PyExc_RuntimeError, e.what());
   } catch (const std::bad_alloc&) {
     PyErr_SetString(PyExc_MemoryError, "kiln: out of memory");
   } catch (const std::exception& e) {

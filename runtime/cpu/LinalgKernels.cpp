@@ -451,7 +451,9 @@ std::tuple<Tensor, Tensor> linalgQr(const Tensor& A, const std::string& mode) {
   const int64_t m = A.size(-2), n = A.size(-1), k = std::min(m, n), count = product(batch);
   const bool complete = mode == "complete";
   const int64_t qCols = complete ? m : k, rRows = complete ? m : k;
-  Tensor Q = mode == "r" ? Tensor::empty(DimVector{0}, A.dtype(), A.device())
+  DimVector noQ; // mode 'r': Q is an empty vector, shape [0] (torch's)
+  noQ.push_back(0);
+  Tensor Q = mode == "r" ? Tensor::empty(noQ, A.dtype(), A.device())
                          : Tensor::empty(withMatrix(batch, {m, qCols}), A.dtype(), A.device());
   Tensor R = ops::zeros(withMatrix(batch, {rRows, n}), A.dtype(), A.device());
   if (A.isMeta()) return {Q, R};

@@ -183,6 +183,8 @@ def test_meta_shapes():
     sq = kiln.empty(2, 4, 4, device="meta")
     Q, R = kiln.linalg.qr(m)
     assert (Q.shape, R.shape) == ((2, 5, 3), (2, 3, 3))
+    Q, R = kiln.linalg.qr(m, mode="r")
+    assert (Q.shape, R.shape) == ((0,), (2, 3, 3))
     Q, R = kiln.linalg.qr(m, mode="complete")
     assert (Q.shape, R.shape) == ((2, 5, 5), (2, 5, 3))
     U, S, Vh = kiln.linalg.svd(m)
