@@ -21,6 +21,11 @@ struct ValueError : Error {
 struct NotImplementedError : Error {
   using Error::Error;
 };
+// A matrix that cannot be factorized (singular, not positive-definite): torch.linalg.LinAlgError,
+// a RuntimeError subclass in Python.
+struct LinAlgError : Error {
+  using Error::Error;
+};
 
 // Builds a message from streamable parts: strCat("size ", n, " is bad").
 template <typename... Parts> std::string strCat(const Parts&... parts);

@@ -151,6 +151,11 @@ def gen_node(op, formulas):
     lines.append("    std::vector<Tensor> out(nextEdges().size());")
     lines.append("    if (!anyDefined(grads)) return out;")
     if len(op.returns) > 1 or op.returns[0][1] == "TensorList":
+        if uses("grad_defined", [e for _, e in formulas]):
+            # Which outputs got a gradient, before the missing ones become zeros (a formula whose
+            # undefined-gradient path differs: an SVD's, whose vector terms divide by gaps).
+            lines.append("    std::vector<bool> grad_defined;")
+            lines.append("    for (const Tensor& g : grads) grad_defined.push_back(g.defined());")
         lines.append("    materializeGrads(grads, inputMetadata());")
     lines.append("    const Tensor& grad = grads[0];")
     lines.append("    (void)grad;")

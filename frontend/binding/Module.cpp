@@ -68,6 +68,7 @@ NB_MODULE(_C, m) {
     }
   });
   registerDtypes(m);
+  registerLinAlgError(m);
   registerDevice(m);
   TensorClass tensorClass = registerTensor(m);
   registerOpFunctionType(m.ptr());

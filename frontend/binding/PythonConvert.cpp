@@ -192,6 +192,19 @@ Scalar toScalarFromNumber(PyObject* o) {
   return toScalarFromNumber(item.ptr());
 }
 
+namespace {
+PyObject* linAlgErrorType = nullptr;
+} // namespace
+
+void registerLinAlgError(nb::module_& m) {
+  linAlgErrorType = PyErr_NewExceptionWithDoc(
+      "kiln._C.LinAlgError",
+      "A matrix that cannot be factorized (singular, not positive-definite): torch.linalg.LinAlgError.",
+      PyExc_RuntimeError, nullptr);
+  if (!linAlgErrorType) throw nb::python_error();
+  m.attr("LinAlgError") = nb::borrow(linAlgErrorType);
+}
+
 void setPythonErrorFromException(const char* opName) {
   auto msg = [&](const std::exception& e) {
     std::string m = e.what();
@@ -210,6 +223,9 @@ void setPythonErrorFromException(const char* opName) {
     PyErr_SetString(PyExc_ValueError, msg(e).c_str());
   } catch (const NotImplementedError& e) {
     PyErr_SetString(PyExc_NotImplementedError, msg(e).c_str());
+  } catch (const LinAlgError& e) {
+    // The message names the user's function (linalg.inv), not the op behind it (linalg_inv_ex).
+    PyErr_SetString(linAlgErrorType ? linAlgErrorType : PyExc_RuntimeError, e.what());
   } catch (const std::bad_alloc&) {
     PyErr_SetString(PyExc_MemoryError, "kiln: out of memory");
   } catch (const std::exception& e) {

@@ -38,5 +38,8 @@ Scalar toScalarFromNumber(PyObject* o);
 
 // Sets the Python error for the C++ exception being handled (call inside catch (...)).
 void setPythonErrorFromException(const char* opName);
+// kiln._C.LinAlgError (a RuntimeError subclass; kiln.linalg.LinAlgError), made by
+// registerLinAlgError: what a kiln::LinAlgError becomes.
+void registerLinAlgError(nb::module_& m);
 
 } // namespace kiln::python

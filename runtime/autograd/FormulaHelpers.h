@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "runtime/TensorImpl.h"
+#include "runtime/autograd/LinalgFormulas.h"
 
 namespace kiln::autograd {
 

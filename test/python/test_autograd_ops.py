@@ -68,6 +68,18 @@ NOT_SMOOTH_SAMPLES = {
     "aten._ctc_loss.Tensor": "_ctc_loss.Tensor: as _ctc_loss",
 }
 
+# Factorizations that read one triangle of a (symmetric) input: finite differences perturb each
+# element alone, while the formula (as PyTorch's) gives the symmetric gradient; checked against
+# PyTorch's only (and through symmetric inputs in test_linalg_compiled.py).
+for _op in ("aten.linalg_cholesky_ex", "aten.linalg_eigh", "aten.linalg_eigvalsh"):
+    NOT_SMOOTH_SAMPLES[_op] = (f"{_op}: reads one triangle of its input, and the gradient is the symmetric one "
+                               "(finite differences of one element see the triangle only)")
+
+# Outputs defined up to the sign of each vector, which torch's LAPACK (MKL) may choose otherwise than
+# kiln's (OpenBLAS): against PyTorch their grad_output is zero (gradcheck checks their gradient, and
+# test_linalg_compiled.py sign-invariant losses of them against PyTorch's).
+SIGN_FREE_OUTPUTS = {"aten.linalg_eigh": (1,), "aten.linalg_svd": (0, 2)}
+
 # kiln differentiates only the first outputs of these ops (output_differentiability in the table:
 # batch/group norm's saved mean and rstd carry no gradient); PyTorch's other outputs stay unused.
 DIFFERENTIABLE_OUTPUTS = {"aten.native_batch_norm": 1, "aten.native_group_norm": 1}
@@ -162,9 +174,10 @@ def _to_np(x):
     return np.array(x.detach().numpy(), dtype=np.float64)
 
 
-def _grad_outputs(outs, seed):
+def _grad_outputs(outs, seed, target=None):
     rng = np.random.default_rng(seed)
-    return [rng.standard_normal(tuple(o.shape)) for o in outs]
+    gos = [rng.standard_normal(tuple(o.shape)) for o in outs]
+    return [g * 0 if i in SIGN_FREE_OUTPUTS.get(target, ()) else g for i, g in enumerate(gos)]
 
 
 def _kiln_grads(target, args, kwargs, paths, go_seed=0):
@@ -175,7 +188,7 @@ def _kiln_grads(target, args, kwargs, paths, go_seed=0):
     outs = _outputs(res)
     if not outs:
         return res, None
-    gos = [kiln.from_numpy(g).to(o.dtype) for g, o in zip(_grad_outputs(outs, go_seed), outs)]
+    gos = [kiln.from_numpy(g).to(o.dtype) for g, o in zip(_grad_outputs(outs, go_seed, target), outs)]
     return res, kiln.autograd.grad(outs, leaves, gos, allow_unused=True)
 
 
@@ -187,7 +200,7 @@ def _torch_grads(target, args, kwargs, paths, go_seed=0):
     outs = _outputs(res)[:DIFFERENTIABLE_OUTPUTS.get(target)]
     if not outs:
         return res, None
-    gos = [torch.from_numpy(g).to(o.dtype) for g, o in zip(_grad_outputs(outs, go_seed), outs)]
+    gos = [torch.from_numpy(g).to(o.dtype) for g, o in zip(_grad_outputs(outs, go_seed, target), outs)]
     return res, torch.autograd.grad(outs, leaves, gos, allow_unused=True)
 
 

@@ -208,7 +208,8 @@ def test_an_error_inside_a_transform_is_the_users():
         kiln.compile(fn)(kiln.randn(3))
 
 
-def test_linalg_lapack_calls_are_breaks_with_their_reason_and_equal_eager():
+def test_linalg_calls_are_captured_and_equal_eager():
+    # linalg.solve is an op of the table (a fallback kernel of the compiled graph), not a break.
     def fn(a, b):
         m = a @ a.mT + kiln.eye(3) * 3
         x = kiln.linalg.solve(m, b)
@@ -216,8 +217,7 @@ def test_linalg_lapack_calls_are_breaks_with_their_reason_and_equal_eager():
 
     a, b = kiln.randn(2, 3, 3), kiln.randn(2, 3)
     e = kiln.explain(fn)(a, b)
-    assert e.graph_break_count == 1
-    assert "linalg.solve runs LAPACK" in str(e.break_reasons[0])
+    assert (e.graph_count, e.graph_break_count) == (1, 0), e.break_reasons
     _compiled_equals_eager(fn, (a, b), (kiln.randn(2, 3, 3), kiln.randn(2, 3)))
 
 

@@ -88,5 +88,17 @@ def test_errors():
     with pytest.raises(RuntimeError, match="Low precision dtypes not supported. Got Half"):
         kiln.linalg.inv(kiln.eye(2, dtype=kiln.float16))
     x = kiln.tensor(A, requires_grad=True)
-    with pytest.raises(NotImplementedError, match="derivative of QR"):
-        kiln.linalg.qr(x).Q.sum().backward()
+    with pytest.raises(RuntimeError, match="mode='r'"):
+        kiln.linalg.qr(x, mode="r").R.sum().backward()
+
+
+@pytest.mark.parametrize("shape", [(2, 4, 4), (5, 3), (3, 5)])
+def test_qr_gradient_matches_torch(shape):
+    a = r.standard_normal(shape)
+    got, want = [], []
+    for T, out in ((kiln, got), (torch, want)):
+        x = T.tensor(a, requires_grad=True)
+        Q, R = T.linalg.qr(x)
+        (Q * T.tensor(np.arange(Q.shape[-1], dtype=np.float64))).sum().add(R.square().sum()).backward()
+        out.append(x.grad.numpy())
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-8, atol=1e-10)

@@ -1,14 +1,14 @@
 """`kiln.linalg` (torch.linalg): the norms real model code calls (gradient clipping, metric
 learning, normalisation by hand) as compositions of `kiln.norm` and reductions, so they trace and
 differentiate like any other ops; the factorizations and solves (inv, det, solve, cholesky, qr,
-eigh, svd, ...; lstsq, lu, eig, matrix_exp) on LAPACK through numpy (kiln/_lapack.py,
-kiln/_lapack_general.py); the spectral norms (ord 2, -2, 'nuc')
-from svdvals."""
+eigh, svd, ...) as ops of the table on LAPACK (kiln/_lapack.py), which kiln.compile captures;
+lstsq, lu, eig and matrix_exp on numpy (kiln/_lapack_general.py, a graph break when compiled);
+the spectral norms (ord 2, -2, 'nuc') from svdvals."""
 import math
 
 from ._lapack import (  # noqa: F401
-    LinAlgError, cholesky, det, eigh, eigvalsh, inv, matrix_rank, pinv, qr, slogdet, solve, solve_triangular,
-    svd, svdvals,
+    LinAlgError, cholesky, cholesky_ex, det, eigh, eigvalsh, inv, inv_ex, matrix_rank, pinv, qr, slogdet, solve,
+    solve_triangular, svd, svdvals,
 )
 from ._lapack_general import (  # noqa: F401
     eig, eigvals, lstsq, lu, lu_factor, lu_factor_ex, lu_solve, matrix_exp,

@@ -179,6 +179,39 @@ _DIVISOR = {"other": dict(nonzero=True)}
 _SHIFT = {"other": dict(low=0, high=3)}
 
 
+def _spd(n, batch=(), seed=0):
+    """Symmetric positive-definite matrices (nested lists) for the Cholesky samples."""
+    a = np.random.default_rng(seed).uniform(-1, 1, size=tuple(batch) + (n, n))
+    return (a @ np.swapaxes(a, -1, -2) + n * np.eye(n)).tolist()
+
+
+def _linalg_specs(s):
+    """Factorizations and solves (ir/ops/linalg.yaml): random square matrices (invertible almost
+    surely), positive-definite ones for Cholesky, triangular solves on a diagonal away from 0."""
+    square = [((3, 3),), ((2, 4, 4),), (NC(3, 3),), ((0, 2, 2),), ((1, 0, 0),)]
+    s["linalg_cholesky_ex"] = dict(cases=[((T((3, 3), values=_spd(3)),), {}),
+                                          ((T((2, 3, 3), values=_spd(3, (2,), 1)),), {"upper": True}),
+                                          (((0, 2, 2),), {})])
+    s["linalg_inv_ex"] = dict(cases=square)
+    s["linalg_det"] = dict(cases=square)
+    s["linalg_slogdet"] = dict(cases=square)
+    s["linalg_solve"] = dict(cases=[((3, 3), (3, 2)), ((2, 3, 3), (3,)), ((2, 3, 3), (2, 3)), ((3, 3), (2, 3, 1)),
+                                    (NC(3, 3), (3, 3)), (((3, 3), (2, 3)), {"left": False}), ((0, 0), (0, 2))])
+    s["linalg_solve_triangular"] = dict(
+        args={"self": dict(low=1, high=3)},
+        cases=[(((3, 3), (3, 2)), {"upper": True}), (((2, 3, 3), (3, 1)), {"upper": False}),
+               (((3, 3), (2, 3)), {"upper": True, "left": False}),
+               (((3, 3), (3, 2)), {"upper": False, "unitriangular": True}), ((NC(3, 3), (2, 3, 2)), {"upper": False})])
+    s["linalg_qr"] = dict(cases=[((4, 3),), ((2, 3, 4),), (((3, 3),), {"mode": "complete"}), ((NC(3, 3),), {})])
+    s["linalg_eigh"] = dict(cases=[((3, 3),), ((2, 3, 3),), (((3, 3),), {"UPLO": "U"})])
+    s["linalg_eigvalsh"] = dict(cases=[((3, 3),), ((2, 3, 3),), (((3, 3),), {"UPLO": "U"}), ((0, 0),)])
+    # full_matrices=True only for square A: the extra columns of a tall A's U (rows of a wide A's
+    # Vh) are arbitrary, which finite differences see and the formula (torch's) ignores.
+    s["linalg_svd"] = dict(cases=[(((4, 3),), {"full_matrices": False}), (((2, 3, 4),), {"full_matrices": False}),
+                                  ((3, 3),)])
+    s["linalg_svdvals"] = dict(cases=[((4, 3),), ((2, 3, 4),), (NC(3, 3),), ((0, 2),)])
+
+
 def _spec_table():
     s = {}
     for op in ("log", "log2", "log10", "sqrt", "rsqrt"):
@@ -316,6 +349,7 @@ def _spec_table():
     s["addmv"] = dict(cases=[((2,), (2, 3), (3,)), ((), NC(2, 3), (3,)), ((0,), (0, 3), (3,))],
                       kwargs=[{}, {"alpha": 2, "beta": 3}])
     s["dot"] = dict(cases=[((3,), (3,)), (NC(4), (4,)), ((0,), (0,))])
+    _linalg_specs(s)
     s["matmul"] = dict(cases=[((3,), (3,)), ((2, 3), (3,)), ((3,), (3, 4)), ((2, 3), (3, 4)),
                               (NC(2, 2, 3), (3, 4)), ((2, 1, 2, 3), (3, 3, 2)), ((0, 3), (3,)),
                               ((3,), (2, 3, 4))])
