@@ -22,8 +22,9 @@ def _window_dtype(name, dtype):
     return dtype
 
 
-def _window_start(name, window_length, dtype, device, layout):
-    """Checks shared by the window functions; (dtype, a finished window or None)."""
+def _window(name, window_length, periodic, dtype, device, layout, requires_grad, formula):
+    """The window of `formula(n, dtype, device)` (n points, computed for window_length + 1 and the
+    last dropped when periodic), after the checks the window functions share."""
     if layout is not None and str(layout) not in ("torch.strided", "strided", "kiln.strided"):
         raise RuntimeError(f"{name} is implemented for strided tensors only, got: {layout}")
     if not isinstance(window_length, int) or isinstance(window_length, bool):
@@ -31,78 +32,62 @@ def _window_start(name, window_length, dtype, device, layout):
     if window_length < 0:
         raise RuntimeError(f"{name} requires non-negative window_length, got window_length={window_length}")
     dtype = _window_dtype(name, dtype)
-    if window_length == 0:
-        return dtype, _ops.empty([0], dtype=dtype, device=device)
-    if window_length == 1:
-        return dtype, _ops.ones([1], dtype=dtype, device=device)
-    return dtype, None
-
-
-def _finish(window, periodic, requires_grad):
-    if periodic:
-        window = window[:-1]
+    if window_length <= 1:
+        w = (_ops.ones if window_length else _ops.empty)([window_length], dtype=dtype, device=device)
+    else:
+        w = formula(window_length + 1 if periodic else window_length, dtype, device)
+        if periodic:
+            w = w[:-1]
     if requires_grad:
-        window.requires_grad_(True)
-    return window
+        w.requires_grad_(True)
+    return w
 
 
 def hamming_window(window_length, periodic=True, alpha=0.54, beta=0.46, *, dtype=None, layout=None, device=None,
                    pin_memory=False, requires_grad=False):
     """alpha - beta * cos(2 pi n / (N - 1)); periodic: computed for N + 1 and the last value dropped."""
-    dtype, done = _window_start("hamming_window", window_length, dtype, device, layout)
-    if done is not None:
-        return done.requires_grad_(requires_grad) if requires_grad else done
-    n = window_length + 1 if periodic else window_length
-    w = _ops.arange(n, dtype=dtype, device=device)
-    w = (w * (math.pi * 2.0 / (n - 1))).cos() * (-beta) + alpha
-    return _finish(w, periodic, requires_grad)
+    def formula(n, dtype, device):
+        return (_ops.arange(n, dtype=dtype, device=device) * (math.pi * 2.0 / (n - 1))).cos() * (-beta) + alpha
+    return _window("hamming_window", window_length, periodic, dtype, device, layout, requires_grad, formula)
 
 
 def hann_window(window_length, periodic=True, *, dtype=None, layout=None, device=None, pin_memory=False,
                 requires_grad=False):
     """0.5 - 0.5 * cos(2 pi n / (N - 1)) (hamming_window with alpha = beta = 0.5, as PyTorch's)."""
-    _window_start("hann_window", window_length, dtype, device, layout)  # errors name this function
-    return hamming_window(window_length, periodic, 0.5, 0.5, dtype=dtype, layout=layout, device=device,
-                          requires_grad=requires_grad)
+    def formula(n, dtype, device):
+        return (_ops.arange(n, dtype=dtype, device=device) * (math.pi * 2.0 / (n - 1))).cos() * (-0.5) + 0.5
+    return _window("hann_window", window_length, periodic, dtype, device, layout, requires_grad, formula)
 
 
 def blackman_window(window_length, periodic=True, *, dtype=None, layout=None, device=None, pin_memory=False,
                     requires_grad=False):
     """0.42 - 0.5 cos(2 pi n / (N - 1)) + 0.08 cos(4 pi n / (N - 1))."""
-    dtype, done = _window_start("blackman_window", window_length, dtype, device, layout)
-    if done is not None:
-        return done.requires_grad_(requires_grad) if requires_grad else done
-    n = window_length + 1 if periodic else window_length
-    w = _ops.arange(n, dtype=dtype, device=device) * (math.pi / (n - 1))
-    w = (w * 4).cos() * 0.08 - (w * 2).cos() * 0.5 + 0.42
-    return _finish(w, periodic, requires_grad)
+    def formula(n, dtype, device):
+        w = _ops.arange(n, dtype=dtype, device=device) * (math.pi / (n - 1))
+        return (w * 4).cos() * 0.08 - (w * 2).cos() * 0.5 + 0.42
+    return _window("blackman_window", window_length, periodic, dtype, device, layout, requires_grad, formula)
 
 
 def bartlett_window(window_length, periodic=True, *, dtype=None, layout=None, device=None, pin_memory=False,
                     requires_grad=False):
     """The triangle 1 - |2 n / (N - 1) - 1|: 2 n / (N - 1) on the first half, 2 - that on the rest."""
-    dtype, done = _window_start("bartlett_window", window_length, dtype, device, layout)
-    if done is not None:
-        return done.requires_grad_(requires_grad) if requires_grad else done
-    n = window_length + 1 if periodic else window_length
-    w = _ops.arange(n, dtype=dtype, device=device) * (2.0 / (n - 1))
-    first_half = ((n - 1) >> 1) + 1
-    w = _ops.cat([w[:first_half], 2 - w[first_half:]])
-    return _finish(w, periodic, requires_grad)
+    def formula(n, dtype, device):
+        w = _ops.arange(n, dtype=dtype, device=device) * (2.0 / (n - 1))
+        first_half = ((n - 1) >> 1) + 1
+        return _ops.cat([w[:first_half], 2 - w[first_half:]])
+    return _window("bartlett_window", window_length, periodic, dtype, device, layout, requires_grad, formula)
 
 
 def kaiser_window(window_length, periodic=True, beta=12.0, *, dtype=None, layout=None, device=None,
                   pin_memory=False, requires_grad=False):
     """I0(beta * sqrt(1 - ((n - a) / a)^2)) / I0(beta), a = (N - 1) / 2."""
     from .special import i0
-    dtype, done = _window_start("kaiser_window", window_length, dtype, device, layout)
-    if done is not None:
-        return done.requires_grad_(requires_grad) if requires_grad else done
-    n = window_length + 1 if periodic else window_length
-    a = (n - 1) / 2.0
-    x = (_ops.arange(n, dtype=dtype, device=device) - a) / a
-    w = (i0((1 - x * x).clamp(min=0).sqrt() * beta) / i0(_ops.full([], beta, dtype=dtype, device=device))).to(dtype)
-    return _finish(w, periodic, requires_grad)
+
+    def formula(n, dtype, device):
+        a = (n - 1) / 2.0
+        x = (_ops.arange(n, dtype=dtype, device=device) - a) / a
+        return (i0((1 - x * x).clamp(min=0).sqrt() * beta) / i0(_ops.full([], beta, dtype=dtype, device=device))).to(dtype)
+    return _window("kaiser_window", window_length, periodic, dtype, device, layout, requires_grad, formula)
 
 
 # --------------------------------------------------------------------------- stft / istft

@@ -227,8 +227,9 @@ def _chebyshev(y, coefficients):
     return 0.5 * (b0 - b2)
 
 
-def _scaled_bessel(op, input, a, b, odd):
-    """exp(-|x|) I(x) (I0: even, I1: odd) and the float64 |x| and dtype, from the two expansions."""
+def _bessel(op, input, order, scaled):
+    """I0/I1(x) (order 0 or 1), times exp(-|x|) when `scaled`, from the two expansions."""
+    a, b = (_I0E_A, _I0E_B) if order == 0 else (_I1E_A, _I1E_B)
     x, dtype = _float_input(op, input)
     ax = x.abs()
     small = ax <= 8
@@ -236,34 +237,31 @@ def _scaled_bessel(op, input, a, b, odd):
     xb = _ops.where(small, 16.0, ax)
     low = _chebyshev(xa / 2 - 2, a)
     high = _chebyshev(32 / xb - 2, b) / xb.sqrt()
-    if odd:  # the small branch times x itself (not |x|): its slope at 0 is then I1'(0) = 1/2
+    if order == 1:  # odd: the small branch times x itself (not |x|), so its slope at 0 is I1'(0) = 1/2
         low = low * _ops.where(small, x, 0.0)
         high = _ops.where(x < 0, -high, high)
-    return _ops.where(small, low, high), ax, dtype
-
-
-def i0e(input):
-    """exp(-|x|) I0(x), the exponentially scaled modified Bessel function of order 0."""
-    out, _, dtype = _scaled_bessel("i0e", input, _I0E_A, _I0E_B, odd=False)
-    return out.to(dtype)
+    out = _ops.where(small, low, high)
+    return (out if scaled else out * ax.exp()).to(dtype)
 
 
 def i0(input):
     """I0(x), the modified Bessel function of the first kind of order 0."""
-    out, ax, dtype = _scaled_bessel("i0", input, _I0E_A, _I0E_B, odd=False)
-    return (out * ax.exp()).to(dtype)
+    return _bessel("i0", input, 0, scaled=False)
 
 
-def i1e(input):
-    """exp(-|x|) I1(x), the exponentially scaled modified Bessel function of order 1."""
-    out, _, dtype = _scaled_bessel("i1e", input, _I1E_A, _I1E_B, odd=True)
-    return out.to(dtype)
+def i0e(input):
+    """exp(-|x|) I0(x), the exponentially scaled modified Bessel function of order 0."""
+    return _bessel("i0e", input, 0, scaled=True)
 
 
 def i1(input):
     """I1(x), the modified Bessel function of the first kind of order 1."""
-    out, ax, dtype = _scaled_bessel("i1", input, _I1E_A, _I1E_B, odd=True)
-    return (out * ax.exp()).to(dtype)
+    return _bessel("i1", input, 1, scaled=False)
+
+
+def i1e(input):
+    """exp(-|x|) I1(x), the exponentially scaled modified Bessel function of order 1."""
+    return _bessel("i1e", input, 1, scaled=True)
 
 
 def _public(module_globals):
