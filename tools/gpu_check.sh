@@ -4,7 +4,8 @@
 # run the device-generic tests on CUDA, the CUDA codegen tests and the GPU benches, each step
 # time-boxed within one budget (GPU_CHECK_BUDGET seconds, default 540: the lead's call gives
 # timeout_s=560), logs and JSON under $OUT (at most 8 files come back: summary.txt with the
-# machine, build.log, smoke.log, pytest.log, bench.log, the two benches' JSON, rebuild.log).
+# machine, build.log, smoke.log, pytest.log, conformance.log, bench.log, cuda_kernels.json,
+# rebuild.log).
 # Typical: a 16-core build ~2.5 min, smoke ~15 s, tests ~1.5 min, benches ~2 min. A step that
 # fails does not stop the later ones, except a failed build or a smoke matrix in which no remedy
 # imports kiln in every order.
@@ -68,6 +69,11 @@ if [ "${1:-}" = "--prepare" ]; then
   $PIP download -q --no-deps -d .gpu-debs/wheels scikit-build-core pathspec packaging nanobind pytest iniconfig pluggy 2>&1 | grep -v WARNING
   $PIP download -q --no-deps -d .gpu-debs/wheels --python-version 3.12 --only-binary=:all: \
     --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 pyyaml 2>&1 | grep -v WARNING
+  # The conformance runner and programs (../shared does not travel to the GPU machine).
+  if [ -d ../shared/conformance ]; then
+    rm -rf .gpu-debs/conformance && mkdir -p .gpu-debs/conformance
+    cp -r ../shared/conformance/run.py ../shared/conformance/cutil.py ../shared/conformance/programs .gpu-debs/conformance/
+  fi
   grep -qx '/.gpu-debs/' .gitignore || echo "(add /.gpu-debs/ to .gitignore)"
   du -sh .gpu-debs
   exit 0
@@ -369,12 +375,23 @@ step "pytest device-generic" 120 "$OUT/pytest.log" "$PY" -m pytest -q -p no:cach
 # (The real NVRTC: the image's nvidia-cuda-nvrtc wheel; in a dry run the one installed here.)
 step "pytest CUDA codegen" 45 "$OUT/pytest.log" env -u KILN_NVRTC -u KILN_CUDA_DRIVER -u KILN_CUBLAS \
   "$PY" -m pytest -q -p no:cacheprovider test/python/test_cuda_codegen.py
-note "conformance on CUDA: skipped (../shared/conformance/run.py has no device option; the device-generic MLP forward stands in)"
+# The conformance programs with their tensors on CUDA, against torch on CUDA (tools/
+# conformance_device.py; torch on the CPU in a dry run): the shared sample first, test/programs
+# after the benches with what time is left.
+CONF_DIR=$( [ -f ../shared/conformance/run.py ] && echo ../shared/conformance || echo .gpu-debs/conformance )
+CONF_JOBS=$(( $(nproc) / 2 )); [ $CONF_JOBS -ge 1 ] || CONF_JOBS=1
+step "conformance on CUDA (sample)" 100 "$OUT/conformance.log" "$PY" tools/conformance_device.py \
+  --conformance-dir "$CONF_DIR" --jobs $CONF_JOBS --timeout 90 "$CONF_DIR/programs"
 
 # 4. Benches (each skips with its reason where there is no real GPU).
-step "bench cuda_copy" 30 "$OUT/bench.log" "$PY" bench/cuda_copy.py --mib 256 --json "$OUT/cuda_copy.json"
+# (No JSON of cuda_copy: at most 8 files come back; its numbers are in bench.log.)
+step "bench cuda_copy" 30 "$OUT/bench.log" "$PY" bench/cuda_copy.py --mib 256
 step "bench cuda_kernels" 120 "$OUT/bench.log" "$PY" bench/cuda_kernels.py --json "$OUT/cuda_kernels.json" \
   $( [ $DRY = 1 ] && echo --fake-ok )
+if [ $(left) -gt 60 ]; then
+  step "conformance on CUDA (test/programs)" $(( $(left) - 40 )) "$OUT/conformance.log" "$PY" \
+    tools/conformance_device.py --conformance-dir "$CONF_DIR" --jobs $CONF_JOBS --timeout 60 test/programs
+fi
 
 # 5. When as built crashed: its diagnostics, the rows not tried yet, then the portable rebuild,
 # while time is left (what the next session needs to fix the cause rather than work around it).

@@ -383,6 +383,7 @@ private:
       params[i] = &slots[i];
     }
     int64_t grid = eval(l.grid, values);
+    if (grid == 0) return;  // a kernel over no elements (an empty output): nothing to launch
     KILN_CHECK(grid >= 1 && grid <= 0x7fffffff, "compiled CUDA program @", name_, ": kernel ", l.kernel,
                " has a grid of ", grid, " blocks");
     cuda::LaunchConfig config;

@@ -204,3 +204,32 @@ def test_16_bit_matmul(device, dtype):
     got = a @ b
     assert got.dtype == dtype
     close(got.float(), (a.cpu() @ b.cpu()).float(), device, rtol=1e-2, atol=1e-2)
+
+
+def test_module_moves_between_devices(device):
+    # Module.cpu() returned the module unmoved and Module.cuda() did not exist.
+    lin = kiln.nn.Linear(4, 3)
+    w = lin.weight
+    moved = lin.to(device)
+    assert moved is lin and lin.weight is w and lin.weight.device.type == kiln.device(device).type
+    if kiln.device(device).type == "cuda":
+        assert lin.cpu().weight.device.type == "cpu"
+        assert lin.cuda().weight.device.type == "cuda" and lin.weight is w
+    back = lin.cpu()
+    assert back is lin and lin.weight.device.type == "cpu" and lin.bias.device.type == "cpu"
+
+
+def test_batch_norm_eval_and_empty_results(device):
+    # eval-mode native_batch_norm's saved statistics are empty: their kernels have no elements
+    # (on CUDA: a grid of 0 blocks, which the launch refused).
+    bn = kiln.nn.BatchNorm2d(3)
+    with kiln.no_grad():
+        bn.running_mean.copy_(kiln.tensor([0.1, -0.2, 0.3]))
+        bn.running_var.copy_(kiln.tensor([1.5, 0.5, 2.0]))
+    bn.eval()
+    x = tensor((2, 3, 5, 5), device)
+    want = bn(x.cpu())
+    close(bn.to(device)(x), want, device, atol=1e-5)
+    e = kiln.ones(0, 4, device=device)
+    close((e.exp() + 1).sum(0), kiln.full((4,), 0.0), device)
+    assert (e * 2).shape == (0, 4)

@@ -410,7 +410,10 @@ class Module(StateDictMixin):
         return self._apply(lambda t: t.bfloat16() if t.is_floating_point() else t)
 
     def cpu(self):
-        return self
+        return self._apply(lambda t: t.cpu())
+
+    def cuda(self, device=None):
+        return self._apply(lambda t: t.cuda(device))
 
     def type(self, dst_type):
         return self._apply(lambda t: t.type(dst_type))
