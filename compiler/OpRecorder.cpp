@@ -2,6 +2,8 @@
 // then runs the op on meta tensors so the node's type is the op's real result type.
 #include "compiler/OpRecorder.h"
 
+#include <algorithm>
+
 #include "compiler/Decompositions.h"
 #include "runtime/Error.h"
 #include <cstdint>
@@ -65,6 +67,20 @@ OpRecorder::~OpRecorder() = default;
 
 void OpRecorder::bind(const Tensor& fake, Node* node, Device device) {
   nodes_[fake.impl()] = Bound{fake, node, device};
+  noteDevice(fake, device);
+}
+
+void OpRecorder::noteDevice(const Tensor& fake, Device device) {
+  if (fake.dim() == 0) return; // (a CPU scalar tensor may mix with any device's)
+  lastDevice_ = device;
+  if (std::find(devicesSeen_.begin(), devicesSeen_.end(), device) == devicesSeen_.end())
+    devicesSeen_.push_back(device);
+}
+
+Device OpRecorder::factoryDeviceOfMeta() const {
+  // Library code running on fakes asked for a tensor on `x.device` (meta): the values of the
+  // graph live on one device, or else the one of the value recorded last.
+  return devicesSeen_.size() == 1 ? devicesSeen_[0] : lastDevice_;
 }
 
 Node* OpRecorder::nodeOf(const Tensor& fake) const {
@@ -264,7 +280,7 @@ void OpRecorder::record(OpId op, Stack& stack) {
     // A meta device here was read off a fake (`x.to(y.device)` inside library code): the value
     // it stands for lives where the op's tensor inputs live.
     if (s.args[i].type == ArgType::Device && !stack[i].isNone() && stack[i].toDevice().isMeta())
-      stack[i] = Value(device);
+      stack[i] = Value(factory ? factoryDeviceOfMeta() : device);
     currentOp_ = op;
     converted[i] = toArgument(stack[i], device);
     currentOp_.reset();
@@ -362,6 +378,7 @@ OpRecorder::aliasOf(const Tensor& t) const {
 void OpRecorder::bindResult(const Tensor& fake, Node* node, Device device) {
   // An in-place op returns its input: later uses of that value read the mutated node.
   nodes_[fake.impl()] = Bound{fake, node, device};
+  noteDevice(fake, device);
 }
 
 } // namespace kiln::compiler

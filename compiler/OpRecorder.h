@@ -123,6 +123,12 @@ private:
   // fakes' meta device (`self.device()`) make tensors on this device instead.
   std::optional<Device> decompositionDevice_;
   int decompositionDepth_ = 0;
+  // The devices of the values bound so far (0-dim ones aside), and of the last one bound: where
+  // a factory given a fake's meta device (`x.device` in library code) makes its tensor.
+  std::vector<Device> devicesSeen_;
+  Device lastDevice_;
+  void noteDevice(const Tensor& fake, Device device);
+  Device factoryDeviceOfMeta() const;
 };
 
 } // namespace kiln::compiler

@@ -510,6 +510,47 @@ nb::object stackValue(const Value& v) {
   throw Error(message);
 }
 
+// One result of the CUDA eager handler as a stack value of the return's type: a tensor, None (an
+// undefined tensor: a gradient convolution_backward was not asked for), a bool/int/float (allclose,
+// _local_scalar_dense...) or a list of tensors.
+Value eagerResult(nb::handle item, const OpSchema& s, const ReturnSpec& r) {
+  if (isTensor(item.ptr())) return Value(unwrapTensor(item.ptr()));
+  if (item.is_none() && r.type == ArgType::Tensor) return Value(Tensor()); // undefined, as kernels return it
+  PyObject* p = item.ptr();
+  switch (r.type) {
+    case ArgType::Bool:
+      if (PyBool_Check(p)) return Value(p == Py_True);
+      break;
+    case ArgType::Int:
+      if (PyLong_Check(p)) return Value(int64_t(nb::cast<int64_t>(item)));
+      break;
+    case ArgType::Float:
+      if (PyFloat_Check(p) || PyLong_Check(p)) return Value(nb::cast<double>(item));
+      break;
+    case ArgType::Scalar:
+      if (PyBool_Check(p)) return Value(Scalar(p == Py_True));
+      if (PyLong_Check(p)) return Value(Scalar(nb::cast<int64_t>(item)));
+      if (PyFloat_Check(p)) return Value(Scalar(nb::cast<double>(item)));
+      break;
+    case ArgType::TensorList:
+      if (PyList_Check(p) || PyTuple_Check(p)) {
+        std::vector<Tensor> tensors;
+        for (nb::handle t : item) {
+          KILN_CHECK(isTensor(t.ptr()), "kiln.", s.qualifiedName(), ": the CUDA eager handler returned a list "
+                     "holding a ", Py_TYPE(t.ptr())->tp_name, ", not a Tensor");
+          tensors.push_back(unwrapTensor(t.ptr()));
+        }
+        return Value(std::move(tensors));
+      }
+      break;
+    default:
+      break;
+  }
+  KILN_CHECK(false, "kiln.", s.qualifiedName(), ": the CUDA eager handler returned a ", Py_TYPE(p)->tp_name,
+             " where the op returns a ", r.type == ArgType::Tensor ? "Tensor" : "value of another type");
+  return Value();
+}
+
 bool pythonEagerHook(OpId op, Stack& stack) {
   if (!eagerHandler) return false;
   nb::gil_scoped_acquire gil;
@@ -539,9 +580,7 @@ bool pythonEagerHook(OpId op, Stack& stack) {
       continue;
     }
     nb::handle item = s.returns.size() == 1 ? nb::handle(result) : nb::handle(result[i]);
-    KILN_CHECK(isTensor(item.ptr()), "kiln.", s.qualifiedName(), ": the CUDA eager handler returned a ",
-               Py_TYPE(item.ptr())->tp_name, ", not a Tensor");
-    stack.push_back(Value(unwrapTensor(item.ptr())));
+    stack.push_back(eagerResult(item, s, r));
   }
   return true;
 }

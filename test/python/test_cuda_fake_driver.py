@@ -233,3 +233,17 @@ def test_gemm_steps_through_the_fake_cublas():
         assert bmm.dtype == kiln.float64
         np.testing.assert_allclose(bmm.cpu().numpy(), x @ y, rtol=1e-12)
     """)
+
+
+def test_a_file_saved_from_cuda_needs_cuda_or_a_map_location(tmp_path):
+    path = tmp_path / "cuda.pt"
+    run_script(f"""
+        import kiln
+        kiln.save({{"w": kiln.arange(6.0).reshape(2, 3).cuda()}}, {str(path)!r})
+    """)
+    import kiln
+    if not kiln.cuda.is_available():
+        with pytest.raises(RuntimeError, match="map_location"):
+            kiln.load(path)
+    w = kiln.load(path, map_location="cpu")["w"]
+    assert w.device.type == "cpu" and w.tolist() == [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]

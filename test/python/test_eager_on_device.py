@@ -233,3 +233,34 @@ def test_batch_norm_eval_and_empty_results(device):
     e = kiln.ones(0, 4, device=device)
     close((e.exp() + 1).sum(0), kiln.full((4,), 0.0), device)
     assert (e * 2).shape == (0, 4)
+
+
+def test_save_and_load_keep_the_device(device, tmp_path):
+    # kiln.save refused CUDA tensors; the file names the storage's device as torch's does.
+    x = tensor((4, 5), device)
+    state = {"w": x, "row": x[1], "n": 3}
+    kiln.save(state, tmp_path / "s.pt")
+    back = kiln.load(tmp_path / "s.pt")
+    assert back["n"] == 3 and back["w"].device == x.device and back["row"].device == x.device
+    close(back["w"], x.cpu(), device)
+    close(back["row"], x.cpu()[1], device)
+    back["w"].add_(1.0)  # the view still shares the loaded storage
+    close(back["row"], x.cpu()[1] + 1.0, device)
+    on_cpu = kiln.load(tmp_path / "s.pt", map_location="cpu")
+    assert on_cpu["w"].device.type == "cpu"
+    np.testing.assert_array_equal(on_cpu["w"].numpy(), x.cpu().numpy())
+
+
+def test_reshape_that_copies_is_not_an_output_view(device):
+    # repeat's prims are broadcast_in_dim + reshape: the reshape of a broadcast copies, yet the
+    # compiled program took its output for a view of the input (as_strided past the storage's end).
+    x = tensor((6, 8), device)
+    close(x.repeat(1, 2), x.cpu().repeat(1, 2), device)
+    f = kiln.compile(lambda a: a.repeat(2, 3), dynamic=True)
+    for n in (6, 7, 9):
+        a = tensor((n, 8), device)
+        close(f(a), a.cpu().repeat(2, 3), device)
+    g = kiln.compile(lambda a: a.t().reshape(-1), dynamic=True)
+    for n in (5, 6):
+        a = tensor((n, 3), device)
+        close(g(a), a.cpu().t().reshape(-1), device)

@@ -99,15 +99,15 @@ class _Pickler(pickle._Pickler):
             self.storages[sid] = (str(len(self.storages)), t)
         key = self.storages[sid][0]
         numel = _C._storage_nbytes(t) // t.element_size()
-        return ("storage", _STORAGE_GLOBALS[t.dtype], key, "cpu", numel)
+        return ("storage", _STORAGE_GLOBALS[t.dtype], key, str(t.device), numel)
 
     def reducer_override(self, obj):
         if not isinstance(obj, Tensor):
             return NotImplemented
         from .nn.parameter import Parameter
 
-        if obj.is_meta or not obj.is_cpu:
-            raise RuntimeError(f"kiln.save: cannot save a tensor on {obj.device} (cpu tensors only)")
+        if obj.is_meta:
+            raise RuntimeError(f"kiln.save: cannot save a tensor on {obj.device} (it has no data)")
         requires_grad = bool(obj.requires_grad)
         if isinstance(obj, Parameter):
             return (_REBUILD_PARAMETER, (obj.detach(), requires_grad, OrderedDict()))
@@ -159,10 +159,21 @@ def _write_archive(fh, prefix, pickled, storages):
         _write_record(zf, f"{prefix}/.storage_alignment", str(_STORAGE_ALIGNMENT).encode(), align=True)
         _write_record(zf, f"{prefix}/byteorder", b"little", align=True)
         for key, tensor in sorted(storages.values(), key=lambda kv: int(kv[0])):
-            _write_record(zf, f"{prefix}/data/{key}", _C._storage_bytes(tensor), align=True)
+            _write_record(zf, f"{prefix}/data/{key}", _C._storage_bytes(_host_storage(tensor)), align=True)
         _write_record(zf, f"{prefix}/version", b"3\n", align=True)
         _write_record(zf, f"{prefix}/.data/serialization_id", os.urandom(20).hex().encode(),
                       align=True)
+
+
+def _host_storage(tensor):
+    """A CPU tensor whose storage holds the bytes of `tensor`'s whole storage (itself on the CPU;
+    a copy of the device storage on CUDA, as torch writes a CUDA tensor's storage)."""
+    if tensor.is_cpu:
+        return tensor
+    from .autograd import no_grad
+    with no_grad():
+        whole = tensor.detach().as_strided([_C._storage_nbytes(tensor) // tensor.element_size()], [1], 0)
+        return whole.cpu()
 
 
 # ---- loading ----------------------------------------------------------------------------------
@@ -268,7 +279,14 @@ class safe_globals:
 
 def _map_location_device(map_location, location):
     if map_location is None:
-        return "cpu" if location.startswith("cuda") else location
+        if location.startswith("cuda"):
+            from . import cuda
+            if not cuda.is_available():
+                raise RuntimeError(
+                    "Attempting to deserialize object on a CUDA device but kiln.cuda.is_available() is "
+                    "False. If you are running on a CPU-only machine, please use kiln.load with "
+                    "map_location=kiln.device('cpu') to map your storages to the CPU.")
+        return location
     if isinstance(map_location, dict):
         return map_location.get(location, location)
     if isinstance(map_location, (str, _C.device)):
@@ -340,8 +358,9 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=True, mmap=No
     """Loads an object saved by kiln.save or torch.save (its zip format) from `f`, a path or
     a binary file object; tensors come back as kiln tensors (views sharing a storage still do).
 
-    map_location: None or "cpu" (kiln tensors live on the cpu; cuda locations map there),
-    a dict {saved location: device}, or a callable(storage, location) returning a tensor.
+    map_location: None (each storage on the device it was saved from: a CUDA one needs CUDA),
+    a device ("cpu", "cuda:0"), a dict {saved location: device}, or a callable(storage,
+    location) returning a tensor.
 
     weights_only=True (the default) loads only tensors, parameters, dtypes and plain
     containers, and never runs code from the file. weights_only=False unpickles anything

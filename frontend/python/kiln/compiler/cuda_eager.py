@@ -371,7 +371,11 @@ def _on_host(qualname, args, kwargs, num_returns, device, why):
 
 def _to_device(host, device, copies):
     """A host result on `device`: the device tensor it is the host copy of (an in-place op's
-    result), else a copy in the same layout when that is dense (one transfer), else contiguous."""
+    result), else a copy in the same layout when that is dense (one transfer), else contiguous.
+    Results that are not tensors (allclose's bool, the None of a gradient not asked for) are
+    returned as they are."""
+    if not isinstance(host, _C.TensorBase):
+        return host
     for tensor, copy, _ in copies:
         if host._is_same(copy):
             return tensor

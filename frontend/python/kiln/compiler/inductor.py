@@ -47,12 +47,50 @@ class InductorUnsupported(RuntimeError):
     """A graph the inductor backend cannot compile; the caller runs it eagerly."""
 
 
+def _view_strides(old_sizes, old_strides, new_sizes):
+    """The strides viewing (old_sizes, old_strides) as new_sizes without a copy, or None where a
+    dim of the new shape would span memory that is not evenly strided (PyTorch's computeStride,
+    runtime/ViewGeometry.h): a reshape of a broadcast or of a transpose then copies."""
+    if not old_sizes:
+        return [1] * len(new_sizes)
+    if 0 in old_sizes:
+        return None if 0 not in new_sizes else list(new_sizes)  # (any strides view nothing)
+    new_strides = [0] * len(new_sizes)
+    view_d = len(new_sizes) - 1
+    chunk_base_stride = old_strides[-1]
+    tensor_numel, view_numel = 1, 1
+    for d in range(len(old_sizes) - 1, -1, -1):
+        tensor_numel *= old_sizes[d]
+        if d == 0 or (old_sizes[d - 1] != 1 and old_strides[d - 1] != tensor_numel * chunk_base_stride):
+            while view_d >= 0 and (view_numel < tensor_numel or new_sizes[view_d] == 1):
+                new_strides[view_d] = view_numel * chunk_base_stride
+                view_numel *= new_sizes[view_d]
+                view_d -= 1
+            if view_numel != tensor_numel:
+                return None
+            if d > 0:
+                chunk_base_stride = old_strides[d - 1]
+                tensor_numel, view_numel = 1, 1
+    return new_strides if view_d == -1 else None
+
+
+def _is_view(node):
+    """Does the view prim `node` return a view of its first argument? prims.reshape does only
+    where the argument's strides allow it; the other view prims always do."""
+    if node.target != "prims.reshape":
+        return True
+    src, out = getattr(node.args[0], "type", None), node.type
+    if src is None or out is None or not src.is_static or not out.is_static:
+        return True  # (symbolic sizes: each probe's static graph decides)
+    return _view_strides(list(src.shape), list(src.stride), list(out.shape)) is not None
+
+
 def _aliased_input(node, inputs):
     """The input node `node` is a view chain of (views and in-place writes, which return their
     destination), or None."""
     while node not in inputs:
         if (node.op != "call_function" or node.target not in _VIEW_PRIMS | _MUTATING_PRIMS
-                or not node.args):
+                or not node.args or (node.target in _VIEW_PRIMS and not _is_view(node))):
             return None
         node = node.args[0]
         if not hasattr(node, "op"):
@@ -249,21 +287,25 @@ def _random_op_destination(node):
 def cuda_device(graph):
     """The CUDA device index of a graph whose tensor placeholders are on CUDA (None when they are
     on the CPU); InductorUnsupported when they are on several devices."""
-    devices = set()
+    placeholders = {}  # device -> the names of the placeholders on it
     for node in graph.nodes:
         if node.op != "placeholder":
             continue  # (a fallback segment's graph may list placeholders after other nodes)
         t = node.type
         if t is not None and t.kind == "tensor":
-            devices.add(str(t.device or "cpu"))
-    cuda = sorted(d for d in devices if d.startswith("cuda"))
-    if not cuda:
+            placeholders.setdefault(str(t.device or "cpu"), []).append(node.name)
+    if not any(d.startswith("cuda") for d in placeholders):
         return None
-    if len(devices) > 1:
-        raise InductorUnsupported(f"a compiled graph's tensor inputs must be on one device, not on "
-                                  f"{', '.join(sorted(devices))}")
     from ..cuda import current_device
-    return int(cuda[0].partition(":")[2] or current_device())
+    devices = {}
+    for d, names in placeholders.items():  # ("cuda" names the current device)
+        devices.setdefault(f"cuda:{current_device()}" if d == "cuda" else d, []).extend(names)
+    if len(devices) > 1:
+        where = "; ".join(f"{d}: {', '.join(names[:6])}{' ...' if len(names) > 6 else ''}"
+                          for d, names in sorted(devices.items()))
+        raise InductorUnsupported(f"a compiled graph's tensor inputs must be on one device, not on "
+                                  f"{', '.join(sorted(devices))} ({where})")
+    return int(next(iter(devices)).partition(":")[2])
 
 
 def _compile_cuda(program, device, size_hints=None, cuda_graphs=False):
