@@ -133,3 +133,23 @@ def test_16_bit_linear_with_bias(device, dtype):
     got = compiled(x, w, b).cpu().float().numpy()
     want = kiln.nn.functional.linear(x.cpu(), w.cpu(), b.cpu()).float().numpy()
     np.testing.assert_array_equal(got, want)
+
+
+def test_library_code_makes_tensors_on_the_inputs_device(device):
+    # kiln's embedding_bag runs on fakes while tracing and asks for arange(device=input.device):
+    # the fake's meta device was recorded as the CPU, so the graph mixed CPU and CUDA tensors.
+    bag = kiln.nn.EmbeddingBag(20, 6, mode="mean", padding_idx=0).to(device)
+    ids = kiln.tensor([1, 0, 4, 4, 9, 0, 13, 2, 19]).to(device)
+    offsets = kiln.tensor([0, 2, 5, 7]).to(device)
+    ids2d = kiln.tensor([[1, 2, 3], [4, 0, 6]]).to(device)
+
+    def fn(i, o, i2):
+        return bag(i, o), bag(i2)
+    compiled = kiln.compile(fn)
+    got = compiled(ids, offsets, ids2d)
+    bag_cpu = kiln.nn.EmbeddingBag(20, 6, mode="mean", padding_idx=0)
+    bag_cpu.load_state_dict({k: v.cpu() for k, v in bag.state_dict().items()})
+    want = (bag_cpu(ids.cpu(), offsets.cpu()), bag_cpu(ids2d.cpu()))
+    for g, w in zip(got, want):
+        assert g.device.type == kiln.device(device).type
+        np.testing.assert_allclose(g.detach().cpu().numpy(), w.detach().numpy(), rtol=1e-6, atol=1e-6)

@@ -264,3 +264,33 @@ def test_reshape_that_copies_is_not_an_output_view(device):
     for n in (5, 6):
         a = tensor((n, 3), device)
         close(g(a), a.cpu().t().reshape(-1), device)
+
+
+def test_ops_run_on_the_host_return_what_the_op_returns(device):
+    # On CUDA these run their CPU kernels on host copies: allclose's bool came back as a "tensor"
+    # and the undefined weight gradient of a group norm without affine (instance norm) as None.
+    x = tensor((3, 4), device)
+    assert kiln.allclose(x, x * 1.0) is True
+    assert kiln.allclose(x, x + 1.0) is False
+    img = tensor((2, 4, 5, 5), device, requires_grad=True)
+    norm = kiln.nn.InstanceNorm2d(4)
+    g, = kiln.autograd.grad(norm(img).sin().sum(), [img])
+    host = img.detach().cpu().requires_grad_()
+    want, = kiln.autograd.grad(norm(host).sin().sum(), [host])
+    close(g, want, device, rtol=1e-4, atol=1e-5)
+
+
+def test_samplers_without_a_device_kernel(device):
+    # multinomial and exponential_ (no CUDA program: their programs draw by calling the op itself)
+    # and the gamma/Dirichlet samplers (numpy on the host) refused CUDA tensors; they draw on the
+    # host, from the generator a CPU call draws from.
+    def draws(dev):
+        kiln.manual_seed(3)
+        p = kiln.tensor([0.2, 0.3, 0.5]).to(dev)
+        conc = kiln.tensor([[1.5, 0.7, 2.0]]).to(dev).requires_grad_()
+        d = kiln.distributions.Dirichlet(conc).rsample()
+        g, = kiln.autograd.grad((d * kiln.arange(3.0).to(dev)).sum(), [conc])
+        beta = kiln.distributions.Beta(conc[:, :1], conc[:, 1:2]).rsample()
+        return (kiln.multinomial(p, 5, replacement=True), kiln.empty(4).to(dev).exponential_(), d, g, beta)
+    for got, want in zip(draws(device), draws("cpu")):
+        close(got, want, device)

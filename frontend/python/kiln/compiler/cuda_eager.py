@@ -324,8 +324,11 @@ def run(qualname, args, kwargs, num_returns):
     running = _busy.__dict__.setdefault("running", set())
     if fn in running:
         # Its program runs the op itself eagerly (an eager view graph of a view the CUDA key has
-        # no kernel for): that would recurse without end.
-        raise NotImplementedError(f"kiln.{qualname}: no CUDA kernel, and its generated program calls it again")
+        # no kernel for, a random op its program draws eagerly): that would recurse without end.
+        error = NotImplementedError(f"kiln.{qualname}: no CUDA kernel, and its generated program calls it again")
+        if not config.cuda_host_fallback:
+            raise error
+        return _on_host(qualname, args, kwargs, num_returns, tensors[0].device, error)
     running.add(fn)
     try:
         with no_grad():

@@ -79,13 +79,13 @@ def standard_gamma_sample(alpha):
     if alpha.dtype not in (_C.float32, _C.float64):
         raise NotImplementedError(f"\"gamma_cpu\" not implemented for '{str(alpha.dtype).split('.')[-1]}'")
     single = alpha.dtype == _C.float32
-    a = alpha.detach().contiguous().numpy().astype(np.float64).reshape(-1)
+    a = alpha.detach().contiguous().cpu().numpy().astype(np.float64).reshape(-1)  # (drawn on the host)
     draws = _Draws()
     out = np.empty(a.shape, np.float32 if single else np.float64)
     tiny = np.finfo(out.dtype).tiny
     for i, value in enumerate(a):
         out[i] = max(tiny, out.dtype.type(_sample_gamma(float(value), single, draws)))
-    return _C.from_numpy(out.reshape(tuple(alpha.shape)))
+    return _C.from_numpy(out.reshape(tuple(alpha.shape))).to(alpha.device)
 
 
 def dirichlet_sample(alpha):
@@ -94,7 +94,7 @@ def dirichlet_sample(alpha):
     _check_not_traced("Dirichlet/Beta sampling", alpha)
     if alpha.dtype not in (_C.float32, _C.float64):
         raise NotImplementedError(f"\"dirichlet\" not implemented for '{str(alpha.dtype).split('.')[-1]}'")
-    a = alpha.detach().contiguous().numpy().astype(np.float64)
+    a = alpha.detach().contiguous().cpu().numpy().astype(np.float64)
     draws = _Draws()
     gamma = np.array([max(np.finfo(np.float64).tiny, _sample_gamma(float(v), False, draws)) for v in a.reshape(-1)],
                      np.float64).reshape(a.shape)
@@ -102,7 +102,7 @@ def dirichlet_sample(alpha):
     dtype = np.float32 if alpha.dtype == _C.float32 else np.float64
     cast = ratio.astype(dtype)
     cast = np.minimum(np.nextafter(dtype(1), dtype(0)), np.maximum(np.finfo(dtype).tiny, cast))
-    return _C.from_numpy(np.ascontiguousarray(cast))
+    return _C.from_numpy(np.ascontiguousarray(cast)).to(alpha.device)
 
 
 # --------------------------------------------------------------------------- gradients
@@ -184,8 +184,9 @@ class StandardGamma(Function):
     @staticmethod
     def backward(ctx, grad):
         alpha, sample = ctx.saved_tensors
-        local = standard_gamma_grad(alpha.detach().numpy(), sample.numpy()).astype(sample.numpy().dtype)
-        return grad * _C.from_numpy(np.ascontiguousarray(local))
+        s = sample.cpu().numpy()
+        local = standard_gamma_grad(alpha.detach().cpu().numpy(), s).astype(s.dtype)
+        return grad * _C.from_numpy(np.ascontiguousarray(local)).to(grad.device)
 
 
 def _beta_grad_alpha_small(x, alpha, beta):
@@ -309,7 +310,8 @@ class DirichletSample(Function):
     @staticmethod
     def backward(ctx, grad):
         x, alpha = ctx.saved_tensors
-        xn, an = x.numpy().astype(np.float64), alpha.detach().numpy().astype(np.float64)
+        xh = x.cpu().numpy()
+        xn, an = xh.astype(np.float64), alpha.detach().cpu().numpy().astype(np.float64)
         total = np.broadcast_to(an.sum(-1, keepdims=True), an.shape)
-        local = _C.from_numpy(np.ascontiguousarray(dirichlet_grad(xn, an, total).astype(x.numpy().dtype)))
+        local = _C.from_numpy(np.ascontiguousarray(dirichlet_grad(xn, an, total).astype(xh.dtype))).to(x.device)
         return local * (grad - (x * grad).sum(-1, keepdim=True))
