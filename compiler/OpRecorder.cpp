@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "compiler/Decompositions.h"
+#include "runtime/Autocast.h"
 #include "runtime/Error.h"
 #include <cstdint>
 
@@ -101,9 +102,18 @@ Tensor OpRecorder::readable(const Tensor& t) {
   return real.defined() ? real : t;
 }
 
+bool OpRecorder::fakeDevice(const Tensor& fake, DeviceType& device) {
+  if (!gCurrent) return false;
+  auto it = gCurrent->nodes_.find(fake.impl());
+  if (it == gCurrent->nodes_.end()) return false;
+  device = it->second.device.type;
+  return true;
+}
+
 OpRecorder::Scope::Scope(OpRecorder& r) : saved_(gCurrent) {
   // (Re)claimed on every scope: the Tracing key has one fallback, and tests install others.
   Dispatcher::instance().registerFallback(DispatchKey::Tracing, &OpRecorder::fallback);
+  autocast::setFakeDeviceResolver(&OpRecorder::fakeDevice);
   gCurrent = &r;
   localDispatchKeySet().included = localDispatchKeySet().included | DispatchKeySet(DispatchKey::Tracing);
 }

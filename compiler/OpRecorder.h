@@ -103,6 +103,9 @@ private:
     Node* node;
     Device device; // the device the value really lives on (fakes are meta)
   };
+  // The device the value a fake of the current recorder stands for lives on (autocast's
+  // resolver: runtime/Autocast.h); false for a fake it does not know.
+  static bool fakeDevice(const Tensor& fake, DeviceType& device);
   // The Tracing key's fallback: records the call, then runs it on fakes below the key.
   static void fallback(OpId op, DispatchKeySet remaining, Stack& stack);
   void record(OpId op, Stack& stack);

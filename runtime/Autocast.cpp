@@ -108,11 +108,18 @@ void fill(const Dispatcher& d, int device, std::initializer_list<const char*> na
       gPolicies[device][size_t(op)] = p;
 }
 
+FakeDeviceResolver gFakeDevice = nullptr;
+
 // Autocast follows the device of the op's first tensor argument. A meta tensor (a fake of a
-// traced program) stands for a tensor of the device autocast is on for.
+// traced program) stands for the tensor the tracer knows it for, else for a tensor of the
+// device autocast is on for.
 int slotOf(const Tensor& t) {
   DeviceType d = t.device().type;
-  if (d == DeviceType::Meta) return state().enabled[kCpu] ? kCpu : kCuda;
+  if (d == DeviceType::Meta) {
+    DeviceType real;
+    if (gFakeDevice && gFakeDevice(t, real) && real != DeviceType::Meta) return slot(real);
+    return state().enabled[kCpu] ? kCpu : kCuda;
+  }
   return slot(d);
 }
 
@@ -227,6 +234,8 @@ void fallback(OpId op, DispatchKeySet remaining, Stack& stack) {
 } // namespace
 
 bool isEnabled(DeviceType device) { return state().enabled[slot(device)]; }
+
+void setFakeDeviceResolver(FakeDeviceResolver resolver) { gFakeDevice = resolver; }
 
 void setEnabled(DeviceType device, bool on) {
   state().enabled[slot(device)] = on;

@@ -16,6 +16,7 @@
 
 namespace kiln {
 class Dispatcher;
+class Tensor;
 }
 
 namespace kiln::autocast {
@@ -41,6 +42,12 @@ int decrementNesting();
 // compiled frame guards on, since the casts traced into its graph depend on it.
 uint32_t packedState();
 void setPackedState(uint32_t packed);
+
+// While a program is traced its tensors are fakes on the meta device: this resolver (set by
+// the tracer) names the device a fake stands for, so that autocast("cpu") leaves the fakes of
+// CUDA tensors alone; a fake it does not know counts as the device autocast is on for.
+using FakeDeviceResolver = bool (*)(const Tensor& fake, DeviceType& device);
+void setFakeDeviceResolver(FakeDeviceResolver resolver);
 
 // Registers the Autocast dispatch key's fallback (called once by the dispatcher).
 void registerAutocast(Dispatcher& d);

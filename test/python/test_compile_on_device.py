@@ -153,3 +153,20 @@ def test_library_code_makes_tensors_on_the_inputs_device(device):
     for g, w in zip(got, want):
         assert g.device.type == kiln.device(device).type
         np.testing.assert_allclose(g.detach().cpu().numpy(), w.detach().numpy(), rtol=1e-6, atol=1e-6)
+
+
+def test_autocast_of_another_device_type_changes_nothing(device):
+    # Under autocast("cpu") the traced fakes (meta) of CUDA tensors were cast as CPU tensors:
+    # compiled CUDA matmuls ran in bfloat16 where eager (and torch) keep float32.
+    w = tensor((8, 8), device)
+    other = "cuda" if kiln.device(device).type == "cpu" else "cpu"
+
+    def fn(x):
+        with kiln.autocast(other, dtype=kiln.bfloat16 if other == "cpu" else kiln.float16,
+                           enabled=other == "cpu" or kiln.cuda.is_available()):
+            return x @ w, (x @ w).dtype
+
+    x = tensor((4, 8), device)
+    (got, got_dtype), (want, want_dtype) = kiln.compile(fn)(x), fn(x)
+    assert got_dtype == want_dtype == kiln.float32 and got.dtype == kiln.float32
+    np.testing.assert_allclose(got.cpu().numpy(), want.cpu().numpy(), rtol=1e-5, atol=1e-5)
