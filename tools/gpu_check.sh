@@ -369,9 +369,12 @@ fi
 
 # 3. The device-generic tests on CUDA (compiled programs included), then the CUDA codegen tests.
 export KILN_TEST_DEVICE=cuda
-step "pytest device-generic" 120 "$OUT/pytest.log" "$PY" -m pytest -q -p no:cacheprovider --maxfail=40 -rfE \
+# (test_creation.py's device-generic tests only, as test_cuda_fake_driver runs them: its other tests
+# compare with the torch installed there, and torch 2.11 dies of SIGFPE on arange(0.5, 5, 0.5,
+# dtype=int64), which 2.13 rejects.)
+step "pytest device-generic" 150 "$OUT/pytest.log" "$PY" -m pytest -q -p no:cacheprovider --maxfail=40 -rfE \
   test/python/test_device_tensors.py test/python/test_compile_on_device.py test/python/test_eager_on_device.py \
-  test/python/test_creation.py
+  test/python/test_creation.py -k "not test_creation.py or cuda"
 # (The real NVRTC: the image's nvidia-cuda-nvrtc wheel; in a dry run the one installed here.)
 step "pytest CUDA codegen" 45 "$OUT/pytest.log" env -u KILN_NVRTC -u KILN_CUDA_DRIVER -u KILN_CUBLAS \
   "$PY" -m pytest -q -p no:cacheprovider test/python/test_cuda_codegen.py
