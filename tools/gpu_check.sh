@@ -377,6 +377,7 @@ step "pytest device-generic" 150 "$OUT/pytest.log" "$PY" -m pytest -q -p no:cach
   test/python/test_creation.py -k "not test_creation.py or cuda"
 # (The real NVRTC: the image's nvidia-cuda-nvrtc wheel; in a dry run the one installed here.)
 step "pytest CUDA codegen" 45 "$OUT/pytest.log" env -u KILN_NVRTC -u KILN_CUDA_DRIVER -u KILN_CUBLAS \
+  KILN_CONFORMANCE_DIR="$ROOT/$( [ -f ../shared/conformance/run.py ] && echo ../shared/conformance || echo .gpu-debs/conformance )" \
   "$PY" -m pytest -q -p no:cacheprovider test/python/test_cuda_codegen.py
 # The conformance programs with their tensors on CUDA, against torch on CUDA (tools/
 # conformance_device.py; torch on the CPU in a dry run): the shared sample first, test/programs
