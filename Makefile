@@ -97,8 +97,12 @@ test-capture: build
 # The benchmark suite (bench/README.md): results in bench/results/<timestamp>/. matplotlib is
 # installed for the plots; BENCH_JAX=1 also installs jax (about 600 MB) for the jax.jit column.
 # BENCH_ARGS passes options to bench/run.py (e.g. BENCH_ARGS="-k softmax --sizes small").
+# Its GPU section (bench/cuda_copy.py, bench/cuda_kernels.py) runs after it; without a GPU each
+# says why and exits 0.
 bench: build bench-deps
 	$(PY) bench/run.py $(BENCH_ARGS)
+	$(PY) bench/cuda_copy.py
+	$(PY) bench/cuda_kernels.py
 
 bench-smoke: build bench-deps
 	$(PY) bench/run.py --smoke --out $$(mktemp -d)
