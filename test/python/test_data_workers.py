@@ -11,6 +11,9 @@ import pytest
 import kiln
 from oracle import need_torch
 
+# Three workers on a two-core machine: torch and kiln both warn; the warning is not under test.
+pytestmark = pytest.mark.filterwarnings("ignore:This DataLoader will create")
+
 
 def _make_draws(T):
     class Draws(T.utils.data.Dataset):
