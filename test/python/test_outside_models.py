@@ -1,0 +1,67 @@
+"""Reductions of patterns from public model code run with `import kiln as torch` (issue 16's
+outside-code sweep): each test is a small self-written version of what broke."""
+import warnings
+
+import numpy as np
+import pytest
+
+import kiln
+from oracle import need_torch
+
+
+def _channels_last(T, x):
+    return T.from_numpy(np.ascontiguousarray(x.transpose(0, 2, 3, 1))).permute(0, 3, 1, 2)
+
+
+def test_batch_norm_keeps_a_channels_last_layout_as_torch():
+    torch = need_torch()
+    x = np.random.default_rng(0).standard_normal((2, 4, 5, 5)).astype(np.float32)
+    x5 = np.random.default_rng(1).standard_normal((2, 4, 3, 2, 5)).astype(np.float32)
+    for training in (True, False):
+        got = {}
+        for T in (torch, kiln):
+            stats = (T.zeros(4), T.ones(4), T.full((4,), 2.0), T.full((4,), 0.5))
+            cl = _channels_last(T, x)
+            cl5 = T.from_numpy(np.ascontiguousarray(x5.transpose(0, 2, 3, 4, 1))).permute(0, 4, 1, 2, 3)
+            outs = [T.nn.functional.batch_norm(v, *stats, training=training)
+                    for v in (cl, cl5, T.from_numpy(x).transpose(2, 3), T.from_numpy(x))]
+            got[T.__name__] = [(tuple(o.stride()), o.numpy()) for o in outs]
+        for (ks, kv), (ts, tv) in zip(got["kiln"], got["torch"]):
+            assert ks == ts
+            np.testing.assert_allclose(kv, tv, rtol=1e-5, atol=1e-5)
+
+
+class _ConvBnView(kiln.nn.Module):
+    """CvT's depthwise projection: a conv on a channels-last input (an einops rearrange's output),
+    batch norm, a 1x1 conv, then a reshape that is a view only for a contiguous tensor (the
+    captured graph recorded a view from batch norm's contiguous meta output, and the prims
+    retrace, where batch norm's pointwise decomposition kept channels-last, refused it)."""
+
+    def __init__(self):
+        super().__init__()
+        self.dw = kiln.nn.Conv2d(4, 4, 3, padding=1, groups=4)
+        self.bn = kiln.nn.BatchNorm2d(4)
+        self.pw = kiln.nn.Conv2d(4, 6, 1)
+
+    def forward(self, x):
+        y = self.pw(self.bn(self.dw(x)))
+        return y.reshape(y.shape[0] * y.shape[1], -1).softmax(-1)
+
+
+def test_compiled_view_after_batch_norm_of_a_channels_last_input():
+    kiln.manual_seed(0)
+    model = _ConvBnView()
+    x = _channels_last(kiln, np.random.default_rng(0).standard_normal((2, 4, 6, 6)).astype(np.float32))
+    x.requires_grad_(True)
+    expected = model(x)
+    expected.sum().backward()
+    grad = x.grad.clone()
+    x.grad = None
+    kiln.manual_seed(0)
+    compiled = kiln.compile(_ConvBnView(), fullgraph=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a failed compile falls back to eager with a warning
+        out = compiled(x)
+        out.sum().backward()
+    np.testing.assert_allclose(out.detach().numpy(), expected.detach().numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(x.grad.numpy(), grad.numpy(), rtol=1e-4, atol=1e-6)
