@@ -65,3 +65,54 @@ def test_compiled_view_after_batch_norm_of_a_channels_last_input():
         out.sum().backward()
     np.testing.assert_allclose(out.detach().numpy(), expected.detach().numpy(), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(x.grad.numpy(), grad.numpy(), rtol=1e-4, atol=1e-6)
+
+
+def _scale_axes(x, scales):
+    # vit-pytorch's RvT: an index tuple built with the builtin Ellipsis.
+    return x * scales[(*((None,) * (len(x.shape) - 1)), Ellipsis)]
+
+
+_PHASE = 0.5 + 0.25j  # a complex module constant, guarded as a constant
+
+
+def _with_phase(x):
+    return x * _PHASE.real + _PHASE.imag
+
+
+def test_ellipsis_and_complex_globals_compile_in_one_graph():
+    x, s = kiln.randn(3, 2), kiln.randn(2)
+    for fn, args, expected in ((_scale_axes, (x, s), x * s[None, :]), (_with_phase, (x,), x * 0.5 + 0.25)):
+        explained = kiln.explain(fn)(*args)
+        assert (explained.graph_count, explained.graph_break_count) == (1, 0), explained.break_reasons
+        kiln.compiler.reset()
+        np.testing.assert_allclose(kiln.compile(fn, fullgraph=True)(*args).numpy(), expected.numpy(), rtol=1e-6)
+
+
+@kiln.amp.autocast("cuda", enabled=False)
+def _rotate_half(x):
+    # RvT's and many rotary-embedding helpers: autocast as a decorator, disabled for precision.
+    x1, x2 = x.chunk(2, dim=-1)
+    return kiln.cat((-x2, x1), dim=-1)
+
+
+@kiln.autocast("cpu", dtype=kiln.bfloat16)
+def _low_precision_mm(a, b):
+    return a @ b
+
+
+def test_autocast_used_as_a_decorator_compiles_without_a_break():
+    x = kiln.randn(4, 6)
+
+    def disabled(t):
+        return _rotate_half(t) * 2
+
+    def enabled(t):
+        return _low_precision_mm(t, t.t()).float() + 1
+
+    for fn in (disabled, enabled):
+        explained = kiln.explain(fn)(x)
+        assert (explained.graph_count, explained.graph_break_count) == (1, 0), explained.break_reasons
+        kiln.compiler.reset()
+        out = kiln.compile(fn, fullgraph=True)(x)
+        np.testing.assert_allclose(out.numpy(), fn(x).numpy(), rtol=1e-2 if fn is enabled else 1e-6)
+    assert _low_precision_mm(x, x.t()).dtype == kiln.bfloat16
