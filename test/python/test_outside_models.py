@@ -116,3 +116,96 @@ def test_autocast_used_as_a_decorator_compiles_without_a_break():
         out = kiln.compile(fn, fullgraph=True)(x)
         np.testing.assert_allclose(out.numpy(), fn(x).numpy(), rtol=1e-2 if fn is enabled else 1e-6)
     assert _low_precision_mm(x, x.t()).dtype == kiln.bfloat16
+
+
+def test_dropout_classes_share_torchs_hierarchy():
+    # mnist_rnn's Dropout2d: code that switches off `isinstance(m, nn.Dropout)` layers must leave
+    # Dropout1d/2d/3d and the alpha dropouts alone, as torch's hierarchy (_DropoutNd) does.
+    torch = need_torch()
+    names = ["Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout"]
+    for name in names:
+        k, t = getattr(kiln.nn, name), getattr(torch.nn, name)
+        assert issubclass(k, kiln.nn.Dropout) == issubclass(t, torch.nn.Dropout), name
+        assert [c.__name__ for c in k.__mro__[:2]] == [c.__name__ for c in t.__mro__[:2]]
+        assert repr(k(0.25)) == repr(t(0.25))
+
+
+def test_sync_batch_norm_without_a_process_group_is_batch_norm():
+    # timm subclasses nn.SyncBatchNorm at import time (SyncBatchNormAct).
+    torch = need_torch()
+    x = np.random.default_rng(0).standard_normal((4, 3, 5)).astype(np.float32)
+    got = {}
+    for T in (torch, kiln):
+        T.manual_seed(0)
+        model = T.nn.Sequential(T.nn.Conv1d(3, 3, 1), T.nn.BatchNorm1d(3))
+        model = T.nn.SyncBatchNorm.convert_sync_batchnorm(model)
+        assert type(model[1]).__name__ == "SyncBatchNorm"
+        y = model(T.from_numpy(x))
+        got[T.__name__] = (y.detach().numpy(), model[1].running_var.numpy(), repr(model))
+        with pytest.raises(ValueError, match="expected at least 2D input"):
+            model[1](T.ones(3))
+
+        class Act(T.nn.SyncBatchNorm):
+            pass
+
+        assert Act(3).process_group is None
+    np.testing.assert_allclose(got["kiln"][0], got["torch"][0], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got["kiln"][1], got["torch"][1], rtol=1e-5)
+    assert got["kiln"][2] == got["torch"][2]
+
+
+def test_data_classes_are_generic_as_torchs():
+    # timm: `class ScheduledBatchSampler(Sampler[List[Tuple[Any, int]]])` at import time.
+    from typing import List
+
+    D = kiln.utils.data
+
+    class Pairs(D.Sampler[List[int]]):
+        def __iter__(self):
+            return iter([[0, 1], [2]])
+
+    class Items(D.Dataset[int]):
+        def __getitem__(self, i):
+            return i * 10
+
+        def __len__(self):
+            return 3
+
+    assert [b.tolist() for b in D.DataLoader(Items(), batch_sampler=Pairs())] == [[0, 10], [20]]
+    for cls in (D.IterableDataset, D.Subset, D.ConcatDataset, D.DataLoader):
+        assert cls[int].__origin__ is cls
+
+
+def test_jit_annotations_names():
+    # timm's DenseNet: `from torch.jit.annotations import List`.
+    from typing import List
+
+    from kiln.jit.annotations import BroadcastingList2, Dict, Optional, Tuple  # noqa: F401
+    from kiln.jit.annotations import List as JitList
+
+    assert JitList is List and BroadcastingList2[int] == List[int]
+
+
+@pytest.mark.parametrize("transpose", [False, True])
+def test_fuse_conv_bn_eval_equals_conv_then_bn(transpose):
+    # timm's EfficientViM imports torch.nn.utils.fusion.fuse_conv_bn_eval.
+    kiln.manual_seed(0)
+    conv = (kiln.nn.ConvTranspose2d(3, 4, 3) if transpose else kiln.nn.Conv2d(3, 4, 3, bias=False)).eval()
+    bn = kiln.nn.BatchNorm2d(4).eval()
+    with kiln.no_grad():
+        bn.running_mean.uniform_(-1, 1)
+        bn.running_var.uniform_(0.5, 2)
+        bn.weight.uniform_(0.5, 1.5)
+        bn.bias.uniform_(-1, 1)
+    x = kiln.randn(2, 3, 6, 6)
+    fused = kiln.nn.utils.fusion.fuse_conv_bn_eval(conv, bn, transpose=transpose)
+    np.testing.assert_allclose(fused(x).detach().numpy(), bn(conv(x)).detach().numpy(), rtol=1e-5, atol=1e-5)
+    assert isinstance(fused.weight, kiln.nn.Parameter) and fused is not conv
+    linear, bn1 = kiln.nn.Linear(5, 4).eval(), kiln.nn.BatchNorm1d(4).eval()
+    with kiln.no_grad():
+        bn1.running_var.fill_(2.0)
+    v = kiln.randn(3, 5)
+    np.testing.assert_allclose(kiln.nn.utils.fuse_linear_bn_eval(linear, bn1)(v).detach().numpy(),
+                               bn1(linear(v)).detach().numpy(), rtol=1e-5, atol=1e-6)
+    with pytest.raises(AssertionError, match="Fusion only for eval"):
+        kiln.nn.utils.fuse_conv_bn_eval(conv.train(), bn)

@@ -7,6 +7,7 @@ import os
 import queue
 import time
 import warnings
+from typing import Generic, TypeVar
 
 import numpy as _np
 
@@ -57,7 +58,10 @@ def _from_numpy(a):
     return from_numpy(_np.ascontiguousarray(a).copy())
 
 
-class DataLoader:
+_T_co = TypeVar("_T_co", covariant=True)
+
+
+class DataLoader(Generic[_T_co]):
     """Iterates a dataset in batches. Map-style datasets go through `batch_sampler` (a
     BatchSampler over `sampler` unless given); an IterableDataset is read in order and cut into
     batches. With num_workers > 0 the batches are fetched and collated in that many worker
