@@ -1,5 +1,6 @@
 """Reductions of patterns from public model code run with `import kiln as torch` (issue 16's
 outside-code sweep): each test is a small self-written version of what broke."""
+import functools
 import warnings
 
 import numpy as np
@@ -209,3 +210,50 @@ def test_fuse_conv_bn_eval_equals_conv_then_bn(transpose):
                                bn1(linear(v)).detach().numpy(), rtol=1e-5, atol=1e-6)
     with pytest.raises(AssertionError, match="Fusion only for eval"):
         kiln.nn.utils.fuse_conv_bn_eval(conv.train(), bn)
+
+
+_CAT_ROWS = functools.partial(kiln.cat, dim=0)  # a partial made outside the compiled frame
+
+
+def _default(val, d):
+    # denoising-diffusion-pytorch's helper: `d` is often a lambda made in the compiled frame.
+    if val is not None:
+        return val
+    return d() if callable(d) else d
+
+
+def _memory_attention(q, k, v, mem):
+    # denoising-diffusion-pytorch's Attention: partial(torch.cat, dim=...) mapped over pairs.
+    mk, mv = map(lambda t: t.expand(q.shape[0], -1, -1), mem)
+    k, v = map(functools.partial(kiln.cat, dim=-2), ((mk, k), (mv, v)))
+    clip = functools.partial(kiln.clamp, min=-1.0)
+    scores = clip(q @ k.transpose(-1, -2), max=1.0)
+    noise = _default(None, lambda: kiln.zeros_like(q))
+    return _CAT_ROWS((scores.softmax(-1) @ v + noise, _default(q, 0.0))), callable(clip), callable(q)
+
+
+def test_functools_partial_and_callable_compile_in_one_graph():
+    q, k, v = kiln.randn(2, 3, 4), kiln.randn(2, 5, 4), kiln.randn(2, 5, 4)
+    mem = kiln.randn(2, 1, 2, 4)
+    expected = _memory_attention(q, k, v, mem)
+    explained = kiln.explain(_memory_attention)(q, k, v, mem)
+    assert (explained.graph_count, explained.graph_break_count) == (1, 0), explained.break_reasons
+    kiln.compiler.reset()
+    out, clip_callable, tensor_callable = kiln.compile(_memory_attention, fullgraph=True)(q, k, v, mem)
+    assert (clip_callable, tensor_callable) == (True, False) == expected[1:]
+    np.testing.assert_allclose(out.numpy(), expected[0].numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_partial_binds_like_functools():
+    # keywords of the call override the bound ones; a partial of a partial binds both.
+    def f(a, b, c=0, d=0):
+        return a * 1000 + b * 100 + c * 10 + d
+
+    def g(x):
+        p = functools.partial(f, 1, c=2)
+        pp = functools.partial(p, 3, d=4)
+        return x + p(5, c=6) + pp() + pp(c=7)
+
+    x = kiln.zeros(1)
+    kiln.compiler.reset()
+    assert kiln.compile(g, fullgraph=True)(x).item() == g(x).item() == 1560 + 1324 + 1374
