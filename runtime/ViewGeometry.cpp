@@ -191,4 +191,25 @@ Tensor emptyLikePreserve(const Tensor& self, ScalarType dtype, Device device) {
   return Tensor::emptyStrided(self.sizes(), strides, dtype, device);
 }
 
+DimVector channelsLastStrides(IntArrayRef sizes) {
+  const size_t rank = sizes.size();
+  DimVector strides(rank);
+  int64_t step = sizes[1];
+  strides[1] = 1;
+  for (size_t d = rank - 1; d >= 2; --d) {
+    strides[d] = step;
+    step *= sizes[d];
+  }
+  strides[0] = step;
+  return strides;
+}
+
+bool isChannelsLast(const Tensor& t) {
+  if ((t.dim() != 4 && t.dim() != 5) || t.isContiguous()) return false;
+  DimVector want = channelsLastStrides(t.sizes());
+  for (int64_t d = 0; d < t.dim(); ++d)
+    if (t.size(d) != 1 && t.stride(d) != want[size_t(d)]) return false;
+  return true;
+}
+
 } // namespace kiln

@@ -29,6 +29,12 @@ bool isExpandableTo(IntArrayRef shape, IntArrayRef target);
 bool isNonOverlappingAndDense(IntArrayRef sizes, IntArrayRef strides);
 // Dense strides that keep the dim order of `strides` (PyTorch's infer_dense_strides).
 DimVector inferDenseStrides(IntArrayRef sizes, IntArrayRef strides);
+// Strides of 4-d or 5-d `sizes` stored channels-last (NHWC / NDHWC in memory).
+DimVector channelsLastStrides(IntArrayRef sizes);
+// Is `t` a 4-d or 5-d tensor stored densely channels-last and not also plain contiguous (one
+// channel or a 1x1 image is both: it stays NCHW)? PyTorch's suggest_memory_format, which the
+// kernels that keep their input's layout (convolution, batch norm) follow.
+bool isChannelsLast(const Tensor& t);
 // A new tensor shaped like `self` (PyTorch's empty_like with preserve_format): self's strides
 // when self is dense, else dense strides in the order of self's.
 Tensor emptyLikePreserve(const Tensor& self, ScalarType dtype);

@@ -5,6 +5,7 @@
 
 #include "compiler/decompositions/CoreAtenSupport.h"
 #include "runtime/Error.h"
+#include "runtime/ViewGeometry.h"
 #include "generated/DecompositionDecls.h"
 
 namespace kiln::decompositions {
@@ -56,7 +57,9 @@ nativeBatchNorm(const Tensor& input, const std::optional<Tensor>& weight,
       break;
     }
   const ScalarType ct = computationDtype(input.dtype());
-  Tensor x = convert(input, ct);
+  // The output's layout is the eager kernel's (channels-last for a channels-last input, else
+  // contiguous): the pointwise ops below keep x's, and a later view relies on the strides.
+  Tensor x = convert(isChannelsLast(input) ? input : ops::contiguous(input), ct);
   auto perChannel = [&](const Tensor& t) { return ops::reshape(convert(t, ct), IntArrayRef(shape)); };
   Tensor mean, invstd, saveMean, saveInvstd;
   if (training) {

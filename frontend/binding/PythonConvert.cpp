@@ -95,6 +95,10 @@ void registerDevice(nb::module_& m) {
         return toDevice(other.ptr(), d) && d == a.d;
       })
       .def("__hash__", [](DeviceBox& b) { return int(b.d.type) * 1000 + b.d.index; })
+      // pickle (and multiprocessing) rebuild a device from its string, as torch.device does.
+      .def("__reduce__", [](nb::handle self) {
+        return nb::make_tuple(self.type(), nb::make_tuple(nb::cast<DeviceBox&>(self).d.str()));
+      })
       // `with kiln.device("meta"):` makes it the factories' default device inside the block.
       .def("__enter__",
            [](nb::handle self) {

@@ -229,8 +229,27 @@ VT* InstructionTranslator::call(VT* fn, VTs args, Kwargs kwargs) {
     autocast::setPackedState(static_cast<AutocastExitVT*>(fn)->restore);
     return t_.constant(nb::bool_(false));
   }
+  case VT::Kind::Partial: {
+    auto* p = static_cast<PartialVT*>(fn);
+    return call(p->func, boundArgs(p->args, std::move(args)), boundKwargs(p->kwargs, std::move(kwargs)));
+  }
   case VT::Kind::Object: {
     nb::handle obj = static_cast<ObjectVT*>(fn)->object;
+    if (Py_TYPE(obj.ptr()) == partialType()) {
+      // A functools.partial made outside (a module attribute, a default argument): guarded by
+      // identity, so its function and bound arguments are its own; called as partial.__call__.
+      SourcePtr src = fn->source;
+      VT* func = t_.wrap(obj.attr("func"), src ? attrSource(src, "func") : nullptr);
+      nb::tuple bound = nb::borrow<nb::tuple>(obj.attr("args"));
+      VTs pre;
+      for (size_t i = 0; i < bound.size(); ++i)
+        pre.push_back(t_.wrap(bound[i], src ? itemSource(attrSource(src, "args"), nb::int_(i)) : nullptr));
+      Kwargs kw;
+      for (auto [k, v] : nb::borrow<nb::dict>(obj.attr("keywords")))
+        kw.emplace_back(nb::cast<std::string>(k),
+                        t_.wrap(v, src ? itemSource(attrSource(src, "keywords"), nb::borrow(k)) : nullptr));
+      return call(func, boundArgs(pre, std::move(args)), boundKwargs(kw, std::move(kwargs)));
+    }
     bool handled = false;
     VT* r = callBuiltin(obj, args, kwargs, handled);
     if (handled) return r;
@@ -930,7 +949,40 @@ nb::object InstructionTranslator::constructFromConstants(nb::handle cls, const V
   return nb::steal(r);
 }
 
+PyTypeObject* InstructionTranslator::partialType() {
+  static nb::handle partial = nb::object(nb::module_::import_("functools").attr("partial")).release();
+  return reinterpret_cast<PyTypeObject*>(partial.ptr());
+}
+
+VTs InstructionTranslator::boundArgs(const VTs& bound, VTs args) {
+  VTs all = bound;
+  all.insert(all.end(), args.begin(), args.end());
+  return all;
+}
+
+Kwargs InstructionTranslator::boundKwargs(const Kwargs& bound, Kwargs kwargs) {
+  Kwargs all;
+  for (const auto& [k, v] : bound) {
+    bool overridden = std::any_of(kwargs.begin(), kwargs.end(), [&](const auto& kv) { return kv.first == k; });
+    if (!overridden) all.emplace_back(k, v);
+  }
+  all.insert(all.end(), kwargs.begin(), kwargs.end());
+  return all;
+}
+
 VT* InstructionTranslator::construct(nb::handle cls, VTs args, Kwargs kwargs) {
+  if (cls.ptr() == reinterpret_cast<PyObject*>(partialType())) {
+    // functools.partial(f, ...): kept symbolic (a partial of a partial binds both, as functools).
+    if (args.empty()) throw TraceError{"TypeError: type 'partial' takes at least one argument"};
+    VT* func = args[0];
+    VTs bound(args.begin() + 1, args.end());
+    if (func->kind == VT::Kind::Partial) {
+      auto* inner = static_cast<PartialVT*>(func);
+      return t_.make<PartialVT>(inner->func, boundArgs(inner->args, std::move(bound)),
+                                boundKwargs(inner->kwargs, std::move(kwargs)));
+    }
+    return t_.make<PartialVT>(func, std::move(bound), std::move(kwargs));
+  }
   if (isNamedTupleClass(cls))
     return constructNamedTuple(cls, std::move(args), std::move(kwargs));
   if (isOrderedDictClass(cls)) {
@@ -1028,6 +1080,32 @@ VT* InstructionTranslator::callBuiltin(nb::handle fn, VTs& args, Kwargs& kwargs,
       int r = PyObject_IsSubclass(cls.ptr(), t_.toPython(args[1]).ptr());
       if (r < 0) throw nb::python_error();
       return t_.constant(nb::bool_(r == 1));
+    }
+  }
+  if (is("callable") && args.size() == 1 && kwargs.empty()) {
+    // Functions made while tracing (`default(x, lambda: ...)`) cannot be handed to the real
+    // callable(): what is callable is known from the kind.
+    switch (args[0]->kind) {
+    case VT::Kind::Function:
+    case VT::Kind::NestedFunction:
+    case VT::Kind::Method:
+    case VT::Kind::Partial:
+    case VT::Kind::Module:
+      return t_.constant(nb::bool_(true));
+    case VT::Kind::Tensor:
+    case VT::Kind::List:
+    case VT::Kind::Tuple:
+    case VT::Kind::Dict:
+    case VT::Kind::Set:
+    case VT::Kind::Number:
+    case VT::Kind::Ndarray:
+      return t_.constant(nb::bool_(false));
+    case VT::Kind::NewObject: {
+      auto* type = reinterpret_cast<PyTypeObject*>(static_cast<NewObjectVT*>(args[0])->cls.ptr());
+      return t_.constant(nb::bool_(type->tp_call != nullptr));
+    }
+    default:
+      break;
     }
   }
   if (is("isinstance") || is("issubclass") || is("callable") || is("type")) {

@@ -84,8 +84,8 @@ std::string ndarrayText(const NdarrayCheck& a) {
 // printing them runs only CPython's own C code.
 bool isConstValue(PyObject* o) {
   PyTypeObject* t = Py_TYPE(o);
-  if (o == Py_None || t == &PyBool_Type || t == &PyLong_Type || t == &PyFloat_Type ||
-      t == &PyUnicode_Type || t == &PyBytes_Type)
+  if (o == Py_None || o == Py_Ellipsis || t == &PyBool_Type || t == &PyLong_Type ||
+      t == &PyFloat_Type || t == &PyComplex_Type || t == &PyUnicode_Type || t == &PyBytes_Type)
     return true;
   if (t == &PyFrozenSet_Type) {
     PyObject* it = PyObject_GetIter(o);
@@ -113,7 +113,7 @@ bool constEquals(PyObject* expected, PyObject* actual) {
     if (!PyAnySet_CheckExact(actual) || PySet_GET_SIZE(actual) != PySet_GET_SIZE(expected)) return false;
     return PyObject_RichCompareBool(expected, actual, Py_EQ) == 1;
   }
-  if (Py_TYPE(actual) != t || expected == Py_None || t == &PyBool_Type) return false;
+  if (Py_TYPE(actual) != t || expected == Py_None || expected == Py_Ellipsis || t == &PyBool_Type) return false;
   if (t == &PyFloat_Type) {
     double a = PyFloat_AS_DOUBLE(expected), b = PyFloat_AS_DOUBLE(actual);
     // NaN equals NaN (a guard on NaN must pass again); 0.0 and -0.0 differ (1/x tells them apart).
@@ -127,7 +127,7 @@ bool constEquals(PyObject* expected, PyObject* actual) {
       if (!constEquals(PyTuple_GET_ITEM(expected, i), PyTuple_GET_ITEM(actual, i))) return false;
     return true;
   }
-  // Exact int, str, bytes: their rich comparison is C code that cannot fail.
+  // Exact int, complex, str, bytes: their rich comparison is C code that cannot fail.
   return PyObject_RichCompareBool(expected, actual, Py_EQ) == 1;
 }
 
@@ -373,7 +373,7 @@ void GuardNode::checkId(PyObject* object) {
 void GuardNode::checkConst(PyObject* value) {
   KILN_CHECK_TYPE(
       isConstValue(value), "GuardNode.check_const: ", Py_TYPE(value)->tp_name,
-      " is not a constant type (None, bool, int, float, str, bytes, or a tuple of these)");
+      " is not a constant type (None, Ellipsis, bool, int, float, complex, str, bytes, or a tuple of these)");
   impl_->checks.push_back({CheckKind::Const, nb::borrow(value), 0, 0, 0, nullptr, nullptr});
 }
 

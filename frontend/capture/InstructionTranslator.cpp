@@ -754,6 +754,7 @@ bool InstructionTranslator::truthy(VT* v) {
   case VT::Kind::Function:
   case VT::Kind::NestedFunction:
   case VT::Kind::Method:
+  case VT::Kind::Partial:
     return true;
   case VT::Kind::Module: {
     nb::handle m = static_cast<ModuleVT*>(v)->module;
@@ -976,6 +977,7 @@ const char* InstructionTranslator::kindName(VT* v) {
   case VT::Kind::Format: return "an f-string of a tensor";
   case VT::Kind::Ndarray: return "numpy.ndarray";
   case VT::Kind::Number: return static_cast<NumberVT*>(v)->isFloat ? "float (dynamic)" : "int (dynamic)";
+  case VT::Kind::Partial: return "functools.partial";
   default: return "internal value";
   }
 }

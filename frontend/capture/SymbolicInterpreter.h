@@ -334,6 +334,11 @@ private:
   VT* callDictMethod(DictVT* d, const std::string& name, VTs& args, Kwargs& kwargs);
   VT* callSetMethod(SetVT* s, const std::string& name, VTs& args);
   VT* construct(nb::handle cls, VTs args, Kwargs kwargs);
+  // functools.partial: its type, and the arguments of a call through one (bound ones first, the
+  // call's keywords over the bound).
+  static PyTypeObject* partialType();
+  static VTs boundArgs(const VTs& bound, VTs args);
+  static Kwargs boundKwargs(const Kwargs& bound, Kwargs kwargs);
   // cls(*args, **kwargs) called for real, every argument a constant of the trace (`what` names them
   // in the error otherwise); a Python exception becomes a TraceError.
   nb::object constructFromConstants(nb::handle cls, const VTs& args, const Kwargs& kwargs, const char* what);

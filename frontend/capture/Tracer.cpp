@@ -429,6 +429,23 @@ VT* Tracer::wrap(nb::handle value, SourcePtr source, bool viaModule, const std::
     if (g) g->checkId(o);
     return make<AutocastExitVT>(nb::cast<uint32_t>(value.attr("packed")));
   }
+  // An autocast made outside the trace (`@autocast("cuda", enabled=False)` on a function, whose
+  // wrapper runs `with self:`) is what the same autocast made inside is (Calls.cpp), guarded
+  // by identity and by whether it is enabled.
+  static nb::handle autocastType =
+      nb::object(nb::module_::import_("kiln.amp.autocast_mode").attr("autocast")).release();
+  if (PyObject_TypeCheck(o, reinterpret_cast<PyTypeObject*>(autocastType.ptr()))) {
+    nb::object enabled = value.attr("_enabled");
+    if (g) {
+      g->checkId(o);
+      g->attr("_enabled").checkConst(enabled.ptr());
+    }
+    if (PyObject_IsTrue(value.attr("_kiln_trace_noop_context").ptr())) return make<GradModeVT>(gradMode());
+    nb::tuple state = nb::borrow<nb::tuple>(value.attr("_kiln_trace_state"));
+    bool cuda = nb::cast<std::string>(state[0]) == "cuda";
+    return make<AutocastVT>(cuda ? DeviceType::CUDA : DeviceType::CPU, nb::cast<bool>(state[1]),
+                            python::dtypeFromObject(state[2].ptr()), nb::cast<bool>(state[3]));
+  }
   if (isPlainConstant(o)) {
     if (PyFloat_CheckExact(o) && source && source->isArgument() && !viaModule) {
       std::string expr = source->expr();

@@ -79,6 +79,7 @@ struct VT {
     Format,      // an f-string of a tensor, formatted after the graph (its text is data)
     Ndarray,     // a NumPy array (or scalar) computed in the graph: a tensor with NumPy's rules
     Number,      // a Python int or float that is a graph value (automatic dynamic numbers)
+    Partial,     // functools.partial(f, ...) made while tracing
   };
   explicit VT(Kind k) : kind(k) {}
   virtual ~VT() = default;
@@ -146,6 +147,15 @@ struct RealCellVT : VT {
 
 using GlobalSourceFn = std::function<std::shared_ptr<const Source>(const std::string&)>;
 using Kwargs = std::vector<std::pair<std::string, VT*>>;
+
+// functools.partial(func, *args, **kwargs) made while tracing: calling it calls func with the
+// bound arguments first (and the call's keywords over the bound ones), as partial.__call__.
+struct PartialVT : VT {
+  PartialVT(VT* f, VTs a, Kwargs k) : VT(Kind::Partial), func(f), args(std::move(a)), kwargs(std::move(k)) {}
+  VT* func;
+  VTs args;
+  Kwargs kwargs;
+};
 
 struct NestedFunctionVT : VT {
   NestedFunctionVT() : VT(Kind::NestedFunction) {}

@@ -12,6 +12,7 @@
 #include "generated/Ops.h"
 #include "runtime/cpu/LaneSums.h"
 #include "runtime/cpu/RowLoops.h"
+#include "runtime/ViewGeometry.h"
 
 namespace kiln::kernels {
 
@@ -119,11 +120,17 @@ nativeBatchNorm(const Tensor& input, const std::optional<Tensor>& weight,
   const ScalarType pt = paramType("native_batch_norm", input, {&weight, &bias, &runningMean, &runningVar});
   // save_mean / save_invstd have the parameters' dtype, as in PyTorch.
   const ScalarType statType = pt;
-  Tensor out = Tensor::empty(input.sizes(), input.dtype(), input.device());
+  // A channels-last input gives a channels-last output, as PyTorch's kernel (and the
+  // decomposition, whose pointwise ops keep the input's layout); computed in NCHW and copied.
+  const bool channelsLast = isChannelsLast(input);
+  Tensor out = channelsLast ? Tensor::emptyStrided(input.sizes(), channelsLastStrides(input.sizes()),
+                                                   input.dtype(), input.device())
+                            : Tensor::empty(input.sizes(), input.dtype(), input.device());
   Tensor saveMean = Tensor::empty({training ? l.c : 0}, statType, input.device());
   Tensor saveInvstd = Tensor::empty({training ? l.c : 0}, statType, input.device());
   if (out.isMeta()) return {out, saveMean, saveInvstd};
   Tensor x = cpu::contiguousInput(input);
+  Tensor plain = channelsLast ? Tensor::empty(input.sizes(), input.dtype(), input.device()) : out;
   KILN_DISPATCH_FLOATING(input.dtype(), "batch_norm", [&]<typename T>() {
     using A = opmath_t<T>;
     auto run = [&]<typename P>() {
@@ -132,7 +139,7 @@ nativeBatchNorm(const Tensor& input, const std::optional<Tensor>& weight,
       S* sm = training ? saveMean.data<S>() : nullptr;
       S* si = training ? saveInvstd.data<S>() : nullptr;
       const T* xp = x.data<T>();
-      T* op = out.data<T>();
+      T* op = plain.data<T>();
       const int64_t count = l.count();
       forEachChannel(l, [&](int64_t c) {
         double mean, invstd;
@@ -168,6 +175,7 @@ nativeBatchNorm(const Tensor& input, const std::optional<Tensor>& weight,
     }
     run.template operator()<T>();
   });
+  if (channelsLast) ops::copy_(out, plain, false);
   // The running statistics are written without a version bump, as PyTorch's kernel does: the
   // autograd node saves them (read by the eval-mode backward), and a bump would make the
   // backward of an earlier training-mode call refuse them ("modified by an inplace operation")

@@ -21,31 +21,13 @@
 #include "runtime/cpu/Gemm.h"
 #include "runtime/cpu/LaneSums.h"
 #include "runtime/cpu/RowLoops.h"
+#include "runtime/ViewGeometry.h"
 
 namespace kiln::kernels {
 
 namespace {
 
 // Strides of a dense NCHW-shaped tensor stored NHWC.
-DimVector channelsLastStrides(IntArrayRef sizes) {
-  DimVector strides(4);
-  strides[0] = sizes[1] * sizes[2] * sizes[3];
-  strides[1] = 1;
-  strides[2] = sizes[3] * sizes[1];
-  strides[3] = sizes[1];
-  return strides;
-}
-
-// A 4-d tensor stored densely as NHWC and not also plain contiguous (one channel or a 1x1
-// image is both: it stays NCHW, as PyTorch suggests).
-bool isChannelsLast(const Tensor& t) {
-  if (t.dim() != 4 || t.isContiguous()) return false;
-  DimVector want = channelsLastStrides(t.sizes());
-  for (int64_t d = 0; d < 4; ++d)
-    if (t.size(d) != 1 && t.stride(d) != want[size_t(d)]) return false;
-  return true;
-}
-
 // The unfolded columns of one chunk stay within this budget (at least one sample per chunk).
 constexpr int64_t kColumnBytes = int64_t(1) << 20;
 constexpr int64_t kParallelGrain = 32768;
@@ -663,7 +645,7 @@ Tensor convolution(const Tensor& input, const Tensor& weight, const std::optiona
   if (transposed) return convolutionTransposed(s, input, weight, bias ? *bias : Tensor());
   // A float32 input laid out channels-last (NHWC in memory) gives a channels-last output, as
   // PyTorch's oneDNN path does; oneDNN's kernels then read and write it without reorders.
-  const bool channelsLast = dt == ScalarType::Float32 && !transposed && isChannelsLast(input);
+  const bool channelsLast = dt == ScalarType::Float32 && !transposed && input.dim() == 4 && isChannelsLast(input);
   Tensor out = channelsLast ? Tensor::emptyStrided(s.outSizes(), channelsLastStrides(s.outSizes()),
                                                    dt, input.device())
                             : Tensor::empty(s.outSizes(), dt, input.device());

@@ -29,6 +29,24 @@ class Size(tuple):
         return n
 
 
+def _rebuild_pickled(cls, data, requires_grad, state):
+    """Tensor.__reduce_ex__'s inverse."""
+    if data[0] == "meta":
+        _, size, stride, dtype = data
+        t = _C._ops.empty_strided(list(size), list(stride), dtype=dtype, device="meta")
+    else:
+        raw, dtype, offset, size, stride, device = data
+        t = _C._tensor_from_bytes(raw, dtype).as_strided(list(size), list(stride), offset)
+        if device != "cpu":
+            t = t.to(device)
+    if cls is not Tensor:
+        t = t.as_subclass(cls)
+    if requires_grad:
+        t.requires_grad_(True)
+    t.__dict__.update(state)
+    return t
+
+
 def _legacy_new(dtype, args, device):
     """What torch's legacy constructors (torch.Tensor(...), torch.LongTensor(...)) make of their
     arguments: nothing -> an empty tensor; ints or a Size -> an uninitialized tensor of those
@@ -245,6 +263,38 @@ class Tensor(_C.TensorBase):
     def _deepcopy_from(self, data):
         """The copy of self over `data` (subclasses with other constructor arguments override)."""
         return data if type(self) is Tensor else type(self)(data)
+
+    def __reduce_ex__(self, proto):
+        """pickle, copy.copy and multiprocessing queues: the storage's bytes and this view of it
+        (offset, sizes, strides), requires_grad, the subclass and the Python attributes, as torch
+        pickles a tensor. Autograd history is not pickled: a result unpickles as a leaf."""
+        if self.is_meta:
+            data = ("meta", tuple(self.size()), tuple(self.stride()), self.dtype)
+        else:
+            host = self.detach() if self.is_cpu else self.detach().cpu()
+            data = (_C._storage_bytes(host), self.dtype, host.storage_offset(), tuple(host.size()),
+                    tuple(host.stride()), str(self.device))
+        state = dict(self.__dict__)
+        return (_rebuild_pickled, (type(self), data, bool(self.requires_grad), state))
+
+    def __copy__(self):
+        """copy.copy: a new tensor object over the same data (as torch's, whose pickle reduction
+        hands copy.copy the storage itself), with requires_grad, the subclass and attributes."""
+        new = self.detach()
+        if type(self) is not Tensor:
+            new = new.as_subclass(type(self))
+        if self.requires_grad:
+            new.requires_grad_(True)
+        new.__dict__.update(self.__dict__)
+        return new
+
+    def as_subclass(self, cls):
+        """A new object of Tensor subclass `cls` over the same data (cls's __init__ is not called)."""
+        if not (isinstance(cls, type) and issubclass(cls, Tensor)):
+            raise TypeError(f"as_subclass: expected a subclass of kiln.Tensor, got {cls!r}")
+        new = _C.TensorBase.__new__(cls)
+        _C.TensorBase.__init__(new, self)
+        return new
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
         """Accumulates d(self)/d(leaf) into each leaf's .grad (see kiln.autograd.backward)."""

@@ -21,10 +21,17 @@ class Parameter(Tensor):
         return "Parameter containing:\n" + super().__repr__()
 
     def __reduce_ex__(self, proto):
-        return (Parameter, (Tensor(self), self.requires_grad))
+        return (_rebuild_parameter, (type(self), Tensor(self), self.requires_grad, dict(self.__dict__)))
 
     def _deepcopy_from(self, data):
         return type(self)(data, self.requires_grad)
+
+
+def _rebuild_parameter(cls, data, requires_grad, state):
+    """Parameter.__reduce_ex__'s inverse: the parameter, with its Python attributes."""
+    p = cls(data, requires_grad)
+    p.__dict__.update(state)
+    return p
 
 
 class Buffer(Tensor):

@@ -1,4 +1,5 @@
-"""BatchNorm1d, BatchNorm2d, BatchNorm3d: batch statistics in training, running statistics in eval."""
+"""BatchNorm1d, BatchNorm2d, BatchNorm3d, SyncBatchNorm: batch statistics in training, running statistics
+in eval."""
 from ... import _C
 from .. import functional as F
 from .. import init
@@ -83,3 +84,46 @@ class BatchNorm3d(_BatchNorm):
     def _check_input_dim(self, input):
         if input.dim() != 5:
             raise ValueError(f"expected 5D input (got {input.dim()}D input)")
+
+
+class SyncBatchNorm(_BatchNorm):
+    """Batch norm whose training statistics torch averages over the processes of a process group.
+    kiln.distributed cannot make a process group (init_process_group raises), so every batch is one
+    process's batch: this is the batch norm torch runs without an initialized group, over inputs of
+    any rank >= 2. Model code builds it (timm's SyncBatchNormAct subclasses it) or converts a model
+    with convert_sync_batchnorm before distributed training."""
+
+    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True,
+                 process_group=None, device=None, dtype=None, *, bias=True):
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype, bias=bias)
+        self.process_group = process_group
+
+    def _check_input_dim(self, input):
+        if input.dim() < 2:
+            raise ValueError(f"expected at least 2D input (got {input.dim()}D input)")
+
+    def forward(self, input):
+        if input.dim() >= 2 and input.size(1) == 0:
+            raise ValueError("SyncBatchNorm number of input channels should be non-zero")
+        return super().forward(input)
+
+    @classmethod
+    def convert_sync_batchnorm(cls, module, process_group=None):
+        """`module` with every BatchNorm*d replaced by a SyncBatchNorm over the same parameters and
+        buffers (the module itself when it is one)."""
+        converted = module
+        if isinstance(module, _BatchNorm):
+            converted = cls(module.num_features, module.eps, module.momentum, module.affine,
+                            module.track_running_stats, process_group, bias=module.bias is not None)
+            if module.affine:
+                converted.weight = module.weight
+                converted.bias = module.bias
+            converted.running_mean = module.running_mean
+            converted.running_var = module.running_var
+            converted.num_batches_tracked = module.num_batches_tracked
+            converted.training = module.training
+            if hasattr(module, "qconfig"):
+                converted.qconfig = module.qconfig
+        for name, child in module.named_children():
+            converted.add_module(name, cls.convert_sync_batchnorm(child, process_group))
+        return converted

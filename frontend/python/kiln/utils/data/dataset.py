@@ -1,6 +1,7 @@
 """Datasets (torch.utils.data.dataset): map-style and iterable datasets, their concatenation,
 subsets and random_split."""
 import bisect
+from typing import Generic, TypeVar
 
 from ... import randperm
 
@@ -8,7 +9,12 @@ __all__ = ["ChainDataset", "ConcatDataset", "Dataset", "IterableDataset", "Subse
            "random_split"]
 
 
-class Dataset:
+_T_co = TypeVar("_T_co", covariant=True)
+
+
+class Dataset(Generic[_T_co]):
+    """A map-style dataset: items by index. Generic, as torch's (`class Pairs(Dataset[tuple])`)."""
+
     def __getitem__(self, index):
         raise NotImplementedError("Subclasses of Dataset should implement __getitem__.")
 
@@ -16,7 +22,7 @@ class Dataset:
         return ConcatDataset([self, other])
 
 
-class IterableDataset(Dataset):
+class IterableDataset(Dataset[_T_co]):
     """A dataset read by iterating it (__iter__), not by index."""
 
     def __iter__(self):
@@ -40,7 +46,7 @@ class ChainDataset(IterableDataset):
         return sum(len(d) for d in self.datasets)
 
 
-class ConcatDataset(Dataset):
+class ConcatDataset(Dataset[_T_co]):
     """The datasets one after another."""
 
     def __init__(self, datasets):
@@ -83,7 +89,7 @@ class TensorDataset(Dataset):
         return self.tensors[0].size(0)
 
 
-class Subset(Dataset):
+class Subset(Dataset[_T_co]):
     def __init__(self, dataset, indices):
         self.dataset = dataset
         self.indices = indices

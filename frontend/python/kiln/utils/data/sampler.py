@@ -2,6 +2,7 @@
 as torch's do (a fresh generator seeded from the default one when none is given), so with
 torch's generator algorithms they give torch's orders."""
 import itertools
+from typing import Generic, TypeVar
 
 from ... import _C, empty, multinomial, randint, randperm
 
@@ -9,8 +10,12 @@ __all__ = ["BatchSampler", "RandomSampler", "Sampler", "SequentialSampler", "Sub
            "WeightedRandomSampler"]
 
 
-class Sampler:
-    """Base class: subclasses iterate indices (and may have a length)."""
+_T_co = TypeVar("_T_co", covariant=True)
+
+
+class Sampler(Generic[_T_co]):
+    """Base class: subclasses iterate indices (and may have a length). Generic, as torch's:
+    `class MySampler(Sampler[int])` and `Sampler[List[int]]` in annotations."""
 
     def __init__(self, data_source=None):
         pass
