@@ -79,6 +79,21 @@ Device OpRecorder::deviceOf(const Tensor& fake) const {
 
 const OpRecorder* OpRecorder::current() { return gCurrent; }
 
+OpRecorder* OpRecorder::active() { return gCurrent; }
+
+Node* OpRecorder::recordCall(const std::string& target, std::vector<Argument> args) {
+  if (beforeRecord) beforeRecord();
+  Node* node = graph_.callFunction(target, std::move(args));
+  node->meta.loc = location;
+  ++numRecorded_;
+  return node;
+}
+
+void OpRecorder::standIn(const Tensor& real, const Tensor& fake) {
+  KILN_CHECK(nodes_.count(fake.impl()), "standIn: the fake standing for a real tensor is not bound");
+  standIns_[real.impl()] = {real, fake};
+}
+
 Tensor OpRecorder::readable(const Tensor& t) {
   if (!t.isMeta() || !gCurrent || !gCurrent->valuesOf) return t;
   Tensor real = gCurrent->valuesOf(t);
@@ -108,6 +123,8 @@ void OpRecorder::fallback(OpId op, DispatchKeySet remaining, Stack& stack) {
 Node* OpRecorder::nodeFor(Tensor& t, Device& device) {
   decltype(nodes_)::const_iterator it = nodes_.find(t.impl());
   if (it == nodes_.end() && t.isMeta()) it = aliasOf(t);
+  if (auto s = standIns_.find(t.impl()); it == nodes_.end() && s != standIns_.end())
+    it = nodes_.find(s->second.second.impl());
   if (it == nodes_.end()) {
     KILN_CHECK(!t.isMeta(), "kiln tracing met a meta tensor that is not part of the graph: ",
                t.describe(), currentOp_ ? strCat(" (an argument of aten.", Dispatcher::instance().schema(*currentOp_).qualifiedName(), ")") : std::string());
