@@ -66,6 +66,7 @@ std::vector<Lifted> speculate(OpRecorder& outer, const std::vector<Tensor>& inpu
   Graph scratch("custom_function");
   OpRecorder rec(scratch);
   rec.tracesCustomFunctions = true;
+  rec.decomposeOpsWithoutFormula = true; // as the joint trace: what autograd saves is a node
   std::vector<Node*> placeholders;
   nb::list fresh;
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -118,6 +119,7 @@ std::vector<Tensor> applyApart(OpRecorder& outer, const std::vector<Tensor>& inp
   Graph scratch("custom_function");
   OpRecorder rec(scratch);
   rec.tracesCustomFunctions = true;
+  rec.decomposeOpsWithoutFormula = true;
   nb::list args;
   for (const Tensor& t : inputs) {
     rec.bind(t, scratch.placeholder(scratch.uniqueName("input")), outer.deviceOf(t));
