@@ -295,7 +295,14 @@ def test_checkpoint_function_is_one_graph(backend):
     assert (e.graph_count, e.graph_break_count) == (1, 0), e.break_reasons
 
 
-def test_checkpoint_function_training_steps_compile_once():
+@pytest.mark.parametrize("counting", [False, True])
+def test_checkpoint_function_training_steps_compile_once(counting):
+    graphs = []
+
+    def counting_backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
     net = _CheckpointFunction.make(kiln)
     opt = kiln.optim.SGD(net.parameters(), lr=0.1)
     ref_net = _CheckpointFunction.make(kiln)
@@ -305,7 +312,7 @@ def test_checkpoint_function_training_steps_compile_once():
         loss.backward()
         return loss
 
-    compiled = kiln.compile(step)
+    compiled = kiln.compile(step, backend=counting_backend if counting else "inductor")
     ref_opt = kiln.optim.SGD(ref_net.parameters(), lr=0.1)
     r = np.random.default_rng(7)
     for _ in range(3):
@@ -319,6 +326,8 @@ def test_checkpoint_function_training_steps_compile_once():
         assert np.isfinite(loss.item())
         opt.step()
         ref_opt.step()
+    if counting:  # the graph before the break at backward(), compiled once (nothing after it)
+        assert len(graphs) == 1, [str(g.graph) for g in graphs]
 
 
 def test_double_backward_inside_the_compiled_function():
