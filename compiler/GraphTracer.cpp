@@ -273,8 +273,10 @@ private:
         tuple.elements.push_back(Traced{Value(fake), {}, false});
       }
     } else {
-      for (Tensor& t : run(args))
+      for (Tensor& t : run(args)) {
+        recorder_.bindAlias(t); // an output that is an input, with the Function's history
         tuple.elements.push_back(Traced{Value(std::move(t)), {}, false});
+      }
     }
     env_[&n] = std::move(tuple);
   }

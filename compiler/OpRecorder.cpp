@@ -72,6 +72,15 @@ Node* OpRecorder::nodeOf(const Tensor& fake) const {
   return it == nodes_.end() ? nullptr : it->second.node;
 }
 
+Node* OpRecorder::bindAlias(const Tensor& t) {
+  if (nodes_.count(t.impl())) return nullptr;
+  auto it = aliasOf(t);
+  if (it == nodes_.end()) return nullptr;
+  Bound alias{t, it->second.node, it->second.device};
+  nodes_[t.impl()] = std::move(alias);
+  return nodes_[t.impl()].node;
+}
+
 Device OpRecorder::deviceOf(const Tensor& fake) const {
   auto it = nodes_.find(fake.impl());
   return it == nodes_.end() ? Device() : it->second.device;

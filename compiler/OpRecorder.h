@@ -42,6 +42,11 @@ public:
 
   // `fake` stands for the value of `node` (a placeholder, a get_attr, an op's result).
   void bind(const Tensor& fake, Node* node, Device device = Device());
+  // Binds `t`, a fake that no op made but that views a bound fake's storage with the same
+  // geometry (an output a custom autograd.Function returns as its input, with new history), to
+  // that fake's node, so that ops read `t` itself and autograd sees its history. Returns the
+  // node, or null when `t` is bound already or aliases nothing bound.
+  Node* bindAlias(const Tensor& t);
   // The node a fake tensor stands for; null when it is not known.
   Node* nodeOf(const Tensor& fake) const;
   // The device the value a fake stands for lives on (CPU when it is not known).

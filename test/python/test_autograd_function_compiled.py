@@ -489,3 +489,30 @@ def test_captured_graph_holds_one_node_per_application():
     targets = [n.target for g in e.graphs for n in g.graph.nodes if n.op == "call_function"]
     assert targets.count("kiln.autograd.function.apply_captured") == 2
     assert not any(str(t).startswith("aten.sigmoid") or str(t).startswith("aten.round") for t in targets)
+
+
+@pytest.mark.parametrize("returns", ["input", "view_as", "clone"])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_gradient_reversal_returning_its_input(returns, backend):
+    # A forward returning its input as it is gives an alias with the Function's history; the
+    # joint trace read the input's node through it and lost that history (the backward ignored
+    # the Function: wrong gradients).
+    def make(T):
+        class GradReverse(T.autograd.Function):
+            @staticmethod
+            def forward(ctx, x, alpha):
+                ctx.alpha = alpha
+                return x if returns == "input" else x.view_as(x) if returns == "view_as" else x.clone()
+
+            @staticmethod
+            def backward(ctx, g):
+                return -ctx.alpha * g, None
+
+        def fn(x, w):
+            h = x @ w
+            r = GradReverse.apply(h, 0.5)
+            return (r * h).sum() + r.sum()
+
+        return fn
+
+    _check(make, _inputs((2, 4), (4, 3), seed=11), backend)
