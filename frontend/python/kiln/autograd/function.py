@@ -110,7 +110,7 @@ def _apply(cls, args, kwargs, needs_input_grad):
 
 def _uncaptured_forward(cls):
     """cls.forward as kiln.compiler.disable wraps it. When a compiled function breaks at apply
-    (the backward is Python code a graph cannot hold), apply runs eagerly and forward must too:
+    (a Function that cannot be traced: see _capture), apply runs eagerly and forward must too:
     captured as a frame of its own, it would guard on the identity of each call's new ctx
     (a recompile per call), and ctx.save_for_backward, run for real while tracing, would keep the
     trace's fake tensors for the backward."""
