@@ -72,6 +72,27 @@ Node* OpRecorder::nodeOf(const Tensor& fake) const {
   return it == nodes_.end() ? nullptr : it->second.node;
 }
 
+void OpRecorder::eraseUnreadProvisional() {
+  std::unordered_set<Node*> erased;
+  bool all = true;
+  auto erase = [&](Node* n) {
+    if (n->isOp()) --numRecorded_;
+    erased.insert(n);
+    graph_.erase(n);
+  };
+  for (auto it = provisional_.rbegin(); it != provisional_.rend(); ++it) {
+    if ((*it)->target() == "kiln._C._set_grad_enabled") continue;
+    if ((*it)->users().empty()) erase(*it);
+    else all = false;
+  }
+  if (all)
+    for (Node* n : provisional_)
+      if (!erased.count(n)) erase(n);
+  provisional_.clear();
+  for (auto it = nodes_.begin(); it != nodes_.end();)
+    it = erased.count(it->second.node) ? nodes_.erase(it) : std::next(it);
+}
+
 Node* OpRecorder::bindAlias(const Tensor& t) {
   if (nodes_.count(t.impl())) return nullptr;
   auto it = aliasOf(t);

@@ -116,6 +116,13 @@ public:
   // application) at `location`, counted as a recorded op; the caller types and binds its results.
   Node* recordCall(const std::string& target, std::vector<Argument> args);
 
+  // Nodes recorded only so that autograd run while capturing (a kiln.func transform, a traced
+  // autograd.grad(create_graph=True)) can read what a custom Function's forward computed, its
+  // application being one node of its own: the capture erases those that nothing reads when it
+  // ends (eraseUnreadProvisional; their grad-mode switches too when all of them go).
+  void markProvisional(Node* n) { provisional_.push_back(n); }
+  void eraseUnreadProvisional();
+
   // Number of op nodes recorded so far.
   int numRecorded() const { return numRecorded_; }
 
@@ -138,6 +145,7 @@ private:
   std::unordered_map<const TensorImpl*, Bound> nodes_;
   std::unordered_set<const TensorImpl*> lifted_;
   std::unordered_map<const TensorImpl*, std::pair<Tensor, Tensor>> standIns_; // real -> (real, fake)
+  std::vector<Node*> provisional_;
   std::optional<OpId> currentOp_; // the op whose arguments are being converted (for errors)
   // The bound fake viewing the same storage with the same geometry as `t` (nodeFor's fallback).
   std::unordered_map<const TensorImpl*, Bound>::const_iterator aliasOf(const Tensor& t) const;

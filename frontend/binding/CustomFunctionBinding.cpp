@@ -4,6 +4,7 @@
 
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
+#include <unordered_set>
 
 #include "compiler/GraphTracer.h"
 #include "compiler/OpRecorder.h"
@@ -113,21 +114,24 @@ std::vector<Lifted> speculate(OpRecorder& outer, const std::vector<Tensor>& inpu
   return lifted;
 }
 
-// The application on the capture's own fakes, its ops recorded apart: outputs whose history is
-// the Function's backward node, as eagerly.
-std::vector<Tensor> applyApart(OpRecorder& outer, const std::vector<Tensor>& inputs, nb::handle run) {
-  Graph scratch("custom_function");
-  OpRecorder rec(scratch);
-  rec.tracesCustomFunctions = true;
-  rec.decomposeOpsWithoutFormula = true;
+// The application on the capture's own fakes: outputs whose history is the Function's backward
+// node, as eagerly. Its forward's ops are recorded into the capture's graph, provisionally: only
+// autograd run while capturing (a kiln.func transform over the Function) reads them.
+std::vector<Tensor> applyProvisionally(OpRecorder& outer, const std::vector<Tensor>& inputs, nb::handle run) {
+  struct Restore {
+    OpRecorder& r;
+    ~Restore() { r.tracesCustomFunctions = false; }
+  } restore{outer};
+  outer.tracesCustomFunctions = true;
+  std::unordered_set<Node*> before;
+  for (Node* n : outer.graph().nodes())
+    before.insert(n);
   nb::list args;
-  for (const Tensor& t : inputs) {
-    rec.bind(t, scratch.placeholder(scratch.uniqueName("input")), outer.deviceOf(t));
+  for (const Tensor& t : inputs)
     args.append(wrap(t));
-  }
-  rec.liftTensor = [&](const Tensor&) { return scratch.placeholder(scratch.uniqueName("lifted")); };
-  OpRecorder::Scope scope(rec);
   nb::object outputs = run(args, false);
+  for (Node* n : outer.graph().nodes())
+    if (!before.count(n)) outer.markProvisional(n);
   std::vector<Tensor> out;
   for (nb::handle o : outputs)
     out.push_back(unwrapTensor(o.ptr()));
@@ -152,7 +156,7 @@ nb::tuple captureApplication(int64_t key, nb::handle inputList, nb::handle run, 
   std::vector<Tensor> outputs;
   try {
     lifted = speculate(*outer, inputs, inputNodes, run);
-    outputs = applyApart(*outer, inputs, run);
+    outputs = applyProvisionally(*outer, inputs, run);
   } catch (nb::python_error& e) {
     std::string type = Py_TYPE(e.value().ptr())->tp_name;
     std::string message = nb::cast<std::string>(nb::str(e.value()));

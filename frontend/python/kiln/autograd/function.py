@@ -91,13 +91,12 @@ def _apply(cls, args, kwargs, needs_input_grad):
     ctx.needs_input_grad = needs_input_grad
     custom_setup = cls.setup_context is not Function.setup_context
     forward = _uncaptured_forward(cls)
-    with no_grad():
+    with no_grad():  # setup_context too, as torch: what it saves has no history
         if custom_setup:
             output = forward(*args, **kwargs)
+            cls.setup_context(ctx, args, output)
         else:
             output = forward(ctx, *args, **kwargs)
-    if custom_setup:
-        cls.setup_context(ctx, args, output)
     single = not isinstance(output, tuple)
     outputs = (output,) if single else output
     if _C.is_grad_enabled() and any(ctx.needs_input_grad):
