@@ -129,9 +129,18 @@ std::vector<Tensor> applyProvisionally(OpRecorder& outer, const std::vector<Tens
   nb::list args;
   for (const Tensor& t : inputs)
     args.append(wrap(t));
-  nb::object outputs = run(args, false);
-  for (Node* n : outer.graph().nodes())
-    if (!before.count(n)) outer.markProvisional(n);
+  auto markNewNodes = [&] {
+    for (Node* n : outer.graph().nodes())
+      if (!before.count(n)) outer.markProvisional(n);
+  };
+  nb::object outputs;
+  try {
+    outputs = run(args, false);
+  } catch (...) {
+    markNewNodes(); // a break follows: nothing reads what the failed run recorded
+    throw;
+  }
+  markNewNodes();
   std::vector<Tensor> out;
   for (nb::handle o : outputs)
     out.push_back(unwrapTensor(o.ptr()));

@@ -187,7 +187,7 @@ def test_setup_context_needs_input_grad_and_materialize_grads():
 
 def test_once_differentiable_backward():
     def make(T):
-        from_fn = kiln.autograd.function if T is kiln else torch.autograd.function
+        function_module = kiln.autograd.function if T is kiln else torch.autograd.function
 
         class Clip(T.autograd.Function):
             @staticmethod
@@ -196,7 +196,7 @@ def test_once_differentiable_backward():
                 return x.clamp(-0.5, 0.5)
 
             @staticmethod
-            @from_fn.once_differentiable
+            @function_module.once_differentiable
             def backward(ctx, g):
                 (x,) = ctx.saved_tensors
                 return g * (x.abs() <= 0.5).to(g.dtype)
@@ -358,8 +358,6 @@ def test_double_backward_inside_the_compiled_function():
 
 
 def test_untraceable_backward_breaks_and_stays_right():
-    calls = []
-
     def make(T):
         class DataDependent(T.autograd.Function):
             @staticmethod
@@ -380,7 +378,6 @@ def test_untraceable_backward_breaks_and_stays_right():
 
     e = _check(make, _inputs((4, 3), seed=9), "inductor", graphs=2, breaks=1)
     assert any("DataDependent" in str(r) and "cannot be traced" in str(r) for r in e.break_reasons)
-    del calls
 
 
 def test_forward_with_a_side_effect_breaks():
