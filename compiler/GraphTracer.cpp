@@ -14,6 +14,11 @@ namespace kiln::compiler {
 
 namespace {
 
+std::unordered_map<std::string, ExternalTarget>& externalTargets() {
+  static std::unordered_map<std::string, ExternalTarget> targets;
+  return targets;
+}
+
 // What an old node evaluates to while retracing: a fake tensor, or a tuple of them.
 struct Traced {
   Value value;
@@ -25,6 +30,7 @@ class GraphTracer final : public ArgumentValues {
 public:
   GraphTracer(const Graph& old, DecomposeTo level) : old_(old), graph_(old.name()), recorder_(graph_) {
     recorder_.decompose = level;
+    recorder_.tracesCustomFunctions = true;
   }
 
   void decomposeComposites(bool on) { recorder_.decomposeOpsWithoutFormula = on; }
@@ -189,6 +195,13 @@ private:
       env_[&n] = seq.elements[size_t(i < 0 ? i + size : i)];
       return;
     }
+    if (n.opcode() == Opcode::CallFunction) {
+      auto ext = externalTargets().find(n.target());
+      if (ext != externalTargets().end()) {
+        external(n, ext->second);
+        return;
+      }
+    }
     OpId op = resolveCall(n);
     if (op == OpId::NumOps)
       fail(n, strCat("cannot retrace ", opcodeName(n.opcode()), " ", n.target(),
@@ -223,6 +236,48 @@ private:
     tuple.isTuple = true;
     for (Value& v : stack)
       tuple.elements.push_back(single(std::move(v)));
+    env_[&n] = std::move(tuple);
+  }
+
+  // An external target's node: its code run on the fakes (its ops recorded), or at level None
+  // outside the joint trace the node itself, copied, its results fakes of its types.
+  void external(const Node& n, const ExternalTarget& run) {
+    if (!n.kwargs().empty()) fail(n, n.target() + " takes no keyword arguments");
+    std::vector<Value> args;
+    std::vector<Argument> copied;
+    for (const Argument& a : n.args()) {
+      if (a.isNode()) {
+        args.emplace_back(tensor(n, *a.toNode()));
+        copied.push_back(tracedArgument(n, traced(n, a.toNode())));
+      } else if (a.kind() == Argument::Kind::Int) {
+        args.emplace_back(a.toInt());
+        copied.push_back(a);
+      } else {
+        fail(n, n.target() + " takes tensors and ints");
+      }
+    }
+    Traced tuple;
+    tuple.isTuple = true;
+    if (!joint_ && recorder_.decompose == DecomposeTo::None) {
+      if (!n.meta.type || !n.meta.type->isTuple()) fail(n, n.target() + " needs a tuple type to be retraced");
+      Node* copy = graph_.callFunction(n.target(), std::move(copied));
+      copy->meta = n.meta;
+      int64_t i = 0;
+      for (const Type& t : n.meta.type->elements()) {
+        if (!t.isTensor()) fail(n, n.target() + " returns a value that is not a tensor");
+        Tensor fake = fakeOf(n, t.tensor());
+        Node* item = graph_.callFunction("operator.getitem", {Argument(copy), Argument(i++)});
+        item->meta.type = t;
+        item->meta.loc = n.meta.loc;
+        recorder_.bind(fake, item, t.tensor().device);
+        tuple.elements.push_back(Traced{Value(fake), {}, false});
+      }
+    } else {
+      for (Tensor& t : run(args)) {
+        recorder_.bindAlias(t); // an output that is an input, with the Function's history
+        tuple.elements.push_back(Traced{Value(std::move(t)), {}, false});
+      }
+    }
     env_[&n] = std::move(tuple);
   }
 
@@ -312,6 +367,10 @@ private:
 };
 
 } // namespace
+
+void registerExternalTarget(const std::string& target, ExternalTarget run) {
+  externalTargets()[target] = std::move(run);
+}
 
 Graph retrace(const Graph& g, DecomposeTo level, bool decomposeComposites) {
   GraphTracer tracer(g, level);

@@ -12,14 +12,28 @@
 //  - kiln._C._set_grad_enabled nodes are copied as they are (tracing does not depend on them);
 //  - aot.input_value(input, value) (joint trace only): `value`, differentiated as `input` (see
 //    aot.py: an input written under no_grad keeps its autograd history);
+//  - call_function nodes of an external target (registerExternalTarget: Python code, a custom
+//    autograd.Function's application) run that code on the fakes, which records the ops it
+//    calls; except a plain retrace at level None, which keeps such a node as it is (its result
+//    typed by its getitems' meta), so that AOT's joint trace still meets it after the ATen-level
+//    retrace and functionalization;
 //  - the output node returns the nodes now standing for the old outputs.
 // Locations (NodeMeta::loc) carry over to every node made for a node. Anything else (call_module,
 // other callables, number-typed inputs) raises.
 #pragma once
+#include <functional>
+
 #include "compiler/OpRecorder.h"
 #include "ir/Graph.h"
 
 namespace kiln::compiler {
+
+// The code behind an external call_function target: given the node's arguments' values (fake
+// tensors, or Python-free constants: ints, floats, bools, strings), it calls ops on the fakes
+// under the tracer's recorder (OpRecorder::tracesCustomFunctions is on) and returns the node's
+// results, a tuple of tensors (the node's getitems pick them).
+using ExternalTarget = std::function<std::vector<Tensor>(const std::vector<Value>& args)>;
+void registerExternalTarget(const std::string& target, ExternalTarget run);
 
 // With `decomposeComposites`, ops without a derivative formula of their own are decomposed too,
 // whatever the level, as the joint trace does (OpRecorder::decomposeOpsWithoutFormula): at level

@@ -89,12 +89,57 @@ Node* OpRecorder::nodeOf(const Tensor& fake) const {
   return it == nodes_.end() ? nullptr : it->second.node;
 }
 
+void OpRecorder::eraseUnreadProvisional() {
+  std::unordered_set<Node*> erased;
+  bool all = true;
+  auto erase = [&](Node* n) {
+    if (n->isOp()) --numRecorded_;
+    erased.insert(n);
+    graph_.erase(n);
+  };
+  for (auto it = provisional_.rbegin(); it != provisional_.rend(); ++it) {
+    if ((*it)->target() == "kiln._C._set_grad_enabled") continue;
+    if ((*it)->users().empty()) erase(*it);
+    else all = false;
+  }
+  if (all)
+    for (Node* n : provisional_)
+      if (!erased.count(n)) erase(n);
+  provisional_.clear();
+  for (auto it = nodes_.begin(); it != nodes_.end();)
+    it = erased.count(it->second.node) ? nodes_.erase(it) : std::next(it);
+}
+
+Node* OpRecorder::bindAlias(const Tensor& t) {
+  if (nodes_.count(t.impl())) return nullptr;
+  auto it = aliasOf(t);
+  if (it == nodes_.end()) return nullptr;
+  Bound alias{t, it->second.node, it->second.device};
+  nodes_[t.impl()] = std::move(alias);
+  return nodes_[t.impl()].node;
+}
+
 Device OpRecorder::deviceOf(const Tensor& fake) const {
   auto it = nodes_.find(fake.impl());
   return it == nodes_.end() ? Device() : it->second.device;
 }
 
 const OpRecorder* OpRecorder::current() { return gCurrent; }
+
+OpRecorder* OpRecorder::active() { return gCurrent; }
+
+Node* OpRecorder::recordCall(const std::string& target, std::vector<Argument> args) {
+  if (beforeRecord) beforeRecord();
+  Node* node = graph_.callFunction(target, std::move(args));
+  node->meta.loc = location;
+  ++numRecorded_;
+  return node;
+}
+
+void OpRecorder::standIn(const Tensor& real, const Tensor& fake) {
+  KILN_CHECK(nodes_.count(fake.impl()), "standIn: the fake standing for a real tensor is not bound");
+  standIns_[real.impl()] = {real, fake};
+}
 
 Tensor OpRecorder::readable(const Tensor& t) {
   if (!t.isMeta() || !gCurrent || !gCurrent->valuesOf) return t;
@@ -134,6 +179,8 @@ void OpRecorder::fallback(OpId op, DispatchKeySet remaining, Stack& stack) {
 Node* OpRecorder::nodeFor(Tensor& t, Device& device) {
   decltype(nodes_)::const_iterator it = nodes_.find(t.impl());
   if (it == nodes_.end() && t.isMeta()) it = aliasOf(t);
+  if (auto s = standIns_.find(t.impl()); it == nodes_.end() && s != standIns_.end())
+    it = nodes_.find(s->second.second.impl());
   if (it == nodes_.end()) {
     KILN_CHECK(!t.isMeta(), "kiln tracing met a meta tensor that is not part of the graph: ",
                t.describe(), currentOp_ ? strCat(" (an argument of aten.", Dispatcher::instance().schema(*currentOp_).qualifiedName(), ")") : std::string());

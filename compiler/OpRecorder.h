@@ -42,6 +42,11 @@ public:
 
   // `fake` stands for the value of `node` (a placeholder, a get_attr, an op's result).
   void bind(const Tensor& fake, Node* node, Device device = Device());
+  // Binds `t`, a fake that no op made but that views a bound fake's storage with the same
+  // geometry (an output a custom autograd.Function returns as its input, with new history), to
+  // that fake's node, so that ops read `t` itself and autograd sees its history. Returns the
+  // node, or null when `t` is bound already or aliases nothing bound.
+  Node* bindAlias(const Tensor& t);
   // The node a fake tensor stands for; null when it is not known.
   Node* nodeOf(const Tensor& fake) const;
   // The device the value a fake stands for lives on (CPU when it is not known).
@@ -88,11 +93,35 @@ public:
 
   // The recorder of this thread's innermost Scope, or null.
   static const OpRecorder* current();
+  // The same, for callers that bind values (a custom autograd.Function's capture and its stand-ins).
+  static OpRecorder* active();
+
+  // Whether a custom autograd.Function applied while this recorder is active may record its
+  // Python backward on its outputs' history: AOT tracing (GraphTracer.h), whose engine run then
+  // records the backward's ops, and the capture's speculation of one (frontend/capture). Off for
+  // the capture itself, which records the application as one node instead.
+  bool tracesCustomFunctions = false;
+
+  // From now on the real tensor `real` (a module's parameter that a custom Function's Python code
+  // reads by itself) is traced as `fake` (bound: the node's input standing for it), so that
+  // autograd connects what that code computes from it to that input.
+  void standIn(const Tensor& real, const Tensor& fake);
 
   // Whether `real` is a real tensor the graph reads (lifted by liftTensor: a parameter or
   // buffer kiln's library code used while running on fakes). Its value is an input of the
   // graph: reading it into Python (item(), float()) would bake this call's value in.
   bool isLifted(const Tensor& real) const { return lifted_.count(real.impl()) != 0; }
+
+  // Records a call_function node of a target outside the op table (a custom autograd.Function's
+  // application) at `location`, counted as a recorded op; the caller types and binds its results.
+  Node* recordCall(const std::string& target, std::vector<Argument> args);
+
+  // Nodes recorded only so that autograd run while capturing (a kiln.func transform, a traced
+  // autograd.grad(create_graph=True)) can read what a custom Function's forward computed, its
+  // application being one node of its own: the capture erases those that nothing reads when it
+  // ends (eraseUnreadProvisional; their grad-mode switches too when all of them go).
+  void markProvisional(Node* n) { provisional_.push_back(n); }
+  void eraseUnreadProvisional();
 
   // Number of op nodes recorded so far.
   int numRecorded() const { return numRecorded_; }
@@ -118,6 +147,8 @@ private:
   Graph& graph_;
   std::unordered_map<const TensorImpl*, Bound> nodes_;
   std::unordered_set<const TensorImpl*> lifted_;
+  std::unordered_map<const TensorImpl*, std::pair<Tensor, Tensor>> standIns_; // real -> (real, fake)
+  std::vector<Node*> provisional_;
   std::optional<OpId> currentOp_; // the op whose arguments are being converted (for errors)
   // The bound fake viewing the same storage with the same geometry as `t` (nodeFor's fallback).
   std::unordered_map<const TensorImpl*, Bound>::const_iterator aliasOf(const Tensor& t) const;

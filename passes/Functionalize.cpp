@@ -74,7 +74,10 @@ private:
     }
     if (n->target() == "operator.getitem") return getitem(n);
     if (!n->isOp()) {
-      if (n->target() != "kiln._C._set_grad_enabled" && hasSideEffects(*n))
+      // A custom autograd.Function's application reads its inputs only (the capture breaks at
+      // one that writes them).
+      if (n->target() != "kiln._C._set_grad_enabled" && n->target() != "kiln.autograd.function.apply_captured" &&
+          hasSideEffects(*n))
         fail(*n, n->target() + " has unknown effects; functionalize works on ATen-level graphs "
                                "(retrace first)");
       return readArguments(n);

@@ -375,9 +375,10 @@ void registerAutograd(nb::module_& m, TensorClass& cls) {
            nb::handle toSave, nb::handle dirty, nb::handle nonDifferentiable, bool materialize) {
           // Under kiln.compile's capture the inputs are fakes and the graph cannot hold a Python
           // backward: recorded here it would be lost (the compiled output would not reach the
-          // Function's backward, silently wrong gradients). The capture turns this error into
-          // a graph break before the call, which then runs eagerly with its backward.
-          if (compiler::OpRecorder::current())
+          // Function's backward, silently wrong gradients). Function.apply records one node
+          // instead (CustomFunctionBinding.h); AOT's traces run the backward on their fakes.
+          const compiler::OpRecorder* recorder = compiler::OpRecorder::current();
+          if (recorder && !recorder->tracesCustomFunctions)
             throw NotImplementedError("a custom kiln.autograd.Function (" + name +
                                       ") called with inputs that require grad: its backward is "
                                       "Python code that a graph cannot hold");

@@ -8,6 +8,7 @@
 #include <omp.h>
 
 #include "frontend/binding/AutogradBinding.h"
+#include "frontend/binding/CustomFunctionBinding.h"
 #include "frontend/binding/CompiledKernelBinding.h"
 #include "frontend/binding/CppCodegenBinding.h"
 #include "frontend/binding/CudaBinding.h"
@@ -79,6 +80,7 @@ NB_MODULE(_C, m) {
   registerGenerator(m);
   registerIndexing(tensorClass);
   registerAutograd(m, tensorClass);
+  registerCustomFunctionCapture(m);
   registerFx(m);
   kiln::capture::registerCapture(m);
   kiln::capture::registerTraceFrame(m);

@@ -423,6 +423,7 @@ nb::dict Tracer::run() {
   for (Node* n : outputs)
     outs.emplace_back(n);
   graph_.output(Argument::tuple(std::move(outs)));
+  recorder_.eraseUnreadProvisional();
 
   nb::dict d;
   d["ok"] = true;

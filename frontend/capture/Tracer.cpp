@@ -188,6 +188,16 @@ Tracer::Tracer(nb::handle func, nb::handle code, nb::handle args, nb::handle glo
       if (!v) v = wrapTensor(it->second.second, nullptr, true, it->second.first);
       return recorder_.nodeOf(python::unwrapTensor(static_cast<TensorVT*>(v)->fake.ptr()));
     }
+    // A custom autograd.Function's code, traced for its capture (CustomFunctionBinding.h),
+    // reading for real a tensor the traced code holds as a graph value: a user module's
+    // parameter, handed to CheckpointFunction.apply from `self.parameters()` and read again by
+    // the module's forward that the Function calls. The same node (its guards are the value's).
+    const compiler::OpRecorder* active = compiler::OpRecorder::current();
+    if (active && active->tracesCustomFunctions)
+      for (auto& [object, vt] : byId_)
+        if (vt->kind == VT::Kind::Tensor && python::isTensor(object) &&
+            python::unwrapTensor(object).impl() == real.impl())
+          return recorder_.nodeOf(python::unwrapTensor(static_cast<TensorVT*>(vt)->fake.ptr()));
     // A real tensor kiln's library code made while it ran on the fakes (kiln.from_numpy of data
     // computed in Python - a mask drawn with numpy inside a patched nn.functional.dropout):
     // baked into the graph it would be the same on every call. The frame runs eagerly instead.
