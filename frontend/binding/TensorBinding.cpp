@@ -18,6 +18,14 @@ nb::object sizeOrDim(IntArrayRef values, int64_t ndim, std::optional<int64_t> di
   if (dim) return nb::int_(values[size_t(wrapDim(*dim, ndim))]);
   return nb::steal(makeSize(values));
 }
+
+// Tensor.stride(): a plain tuple, as torch's (only sizes are a Size), or one dim's stride.
+nb::object strideOrDim(IntArrayRef strides, int64_t ndim, std::optional<int64_t> dim) {
+  if (dim) return nb::int_(strides[size_t(wrapDim(*dim, ndim))]);
+  nb::list items;
+  for (int64_t s : strides) items.append(nb::int_(s));
+  return nb::tuple(items);
+}
 } // namespace
 
 PyObject* makeSize(IntArrayRef sizes) {
@@ -38,7 +46,7 @@ TensorClass registerTensor(nb::module_& m) {
       .def("size", [](const Tensor& t, std::optional<int64_t> dim) { return sizeOrDim(t.sizes(), t.dim(), dim); },
            nb::arg("dim") = nb::none())
       .def("stride",
-           [](const Tensor& t, std::optional<int64_t> dim) { return sizeOrDim(t.strides(), t.dim(), dim); },
+           [](const Tensor& t, std::optional<int64_t> dim) { return strideOrDim(t.strides(), t.dim(), dim); },
            nb::arg("dim") = nb::none())
       .def_prop_ro("dtype", [](const Tensor& t) { return nb::borrow(dtypeObject(t.dtype())); })
       .def_prop_ro("device", [](const Tensor& t) { return nb::steal(deviceObject(t.device())); })

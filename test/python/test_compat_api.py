@@ -151,3 +151,11 @@ def test_word_language_model_safe_globals_load_a_whole_transformer():
     assert type(back.layers[0].self_attn.out_proj) is linear.NonDynamicallyQuantizableLinear
     x = kiln.randn(3, 2, 8)
     np.testing.assert_allclose(back(x).detach().numpy(), model(x).detach().numpy(), rtol=1e-6, atol=1e-6)
+
+
+def test_stride_is_a_plain_tuple_as_torch():
+    # Tensor.stride() returned a kiln.Size; torch returns a tuple (only sizes are a Size).
+    t = kiln.ones(2, 3, 4).transpose(0, 2)
+    assert type(t.stride()) is tuple and t.stride() == (1, 4, 12) and t.stride(-1) == 12
+    assert type(t.shape) is kiln.Size and type(t.size()) is kiln.Size
+    assert type(kiln.compile(lambda x: x.stride())(kiln.ones(2, 3))) is tuple
