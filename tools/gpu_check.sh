@@ -380,22 +380,24 @@ step "pytest CUDA codegen" 45 "$OUT/pytest.log" env -u KILN_NVRTC -u KILN_CUDA_D
   KILN_CONFORMANCE_DIR="$ROOT/$( [ -f ../shared/conformance/run.py ] && echo ../shared/conformance || echo .gpu-debs/conformance )" \
   "$PY" -m pytest -q -p no:cacheprovider test/python/test_cuda_codegen.py
 # The conformance programs with their tensors on CUDA, against torch on CUDA (tools/
-# conformance_device.py; torch on the CPU in a dry run): the shared sample first, test/programs
-# after the benches with what time is left.
+# conformance_device.py; torch on the CPU in a dry run): the shared sample first, then test/programs.
 CONF_DIR=$( [ -f ../shared/conformance/run.py ] && echo ../shared/conformance || echo .gpu-debs/conformance )
-CONF_JOBS=$(( $(nproc) / 2 )); [ $CONF_JOBS -ge 1 ] || CONF_JOBS=1
+CONF_JOBS=$(nproc)
 step "conformance on CUDA (sample)" 100 "$OUT/conformance.log" "$PY" tools/conformance_device.py \
   --conformance-dir "$CONF_DIR" --jobs $CONF_JOBS --timeout 90 "$CONF_DIR/programs"
+# test/programs before the benches (session 17's second run reached 87 of 117 after them), each
+# with at most 150 s, leaving the benches 90 s.
+if [ $(left) -gt 150 ]; then
+  limit=$(( $(left) - 90 )); [ $limit -gt 150 ] && limit=150
+  step "conformance on CUDA (test/programs)" $limit "$OUT/conformance.log" "$PY" \
+    tools/conformance_device.py --conformance-dir "$CONF_DIR" --jobs $CONF_JOBS --timeout 60 test/programs
+fi
 
 # 4. Benches (each skips with its reason where there is no real GPU).
 # (No JSON of cuda_copy: at most 8 files come back; its numbers are in bench.log.)
 step "bench cuda_copy" 30 "$OUT/bench.log" "$PY" bench/cuda_copy.py --mib 256
 step "bench cuda_kernels" 120 "$OUT/bench.log" "$PY" bench/cuda_kernels.py --json "$OUT/cuda_kernels.json" \
   $( [ $DRY = 1 ] && echo --fake-ok )
-if [ $(left) -gt 60 ]; then
-  step "conformance on CUDA (test/programs)" $(( $(left) - 40 )) "$OUT/conformance.log" "$PY" \
-    tools/conformance_device.py --conformance-dir "$CONF_DIR" --jobs $CONF_JOBS --timeout 60 test/programs
-fi
 
 # 5. When as built crashed: its diagnostics, the rows not tried yet, then the portable rebuild,
 # while time is left (what the next session needs to fix the cause rather than work around it).
