@@ -49,16 +49,28 @@ def numpy_block(x, p):
     return x + h @ p["down.weight"].T + p["down.bias"]
 
 
-def median_ms(fn, runs=30):
-    for _ in range(3):
-        fn()
-    ts = []
-    for _ in range(runs):
-        t = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t)
-    ts.sort()
-    return ts[len(ts) // 2] * 1e3
+def race(peers, rounds=15, block=6):
+    """Median ms per call of each peer, timed in interleaved rounds.
+
+    The peers take turns (the order rotating each round), each timing a block of calls, so a
+    drift of the machine's speed during the race (this VM's moves by 30-50% over seconds) falls
+    on every peer alike instead of on whichever ran last. A block's first call is not timed: it
+    absorbs the previous peer's thread pool still spinning on the cores.
+    """
+    names = list(peers)
+    for fn in peers.values():
+        for _ in range(3):
+            fn()
+    times = {name: [] for name in names}
+    for r in range(rounds):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            fn = peers[name]
+            fn()
+            t = time.perf_counter()
+            for _ in range(block):
+                fn()
+            times[name].append((time.perf_counter() - t) / block)
+    return {name: sorted(ts)[len(ts) // 2] * 1e3 for name, ts in times.items()}
 
 
 def section(title):
@@ -151,11 +163,9 @@ def main():
     print(f"(the generated translation unit is {len(source.splitlines())} lines; all stages "
           f"are in {graph_dir})")
 
-    section("timings: median of 30 runs, same inputs, this machine")
-    with kiln.no_grad():
-        t_eager = median_ms(lambda: block(x))
-        t_compiled = median_ms(lambda: compiled(x))
-    rows = [("kiln eager", t_eager, ""), ("kiln.compile", t_compiled, "")]
+    section("timings: interleaved rounds (median of 15 rounds x 6 calls), same inputs, this machine")
+    peers = {"kiln eager": lambda: block(x), "kiln.compile": lambda: compiled(x)}
+    notes = {}
     try:
         import torch
     except ImportError:
@@ -175,16 +185,24 @@ def main():
 
         with torch.no_grad():
             terr = float((torch_block(tx) - torch.from_numpy(y.numpy())).abs().max())
-            rows.append(("torch eager", median_ms(lambda: torch_block(tx)), f"max |diff| {terr:.1e}"))
+            peers["torch eager"] = lambda: torch_block(tx)
+            notes["torch eager"] = f"max |diff| {terr:.1e}"
             try:
                 tc = torch.compile(torch_block)
                 t0 = time.perf_counter()
                 tc(tx)
-                t_tc_compile = (time.perf_counter() - t0) * 1e3
-                rows.append(("torch.compile", median_ms(lambda: tc(tx)),
-                             f"first call {t_tc_compile:.0f} ms"))
+                notes["torch.compile"] = f"first call {(time.perf_counter() - t0) * 1e3:.0f} ms"
+                peers["torch.compile"] = lambda: tc(tx)
             except Exception as error:  # noqa: BLE001 - a missing compiler etc. is reported
                 print(f"(torch.compile failed: {type(error).__name__}: {error})")
+    with kiln.no_grad():
+        if torch is not None:
+            with torch.no_grad():
+                medians = race(peers)
+        else:
+            medians = race(peers)
+    t_eager = medians["kiln eager"]
+    rows = [(name, ms, notes.get(name, "")) for name, ms in medians.items()]
     for name, ms, note in rows:
         print(f"{name:14s} {ms:8.3f} ms   {t_eager / ms:5.2f}x kiln eager   {note}")
     cold, warm = cold_and_warm_compile_ms()
