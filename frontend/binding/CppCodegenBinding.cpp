@@ -12,6 +12,7 @@
 #include <nanobind/stl/string_view.h>
 
 #include "codegen/CppCodegen.h"
+#include "codegen/CppPrelude.h"
 #include "compiler/Lowering.h"
 #include "frontend/binding/FxBinding.h"
 #include "ir/Parser.h"
@@ -51,6 +52,12 @@ void registerCppCodegen(nb::module_& m) {
       nb::arg("entry_name") = "kiln_entry", nb::arg("prelude") = true,
       nb::arg("translation_units") = 0, nb::arg("size_hints") = std::map<std::string, int64_t>(),
       "the C++ source of a loop program given in its text form (docs/loop-ir.md)");
+  c.def("cpp_prelude", [] { return codegen::cppPrelude(); },
+        "the text every generated C++ source begins with (headers, KilnContext, helpers); a source "
+        "holding several programs has it once, then each program's emit_cpp(prelude=False) in its "
+        "own namespace");
+  c.attr("END_OF_PRELUDE_MARKER") = codegen::kEndOfPreludeMarker;
+  c.attr("TRANSLATION_UNIT_MARKER") = codegen::kTranslationUnitMarker;
   c.def(
       "lower",
       [](nb::handle graph) {

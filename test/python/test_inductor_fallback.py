@@ -1,6 +1,7 @@
 """Fallback kernels (kiln/compiler/fallback.py): an op without a lowering runs eagerly between
 compiled segments instead of sending its whole graph back to eager mode."""
 import os
+import re
 import shutil
 
 import numpy as np
@@ -128,6 +129,28 @@ def test_convolution_module_compiles_around_the_convolution():
         plan = _plan(model, x)
     assert plan.reason == "" and plan.num_kernels >= 1
     assert "aten.convolution" in [op for _, op in plan.fallbacks]
+
+
+def test_segments_compile_as_one_shared_object(tmp_path, monkeypatch):
+    """The compiled segments between a graph's fallbacks are one C++ source (the prelude once,
+    each segment in its namespace with its own entry) and one g++ run, not one per segment."""
+    monkeypatch.setattr(kiln.config, "cache_dir", str(tmp_path))
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 8, 3, padding=1),
+                          nn.Tanh(), nn.Conv2d(8, 4, 1), nn.Sigmoid(), nn.Flatten(), nn.Linear(4 * 36, 5))
+    x = _rand(2, 3, 6, 6)
+    with kiln.no_grad():
+        _check(model, x, tol=1e-4)
+    sources = sorted((tmp_path / "kernels").glob("*.cpp"))
+    assert len(sources) == 1
+    text = sources[0].read_text()
+    segments = re.findall(r"^namespace kiln_segment(\d+) \{$", text, re.M)
+    assert len(segments) >= 3
+    assert re.findall(r'extern "C" int kiln_entry_(\d+)\(', text) == segments
+    # The source is the same whatever thread scheduled a segment first: the cache finds it again.
+    kiln.compiler.reset()
+    with kiln.no_grad():
+        _check(model, x, tol=1e-4)
+    assert sorted((tmp_path / "kernels").glob("*.cpp")) == sources
 
 
 @pytest.mark.parametrize("case", ["conv_slice", "conv_cat", "pool_slice"])

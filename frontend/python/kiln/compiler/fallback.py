@@ -758,9 +758,12 @@ class PartitionedProgram:
     """Runs the steps of `plan(graph)`: compiled segments (compile_segment(prims graph) gives a
     callable returning the outputs' tuple) and eager fallbacks, then returns the graph's outputs
     as a tuple. `fallbacks` names the eager ops; `segments` holds each segment's loop program
-    (text, None for one without a program) for kiln.explain and debugging."""
+    (text, None for one without a program) for kiln.explain and debugging. `link`, when given,
+    takes the list of compile_segment's (run, program) pairs in program order and returns it
+    completed: a backend compiling the segments' code together finishes there what
+    compile_segment prepared."""
 
-    def __init__(self, graph, steps, compile_segment):
+    def __init__(self, graph, steps, compile_segment, link=None):
         self.placeholders = list(graph.placeholders())
         outs = graph.output_node.args[0]
         self.results = list(outs) if isinstance(outs, (tuple, list)) else [outs]
@@ -773,6 +776,8 @@ class PartitionedProgram:
             futures = [pool.submit(contextvars.copy_context().run, compile_segment, s.graph)
                        for s in compiled]
             results = [f.result() for f in futures]
+        if link is not None:
+            results = link(results)
         self.segments = []
         for step, (run, program) in zip(compiled, results):
             step.run = run

@@ -16,6 +16,8 @@ compiled raises InductorUnsupported while compiling (a prim the lowering does no
 shapes): the frame callback then runs the frame eagerly with a warning (kiln.config.strict
 raises instead).
 """
+import os
+
 from .. import _logging
 from .._C import _codegen
 from .. import _C
@@ -335,36 +337,62 @@ def _compile_program(graph, cuda_graphs=False):
         # tensors: a CUDA kernel, a program from their decomposition, or a host round trip
         # (cuda_eager.py). CUDA graphs replay no partitioned program (each segment runs as usual).
         return _compile_partitioned(graph, steps)
-    try:
-        program, schedule_log = _codegen.schedule(_codegen.lower(graph))
-        if device is not None:
-            return _compile_cuda(program, device, cuda_graphs=cuda_graphs), program, schedule_log
-        source = _codegen.emit_cpp(program)
-    except Exception as error:  # noqa: BLE001 - lowering errors name the prim; re-raised as one kind
-        raise InductorUnsupported(f"{type(error).__name__}: {error}") from error
-    debug_dir.write("loops.kir", program)
-    debug_dir.write("schedule.log", schedule_log)
-    _loops_log.info("fusion decisions:\n%s", schedule_log)
-    _loops_log.debug("scheduled loop program:\n%s", program)
+    program, schedule_log = _scheduled_program(graph)
+    if device is not None:
+        return _compile_cuda(program, device, cuda_graphs=cuda_graphs), program, schedule_log
+    source = _emit(program)
     debug_dir.write("output_code.cpp", source)
-    _output_code_log.debug("loop program of %s:\n%s", graph, program)
     path, cache_hit = _codegen.compile_source(source, extra_flags=_program_flags(source))
     _output_code_log.info("output code (%s, %s):\n%s", path, "cache hit" if cache_hit else "compiled",
                           source)
     return _codegen.CompiledKernel(path, "kiln_entry", program), program, schedule_log
 
 
+def _scheduled_program(graph):
+    """(scheduled loop program text, the scheduler's log) of a prims graph without fallbacks,
+    written to the debug folder and the logs."""
+    try:
+        program, schedule_log = _codegen.schedule(_codegen.lower(graph))
+    except Exception as error:  # noqa: BLE001 - lowering errors name the prim; re-raised as one kind
+        raise InductorUnsupported(f"{type(error).__name__}: {error}") from error
+    debug_dir.write("loops.kir", program)
+    debug_dir.write("schedule.log", schedule_log)
+    _loops_log.info("fusion decisions:\n%s", schedule_log)
+    _loops_log.debug("scheduled loop program:\n%s", program)
+    _output_code_log.debug("loop program of %s:\n%s", graph, program)
+    return program, schedule_log
+
+
+def _emit(program, **options):
+    """emit_cpp of a scheduled loop program, its errors raised as InductorUnsupported."""
+    try:
+        return _codegen.emit_cpp(program, **options)
+    except Exception as error:  # noqa: BLE001 - as in _scheduled_program
+        raise InductorUnsupported(f"{type(error).__name__}: {error}") from error
+
+
 # What the C++ code generator writes between the translation units of a split program
 # (codegen/CppCodegen.h, kTranslationUnitMarker).
-_TRANSLATION_UNIT_MARKER = "\n// kiln: translation unit\n"
+_TRANSLATION_UNIT_MARKER = "\n" + _codegen.TRANSLATION_UNIT_MARKER + "\n"
+# Kernel source from which a program's C++ is split into translation units compiled in parallel
+# (codegen/CppCodegen.cpp, kSplitBytes); also where segments compiled together get
+# kiln.config.large_program_cpp_flags.
+_SPLIT_BYTES = 256 * 1024
+# Segments compiled together go in several translation units (compiled in parallel) from this
+# much C++: below it one g++ run costs less than the prelude parsed and linked once more.
+_JOINT_SPLIT_BYTES = 32 * 1024
 
 
 def _program_flags(source):
     """The compiler flags a program's C++ gets besides kiln.config.cpp_flags: those of
     kiln.config.large_program_cpp_flags for a source split into translation units."""
     if _TRANSLATION_UNIT_MARKER in source:
-        return [str(f) for f in config.large_program_cpp_flags or ()]
+        return _large_program_flags()
     return []
+
+
+def _large_program_flags():
+    return [str(f) for f in config.large_program_cpp_flags or ()]
 
 
 def _plan(graph):
@@ -377,20 +405,84 @@ def _plan(graph):
 
 
 def _compile_partitioned(graph, steps):
+    """The PartitionedProgram of a prims graph cut by fallback ops into `steps`. On the CPU the
+    segments' C++ compiles as one shared object (_link_segments): a convolution network's
+    backward has dozens of segments between its convolutions, and a g++ run per segment paid the
+    prelude, the driver and the link each time."""
+    cpu = cuda_device(graph) is None
+
     def compile_segment(segment):
         placeholders = list(segment.placeholders())
         computed, views, where = _split_outputs(segment, placeholders)
-        kernel, program, schedule_log = _compile_program(computed) if computed is not None else (None,) * 3
         view_fn = GraphModule({}, views).forward if views is not None else None
-        logs[id(segment)] = schedule_log or ""
-        return _runner(kernel, view_fn, None, where), program
+        if computed is None:
+            logs[id(segment)] = ""
+            return _runner(None, view_fn, None, where), None
+        if not cpu or _plan(computed) is not None:
+            kernel, program, schedule_log = _compile_program(computed)
+            logs[id(segment)] = schedule_log or ""
+            return _runner(kernel, view_fn, None, where), program
+        program, schedule_log = _scheduled_program(computed)
+        logs[id(segment)] = schedule_log
+        return _UnlinkedSegment(program, view_fn, where), program
 
     logs = {}
-    program = fallback.PartitionedProgram(graph, steps, compile_segment)
+    program = fallback.PartitionedProgram(graph, steps, compile_segment, link=_link_segments)
     _loops_log.info("fallback kernels (run eagerly between compiled segments): %s",
                     ", ".join(program.fallbacks))
     return program, _partitioned_text(program), "".join(
         logs[id(s.graph)] for s in steps if s.kind == "compiled")
+
+
+class _UnlinkedSegment:
+    """A segment's scheduled loop program waiting for _link_segments to compile it with the
+    partitioned program's other segments."""
+
+    def __init__(self, program, view_fn, where):
+        self.program, self.view_fn, self.where = program, view_fn, where
+
+
+def _link_segments(results):
+    """The (run, program) of each segment, those given as _UnlinkedSegment compiled together:
+    one source with the prelude once and each segment's C++ in a namespace of its own, entry
+    kiln_entry_<k> (k its place in the program, so the source and its cache key do not depend on
+    which thread scheduled first), in several translation units when large (the toolchain
+    compiles them in parallel). A segment of _SPLIT_BYTES or more compiles alone, split as any
+    large program."""
+    unlinked = [(k, run) for k, (run, _) in enumerate(results) if isinstance(run, _UnlinkedSegment)]
+    if not unlinked:
+        return results
+    results = list(results)
+    bodies = []
+    for k, segment in unlinked:
+        body = _emit(segment.program, entry_name=f"kiln_entry_{k}", prelude=False)
+        if len(body) >= _SPLIT_BYTES:
+            source = _emit(segment.program)
+            path, _ = _codegen.compile_source(source, extra_flags=_program_flags(source))
+            kernel = _codegen.CompiledKernel(path, "kiln_entry", segment.program)
+            results[k] = (_runner(kernel, segment.view_fn, None, segment.where), segment.program)
+        else:
+            bodies.append((k, segment, f"namespace kiln_segment{k} {{\n{body}\n}}  // namespace kiln_segment{k}\n"))
+    if not bodies:
+        return results
+    total = sum(len(text) for _, _, text in bodies)
+    parts = 1 if total < _JOINT_SPLIT_BYTES else min(os.cpu_count() or 1, 4, len(bodies))
+    # Consecutive segments per part, the parts of about equal size (g++'s time follows it).
+    texts, done = [[] for _ in range(parts)], 0
+    for _, _, text in bodies:
+        texts[min(parts - 1, (done + len(text) // 2) * parts // total)].append(text)
+        done += len(text)
+    source = (_codegen.cpp_prelude() + "\n" + _codegen.END_OF_PRELUDE_MARKER + "\n"
+              + _TRANSLATION_UNIT_MARKER.join("\n".join(part) for part in texts if part))
+    debug_dir.write("output_code.cpp", source)
+    flags = _large_program_flags() if total >= _SPLIT_BYTES else []
+    path, cache_hit = _codegen.compile_source(source, entry=f"kiln_entry_{bodies[0][0]}", extra_flags=flags)
+    _output_code_log.info("output code (%s, %s, %d segments):\n%s", path,
+                          "cache hit" if cache_hit else "compiled", len(bodies), source)
+    for k, segment, _ in bodies:
+        kernel = _codegen.CompiledKernel(path, f"kiln_entry_{k}", segment.program)
+        results[k] = (_runner(kernel, segment.view_fn, None, segment.where), segment.program)
+    return results
 
 
 def _partitioned_text(program):
