@@ -193,3 +193,18 @@ def test_embedding_bag_module_and_compile():
     assert not pre.weight.requires_grad and pre(kiln.tensor([[0, 1]])).tolist() == [[1.0, 1.0]]
     with pytest.raises(ValueError, match="offsets has to be None"):
         bag(kiln.tensor([[1, 2]]), kiln.tensor([0]))
+
+
+@pytest.mark.parametrize("name", ["alpha_dropout", "feature_alpha_dropout"])
+@pytest.mark.parametrize("compiled", [False, True])
+def test_seeded_alpha_dropout_draws_torchs_mask(name, compiled):
+    """torch draws the mask as noise.bernoulli_(1 - p) (the scalar-probability stream); kiln drew
+    bernoulli of a tensor of probabilities: the right statistics, another mask for a seed."""
+    fn = lambda F, x: getattr(F, name)(x, 0.3, True)  # noqa: E731
+    kfn = kiln.compile(fn) if compiled else fn
+    for seed in range(3):
+        kiln.manual_seed(seed)
+        torch.manual_seed(seed)
+        got = kfn(kiln.nn.functional, kiln.from_numpy(IMG)).numpy()
+        want = fn(torch.nn.functional, torch.from_numpy(IMG)).numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)

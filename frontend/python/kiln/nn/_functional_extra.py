@@ -103,7 +103,9 @@ def _alpha(input, p, training, inplace, mask_shape):
         return input.mul_(0) if inplace else input * 0
     alpha = 1.7580993408473766
     a = 1.0 / math.sqrt((alpha * alpha * p + 1) * (1 - p))
-    keep = _ops.bernoulli(_ops.full(mask_shape, 1 - p, dtype=input.dtype, device=input.device))
+    # Drawn as torch does (noise.bernoulli_(1 - p) on an empty tensor: the scalar-probability
+    # draw, another stream than bernoulli of a tensor of probabilities), so a seed gives its mask.
+    keep = _ops.empty(mask_shape, dtype=input.dtype, device=input.device).bernoulli_(1 - p)
     b = (keep - 1) * (alpha * a) + alpha * a * p
     out = input * (keep * a) + b
     return input.copy_(out) if inplace else out
