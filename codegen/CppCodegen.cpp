@@ -46,8 +46,12 @@ constexpr int64_t kMinParallelRows = 32;
 // reduction loop outside the contiguous column loop (one accumulator per column, on the stack).
 constexpr int64_t kColumnBlock = 256;
 // A program whose kernels have this much C++ source or more is split into several translation
-// units (CppOptions::translationUnits), compiled in parallel.
-constexpr size_t kSplitBytes = 256 * 1024;
+// units (CppOptions::translationUnits), compiled in parallel, each with at least kPartBytes of
+// kernels: g++ takes about 25 ms per KB at -O3 here, a unit more costs its prelude parsed again
+// and a link (~70 ms). nanoGPT's forward and backward (120-140 KB each) took 2.5-3 s of g++ each
+// in one unit, on one of the cores.
+constexpr size_t kSplitBytes = 64 * 1024;
+constexpr size_t kPartBytes = 32 * 1024;
 // A row nest in parallel with at least this many phases runs each row in a function of its own
 // (NestEmitter::emit).
 constexpr size_t kRowFunctionPhases = 4;
@@ -1305,13 +1309,15 @@ public:
       std::string fname = "kiln_unit" + std::to_string(u);
       std::string& t = unitTexts[u];
       for (const char* ret : {"void ", "int "}) {
-        std::string from = std::string("\nstatic ") + ret + fname + "(";
+        // The definition's line: "static R kiln_unitN(", after attributes of its own (a unit
+        // made with optimize("no-thread-jumps") has them first).
+        std::string from = std::string("static ") + ret + fname + "(";
         size_t at = t.find(from);
         if (at == std::string::npos) continue;
-        std::string to = std::string("\n__attribute__((visibility(\"hidden\"))) ") + ret + fname + "(";
+        std::string to = std::string("__attribute__((visibility(\"hidden\"))) ") + ret + fname + "(";
         t.replace(at, from.size(), to);
         size_t end = t.find(" {\n", at);
-        declarations += t.substr(at + 1, end - at - 1) + ";\n";
+        declarations += t.substr(at, end - at) + ";\n";
       }
       partTexts[std::min(parts - 1, (done + t.size() / 2) * parts / std::max<size_t>(total, 1))] += t;
       done += t.size();
@@ -1333,7 +1339,8 @@ public:
       size_t bytes = 0;
       for (const std::string& t : unitTexts) bytes += t.size();
       if (bytes < kSplitBytes) return 1;
-      n = std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 4);
+      n = std::min<size_t>(std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 4),
+                           bytes / kPartBytes);
     }
     return std::min(n, unitTexts.size());
   }

@@ -32,7 +32,7 @@ struct CppOptions {
   // own namespace, with its own entry name).
   bool prelude = true;
   // How many translation units the kernels are spread over (with a prelude only): 0 (default)
-  // splits a program with 256 KB of kernel source or more over min(cores, 4); 1 never splits;
+  // splits a program with 64 KB of kernel source or more over min(cores, 4, KB / 32); 1 never splits;
   // n > 1 always (at most one per kernel). The parts are separated by kTranslationUnitMarker
   // lines, the prelude ends with kEndOfPreludeMarker: Toolchain::compileSharedObject compiles
   // each part (the prelude and its kernels) in parallel and links them.

@@ -91,7 +91,8 @@ def test_row_nest_of_many_phases_runs_rows_through_a_function():
 
 def test_program_split_into_translation_units_computes_the_same():
     # The code generator can spread a program's kernels over several translation units, which
-    # the toolchain compiles in parallel and links (automatic for 256 KB of kernels or more).
+    # the toolchain compiles in parallel and links (automatic from 64 KB of kernels, 32 KB or more
+    # per unit).
     from kiln._C import _codegen
 
     programs = []
@@ -104,8 +105,8 @@ def test_program_split_into_translation_units_computes_the_same():
     x = kiln.from_numpy(np.random.default_rng(2).standard_normal((64, 64)).astype(np.float32))
     kiln.compile(fn, backend=backend)(x)
     (program,) = programs
-    whole = _codegen.emit_cpp(program)
-    assert "// kiln: translation unit" not in whole  # 87 KB: one unit
+    whole = _codegen.emit_cpp(program, translation_units=1)
+    assert "// kiln: translation unit" not in whole
     split = _codegen.emit_cpp(program, translation_units=3)
     assert split.count("\n// kiln: translation unit\n") == 2 and "// kiln: end of prelude\n" in split
     assert 'extern "C" int kiln_entry' in split.split("// kiln: translation unit")[0]
@@ -118,6 +119,33 @@ def test_program_split_into_translation_units_computes_the_same():
     np.testing.assert_allclose(results[1], fn(x).numpy(), rtol=1e-4, atol=1e-4)
 
 
+def test_split_program_whose_unit_has_attributes_before_static():
+    # A unit whose definition starts with attributes of its own (optimize("no-thread-jumps"):
+    # a select of integers, as cross_entropy's ignore_index makes) stayed `static` in its part
+    # while the entry in the first part called it: the program failed to compile once split
+    # (nanoGPT's loss, when programs began to split at 64 KB).
+    from kiln._C import _codegen
+
+    programs = []
+
+    def backend(gm, example_inputs):
+        programs.append(inductor.plan_kernels(gm, example_inputs))
+        return gm.forward
+
+    def fn(x, idx):
+        return (x.sin() * 2).sum(1), kiln.where(idx > 2, idx, -idx).sum(), (x.exp() + 1).amax(0)
+
+    x = kiln.from_numpy(np.random.default_rng(4).standard_normal((16, 32)).astype(np.float32))
+    idx = kiln.arange(-8, 8)
+    kiln.compile(fn, backend=backend)(x, idx)
+    (program,) = programs
+    split = _codegen.emit_cpp(program, translation_units=3)
+    assert 'optimize("no-thread-jumps")' in split and split.count("\n// kiln: translation unit\n") == 2
+    path, _ = _codegen.compile_source(split)
+    for got, want in zip(_codegen.CompiledKernel(path, "kiln_entry", program)(x, idx), fn(x, idx)):
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-5)
+
+
 def test_failing_translation_unit_names_its_part():
     from kiln._C import _codegen
 
@@ -127,10 +155,11 @@ def test_failing_translation_unit_names_its_part():
         _codegen.compile_source(source)
 
 
-def test_split_programs_get_the_large_program_flags(monkeypatch):
-    # A program split into translation units (thousands of ops) compiles with
-    # kiln.config.large_program_cpp_flags (default -O1: less g++ time) on top of cpp_flags; a
-    # program in one unit never does. The flags reach the compiler and key both caches.
+def test_large_programs_get_the_large_program_flags(monkeypatch):
+    # A program with 256 KB of C++ or more beyond the prelude (thousands of ops) compiles with
+    # kiln.config.large_program_cpp_flags (default -O1: less g++ time) on top of cpp_flags,
+    # split into translation units or not; a smaller one never does. The flags reach the compiler
+    # and key both caches.
     from kiln._C import _codegen
 
     fn, _ = make_fn(kiln, "chain", 1000)
@@ -145,15 +174,18 @@ def test_split_programs_get_the_large_program_flags(monkeypatch):
     ((program, key),) = programs
     whole, split = _codegen.emit_cpp(program), _codegen.emit_cpp(program, translation_units=2)
     assert kiln.config.large_program_cpp_flags == ["-O1"]
-    assert inductor._program_flags(whole) == [] and inductor._program_flags(split) == ["-O1"]
-    path, _ = _codegen.compile_source(split, extra_flags=inductor._program_flags(split))
+    assert inductor._program_flags(whole) == [] and inductor._program_flags(split) == []  # 87 KB
+    # The same program with 200 KB more source (a comment: g++'s time is the program's).
+    large = split + "\n// " + "x" * (200 * 1024) + "\n"
+    assert inductor._program_flags(large) == ["-O1"]
+    path, _ = _codegen.compile_source(large, extra_flags=inductor._program_flags(large))
     (out,) = _codegen.CompiledKernel(path, "kiln_entry", program)(x)
     np.testing.assert_allclose(out.numpy(), fn(x).numpy(), rtol=1e-4, atol=1e-4)
     monkeypatch.setattr(kiln.config, "large_program_cpp_flags", ["-fkiln-no-such-flag"])
     with pytest.raises(RuntimeError, match="kiln-no-such-flag"):
-        _codegen.compile_source(split, extra_flags=inductor._program_flags(split))
+        _codegen.compile_source(large, extra_flags=inductor._program_flags(large))
     kiln.compiler.reset()
     kiln.compile(fn, backend=backend)(x)
     assert programs[1][1] != key  # the graph cache keys the flags too
     monkeypatch.setattr(kiln.config, "large_program_cpp_flags", [])
-    assert inductor._program_flags(split) == []
+    assert inductor._program_flags(large) == []

@@ -21,12 +21,12 @@ Generated C++ (kiln._C._codegen, read at each compile):
 - cpp_compiler: the C++ compiler (one program name or path); None means $KILN_CXX, else c++.
 - cpp_flags: flags added after kiln's own (-O3 -march=native -fopenmp -shared -fPIC
   -std=c++17); they are part of the cache key.
-- large_program_cpp_flags: flags added after cpp_flags for a program whose C++ is split into
-  translation units compiled in parallel (256 KB of kernel source or more: thousands of ops;
-  the kernels of the benchmark suite are far below). The default ["-O1"] keeps the loops'
-  `omp simd` vectorization and the inlined math of the prelude and takes about 30% less g++
-  time than -O3 (a wide DAG of 10,000 ops, 2 cores), for loops about 8% slower where they are
-  math-heavy (tanh, exp, erf, log_softmax, one thread); [] compiles them like any other program.
+- large_program_cpp_flags: flags added after cpp_flags for a program with 256 KB of C++ or more
+  beyond the prelude (thousands of ops; the kernels of the benchmark suite are far below). The
+  default ["-O1"] keeps the loops' `omp simd` vectorization and the inlined math of the prelude
+  and takes about 30-40% less g++ time than -O3 (a wide DAG of 10,000 ops, 2 cores), for loops
+  about 8% slower where they are math-heavy (tanh, exp, erf, log_softmax, one thread); []
+  compiles them like any other program.
   Part of the cache keys.
 - cache_dir: the kernel cache folder; None means $KILN_CACHE_DIR, else ~/.cache/kiln.
 - debug_dir: when set (from $KILN_DEBUG_DIR at import), every compiled graph writes its

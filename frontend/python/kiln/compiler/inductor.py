@@ -374,21 +374,22 @@ def _emit(program, **options):
 # What the C++ code generator writes between the translation units of a split program
 # (codegen/CppCodegen.h, kTranslationUnitMarker).
 _TRANSLATION_UNIT_MARKER = "\n" + _codegen.TRANSLATION_UNIT_MARKER + "\n"
-# Kernel source from which a program's C++ is split into translation units compiled in parallel
-# (codegen/CppCodegen.cpp, kSplitBytes); also where segments compiled together get
-# kiln.config.large_program_cpp_flags.
-_SPLIT_BYTES = 256 * 1024
-# Segments compiled together go in several translation units (compiled in parallel) from this
-# much C++: below it one g++ run costs less than the prelude parsed and linked once more.
-_JOINT_SPLIT_BYTES = 32 * 1024
+_PRELUDE_BYTES = len(_codegen.cpp_prelude())
+# A program with this much C++ beyond the prelude (thousands of ops) compiles with
+# kiln.config.large_program_cpp_flags, and a segment this large compiles alone.
+_LARGE_PROGRAM_BYTES = 256 * 1024
+# As the code generator splits a program (codegen/CppCodegen.cpp, kSplitBytes, kPartBytes),
+# segments compiled together go in several translation units (compiled in parallel) from 64 KB
+# of C++, each with at least 32 KB: below that one g++ run costs less than the prelude parsed and
+# linked once more.
+_SPLIT_BYTES = 64 * 1024
+_PART_BYTES = 32 * 1024
 
 
 def _program_flags(source):
     """The compiler flags a program's C++ gets besides kiln.config.cpp_flags: those of
-    kiln.config.large_program_cpp_flags for a source split into translation units."""
-    if _TRANSLATION_UNIT_MARKER in source:
-        return _large_program_flags()
-    return []
+    kiln.config.large_program_cpp_flags for a large program (_LARGE_PROGRAM_BYTES)."""
+    return _large_program_flags() if len(source) - _PRELUDE_BYTES >= _LARGE_PROGRAM_BYTES else []
 
 
 def _large_program_flags():
@@ -447,8 +448,8 @@ def _link_segments(results):
     one source with the prelude once and each segment's C++ in a namespace of its own, entry
     kiln_entry_<k> (k its place in the program, so the source and its cache key do not depend on
     which thread scheduled first), in several translation units when large (the toolchain
-    compiles them in parallel). A segment of _SPLIT_BYTES or more compiles alone, split as any
-    large program."""
+    compiles them in parallel). A segment of _LARGE_PROGRAM_BYTES or more compiles alone, split
+    as any large program."""
     unlinked = [(k, run) for k, (run, _) in enumerate(results) if isinstance(run, _UnlinkedSegment)]
     if not unlinked:
         return results
@@ -456,7 +457,7 @@ def _link_segments(results):
     bodies = []
     for k, segment in unlinked:
         body = _emit(segment.program, entry_name=f"kiln_entry_{k}", prelude=False)
-        if len(body) >= _SPLIT_BYTES:
+        if len(body) >= _LARGE_PROGRAM_BYTES:
             source = _emit(segment.program)
             path, _ = _codegen.compile_source(source, extra_flags=_program_flags(source))
             kernel = _codegen.CompiledKernel(path, "kiln_entry", segment.program)
@@ -466,7 +467,7 @@ def _link_segments(results):
     if not bodies:
         return results
     total = sum(len(text) for _, _, text in bodies)
-    parts = 1 if total < _JOINT_SPLIT_BYTES else min(os.cpu_count() or 1, 4, len(bodies))
+    parts = 1 if total < _SPLIT_BYTES else min(os.cpu_count() or 1, 4, len(bodies), total // _PART_BYTES)
     # Consecutive segments per part, the parts of about equal size (g++'s time follows it).
     texts, done = [[] for _ in range(parts)], 0
     for _, _, text in bodies:
@@ -475,7 +476,7 @@ def _link_segments(results):
     source = (_codegen.cpp_prelude() + "\n" + _codegen.END_OF_PRELUDE_MARKER + "\n"
               + _TRANSLATION_UNIT_MARKER.join("\n".join(part) for part in texts if part))
     debug_dir.write("output_code.cpp", source)
-    flags = _large_program_flags() if total >= _SPLIT_BYTES else []
+    flags = _large_program_flags() if total >= _LARGE_PROGRAM_BYTES else []
     path, cache_hit = _codegen.compile_source(source, entry=f"kiln_entry_{bodies[0][0]}", extra_flags=flags)
     _output_code_log.info("output code (%s, %s, %d segments):\n%s", path,
                           "cache hit" if cache_hit else "compiled", len(bodies), source)
