@@ -117,3 +117,35 @@ def store(key, entry):
         _codegen.put_artifact(key, entry.to_bytes())
     except (OSError, RuntimeError) as error:
         _log.info("graph cache: cannot store the entry: %s", error)
+
+
+_SCHEDULE_FORMAT = "kiln-schedule-cache-v1"
+
+
+def load_schedule(key):
+    """(scheduled loop program text, the scheduler's log) stored under `key` by store_schedule,
+    or None. The segments of a graph cut by fallback ops are not graph cache entries (those hold
+    one program); their schedules are, so a fresh process neither lowers nor schedules them (a
+    ResNet's training step: 1.5 s), and emits their C++ to find it in the kernel cache."""
+    data = _codegen.get_artifact(key)
+    if data is None:
+        return None
+    try:
+        d = json.loads(data)
+        if d.get("format") != _SCHEDULE_FORMAT or not isinstance(d.get("program"), str) or \
+                not isinstance(d.get("schedule_log"), str):
+            raise ValueError(f"not a {_SCHEDULE_FORMAT} entry")
+    except ValueError as error:  # json's errors are ValueErrors too
+        _log.info("graph cache: unusable schedule (%s); scheduling again", error)
+        return None
+    return d["program"], d["schedule_log"]
+
+
+def store_schedule(key, program, schedule_log):
+    """Stores a scheduled program under `key` (see load_schedule); as store, a cache that cannot
+    be written only costs the next process a lowering."""
+    data = json.dumps({"format": _SCHEDULE_FORMAT, "program": program, "schedule_log": schedule_log})
+    try:
+        _codegen.put_artifact(key, data.encode())
+    except (OSError, RuntimeError) as error:
+        _log.info("graph cache: cannot store the schedule: %s", error)

@@ -423,7 +423,16 @@ def _compile_partitioned(graph, steps):
             kernel, program, schedule_log = _compile_program(computed)
             logs[id(segment)] = schedule_log or ""
             return _runner(kernel, view_fn, None, where), program
-        program, schedule_log = _scheduled_program(computed)
+        key = "\n".join([graph_cache.build_identity(), _codegen.toolchain_key(), "segment schedule",
+                         str(computed)])
+        cached = graph_cache.load_schedule(key)
+        if cached is not None:
+            program, schedule_log = cached
+            debug_dir.write("loops.kir", program)
+            debug_dir.write("schedule.log", schedule_log)
+        else:
+            program, schedule_log = _scheduled_program(computed)
+            graph_cache.store_schedule(key, program, schedule_log)
         logs[id(segment)] = schedule_log
         return _UnlinkedSegment(program, view_fn, where), program
 
