@@ -175,3 +175,39 @@ def test_triangle_indices_inside_a_compiled_function_are_one_graph():
         for name in ("tril_indices", "triu_indices"):
             k, t = getattr(kiln, name)(*args, dtype=kiln.int32), getattr(torch, name)(*args, dtype=torch.int32)
             assert k.tolist() == t.tolist() and tuple(k.shape) == tuple(t.shape) and k.dtype == kiln.int32
+
+
+def test_dist_vander_frexp_isreal_narrow_copy_unsafe_split_as_torch():
+    torch = need_torch()
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((4, 5)).astype(np.float32)
+    b = rng.standard_normal(5).astype(np.float32)
+    ka, kb, ta, tb = kiln.from_numpy(a), kiln.from_numpy(b), torch.from_numpy(a), torch.from_numpy(b)
+    for p in (0, 1, 1.5, 2, float("inf")):
+        np.testing.assert_allclose(kiln.dist(ka, kb, p).numpy(), torch.dist(ta, tb, p).numpy(), rtol=1e-6)
+    for x in ([1.0, 2.0, 3.0], [1, 2, 3], [True, False]):
+        for n, inc in ((None, False), (4, True), (0, False), (1, True)):
+            got, want = kiln.vander(kiln.tensor(x), n, inc), torch.vander(torch.tensor(x), n, inc)
+            assert str(got.dtype).split(".")[-1] == str(want.dtype).split(".")[-1]
+            np.testing.assert_array_equal(got.numpy(), want.numpy())
+    with pytest.raises(RuntimeError, match="one-dimensional"):
+        kiln.vander(ka)
+    with pytest.raises(RuntimeError, match="non-negative"):
+        kiln.vander(kb, -1)
+    v = np.concatenate([[0.0, -0.0, 1.0, 0.75, -3.0, np.inf, -np.inf, np.nan, 1e-40, 0.5, 1 - 2 ** -24, 3e38],
+                        rng.standard_normal(200) * 10.0 ** rng.integers(-30, 30, 200)])
+    for dtype in ("float32", "float64", "float16", "bfloat16"):
+        t = torch.from_numpy(v).to(getattr(torch, dtype))
+        m, e = kiln.frexp(kiln.from_numpy(t.double().numpy()).to(getattr(kiln, dtype)))
+        want_m, want_e = torch.frexp(t)
+        assert m.dtype == getattr(kiln, dtype) and e.dtype == kiln.int32 and type(m.frexp()).__name__ == "frexp"
+        np.testing.assert_array_equal(m.double().numpy(), want_m.double().numpy())
+        np.testing.assert_array_equal(e.numpy(), want_e.numpy())
+    with pytest.raises(RuntimeError, match="floating-point"):
+        kiln.frexp(kiln.tensor([1, 2]))
+    c = kiln.tensor([1 + 0j, 2 + 1j])
+    assert kiln.isreal(c).tolist() == [True, False] and ka.isreal().all().item()
+    n = ka.t().narrow_copy(0, 1, 2)
+    assert n.is_contiguous() and n.tolist() == ka.t()[1:3].tolist()
+    assert [s.shape for s in ka.unsafe_split(2, 1)] == [(4, 2), (4, 2), (4, 1)]
+    assert [s.shape for s in kiln.unsafe_chunk(ka, 2)] == [(2, 5), (2, 5)]

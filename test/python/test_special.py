@@ -84,3 +84,28 @@ def test_logspace_and_tile_forms():
     got, want = both(lambda T, t: [t.tile(2, 1, 1), t.tile((2,)), T.tile(t, [1, 2])], x)
     for g, w in zip(got, want):
         np.testing.assert_array_equal(g.numpy(), w.numpy())
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_erfc_erfcx_log_ndtr_tails_as_torch(dtype):
+    """erfc was 1 - erf in float64: 0 past x ~ 5.9 (erfc(6) is 2e-17, representable in float32),
+    log_ndtr -inf far left; erfcx was missing. Now Laplace's continued fraction from x = 3."""
+    torch = need_torch()
+    x = np.array([-40, -27, -10, -5, -1.5, -1, -0.3, 0, 0.5, 1.9, 2.9, 3.0, 3.1, 5, 6, 9, 20, 26, 27, 30],
+                 dtype=dtype)
+    # (torch's float32 log_ndtr(6) is 1.6e-6 off the true value; kiln's rounds float64's.)
+    rtol = 1e-5 if dtype == "float32" else 1e-10
+    # (ndtr: torch's float32 1 + erf rounds in float32, 2.98e-7 at -5 where the value is 2.87e-7.)
+    for name in ("erfc", "erfcx", "log_ndtr") + (("ndtr",) if dtype == "float64" else ()):
+        got = getattr(kiln.special, name)(kiln.from_numpy(x)).numpy()
+        want = getattr(torch.special, name)(torch.from_numpy(x)).numpy()
+        np.testing.assert_allclose(got, want, rtol=rtol, atol=0, err_msg=name)
+    assert kiln.special.erfc(kiln.tensor([6.0])).item() > 0
+    compiled = kiln.compile(lambda t: (kiln.special.erfc(t), kiln.special.erfcx(t), kiln.special.log_ndtr(t)))
+    for got, name in zip(compiled(kiln.from_numpy(x)), ("erfc", "erfcx", "log_ndtr")):
+        np.testing.assert_allclose(got.numpy(), getattr(torch.special, name)(torch.from_numpy(x)).numpy(),
+                                   rtol=rtol, atol=0, err_msg=name)
+    t = kiln.tensor([-2.0, 0.5, 4.0, 7.0], dtype=getattr(kiln, dtype), requires_grad=True)
+    kiln.special.erfc(t).sum().backward()
+    ref = -2 / np.sqrt(np.pi) * np.exp(-np.array([-2.0, 0.5, 4.0, 7.0]) ** 2)
+    np.testing.assert_allclose(t.grad.numpy(), ref, rtol=1e-5, atol=1e-30)

@@ -1,6 +1,9 @@
 """torch functions model code calls that are compositions of table ops and not in _stacking /
-_math_composites: tile, ravel, diag_embed, sgn, index_reduce (with Tensor methods). torch's shapes, dtypes
+_math_composites: tile, ravel, diag_embed, sgn, index_reduce, dist, vander, frexp, isreal, narrow_copy,
+unsafe_split / unsafe_chunk (with Tensor methods). torch's shapes, dtypes
 and errors; gradients come from the ops they are made of."""
+import collections
+
 from . import _C
 
 _ops = _C._ops
@@ -86,6 +89,72 @@ def index_reduce_(input, dim, index, source, reduce, *, include_self=True):
     return input.scatter_reduce_(d, spread, source, reduce, include_self=include_self)
 
 
+def dist(input, other, p=2):
+    """The p-norm of input - other (broadcast), over all elements: norm(input - other, p)."""
+    return (input - other).norm(p)
+
+
+def vander(x, N=None, increasing=False):
+    """The Vandermonde matrix of a 1-d x: columns x^(N-1) ... x^0 (or ascending), made as torch
+    makes it (a cumulative product of x, so the powers round as torch's); integer and bool x
+    give int64."""
+    if x.dim() != 1:
+        raise RuntimeError("x must be a one-dimensional tensor.")
+    n = x.shape[0] if N is None else int(N)
+    if n < 0:
+        raise RuntimeError("N must be non-negative.")
+    dtype = x.dtype if x.dtype.is_floating_point or x.dtype.is_complex else _C.int64
+    columns = [_ops.ones((x.shape[0], min(n, 1)), dtype=dtype, device=x.device)]
+    if n > 1:
+        columns.append(x.to(dtype).unsqueeze(1).expand(x.shape[0], n - 1).cumprod(1))
+    out = _ops.cat(columns, 1)
+    return out if increasing else out.flip(1)
+
+
+# frexp's result, a named tuple (mantissa, exponent) as torch.return_types.frexp.
+_frexp = collections.namedtuple("frexp", ["mantissa", "exponent"])
+_frexp.__module__ = "kiln.return_types"
+
+
+def frexp(input):
+    """(mantissa, exponent): input = mantissa * 2**exponent with 0.5 <= |mantissa| < 1 (int32
+    exponent; zeros, infinities and nans give themselves and 0), as C's frexp. The exponent comes
+    from log2 in float64, corrected by one where that rounded across a power of two; the scaling
+    by a power of two is exact."""
+    if not input.dtype.is_floating_point:
+        raise RuntimeError("torch.frexp() only supports floating-point dtypes")
+    x = input.double()
+    regular = (x != 0) & x.isfinite()
+    a = _ops.where(regular, x.abs(), _ops.ones_like(x))
+    e = a.log2().floor() + 1
+    m = a * (-e).exp2()
+    e = _ops.where(m >= 1, e + 1, _ops.where(m < 0.5, e - 1, e))
+    mantissa = _ops.where(regular, x * (-e).exp2(), x)
+    exponent = _ops.where(regular, e, _ops.zeros_like(e)).to(_C.int32)
+    return _frexp(mantissa.to(input.dtype), exponent)
+
+
+def narrow_copy(input, dim, start, length):
+    """narrow(), copied into a new contiguous tensor."""
+    return input.narrow(dim, start, length).contiguous().clone()
+
+
+def isreal(input):
+    """True where an element has no imaginary part (everywhere for a real dtype)."""
+    if input.dtype.is_complex:
+        return input.imag == 0
+    return _ops.ones(input.shape, dtype=_C.bool, device=input.device)
+
+
+def unsafe_split(input, split_size, dim=0):
+    return input.split(split_size, dim)
+
+
+def unsafe_chunk(input, chunks, dim=0):
+    return input.chunk(chunks, dim)
+
+
 def _install_methods(tensor_class):
-    for fn in (tile, ravel, diag_embed, sgn, index_reduce, index_reduce_):
+    for fn in (tile, ravel, diag_embed, sgn, index_reduce, index_reduce_, dist, frexp, isreal,
+               narrow_copy, unsafe_split, unsafe_chunk):
         setattr(tensor_class, fn.__name__, fn)
