@@ -208,3 +208,24 @@ def test_seeded_alpha_dropout_draws_torchs_mask(name, compiled):
         got = kfn(kiln.nn.functional, kiln.from_numpy(IMG)).numpy()
         want = fn(torch.nn.functional, torch.from_numpy(IMG)).numpy()
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("dims", [1, 2, 3])
+@pytest.mark.parametrize("compiled", [False, True])
+def test_lp_pool_as_torch(dims, compiled):
+    """F.lp_pool1d/2d/3d and nn.LPPool1d/2d/3d (missing before): powers, windows, strides,
+    ceil_mode, negative inputs with fractional p (nan where torch has nan), gradients."""
+    x = rng.standard_normal((2, 3) + (7,) * dims).astype(np.float32)
+    for p, k, s, ceil in ((1, 2, None, False), (2, 3, 2, True), (3.5, 2, 1, False)):
+        kmod = getattr(kiln.nn, f"LPPool{dims}d")(p, k, s, ceil)
+        tmod = getattr(torch.nn, f"LPPool{dims}d")(p, k, s, ceil)
+        assert repr(kmod) == repr(tmod)
+        fn = kiln.compile(kmod) if compiled else kmod
+        kx = kiln.from_numpy(x.copy()).requires_grad_()
+        tx = torch.from_numpy(x.copy()).requires_grad_()
+        got, want = fn(kx), tmod(tx)
+        np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-5, atol=1e-6)
+        if p != 3.5:
+            got.sum().backward()
+            want.sum().backward()
+            np.testing.assert_allclose(kx.grad.numpy(), tx.grad.numpy(), rtol=1e-4, atol=1e-5)

@@ -15,6 +15,7 @@ __all__ = [
     "adaptive_max_pool1d_with_indices", "adaptive_max_pool2d_with_indices", "alpha_dropout", "celu_",
     "channel_shuffle", "dropout1d", "dropout3d", "elu_", "embedding_bag", "feature_alpha_dropout", "fold", "gaussian_nll_loss",
     "gumbel_softmax", "hardshrink", "hardtanh_", "hinge_embedding_loss", "leaky_relu_", "local_response_norm",
+    "lp_pool1d", "lp_pool2d", "lp_pool3d",
     "max_pool1d_with_indices", "max_pool2d_with_indices", "multi_margin_loss", "multilabel_margin_loss",
     "multilabel_soft_margin_loss", "pdist", "poisson_nll_loss", "relu_", "rrelu", "rrelu_", "selu_",
     "soft_margin_loss", "softshrink", "threshold", "threshold_", "triplet_margin_with_distance_loss", "unfold",
@@ -25,6 +26,33 @@ __all__ = [
 def _F():
     from . import functional
     return functional
+
+
+# ---- power-average pooling ---------------------------------------------------------------------
+
+def _lp_pool(dims, input, norm_type, kernel_size, stride, ceil_mode):
+    """torch's LP pooling: (sum over the window of x^p)^(1/p), as the average of x^p times the
+    window size, with the sign of that average kept through a relu of its magnitude as torch's."""
+    F = _F()
+    k = [kernel_size] * dims if isinstance(kernel_size, int) else list(kernel_size)
+    pool = (F.avg_pool1d, F.avg_pool2d, F.avg_pool3d)[dims - 1]
+    if stride is not None:
+        out = pool(input.pow(norm_type), kernel_size, stride, 0, ceil_mode)
+    else:
+        out = pool(input.pow(norm_type), kernel_size, padding=0, ceil_mode=ceil_mode)
+    return (out.sign() * F.relu(out.abs())).mul(math.prod(k)).pow(1.0 / norm_type)
+
+
+def lp_pool1d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+    return _lp_pool(1, input, norm_type, kernel_size, stride, ceil_mode)
+
+
+def lp_pool2d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+    return _lp_pool(2, input, norm_type, kernel_size, stride, ceil_mode)
+
+
+def lp_pool3d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+    return _lp_pool(3, input, norm_type, kernel_size, stride, ceil_mode)
 
 
 # ---- activations -------------------------------------------------------------------------------
