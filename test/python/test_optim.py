@@ -78,6 +78,13 @@ CONFIGS = [
     # 8 steps: rho_t passes 5 at step 6 (beta2 0.999), so both branches run.
     ("RAdam", dict()),
     ("RAdam", dict(lr=0.01, betas=(0.8, 0.9), weight_decay=0.1, decoupled_weight_decay=True)),
+    ("Rprop", dict()),
+    ("Rprop", dict(lr=0.05, etas=(0.3, 1.5), step_sizes=(1e-3, 0.08), maximize=True)),
+    # t0=3: the average starts at step 4 of 8.
+    ("ASGD", dict()),
+    ("ASGD", dict(lr=0.05, lambd=0.01, alpha=0.6, t0=3, weight_decay=0.1, maximize=True)),
+    ("Adafactor", dict()),
+    ("Adafactor", dict(lr=0.05, beta2_decay=-0.5, eps=(1e-4, 1e-2), d=1.5, weight_decay=0.1, maximize=True)),
 ]
 
 
@@ -496,3 +503,31 @@ def test_lbfgs_errors():
         opt = kiln.optim.LBFGS([w], line_search_fn="armijo")
         w.grad = kiln.ones(2)
         opt.step(lambda: w.sum())
+
+
+@pytest.mark.parametrize("cls_name,kwargs", [
+    ("Rprop", dict(lr=0.05)), ("ASGD", dict(lr=0.05, lambd=0.01, t0=2)), ("Adafactor", dict(lr=0.05))])
+def test_compiled_training_step_with_rprop_asgd_adafactor_equals_eager(cls_name, kwargs):
+    """A kiln.compile'd step (forward, backward, optimizer step) equals eager kiln and torch:
+    ASGD's compiled step computes with eta and mu as tensors (torch's capturable path),
+    Adafactor's reads the step and norms as numbers (a break, as in torch.compile)."""
+    results = []
+    for lib, compiled in ((torch, False), (kiln, False), (kiln, True)):
+        lib.manual_seed(0)
+        w = lib.nn.Parameter(lib.tensor(np.random.default_rng(1).standard_normal((3, 4)).astype(np.float32)))
+        x = lib.tensor(np.random.default_rng(2).standard_normal((6, 4)).astype(np.float32))
+        opt = getattr(lib.optim, cls_name)([w], **kwargs)
+
+        def step():
+            opt.zero_grad()
+            loss = ((x @ w.t()).tanh() ** 2).mean()
+            loss.backward()
+            opt.step()
+            return loss
+
+        fn = kiln.compile(step) if compiled else step
+        losses = [float(fn()) for _ in range(5)]
+        results.append((losses, w.detach().numpy().copy()))
+    for losses, weights in results[1:]:
+        np.testing.assert_allclose(losses, results[0][0], rtol=1e-5)
+        np.testing.assert_allclose(weights, results[0][1], rtol=1e-5, atol=1e-6)
