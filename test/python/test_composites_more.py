@@ -211,3 +211,29 @@ def test_dist_vander_frexp_isreal_narrow_copy_unsafe_split_as_torch():
     assert n.is_contiguous() and n.tolist() == ka.t()[1:3].tolist()
     assert [s.shape for s in ka.unsafe_split(2, 1)] == [(4, 2), (4, 2), (4, 1)]
     assert [s.shape for s in kiln.unsafe_chunk(ka, 2)] == [(2, 5), (2, 5)]
+
+
+def test_sum_to_size_renorm_apply_map_as_torch():
+    torch = need_torch()
+    a = np.random.default_rng(6).standard_normal((3, 4)).astype(np.float32)
+    ka, ta = kiln.from_numpy(a.copy()), torch.from_numpy(a.copy())
+    for size in ((4,), (1, 1), (3, 1), (1, 4), (3, 4)):
+        np.testing.assert_allclose(ka.sum_to_size(*size).numpy(), ta.sum_to_size(*size).numpy(), rtol=1e-6)
+    assert ka.expand(2, 3, 4).sum_to_size(kiln.Size([3, 1])).shape == (3, 1)
+    with pytest.raises(RuntimeError, match=r"size \{\[2, 4\]\} is not expandable to size \{\[3, 4\]\}"):
+        ka.sum_to_size(2, 4)
+    for p, dim, maxnorm in ((1, 0, 5.0), (2, 1, 3.0), (3, -1, 0.5)):
+        np.testing.assert_allclose(kiln.renorm(ka, p, dim, maxnorm).numpy(), torch.renorm(ta, p, dim, maxnorm).numpy(),
+                                   rtol=1e-5)
+    k2 = ka.clone()
+    assert k2.renorm_(2, 0, 1.0) is k2
+    np.testing.assert_allclose(k2.numpy(), ta.renorm(2, 0, 1.0).numpy(), rtol=1e-5)
+    with pytest.raises(RuntimeError, match="non-positive-norm"):
+        ka.renorm(0, 0, 1.0)
+    with pytest.raises(IndexError, match="Dimension out of range"):
+        ka.renorm(2, 5, 1.0)
+    np.testing.assert_array_equal(ka.clone().apply_(lambda v: v * 2 + 1).numpy(), ta.clone().apply_(lambda v: v * 2 + 1).numpy())
+    i = kiln.arange(6).view(2, 3)
+    assert i.clone().apply_(lambda v: v % 4).tolist() == [[0, 1, 2], [3, 0, 1]]
+    got = ka.clone().map_(ka[0], lambda x, y: x * y)
+    np.testing.assert_allclose(got.numpy(), ta.clone().map_(ta[0], lambda x, y: x * y).numpy(), rtol=1e-6)

@@ -68,7 +68,8 @@ del _name, _op, _suffix
 arcsin, arccos, arctan, arctan2 = asin, acos, atan, atan2  # noqa: F821 (ops exported above)
 arcsinh, arccosh, arctanh = asinh, acosh, atanh
 from ._composites_extra import (  # noqa: E402,F401
-    diag_embed, dist, frexp, index_reduce, isreal, narrow_copy, ravel, sgn, tile, unsafe_chunk, unsafe_split, vander,
+    diag_embed, dist, frexp, index_reduce, isreal, narrow_copy, ravel, renorm, sgn, tile, unsafe_chunk, unsafe_split,
+    vander,
     _install_methods as _install_extra)
 _install_extra(Tensor)
 del _install_extra

@@ -1,6 +1,6 @@
 """torch functions model code calls that are compositions of table ops and not in _stacking /
 _math_composites: tile, ravel, diag_embed, sgn, index_reduce, dist, vander, frexp, isreal, narrow_copy,
-unsafe_split / unsafe_chunk (with Tensor methods). torch's shapes, dtypes
+unsafe_split / unsafe_chunk, sum_to_size, renorm, apply_ / map_ (with Tensor methods). torch's shapes, dtypes
 and errors; gradients come from the ops they are made of."""
 import collections
 
@@ -139,6 +139,60 @@ def narrow_copy(input, dim, start, length):
     return input.narrow(dim, start, length).contiguous().clone()
 
 
+def sum_to_size(input, *size):
+    """input summed over the dims where `size` (which must expand to input's shape) has 1 or
+    nothing: the reduction that undoes a broadcast."""
+    if len(size) == 1 and not isinstance(size[0], int):
+        size = tuple(size[0])
+    size, shape = [int(s) for s in size], list(input.shape)
+    lead = len(shape) - len(size)
+    if lead < 0 or any(s != 1 and s != shape[lead + i] for i, s in enumerate(size)):
+        raise RuntimeError(f"size {{{size}}} is not expandable to size {{{shape}}}.")
+    dims = list(range(lead)) + [lead + i for i, s in enumerate(size) if s == 1 and shape[lead + i] != 1]
+    return (input.sum(dims, keepdim=True) if dims else input).reshape(size)
+
+
+def renorm(input, p, dim, maxnorm):
+    """Each slice along `dim` whose p-norm exceeds maxnorm scaled to maxnorm (by
+    maxnorm / (norm + 1e-7), as torch), the others left as they are."""
+    if p <= 0:
+        raise RuntimeError("renorm: non-positive-norm not supported")
+    d = dim + input.dim() if dim < 0 else dim
+    if not 0 <= d < max(input.dim(), 1):
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-input.dim()}, {input.dim() - 1}], "
+                         f"but got {dim})")
+    norm = input.norm(p, [i for i in range(input.dim()) if i != d], keepdim=True)
+    factor = _ops.where(norm > maxnorm, maxnorm / (norm + 1e-7), _ops.ones_like(norm))
+    return input * factor
+
+
+def renorm_(input, p, dim, maxnorm):
+    return input.copy_(renorm(input, p, dim, maxnorm))
+
+
+def _tensor(values, dtype):
+    from . import tensor
+    return tensor(values, dtype=dtype)
+
+
+def apply_(input, callable):
+    """Replaces each element by callable(element) (Python numbers; CPU tensors only, as torch)."""
+    if input.device.type != "cpu":
+        raise TypeError("apply_ is only implemented on CPU tensors")
+    values = [callable(v) for v in input.reshape(-1).tolist()]
+    return input.copy_(_tensor(values, dtype=input.dtype).reshape(input.shape))
+
+
+def map_(input, tensor, callable):
+    """Replaces each element x of input by callable(x, y), y the matching element of `tensor`
+    (broadcast to input's shape; CPU tensors only, as torch)."""
+    if input.device.type != "cpu":
+        raise TypeError("map_ is only implemented on CPU tensors")
+    ys = tensor.expand(input.shape).reshape(-1).tolist()
+    values = [callable(x, y) for x, y in zip(input.reshape(-1).tolist(), ys)]
+    return input.copy_(_tensor(values, dtype=input.dtype).reshape(input.shape))
+
+
 def isreal(input):
     """True where an element has no imaginary part (everywhere for a real dtype)."""
     if input.dtype.is_complex:
@@ -156,5 +210,5 @@ def unsafe_chunk(input, chunks, dim=0):
 
 def _install_methods(tensor_class):
     for fn in (tile, ravel, diag_embed, sgn, index_reduce, index_reduce_, dist, frexp, isreal,
-               narrow_copy, unsafe_split, unsafe_chunk):
+               narrow_copy, unsafe_split, unsafe_chunk, sum_to_size, renorm, renorm_, apply_, map_):
         setattr(tensor_class, fn.__name__, fn)
