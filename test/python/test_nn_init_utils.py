@@ -177,3 +177,34 @@ def test_pad_sequence_errors():
         kiln.nn.utils.rnn.pad_sequence([kiln.ones(2, 3), kiln.ones(2, 4)])
     with pytest.raises(ValueError, match="padding_side"):
         kiln.nn.utils.rnn.pad_sequence([kiln.ones(2)], padding_side="middle")
+
+
+def test_sparse_init_and_total_norm_clipping_as_torch():
+    """nn.init.sparse_ (normal draws, then a randperm per column as torch's) and the torch 2.6
+    split of clip_grad_norm_: nn.utils.get_total_norm and clip_grads_with_norm_."""
+    from oracle import need_torch
+
+    torch = need_torch()
+    for sparsity in (0.1, 0.5):
+        kiln.manual_seed(3)
+        torch.manual_seed(3)
+        got = kiln.nn.init.sparse_(kiln.empty(6, 5), sparsity, std=0.2)
+        want = torch.nn.init.sparse_(torch.empty(6, 5), sparsity, std=0.2)
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+        assert ((got == 0).sum(0) >= int(np.ceil(sparsity * 6))).all()
+    with pytest.raises(ValueError, match="2 dimensions"):
+        kiln.nn.init.sparse_(kiln.empty(2, 3, 4), 0.5)
+    results = []
+    for lib in (kiln, torch):
+        ps = [lib.nn.Parameter(lib.ones(3, 2)), lib.nn.Parameter(lib.ones(4))]
+        for i, p in enumerate(ps):
+            p.grad = lib.arange(float(p.numel())).reshape(p.shape) * (i + 1)
+        total = lib.nn.utils.get_total_norm([p.grad for p in ps], norm_type=3.0)
+        lib.nn.utils.clip_grads_with_norm_(ps, 2.0, total)
+        results.append((total.item(), [p.grad.numpy().copy() for p in ps], lib.nn.utils.get_total_norm(ps[0].grad).item()))
+    (kt, kg, k1), (tt, tg, t1) = results
+    np.testing.assert_allclose(kt, tt, rtol=1e-6)
+    np.testing.assert_allclose(k1, t1, rtol=1e-6)
+    for a, b in zip(kg, tg):
+        np.testing.assert_allclose(a, b, rtol=1e-6)
+    assert kiln.nn.utils.get_total_norm([]).item() == 0.0

@@ -126,6 +126,23 @@ def eye_(tensor):
         return tensor.copy_(_C._ops.eye(tensor.shape[0], tensor.shape[1], dtype=tensor.dtype))
 
 
+def sparse_(tensor, sparsity, std=0.01, generator=None):
+    """A 2-d tensor drawn from Normal(0, std), then in each column ceil(sparsity * rows) entries
+    (the first of a random permutation of the rows, one randperm per column as torch draws them)
+    set to 0."""
+    if tensor.dim() != 2:
+        raise ValueError("Only tensors with 2 dimensions are supported")
+    if tensor.device.type == "meta":
+        return tensor
+    rows, cols = tensor.shape
+    num_zeros = math.ceil(sparsity * rows)
+    with no_grad():
+        tensor.normal_(0, std, generator=generator)
+        for col in range(cols):
+            tensor[_C._ops.randperm(rows)[:num_zeros], col] = 0
+    return tensor
+
+
 def dirac_(tensor, groups=1):
     """Identity convolution weights (3-5 dims): in each group, output channel d passes input
     channel d through the kernel's centre."""

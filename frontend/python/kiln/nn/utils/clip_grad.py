@@ -13,15 +13,15 @@ def _grads(parameters):
     return [p.grad for p in parameters if getattr(p, "grad", None) is not None]
 
 
-def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False, foreach=None):
-    """Scales the gradients so that their joint norm (as one vector) is at most max_norm; returns
-    that norm (before clipping) as a tensor. foreach is accepted for torch compatibility."""
-    grads = _grads(parameters)
-    max_norm, norm_type = float(max_norm), float(norm_type)
-    if not grads:
+def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=None):
+    """The norm of the norms of `tensors` (a tensor or an iterable of them, e.g. gradients): their
+    joint norm as one vector, a tensor. foreach is accepted for torch compatibility."""
+    tensors = [tensors] if isinstance(tensors, Tensor) else [t for t in tensors if t is not None]
+    norm_type = float(norm_type)
+    if not tensors:
         return tensor(0.0)
     with no_grad():
-        norms = [g.norm(norm_type) for g in grads]
+        norms = [t.norm(norm_type) for t in tensors]
         if len(norms) == 1:
             total_norm = norms[0]
         else:
@@ -30,9 +30,29 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
             raise RuntimeError(f"The total norm of order {norm_type} for gradients from `parameters` is non-finite, so it "
                                "cannot be clipped. To disable this error and scale the gradients by the non-finite norm "
                                "anyway, set `error_if_nonfinite=False`")
-        clip_coef = (max_norm / (total_norm + 1e-6)).clamp(max=1.0)
+    return total_norm
+
+
+def clip_grads_with_norm_(parameters, max_norm, total_norm, foreach=None):
+    """Scales the gradients by max_norm / (total_norm + 1e-6) where that is below 1."""
+    grads = _grads(parameters)
+    if not grads:
+        return
+    with no_grad():
+        clip_coef = (float(max_norm) / (total_norm + 1e-6)).clamp(max=1.0)
         for g in grads:
             g.mul_(clip_coef.to(g.dtype))
+
+
+def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False, foreach=None):
+    """Scales the gradients so that their joint norm (as one vector) is at most max_norm; returns
+    that norm (before clipping) as a tensor: get_total_norm, then clip_grads_with_norm_. foreach
+    is accepted for torch compatibility."""
+    if isinstance(parameters, Tensor):
+        parameters = [parameters]
+    parameters = list(parameters)
+    total_norm = get_total_norm(_grads(parameters), norm_type, error_if_nonfinite)
+    clip_grads_with_norm_(parameters, max_norm, total_norm)
     return total_norm
 
 
