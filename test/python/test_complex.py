@@ -417,3 +417,25 @@ def test_fft_gradients_match_torch():
         spectrum = T.fft.rfft(v)
         (spectrum.abs().sum() + T.fft.irfft(spectrum * 1j, n=10).pow(2).sum()).backward()
     close(kx.grad, tx.grad, rtol=1e-4, atol=1e-4)
+
+
+def test_inverse_hyperbolics_and_sinc_of_complex_inputs_as_torch():
+    """asinh/acosh/atanh/sinc converted a complex input to float32 (the imaginary parts dropped,
+    only a warning): wrong values. Now complex formulas (principal branches); other real-only
+    composites refuse complex inputs by name."""
+    from oracle import need_torch
+    import warnings
+
+    torch = need_torch()
+    rng = np.random.default_rng(0)
+    z = (rng.standard_normal(64) * 3 + 1j * rng.standard_normal(64) * 3)
+    for dtype in (np.complex64, np.complex128):
+        for name in ("asinh", "acosh", "atanh", "sinc"):
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")
+                got = getattr(kiln, name)(kiln.from_numpy(z.astype(dtype))).numpy()
+            want = getattr(torch, name)(torch.from_numpy(z.astype(dtype))).numpy()
+            assert got.dtype == want.dtype
+            np.testing.assert_allclose(got, want, rtol=1e-4 if dtype == np.complex64 else 1e-10, atol=1e-5, err_msg=name)
+    with pytest.raises(NotImplementedError, match=r"deg2rad.*ComplexFloat"):
+        kiln.deg2rad(kiln.from_numpy(z.astype(np.complex64)))

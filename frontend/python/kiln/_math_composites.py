@@ -14,10 +14,22 @@ __all__ = ["acosh", "asinh", "atanh", "cdist", "copysign", "corrcoef", "cov", "c
            "take_along_dim", "tensordot", "trace", "trapezoid", "trapz", "cumulative_trapezoid", "spmm"]
 
 
-def _floating(x, op):
+def _floating(x, op, complex_ok=False):
+    """x as a floating tensor (integers and bools as float32). A complex x is refused unless the
+    caller computes with complex values (complex_ok): converting it dropped the imaginary parts
+    (asinh/acosh/atanh/sinc of complex inputs came out wrong, with only a warning)."""
     if isinstance(x, _C.TensorBase) and not x.dtype.is_floating_point:
+        if x.dtype.is_complex:
+            if complex_ok:
+                return x
+            raise NotImplementedError(f'{op}(): "{op}" not implemented for '
+                                      f"'{_complex_name(x.dtype)}' (kiln's complex support: docs/complex.md)")
         return x.to(_C.float32)
     return x
+
+
+def _complex_name(dtype):
+    return {"complex64": "ComplexFloat", "complex128": "ComplexDouble"}.get(str(dtype).split(".")[-1], str(dtype))
 
 
 def _dims(dim):
@@ -250,8 +262,8 @@ def logit(input, eps=None):
 
 
 def sinc(input):
-    """sin(pi x) / (pi x), 1 at 0."""
-    x = _floating(input, "sinc")
+    """sin(pi x) / (pi x), 1 at 0 (complex x too)."""
+    x = _floating(input, "sinc", complex_ok=True)
     zero = x == 0
     px = _C._ops.where(zero, 1.0, x) * math.pi
     return _C._ops.where(zero, 1.0, px.sin() / px)
@@ -305,22 +317,30 @@ def frac(input):
 
 
 def asinh(input):
-    """log(|x| + sqrt(x^2 + 1)) with its sign, in the log1p form that keeps small x exact."""
-    x = _floating(input, "asinh")
+    """log(|x| + sqrt(x^2 + 1)) with its sign, in the log1p form that keeps small x exact; complex
+    z: log(z + sqrt(z^2 + 1)) (principal branches)."""
+    x = _floating(input, "asinh", complex_ok=True)
+    if x.dtype.is_complex:
+        return (x + (x * x + 1).sqrt()).log()
     a = x.abs()
     return _C._ops.where(x < 0, -1.0, 1.0) * (a + a * a / (1 + (a * a + 1).sqrt())).log1p()
 
 
 def acosh(input):
-    """log(x + sqrt(x^2 - 1)) as log1p(t + sqrt(2t + t^2)) with t = x - 1 (NaN below 1)."""
-    x = _floating(input, "acosh")
+    """log(x + sqrt(x^2 - 1)) as log1p(t + sqrt(2t + t^2)) with t = x - 1 (NaN below 1); complex
+    z: log(z + sqrt(z + 1) sqrt(z - 1)) (C99's principal value)."""
+    x = _floating(input, "acosh", complex_ok=True)
+    if x.dtype.is_complex:
+        return (x + (x + 1).sqrt() * (x - 1).sqrt()).log()
     t = x - 1
     return (t + (2 * t + t * t).sqrt()).log1p()
 
 
 def atanh(input):
-    """0.5 * log1p(2x / (1 - x))."""
-    x = _floating(input, "atanh")
+    """0.5 * log1p(2x / (1 - x)); complex z: (log(1 + z) - log(1 - z)) / 2."""
+    x = _floating(input, "atanh", complex_ok=True)
+    if x.dtype.is_complex:
+        return 0.5 * ((1 + x).log() - (1 - x).log())
     return 0.5 * (2 * x / (1 - x)).log1p()
 
 
