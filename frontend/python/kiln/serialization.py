@@ -27,7 +27,7 @@ import sys
 import zipfile
 from collections import OrderedDict
 
-from . import _C
+from . import _C, _layout
 from ._tensor import Size, Tensor
 
 __all__ = ["add_safe_globals", "clear_safe_globals", "get_safe_globals", "load", "safe_globals", "save"]
@@ -64,6 +64,8 @@ class _Global:
 
 _REBUILD_TENSOR = _Global("torch._utils", "_rebuild_tensor_v2")
 _REBUILD_PARAMETER = _Global("torch._utils", "_rebuild_parameter")
+_REBUILD_SPARSE = _Global("torch._utils", "_rebuild_sparse_tensor")
+_SPARSE_COO = _Global("torch", "sparse_coo")
 _STORAGE_GLOBALS = {dtype: _Global("torch", name) for dtype, name in _STORAGE_NAMES.items()}
 
 
@@ -106,6 +108,9 @@ class _Pickler(pickle._Pickler):
             return NotImplemented
         from .nn.parameter import Parameter
 
+        if obj.is_sparse:  # as torch saves one: its indices, values, size and coalesced flag
+            return (_REBUILD_SPARSE, (_SPARSE_COO, (obj._indices(), obj._values().detach(), tuple(obj.shape),
+                                                    obj.is_coalesced())))
         if obj.is_meta:
             raise RuntimeError(f"kiln.save: cannot save a tensor on {obj.device} (it has no data)")
         requires_grad = bool(obj.requires_grad)
@@ -186,6 +191,17 @@ def _rebuild_tensor_v2(storage, storage_offset, size, stride, requires_grad=Fals
     return t
 
 
+def _rebuild_sparse_tensor(layout, data):
+    from ._layout import sparse_coo
+    from .sparse import sparse_coo_tensor
+
+    if layout is not sparse_coo:
+        raise RuntimeError(f"kiln.load: a sparse tensor of layout {layout} (kiln has kiln.sparse_coo only)")
+    indices, values, size = data[:3]
+    is_coalesced = data[3] if len(data) > 3 else None
+    return sparse_coo_tensor(indices, values, size, is_coalesced=is_coalesced)
+
+
 def _rebuild_parameter(data, requires_grad, backward_hooks=None):
     from .nn.parameter import Parameter
 
@@ -208,6 +224,8 @@ _SAFE_GLOBALS = {
     ("torch._utils", "_rebuild_tensor_v2"): _rebuild_tensor_v2,
     ("torch._utils", "_rebuild_parameter"): _rebuild_parameter,
     ("torch._utils", "_rebuild_parameter_with_state"): _rebuild_parameter_with_state,
+    ("torch._utils", "_rebuild_sparse_tensor"): _rebuild_sparse_tensor,
+    ("torch", "sparse_coo"): _layout.sparse_coo,
     ("collections", "OrderedDict"): OrderedDict,
     ("torch", "Size"): Size,
     ("torch", "device"): _C.device,
