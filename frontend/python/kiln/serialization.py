@@ -65,8 +65,15 @@ class _Global:
 _REBUILD_TENSOR = _Global("torch._utils", "_rebuild_tensor_v2")
 _REBUILD_PARAMETER = _Global("torch._utils", "_rebuild_parameter")
 _REBUILD_SPARSE = _Global("torch._utils", "_rebuild_sparse_tensor")
-_SPARSE_COO = _Global("torch", "sparse_coo")
+_GET_LAYOUT = _Global("torch.serialization", "_get_layout")
 _STORAGE_GLOBALS = {dtype: _Global("torch", name) for dtype, name in _STORAGE_NAMES.items()}
+
+
+class _Reduced:
+    """Stands for `fn(*args)` in the pickle (fn a _Global)."""
+
+    def __init__(self, fn, args):
+        self.fn, self.args = fn, args
 
 
 class _StorageRef:
@@ -104,13 +111,16 @@ class _Pickler(pickle._Pickler):
         return ("storage", _STORAGE_GLOBALS[t.dtype], key, str(t.device), numel)
 
     def reducer_override(self, obj):
+        if isinstance(obj, _Reduced):
+            return (obj.fn, obj.args)
         if not isinstance(obj, Tensor):
             return NotImplemented
         from .nn.parameter import Parameter
 
         if obj.is_sparse:  # as torch saves one: its indices, values, size and coalesced flag
-            return (_REBUILD_SPARSE, (_SPARSE_COO, (obj._indices(), obj._values().detach(), tuple(obj.shape),
-                                                    obj.is_coalesced())))
+            layout = _Reduced(_GET_LAYOUT, ("torch.sparse_coo",))  # as torch writes a layout
+            return (_REBUILD_SPARSE, (layout, (obj._indices(), obj._values().detach(), tuple(obj.shape),
+                                               obj.is_coalesced())))
         if obj.is_meta:
             raise RuntimeError(f"kiln.save: cannot save a tensor on {obj.device} (it has no data)")
         requires_grad = bool(obj.requires_grad)
@@ -191,6 +201,14 @@ def _rebuild_tensor_v2(storage, storage_offset, size, stride, requires_grad=Fals
     return t
 
 
+def _get_layout(name):
+    """What torch.serialization._get_layout("torch.sparse_coo") names: kiln's layout."""
+    layout = {"torch.sparse_coo": _layout.sparse_coo, "torch.strided": _layout.strided}.get(name)
+    if layout is None:
+        raise RuntimeError(f"kiln.load: layout {name} (kiln has kiln.strided and kiln.sparse_coo)")
+    return layout
+
+
 def _rebuild_sparse_tensor(layout, data):
     from ._layout import sparse_coo
     from .sparse import sparse_coo_tensor
@@ -225,7 +243,7 @@ _SAFE_GLOBALS = {
     ("torch._utils", "_rebuild_parameter"): _rebuild_parameter,
     ("torch._utils", "_rebuild_parameter_with_state"): _rebuild_parameter_with_state,
     ("torch._utils", "_rebuild_sparse_tensor"): _rebuild_sparse_tensor,
-    ("torch", "sparse_coo"): _layout.sparse_coo,
+    ("torch.serialization", "_get_layout"): _get_layout,
     ("collections", "OrderedDict"): OrderedDict,
     ("torch", "Size"): Size,
     ("torch", "device"): _C.device,

@@ -10,7 +10,7 @@ runs its frame eagerly, as torch.compile does. docs/sparse.md tells how it is bu
 from .. import _C, _compiling
 from .._layout import strided
 from ._coo import SparseTensor, sparse_coo_tensor, to_sparse  # noqa: F401
-from ._dispatch import handle as _handle, softmax, sparse_sum, spmm as _spmm
+from ._dispatch import handle as _handle, softmax as _softmax, sparse_sum, spmm as _spmm
 
 __all__ = ["mm", "addmm", "sum", "softmax", "log_softmax", "SparseTensor"]
 
@@ -33,6 +33,9 @@ def _install_methods(cls):
 
 def _to_sparse_coo(self):
     return to_sparse(self)
+
+
+_compiling.not_traced(_to_sparse_coo, "Tensor.to_sparse_coo " + _WHY)
 
 
 def _dense_to_dense(self, dtype=None, *, masked_grad=None):
@@ -64,7 +67,12 @@ def sum(input, dim=None, dtype=None):
     return sparse_sum(input, dim, dtype=dtype)
 
 
+def softmax(input, dim, dtype=None):
+    """A softmax over each slice along `dim` of the specified entries only (the unspecified ones
+    count as -inf), with input's coalesced pattern (torch.sparse.softmax)."""
+    return _softmax(input, dim, dtype)
+
+
 def log_softmax(input, dim, dtype=None):
-    """log of kiln.sparse.softmax over the specified entries."""
-    s = softmax(input, dim, dtype)
-    return sparse_coo_tensor(s._indices(), s._values().log(), s.shape, is_coalesced=True)
+    """log of kiln.sparse.softmax over the specified entries (computed as a log-softmax)."""
+    return _softmax(input, dim, dtype, log=True)

@@ -154,7 +154,7 @@ class SparseTensor(Tensor):
         with no_grad():
             indices, inverse, n = _unique_pattern(self)
             out = _C._ops.zeros([n] + list(g.shape[1:]), dtype=g.dtype).index_copy(0, inverse, g)
-        return _make(indices, out, self.shape, False)
+        return _make(indices, out, self.shape, True)
 
     @grad.setter
     def grad(self, value):

@@ -168,16 +168,60 @@ def _add(self, other, alpha, op):
             raise RuntimeError(f"{op}: expected 'self' and 'other' to have same sparse dimensions, but "
                                f"{self.sparse_dim()} != {other.sparse_dim()}")
         ov = other._sp_values if alpha == 1 else other._sp_values * alpha
-        dtype = _C.promote_types(self.dtype, ov.dtype)
-        values = _C._ops.cat([self._sp_values.to(dtype), ov.to(dtype)])
-        indices = _C._ops.cat([self._sp_indices, other._sp_indices], 1)
-        return _make(indices, values, self.shape, False)
+        from .._promotion import promote_types
+
+        dtype = promote_types(self.dtype, ov.dtype)
+        return _merge(self, self._sp_values.to(dtype), other, ov.to(dtype))
     if _is_sparse(self):
         raise RuntimeError(f"{op}(sparse, dense) is not supported. Use {op}(dense, sparse) instead.")
     if not isinstance(self, Tensor):
         raise NotImplementedError(f"{op}({_describe(self)}, sparse tensor)")
     dense = other.to_dense()
     return _C._ops.add(self, dense, alpha=alpha)
+
+
+def _merge(a, av, b, bv):
+    """a + b as torch adds two sparse tensors: one merge pass over both entry lists by
+    (row-major) index, in their stored order, adding entries whose indices meet. Coalesced
+    inputs give the coalesced sum; otherwise the result keeps both lists' entries in merge order."""
+    from ._coo import _linear_index
+
+    sizes = list(a.shape[:a.sparse_dim()])
+    la = _linear_index(a._sp_indices, sizes).tolist()
+    lb = _linear_index(b._sp_indices, sizes).tolist()
+    slot_a, slot_b, slots = [], [], []  # each entry's place in the result; the result's index
+    i = j = 0
+    while i < len(la) or j < len(lb):
+        if j == len(lb) or (i < len(la) and la[i] < lb[j]):
+            slot_a.append(len(slots))
+            slots.append(la[i])
+            i += 1
+        elif i == len(la) or la[i] > lb[j]:
+            slot_b.append(len(slots))
+            slots.append(lb[j])
+            j += 1
+        else:
+            slot_a.append(len(slots))
+            slot_b.append(len(slots))
+            slots.append(la[i])
+            i += 1
+            j += 1
+    shape = [len(slots)] + list(av.shape[1:])
+    values = _C._ops.zeros(shape, dtype=av.dtype)
+    if slot_a:
+        values = values.index_add(0, _long(slot_a), av)
+    if slot_b:
+        values = values.index_add(0, _long(slot_b), bv)
+    from ._coo import _unravel
+
+    indices = _unravel(_long(slots), sizes)
+    return _make(indices, values, a.shape, a._sp_coalesced and b._sp_coalesced)
+
+
+def _long(ints):
+    from .._creation import tensor
+
+    return tensor(ints, dtype=_C.int64)
 
 
 @_op("add")
@@ -287,9 +331,9 @@ def zeros_like(self, *, dtype=None, layout=None, device=None, pin_memory=None, r
     return out.requires_grad_() if requires_grad else out
 
 
-def softmax(input, dim, dtype=None):
-    """kiln.sparse.softmax: a softmax over each slice along `dim` of the specified entries only
-    (unspecified ones count as -inf), the result with input's coalesced pattern."""
+def softmax(input, dim, dtype=None, log=False):
+    """kiln.sparse.softmax (log_softmax with log=True): a softmax over each slice along `dim` of
+    the specified entries only (unspecified ones count as -inf), with input's coalesced pattern."""
     if not _is_sparse(input):
         raise TypeError(f"sparse.softmax: expected a sparse tensor, got {_describe(input)}")
     s = input.coalesce()
@@ -297,7 +341,8 @@ def softmax(input, dim, dtype=None):
     nd, sd = s.dim(), s.sparse_dim()
     d = wrap_dim(dim, nd)
     if d >= sd:  # a dense dim: each entry's slice on its own
-        return _make(s._sp_indices, values.softmax(d - sd + 1), s.shape, True)
+        out = values.log_softmax(d - sd + 1) if log else values.softmax(d - sd + 1)
+        return _make(s._sp_indices, out, s.shape, True)
     if s._nnz() == 0:
         return _make(s._sp_indices, values, s.shape, True)
     others = [i for i in range(sd) if i != d]
@@ -312,8 +357,10 @@ def softmax(input, dim, dtype=None):
     trailing = list(values.shape[1:])
     peak = index_reduce(_C._ops.zeros([ngroups] + trailing, dtype=values.dtype), 0, group, values.detach(),
                         "amax", include_self=False)
-    e = (values - peak.index_select(0, group)).exp()
+    shifted = values - peak.index_select(0, group)
+    e = shifted.exp()
     total = _C._ops.zeros([ngroups] + trailing, dtype=values.dtype).index_add(0, group, e)
-    return _make(s._sp_indices, e / total.index_select(0, group), s.shape, True)
+    out = shifted - total.log().index_select(0, group) if log else e / total.index_select(0, group)
+    return _make(s._sp_indices, out, s.shape, True)
 
 
