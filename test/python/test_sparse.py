@@ -398,3 +398,35 @@ def test_compiled_to_sparse_breaks_and_stays_right():
     close(kiln.compile(fn)(x), fn(x))
     explained = kiln.explain(fn)(x)
     assert any("makes a sparse tensor" in str(r) for r in explained.break_reasons)
+
+
+def test_compiled_sparse_global_keeps_graph_before_the_break():
+    # as torch.compile: the dense code before the sparse global compiles (1 graph, no split)
+    adj, _ = pair()
+
+    def fn(x):
+        y = x * 2 + 1
+        return kiln.spmm(adj, y).relu().sum(1)
+
+    x = kiln.tensor(matrix(3, 2))
+    explained = kiln.explain(fn)(x)
+    assert (explained.graph_count, explained.graph_break_count) == (1, 0)
+    close(kiln.compile(fn)(x), fn(x))
+
+
+def test_fullgraph_raises_at_a_sparse_tensor():
+    adj, _ = pair()
+
+    def fn(a, x):
+        return kiln.spmm(a, x).relu()
+
+    with pytest.raises(Exception, match="Attempted to wrap sparse Tensor"):
+        kiln.compile(fn, fullgraph=True)(adj, kiln.ones(3, 2))
+
+
+def test_parameter_of_sparse_is_refused():
+    adj, _ = pair()
+    with pytest.raises(NotImplementedError, match="of a sparse tensor"):
+        kiln.nn.Parameter(adj)
+    with pytest.raises(NotImplementedError, match="across layouts"):
+        kiln.nn.Parameter(kiln.ones(3, 3)).data = adj

@@ -173,6 +173,16 @@ class SparseTensor(Tensor):
     def data(self):
         return self.detach()
 
+    @data.setter
+    def data(self, value):
+        if not isinstance(value, SparseTensor):
+            raise NotImplementedError("assigning .data across layouts (a strided tensor's data to a sparse one)")
+        keep_grad = self.is_leaf and self.requires_grad
+        self._sp_indices, self._sp_values = value._sp_indices, value._sp_values.detach().requires_grad_(keep_grad)
+        self._sp_coalesced = value._sp_coalesced
+        if tuple(value.shape) != tuple(self.shape) or value.dtype != self.dtype:
+            _C.TensorBase._set_data(self, _C._ops.empty(list(value.shape), dtype=value.dtype, device="meta"))
+
     def clone(self, *, memory_format=None):
         return _make(self._sp_indices.clone(), self._sp_values.clone(), self.shape, self._sp_coalesced)
 
@@ -281,6 +291,9 @@ class SparseTensor(Tensor):
 
     def __dlpack__(self, *args, **kwargs):
         self._refuse("__dlpack__", RuntimeError)
+
+    def as_subclass(self, cls):
+        self._refuse("as_subclass")
 
     def _set_data(self, value):
         self._refuse("assigning .data", RuntimeError)
