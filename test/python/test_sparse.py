@@ -430,3 +430,21 @@ def test_parameter_of_sparse_is_refused():
         kiln.nn.Parameter(adj)
     with pytest.raises(NotImplementedError, match="across layouts"):
         kiln.nn.Parameter(kiln.ones(3, 3)).data = adj
+
+
+@pytest.mark.parametrize("n, m, nnz, k", [(60, 50, 40, 3), (6, 5, 25, 4)])  # scatter path, GEMM path
+def test_sparse_mm_both_paths_with_gradients(n, m, nnz, k):
+    torch = need_torch()
+    r = np.random.default_rng(n)
+    idx = np.stack([r.integers(0, n, nnz), r.integers(0, m, nnz)])
+    val = r.standard_normal(nnz).astype(np.float32)
+    d, w = matrix(m, k, seed=1), matrix(n, k, seed=2)
+    ks = kiln.sparse_coo_tensor(kiln.tensor(idx), kiln.tensor(val), (n, m), requires_grad=True)
+    ts = torch.sparse_coo_tensor(torch.tensor(idx), torch.tensor(val), (n, m), requires_grad=True)
+    kd, td = kiln.tensor(d).requires_grad_(), torch.tensor(d).requires_grad_()
+    ko, to = kiln.sparse.mm(ks, kd), torch.sparse.mm(ts, td)
+    close(ko, to)
+    (ko * kiln.tensor(w)).sum().backward()
+    (to * torch.tensor(w)).sum().backward()
+    close(kd.grad, td.grad)
+    same_sparse(ks.grad, ts.grad.coalesce(), flag=False)
