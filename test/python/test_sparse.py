@@ -448,3 +448,12 @@ def test_sparse_mm_both_paths_with_gradients(n, m, nnz, k):
     (to * torch.tensor(w)).sum().backward()
     close(kd.grad, td.grad)
     same_sparse(ks.grad, ts.grad.coalesce(), flag=False)
+
+
+def test_autograd_grad_of_sparse_is_refused_clearly():
+    k, _ = pair(requires_grad=True)
+    loss = kiln.sparse.mm(k, kiln.ones(3, 2)).sum()
+    with pytest.raises(NotImplementedError, match="autograd.grad with respect to a sparse tensor"):
+        kiln.autograd.grad(loss, [k])
+    with pytest.raises(NotImplementedError, match="backward from a sparse tensor|backward\\(\\) from a sparse"):
+        k.backward()
