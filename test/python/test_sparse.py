@@ -54,9 +54,9 @@ def test_construct_and_metadata():
 
 def test_construct_from_lists_numpy_and_dtype():
     torch = need_torch()
-    idx = np.array([[0, 1, 1], [1, 0, 1]], dtype=np.int32)
-    k = kiln.sparse_coo_tensor(idx.T.T, kiln.ones(3), (2, 2), dtype=kiln.int64)
-    t = torch.sparse_coo_tensor(idx.T.T, torch.ones(3), (2, 2), dtype=torch.int64)
+    edges = np.array([[0, 1], [1, 0], [1, 1]], dtype=np.int32)  # gcn's edges.T: a transposed view
+    k = kiln.sparse_coo_tensor(edges.T, kiln.ones(3), (2, 2), dtype=kiln.int64)
+    t = torch.sparse_coo_tensor(edges.T, torch.ones(3), (2, 2), dtype=torch.int64)
     same_sparse(k, t)
     assert k._indices().dtype == kiln.int64
     same_sparse(kiln.sparse_coo_tensor([[0, 1], [1, 0]], [1, 2], (2, 2)),

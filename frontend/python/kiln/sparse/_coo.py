@@ -239,7 +239,7 @@ class SparseTensor(Tensor):
             order = list(range(sd))
             order[d0], order[d1] = order[d1], order[d0]
             indices = self._sp_indices[order] if sd else self._sp_indices
-            return _make(indices, self._sp_values, size, self._sp_coalesced and d0 == d1)
+            return _make(indices, self._sp_values, size, (self._sp_coalesced and d0 == d1) or self._nnz() == 0)
         values = self._sp_values.transpose(d0 - sd + 1, d1 - sd + 1)
         return _make(self._sp_indices, values, size, self._sp_coalesced)
 
