@@ -478,6 +478,14 @@ void setItem(const Tensor& self, PyObject* index, PyObject* pyValue) {
 
 nb::object wrap(Tensor t) { return nb::steal(wrapTensor(std::move(t))); }
 
+// A sparse tensor as an index or a value (kiln.sparse's own class handles indexing a sparse
+// tensor): its placeholder has no data.
+void rejectSparse(const char* what, PyObject* index, PyObject* value = nullptr) {
+  if (holdsSparseTensor(index) || (value && holdsSparseTensor(value)))
+    throw NotImplementedError(std::string(what) + ": sparse tensors (layout kiln.sparse_coo) are not supported "
+                              "as an index or a value; call .to_dense() first");
+}
+
 } // namespace
 
 void registerIndexing(TensorClass& cls) {
@@ -485,12 +493,14 @@ void registerIndexing(TensorClass& cls) {
   cls.def(
          "__getitem__",
          [](nb::handle self, nb::handle index) {
+           rejectSparse("__getitem__", index.ptr());
            return wrap(getItem(unwrapTensor(self.ptr()), index.ptr()));
          },
          nb::arg("index").none())
       .def(
           "__setitem__",
           [](nb::handle self, nb::handle index, nb::handle value) {
+            rejectSparse("__setitem__", index.ptr(), value.ptr());
             setItem(unwrapTensor(self.ptr()), index.ptr(), value.ptr());
           },
           nb::arg("index").none(), nb::arg("value").none())

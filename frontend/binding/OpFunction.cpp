@@ -36,6 +36,9 @@ PyObject* callOp(OpFunctionObject* self, PyObject* const* args, size_t nargsf, P
       ++args;
       --nargs;
     }
+    bool sparse = false;
+    PyObject* sparseResult = callSparseHandler(g->name().c_str(), selfTensor, args, nargs, kwnames, sparse);
+    if (sparse) return sparseResult;
     ParsedCall call = g->parse(selfTensor, args, nargs, kwnames);
     Dispatcher::instance().call(call.op, call.stack);
     if (hasWarnings())

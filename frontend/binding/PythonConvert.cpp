@@ -165,6 +165,51 @@ void setTensorClass(PyObject* cls) {
   gTensorClass = cls;
 }
 
+namespace {
+PyTypeObject* gSparseTensorClass = nullptr;
+PyObject* gSparseHandler = nullptr;
+
+bool holdsSparse(PyObject* o) {
+  if (Py_TYPE(o) == gSparseTensorClass) return true;
+  if (!PyTuple_Check(o) && !PyList_Check(o)) return false;
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
+  PyObject** items = PySequence_Fast_ITEMS(o);
+  for (Py_ssize_t i = 0; i < n; ++i)
+    if (Py_TYPE(items[i]) == gSparseTensorClass) return true;
+  return false;
+}
+} // namespace
+
+void setSparseTensorClass(PyObject* cls, PyObject* handler) {
+  Py_XINCREF(cls);
+  Py_XINCREF(handler);
+  gSparseTensorClass = reinterpret_cast<PyTypeObject*>(cls);
+  gSparseHandler = handler;
+}
+
+bool isSparseTensor(PyObject* o) { return gSparseTensorClass && Py_TYPE(o) == gSparseTensorClass; }
+
+bool holdsSparseTensor(PyObject* o) { return gSparseTensorClass && holdsSparse(o); }
+
+PyObject* callSparseHandler(const char* name, PyObject* self, PyObject* const* args, Py_ssize_t nargs,
+                            PyObject* kwnames, bool& handled) {
+  handled = false;
+  if (!gSparseTensorClass) return nullptr;
+  Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+  bool any = self && holdsSparse(self);
+  for (Py_ssize_t i = 0; i < nargs + nkw && !any; ++i) any = holdsSparse(args[i]);
+  if (!any) return nullptr;
+  handled = true;
+  // handler(name, args, kwargs): args with self first.
+  nb::list positional;
+  if (self) positional.append(nb::handle(self));
+  for (Py_ssize_t i = 0; i < nargs; ++i) positional.append(nb::handle(args[i]));
+  nb::dict kwargs;
+  for (Py_ssize_t i = 0; i < nkw; ++i) kwargs[nb::handle(PyTuple_GET_ITEM(kwnames, i))] = nb::handle(args[nargs + i]);
+  return PyObject_CallFunctionObjArgs(gSparseHandler, nb::str(name).ptr(), nb::tuple(positional).ptr(),
+                                      kwargs.ptr(), nullptr);
+}
+
 PyObject* wrapTensor(Tensor t) {
   if (!t.defined()) Py_RETURN_NONE;
   nb::handle cls = gTensorClass ? nb::handle(gTensorClass) : nb::type<Tensor>();

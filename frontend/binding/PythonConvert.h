@@ -31,6 +31,18 @@ PyObject* wrapTensor(Tensor t);
 // Sets the Python class that op results are instances of (kiln.Tensor).
 void setTensorClass(PyObject* cls);
 
+// Sparse COO tensors (kiln.sparse): a Python class over a meta placeholder of the tensor's shape
+// and dtype. No C++ kernel sees one: an op called with one goes to the Python handler
+// (kiln/sparse/_dispatch.py), which runs the ops kiln has for sparse or raises torch's error.
+void setSparseTensorClass(PyObject* cls, PyObject* handler);
+bool isSparseTensor(PyObject* o);
+// o is a sparse tensor, or a tuple or list holding one.
+bool holdsSparseTensor(PyObject* o);
+// The sparse handler's result for op `name` called with these Python arguments (self first for
+// a method), or null when none of them is a sparse tensor. Null with a Python error set: it raised.
+PyObject* callSparseHandler(const char* name, PyObject* self, PyObject* const* args, Py_ssize_t nargs,
+                            PyObject* kwnames, bool& handled);
+
 // Python number checks (bool is not an int here, as in PyTorch's parser).
 inline bool isPyInt(PyObject* o) { return PyLong_Check(o) && !PyBool_Check(o); }
 bool isNumberLike(PyObject* o); // bool, int, float, or a numpy scalar

@@ -89,6 +89,8 @@ TensorClass registerTensor(nb::module_& m) {
     gSizeClass = cls.ptr();
   });
   m.def("_set_tensor_class", [](nb::handle cls) { setTensorClass(cls.ptr()); });
+  m.def("_set_sparse_tensor_class",
+        [](nb::handle cls, nb::handle handler) { setSparseTensorClass(cls.ptr(), handler.ptr()); });
   return cls;
 }
 

@@ -635,8 +635,14 @@ VT* InstructionTranslator::callMethod(MethodVT* m, VTs args, Kwargs kwargs) {
                                                                              : nb::int_(nb::cast<long>(index)));
     }
     // Metadata methods (size, dim, stride, ...) return Python values of the fake: constants,
-    // guarded by the tensor's guard. Everything else records its ops.
-    VT* r = t_.callReal(static_cast<TensorVT*>(self)->fake.attr(name.c_str()), args, kwargs);
+    // guarded by the tensor's guard. Everything else records its ops, but for kiln's Python
+    // methods marked not_traced (Tensor.to_sparse): a break at the call.
+    nb::object method = static_cast<TensorVT*>(self)->fake.attr(name.c_str());
+    if (PyMethod_Check(method.ptr()) && PyFunction_Check(PyMethod_GET_FUNCTION(method.ptr()))) {
+      nb::handle fn = PyMethod_GET_FUNCTION(method.ptr());
+      throwIfNotTraced(fn.attr("__code__"), fn);
+    }
+    VT* r = t_.callReal(method, args, kwargs);
     return name == "size" ? t_.tagSizes(r) : r;
   }
   case VT::Kind::List:

@@ -22,6 +22,11 @@ namespace kiln::capture {
 
 namespace {
 
+// A sparse tensor reaching the trace: its frame runs eagerly, as TorchDynamo's ("Attempted to
+// wrap sparse Tensor"). Fake tensors and the compiler are strided only.
+const char* const kSparseTensorReason =
+    "Attempted to wrap sparse Tensor (layout kiln.sparse_coo): kiln.compile does not support sparse tensors";
+
 bool isGradLeaf(PyObject* o) {
   if (!python::isTensor(o)) return false;
   const Tensor& t = python::unwrapTensor(o);
@@ -414,6 +419,7 @@ VT* Tracer::wrapTracedNumber(nb::handle value) {
 
 VT* Tracer::wrap(nb::handle value, SourcePtr source, bool viaModule, const std::string& path) {
   PyObject* o = value.ptr();
+  if (python::isSparseTensor(o)) throw Unsupported{kSparseTensorReason};
   if (python::isTensor(o)) {
     // A Tensor subclass's __init__ (nn.Parameter(t) run by a module built inside a compiled
     // function) sees `self` before TensorBase.__init__ gave it a tensor: there is nothing to
@@ -710,6 +716,7 @@ VT* Tracer::wrapResult(nb::handle value) {
   PyObject* o = value.ptr();
   if (VT* a = wrapTracedArray(value)) return a;
   if (VT* n = wrapTracedNumber(value)) return n;
+  if (python::isSparseTensor(o)) throw Unsupported{kSparseTensorReason};
   if (python::isTensor(o)) {
     const Tensor& t = python::unwrapTensor(o);
     if (!t.isMeta()) return wrapTensor(value, nullptr, false, "_tensor_constant");

@@ -45,6 +45,10 @@ from ._math_composites import (  # noqa: E402,F401
     cumulative_trapezoid, _install_methods as _install_math,
 )
 from ._promotion import can_cast, promote_types, result_type  # noqa: E402,F401
+from ._layout import layout, strided, sparse_coo  # noqa: E402,F401
+from . import sparse  # noqa: E402,F401
+from .sparse import sparse_coo_tensor  # noqa: E402,F401
+sparse._install_methods(Tensor)
 from ._memory_format import (  # noqa: E402,F401
     memory_format, contiguous_format, channels_last, channels_last_3d, preserve_format,
     _install_methods as _install_memory_format,

@@ -132,8 +132,7 @@ def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
 
 
 def spmm(input, mat2):
-    """torch.spmm: a matrix product whose first operand may be sparse. kiln has no sparse layout,
-    so both are strided and this is mm (as torch.spmm of two strided matrices is)."""
+    """torch.spmm: mm, whose first operand may be sparse (mm's sparse handler, kiln/sparse)."""
     return _C._ops.mm(input, mat2)
 
 

@@ -75,6 +75,9 @@ class Tensor(_C.TensorBase):
 
     def __init__(self, *args, device=None):
         if len(args) == 1 and isinstance(args[0], _C.TensorBase) and device is None:
+            if args[0].is_sparse:  # its C++ tensor is a placeholder without data (kiln/sparse)
+                raise NotImplementedError(f"{type(self).__name__}(t) of a sparse tensor (layout kiln.sparse_coo): "
+                                          "kiln's parameters and Tensor objects over another are strided only")
             _C.TensorBase.__init__(self, args[0])
         else:
             _C.TensorBase.__init__(self, _legacy_new(_C.float32, args, device))
@@ -311,6 +314,9 @@ class Tensor(_C.TensorBase):
     def data(self, value):
         if not isinstance(value, _C.TensorBase):
             raise TypeError(f"data must be a Tensor, got {type(value).__name__}")
+        if value.is_sparse != self.is_sparse:
+            raise NotImplementedError("assigning .data across layouts (a sparse tensor's data to a strided one "
+                                      "or the reverse)")
         if (tuple(value.shape) != tuple(self.shape) or value.dtype != self.dtype or value.device != self.device
                 or tuple(value.stride()) != tuple(self.stride())):
             # Another shape, dtype, device or layout (Module.to(memory_format=channels_last)): this

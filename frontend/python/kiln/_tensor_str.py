@@ -201,13 +201,14 @@ def _tensor_str(t, indent):
     return _tensor_str_with_formatter(a, indent, summarize, formatter)
 
 
-def _add_suffixes(tensor_str, suffixes, indent):
+def _add_suffixes(tensor_str, suffixes, indent, force_newline=False):
     parts = [tensor_str]
     last_line_len = len(tensor_str) - tensor_str.rfind("\n") + 1
     for suffix in suffixes:
-        if last_line_len + len(suffix) + 2 > PRINT_OPTS.linewidth:
+        if force_newline or last_line_len + len(suffix) + 2 > PRINT_OPTS.linewidth:
             parts.append(",\n" + " " * indent + suffix)
             last_line_len = indent + len(suffix)
+            force_newline = False
         else:
             parts.append(", " + suffix)
             last_line_len += len(suffix) + 2

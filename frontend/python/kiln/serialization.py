@@ -27,7 +27,7 @@ import sys
 import zipfile
 from collections import OrderedDict
 
-from . import _C
+from . import _C, _layout
 from ._tensor import Size, Tensor
 
 __all__ = ["add_safe_globals", "clear_safe_globals", "get_safe_globals", "load", "safe_globals", "save"]
@@ -64,7 +64,16 @@ class _Global:
 
 _REBUILD_TENSOR = _Global("torch._utils", "_rebuild_tensor_v2")
 _REBUILD_PARAMETER = _Global("torch._utils", "_rebuild_parameter")
+_REBUILD_SPARSE = _Global("torch._utils", "_rebuild_sparse_tensor")
+_GET_LAYOUT = _Global("torch.serialization", "_get_layout")
 _STORAGE_GLOBALS = {dtype: _Global("torch", name) for dtype, name in _STORAGE_NAMES.items()}
+
+
+class _Reduced:
+    """Stands for `fn(*args)` in the pickle (fn a _Global)."""
+
+    def __init__(self, fn, args):
+        self.fn, self.args = fn, args
 
 
 class _StorageRef:
@@ -102,10 +111,16 @@ class _Pickler(pickle._Pickler):
         return ("storage", _STORAGE_GLOBALS[t.dtype], key, str(t.device), numel)
 
     def reducer_override(self, obj):
+        if isinstance(obj, _Reduced):
+            return (obj.fn, obj.args)
         if not isinstance(obj, Tensor):
             return NotImplemented
         from .nn.parameter import Parameter
 
+        if obj.is_sparse:  # as torch saves one: its indices, values, size and coalesced flag
+            layout = _Reduced(_GET_LAYOUT, ("torch.sparse_coo",))  # as torch writes a layout
+            return (_REBUILD_SPARSE, (layout, (obj._indices(), obj._values().detach(), tuple(obj.shape),
+                                               obj.is_coalesced())))
         if obj.is_meta:
             raise RuntimeError(f"kiln.save: cannot save a tensor on {obj.device} (it has no data)")
         requires_grad = bool(obj.requires_grad)
@@ -186,6 +201,25 @@ def _rebuild_tensor_v2(storage, storage_offset, size, stride, requires_grad=Fals
     return t
 
 
+def _get_layout(name):
+    """What torch.serialization._get_layout("torch.sparse_coo") names: kiln's layout."""
+    layout = {"torch.sparse_coo": _layout.sparse_coo, "torch.strided": _layout.strided}.get(name)
+    if layout is None:
+        raise RuntimeError(f"kiln.load: layout {name} (kiln has kiln.strided and kiln.sparse_coo)")
+    return layout
+
+
+def _rebuild_sparse_tensor(layout, data):
+    from ._layout import sparse_coo
+    from .sparse import sparse_coo_tensor
+
+    if layout is not sparse_coo:
+        raise RuntimeError(f"kiln.load: a sparse tensor of layout {layout} (kiln has kiln.sparse_coo only)")
+    indices, values, size = data[:3]
+    is_coalesced = data[3] if len(data) > 3 else None
+    return sparse_coo_tensor(indices, values, size, is_coalesced=is_coalesced)
+
+
 def _rebuild_parameter(data, requires_grad, backward_hooks=None):
     from .nn.parameter import Parameter
 
@@ -208,6 +242,8 @@ _SAFE_GLOBALS = {
     ("torch._utils", "_rebuild_tensor_v2"): _rebuild_tensor_v2,
     ("torch._utils", "_rebuild_parameter"): _rebuild_parameter,
     ("torch._utils", "_rebuild_parameter_with_state"): _rebuild_parameter_with_state,
+    ("torch._utils", "_rebuild_sparse_tensor"): _rebuild_sparse_tensor,
+    ("torch.serialization", "_get_layout"): _get_layout,
     ("collections", "OrderedDict"): OrderedDict,
     ("torch", "Size"): Size,
     ("torch", "device"): _C.device,

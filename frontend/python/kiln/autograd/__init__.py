@@ -55,6 +55,15 @@ def _make_grads(outputs, grads, is_grads_batched=False):
     return out
 
 
+def _refuse_sparse(what, tensors):
+    """A sparse tensor's C++ tensor is a placeholder (kiln/sparse): the engine cannot take one."""
+    for t in tensors or ():
+        if isinstance(t, _C.TensorBase) and t.is_sparse:
+            raise NotImplementedError(f"{what} a sparse tensor (layout kiln.sparse_coo): use its values "
+                                      "(kiln.sparse_coo_tensor(indices, values) with values requiring grad), or "
+                                      "read a sparse leaf's .grad after backward()")
+
+
 def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, grad_variables=None,
              inputs=None):
     """Accumulates into `.grad` of the graph's leaves (or of `inputs`) the gradient of `tensors`."""
@@ -69,6 +78,8 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
         raise RuntimeError("'inputs' argument to backward() cannot be empty.")
     if retain_graph is None:
         retain_graph = create_graph
+    _refuse_sparse("backward from", tensors)
+    _refuse_sparse("backward(inputs=...) with", inputs)
     grads = _make_grads(tensors, grad_tensors)
     _C._run_backward(list(tensors), grads, bool(retain_graph), bool(create_graph), list(inputs), True, True)
 
@@ -92,6 +103,8 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
                          "but got: allow_unused=False.")
     if retain_graph is None:
         retain_graph = create_graph
+    _refuse_sparse("autograd.grad of", outputs)
+    _refuse_sparse("autograd.grad with respect to", inputs)
     grads = _make_grads(outputs, grad_outputs)
     result = _C._run_backward(list(outputs), grads, bool(retain_graph), bool(create_graph), list(inputs),
                               bool(allow_unused), False)

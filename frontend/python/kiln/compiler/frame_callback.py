@@ -517,8 +517,12 @@ class FrameCallback:
                     entry = self._partial(code, state, frame_info, resume.BreakSite(code, result), numbers)
                     if entry is not None:
                         return entry
-                return self._break(code, state, BreakReason(
-                    result["reason"], result["filename"], result["lineno"], result["line"]))
+                # (No place: the frame broke before its first instruction, wrapping an argument
+                # such as a sparse tensor; the function's own line then.)
+                filename, lineno = result["filename"], result["lineno"]
+                if not filename:
+                    filename, lineno = code.co_filename, code.co_firstlineno
+                return self._break(code, state, BreakReason(result["reason"], filename, lineno, result["line"]))
             # The user's code raised: running it eagerly gives them the real exception.
             _breaks_log.debug("tracing %s raised: %s (%s:%d); running this call eagerly", _where(code),
                               result["reason"], result["filename"], result["lineno"])
