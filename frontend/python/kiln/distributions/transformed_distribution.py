@@ -65,14 +65,26 @@ class TransformedDistribution(Distribution):
             y = x
         return log_prob + _sum_rightmost(self.base_dist.log_prob(y), event_dim - len(self.base_dist.event_shape))
 
-    def cdf(self, value):
-        for transform in reversed(self.transforms):
-            value = transform._inv_call(value)
-        value = self.base_dist.cdf(value)
+    def _monotonize_cdf(self, value):
+        """value as the cdf of a decreasing map where the transforms' signs multiply to -1 (a
+        tensor of signs for tensor affine scales)."""
         sign = 1
         for transform in self.transforms:
             sign = sign * transform.sign
-        return value if sign == 1 else 1 - value
+        if isinstance(sign, int) and sign == 1:
+            return value
+        return sign * (value - 0.5) + 0.5
+
+    def cdf(self, value):
+        for transform in reversed(self.transforms):
+            value = transform._inv_call(value)
+        return self._monotonize_cdf(self.base_dist.cdf(value))
+
+    def icdf(self, value):
+        value = self.base_dist.icdf(self._monotonize_cdf(value))
+        for transform in self.transforms:
+            value = transform._forward(value)
+        return value
 
 
 class LogNormal(TransformedDistribution):

@@ -10,7 +10,8 @@ from ..nn import functional as F
 
 _ops = _C._ops
 
-__all__ = ["Transform", "ComposeTransform", "ExpTransform", "TanhTransform", "SigmoidTransform", "AffineTransform"]
+__all__ = ["Transform", "ComposeTransform", "ExpTransform", "TanhTransform", "SigmoidTransform", "AffineTransform",
+           "AbsTransform", "PowerTransform", "SoftplusTransform"]
 
 
 class _EventDim:
@@ -92,8 +93,15 @@ class _InverseTransform(Transform):
     def inv(self):
         return self._inv
 
+    @property
+    def sign(self):
+        return self._inv.sign
+
     def _forward(self, x):
         return self._inv._inv_call(x)
+
+    def _inv_call(self, y):
+        return self._inv._forward(y)
 
     def log_abs_det_jacobian(self, x, y):
         return -self._inv.log_abs_det_jacobian(y, x)
@@ -173,6 +181,13 @@ class AffineTransform(Transform):
         self._event_dim = event_dim
         self.domain = self.codomain = _EventDim(event_dim)
 
+    @property
+    def sign(self):
+        """+1 or -1 (a tensor of them for a tensor scale): whether y grows with x."""
+        if isinstance(self.scale, (int, float)):
+            return 1 if self.scale > 0 else -1 if self.scale < 0 else 0
+        return self.scale.sign()
+
     def _call(self, x):
         return self.loc + self.scale * x
 
@@ -191,3 +206,44 @@ class AffineTransform(Transform):
         else:
             shape = list(x.shape)
         return result.expand(shape)
+
+
+class AbsTransform(Transform):
+    """y = |x| (not bijective: its inverse is x = y, as torch's)."""
+    bijective = False
+
+    def _call(self, x):
+        return x.abs()
+
+    def _inverse(self, y):
+        return y
+
+
+class PowerTransform(Transform):
+    """y = x ** exponent (positive x)."""
+
+    def __init__(self, exponent, cache_size=0):
+        super().__init__(cache_size=cache_size)
+        self.exponent = exponent
+
+    def _call(self, x):
+        return x.pow(self.exponent)
+
+    def _inverse(self, y):
+        return y.pow(1 / self.exponent)
+
+    def log_abs_det_jacobian(self, x, y):
+        return (self.exponent * y / x).abs().log()
+
+
+class SoftplusTransform(Transform):
+    """y = log(1 + exp(x)); x = log(expm1(y)) written as y + log(-expm1(-y))."""
+
+    def _call(self, x):
+        return F.softplus(x)
+
+    def _inverse(self, y):
+        return (-y).expm1().neg().log() + y
+
+    def log_abs_det_jacobian(self, x, y):
+        return -F.softplus(-x)

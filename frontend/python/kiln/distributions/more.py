@@ -1,0 +1,301 @@
+"""More of torch.distributions, as torch writes them (same draws for a seed, same formulas):
+Cauchy, HalfNormal, HalfCauchy, Gumbel, Geometric, Pareto, Weibull."""
+import math
+
+from .. import _C
+from .._dtype_info import finfo
+from ..autograd.grad_mode import no_grad
+from .distribution import Distribution, broadcast_all, lazy_property, logits_to_probs, probs_to_logits
+from .normal import Normal
+from .transformed_distribution import Exponential, TransformedDistribution
+from .transforms import AbsTransform, AffineTransform, ExpTransform, PowerTransform
+from .uniform import Uniform
+
+_ops = _C._ops
+_EULER = 0.57721566490153286060
+_POSITIVE = ("GreaterThan(lower_bound=0.0)", lambda v: v > 0)
+_REAL = ("Real()", lambda v: v == v)
+
+
+def _lgamma(x):
+    from ..special import gammaln
+    return gammaln(x)
+
+
+def _numbers(*values):
+    return all(isinstance(v, (int, float)) for v in values)
+
+
+class Cauchy(Distribution):
+    arg_constraints = {"loc": _REAL, "scale": _POSITIVE}
+    has_rsample = True
+
+    def __init__(self, loc, scale, validate_args=None):
+        self.loc, self.scale = broadcast_all(loc, scale)
+        super().__init__(() if _numbers(loc, scale) else self.loc.shape, validate_args=validate_args)
+
+    @property
+    def mean(self):
+        return _ops.full(list(self._extended_shape()), math.nan, dtype=self.loc.dtype, device=self.loc.device)
+
+    @property
+    def mode(self):
+        return self.loc
+
+    @property
+    def variance(self):
+        return _ops.full(list(self._extended_shape()), math.inf, dtype=self.loc.dtype, device=self.loc.device)
+
+    def rsample(self, sample_shape=()):
+        shape = list(self._extended_shape(sample_shape))
+        eps = _ops.empty(shape, dtype=self.loc.dtype, device=self.loc.device).cauchy_()
+        return self.loc + eps * self.scale
+
+    def log_prob(self, value):
+        if self._validate_args:
+            self._validate_sample(value, *_REAL)
+        return -math.log(math.pi) - self.scale.log() - (((value - self.loc) / self.scale) ** 2).log1p()
+
+    def cdf(self, value):
+        return ((value - self.loc) / self.scale).atan() / math.pi + 0.5
+
+    def icdf(self, value):
+        return (math.pi * (value - 0.5)).tan() * self.scale + self.loc
+
+    def entropy(self):
+        return math.log(4 * math.pi) + self.scale.log()
+
+
+class HalfNormal(TransformedDistribution):
+    arg_constraints = {"scale": _POSITIVE}
+    has_rsample = True
+
+    def __init__(self, scale, validate_args=None):
+        super().__init__(Normal(0, scale, validate_args=False), AbsTransform(), validate_args=validate_args)
+
+    @property
+    def scale(self):
+        return self.base_dist.scale
+
+    @property
+    def mean(self):
+        return self.scale * math.sqrt(2 / math.pi)
+
+    @property
+    def mode(self):
+        return _ops.zeros_like(self.scale)
+
+    @property
+    def variance(self):
+        return self.scale.pow(2) * (1 - 2 / math.pi)
+
+    def log_prob(self, value):
+        if self._validate_args:
+            self._validate_sample(value, "GreaterThanEq(lower_bound=0.0)", lambda v: v >= 0)
+        log_prob = self.base_dist.log_prob(value) + math.log(2)
+        return _ops.where(value >= 0, log_prob, -math.inf)
+
+    def cdf(self, value):
+        return 2 * self.base_dist.cdf(value) - 1
+
+    def icdf(self, prob):
+        return self.base_dist.icdf((prob + 1) / 2)
+
+    def entropy(self):
+        return self.base_dist.entropy() - math.log(2)
+
+
+class HalfCauchy(TransformedDistribution):
+    arg_constraints = {"scale": _POSITIVE}
+    has_rsample = True
+
+    def __init__(self, scale, validate_args=None):
+        super().__init__(Cauchy(0, scale, validate_args=False), AbsTransform(), validate_args=validate_args)
+
+    @property
+    def scale(self):
+        return self.base_dist.scale
+
+    @property
+    def mean(self):
+        return _ops.full(list(self._extended_shape()), math.inf, dtype=self.scale.dtype, device=self.scale.device)
+
+    @property
+    def mode(self):
+        return _ops.zeros_like(self.scale)
+
+    @property
+    def variance(self):
+        return self.base_dist.variance
+
+    def log_prob(self, value):
+        if self._validate_args:
+            self._validate_sample(value, "GreaterThanEq(lower_bound=0.0)", lambda v: v >= 0)
+        value = _ops.as_tensor(value, dtype=self.base_dist.scale.dtype, device=self.base_dist.scale.device) \
+            if not isinstance(value, _C.TensorBase) else value
+        log_prob = self.base_dist.log_prob(value) + math.log(2)
+        return _ops.where(value >= 0, log_prob, -math.inf)
+
+    def cdf(self, value):
+        return 2 * self.base_dist.cdf(value) - 1
+
+    def icdf(self, prob):
+        return self.base_dist.icdf((prob + 1) / 2)
+
+    def entropy(self):
+        return self.base_dist.entropy() - math.log(2)
+
+
+class Gumbel(TransformedDistribution):
+    arg_constraints = {"loc": _REAL, "scale": _POSITIVE}
+
+    def __init__(self, loc, scale, validate_args=None):
+        self.loc, self.scale = broadcast_all(loc, scale)
+        info = finfo(self.loc.dtype)
+        if _numbers(loc, scale):
+            base = Uniform(info.tiny, 1 - info.eps, validate_args=validate_args)
+        else:
+            base = Uniform(_ops.full_like(self.loc, info.tiny), _ops.full_like(self.loc, 1 - info.eps),
+                           validate_args=validate_args)
+        transforms = [ExpTransform().inv, AffineTransform(loc=0, scale=-_ops.ones_like(self.scale)),
+                      ExpTransform().inv, AffineTransform(loc=loc, scale=-self.scale)]
+        super().__init__(base, transforms, validate_args=validate_args)
+
+    def log_prob(self, value):
+        if self._validate_args:
+            self._validate_sample(value, *_REAL)
+        y = (self.loc - value) / self.scale
+        return (y - y.exp()) - self.scale.log()
+
+    @property
+    def mean(self):
+        return self.loc + self.scale * _EULER
+
+    @property
+    def mode(self):
+        return self.loc
+
+    @property
+    def stddev(self):
+        return (math.pi / math.sqrt(6)) * self.scale
+
+    @property
+    def variance(self):
+        return self.stddev.pow(2)
+
+    def entropy(self):
+        return self.scale.log() + (1 + _EULER)
+
+
+class Geometric(Distribution):
+    """The number of failures before the first success (probs or logits)."""
+    arg_constraints = {"probs": ("Interval(lower_bound=0.0, upper_bound=1.0)", lambda v: (v >= 0) & (v <= 1)),
+                       "logits": _REAL}
+
+    def __init__(self, probs=None, logits=None, validate_args=None):
+        if (probs is None) == (logits is None):
+            raise ValueError("Either `probs` or `logits` must be specified, but not both.")
+        if probs is not None:
+            (self.probs,) = broadcast_all(probs)
+        else:
+            (self.logits,) = broadcast_all(logits)
+        given = probs if probs is not None else logits
+        super().__init__(() if isinstance(given, (int, float)) else given.shape, validate_args=validate_args)
+        if self._validate_args and probs is not None:
+            valid = self.probs > 0
+            if not bool(valid.all()):
+                raise ValueError(f"Expected parameter probs ({type(self.probs).__name__} of shape "
+                                 f"{tuple(self.probs.shape)}) of distribution {self!r} to be positive but found "
+                                 f"invalid values:\n{self.probs[~valid]}")
+
+    @property
+    def mean(self):
+        return 1.0 / self.probs - 1.0
+
+    @property
+    def mode(self):
+        return _ops.zeros_like(self.probs)
+
+    @property
+    def variance(self):
+        return (1.0 / self.probs - 1.0) / self.probs
+
+    @lazy_property
+    def logits(self):
+        return probs_to_logits(self.probs, is_binary=True)
+
+    @lazy_property
+    def probs(self):
+        return logits_to_probs(self.logits, is_binary=True)
+
+    def sample(self, sample_shape=()):
+        shape = list(self._extended_shape(sample_shape))
+        tiny = finfo(self.probs.dtype).tiny
+        with no_grad():
+            u = _ops.empty(shape, dtype=self.probs.dtype, device=self.probs.device).uniform_(tiny, 1)
+            return (u.log() / (-self.probs).log1p()).floor()
+
+    def log_prob(self, value):
+        if self._validate_args:
+            self._validate_sample(value, "IntegerGreaterThan(lower_bound=0)", lambda v: (v >= 0) & (v == v.floor()))
+        value, probs = broadcast_all(value, self.probs)
+        probs = probs.clone()
+        probs = _ops.where((probs == 1) & (value == 0), _ops.zeros_like(probs), probs)
+        return value * (-probs).log1p() + self.probs.log()
+
+    def entropy(self):
+        from ..nn.functional import binary_cross_entropy_with_logits
+        return binary_cross_entropy_with_logits(self.logits, self.probs, reduction="none") / self.probs
+
+
+class Pareto(TransformedDistribution):
+    arg_constraints = {"alpha": _POSITIVE, "scale": _POSITIVE}
+
+    def __init__(self, scale, alpha, validate_args=None):
+        self.scale, self.alpha = broadcast_all(scale, alpha)
+        super().__init__(Exponential(self.alpha), [ExpTransform(), AffineTransform(loc=0, scale=self.scale)],
+                         validate_args=validate_args)
+
+    @property
+    def mean(self):
+        a = self.alpha.clamp(min=1)
+        return a * self.scale / (a - 1)
+
+    @property
+    def mode(self):
+        return self.scale
+
+    @property
+    def variance(self):
+        a = self.alpha.clamp(min=2)
+        return self.scale.pow(2) * a / ((a - 1).pow(2) * (a - 2))
+
+    def entropy(self):
+        return (self.scale / self.alpha).log() + (1 + self.alpha.reciprocal())
+
+
+class Weibull(TransformedDistribution):
+    arg_constraints = {"scale": _POSITIVE, "concentration": _POSITIVE}
+
+    def __init__(self, scale, concentration, validate_args=None):
+        self.scale, self.concentration = broadcast_all(scale, concentration)
+        self.concentration_reciprocal = self.concentration.reciprocal()
+        base = Exponential(_ops.ones_like(self.scale), validate_args=validate_args)
+        transforms = [PowerTransform(exponent=self.concentration_reciprocal), AffineTransform(loc=0, scale=self.scale)]
+        super().__init__(base, transforms, validate_args=validate_args)
+
+    @property
+    def mean(self):
+        return self.scale * _lgamma(1 + self.concentration_reciprocal).exp()
+
+    @property
+    def mode(self):
+        return self.scale * ((self.concentration - 1) / self.concentration) ** self.concentration.reciprocal()
+
+    @property
+    def variance(self):
+        return self.scale.pow(2) * (_lgamma(1 + 2 * self.concentration_reciprocal).exp()
+                                    - _lgamma(1 + self.concentration_reciprocal).exp().pow(2))
+
+    def entropy(self):
+        return (_EULER * (1 - self.concentration_reciprocal) + (self.scale * self.concentration_reciprocal).log() + 1)
