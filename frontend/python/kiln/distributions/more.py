@@ -66,84 +66,63 @@ class Cauchy(Distribution):
         return math.log(4 * math.pi) + self.scale.log()
 
 
-class HalfNormal(TransformedDistribution):
+class _Half(TransformedDistribution):
+    """|X| for X symmetric about 0 (the base distribution, with a `scale`): torch's HalfNormal and
+    HalfCauchy share these formulas."""
     arg_constraints = {"scale": _POSITIVE}
     has_rsample = True
 
-    def __init__(self, scale, validate_args=None):
-        super().__init__(Normal(0, scale, validate_args=False), AbsTransform(), validate_args=validate_args)
+    def __init__(self, base, validate_args=None):
+        super().__init__(base, AbsTransform(), validate_args=validate_args)
 
     @property
     def scale(self):
         return self.base_dist.scale
+
+    @property
+    def mode(self):
+        return _ops.zeros_like(self.scale)
+
+    def log_prob(self, value):
+        if self._validate_args:
+            self._validate_sample(value, "GreaterThanEq(lower_bound=0.0)", lambda v: v >= 0)
+        log_prob = self.base_dist.log_prob(value) + math.log(2)
+        return _ops.where(value >= 0, log_prob, -math.inf)
+
+    def cdf(self, value):
+        return 2 * self.base_dist.cdf(value) - 1
+
+    def icdf(self, prob):
+        return self.base_dist.icdf((prob + 1) / 2)
+
+    def entropy(self):
+        return self.base_dist.entropy() - math.log(2)
+
+
+class HalfNormal(_Half):
+    def __init__(self, scale, validate_args=None):
+        super().__init__(Normal(0, scale, validate_args=False), validate_args=validate_args)
 
     @property
     def mean(self):
         return self.scale * math.sqrt(2 / math.pi)
 
     @property
-    def mode(self):
-        return _ops.zeros_like(self.scale)
-
-    @property
     def variance(self):
         return self.scale.pow(2) * (1 - 2 / math.pi)
 
-    def log_prob(self, value):
-        if self._validate_args:
-            self._validate_sample(value, "GreaterThanEq(lower_bound=0.0)", lambda v: v >= 0)
-        log_prob = self.base_dist.log_prob(value) + math.log(2)
-        return _ops.where(value >= 0, log_prob, -math.inf)
 
-    def cdf(self, value):
-        return 2 * self.base_dist.cdf(value) - 1
-
-    def icdf(self, prob):
-        return self.base_dist.icdf((prob + 1) / 2)
-
-    def entropy(self):
-        return self.base_dist.entropy() - math.log(2)
-
-
-class HalfCauchy(TransformedDistribution):
-    arg_constraints = {"scale": _POSITIVE}
-    has_rsample = True
-
+class HalfCauchy(_Half):
     def __init__(self, scale, validate_args=None):
-        super().__init__(Cauchy(0, scale, validate_args=False), AbsTransform(), validate_args=validate_args)
-
-    @property
-    def scale(self):
-        return self.base_dist.scale
+        super().__init__(Cauchy(0, scale, validate_args=False), validate_args=validate_args)
 
     @property
     def mean(self):
         return _ops.full(list(self._extended_shape()), math.inf, dtype=self.scale.dtype, device=self.scale.device)
 
     @property
-    def mode(self):
-        return _ops.zeros_like(self.scale)
-
-    @property
     def variance(self):
         return self.base_dist.variance
-
-    def log_prob(self, value):
-        if self._validate_args:
-            self._validate_sample(value, "GreaterThanEq(lower_bound=0.0)", lambda v: v >= 0)
-        value = _ops.as_tensor(value, dtype=self.base_dist.scale.dtype, device=self.base_dist.scale.device) \
-            if not isinstance(value, _C.TensorBase) else value
-        log_prob = self.base_dist.log_prob(value) + math.log(2)
-        return _ops.where(value >= 0, log_prob, -math.inf)
-
-    def cdf(self, value):
-        return 2 * self.base_dist.cdf(value) - 1
-
-    def icdf(self, prob):
-        return self.base_dist.icdf((prob + 1) / 2)
-
-    def entropy(self):
-        return self.base_dist.entropy() - math.log(2)
 
 
 class Gumbel(TransformedDistribution):

@@ -30,7 +30,7 @@ class LazyStateOptimizer(Optimizer):
     _BUFFERS = ()
     _SCALARS = {}
 
-    def _state(self, param):
+    def _state(self, param, group=None):
         state = self.state[param]
         if len(state) == 0:
             state["step"] = _scalar_tensor(0.0)
@@ -38,7 +38,15 @@ class LazyStateOptimizer(Optimizer):
                 state[name] = _scalar_tensor(value)
             for name in self._BUFFERS:
                 state[name] = _C._ops.zeros_like(param)
+            self._init_state(state, param, group)
         return state
+
+    def _init_state(self, state, param, group):
+        """The state a subclass makes besides step, _SCALARS and _BUFFERS (from the group's
+        options: `group` is None when the caller did not have it at hand, see _group_of)."""
+
+    def _group_of(self, param):
+        return next(g for g in self.param_groups if any(p is param for p in g["params"]))
 
     def _prepare_capture(self):
         for group in self.param_groups:

@@ -10,7 +10,6 @@ from .. import _C
 from .._dtype_info import finfo
 from ..autograd.grad_mode import no_grad
 from ._common import LazyStateOptimizer, params_with_grad
-from .adam import _scalar_tensor
 from .optimizer import _to_scalar
 
 __all__ = ["Adafactor"]
@@ -37,16 +36,12 @@ class Adafactor(LazyStateOptimizer):
                     "foreach": foreach, "maximize": maximize}
         super().__init__(params, defaults)
 
-    def _state(self, param, group=None):
-        state = self.state[param]
-        if len(state) == 0:
-            state["step"] = _scalar_tensor(0.0)
-            if param.dim() > 1:
-                state["row_var"] = param.new_zeros(list(param.shape[:-1]) + [1])
-                state["col_var"] = param.new_zeros(list(param.shape[:-2]) + [1, param.shape[-1]])
-            else:
-                state["variance"] = _C._ops.zeros_like(param)
-        return state
+    def _init_state(self, state, param, group):
+        if param.dim() > 1:
+            state["row_var"] = param.new_zeros(list(param.shape[:-1]) + [1])
+            state["col_var"] = param.new_zeros(list(param.shape[:-2]) + [1, param.shape[-1]])
+        else:
+            state["variance"] = _C._ops.zeros_like(param)
 
     def step(self, closure=None):
         loss = self._closure_loss(closure)

@@ -21,15 +21,10 @@ class ASGD(LazyStateOptimizer):
                     "capturable": capturable}
         super().__init__(params, defaults)
 
-    def _state(self, param, group=None):
-        state = self.state[param]
-        if len(state) == 0:
-            group = group or next(g for g in self.param_groups if any(p is param for p in g["params"]))
-            state["step"] = _scalar_tensor(0.0)
-            state["eta"] = _scalar_tensor(_to_scalar(group["lr"]))
-            state["mu"] = _scalar_tensor(1.0)
-            state["ax"] = _C._ops.zeros_like(param)
-        return state
+    def _init_state(self, state, param, group):
+        state["eta"] = _scalar_tensor(_to_scalar((group or self._group_of(param))["lr"]))
+        state["mu"] = _scalar_tensor(1.0)
+        state["ax"] = _C._ops.zeros_like(param)
 
     @_use_grad_for_differentiable
     def step(self, closure=None):

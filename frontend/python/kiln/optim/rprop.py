@@ -3,7 +3,6 @@ grows by etaplus while the gradient keeps its sign, shrinks by etaminus when it 
 element skips its update), clamped to step_sizes; the parameter moves by -sign(grad) * step_size."""
 from .. import _C
 from ._common import LazyStateOptimizer, params_with_grad
-from .adam import _scalar_tensor
 from .optimizer import _to_scalar, _use_grad_for_differentiable
 
 __all__ = ["Rprop"]
@@ -22,14 +21,9 @@ class Rprop(LazyStateOptimizer):
                     "differentiable": differentiable, "capturable": capturable}
         super().__init__(params, defaults)
 
-    def _state(self, param, group=None):
-        state = self.state[param]
-        if len(state) == 0:
-            group = group or next(g for g in self.param_groups if any(p is param for p in g["params"]))
-            state["step"] = _scalar_tensor(0.0)
-            state["prev"] = _C._ops.zeros_like(param)
-            state["step_size"] = _C._ops.full_like(param, _to_scalar(group["lr"]))
-        return state
+    def _init_state(self, state, param, group):
+        state["prev"] = _C._ops.zeros_like(param)
+        state["step_size"] = _C._ops.full_like(param, _to_scalar((group or self._group_of(param))["lr"]))
 
     @_use_grad_for_differentiable
     def step(self, closure=None):
