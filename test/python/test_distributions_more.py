@@ -73,3 +73,38 @@ def test_transforms_as_torch():
                                                      [TT.AffineTransform(1.0, torch.tensor([-2.0, 3.0]))])
     np.testing.assert_allclose(kd.cdf(kiln.tensor([0.5, 0.5])).numpy(), td.cdf(torch.tensor([0.5, 0.5])).numpy(), rtol=1e-6)
     np.testing.assert_allclose(kd.icdf(kiln.tensor([0.2, 0.7])).numpy(), td.icdf(torch.tensor([0.2, 0.7])).numpy(), rtol=1e-6)
+
+
+def test_poisson_and_relaxed_distributions_as_torch():
+    """Poisson (torch.poisson's draws), RelaxedBernoulli and RelaxedOneHotCategorical (the
+    Gumbel-softmax of VAE code) and their logit/log bases: same draws for a seed, same log_prob,
+    reparametrized gradients equal."""
+    from torch.distributions.relaxed_bernoulli import LogitRelaxedBernoulli
+    from torch.distributions.relaxed_categorical import ExpRelaxedCategorical
+
+    cases = [
+        ("Poisson", lambda L: (L.tensor([1.5, 4.0, 20.0]),)),
+        ("RelaxedBernoulli", lambda L: (L.tensor(0.7), L.tensor([0.2, 0.6]))),
+        ("LogitRelaxedBernoulli", lambda L: (L.tensor([0.5, 2.0]), None, L.tensor([0.3, -1.0]))),
+        ("RelaxedOneHotCategorical", lambda L: (L.tensor(0.5), None, L.tensor([[0.2, 1.3, -0.5], [0.6, 0.2, 0.2]]))),
+        ("ExpRelaxedCategorical", lambda L: (L.tensor(1.5), L.tensor([[0.2, 0.3, 0.5], [0.6, 0.2, 0.2]]))),
+    ]
+    torch_classes = {"LogitRelaxedBernoulli": LogitRelaxedBernoulli, "ExpRelaxedCategorical": ExpRelaxedCategorical}
+    for name, make in cases:
+        out = []
+        for lib in (torch, kiln):
+            lib.manual_seed(0)
+            cls = torch_classes.get(name, getattr(torch.distributions, name, None)) if lib is torch \
+                else getattr(kiln.distributions, name)
+            args = [a.requires_grad_() if a is not None and a.dtype.is_floating_point and a.dim() > 0 else a
+                    for a in make(lib)]
+            d = cls(*args)
+            s = d.rsample((4,)) if d.has_rsample else d.sample((4,))
+            lp = d.log_prob(s)
+            values = [s.detach().numpy(), lp.detach().numpy()]
+            if d.has_rsample:
+                lp.sum().backward()
+                values += [a.grad.numpy() for a in args if a is not None and a.requires_grad]
+            out.append(values)
+        for got, want in zip(out[1], out[0]):
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=name)

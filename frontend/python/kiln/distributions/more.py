@@ -1,14 +1,17 @@
 """More of torch.distributions, as torch writes them (same draws for a seed, same formulas):
-Cauchy, HalfNormal, HalfCauchy, Gumbel, Geometric, Pareto, Weibull."""
+Cauchy, HalfNormal, HalfCauchy, Gumbel, Geometric, Pareto, Weibull, Poisson, and the relaxed
+(Concrete / Gumbel-softmax) LogitRelaxedBernoulli, RelaxedBernoulli, ExpRelaxedCategorical,
+RelaxedOneHotCategorical."""
 import math
 
 from .. import _C
 from .._dtype_info import finfo
 from ..autograd.grad_mode import no_grad
-from .distribution import Distribution, broadcast_all, lazy_property, logits_to_probs, probs_to_logits
+from .categorical import Categorical
+from .distribution import Distribution, broadcast_all, clamp_probs, lazy_property, logits_to_probs, probs_to_logits
 from .normal import Normal
 from .transformed_distribution import Exponential, TransformedDistribution
-from .transforms import AbsTransform, AffineTransform, ExpTransform, PowerTransform
+from .transforms import AbsTransform, AffineTransform, ExpTransform, PowerTransform, SigmoidTransform
 from .uniform import Uniform
 
 _ops = _C._ops
@@ -278,3 +281,161 @@ class Weibull(TransformedDistribution):
 
     def entropy(self):
         return (_EULER * (1 - self.concentration_reciprocal) + (self.scale * self.concentration_reciprocal).log() + 1)
+
+
+class Poisson(Distribution):
+    arg_constraints = {"rate": ("GreaterThanEq(lower_bound=0.0)", lambda v: v >= 0)}
+
+    def __init__(self, rate, validate_args=None):
+        (self.rate,) = broadcast_all(rate)
+        super().__init__(() if isinstance(rate, (int, float)) else self.rate.shape, validate_args=validate_args)
+
+    @property
+    def mean(self):
+        return self.rate
+
+    @property
+    def mode(self):
+        return self.rate.floor()
+
+    @property
+    def variance(self):
+        return self.rate
+
+    def sample(self, sample_shape=()):
+        with no_grad():
+            return _ops.poisson(self.rate.expand(list(self._extended_shape(sample_shape))))
+
+    def log_prob(self, value):
+        if self._validate_args:
+            self._validate_sample(value, "IntegerGreaterThan(lower_bound=0)", lambda v: (v >= 0) & (v == v.floor()))
+        rate, value = broadcast_all(self.rate, value)
+        return value.xlogy(rate) - rate - _lgamma(value + 1)
+
+
+class LogitRelaxedBernoulli(Distribution):
+    """The logit of a RelaxedBernoulli sample (Concrete / Gumbel-softmax for two classes)."""
+    arg_constraints = {"probs": ("Interval(lower_bound=0.0, upper_bound=1.0)", lambda v: (v >= 0) & (v <= 1)),
+                       "logits": _REAL}
+
+    def __init__(self, temperature, probs=None, logits=None, validate_args=None):
+        self.temperature = temperature
+        if (probs is None) == (logits is None):
+            raise ValueError("Either `probs` or `logits` must be specified, but not both.")
+        if probs is not None:
+            (self.probs,) = broadcast_all(probs)
+        else:
+            (self.logits,) = broadcast_all(logits)
+        given = probs if probs is not None else logits
+        self._param = self.probs if probs is not None else self.logits
+        super().__init__(() if isinstance(given, (int, float)) else self._param.shape, validate_args=validate_args)
+
+    @lazy_property
+    def logits(self):
+        return probs_to_logits(self.probs, is_binary=True)
+
+    @lazy_property
+    def probs(self):
+        return logits_to_probs(self.logits, is_binary=True)
+
+    @property
+    def param_shape(self):
+        return self._param.shape
+
+    def rsample(self, sample_shape=()):
+        shape = list(self._extended_shape(sample_shape))
+        probs = clamp_probs(self.probs.expand(shape))
+        uniforms = clamp_probs(_ops.rand(shape, dtype=probs.dtype, device=probs.device))
+        return (uniforms.log() - (-uniforms).log1p() + probs.log() - (-probs).log1p()) / self.temperature
+
+    def log_prob(self, value):
+        if self._validate_args:
+            self._validate_sample(value, *_REAL)
+        logits, value = broadcast_all(self.logits, value)
+        diff = logits - value.mul(self.temperature)
+        return self.temperature.log() + diff - 2 * diff.exp().log1p()
+
+
+class RelaxedBernoulli(TransformedDistribution):
+    """A continuous relaxation of Bernoulli on (0, 1): sigmoid of a LogitRelaxedBernoulli."""
+    arg_constraints = LogitRelaxedBernoulli.arg_constraints
+    has_rsample = True
+
+    def __init__(self, temperature, probs=None, logits=None, validate_args=None):
+        super().__init__(LogitRelaxedBernoulli(temperature, probs, logits), SigmoidTransform(),
+                         validate_args=validate_args)
+
+    @property
+    def temperature(self):
+        return self.base_dist.temperature
+
+    @property
+    def logits(self):
+        return self.base_dist.logits
+
+    @property
+    def probs(self):
+        return self.base_dist.probs
+
+
+class ExpRelaxedCategorical(Distribution):
+    """The log of a RelaxedOneHotCategorical sample (Gumbel-softmax scores, log-normalized)."""
+    arg_constraints = {"probs": ("Simplex()", lambda v: v >= 0), "logits": ("IndependentConstraint(Real(), 1)",
+                                                                           lambda v: v == v)}
+    has_rsample = True
+
+    def __init__(self, temperature, probs=None, logits=None, validate_args=None):
+        self._categorical = Categorical(probs, logits)
+        self.temperature = temperature
+        super().__init__(self._categorical.batch_shape, self._categorical.param_shape[-1:],
+                         validate_args=validate_args)
+
+    @property
+    def param_shape(self):
+        return self._categorical.param_shape
+
+    @property
+    def logits(self):
+        return self._categorical.logits
+
+    @property
+    def probs(self):
+        return self._categorical.probs
+
+    def rsample(self, sample_shape=()):
+        shape = list(self._extended_shape(sample_shape))
+        uniforms = clamp_probs(_ops.rand(shape, dtype=self.logits.dtype, device=self.logits.device))
+        gumbels = -((-(uniforms.log())).log())
+        scores = (self.logits + gumbels) / self.temperature
+        return scores - scores.logsumexp(dim=-1, keepdim=True)
+
+    def log_prob(self, value):
+        K = self._categorical._num_events
+        logits, value = broadcast_all(self.logits, value)
+        log_scale = _lgamma(_ops.full_like(self.temperature, float(K))) - self.temperature.log().mul(-(K - 1))
+        score = logits - value.mul(self.temperature)
+        score = (score - score.logsumexp(dim=-1, keepdim=True)).sum(-1)
+        return score + log_scale
+
+
+class RelaxedOneHotCategorical(TransformedDistribution):
+    """A continuous relaxation of OneHotCategorical on the simplex (the Gumbel-softmax): exp of an
+    ExpRelaxedCategorical."""
+    arg_constraints = ExpRelaxedCategorical.arg_constraints
+    has_rsample = True
+
+    def __init__(self, temperature, probs=None, logits=None, validate_args=None):
+        super().__init__(ExpRelaxedCategorical(temperature, probs, logits, validate_args=validate_args),
+                         ExpTransform(), validate_args=validate_args)
+
+    @property
+    def temperature(self):
+        return self.base_dist.temperature
+
+    @property
+    def logits(self):
+        return self.base_dist.logits
+
+    @property
+    def probs(self):
+        return self.base_dist.probs
