@@ -108,3 +108,17 @@ def test_poisson_and_relaxed_distributions_as_torch():
             out.append(values)
         for got, want in zip(out[1], out[0]):
             np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+def test_multinomial_as_torch():
+    out = []
+    for lib in (torch, kiln):
+        lib.manual_seed(0)
+        d = lib.distributions.Multinomial(10, lib.tensor([[0.2, 0.3, 0.5], [0.6, 0.2, 0.2]]))
+        s = d.sample((3,))
+        out.append([s.numpy(), d.log_prob(s).numpy(), d.mean.numpy(), d.variance.numpy()])
+        assert tuple(d.batch_shape) == (2,) and tuple(d.event_shape) == (3,)
+    for got, want in zip(*out[::-1]):
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+    with pytest.raises(NotImplementedError, match="inhomogeneous total_count"):
+        kiln.distributions.Multinomial(kiln.tensor([3, 4]), kiln.tensor([0.5, 0.5]))

@@ -1,7 +1,7 @@
 """More of torch.distributions, as torch writes them (same draws for a seed, same formulas):
 Cauchy, HalfNormal, HalfCauchy, Gumbel, Geometric, Pareto, Weibull, Poisson, and the relaxed
 (Concrete / Gumbel-softmax) LogitRelaxedBernoulli, RelaxedBernoulli, ExpRelaxedCategorical,
-RelaxedOneHotCategorical."""
+RelaxedOneHotCategorical; Multinomial."""
 import math
 
 from .. import _C
@@ -439,3 +439,53 @@ class RelaxedOneHotCategorical(TransformedDistribution):
     @property
     def probs(self):
         return self.base_dist.probs
+
+
+class Multinomial(Distribution):
+    """Counts of total_count draws from a Categorical(probs or logits): sample draws the categories
+    as torch does (one Categorical sample of total_count + sample_shape, scattered into counts)."""
+    arg_constraints = {"probs": ("Simplex()", lambda v: v >= 0),
+                       "logits": ("IndependentConstraint(Real(), 1)", lambda v: v == v)}
+
+    def __init__(self, total_count=1, probs=None, logits=None, validate_args=None):
+        if not isinstance(total_count, int):
+            raise NotImplementedError("inhomogeneous total_count is not supported")
+        self.total_count = total_count
+        self._categorical = Categorical(probs=probs, logits=logits)
+        super().__init__(self._categorical.batch_shape, self._categorical.param_shape[-1:],
+                         validate_args=validate_args)
+
+    @property
+    def probs(self):
+        return self._categorical.probs
+
+    @property
+    def logits(self):
+        return self._categorical.logits
+
+    @property
+    def param_shape(self):
+        return self._categorical.param_shape
+
+    @property
+    def mean(self):
+        return self.probs * self.total_count
+
+    @property
+    def variance(self):
+        return self.total_count * self.probs * (1 - self.probs)
+
+    def sample(self, sample_shape=()):
+        with no_grad():
+            samples = self._categorical.sample((self.total_count,) + tuple(sample_shape))
+            order = list(range(samples.dim()))
+            order.append(order.pop(0))
+            samples = samples.permute(*order)
+            counts = _ops.zeros(list(self._extended_shape(sample_shape)), dtype=samples.dtype, device=samples.device)
+            counts.scatter_add_(-1, samples, _ops.ones_like(samples))
+            return counts.to(self.probs.dtype)
+
+    def log_prob(self, value):
+        logits, value = broadcast_all(self.logits, value)
+        logits = _ops.where((value == 0) & (logits == -math.inf), _ops.zeros_like(logits), logits)
+        return _lgamma(value.sum(-1) + 1) - _lgamma(value + 1).sum(-1) + (logits * value).sum(-1)
