@@ -71,6 +71,11 @@ for _name, _op in (("arcsin", "asin"), ("arccos", "acos"), ("arctan", "atan"), (
 del _name, _op, _suffix
 arcsin, arccos, arctan, arctan2 = asin, acos, atan, atan2  # noqa: F821 (ops exported above)
 arcsinh, arccosh, arctanh = asinh, acosh, atanh
+from ._torch_extra import (  # noqa: E402,F401
+    addbmm, addr, asarray, batch_norm, chain_matmul, diagflat, fill, frombuffer, get_device, get_num_interop_threads,
+    gradient, group_norm, inner, instance_norm, is_nonzero, is_same_size, is_signed, matrix_power, mvlgamma,
+    set_default_tensor_type, set_flush_denormal, set_num_interop_threads, to_dlpack, typename, unravel_index, vdot,
+)
 from ._composites_extra import (  # noqa: E402,F401
     diag_embed, dist, frexp, index_reduce, isreal, narrow_copy, ravel, renorm, sgn, tile, unsafe_chunk, unsafe_split,
     vander,
@@ -152,3 +157,14 @@ from ._einops import install as _install_einops  # noqa: E402
 
 _install_einops()  # einops.rearrange & co on kiln tensors, when einops is used
 del _install_einops
+
+# torch.range (deprecated; bound last: before this, `range` in this module is the builtin) and the
+# nn.functional ops torch exports at the top level with the same arguments (torch.conv2d, ...).
+from . import _torch_extra  # noqa: E402
+
+range = _torch_extra.range_  # noqa: A001 - torch's name
+for _name in _torch_extra.FUNCTIONAL_ALIASES:
+    if _name not in globals():
+        globals()[_name] = _torch_extra._alias(_name)
+del _name
+
