@@ -8,6 +8,7 @@
 #include <omp.h>
 
 #include "frontend/binding/AutogradBinding.h"
+#include "runtime/autograd/Engine.h"
 #include "frontend/binding/CustomFunctionBinding.h"
 #include "frontend/binding/CompiledKernelBinding.h"
 #include "frontend/binding/CppCodegenBinding.h"
@@ -111,6 +112,9 @@ NB_MODULE(_C, m) {
   m.def("empty_cache", [] { CpuAllocator::instance().emptyCache(); });
   m.def("is_grad_enabled", [] { return GradMode::isEnabled(); });
   m.def("_set_grad_enabled", [](bool on) { GradMode::setEnabled(on); });
+  m.def("_set_anomaly_mode", [](bool enabled, bool checkNan) { autograd::AnomalyMode::set(enabled, checkNan); });
+  m.def("_is_anomaly_enabled", [] { return autograd::AnomalyMode::enabled(); });
+  m.def("_is_anomaly_check_nan_enabled", [] { return autograd::AnomalyMode::checkNan(); });
   // Autocast state (kiln.amp.autocast sets it), per thread and device type ("cpu", "cuda").
   auto autocastDevice = [](const std::string& type) {
     KILN_CHECK_VALUE(type == "cpu" || type == "cuda",

@@ -53,11 +53,31 @@ void addInto(Tensor& slot, Tensor grad) {
   else slot = ops::add(slot, grad);
 }
 
+bool gAnomalyEnabled = false;
+bool gAnomalyCheckNan = true;
+
+// Anomaly mode's check of a node's returned gradients.
+void checkForNan(const Node& node, const std::vector<Tensor>& outputs) {
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const Tensor& g = outputs[i];
+    if (!g.defined() || !isDifferentiableType(g.dtype()) || g.numel() == 0) continue;
+    KILN_CHECK(!ops::any(ops::isnan(g)).item().toBool(), "Function '", node.name(),
+               "' returned nan values in its ", i, "th output.");
+  }
+}
+
 struct ReadyOrder {
   bool operator()(Node* a, Node* b) const { return a->sequenceNr() < b->sequenceNr(); }
 };
 
 } // namespace
+
+bool AnomalyMode::enabled() { return gAnomalyEnabled; }
+bool AnomalyMode::checkNan() { return gAnomalyCheckNan; }
+void AnomalyMode::set(bool enabled, bool checkNan) {
+  gAnomalyEnabled = enabled;
+  gAnomalyCheckNan = checkNan;
+}
 
 std::vector<Tensor> runBackward(const std::vector<Tensor>& roots, const std::vector<Tensor>& rootGrads,
                                 const std::vector<Tensor>& inputs, const BackwardOptions& options) {
@@ -140,6 +160,7 @@ std::vector<Tensor> runBackward(const std::vector<Tensor>& roots, const std::vec
     }
     node->runNodePreHooks(grads);
     std::vector<Tensor> outputs = node->apply(std::move(grads));
+    if (gAnomalyEnabled && gAnomalyCheckNan) checkForNan(*node, outputs);
     if (!options.keepGraph) node->releaseVariables();
     const auto& edges = node->nextEdges();
     for (size_t i = 0; i < edges.size(); ++i) {

@@ -16,6 +16,15 @@ struct BackwardOptions {
   bool allowUnused = false;
 };
 
+// Anomaly detection (torch.autograd.set_detect_anomaly), process-wide as torch's: with checkNan,
+// the engine checks every gradient a node returns and raises naming the node ("Function
+// 'DivBackward0' returned nan values in its 0th output.").
+struct AnomalyMode {
+  static bool enabled();
+  static bool checkNan();
+  static void set(bool enabled, bool checkNan);
+};
+
 // Runs backward from `roots` (one gradient each) and returns, for each of `inputs` (may be
 // empty), the gradient that reached it (undefined when none did).
 std::vector<Tensor> runBackward(const std::vector<Tensor>& roots, const std::vector<Tensor>& rootGrads,

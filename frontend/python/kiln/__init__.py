@@ -71,6 +71,8 @@ for _name, _op in (("arcsin", "asin"), ("arccos", "acos"), ("arctan", "atan"), (
 del _name, _op, _suffix
 arcsin, arccos, arctan, arctan2 = asin, acos, atan, atan2  # noqa: F821 (ops exported above)
 arcsinh, arccosh, arctanh = asinh, acosh, atanh
+from .autograd.anomaly_mode import (  # noqa: E402,F401
+    is_anomaly_check_nan_enabled, is_anomaly_enabled, set_anomaly_enabled)
 from ._torch_extra import (  # noqa: E402,F401
     addbmm, addr, asarray, batch_norm, chain_matmul, diagflat, fill, frombuffer, get_device, get_num_interop_threads,
     gradient, group_norm, inner, instance_norm, is_nonzero, is_same_size, is_signed, matrix_power, mvlgamma,

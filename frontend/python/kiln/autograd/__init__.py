@@ -10,10 +10,11 @@ from .grad_mode import (  # noqa: F401
     enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled, no_grad, set_grad_enabled,
 )
 from .gradcheck import gradcheck, gradgradcheck  # noqa: F401
+from .anomaly_mode import detect_anomaly, set_detect_anomaly  # noqa: F401
 from . import functional, graph, profiler  # noqa: F401,E402
 
-__all__ = ["backward", "grad", "Function", "gradcheck", "gradgradcheck", "no_grad", "enable_grad",
-           "set_grad_enabled", "inference_mode"]
+__all__ = ["backward", "grad", "Function", "gradcheck", "gradgradcheck", "detect_anomaly", "set_detect_anomaly",
+           "no_grad", "enable_grad", "set_grad_enabled", "inference_mode"]
 
 
 def _as_tuple(x):
