@@ -122,3 +122,26 @@ def test_multinomial_as_torch():
         np.testing.assert_allclose(got, want, rtol=1e-6)
     with pytest.raises(NotImplementedError, match="inhomogeneous total_count"):
         kiln.distributions.Multinomial(kiln.tensor([3, 4]), kiln.tensor([0.5, 0.5]))
+
+
+def test_low_rank_multivariate_normal_as_torch():
+    """LowRankMultivariateNormal: torch's two draws, log_prob/entropy through the capacitance
+    matrix, the covariance forms, gradients to loc, cov_factor and cov_diag."""
+    rng = np.random.default_rng(0)
+    arrays = (rng.standard_normal((2, 4)).astype(np.float32), rng.standard_normal((4, 2)).astype(np.float32),
+              (rng.random(4) + 0.5).astype(np.float32))
+    out = []
+    for lib in (torch, kiln):
+        lib.manual_seed(0)
+        args = [lib.from_numpy(a.copy()).requires_grad_() for a in arrays]
+        d = lib.distributions.LowRankMultivariateNormal(*args)
+        s = d.rsample((3,))
+        lp, ent = d.log_prob(s), d.entropy()
+        (lp.sum() + ent.sum()).backward()
+        out.append([t.detach().numpy() for t in (s, lp, ent, d.variance, d.scale_tril, d.covariance_matrix,
+                                                  d.precision_matrix)] + [a.grad.numpy() for a in args])
+        assert tuple(d.batch_shape) == (2,) and tuple(d.event_shape) == (4,)
+    for got, want in zip(out[1], out[0]):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="cov_factor must be a batch of matrices"):
+        kiln.distributions.LowRankMultivariateNormal(kiln.zeros(4), kiln.ones(3, 2), kiln.ones(4))

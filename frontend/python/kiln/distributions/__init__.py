@@ -15,7 +15,7 @@ from .more import (  # noqa: F401
     Cauchy, ExpRelaxedCategorical, Geometric, Gumbel, HalfCauchy, HalfNormal, LogitRelaxedBernoulli, Multinomial, Pareto,
     Poisson, RelaxedBernoulli, RelaxedOneHotCategorical, Weibull,
 )
-from .multivariate_normal import MultivariateNormal  # noqa: F401
+from .multivariate_normal import LowRankMultivariateNormal, MultivariateNormal  # noqa: F401
 from .normal import Normal  # noqa: F401
 from .uniform import Laplace, Uniform  # noqa: F401
 from . import transforms  # noqa: F401
@@ -25,6 +25,6 @@ from .transformed_distribution import (  # noqa: F401
 
 __all__ = ["Bernoulli", "Beta", "Categorical", "Cauchy", "Chi2", "Dirichlet", "Distribution", "Exponential", "Gamma",
            "ExpRelaxedCategorical", "Geometric", "Gumbel", "HalfCauchy", "HalfNormal", "Independent", "Laplace",
-           "LogitRelaxedBernoulli", "LogNormal", "Multinomial", "Pareto", "Poisson", "RelaxedBernoulli", "RelaxedOneHotCategorical",
+           "LogitRelaxedBernoulli", "LogNormal", "LowRankMultivariateNormal", "Multinomial", "Pareto", "Poisson", "RelaxedBernoulli", "RelaxedOneHotCategorical",
            "Weibull", "MixtureSameFamily", "MultivariateNormal", "Normal", "OneHotCategorical", "StudentT",
            "TransformedDistribution", "Uniform", "kl_divergence", "register_kl", "transforms"]

@@ -112,3 +112,115 @@ class MultivariateNormal(Distribution):
         half_log_det = self._unbroadcasted_scale_tril.diagonal(dim1=-2, dim2=-1).log().sum(-1)
         H = 0.5 * self._event_shape[0] * (1.0 + math.log(2 * math.pi)) + half_log_det
         return H if len(self._batch_shape) == 0 else H.expand(self._batch_shape)
+
+
+def _batch_mv(bmat, bvec):
+    return (bmat @ bvec.unsqueeze(-1)).squeeze(-1)
+
+
+def _batch_capacitance_tril(W, D):
+    """The Cholesky factor of I + W^T D^-1 W (the capacitance of W W^T + D)."""
+    m = W.shape[-1]
+    K = (W.mT / D.unsqueeze(-2)) @ W
+    return cholesky(K + _ops.eye(m, dtype=K.dtype, device=K.device))
+
+
+def _batch_lowrank_logdet(W, D, capacitance_tril):
+    return 2 * capacitance_tril.diagonal(dim1=-2, dim2=-1).log().sum(-1) + D.log().sum(-1)
+
+
+def _batch_lowrank_mahalanobis(W, D, x, capacitance_tril):
+    Wt_Dinv = W.mT / D.unsqueeze(-2)
+    return (x.pow(2) / D).sum(-1) - _batch_mahalanobis(capacitance_tril, _batch_mv(Wt_Dinv, x))
+
+
+class LowRankMultivariateNormal(Distribution):
+    """A multivariate normal whose covariance is cov_factor @ cov_factor^T + diag(cov_diag), as
+    torch's: log_prob and entropy through the capacitance matrix (Woodbury), rsample as
+    loc + W eps_W + sqrt(D) eps_D with torch's two draws."""
+    arg_constraints = {"loc": ("IndependentConstraint(Real(), 1)", lambda v: v == v),
+                       "cov_factor": ("IndependentConstraint(Real(), 2)", lambda v: v == v),
+                       "cov_diag": ("IndependentConstraint(GreaterThan(lower_bound=0.0), 1)", lambda v: v > 0)}
+    has_rsample = True
+
+    def __init__(self, loc, cov_factor, cov_diag, validate_args=None):
+        if loc.dim() < 1:
+            raise ValueError("loc must be at least one-dimensional.")
+        event_shape = tuple(loc.shape[-1:])
+        if cov_factor.dim() < 2:
+            raise ValueError("cov_factor must be at least two-dimensional, with optional leading batch dimensions")
+        if tuple(cov_factor.shape[-2:-1]) != event_shape:
+            raise ValueError(f"cov_factor must be a batch of matrices with shape {event_shape[0]} x m")
+        if tuple(cov_diag.shape[-1:]) != event_shape:
+            raise ValueError(f"cov_diag must be a batch of vectors with shape {event_shape}")
+        try:
+            shape = _broadcast_shape(_broadcast_shape(tuple(loc.shape) + (1,), tuple(cov_factor.shape)),
+                                     tuple(cov_diag.shape) + (1,))
+        except RuntimeError as e:
+            raise ValueError(f"Incompatible batch shapes: loc {loc.shape}, cov_factor {cov_factor.shape}, "
+                             f"cov_diag {cov_diag.shape}") from e
+        self.loc = loc.unsqueeze(-1).expand(shape)[..., 0]
+        self.cov_factor = cov_factor.expand(shape)
+        self.cov_diag = cov_diag.unsqueeze(-1).expand(shape)[..., 0]
+        self._unbroadcasted_cov_factor = cov_factor
+        self._unbroadcasted_cov_diag = cov_diag
+        self._capacitance_tril = _batch_capacitance_tril(cov_factor, cov_diag)
+        super().__init__(tuple(self.loc.shape[:-1]), event_shape, validate_args=validate_args)
+
+    @property
+    def mean(self):
+        return self.loc
+
+    @property
+    def mode(self):
+        return self.loc
+
+    @lazy_property
+    def variance(self):
+        return (self._unbroadcasted_cov_factor.pow(2).sum(-1) + self._unbroadcasted_cov_diag).expand(
+            tuple(self._batch_shape) + tuple(self._event_shape))
+
+    @lazy_property
+    def scale_tril(self):
+        n = self._event_shape[0]
+        root = self._unbroadcasted_cov_diag.sqrt().unsqueeze(-1)
+        Dinvsqrt_W = self._unbroadcasted_cov_factor / root
+        K = Dinvsqrt_W @ Dinvsqrt_W.mT + _ops.eye(n, dtype=root.dtype, device=root.device)
+        return (root * cholesky(K)).expand(tuple(self._batch_shape) + (n, n))
+
+    @lazy_property
+    def covariance_matrix(self):
+        n = self._event_shape[0]
+        cov = self._unbroadcasted_cov_factor @ self._unbroadcasted_cov_factor.mT + \
+            self._unbroadcasted_cov_diag.diag_embed()
+        return cov.expand(tuple(self._batch_shape) + (n, n))
+
+    @lazy_property
+    def precision_matrix(self):
+        n = self._event_shape[0]
+        Wt_Dinv = self._unbroadcasted_cov_factor.mT / self._unbroadcasted_cov_diag.unsqueeze(-2)
+        A = solve_triangular(self._capacitance_tril, Wt_Dinv, upper=False)
+        return (self._unbroadcasted_cov_diag.reciprocal().diag_embed() - A.mT @ A).expand(
+            tuple(self._batch_shape) + (n, n))
+
+    def rsample(self, sample_shape=()):
+        shape = list(self._extended_shape(sample_shape))
+        w_shape = shape[:-1] + [self.cov_factor.shape[-1]]
+        eps_w = _ops.randn(w_shape, dtype=self.loc.dtype, device=self.loc.device)
+        eps_d = _ops.randn(shape, dtype=self.loc.dtype, device=self.loc.device)
+        return self.loc + _batch_mv(self._unbroadcasted_cov_factor, eps_w) + self._unbroadcasted_cov_diag.sqrt() * eps_d
+
+    def log_prob(self, value):
+        if self._validate_args:
+            self._validate_sample(value, "IndependentConstraint(Real(), 1)", lambda v: v == v)
+        M = _batch_lowrank_mahalanobis(self._unbroadcasted_cov_factor, self._unbroadcasted_cov_diag,
+                                       value - self.loc, self._capacitance_tril)
+        log_det = _batch_lowrank_logdet(self._unbroadcasted_cov_factor, self._unbroadcasted_cov_diag,
+                                        self._capacitance_tril)
+        return -0.5 * (self._event_shape[0] * math.log(2 * math.pi) + log_det + M)
+
+    def entropy(self):
+        log_det = _batch_lowrank_logdet(self._unbroadcasted_cov_factor, self._unbroadcasted_cov_diag,
+                                        self._capacitance_tril)
+        H = 0.5 * (self._event_shape[0] * (1.0 + math.log(2 * math.pi)) + log_det)
+        return H if len(self._batch_shape) == 0 else H.expand(tuple(self._batch_shape))
