@@ -145,3 +145,34 @@ def test_low_rank_multivariate_normal_as_torch():
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
     with pytest.raises(ValueError, match="cov_factor must be a batch of matrices"):
         kiln.distributions.LowRankMultivariateNormal(kiln.zeros(4), kiln.ones(3, 2), kiln.ones(4))
+
+
+def test_exponential_family_base_as_torch():
+    """ExponentialFamily is the base of the same distributions as torch's (isinstance checks in
+    model code), and its generic entropy (Bregman divergence of the log-normalizer) is torch's."""
+    for name, args in (("Normal", (0.0, 1.0)), ("Bernoulli", (0.3,)), ("Gamma", (2.0, 1.0)), ("Beta", (2.0, 3.0)),
+                       ("Exponential", (1.5,)), ("Poisson", (2.0,)), ("Chi2", (3.0,)), ("Categorical", (kiln.ones(3),)),
+                       ("Uniform", (0.0, 1.0)), ("Laplace", (0.0, 1.0))):
+        k = getattr(kiln.distributions, name)(*args)
+        t = getattr(torch.distributions, name)(*[torch.ones(3) if isinstance(a, kiln.Tensor) else a for a in args])
+        assert isinstance(k, kiln.distributions.ExponentialFamily) == isinstance(t, torch.distributions.ExponentialFamily), name
+
+    class Exp(kiln.distributions.ExponentialFamily):  # rate parametrized: theta = -rate, F = -log(-theta)
+        def __init__(self, rate):
+            self.rate = rate
+            super().__init__(rate.shape)
+
+        @property
+        def _natural_params(self):
+            return (-self.rate,)
+
+        def _log_normalizer(self, x):
+            return -(-x).log()
+
+        @property
+        def _mean_carrier_measure(self):
+            return 0
+
+    rate = kiln.tensor([0.5, 2.0])
+    np.testing.assert_allclose(Exp(rate).entropy().detach().numpy(), kiln.distributions.Exponential(rate).entropy().numpy(),
+                               rtol=1e-6)

@@ -7,7 +7,7 @@ between them, over kiln's ops (log_prob, entropy and rsample are differentiable,
 kiln.compile like any other ops; gamma and Dirichlet sampling is a graph break, see _gamma.py)."""
 from .bernoulli import Bernoulli  # noqa: F401
 from .categorical import Categorical  # noqa: F401
-from .distribution import Distribution  # noqa: F401
+from .distribution import Distribution, ExponentialFamily  # noqa: F401
 from .gamma import Beta, Chi2, Dirichlet, Gamma, StudentT  # noqa: F401
 from .independent import Independent  # noqa: F401
 from .kl import kl_divergence, register_kl  # noqa: F401
@@ -23,7 +23,7 @@ from .transformed_distribution import (  # noqa: F401
     Exponential, LogNormal, MixtureSameFamily, OneHotCategorical, TransformedDistribution,
 )
 
-__all__ = ["Bernoulli", "Beta", "Categorical", "Cauchy", "Chi2", "Dirichlet", "Distribution", "Exponential", "Gamma",
+__all__ = ["Bernoulli", "Beta", "Categorical", "Cauchy", "Chi2", "Dirichlet", "Distribution", "Exponential", "ExponentialFamily", "Gamma",
            "ExpRelaxedCategorical", "Geometric", "Gumbel", "HalfCauchy", "HalfNormal", "Independent", "Laplace",
            "LogitRelaxedBernoulli", "LogNormal", "LowRankMultivariateNormal", "Multinomial", "Pareto", "Poisson", "RelaxedBernoulli", "RelaxedOneHotCategorical",
            "Weibull", "MixtureSameFamily", "MultivariateNormal", "Normal", "OneHotCategorical", "StudentT",

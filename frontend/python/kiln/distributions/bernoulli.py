@@ -5,12 +5,12 @@ from .. import _C
 from .._compiling import is_compiling
 from ..autograd.grad_mode import no_grad
 from ..nn import functional as F
-from .distribution import Distribution, broadcast_all, lazy_property, logits_to_probs, probs_to_logits
+from .distribution import ExponentialFamily, broadcast_all, lazy_property, logits_to_probs, probs_to_logits
 
 _ops = _C._ops
 
 
-class Bernoulli(Distribution):
+class Bernoulli(ExponentialFamily):
     arg_constraints = {"probs": ("Interval(lower_bound=0.0, upper_bound=1.0)", lambda v: (v >= 0) & (v <= 1)),
                        "logits": ("Real()", lambda v: v == v)}
     has_enumerate_support = True

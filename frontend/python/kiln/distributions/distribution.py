@@ -115,6 +115,38 @@ class Distribution:
         return f"{type(self).__name__}({args})"
 
 
+class ExponentialFamily(Distribution):
+    """The base of the exponential-family distributions (Normal, Bernoulli, Beta, Dirichlet,
+    Exponential, Gamma, Poisson), as torch's: p(x) = h(x) exp(<t(x), theta> - F(theta)). A
+    subclass defining _natural_params, _log_normalizer and _mean_carrier_measure gets the entropy
+    from the Bregman divergence of F, as torch computes it; kiln's own ones define entropy
+    directly."""
+
+    @property
+    def _natural_params(self):
+        raise NotImplementedError
+
+    def _log_normalizer(self, *natural_params):
+        raise NotImplementedError
+
+    @property
+    def _mean_carrier_measure(self):
+        raise NotImplementedError
+
+    def entropy(self):
+        from ..autograd import grad
+        from ..autograd.grad_mode import enable_grad
+        result = -self._mean_carrier_measure
+        nparams = [p.detach().requires_grad_() for p in self._natural_params]
+        with enable_grad():
+            lg_normal = self._log_normalizer(*nparams)
+            gradients = grad(lg_normal.sum(), nparams, create_graph=True)
+        result = result + lg_normal
+        for nparam, g in zip(nparams, gradients):
+            result = result - (nparam * g).reshape(tuple(self._batch_shape) + (-1,)).sum(-1)
+        return result
+
+
 def broadcast_all(*values):
     """Tensors and numbers broadcast to one shape (numbers become tensors of the tensors' dtype)."""
     tensors = [v for v in values if isinstance(v, Tensor)]

@@ -9,7 +9,7 @@ from .._composites import xlogy
 from .._dtype_info import finfo
 from ..special import digamma, gammaln
 from ._gamma import DirichletSample, StandardGamma
-from .distribution import Distribution, broadcast_all
+from .distribution import Distribution, ExponentialFamily, broadcast_all
 
 _ops = _C._ops
 _POSITIVE = ("GreaterThan(lower_bound=0.0)", lambda v: v > 0)
@@ -28,7 +28,7 @@ def _tiny(t):
     return finfo(t.dtype).tiny
 
 
-class Gamma(Distribution):
+class Gamma(ExponentialFamily):
     arg_constraints = {"concentration": _POSITIVE, "rate": _POSITIVE}
     has_rsample = True
 
@@ -120,7 +120,7 @@ class StudentT(Distribution):
                 + 0.5 * self.df.log() + lbeta)
 
 
-class Dirichlet(Distribution):
+class Dirichlet(ExponentialFamily):
     arg_constraints = {"concentration": ("IndependentConstraint(GreaterThan(lower_bound=0.0), 1)", lambda v: v > 0)}
     has_rsample = True
 
@@ -157,7 +157,7 @@ class Dirichlet(Distribution):
                 - ((self.concentration - 1.0) * digamma(self.concentration)).sum(-1))
 
 
-class Beta(Distribution):
+class Beta(ExponentialFamily):
     arg_constraints = {"concentration1": _POSITIVE, "concentration0": _POSITIVE}
     has_rsample = True
 

@@ -8,7 +8,9 @@ from .. import _C
 from .._dtype_info import finfo
 from ..autograd.grad_mode import no_grad
 from .categorical import Categorical
-from .distribution import Distribution, broadcast_all, clamp_probs, lazy_property, logits_to_probs, probs_to_logits
+from .distribution import (
+    Distribution, ExponentialFamily, broadcast_all, clamp_probs, lazy_property, logits_to_probs, probs_to_logits,
+)
 from .normal import Normal
 from .transformed_distribution import Exponential, TransformedDistribution
 from .transforms import AbsTransform, AffineTransform, ExpTransform, PowerTransform, SigmoidTransform
@@ -283,7 +285,7 @@ class Weibull(TransformedDistribution):
         return (_EULER * (1 - self.concentration_reciprocal) + (self.scale * self.concentration_reciprocal).log() + 1)
 
 
-class Poisson(Distribution):
+class Poisson(ExponentialFamily):
     arg_constraints = {"rate": ("GreaterThanEq(lower_bound=0.0)", lambda v: v >= 0)}
 
     def __init__(self, rate, validate_args=None):

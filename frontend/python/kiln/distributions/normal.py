@@ -3,12 +3,12 @@ import math
 import numbers
 
 from .. import _C
-from .distribution import Distribution, broadcast_all
+from .distribution import ExponentialFamily, broadcast_all
 
 _ops = _C._ops
 
 
-class Normal(Distribution):
+class Normal(ExponentialFamily):
     arg_constraints = {"loc": ("Real()", lambda v: v == v), "scale": ("GreaterThan(lower_bound=0.0)", lambda v: v > 0)}
     has_rsample = True
 

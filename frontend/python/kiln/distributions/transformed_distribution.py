@@ -5,7 +5,7 @@ from .. import _C
 from ..autograd.grad_mode import no_grad
 from ..nn.functional import one_hot
 from .categorical import Categorical
-from .distribution import Distribution, broadcast_all
+from .distribution import Distribution, ExponentialFamily, broadcast_all
 from .normal import Normal
 from .transforms import ExpTransform, Transform
 
@@ -118,7 +118,7 @@ class LogNormal(TransformedDistribution):
         return self.base_dist.entropy() + self.loc
 
 
-class Exponential(Distribution):
+class Exponential(ExponentialFamily):
     arg_constraints = {"rate": ("GreaterThan(lower_bound=0.0)", lambda v: v > 0)}
     has_rsample = True
 
