@@ -174,5 +174,5 @@ def test_exponential_family_base_as_torch():
             return 0
 
     rate = kiln.tensor([0.5, 2.0])
-    np.testing.assert_allclose(Exp(rate).entropy().detach().numpy(), kiln.distributions.Exponential(rate).entropy().numpy(),
-                               rtol=1e-6)
+    np.testing.assert_allclose(Exp(rate).entropy().detach().numpy(),
+                               kiln.distributions.Exponential(rate).entropy().numpy(), rtol=1e-6)
