@@ -15,7 +15,7 @@ PROBS = np.array([0.2, 0.5, 0.9], np.float32)
 SPECS = {
     "Cauchy": (LOC, SCALE), "HalfNormal": (SCALE,), "HalfCauchy": (SCALE,), "Gumbel": (LOC, SCALE),
     "Geometric": (PROBS,), "Pareto": (SCALE, SCALE + 1.5), "Weibull": (SCALE, SCALE + 0.5), "LogNormal": (LOC, SCALE),
-    "Normal": (LOC, SCALE),
+    "Normal": (LOC, SCALE), "InverseGamma": (SCALE + 2.0, SCALE), "Kumaraswamy": (SCALE + 0.2, SCALE + 1.0),
 }
 
 
@@ -24,8 +24,10 @@ def _values(lib, name, args):
     d = getattr(lib.distributions, name)(*[lib.from_numpy(a) for a in args])
     s = d.sample((4,))
     v = s if name == "Geometric" else s.abs() + 0.1 + (lib.from_numpy(SCALE) if name == "Pareto" else 0)
+    if name == "Kumaraswamy":
+        v = s.clamp(0.05, 0.95)
     out = [s, d.log_prob(v), d.mean, d.variance, d.entropy()]
-    if name != "Geometric":
+    if name not in ("Geometric", "InverseGamma", "Kumaraswamy"):
         out += [d.cdf(v.clamp(max=5)), d.icdf(lib.tensor([0.3, 0.6, 0.9]))]
     return [t.numpy() for t in out]
 

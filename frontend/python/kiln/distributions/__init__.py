@@ -12,7 +12,8 @@ from .gamma import Beta, Chi2, Dirichlet, Gamma, StudentT  # noqa: F401
 from .independent import Independent  # noqa: F401
 from .kl import kl_divergence, register_kl  # noqa: F401
 from .more import (  # noqa: F401
-    Cauchy, ExpRelaxedCategorical, Geometric, Gumbel, HalfCauchy, HalfNormal, LogitRelaxedBernoulli, Multinomial, Pareto,
+    Cauchy, ExpRelaxedCategorical, Geometric, Gumbel, HalfCauchy, HalfNormal, InverseGamma, Kumaraswamy,
+    LogitRelaxedBernoulli, Multinomial, Pareto,
     Poisson, RelaxedBernoulli, RelaxedOneHotCategorical, Weibull,
 )
 from .multivariate_normal import LowRankMultivariateNormal, MultivariateNormal  # noqa: F401
@@ -24,7 +25,7 @@ from .transformed_distribution import (  # noqa: F401
 )
 
 __all__ = ["Bernoulli", "Beta", "Categorical", "Cauchy", "Chi2", "Dirichlet", "Distribution", "Exponential", "ExponentialFamily", "Gamma",
-           "ExpRelaxedCategorical", "Geometric", "Gumbel", "HalfCauchy", "HalfNormal", "Independent", "Laplace",
+           "ExpRelaxedCategorical", "Geometric", "Gumbel", "HalfCauchy", "HalfNormal", "Independent", "InverseGamma", "Kumaraswamy", "Laplace",
            "LogitRelaxedBernoulli", "LogNormal", "LowRankMultivariateNormal", "Multinomial", "Pareto", "Poisson", "RelaxedBernoulli", "RelaxedOneHotCategorical",
            "Weibull", "MixtureSameFamily", "MultivariateNormal", "Normal", "OneHotCategorical", "StudentT",
            "TransformedDistribution", "Uniform", "kl_divergence", "register_kl", "transforms"]

@@ -1,7 +1,7 @@
 """More of torch.distributions, as torch writes them (same draws for a seed, same formulas):
 Cauchy, HalfNormal, HalfCauchy, Gumbel, Geometric, Pareto, Weibull, Poisson, and the relaxed
 (Concrete / Gumbel-softmax) LogitRelaxedBernoulli, RelaxedBernoulli, ExpRelaxedCategorical,
-RelaxedOneHotCategorical; Multinomial."""
+RelaxedOneHotCategorical; Multinomial, InverseGamma, Kumaraswamy."""
 import math
 
 from .. import _C
@@ -491,3 +491,81 @@ class Multinomial(Distribution):
         logits, value = broadcast_all(self.logits, value)
         logits = _ops.where((value == 0) & (logits == -math.inf), _ops.zeros_like(logits), logits)
         return _lgamma(value.sum(-1) + 1) - _lgamma(value + 1).sum(-1) + (logits * value).sum(-1)
+
+
+class InverseGamma(TransformedDistribution):
+    """1 / X for X ~ Gamma(concentration, rate) (Gamma's draws, so a seed gives torch's samples)."""
+    arg_constraints = {"concentration": _POSITIVE, "rate": _POSITIVE}
+    has_rsample = True
+
+    def __init__(self, concentration, rate, validate_args=None):
+        from .gamma import Gamma
+        base = Gamma(concentration, rate, validate_args=validate_args)
+        super().__init__(base, PowerTransform(-base.rate.new_ones(())), validate_args=validate_args)
+
+    @property
+    def concentration(self):
+        return self.base_dist.concentration
+
+    @property
+    def rate(self):
+        return self.base_dist.rate
+
+    @property
+    def mean(self):
+        return _ops.where(self.concentration > 1, self.rate / (self.concentration - 1), math.inf)
+
+    @property
+    def mode(self):
+        return self.rate / (self.concentration + 1)
+
+    @property
+    def variance(self):
+        result = self.rate.square() / ((self.concentration - 1).square() * (self.concentration - 2))
+        return _ops.where(self.concentration > 2, result, math.inf)
+
+    def entropy(self):
+        from ..special import digamma
+        return (self.concentration + self.rate.log() + _lgamma(self.concentration)
+                - (1 + self.concentration) * digamma(self.concentration))
+
+
+def _kumaraswamy_moment(a, b, n):
+    arg1 = 1 + n / a
+    return b * (_lgamma(arg1) + _lgamma(b) - _lgamma(arg1 + b)).exp()
+
+
+class Kumaraswamy(TransformedDistribution):
+    """(1 - (1 - U)^(1/c0))^(1/c1) for U ~ Uniform(0, 1): a Beta-like distribution on (0, 1)."""
+    arg_constraints = {"concentration1": _POSITIVE, "concentration0": _POSITIVE}
+    has_rsample = True
+
+    def __init__(self, concentration1, concentration0, validate_args=None):
+        self.concentration1, self.concentration0 = broadcast_all(concentration1, concentration0)
+        base = Uniform(_ops.full_like(self.concentration0, 0), _ops.full_like(self.concentration0, 1),
+                       validate_args=validate_args)
+        transforms = [PowerTransform(exponent=self.concentration0.reciprocal()), AffineTransform(loc=1.0, scale=-1.0),
+                      PowerTransform(exponent=self.concentration1.reciprocal())]
+        super().__init__(base, transforms, validate_args=validate_args)
+
+    @property
+    def mean(self):
+        return _kumaraswamy_moment(self.concentration1, self.concentration0, 1)
+
+    @property
+    def mode(self):
+        log_mode = (self.concentration0.reciprocal() * (-self.concentration0).log1p()
+                    - (-self.concentration0 * self.concentration1).log1p())
+        log_mode = _ops.where((self.concentration0 < 1) | (self.concentration1 < 1), math.nan, log_mode)
+        return log_mode.exp()
+
+    @property
+    def variance(self):
+        return _kumaraswamy_moment(self.concentration1, self.concentration0, 2) - self.mean.pow(2)
+
+    def entropy(self):
+        from ..special import digamma
+        t1 = 1 - self.concentration1.reciprocal()
+        t0 = 1 - self.concentration0.reciprocal()
+        H0 = digamma(self.concentration0 + 1) + _EULER
+        return t0 + t1 * H0 - self.concentration1.log() - self.concentration0.log()
