@@ -371,6 +371,52 @@ def test_causal_mask_buffer_bounds_the_range():
     assert counts["symbols"] == [None, "x: f32[2, s0, 8]"]
 
 
+def test_comparison_true_over_the_guarded_range_does_not_specialize():
+    # makemore's Transformer: `assert t <= self.block_size` before slicing the causal mask. The
+    # range is bisected to 2 <= s <= 16, where the assert always holds: one graph for every
+    # length (PyTorch decides such comparisons by value ranges), not one per length.
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.block_size = 16
+            self.register_buffer("bias", kiln.from_numpy(np.tril(np.ones((16, 16), np.float32))))
+
+        def forward(self, x):
+            b, t, c = x.size()
+            assert t <= self.block_size, f"length {t} > block size {self.block_size}"
+            assert t * 2 - 1 < 40 and t  # arithmetic on the size, and a truth test
+            return (x @ x.transpose(-2, -1)).masked_fill(self.bias[:t, :t] == 0, 0.0)
+
+    with kiln.no_grad():
+        counts = _check(Model(), [(_t(2, t, 8),) for t in range(3, 17)], atol=1e-4)
+    assert counts["symbols"] == [None, "x: f32[2, s0, 8]"]
+
+
+def test_comparison_that_changes_over_the_range_specializes():
+    # `t < 8` is true for some sizes of the range and false for others: each size compiles.
+    def fn(x):
+        return x * 2 if x.shape[0] < 8 else x * 3
+
+    counts = _check(fn, [(_t(n, 4),) for n in (4, 5, 9, 12)])
+    assert counts["symbols"] == [None, None, None, None]
+
+
+def test_size_int_comparison_over_a_range():
+    dynamic.begin_trace((2, 16))
+    s = dynamic.SizeInt(8, [0], "{s0}")
+    assert s <= 16 and s * 2 - 1 < 40 and s and not (s > 16) and s != 1
+    assert dynamic.compared_symbols() == set()
+    assert s < 9 and dynamic.compared_symbols() == {0}
+    dynamic.begin_trace((2, 16))
+    assert s == dynamic.SizeInt(8, [0], "{s0}") and dynamic.compared_symbols() == set()  # always equal
+    assert s == 8 and dynamic.compared_symbols() == {0}
+    dynamic.begin_trace((2, 16))
+    assert s + dynamic.SizeInt(3, [1], "{s1}") < 100 and dynamic.compared_symbols() == {0, 1}
+    dynamic.begin_trace((2, 16))
+    assert dynamic.SizeInt(8, [0]) <= 16 and dynamic.compared_symbols() == {0}  # source unknown
+    dynamic.begin_trace()
+
+
 def test_graph_cache_keys_on_the_symbolic_graph(monkeypatch):
     # A second compile of the same program over symbols (after reset: as another process
     # would) comes from the graph cache: nothing is lowered again.

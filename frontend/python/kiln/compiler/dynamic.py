@@ -25,8 +25,10 @@ from fractions import Fraction
 
 from .. import _C
 
-# A symbolic dim is guarded to lie in [2, max size]: at least this, or a few times the size
-# seen (larger sizes recompile with a larger range).
+# A symbolic dim is guarded to lie in [MIN_SIZE, max size] (MIN_SIZE: GuardTree.h's
+# kMinDynamicSize); the max size is at least MIN_MAX_SIZE, or a few times the size seen (larger
+# sizes recompile with a larger range).
+MIN_SIZE = 2
 MIN_MAX_SIZE = 4096
 MAX_SYMBOLS = 4
 
@@ -55,10 +57,19 @@ def marked_dims(t):
 
 # The symbols whose SizeInts were compared (or tested for truth) since begin_trace().
 _compared = set()
+# The range every size symbol is guarded to in the trace under way ([lo, hi], or None): a
+# comparison whose result is the same at every size in it specializes nothing (`assert t <=
+# block_size` with t guarded to [2, block_size]), as PyTorch's value ranges decide it.
+_range = None
+# Comparisons tested over more sizes than this are taken to specialize (the test is exhaustive).
+_MAX_RANGE_TESTED = 1 << 16
 
 
-def begin_trace():
+def begin_trace(size_range=None):
+    """Starts recording comparisons; `size_range` ((lo, hi)) is the guarded range of the symbols."""
+    global _range
     _compared.clear()
+    _range = size_range
 
 
 def compared_symbols():
@@ -89,6 +100,21 @@ class SizeInt(int):
         if isinstance(other, SizeInt):
             _compared.update(other.symbols)
 
+    def _same_over_range(self, test, other, result):
+        """Whether `test(self, other)` (other None: the truth of self) is `result` at every size
+        of the guarded range, for a size of one symbol whose source is known."""
+        if _range is None or self.source is None or _range[1] - _range[0] > _MAX_RANGE_TESTED:
+            return False
+        symbols = self.symbols | (other.symbols if isinstance(other, SizeInt) else frozenset())
+        other_source = "0" if other is None else _operand_source(other)
+        if len(symbols) != 1 or other_source is None:
+            return False
+        try:
+            at = _evaluator(self.source, other_source, f"s{next(iter(symbols))}")
+            return all(bool(test(*at(v))) == result for v in range(_range[0], _range[1] + 1))
+        except (ArithmeticError, KeyError, IndexError, ValueError):
+            return False
+
     def _wrap(self, result, other=None, op=None):
         if not isinstance(result, int) or isinstance(result, bool):
             return result
@@ -96,8 +122,10 @@ class SizeInt(int):
         return SizeInt(result, syms, _combined_source(op, self, other))
 
     def __bool__(self):
-        self._record(None)
-        return int(self) != 0
+        result = int(self) != 0
+        if not self._same_over_range(lambda a, _: a != 0, None, result):
+            self._record(None)
+        return result
 
     def __hash__(self):
         return int.__hash__(self)
@@ -160,12 +188,27 @@ def _arith(name):
     return op
 
 
+_evaluators = {}
+
+
+def _evaluator(source, other_source, symbol):
+    """A function of a symbol's size returning (source, other_source) evaluated there."""
+    key = (source, other_source, symbol)
+    if key not in _evaluators:
+        fields = {symbol: "v"}
+        text = f"lambda v: ({source.format(**fields)}, {other_source.format(**fields)})"
+        _evaluators[key] = eval(text, {"abs": abs})  # noqa: S307 - text built from int arithmetic
+    return _evaluators[key]
+
+
 def _compare(name):
     base = getattr(int, name)
 
     def op(self, other):
-        self._record(other)
-        return base(self, other)
+        result = base(self, other)
+        if result is NotImplemented or not self._same_over_range(base, other, result):
+            self._record(other)
+        return result
 
     op.__name__ = name
     return op

@@ -922,7 +922,7 @@ class FrameCallback:
         start = time.perf_counter()
         compared = set()
         try:
-            dynamic.begin_trace()
+            dynamic.begin_trace((dynamic.MIN_SIZE, sig.max_size))
             traced = _trace_frame(frame_info, options)
             compared |= dynamic.compared_symbols()
             probes = []
