@@ -401,6 +401,34 @@ def test_comparison_that_changes_over_the_range_specializes():
     assert counts["symbols"] == [None, None, None, None]
 
 
+def test_loop_over_a_size_specializes_before_fitting_the_range(monkeypatch):
+    # makemore's RNN: `for i in range(t)` unrolls t steps. The size specializes from a trace at
+    # the call's sizes, not after traces at the largest sizes of the range (thousands of steps:
+    # a minute of tracing for the second call).
+    from kiln.compiler import frame_callback
+
+    traced_sizes = []
+    trace = frame_callback._trace_frame
+
+    def recording(frame_info, options):
+        traced_sizes.extend(n for sizes in (options.get("sizes") or {}).values() for n in sizes)
+        return trace(frame_info, options)
+
+    monkeypatch.setattr(frame_callback, "_trace_frame", recording)
+    cell = nn.Linear(8, 8)
+
+    def fn(x):
+        h = x[:, 0]
+        for i in range(x.shape[1]):
+            h = kiln.tanh(cell(h) + x[:, i])
+        return h
+
+    with kiln.no_grad():
+        counts = _check(fn, [(_t(2, t, 8),) for t in (3, 4, 5)], atol=1e-5)
+    assert counts["symbols"] == [None, None, None]
+    assert max(traced_sizes, default=0) <= 8
+
+
 def test_size_int_comparison_over_a_range():
     dynamic.begin_trace((2, 16))
     s = dynamic.SizeInt(8, [0], "{s0}")
@@ -414,6 +442,10 @@ def test_size_int_comparison_over_a_range():
     assert s + dynamic.SizeInt(3, [1], "{s1}") < 100 and dynamic.compared_symbols() == {0, 1}
     dynamic.begin_trace((2, 16))
     assert dynamic.SizeInt(8, [0]) <= 16 and dynamic.compared_symbols() == {0}  # source unknown
+    dynamic.begin_trace((2, 16))
+    dynamic.record_loop_bound(s)
+    dynamic.record_loop_bound(8)
+    assert dynamic.loop_bound_symbols() == dynamic.compared_symbols() == {0}
     dynamic.begin_trace()
 
 

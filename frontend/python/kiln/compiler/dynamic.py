@@ -65,15 +65,24 @@ _range = None
 _MAX_RANGE_TESTED = 1 << 16
 
 
+# The symbols of sizes used as range() bounds since begin_trace() (a subset of _compared).
+_loop_bounds = set()
+
+
 def begin_trace(size_range=None):
     """Starts recording comparisons; `size_range` ((lo, hi)) is the guarded range of the symbols."""
     global _range
     _compared.clear()
+    _loop_bounds.clear()
     _range = size_range
 
 
 def compared_symbols():
     return set(_compared)
+
+
+def loop_bound_symbols():
+    return set(_loop_bounds)
 
 
 class SizeInt(int):
@@ -219,6 +228,14 @@ for _name in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__
     setattr(SizeInt, _name, _arith(_name))
 for _name in ("__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__"):
     setattr(SizeInt, _name, _compare(_name))
+
+
+def record_loop_bound(value):
+    """`value` is a bound of a traced range(): a loop over a size unrolls to as many steps as the
+    size, so its symbols specialize (PyTorch guards a SymInt range bound's value)."""
+    if isinstance(value, SizeInt):
+        value._record(None)
+        _loop_bounds.update(value.symbols)
 
 
 def _symbol(value, table):

@@ -913,10 +913,27 @@ class FrameCallback:
         _dynamic_log.info("%s: the frame traces at sizes up to %d only: guarded 2 <= s <= %d", _where(code), low, low)
         return sig.with_max_size(low)
 
+    def _loop_bounds(self, code, frame_info, sig, extra):
+        """The symbols of sizes the frame loops over (`for i in range(t)`), from a trace at the
+        call's sizes: they specialize before the range is fitted, whose traces at the largest
+        sizes would unroll the loop thousands of times."""
+        start = time.perf_counter()
+        try:
+            dynamic.begin_trace()
+            _trace_frame(frame_info, {"fullgraph": self.fullgraph, **extra, "dynamic": sig.dims,
+                                      "max_dynamic_size": sig.max_size})
+            return dynamic.loop_bound_symbols()
+        finally:
+            dynamic.begin_trace()
+            self._time(code, "trace_frame", start)
+
     def _probe(self, code, frame_info, result, tensors, sig, extra):
         """The frame traced over `sig`'s symbols at the probe points (dynamic.Traces); None when
         the traces are not one graph; the set of symbol ids whose sizes the code compared.
         `extra`: trace_frame options of a graph before a break (resume.BreakSite)."""
+        unrolled = self._loop_bounds(code, frame_info, sig, extra)
+        if unrolled:
+            return unrolled
         sig = self._fit_range(code, frame_info, tensors, sig, extra)
         options = {"fullgraph": self.fullgraph, **extra, "dynamic": sig.dims, "max_dynamic_size": sig.max_size}
         start = time.perf_counter()
