@@ -67,6 +67,8 @@ for _name, _op in (("arcsin", "asin"), ("arccos", "acos"), ("arctan", "atan"), (
 del _name, _op, _suffix
 arcsin, arccos, arctan, arctan2 = asin, acos, atan, atan2  # noqa: F821 (ops exported above)
 arcsinh, arccosh, arctanh = asinh, acosh, atanh
+from ._foreach import install as _install_foreach  # noqa: E402
+_install_foreach(globals())
 from ._composites_extra import diag_embed, index_reduce, ravel, sgn, tile, _install_methods as _install_extra  # noqa: E402,F401
 _install_extra(Tensor)
 del _install_extra
