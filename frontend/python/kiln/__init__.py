@@ -147,3 +147,10 @@ from ._einops import install as _install_einops  # noqa: E402
 
 _install_einops()  # einops.rearrange & co on kiln tensors, when einops is used
 del _install_einops
+
+# torch's module-level constants (torch.inf in masks, torch.pi in RoPE, x[:, torch.newaxis]).
+import math as _math  # noqa: E402 (kiln.float is a dtype here)
+
+inf, nan, pi, e = _math.inf, _math.nan, _math.pi, _math.e
+newaxis = None
+del _math
