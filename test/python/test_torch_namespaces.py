@@ -78,4 +78,4 @@ def test_module_constants_as_torch():
     assert (kiln.inf, kiln.pi, kiln.e, kiln.newaxis) == (math.inf, math.pi, math.e, None)
     assert math.isnan(kiln.nan)
     f = kiln.compile(lambda x: x.masked_fill(x > 0, -kiln.inf)[:, kiln.newaxis] * kiln.pi, fullgraph=True)
-    assert f(kiln.tensor([1.0, -1.0])).tolist() == [[-math.inf], [-math.pi]]
+    assert f(kiln.tensor([1.0, -1.0], dtype=kiln.float64)).tolist() == [[-math.inf], [-math.pi]]
