@@ -107,7 +107,8 @@ bool fits(const ArgSpec& spec, size_t argIndex, const Argument& a) {
   case ArgType::OptionalTensorList:
     return allItems(a, [](const Argument& x) { return x.isNone() || nodeHoldsTensor(x); });
   case ArgType::Int:
-    return isInt(a) || nodeHoldsNumber(a);
+    // A size expression as for Scalar below: prims.iota's start along a symbolic dim.
+    return isInt(a) || nodeHoldsNumber(a) || isSizeExpression(a);
   case ArgType::IntList:
     return isInt(a) || nodeHoldsNumber(a) ||
            allItems(a, [](const Argument& x) { return isInt(x) || nodeHoldsNumber(x); });

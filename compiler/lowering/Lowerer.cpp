@@ -513,14 +513,18 @@ Value Lowerer::lowerPrim(const Node* n, const std::string& prim) {
   if (prim == "iota") {
     const Argument* start = argOf(n, 1, "start");
     const Argument* step = argOf(n, 2, "step");
-    KILN_CHECK(start && step && start->kind() == Argument::Kind::Int &&
+    // A start over the size symbols (torch.roll along a symbolic dim starts at size - shift),
+    // fitted over the probe sizes by kiln/compiler/dynamic.py and written as its expression.
+    bool symbolicStart = start && start->kind() == Argument::Kind::String;
+    KILN_CHECK(start && step && (start->kind() == Argument::Kind::Int || symbolicStart) &&
                    step->kind() == Argument::Kind::Int,
-               "lowering: prims.iota needs static start and step");
-    int64_t s0 = start->toInt(), s1 = step->toInt();
+               "lowering: prims.iota needs an int or size-expression start and an int step");
+    IndexExpr s0 = symbolicStart ? symbolicFill(start->toString()) : IndexExpr(start->toInt());
+    int64_t s1 = step->toInt();
     ScalarType dtype = tensorTypeOf(n).dtype;
     return derived(
         n, [s0, s1, dtype](BodyContext& c, const Index& idx) {
-          return emitCast(c, emitIndexExpr(c, IndexExpr(s0) + idx.at(0) * s1), dtype);
+          return emitCast(c, emitIndexExpr(c, s0 + idx.at(0) * s1), dtype);
         },
         2);
   }

@@ -429,6 +429,18 @@ def test_loop_over_a_size_specializes_before_fitting_the_range(monkeypatch):
     assert max(traced_sizes, default=0) <= 8
 
 
+def test_roll_along_a_symbolic_dim():
+    # makemore's MLP: `idx = torch.roll(idx, 1, 1); idx[:, 0] = BLANK` over a growing sequence.
+    # roll gathers from an iota starting at size - shift: that start is fitted over the symbols.
+    def fn(x):
+        y = kiln.roll(x, 1, 1)
+        y[:, 0] = 27.0
+        return kiln.roll(y, 2, 1) * 0.5
+
+    counts = _check(fn, [(_t(4, n),) for n in (5, 6, 9, 17, 33)])
+    assert counts["symbols"] == [None, "x: f32[4, s0]"]
+
+
 def test_size_int_comparison_over_a_range():
     dynamic.begin_trace((2, 16))
     s = dynamic.SizeInt(8, [0], "{s0}")

@@ -581,6 +581,25 @@ def _fit_fill_values(row, fitter):
     return [line[:a] + f' "{expr}"' + line[b:] for line, (a, b) in zip(row, spans)]
 
 
+_IOTA_START = re.compile(r"\bstart=(-?\d+)")
+
+
+def _fit_iota_start(row, fitter):
+    """The lines of `row` with a prims.iota start that differs between the probes (torch.roll
+    along a symbolic dim starts at size - shift) replaced by its polynomial in the symbols as a
+    string (`start="s0 - 1"`, which lowering reads as a size expression); as they were otherwise."""
+    m = _CALL.search(row[0])
+    if not m or m.group(1) != "prims.iota":
+        return row
+    starts = [_IOTA_START.search(line) for line in row]
+    if any(s is None for s in starts) or len({s.group(1) for s in starts}) == 1:
+        return row
+    expr = fitter.fit([int(s.group(1)) for s in starts])
+    if expr is None:
+        return row
+    return [line[:s.start()] + f'start="{expr}"' + line[s.end():] for line, s in zip(row, starts)]
+
+
 def generalize(texts, points, names):
     """The graph text over the symbols `names` that is texts[j] with symbol i at points[j][i]
     (texts[0] is the traced call's graph, points[0] its sizes); DynamicUnsupported otherwise.
@@ -592,7 +611,7 @@ def generalize(texts, points, names):
     fitter = Fitter(points, names)
     out = []
     for row in zip(*lines):
-        row = _fit_fill_values(row, fitter)
+        row = _fit_iota_start(_fit_fill_values(row, fitter), fitter)
         parts = [_split_line(line) for line in row]
         new_line = ""
         for which in (0, 1):
