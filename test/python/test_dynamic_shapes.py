@@ -441,6 +441,38 @@ def test_roll_along_a_symbolic_dim():
     assert counts["symbols"] == [None, "x: f32[4, s0]"]
 
 
+def test_probe_size_equal_to_a_constant_is_probed_around():
+    # At the probe size 3, roll's `full([], s0)` and the constant 3 of `idx * 3` are one node:
+    # that probe's graph has fewer nodes. The frame is probed again without that size.
+    def fn(idx):
+        idx = kiln.roll(idx, 1, 1)
+        idx[:, 0] = 7
+        return idx * 3
+
+    counts = _check(fn, [(kiln.arange(4 * n).view(4, n),) for n in (5, 6, 9, 17, 30)])
+    assert counts["symbols"] == [None, "idx: i64[4, s0]"]
+
+
+def test_short_guarded_range_has_enough_probe_sizes():
+    # A 12-long causal mask bounds the range to 2 <= s <= 12, whose curated probe sizes are
+    # mostly the program's own (12, 11, 2, 8): every size of a short range may be probed.
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wte, self.head = nn.Embedding(11, 8), nn.Linear(8, 11)
+            self.register_buffer("bias", kiln.tril(kiln.ones(12, 12)).view(1, 12, 12))
+
+        def forward(self, idx):
+            t = idx.shape[1]
+            x = self.wte(idx)
+            att = (x @ x.transpose(-2, -1)).masked_fill(self.bias[:, :t, :t] == 0, float("-inf"))
+            return self.head(kiln.softmax(att, dim=-1) @ x)
+
+    with kiln.no_grad():
+        counts = _check(Model(), [(kiln.arange(2 * n).view(2, n) % 11,) for n in range(3, 13)], atol=1e-5)
+    assert counts["symbols"] == [None, "idx: i64[2, s0]"]
+
+
 def test_size_int_comparison_over_a_range():
     dynamic.begin_trace((2, 16))
     s = dynamic.SizeInt(8, [0], "{s0}")

@@ -34,7 +34,14 @@ MAX_SYMBOLS = 4
 
 
 class DynamicUnsupported(RuntimeError):
-    """The graph is not the same over the size symbols; the frame compiles statically."""
+    """The graph is not the same over the size symbols; the frame compiles statically.
+    `sizes`: the symbol values of the probe points whose graph had another number of nodes (a
+    probe size equal to an int constant of the program: `full([], 11)` of a roll by a size of
+    11 and of `idx[:, 0] = 11` become one node), which probing again without them may avoid."""
+
+    def __init__(self, message, sizes=()):
+        super().__init__(message)
+        self.sizes = frozenset(sizes)
 
 
 def mark_dynamic(t, dim):
@@ -354,6 +361,8 @@ def probe_points(sig, avoid=()):
     k, top = len(sig.hints), sig.max_size
     values = [2, top, 3, top - 1, 5, top // 3 + 1, 7, top // 2 - 1, 11, 97, 13, 251, 17, 509, 19, 1021,
               23, 2039, 29, 31, 37, 41, 43, 47, 53, 59, 61, 67, 71, 73, 79, 83, 89]
+    if top <= 64:  # a small range (a short block_size): any size of it may be needed
+        values += list(range(4, top))
     values = [v for v in dict.fromkeys(values) if 2 <= v <= top and v not in set(avoid)]
     if len(values) < k + 1:
         raise DynamicUnsupported(f"too few probe sizes in [2, {top}]")
@@ -607,7 +616,8 @@ def generalize(texts, points, names):
     traced call's value is kept there: lowering reads the node's type)."""
     lines = [t.splitlines() for t in texts]
     if len({len(ls) for ls in lines}) != 1:
-        raise DynamicUnsupported("the graph has a different number of nodes at other sizes")
+        odd = {v for ls, point in zip(lines[1:], points[1:]) if len(ls) != len(lines[0]) for v in point}
+        raise DynamicUnsupported("the graph has a different number of nodes at other sizes", odd)
     fitter = Fitter(points, names)
     out = []
     for row in zip(*lines):
