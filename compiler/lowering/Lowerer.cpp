@@ -458,13 +458,23 @@ Value Lowerer::lowerPrim(const Node* n, const std::string& prim) {
     });
   }
   if (prim == "slice") {
-    std::vector<int64_t> start = intList(*argOf(n, 1, "start_indices"), "slice start_indices");
+    // A start may be a size expression ("-1 + s0": x[:, -1] along a symbolic dim), fitted over
+    // the probe sizes by kiln/compiler/dynamic.py.
+    const Argument& starts = *argOf(n, 1, "start_indices");
+    KILN_CHECK(starts.isSequence(), "lowering: slice start_indices must be a list");
+    Index start;
+    for (const Argument& x : starts.items()) {
+      bool expr = x.kind() == Argument::Kind::String;
+      KILN_CHECK(expr || x.kind() == Argument::Kind::Int,
+                 "lowering: slice start_indices must be ints or size expressions");
+      start.push_back(expr ? symbolicFill(x.toString()) : IndexExpr(x.toInt()));
+    }
     const Argument* st = argOf(n, 3, "strides");
     std::vector<int64_t> step =
         st && !st->isNone() ? intList(*st, "slice strides") : std::vector<int64_t>(start.size(), 1);
     return view(n, [start, step](const Index& idx) {
       Index in;
-      for (size_t d = 0; d < idx.size(); ++d) in.push_back(IndexExpr(start[d]) + idx[d] * step[d]);
+      for (size_t d = 0; d < idx.size(); ++d) in.push_back(start[d] + idx[d] * step[d]);
       return in;
     });
   }

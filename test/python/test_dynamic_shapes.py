@@ -264,12 +264,12 @@ def test_symbolic_strided_views_feed_gemms():
     assert symbolic.count(" view(") == static.count(" view(")
 
 
-def test_slice_start_from_a_size_is_not_generalized():
+def test_slice_start_from_a_size_is_fitted():
     # The last two rows: the slice's start (s0 - 2) is an argument lowering reads; it differs
-    # at the probes while every size is constant, and is not fitted, so dim 0 is specialized
-    # (the traced call's start kept would read the wrong rows at other sizes).
+    # at the probes while every size is constant, and is fitted as a size expression (the
+    # traced call's start kept would read the wrong rows at other sizes): one graph.
     counts = _check(lambda x: x[x.shape[0] - 2:] * 2, [(_t(n, 3),) for n in (4, 8, 6)], dynamic_flag=True)
-    assert counts["symbols"] == [f"x: f32[{n}, s0]" for n in (4, 8, 6)]
+    assert counts["symbols"] == ["x: f32[s0, s1]"]
 
 
 def test_size_argument_positions():
@@ -471,6 +471,17 @@ def test_short_guarded_range_has_enough_probe_sizes():
     with kiln.no_grad():
         counts = _check(Model(), [(kiln.arange(2 * n).view(2, n) % 11,) for n in range(3, 13)], atol=1e-5)
     assert counts["symbols"] == [None, "idx: i64[2, s0]"]
+
+
+def test_last_position_select_along_a_symbolic_dim():
+    # A language model's `logits[:, -1, :]` over a growing sequence: the slice starts at s0 - 1,
+    # fitted over the symbols (the select's view feeds a matmul). A start that a clamp bends at
+    # the low end (x[:, -3:] at s0 = 2 starts at 0, not -1) does not fit: static sizes.
+    w = _t(8, 5)
+    counts = _check(lambda x: kiln.tanh(x[:, -1, :] @ w), [(_t(2, n, 8),) for n in (5, 6, 9, 17)])
+    assert counts["symbols"] == [None, "x: f32[2, s0, 8]"]
+    counts = _check(lambda x: x[:, -3:, :] * 2, [(_t(3, n, 8),) for n in (5, 6, 9)])
+    assert counts["symbols"] == [None, None, None]
 
 
 def test_size_int_comparison_over_a_range():

@@ -609,6 +609,36 @@ def _fit_iota_start(row, fitter):
     return [line[:s.start()] + f'start="{expr}"' + line[s.end():] for line, s in zip(row, starts)]
 
 
+def _fit_slice_starts(row, fitter):
+    """The lines of `row` with prims.slice start_indices that differ between the probes (x[:, -1]
+    along a symbolic dim starts at size - 1) with those starts replaced by their polynomials in
+    the symbols as strings (`[0, "-1 + s0", 0]`, read by lowering as size expressions); as they
+    were otherwise."""
+    m = _CALL.search(row[0])
+    if not m or m.group(1) != "prims.slice":
+        return row
+    spans = [_argument_span(line, 1) for line in row]
+    if any(s is None for s in spans):
+        return row
+    try:
+        starts = [[int(v) for v in line[a:b].strip().strip("[]").split(",")] for line, (a, b) in zip(row, spans)]
+    except ValueError:
+        return row
+    if len({len(s) for s in starts}) != 1 or len({tuple(s) for s in starts}) == 1:
+        return row
+    fitted = []
+    for values in zip(*starts):
+        if len(set(values)) == 1:
+            fitted.append(str(values[0]))
+            continue
+        expr = fitter.fit(list(values))
+        if expr is None:
+            return row
+        fitted.append(f'"{expr}"')
+    text = " [" + ", ".join(fitted) + "]"
+    return [line[:a] + text + line[b:] for line, (a, b) in zip(row, spans)]
+
+
 def generalize(texts, points, names):
     """The graph text over the symbols `names` that is texts[j] with symbol i at points[j][i]
     (texts[0] is the traced call's graph, points[0] its sizes); DynamicUnsupported otherwise.
@@ -621,7 +651,7 @@ def generalize(texts, points, names):
     fitter = Fitter(points, names)
     out = []
     for row in zip(*lines):
-        row = _fit_iota_start(_fit_fill_values(row, fitter), fitter)
+        row = _fit_slice_starts(_fit_iota_start(_fit_fill_values(row, fitter), fitter), fitter)
         parts = [_split_line(line) for line in row]
         new_line = ""
         for which in (0, 1):
