@@ -107,10 +107,12 @@ bool fits(const ArgSpec& spec, size_t argIndex, const Argument& a) {
   case ArgType::OptionalTensorList:
     return allItems(a, [](const Argument& x) { return x.isNone() || nodeHoldsTensor(x); });
   case ArgType::Int:
-    return isInt(a) || nodeHoldsNumber(a);
+    // A size expression as for Scalar below: prims.iota's start (and, in lists, prims.slice's
+    // start_indices) along a symbolic dim.
+    return isInt(a) || nodeHoldsNumber(a) || isSizeExpression(a);
   case ArgType::IntList:
     return isInt(a) || nodeHoldsNumber(a) ||
-           allItems(a, [](const Argument& x) { return isInt(x) || nodeHoldsNumber(x); });
+           allItems(a, [](const Argument& x) { return isInt(x) || nodeHoldsNumber(x) || isSizeExpression(x); });
   case ArgType::Float:
     return isNonBoolNumber(a) || nodeHoldsNumber(a);
   case ArgType::FloatList:

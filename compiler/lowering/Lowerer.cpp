@@ -458,13 +458,23 @@ Value Lowerer::lowerPrim(const Node* n, const std::string& prim) {
     });
   }
   if (prim == "slice") {
-    std::vector<int64_t> start = intList(*argOf(n, 1, "start_indices"), "slice start_indices");
+    // A start may be a size expression ("-1 + s0": x[:, -1] along a symbolic dim), fitted over
+    // the probe sizes by kiln/compiler/dynamic.py.
+    const Argument& starts = *argOf(n, 1, "start_indices");
+    KILN_CHECK(starts.isSequence(), "lowering: slice start_indices must be a list");
+    Index start;
+    for (const Argument& x : starts.items()) {
+      bool expr = x.kind() == Argument::Kind::String;
+      KILN_CHECK(expr || x.kind() == Argument::Kind::Int,
+                 "lowering: slice start_indices must be ints or size expressions");
+      start.push_back(expr ? symbolicFill(x.toString()) : IndexExpr(x.toInt()));
+    }
     const Argument* st = argOf(n, 3, "strides");
     std::vector<int64_t> step =
         st && !st->isNone() ? intList(*st, "slice strides") : std::vector<int64_t>(start.size(), 1);
     return view(n, [start, step](const Index& idx) {
       Index in;
-      for (size_t d = 0; d < idx.size(); ++d) in.push_back(IndexExpr(start[d]) + idx[d] * step[d]);
+      for (size_t d = 0; d < idx.size(); ++d) in.push_back(start[d] + idx[d] * step[d]);
       return in;
     });
   }
@@ -513,14 +523,18 @@ Value Lowerer::lowerPrim(const Node* n, const std::string& prim) {
   if (prim == "iota") {
     const Argument* start = argOf(n, 1, "start");
     const Argument* step = argOf(n, 2, "step");
-    KILN_CHECK(start && step && start->kind() == Argument::Kind::Int &&
+    // A start over the size symbols (torch.roll along a symbolic dim starts at size - shift),
+    // fitted over the probe sizes by kiln/compiler/dynamic.py and written as its expression.
+    bool symbolicStart = start && start->kind() == Argument::Kind::String;
+    KILN_CHECK(start && step && (start->kind() == Argument::Kind::Int || symbolicStart) &&
                    step->kind() == Argument::Kind::Int,
-               "lowering: prims.iota needs static start and step");
-    int64_t s0 = start->toInt(), s1 = step->toInt();
+               "lowering: prims.iota needs an int or size-expression start and an int step");
+    IndexExpr s0 = symbolicStart ? symbolicFill(start->toString()) : IndexExpr(start->toInt());
+    int64_t s1 = step->toInt();
     ScalarType dtype = tensorTypeOf(n).dtype;
     return derived(
         n, [s0, s1, dtype](BodyContext& c, const Index& idx) {
-          return emitCast(c, emitIndexExpr(c, IndexExpr(s0) + idx.at(0) * s1), dtype);
+          return emitCast(c, emitIndexExpr(c, s0 + idx.at(0) * s1), dtype);
         },
         2);
   }

@@ -1127,8 +1127,13 @@ VT* InstructionTranslator::callBuiltin(nb::handle fn, VTs& args, Kwargs& kwargs,
     return t_.wrapResult(fn(*py));
   }
   if (is("range") || is("slice")) {
-    for (VT* a : args)
-      constantValue(a, "a range bound");
+    // A loop over range(size) unrolls to as many steps as the size: that size specializes.
+    static nb::handle loopBound =
+        nb::object(nb::module_::import_("kiln.compiler.dynamic").attr("record_loop_bound")).release();
+    for (VT* a : args) {
+      nb::object bound = constantValue(a, "a range bound");
+      if (is("range")) loopBound(bound);
+    }
     return t_.callReal(fn, args, kwargs);
   }
   if (is("enumerate")) {

@@ -264,12 +264,12 @@ def test_symbolic_strided_views_feed_gemms():
     assert symbolic.count(" view(") == static.count(" view(")
 
 
-def test_slice_start_from_a_size_is_not_generalized():
+def test_slice_start_from_a_size_is_fitted():
     # The last two rows: the slice's start (s0 - 2) is an argument lowering reads; it differs
-    # at the probes while every size is constant, and is not fitted, so dim 0 is specialized
-    # (the traced call's start kept would read the wrong rows at other sizes).
+    # at the probes while every size is constant, and is fitted as a size expression (the
+    # traced call's start kept would read the wrong rows at other sizes): one graph.
     counts = _check(lambda x: x[x.shape[0] - 2:] * 2, [(_t(n, 3),) for n in (4, 8, 6)], dynamic_flag=True)
-    assert counts["symbols"] == [f"x: f32[{n}, s0]" for n in (4, 8, 6)]
+    assert counts["symbols"] == ["x: f32[s0, s1]"]
 
 
 def test_size_argument_positions():
@@ -369,6 +369,139 @@ def test_causal_mask_buffer_bounds_the_range():
     with kiln.no_grad():
         counts = _check(model, [(_t(2, t, 8),) for t in range(5, 17)], atol=1e-4)
     assert counts["symbols"] == [None, "x: f32[2, s0, 8]"]
+
+
+def test_comparison_true_over_the_guarded_range_does_not_specialize():
+    # makemore's Transformer: `assert t <= self.block_size` before slicing the causal mask. The
+    # range is bisected to 2 <= s <= 16, where the assert always holds: one graph for every
+    # length (PyTorch decides such comparisons by value ranges), not one per length.
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.block_size = 16
+            self.register_buffer("bias", kiln.from_numpy(np.tril(np.ones((16, 16), np.float32))))
+
+        def forward(self, x):
+            b, t, c = x.size()
+            assert t <= self.block_size, f"length {t} > block size {self.block_size}"
+            assert t * 2 - 1 < 40 and t  # arithmetic on the size, and a truth test
+            return (x @ x.transpose(-2, -1)).masked_fill(self.bias[:t, :t] == 0, 0.0)
+
+    with kiln.no_grad():
+        counts = _check(Model(), [(_t(2, t, 8),) for t in range(3, 17)], atol=1e-4)
+    assert counts["symbols"] == [None, "x: f32[2, s0, 8]"]
+
+
+def test_comparison_that_changes_over_the_range_specializes():
+    # `t < 8` is true for some sizes of the range and false for others: each size compiles.
+    def fn(x):
+        return x * 2 if x.shape[0] < 8 else x * 3
+
+    counts = _check(fn, [(_t(n, 4),) for n in (4, 5, 9, 12)])
+    assert counts["symbols"] == [None, None, None, None]
+
+
+def test_loop_over_a_size_specializes_before_fitting_the_range(monkeypatch):
+    # makemore's RNN: `for i in range(t)` unrolls t steps. The size specializes from a trace at
+    # the call's sizes, not after traces at the largest sizes of the range (thousands of steps:
+    # a minute of tracing for the second call).
+    from kiln.compiler import frame_callback
+
+    traced_sizes = []
+    trace = frame_callback._trace_frame
+
+    def recording(frame_info, options):
+        traced_sizes.extend(n for sizes in (options.get("sizes") or {}).values() for n in sizes)
+        return trace(frame_info, options)
+
+    monkeypatch.setattr(frame_callback, "_trace_frame", recording)
+    cell = nn.Linear(8, 8)
+
+    def fn(x):
+        h = x[:, 0]
+        for i in range(x.shape[1]):
+            h = kiln.tanh(cell(h) + x[:, i])
+        return h
+
+    with kiln.no_grad():
+        counts = _check(fn, [(_t(2, t, 8),) for t in (3, 4, 5)], atol=1e-5)
+    assert counts["symbols"] == [None, None, None]
+    assert max(traced_sizes, default=0) <= 8
+
+
+def test_roll_along_a_symbolic_dim():
+    # makemore's MLP: `idx = torch.roll(idx, 1, 1); idx[:, 0] = BLANK` over a growing sequence.
+    # roll gathers from an iota starting at size - shift: that start is fitted over the symbols.
+    def fn(x):
+        y = kiln.roll(x, 1, 1)
+        y[:, 0] = 27.0
+        return kiln.roll(y, 2, 1) * 0.5
+
+    counts = _check(fn, [(_t(4, n),) for n in (5, 6, 9, 17, 33)])
+    assert counts["symbols"] == [None, "x: f32[4, s0]"]
+
+
+def test_probe_size_equal_to_a_constant_is_probed_around():
+    # At the probe size 3, roll's `full([], s0)` and the constant 3 of `idx * 3` are one node:
+    # that probe's graph has fewer nodes. The frame is probed again without that size.
+    def fn(idx):
+        idx = kiln.roll(idx, 1, 1)
+        idx[:, 0] = 7
+        return idx * 3
+
+    counts = _check(fn, [(kiln.arange(4 * n).view(4, n),) for n in (5, 6, 9, 17, 30)])
+    assert counts["symbols"] == [None, "idx: i64[4, s0]"]
+
+
+def test_short_guarded_range_has_enough_probe_sizes():
+    # A 12-long causal mask bounds the range to 2 <= s <= 12, whose curated probe sizes are
+    # mostly the program's own (12, 11, 2, 8): every size of a short range may be probed.
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wte, self.head = nn.Embedding(11, 8), nn.Linear(8, 11)
+            self.register_buffer("bias", kiln.tril(kiln.ones(12, 12)).view(1, 12, 12))
+
+        def forward(self, idx):
+            t = idx.shape[1]
+            x = self.wte(idx)
+            att = (x @ x.transpose(-2, -1)).masked_fill(self.bias[:, :t, :t] == 0, float("-inf"))
+            return self.head(kiln.softmax(att, dim=-1) @ x)
+
+    with kiln.no_grad():
+        counts = _check(Model(), [(kiln.arange(2 * n).view(2, n) % 11,) for n in range(3, 13)], atol=1e-5)
+    assert counts["symbols"] == [None, "idx: i64[2, s0]"]
+
+
+def test_last_position_select_along_a_symbolic_dim():
+    # A language model's `logits[:, -1, :]` over a growing sequence: the slice starts at s0 - 1,
+    # fitted over the symbols (the select's view feeds a matmul). A start that a clamp bends at
+    # the low end (x[:, -3:] at s0 = 2 starts at 0, not -1) does not fit: static sizes.
+    w = _t(8, 5)
+    counts = _check(lambda x: kiln.tanh(x[:, -1, :] @ w), [(_t(2, n, 8),) for n in (5, 6, 9, 17)])
+    assert counts["symbols"] == [None, "x: f32[2, s0, 8]"]
+    counts = _check(lambda x: x[:, -3:, :] * 2, [(_t(3, n, 8),) for n in (5, 6, 9)])
+    assert counts["symbols"] == [None, None, None]
+
+
+def test_size_int_comparison_over_a_range():
+    dynamic.begin_trace((2, 16))
+    s = dynamic.SizeInt(8, [0], "{s0}")
+    assert s <= 16 and s * 2 - 1 < 40 and s and not (s > 16) and s != 1
+    assert dynamic.compared_symbols() == set()
+    assert s < 9 and dynamic.compared_symbols() == {0}
+    dynamic.begin_trace((2, 16))
+    assert s == dynamic.SizeInt(8, [0], "{s0}") and dynamic.compared_symbols() == set()  # always equal
+    assert s == 8 and dynamic.compared_symbols() == {0}
+    dynamic.begin_trace((2, 16))
+    assert s + dynamic.SizeInt(3, [1], "{s1}") < 100 and dynamic.compared_symbols() == {0, 1}
+    dynamic.begin_trace((2, 16))
+    assert dynamic.SizeInt(8, [0]) <= 16 and dynamic.compared_symbols() == {0}  # source unknown
+    dynamic.begin_trace((2, 16))
+    dynamic.record_loop_bound(s)
+    dynamic.record_loop_bound(8)
+    assert dynamic.loop_bound_symbols() == dynamic.compared_symbols() == {0}
+    dynamic.begin_trace()
 
 
 def test_graph_cache_keys_on_the_symbolic_graph(monkeypatch):

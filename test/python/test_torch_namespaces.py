@@ -69,3 +69,13 @@ def test_sdpa_kernel_fork_rng_and_ddp():
     assert kiln.equal(kiln.rand(3), inside)
     with pytest.raises(ValueError, match="Default process group has not been initialized"):
         kiln.nn.parallel.DistributedDataParallel(kiln.nn.Linear(2, 2))
+
+
+def test_module_constants_as_torch():
+    # LLMs-from-scratch masks attention with `masked_fill_(mask, -torch.inf)`; RoPE code uses torch.pi.
+    import math
+
+    assert (kiln.inf, kiln.pi, kiln.e, kiln.newaxis) == (math.inf, math.pi, math.e, None)
+    assert math.isnan(kiln.nan)
+    f = kiln.compile(lambda x: x.masked_fill(x > 0, -kiln.inf)[:, kiln.newaxis] * kiln.pi, fullgraph=True)
+    assert f(kiln.tensor([1.0, -1.0], dtype=kiln.float64)).tolist() == [[-math.inf], [-math.pi]]

@@ -71,6 +71,8 @@ for _name, _op in (("arcsin", "asin"), ("arccos", "acos"), ("arctan", "atan"), (
 del _name, _op, _suffix
 arcsin, arccos, arctan, arctan2 = asin, acos, atan, atan2  # noqa: F821 (ops exported above)
 arcsinh, arccosh, arctanh = asinh, acosh, atanh
+from ._foreach import install as _install_foreach  # noqa: E402
+_install_foreach(globals())
 from .autograd.anomaly_mode import (  # noqa: E402,F401
     is_anomaly_check_nan_enabled, is_anomaly_enabled, set_anomaly_enabled)
 from ._torch_extra import (  # noqa: E402,F401
@@ -169,4 +171,11 @@ for _name in _torch_extra.FUNCTIONAL_ALIASES:
     if _name not in globals():
         globals()[_name] = _torch_extra._alias(_name)
 del _name
+
+# torch's module-level constants (torch.inf in masks, torch.pi in RoPE, x[:, torch.newaxis]).
+import math as _math  # noqa: E402 (kiln.float is a dtype here)
+
+inf, nan, pi, e = _math.inf, _math.nan, _math.pi, _math.e
+newaxis = None
+del _math
 

@@ -25,14 +25,23 @@ from fractions import Fraction
 
 from .. import _C
 
-# A symbolic dim is guarded to lie in [2, max size]: at least this, or a few times the size
-# seen (larger sizes recompile with a larger range).
+# A symbolic dim is guarded to lie in [MIN_SIZE, max size] (MIN_SIZE: GuardTree.h's
+# kMinDynamicSize); the max size is at least MIN_MAX_SIZE, or a few times the size seen (larger
+# sizes recompile with a larger range).
+MIN_SIZE = 2
 MIN_MAX_SIZE = 4096
 MAX_SYMBOLS = 4
 
 
 class DynamicUnsupported(RuntimeError):
-    """The graph is not the same over the size symbols; the frame compiles statically."""
+    """The graph is not the same over the size symbols; the frame compiles statically.
+    `sizes`: the symbol values of the probe points whose graph had another number of nodes (a
+    probe size equal to an int constant of the program: `full([], 11)` of a roll by a size of
+    11 and of `idx[:, 0] = 11` become one node), which probing again without them may avoid."""
+
+    def __init__(self, message, sizes=()):
+        super().__init__(message)
+        self.sizes = frozenset(sizes)
 
 
 def mark_dynamic(t, dim):
@@ -55,14 +64,32 @@ def marked_dims(t):
 
 # The symbols whose SizeInts were compared (or tested for truth) since begin_trace().
 _compared = set()
+# The range every size symbol is guarded to in the trace under way ([lo, hi], or None): a
+# comparison whose result is the same at every size in it specializes nothing (`assert t <=
+# block_size` with t guarded to [2, block_size]), as PyTorch's value ranges decide it.
+_range = None
+# Comparisons tested over more sizes than this are taken to specialize (the test is exhaustive).
+_MAX_RANGE_TESTED = 1 << 16
 
 
-def begin_trace():
+# The symbols of sizes used as range() bounds since begin_trace() (a subset of _compared).
+_loop_bounds = set()
+
+
+def begin_trace(size_range=None):
+    """Starts recording comparisons; `size_range` ((lo, hi)) is the guarded range of the symbols."""
+    global _range
     _compared.clear()
+    _loop_bounds.clear()
+    _range = size_range
 
 
 def compared_symbols():
     return set(_compared)
+
+
+def loop_bound_symbols():
+    return set(_loop_bounds)
 
 
 class SizeInt(int):
@@ -89,6 +116,21 @@ class SizeInt(int):
         if isinstance(other, SizeInt):
             _compared.update(other.symbols)
 
+    def _same_over_range(self, test, other, result):
+        """Whether `test(self, other)` (other None: the truth of self) is `result` at every size
+        of the guarded range, for a size of one symbol whose source is known."""
+        if _range is None or self.source is None or _range[1] - _range[0] > _MAX_RANGE_TESTED:
+            return False
+        symbols = self.symbols | (other.symbols if isinstance(other, SizeInt) else frozenset())
+        other_source = "0" if other is None else _operand_source(other)
+        if len(symbols) != 1 or other_source is None:
+            return False
+        try:
+            at = _evaluator(self.source, other_source, f"s{next(iter(symbols))}")
+            return all(bool(test(*at(v))) == result for v in range(_range[0], _range[1] + 1))
+        except (ArithmeticError, KeyError, IndexError, ValueError):
+            return False
+
     def _wrap(self, result, other=None, op=None):
         if not isinstance(result, int) or isinstance(result, bool):
             return result
@@ -96,8 +138,10 @@ class SizeInt(int):
         return SizeInt(result, syms, _combined_source(op, self, other))
 
     def __bool__(self):
-        self._record(None)
-        return int(self) != 0
+        result = int(self) != 0
+        if not self._same_over_range(lambda a, _: a != 0, None, result):
+            self._record(None)
+        return result
 
     def __hash__(self):
         return int.__hash__(self)
@@ -160,12 +204,27 @@ def _arith(name):
     return op
 
 
+_evaluators = {}
+
+
+def _evaluator(source, other_source, symbol):
+    """A function of a symbol's size returning (source, other_source) evaluated there."""
+    key = (source, other_source, symbol)
+    if key not in _evaluators:
+        fields = {symbol: "v"}
+        text = f"lambda v: ({source.format(**fields)}, {other_source.format(**fields)})"
+        _evaluators[key] = eval(text, {"abs": abs})  # noqa: S307 - text built from int arithmetic
+    return _evaluators[key]
+
+
 def _compare(name):
     base = getattr(int, name)
 
     def op(self, other):
-        self._record(other)
-        return base(self, other)
+        result = base(self, other)
+        if result is NotImplemented or not self._same_over_range(base, other, result):
+            self._record(other)
+        return result
 
     op.__name__ = name
     return op
@@ -176,6 +235,14 @@ for _name in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__
     setattr(SizeInt, _name, _arith(_name))
 for _name in ("__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__"):
     setattr(SizeInt, _name, _compare(_name))
+
+
+def record_loop_bound(value):
+    """`value` is a bound of a traced range(): a loop over a size unrolls to as many steps as the
+    size, so its symbols specialize (PyTorch guards a SymInt range bound's value)."""
+    if isinstance(value, SizeInt):
+        value._record(None)
+        _loop_bounds.update(value.symbols)
 
 
 def _symbol(value, table):
@@ -294,6 +361,8 @@ def probe_points(sig, avoid=()):
     k, top = len(sig.hints), sig.max_size
     values = [2, top, 3, top - 1, 5, top // 3 + 1, 7, top // 2 - 1, 11, 97, 13, 251, 17, 509, 19, 1021,
               23, 2039, 29, 31, 37, 41, 43, 47, 53, 59, 61, 67, 71, 73, 79, 83, 89]
+    if top <= 64:  # a small range (a short block_size): any size of it may be needed
+        values += list(range(4, top))
     values = [v for v in dict.fromkeys(values) if 2 <= v <= top and v not in set(avoid)]
     if len(values) < k + 1:
         raise DynamicUnsupported(f"too few probe sizes in [2, {top}]")
@@ -521,6 +590,55 @@ def _fit_fill_values(row, fitter):
     return [line[:a] + f' "{expr}"' + line[b:] for line, (a, b) in zip(row, spans)]
 
 
+_IOTA_START = re.compile(r"\bstart=(-?\d+)")
+
+
+def _fit_iota_start(row, fitter):
+    """The lines of `row` with a prims.iota start that differs between the probes (torch.roll
+    along a symbolic dim starts at size - shift) replaced by its polynomial in the symbols as a
+    string (`start="s0 - 1"`, which lowering reads as a size expression); as they were otherwise."""
+    m = _CALL.search(row[0])
+    if not m or m.group(1) != "prims.iota":
+        return row
+    starts = [_IOTA_START.search(line) for line in row]
+    if any(s is None for s in starts) or len({s.group(1) for s in starts}) == 1:
+        return row
+    expr = fitter.fit([int(s.group(1)) for s in starts])
+    if expr is None:
+        return row
+    return [line[:s.start()] + f'start="{expr}"' + line[s.end():] for line, s in zip(row, starts)]
+
+
+def _fit_slice_starts(row, fitter):
+    """The lines of `row` with prims.slice start_indices that differ between the probes (x[:, -1]
+    along a symbolic dim starts at size - 1) with those starts replaced by their polynomials in
+    the symbols as strings (`[0, "-1 + s0", 0]`, read by lowering as size expressions); as they
+    were otherwise."""
+    m = _CALL.search(row[0])
+    if not m or m.group(1) != "prims.slice":
+        return row
+    spans = [_argument_span(line, 1) for line in row]
+    if any(s is None for s in spans):
+        return row
+    try:
+        starts = [[int(v) for v in line[a:b].strip().strip("[]").split(",")] for line, (a, b) in zip(row, spans)]
+    except ValueError:
+        return row
+    if len({len(s) for s in starts}) != 1 or len({tuple(s) for s in starts}) == 1:
+        return row
+    fitted = []
+    for values in zip(*starts):
+        if len(set(values)) == 1:
+            fitted.append(str(values[0]))
+            continue
+        expr = fitter.fit(list(values))
+        if expr is None:
+            return row
+        fitted.append(f'"{expr}"')
+    text = " [" + ", ".join(fitted) + "]"
+    return [line[:a] + text + line[b:] for line, (a, b) in zip(row, spans)]
+
+
 def generalize(texts, points, names):
     """The graph text over the symbols `names` that is texts[j] with symbol i at points[j][i]
     (texts[0] is the traced call's graph, points[0] its sizes); DynamicUnsupported otherwise.
@@ -528,11 +646,12 @@ def generalize(texts, points, names):
     traced call's value is kept there: lowering reads the node's type)."""
     lines = [t.splitlines() for t in texts]
     if len({len(ls) for ls in lines}) != 1:
-        raise DynamicUnsupported("the graph has a different number of nodes at other sizes")
+        odd = {v for ls, point in zip(lines[1:], points[1:]) if len(ls) != len(lines[0]) for v in point}
+        raise DynamicUnsupported("the graph has a different number of nodes at other sizes", odd)
     fitter = Fitter(points, names)
     out = []
     for row in zip(*lines):
-        row = _fit_fill_values(row, fitter)
+        row = _fit_slice_starts(_fit_iota_start(_fit_fill_values(row, fitter), fitter), fitter)
         parts = [_split_line(line) for line in row]
         new_line = ""
         for which in (0, 1):

@@ -805,6 +805,10 @@ class FrameCallback:
                 return self.backend(tgm, examples, **self.backend_kwargs), tgm, t
             except dynamic.DynamicUnsupported as error:
                 _dynamic_log.info("%s: no graph over the size symbols %s (%s)", _where(code), t.describe(), error)
+                again = self._probe_again_avoiding(code, frame_info, examples, traces, t, error.sizes)
+                if again is not None:
+                    tries.insert(0, again)
+                    continue
                 if first_error is None:
                     first_error = error
                     if len(sig.hints) > 1:
@@ -818,6 +822,23 @@ class FrameCallback:
         static = traces.static_result
         sgm = GraphModule(static["attrs"], static["graph"])
         return self.backend(sgm, examples, **self.backend_kwargs), sgm, None
+
+    def _probe_again_avoiding(self, code, frame_info, examples, traces, t, sizes):
+        """The frame probed again over t's symbols without the probe sizes `sizes` (whose graphs
+        had another node count: a size equal to an int constant of the program), once per
+        trace and never without an end of the range; None otherwise."""
+        ends = {dynamic.MIN_SIZE, t.signature.max_size}
+        if not sizes or sizes & ends or getattr(t, "avoided", None) is not None:
+            return None
+        tensors = {e: x for e, x in zip(traces.static_result["inputs"], examples)
+                   if isinstance(x, _C.TensorBase)}
+        again = self._probe(code, frame_info, traces.static_result, tensors, t.signature, t.trace_options,
+                            avoid=sizes)
+        if not isinstance(again, dynamic.Traces):
+            return None
+        again.avoided = sizes
+        _dynamic_log.info("%s: probing again without the sizes %s", _where(code), sorted(sizes))
+        return again
 
     def _remember_static_dims(self, state, traces):
         got = {}
@@ -917,16 +938,33 @@ class FrameCallback:
         _dynamic_log.info("%s: the frame traces at sizes up to %d only: guarded 2 <= s <= %d", _where(code), low, low)
         return sig.with_max_size(low)
 
-    def _probe(self, code, frame_info, result, tensors, sig, extra):
+    def _loop_bounds(self, code, frame_info, sig, extra):
+        """The symbols of sizes the frame loops over (`for i in range(t)`), from a trace at the
+        call's sizes: they specialize before the range is fitted, whose traces at the largest
+        sizes would unroll the loop thousands of times."""
+        start = time.perf_counter()
+        try:
+            dynamic.begin_trace()
+            _trace_frame(frame_info, {"fullgraph": self.fullgraph, **extra, "dynamic": sig.dims,
+                                      "max_dynamic_size": sig.max_size})
+            return dynamic.loop_bound_symbols()
+        finally:
+            dynamic.begin_trace()
+            self._time(code, "trace_frame", start)
+
+    def _probe(self, code, frame_info, result, tensors, sig, extra, avoid=()):
         """The frame traced over `sig`'s symbols at the probe points (dynamic.Traces); None when
         the traces are not one graph; the set of symbol ids whose sizes the code compared.
         `extra`: trace_frame options of a graph before a break (resume.BreakSite)."""
+        unrolled = self._loop_bounds(code, frame_info, sig, extra)
+        if unrolled:
+            return unrolled
         sig = self._fit_range(code, frame_info, tensors, sig, extra)
         options = {"fullgraph": self.fullgraph, **extra, "dynamic": sig.dims, "max_dynamic_size": sig.max_size}
         start = time.perf_counter()
         compared = set()
         try:
-            dynamic.begin_trace()
+            dynamic.begin_trace((dynamic.MIN_SIZE, sig.max_size))
             traced = _trace_frame(frame_info, options)
             compared |= dynamic.compared_symbols()
             probes = []
@@ -935,7 +973,8 @@ class FrameCallback:
             # symbol's.)
             # The static sizes of the program (of attributes, and inputs' other dims) are not
             # probed: see dynamic.probe_points.
-            avoid = {s for t in result["attrs"].values() if isinstance(t, _C.TensorBase) for s in t.shape}
+            avoid = set(avoid) | {s for t in result["attrs"].values() if isinstance(t, _C.TensorBase)
+                                  for s in t.shape}
             for expr, t in tensors.items():
                 avoid |= {s for s, i in zip(t.shape, sig.dims.get(expr, [-1] * t.dim())) if i < 0}
             try:
