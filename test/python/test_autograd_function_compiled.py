@@ -11,14 +11,7 @@ from oracle import need_torch
 BACKENDS = ["eager", "aot_eager", "inductor"]
 
 
-@pytest.fixture(autouse=True)
-def _strict():
-    old = kiln.config.strict
-    kiln.config.strict = True
-    kiln.compiler.reset()
-    yield
-    kiln.config.strict = old
-    kiln.compiler.reset()
+pytestmark = pytest.mark.usefixtures("strict_capture")
 
 
 def _functions(T):

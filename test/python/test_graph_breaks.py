@@ -384,7 +384,7 @@ def _in_no_grad(x, w, sink):
     return y + z, z, u
 
 
-def test_break_inside_grad_mode_blocks_keeps_compiling():
+def test_break_inside_grad_mode_blocks_keeps_compiling(strict_capture):
     """A break (a print, a data-dependent `if`) inside `with no_grad():` and a nested
     `with enable_grad():`: the graph before it leaves the block's grad mode as eager code does
     at that point, the resume functions compile the rest of the blocks, and each value's
@@ -392,21 +392,17 @@ def test_break_inside_grad_mode_blocks_keeps_compiling():
     w = kiln.tensor([1.5, -2.0, 0.5], requires_grad=True)
     x = kiln.tensor([1.0, 2.0, 3.0])
     expected = _in_no_grad(x, w, io.StringIO())
-    kiln.config.strict = True
-    try:
-        compiled = kiln.compile(_in_no_grad)
-        for _ in range(2):
-            sink = io.StringIO()
-            got = compiled(x, w, sink)
-            assert sink.getvalue() == "in\n" and kiln.is_grad_enabled()
-            for a, b in zip(got, expected):
-                np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-6)
-                assert a.requires_grad == b.requires_grad
-        kiln.compiler.reset()
-        e = kiln.explain(_in_no_grad)(x, w, io.StringIO())
-        assert (e.graph_count, e.graph_break_count) == (3, 2), str(e)
-    finally:
-        kiln.config.strict = False
+    compiled = kiln.compile(_in_no_grad)
+    for _ in range(2):
+        sink = io.StringIO()
+        got = compiled(x, w, sink)
+        assert sink.getvalue() == "in\n" and kiln.is_grad_enabled()
+        for a, b in zip(got, expected):
+            np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-6)
+            assert a.requires_grad == b.requires_grad
+    kiln.compiler.reset()
+    e = kiln.explain(_in_no_grad)(x, w, io.StringIO())
+    assert (e.graph_count, e.graph_break_count) == (3, 2), str(e)
 
 
 def test_a_break_raising_inside_no_grad_restores_grad_mode():
@@ -428,15 +424,11 @@ def test_a_break_raising_inside_no_grad_restores_grad_mode():
         assert kiln.is_grad_enabled()
 
 
-def test_reset_parameters_compiled_leaves_grad_mode_on():
+def test_reset_parameters_compiled_leaves_grad_mode_on(strict_capture):
     # freeze_finetune: Linear.reset_parameters (init.uniform_ inside `with no_grad()`) called
     # from a compiled frame runs as kiln's own code, eagerly; grad mode is on afterwards.
     lin = kiln.nn.Linear(4, 3)
-    kiln.config.strict = True
-    try:
-        kiln.compile(lambda: lin.reset_parameters())()
-    finally:
-        kiln.config.strict = False
+    kiln.compile(lambda: lin.reset_parameters())()
     assert kiln.is_grad_enabled()
     assert lin.weight.requires_grad and float(lin.weight.abs().max()) <= 0.5
 

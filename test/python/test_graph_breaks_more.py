@@ -10,16 +10,8 @@ import pytest
 import kiln
 from kiln.compiler import bytecode
 
-pytestmark = pytest.mark.skipif(not bytecode.supported(), reason="graph breaks resume on 3.11 to 3.13 only")
-
-
-@pytest.fixture(autouse=True)
-def _strict():
-    kiln.compiler.reset()
-    kiln.config.strict = True
-    yield
-    kiln.config.strict = False
-    kiln.compiler.reset()
+pytestmark = [pytest.mark.skipif(not bytecode.supported(), reason="graph breaks resume on 3.11 to 3.13 only"),
+              pytest.mark.usefixtures("strict_capture")]
 
 
 def _same(got, expected, rtol=1e-5, atol=1e-6):
