@@ -15,6 +15,7 @@ import weakref
 
 from .. import _C, _compiling, config
 from .._logging import get_logger
+from ..autograd.function import forget_applications
 from ..fx import GraphModule
 from . import debug_dir, dynamic, resume
 from .aot import _written_arguments
@@ -212,6 +213,7 @@ def reset_state():
     global _graph_ids
     _code_states.clear()
     resume.reset_state()
+    forget_applications()
     _graph_ids = itertools.count()
 
 
