@@ -58,8 +58,10 @@ VT* InstructionTranslator::loadAttr(VT* obj, const std::string& name) {
     if (name == "grad") return t_.loadGrad(t);
     // A tensor that does not require grad has no grad_fn (zero_grad(set_to_none=False) asks).
     if (name == "grad_fn" && !nb::cast<bool>(t->fake.attr("requires_grad"))) return t_.none();
-    if (name == "data" || name == "grad_fn" || name == "_version")
-      throw Unsupported{"Tensor." + name};
+    // `p.data`: the tensor's values without its autograd history, as TorchDynamo traces it
+    // (a detached alias: `p.data.add_(g)` writes p, `h.data` carries no graph).
+    if (name == "data") return callMethod(t_.make<MethodVT>(obj, "detach"), {}, {});
+    if (name == "grad_fn" || name == "_version") throw Unsupported{"Tensor." + name};
     for (const char* m : kTensorMetadata)
       if (name == m) {
         VT* v = t_.wrapResult(t->fake.attr(name.c_str()));

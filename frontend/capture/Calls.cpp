@@ -4,6 +4,7 @@
 #include <Python.h>
 
 #include <algorithm>
+#include <exception>
 
 #include "frontend/binding/PythonConvert.h"
 #include "frontend/capture/SymbolicInterpreter.h"
@@ -450,6 +451,15 @@ VT* InstructionTranslator::inlineCall(nb::handle code, nb::handle globals,
     locals[size_t(i)] = static_cast<DictVT*>(kwdefaults)->entries[size_t(d)].second;
   }
   InstructionTranslator inner(t_, code, globals, std::move(globalSource), depth_ + 1);
+  struct CallerOnUnwind { // this frame's call site in the user stack of a failure inside
+    Tracer& t;
+    nb::handle code;
+    int instruction;
+    int uncaught = std::uncaught_exceptions();
+    ~CallerOnUnwind() {
+      if (std::uncaught_exceptions() > uncaught) t.noteUnwoundCaller(code, instruction);
+    }
+  } caller{t_, code_, int(pc_ - 1)};
   VT* r = inner.run(std::move(locals), closure);
   t_.setPosition(code_, int(pc_ - 1));
   return r;

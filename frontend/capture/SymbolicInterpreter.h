@@ -79,6 +79,11 @@ public:
   // The instruction being traced (for node locations and failure reports).
   void setPosition(nb::handle code, int instruction);
   SourceLoc location() const;
+  // While an exception unwinds out of an inlined call: the caller's call instruction (innermost
+  // caller first), so a failure reports its user stack; cleared when tracing goes on.
+  void noteUnwoundCaller(nb::handle code, int instruction) {
+    unwoundCallers_.emplace_back(nb::borrow(code), instruction);
+  }
   // The logical device of a fake tensor (fakes live on meta).
   nb::object deviceOf(TensorVT* tensor);
   // A kiln module about to run for real: names its parameters, guards its training flags.
@@ -239,6 +244,9 @@ private:
   uint32_t initialAutocast_; // kiln.autocast's state when tracing began (restored at the end)
   nb::object failCode;
   int failInstruction = 0;
+  std::vector<std::pair<nb::object, int>> unwoundCallers_;
+  // [(filename, lineno, function, line)] from the top frame to the failing instruction.
+  nb::list userStack() const;
 };
 
 // `obj.__module__` when it is a string, else "" (Calls.cpp).

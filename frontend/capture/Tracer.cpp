@@ -218,6 +218,7 @@ Tracer::~Tracer() {
 void Tracer::setPosition(nb::handle code, int instruction) {
   failCode = nb::borrow(code);
   failInstruction = instruction;
+  if (!unwoundCallers_.empty()) unwoundCallers_.clear(); // an exception was handled
 }
 
 SourceLoc Tracer::location() const {

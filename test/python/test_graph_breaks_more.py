@@ -165,7 +165,7 @@ def test_global_settings_are_breaks_named_for_themselves():
     expected = _settings_between(x)
     _same(kiln.compile(_settings_between)(x), expected)
     e = kiln.explain(_settings_between)(x)
-    reasons = [r.reason.split(" ")[0] for r in e.break_reasons]
+    reasons = [r.reason.split(" ")[0] for r in e.all_break_reasons]
     assert reasons == ["kiln.seed()", "kiln.get_rng_state()", "kiln.set_default_dtype()", "kiln.use_deterministic_algorithms()"], str(e)
 
 
