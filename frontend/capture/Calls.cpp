@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <exception>
+#include <utility>
 
 #include "frontend/binding/PythonConvert.h"
 #include "frontend/capture/SymbolicInterpreter.h"
@@ -226,6 +227,32 @@ VT* InstructionTranslator::call(VT* fn, VTs args, Kwargs kwargs) {
     t_.setGradMode(static_cast<GradModeExitVT*>(fn)->restore);
     return t_.constant(nb::bool_(false));
   }
+  case VT::Kind::UserContextExit: {
+    // The block ended normally (exit(None, None, None)): the generator's rest after its yield,
+    // or the class's __exit__.
+    auto* e = static_cast<UserContextExitVT*>(fn);
+    if (e->done) throw Unsupported{"internal: a context manager's exit called twice"};
+    e->done = true;
+    VT* result = t_.constant(nb::bool_(false));
+    if (e->exit) {
+      result = call(e->exit, std::move(args), std::move(kwargs));
+    } else {
+      struct CallerOnUnwind {
+        Tracer& t;
+        nb::handle code;
+        int instruction;
+        int uncaught = std::uncaught_exceptions();
+        ~CallerOnUnwind() {
+          if (std::uncaught_exceptions() > uncaught) t.noteUnwoundCaller(code, instruction);
+        }
+      } caller{t_, code_, int(pc_ - 1)};
+      std::shared_ptr<InstructionTranslator> generator = std::move(e->generator);
+      generator->resumeToEnd();
+      t_.setPosition(code_, int(pc_ - 1));
+    }
+    if (e->topFrame && !t_.userWiths.empty()) t_.userWiths.pop_back();
+    return result;
+  }
   case VT::Kind::AutocastExit: {
     autocast::setPackedState(static_cast<AutocastExitVT*>(fn)->restore);
     return t_.constant(nb::bool_(false));
@@ -334,6 +361,18 @@ VT* InstructionTranslator::callUserObject(VT* self, PyTypeObject* type, VTs& arg
 }
 
 VT* InstructionTranslator::inlineFunction(FunctionVT* f, VTs args, Kwargs kwargs, bool traceLibrary) {
+  // `f(args)` of a @contextlib.contextmanager function: entered by a `with` (BEFORE_WITH).
+  static nb::handle contextHelper =
+      nb::object(nb::module_::import_("kiln._compiling").attr("CONTEXTMANAGER_HELPER_CODE")).release();
+  if (PyFunction_GET_CODE(f->fn.ptr()) == contextHelper.ptr() && !suspendInline_) {
+    nb::object wrapped = nb::getattr(f->fn, "__wrapped__", nb::none());
+    if (PyFunction_Check(wrapped.ptr()) &&
+        (reinterpret_cast<PyCodeObject*>(PyFunction_GET_CODE(wrapped.ptr()))->co_flags & CO_GENERATOR)) {
+      auto* g = t_.make<FunctionVT>(wrapped);
+      g->source = f->source ? attrSource(f->source, "__wrapped__") : nullptr;
+      return t_.make<GeneratorContextVT>(g, std::move(args), std::move(kwargs));
+    }
+  }
   // kiln.compiler.is_compiling(): True for the code being traced (False when it runs).
   static nb::handle isCompiling =
       nb::object(nb::module_::import_("kiln._compiling").attr("is_compiling")).release();
@@ -450,7 +489,9 @@ VT* InstructionTranslator::inlineCall(nb::handle code, nb::handle globals,
                        paramName(i) + "'"};
     locals[size_t(i)] = static_cast<DictVT*>(kwdefaults)->entries[size_t(d)].second;
   }
-  InstructionTranslator inner(t_, code, globals, std::move(globalSource), depth_ + 1);
+  std::shared_ptr<InstructionTranslator>* suspend = std::exchange(suspendInline_, nullptr);
+  auto inner = std::make_shared<InstructionTranslator>(t_, code, globals, std::move(globalSource), depth_ + 1);
+  inner->suspendAtYield_ = suspend != nullptr;
   struct CallerOnUnwind { // this frame's call site in the user stack of a failure inside
     Tracer& t;
     nb::handle code;
@@ -460,8 +501,9 @@ VT* InstructionTranslator::inlineCall(nb::handle code, nb::handle globals,
       if (std::uncaught_exceptions() > uncaught) t.noteUnwoundCaller(code, instruction);
     }
   } caller{t_, code_, int(pc_ - 1)};
-  VT* r = inner.run(std::move(locals), closure);
+  VT* r = inner->run(std::move(locals), closure);
   t_.setPosition(code_, int(pc_ - 1));
+  if (suspend && inner->suspended_) *suspend = inner;
   return r;
 }
 

@@ -23,6 +23,21 @@ const char* kInplaceNames[] = {"iadd", "iand", "ifloordiv", "ilshift", "imatmul"
                                "ior",  "ipow", "irshift",   "isub",    "itruediv", "ixor"};
 const char* kCompareNames[] = {"lt", "le", "eq", "ne", "gt", "ge"};
 
+// Whether `cls` is a user class whose __enter__ and __exit__ are Python functions of user code
+// (not kiln's or a library's): a `with` over one of its instances inlines both, as TorchDynamo.
+bool isUserContextManagerClass(nb::handle cls) {
+  static nb::handle skipped =
+      nb::object(nb::module_::import_("kiln.compiler.skip_policy").attr("is_skipped_file")).release();
+  if (!PyType_Check(cls.ptr())) return false;
+  for (const char* name : {"__enter__", "__exit__"}) {
+    PyObject* f = _PyType_Lookup(reinterpret_cast<PyTypeObject*>(cls.ptr()), nb::str(name).ptr());
+    if (!f || !PyFunction_Check(f)) return false;
+    nb::object filename = nb::borrow(PyFunction_GET_CODE(f)).attr("co_filename");
+    if (nb::cast<bool>(skipped(filename))) return false;
+  }
+  return true;
+}
+
 } // namespace
 
 InstructionTranslator::InstructionTranslator(Tracer& t, nb::handle code, nb::handle globals,
@@ -55,7 +70,27 @@ VTs InstructionTranslator::popN(int n) {
 VT* InstructionTranslator::run(VTs locals, const VTs& closure) {
   locals_ = std::move(locals);
   closure_ = closure;
-  while (!returned_) {
+  runLoop();
+  if (t_.stopped && depth_ == 0) return nullptr;
+  if (suspended_) return yielded_.back();
+  if (isGenerator_ && !suspendAtYield_) {
+    auto* it = t_.make<IteratorVT>(yielded_);
+    nb::object module = nb::borrow<nb::dict>(globals_).get("__name__", nb::none());
+    it->libraryGenerator = nb::isinstance<nb::str>(module) &&
+                           nb::cast<std::string>(module).rfind("kiln.", 0) == 0;
+    return it;
+  }
+  return result_;
+}
+
+void InstructionTranslator::resumeToEnd() {
+  suspended_ = false;
+  runLoop();
+  if (suspended_) throw Unsupported{"a @contextmanager generator that yields more than once"};
+}
+
+void InstructionTranslator::runLoop() {
+  while (!returned_ && !suspended_) {
     if (--t_.instructionBudget < 0)
       throw Unsupported{"the frame runs too many instructions while tracing (a long loop?)"};
     size_t here = pc_++;
@@ -66,18 +101,10 @@ VT* InstructionTranslator::run(VTs locals, const VTs& closure) {
     }
     if (t_.visitRoot(int(here), bc_.raw[here], bc_.args[here])) {
       t_.stopped = std::make_unique<Tracer::StopState>(Tracer::StopState{locals_, stack_, kwNames_});
-      return nullptr;
+      return;
     }
     stepCatching(here);
   }
-  if (isGenerator_) {
-    auto* it = t_.make<IteratorVT>(yielded_);
-    nb::object module = nb::borrow<nb::dict>(globals_).get("__name__", nb::none());
-    it->libraryGenerator = nb::isinstance<nb::str>(module) &&
-                           nb::cast<std::string>(module).rfind("kiln.", 0) == 0;
-    return it;
-  }
-  return result_;
 }
 
 void InstructionTranslator::stepCatching(size_t here) {
@@ -282,6 +309,7 @@ void InstructionTranslator::step(size_t here) {
   case Op::YIELD_VALUE:
     yielded_.push_back(pop());
     push(t_.none());
+    suspended_ = suspendAtYield_;
     return;
   // `yield from it` in a generator being unrolled: each item of `it` is yielded in turn (SEND
   // pushes the next one for YIELD_VALUE, which loops back to SEND); at the end SEND leaves the
@@ -576,8 +604,38 @@ void InstructionTranslator::step(size_t here) {
       push(t_.none());
       return;
     }
+    nb::handle cls;
+    if (mgr->kind == VT::Kind::NewObject) cls = static_cast<NewObjectVT*>(mgr)->cls;
+    else if (mgr->kind == VT::Kind::Object) cls = nb::handle(reinterpret_cast<PyObject*>(Py_TYPE(static_cast<ObjectVT*>(mgr)->object.ptr())));
+    // A user context manager (TorchDynamo traces them too): its exit stays on the stack for the
+    // block's end (called with three Nones; the exception path is not traced: an exception
+    // inside is a break or the user's error).
+    if (cls.is_valid() && isUserContextManagerClass(cls)) {
+      if (depth_ == 0) t_.userWiths.push_back(t_.rootPosition);
+      VT* exit = loadAttr(mgr, "__exit__");
+      VT* entered = call(loadAttr(mgr, "__enter__"), {}, {});
+      push(t_.make<UserContextExitVT>(nullptr, exit, depth_ == 0));
+      push(entered);
+      return;
+    }
+    if (mgr->kind == VT::Kind::GeneratorContext) {
+      if (depth_ == 0) t_.userWiths.push_back(t_.rootPosition);
+      auto* g = static_cast<GeneratorContextVT*>(mgr);
+      std::shared_ptr<InstructionTranslator> generator;
+      struct Clear {
+        std::shared_ptr<InstructionTranslator>*& slot;
+        ~Clear() { slot = nullptr; }
+      } clear{suspendInline_};
+      suspendInline_ = &generator; // inlineCall runs the generator frame to its yield only
+      VT* entered = call(g->func, g->args, g->kwargs);
+      if (!generator) throw Unsupported{"a @contextmanager generator that does not yield"};
+      push(t_.make<UserContextExitVT>(std::move(generator), nullptr, depth_ == 0));
+      push(entered);
+      return;
+    }
     if (mgr->kind != VT::Kind::GradMode)
-      throw Unsupported{"a `with` block over a context manager other than kiln's grad modes and autocast"};
+      throw Unsupported{"a `with` block over a context manager other than kiln's grad modes, autocast and "
+                        "user classes with __enter__ and __exit__"};
     auto* g = static_cast<GradModeVT*>(mgr);
     bool prev = g->previous ? *g->previous : t_.gradMode();
     t_.setGradMode(g->enabled);

@@ -113,6 +113,10 @@ public:
   struct RootPosition {
     int instruction = -1, occurrence = 0, op = 0, arg = 0;
   };
+  // The top frame's `with` statements over user context managers whose block runs now
+  // (outermost first), each where its BEFORE_WITH is: a failure inside one is reported there, so
+  // the graph break is at the statement (the block cannot be resumed inside).
+  std::vector<RootPosition> userWiths;
   struct StopState {
     VTs locals, stack;
     nb::object kwNames;
@@ -265,6 +269,9 @@ public:
   // Runs the frame from its first instruction with `locals` (localsplus, arguments first) and
   // the cells of its free variables; returns what it returns.
   VT* run(VTs locals, const VTs& closure);
+  // A generator frame suspended at its yield (a @contextmanager's, see suspendInline_): runs
+  // the rest of it; Unsupported when it yields again.
+  void resumeToEnd();
 
 private:
   void step(size_t here);
@@ -378,6 +385,11 @@ private:
   nb::object kwNames_;
   bool isGenerator_ = false;
   VTs yielded_;
+  // Set just before inlining a @contextmanager's generator function: inlineCall runs the new
+  // frame up to its first yield only and hands the suspended frame over here.
+  std::shared_ptr<InstructionTranslator>* suspendInline_ = nullptr;
+  bool suspendAtYield_ = false, suspended_ = false;
+  void runLoop();
 };
 
 } // namespace kiln::capture

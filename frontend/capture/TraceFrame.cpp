@@ -533,7 +533,8 @@ nb::dict traceOnce(nb::handle frameInfo, nb::handle options, bool decomposeCompo
     d["floats"] = tracer.floatsRead;
     d["ints"] = tracer.intsRead;
     // Where the top frame was, for a graph break there (the caller decides).
-    const Tracer::RootPosition& p = tracer.rootPosition;
+    // Inside a user context manager's block: at its `with` (Tracer::userWiths).
+    const Tracer::RootPosition& p = tracer.userWiths.empty() ? tracer.rootPosition : tracer.userWiths.front();
     if (p.instruction >= 0 && tracer.stopAt < 0) {
       d["instruction"] = p.instruction;
       d["occurrence"] = p.occurrence;

@@ -80,6 +80,8 @@ struct VT {
     Ndarray,     // a NumPy array (or scalar) computed in the graph: a tensor with NumPy's rules
     Number,      // a Python int or float that is a graph value (automatic dynamic numbers)
     Partial,     // functools.partial(f, ...) made while tracing
+    GeneratorContext,     // a @contextlib.contextmanager function's call, not yet entered
+    UserContextExit,      // a user context manager's exit while its `with` block runs
   };
   explicit VT(Kind k) : kind(k) {}
   virtual ~VT() = default;
@@ -220,6 +222,31 @@ struct GradModeVT : VT {
   explicit GradModeVT(bool on) : VT(Kind::GradMode), enabled(on) {}
   bool enabled;
   std::optional<bool> previous; // set_grad_enabled(m) already switched; `with` restores this
+};
+
+// `with f(args):` over a @contextlib.contextmanager generator function f (traced, as TorchDynamo
+// does): entering runs f's frame to its yield, whose value the `with` binds; the block's end
+// runs the rest of the suspended frame.
+struct GeneratorContextVT : VT {
+  GeneratorContextVT(VT* f, VTs a, Kwargs k)
+      : VT(Kind::GeneratorContext), func(f), args(std::move(a)), kwargs(std::move(k)) {}
+  VT* func; // the generator function (a FunctionVT)
+  VTs args;
+  Kwargs kwargs;
+};
+
+class InstructionTranslator;
+
+// The exit of a `with` block over a user context manager: a @contextmanager's generator frame
+// suspended at its yield, or a user class's bound __exit__. While the block of one entered by
+// the top frame runs, a graph break inside it is a break at the `with` (Tracer::userWiths).
+struct UserContextExitVT : VT {
+  UserContextExitVT(std::shared_ptr<InstructionTranslator> g, VT* e, bool top)
+      : VT(Kind::UserContextExit), generator(std::move(g)), exit(e), topFrame(top) {}
+  std::shared_ptr<InstructionTranslator> generator; // suspended at its yield, or null
+  VT* exit;                                         // the bound __exit__, or null
+  bool topFrame;                                    // entered by the top frame
+  bool done = false;
 };
 
 struct GradModeExitVT : VT {
