@@ -1046,9 +1046,22 @@ VT* InstructionTranslator::construct(nb::handle cls, VTs args, Kwargs kwargs) {
     static_cast<DictVT*>(made)->madeType = nb::borrow(cls);
     return made;
   }
+  // An exception to raise (`raise ValueError("...")`): made for real from constants when its
+  // class constructs as BaseException does (no __new__ or __init__ of Python code).
+  auto* type = reinterpret_cast<PyTypeObject*>(cls.ptr());
+  if (PyType_IsSubtype(type, reinterpret_cast<PyTypeObject*>(PyExc_BaseException)) && allConstant(args) &&
+      std::all_of(kwargs.begin(), kwargs.end(), [](const auto& kv) { return kv.second->kind == VT::Kind::Constant; })) {
+    PyObject* init = _PyType_Lookup(type, nb::str("__init__").ptr());
+    PyObject* made = _PyType_Lookup(type, nb::str("__new__").ptr());
+    if (!(init && PyFunction_Check(init)) && !(made && PyFunction_Check(made))) {
+      nb::object instance = constructFromConstants(cls, args, kwargs, "an exception's arguments");
+      std::string text = nb::cast<std::string>(nb::str(instance));
+      return t_.make<ExceptionVT>(nb::borrow(cls), instance,
+                                  std::string(type->tp_name) + (text.empty() ? "" : ": " + text));
+    }
+  }
   // Instances of plain user classes (object.__new__, a Python __init__) are tracked
   // symbolically; they must not escape the trace.
-  auto* type = reinterpret_cast<PyTypeObject*>(cls.ptr());
   if (Py_TYPE(cls.ptr()) != &PyType_Type || type->tp_new != PyBaseObject_Type.tp_new)
     throw Unsupported{std::string("constructing a ") + type->tp_name + " object"};
   auto* obj = t_.make<NewObjectVT>(nb::borrow(cls));

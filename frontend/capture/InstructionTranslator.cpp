@@ -111,16 +111,43 @@ void InstructionTranslator::stepCatching(size_t here) {
   try {
     step(here);
   } catch (const TraceError& e) {
-    // The traced code raised (`o.attr` missing, a KeyError) where a handler of this frame may
-    // catch it: `try: s = o.scale except AttributeError: ...` runs fine eagerly, so the frame is
-    // no user error to run eagerly (and trace again) at every call. Exception handling is not
-    // traced: a graph break at this instruction, once (the code before it stays compiled).
-    static nb::handle inTry =
-        nb::object(nb::module_::import_("kiln.compiler.bytecode").attr("in_try")).release();
-    if (nb::cast<bool>(inTry(code_, nb::int_(here))))
-      throw Unsupported{e.reason + ", raised inside a try block (exception handling is not traced)"};
-    throw;
+    // The traced code raised (`o.attr` missing, a KeyError, a `raise`) where a handler of this
+    // frame may catch it (`try: s = o.scale except AttributeError: ...`): as CPython, the stack
+    // is cut to the handler's depth and the exception pushed for its `except` clauses
+    // (PUSH_EXC_INFO, CHECK_EXC_MATCH); one they do not match is raised again (RERAISE). An
+    // exception of a class the trace cannot name is a graph break here, once.
+    static nb::handle handlerOf =
+        nb::object(nb::module_::import_("kiln.compiler.bytecode").attr("exception_handler")).release();
+    nb::object handler = handlerOf(code_, nb::int_(here));
+    if (handler.is_none()) throw;
+    VT* exc = e.catchable ? exceptionOf(e) : nullptr;
+    if (!exc) throw Unsupported{e.reason + ", raised inside a try block (exception handling is not traced for it)"};
+    nb::tuple h = nb::borrow<nb::tuple>(handler);
+    int target = nb::cast<int>(h[0]), depth = nb::cast<int>(h[1]);
+    bool lasti = nb::cast<bool>(h[2]);
+    if (depth < 0 || size_t(depth) > stack_.size()) throw Unsupported{"internal: an exception handler's stack depth"};
+    stack_.resize(size_t(depth));
+    if (lasti) push(t_.constant(nb::int_(here)));
+    push(exc);
+    jumpTo(size_t(target));
   }
+}
+
+VT* InstructionTranslator::exceptionOf(const TraceError& e) {
+  if (e.exception.is_valid()) {
+    bool isClass = PyType_Check(e.exception.ptr());
+    nb::object type = isClass ? e.exception : nb::borrow(reinterpret_cast<PyObject*>(Py_TYPE(e.exception.ptr())));
+    return t_.make<ExceptionVT>(type, isClass ? nb::object() : e.exception, e.reason);
+  }
+  // "KeyError: 'shift'": a builtin exception class named first.
+  std::string name = e.reason.substr(0, e.reason.find(':'));
+  nb::object builtins = nb::module_::import_("builtins");
+  if (name.empty() || !nb::hasattr(builtins, name.c_str())) return nullptr;
+  nb::object type = builtins.attr(name.c_str());
+  if (!PyType_Check(type.ptr()) || !PyType_IsSubtype(reinterpret_cast<PyTypeObject*>(type.ptr()),
+                                                     reinterpret_cast<PyTypeObject*>(PyExc_BaseException)))
+    return nullptr;
+  return t_.make<ExceptionVT>(type, nb::object(), e.reason);
 }
 
 void InstructionTranslator::jumpTo(size_t target) { pc_ = target; }
@@ -643,8 +670,53 @@ void InstructionTranslator::step(size_t here) {
     push(t_.none());
     return;
   }
-  case Op::RAISE_VARARGS:
-    throw Unsupported{"a `raise` statement"};
+  case Op::PUSH_EXC_INFO: {
+    VT* exc = pop();
+    push(handledException_ ? handledException_ : t_.none());
+    push(exc);
+    handledException_ = exc;
+    return;
+  }
+  case Op::POP_EXCEPT: {
+    VT* previous = pop();
+    handledException_ = previous->kind == VT::Kind::Exception ? previous : nullptr;
+    return;
+  }
+  case Op::CHECK_EXC_MATCH: {
+    VT* classes = pop();
+    if (top()->kind != VT::Kind::Exception) throw Unsupported{"internal: CHECK_EXC_MATCH without an exception"};
+    nb::object match = exceptionClasses(classes);
+    int is = PyObject_IsSubclass(static_cast<ExceptionVT*>(top())->type.ptr(), match.ptr());
+    if (is < 0) throw nb::python_error();
+    push(t_.constant(nb::bool_(is == 1)));
+    return;
+  }
+  case Op::RERAISE: {
+    VT* exc = pop();
+    if (exc->kind != VT::Kind::Exception) throw Unsupported{"re-raising an exception the trace does not know"};
+    auto* x = static_cast<ExceptionVT*>(exc);
+    throw TraceError{x->reason, x->instance.is_valid() ? x->instance : x->type};
+  }
+  case Op::RAISE_VARARGS: {
+    if (arg == 0) { // a bare `raise` inside an `except` clause
+      if (!handledException_) throw Unsupported{"a bare `raise` outside an except clause"};
+      auto* x = static_cast<ExceptionVT*>(handledException_);
+      throw TraceError{x->reason, x->instance.is_valid() ? x->instance : x->type};
+    }
+    if (arg != 1) throw Unsupported{"`raise ... from ...`"};
+    VT* v = pop();
+    if (v->kind == VT::Kind::Exception) {
+      auto* x = static_cast<ExceptionVT*>(v);
+      throw TraceError{x->reason, x->instance.is_valid() ? x->instance : x->type};
+    }
+    if (v->kind == VT::Kind::Object && PyType_Check(static_cast<ObjectVT*>(v)->object.ptr()) &&
+        PyType_IsSubtype(reinterpret_cast<PyTypeObject*>(static_cast<ObjectVT*>(v)->object.ptr()),
+                         reinterpret_cast<PyTypeObject*>(PyExc_BaseException))) {
+      nb::object cls = static_cast<ObjectVT*>(v)->object;
+      throw TraceError{std::string(reinterpret_cast<PyTypeObject*>(cls.ptr())->tp_name), cls};
+    }
+    throw Unsupported{std::string("raising a ") + kindName(v)};
+  }
   case Op::LOAD_ASSERTION_ERROR:
     throw Unsupported{"a failing `assert`"};
   case Op::Unknown:
@@ -1015,6 +1087,19 @@ nb::object InstructionTranslator::constantValue(VT* v, const char* what) {
   if (!containsTensor(v) && (v->kind == VT::Kind::Tuple || v->kind == VT::Kind::Object))
     return t_.toPython(v);
   throw Unsupported{std::string(kindName(v)) + " used as " + what};
+}
+
+// The class or tuple of classes an `except` clause names, as CPython's CHECK_EXC_MATCH reads it.
+nb::object InstructionTranslator::exceptionClasses(VT* v) {
+  if (v->kind == VT::Kind::Object) return static_cast<ObjectVT*>(v)->object;
+  if (v->kind == VT::Kind::Constant) return static_cast<ConstantVT*>(v)->value;
+  if (v->kind == VT::Kind::Tuple) {
+    nb::list items;
+    for (VT* item : static_cast<SequenceVT*>(v)->items)
+      items.append(exceptionClasses(item));
+    return nb::tuple(items);
+  }
+  throw Unsupported{std::string("an except clause naming a ") + kindName(v)};
 }
 
 const char* InstructionTranslator::kindName(VT* v) {

@@ -292,6 +292,7 @@ private:
   VTs popN(int n);
   std::string localName(int index) const;
   static const char* kindName(VT* v);
+  nb::object exceptionClasses(VT* v);
 
   // Values.
   bool truthy(VT* v);
@@ -389,6 +390,9 @@ private:
   // frame up to its first yield only and hands the suspended frame over here.
   std::shared_ptr<InstructionTranslator>* suspendInline_ = nullptr;
   bool suspendAtYield_ = false, suspended_ = false;
+  VT* handledException_ = nullptr; // the exception an `except` clause of this frame handles now
+  // The exception a TraceError stands for, or nullptr when its class is not known.
+  VT* exceptionOf(const TraceError& e);
   void runLoop();
 };
 

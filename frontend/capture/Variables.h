@@ -82,6 +82,7 @@ struct VT {
     Partial,     // functools.partial(f, ...) made while tracing
     GeneratorContext,     // a @contextlib.contextmanager function's call, not yet entered
     UserContextExit,      // a user context manager's exit while its `with` block runs
+    Exception,            // an exception the traced code made or raised (caught by an `except`)
   };
   explicit VT(Kind k) : kind(k) {}
   virtual ~VT() = default;
@@ -314,7 +315,22 @@ struct Unsupported {
 // The traced code itself raised (a user error): the frame runs eagerly this time, so the user
 // sees the real exception.
 struct TraceError {
+  TraceError(std::string r, nb::object e = nb::object()) : reason(std::move(r)), exception(std::move(e)) {}
   std::string reason;
+  nb::object exception; // the exception (or its class) when known, else its class is read from reason
+  // False when no guard pins what raised it (an attribute missing from an object without a
+  // source): an `except` clause does not handle it while tracing (a graph break there instead).
+  bool catchable = true;
+};
+
+// An exception the traced code raised (for an `except` clause to match) or made to raise: its
+// class, and the instance when the trace has it (a builtin exception made from constants).
+// Nothing else of it is traced (str(e) and its attributes are a graph break).
+struct ExceptionVT : VT {
+  ExceptionVT(nb::object t, nb::object i, std::string r)
+      : VT(Kind::Exception), type(std::move(t)), instance(std::move(i)), reason(std::move(r)) {}
+  nb::object type, instance;
+  std::string reason; // "KeyError: 'shift'", as a user error reports it
 };
 // A double backward traced on the fakes met a tensor a composite op (recorded as one node) made
 // internally for autograd: the frame is traced again with composites decomposed (trace_frame).
