@@ -598,7 +598,9 @@ void InstructionTranslator::initializeLazyModule(ModuleVT* m, const VTs& args, c
   try {
     mod.attr("_infer_parameters")(mod, nb::tuple(realArgs), realKwargs);
   } catch (nb::python_error& e) {
-    throw TraceError{std::string(Py_TYPE(e.value().ptr())->tp_name) + ": " + nb::cast<std::string>(nb::str(e.value()))};
+    TraceError error{std::string(Py_TYPE(e.value().ptr())->tp_name) + ": " + nb::cast<std::string>(nb::str(e.value()))};
+    error.catchable = false; // run on fakes (see Tracer::callReal)
+    throw error;
   }
 }
 

@@ -150,3 +150,24 @@ def test_what_raised_is_guarded():
         setup()
         np.testing.assert_allclose(compiled(x).numpy(), [want, want])
         np.testing.assert_allclose(fn(x).numpy(), [want, want])
+
+
+def test_an_error_of_a_call_run_on_fakes_is_a_break_not_handled():
+    """A library call run for real on fakes may fail where the real call would not: its error
+    inside a try block is a graph break (the call runs eagerly), never an exception the trace
+    handles (it would take the except path where eager code may not)."""
+    lin = kiln.nn.Linear(4, 3)
+
+    def fn(x):
+        try:
+            y = lin(x)
+        except RuntimeError:
+            y = x.sum(-1, keepdim=True).expand(x.shape[0], 3)
+        return y * 2
+
+    for x in (kiln.ones(2, 5), kiln.ones(2, 4)):
+        kiln.compiler.reset()
+        np.testing.assert_allclose(kiln.compile(fn)(x).detach().numpy(), fn(x).detach().numpy(), rtol=1e-6)
+    kiln.compiler.reset()
+    e = kiln.explain(fn)(kiln.ones(2, 5))
+    assert any("shapes cannot be multiplied" in r.reason for r in e.all_break_reasons), str(e)
