@@ -58,8 +58,10 @@ VT* InstructionTranslator::loadAttr(VT* obj, const std::string& name) {
     if (name == "grad") return t_.loadGrad(t);
     // A tensor that does not require grad has no grad_fn (zero_grad(set_to_none=False) asks).
     if (name == "grad_fn" && !nb::cast<bool>(t->fake.attr("requires_grad"))) return t_.none();
-    if (name == "data" || name == "grad_fn" || name == "_version")
-      throw Unsupported{"Tensor." + name};
+    // `p.data`: the tensor's values without its autograd history, as TorchDynamo traces it
+    // (a detached alias: `p.data.add_(g)` writes p, `h.data` carries no graph).
+    if (name == "data") return callMethod(t_.make<MethodVT>(obj, "detach"), {}, {});
+    if (name == "grad_fn" || name == "_version") throw Unsupported{"Tensor." + name};
     for (const char* m : kTensorMetadata)
       if (name == m) {
         VT* v = t_.wrapResult(t->fake.attr(name.c_str()));
@@ -231,9 +233,32 @@ VT* InstructionTranslator::wrapSubmodule(ModuleVT* parent, nb::handle sub) {
 
 VT* InstructionTranslator::loadClassAttr(VT* obj, nb::handle x, const std::string& name) {
   PyObject* attr = _PyType_Lookup(Py_TYPE(x.ptr()), nb::str(name.c_str()).ptr());
-  if (!attr)
-    throw TraceError{"AttributeError: '" + std::string(Py_TYPE(x.ptr())->tp_name) +
-                     "' object has no attribute '" + name + "'"};
+  if (!attr) {
+    TraceError missing{"AttributeError: '" + std::string(Py_TYPE(x.ptr())->tp_name) +
+                       "' object has no attribute '" + name + "'"};
+    // For an `except AttributeError:` to be traced, a later call must find it missing too: the
+    // keys of the instance dict (and of a module's parameter, buffer and submodule dicts) are
+    // guarded.
+    PyObject** dictPtr = _PyObject_GetDictPtr(x.ptr());
+    missing.catchable = obj->source && dictPtr && *dictPtr &&
+                        (obj->kind == VT::Kind::Object || obj->kind == VT::Kind::Module);
+    if (missing.catchable) {
+      auto guardKeys = [&](const SourcePtr& source, PyObject* dict) {
+        std::vector<PyObject*> keys;
+        PyObject *key, *value;
+        Py_ssize_t pos = 0;
+        while (PyDict_Next(dict, &pos, &key, &value))
+          keys.push_back(key);
+        source->guardNode(t_.guards()).checkDictKeys(keys);
+      };
+      guardKeys(attrSource(obj->source, "__dict__"), *dictPtr);
+      if (obj->kind == VT::Kind::Module)
+        for (const char* table : {"_parameters", "_buffers", "_modules"})
+          if (PyObject* d = PyDict_GetItemString(*dictPtr, table); d && PyDict_Check(d))
+            guardKeys(attrSource(obj->source, table), d);
+    }
+    throw missing;
+  }
   if (PyFunction_Check(attr)) return t_.make<MethodVT>(obj, name);
   if (PyObject_TypeCheck(attr, &PyProperty_Type)) {
     nb::object getter = nb::borrow(attr).attr("fget");

@@ -18,15 +18,12 @@ struct UnsupportedOp {
 };
 
 // The opnames of 3.11 to 3.13 that kiln does not run, with the reason a graph break gives.
-// Instructions of exception handlers are only reached when an exception is being handled, which
-// a trace never does (a user exception ends it); INSTRUMENTED_* never appear in co_code.
+// Of exception handlers, only a `try` block's `except` clauses are traced (an exception the
+// traced code raises inside the block, InstructionTranslator::stepCatching); INSTRUMENTED_* never
+// appear in co_code.
 constexpr UnsupportedOp kUnsupportedOps[] = {
-    {"PUSH_EXC_INFO", "exception handling (a `try`/`with` handler)"},
-    {"POP_EXCEPT", "exception handling (a `try`/`with` handler)"},
-    {"CHECK_EXC_MATCH", "exception handling (an `except` clause)"},
     {"CHECK_EG_MATCH", "exception handling (an `except*` clause)"},
     {"PREP_RERAISE_STAR", "exception handling (an `except*` clause)"},
-    {"RERAISE", "exception handling (re-raising)"},
     {"WITH_EXCEPT_START", "exception handling (a `with` block's __exit__ on an exception)"},
     {"CLEANUP_THROW", "generator.throw()"},
     {"CALL_INTRINSIC_2", "`except*` or a generic type parameter"},

@@ -38,7 +38,7 @@ namespace nb = nanobind;
   X(POP_JUMP_BACKWARD_IF_NONE) X(POP_JUMP_BACKWARD_IF_NOT_NONE) X(POP_JUMP_IF_TRUE)                 \
   X(POP_JUMP_IF_FALSE) X(POP_JUMP_IF_NONE) X(POP_JUMP_IF_NOT_NONE) X(JUMP_IF_TRUE_OR_POP)           \
   X(JUMP_IF_FALSE_OR_POP) X(BEFORE_WITH) X(RAISE_VARARGS) X(LOAD_ASSERTION_ERROR)               \
-  X(GET_YIELD_FROM_ITER) X(SEND) X(END_SEND)
+  X(GET_YIELD_FROM_ITER) X(SEND) X(END_SEND) X(PUSH_EXC_INFO) X(POP_EXCEPT) X(CHECK_EXC_MATCH) X(RERAISE)
 
 enum class Op : uint8_t {
   Unknown, // an instruction kiln does not run (its reason: unsupportedReason)

@@ -4,6 +4,8 @@
 #include <Python.h>
 
 #include <algorithm>
+#include <exception>
+#include <utility>
 
 #include "frontend/binding/PythonConvert.h"
 #include "frontend/capture/SymbolicInterpreter.h"
@@ -225,6 +227,32 @@ VT* InstructionTranslator::call(VT* fn, VTs args, Kwargs kwargs) {
     t_.setGradMode(static_cast<GradModeExitVT*>(fn)->restore);
     return t_.constant(nb::bool_(false));
   }
+  case VT::Kind::UserContextExit: {
+    // The block ended normally (exit(None, None, None)): the generator's rest after its yield,
+    // or the class's __exit__.
+    auto* e = static_cast<UserContextExitVT*>(fn);
+    if (e->done) throw Unsupported{"internal: a context manager's exit called twice"};
+    e->done = true;
+    VT* result = t_.constant(nb::bool_(false));
+    if (e->exit) {
+      result = call(e->exit, std::move(args), std::move(kwargs));
+    } else {
+      struct CallerOnUnwind {
+        Tracer& t;
+        nb::handle code;
+        int instruction;
+        int uncaught = std::uncaught_exceptions();
+        ~CallerOnUnwind() {
+          if (std::uncaught_exceptions() > uncaught) t.noteUnwoundCaller(code, instruction);
+        }
+      } caller{t_, code_, int(pc_ - 1)};
+      std::shared_ptr<InstructionTranslator> generator = std::move(e->generator);
+      generator->resumeToEnd();
+      t_.setPosition(code_, int(pc_ - 1));
+    }
+    if (e->topFrame && !t_.userWiths.empty()) t_.userWiths.pop_back();
+    return result;
+  }
   case VT::Kind::AutocastExit: {
     autocast::setPackedState(static_cast<AutocastExitVT*>(fn)->restore);
     return t_.constant(nb::bool_(false));
@@ -333,6 +361,18 @@ VT* InstructionTranslator::callUserObject(VT* self, PyTypeObject* type, VTs& arg
 }
 
 VT* InstructionTranslator::inlineFunction(FunctionVT* f, VTs args, Kwargs kwargs, bool traceLibrary) {
+  // `f(args)` of a @contextlib.contextmanager function: entered by a `with` (BEFORE_WITH).
+  static nb::handle contextHelper =
+      nb::object(nb::module_::import_("kiln._compiling").attr("CONTEXTMANAGER_HELPER_CODE")).release();
+  if (PyFunction_GET_CODE(f->fn.ptr()) == contextHelper.ptr() && !suspendInline_) {
+    nb::object wrapped = nb::getattr(f->fn, "__wrapped__", nb::none());
+    if (PyFunction_Check(wrapped.ptr()) &&
+        (reinterpret_cast<PyCodeObject*>(PyFunction_GET_CODE(wrapped.ptr()))->co_flags & CO_GENERATOR)) {
+      auto* g = t_.make<FunctionVT>(wrapped);
+      g->source = f->source ? attrSource(f->source, "__wrapped__") : nullptr;
+      return t_.make<GeneratorContextVT>(g, std::move(args), std::move(kwargs));
+    }
+  }
   // kiln.compiler.is_compiling(): True for the code being traced (False when it runs).
   static nb::handle isCompiling =
       nb::object(nb::module_::import_("kiln._compiling").attr("is_compiling")).release();
@@ -449,9 +489,21 @@ VT* InstructionTranslator::inlineCall(nb::handle code, nb::handle globals,
                        paramName(i) + "'"};
     locals[size_t(i)] = static_cast<DictVT*>(kwdefaults)->entries[size_t(d)].second;
   }
-  InstructionTranslator inner(t_, code, globals, std::move(globalSource), depth_ + 1);
-  VT* r = inner.run(std::move(locals), closure);
+  std::shared_ptr<InstructionTranslator>* suspend = std::exchange(suspendInline_, nullptr);
+  auto inner = std::make_shared<InstructionTranslator>(t_, code, globals, std::move(globalSource), depth_ + 1);
+  inner->suspendAtYield_ = suspend != nullptr;
+  struct CallerOnUnwind { // this frame's call site in the user stack of a failure inside
+    Tracer& t;
+    nb::handle code;
+    int instruction;
+    int uncaught = std::uncaught_exceptions();
+    ~CallerOnUnwind() {
+      if (std::uncaught_exceptions() > uncaught) t.noteUnwoundCaller(code, instruction);
+    }
+  } caller{t_, code_, int(pc_ - 1)};
+  VT* r = inner->run(std::move(locals), closure);
   t_.setPosition(code_, int(pc_ - 1));
+  if (suspend && inner->suspended_) *suspend = inner;
   return r;
 }
 
@@ -546,7 +598,9 @@ void InstructionTranslator::initializeLazyModule(ModuleVT* m, const VTs& args, c
   try {
     mod.attr("_infer_parameters")(mod, nb::tuple(realArgs), realKwargs);
   } catch (nb::python_error& e) {
-    throw TraceError{std::string(Py_TYPE(e.value().ptr())->tp_name) + ": " + nb::cast<std::string>(nb::str(e.value()))};
+    TraceError error{std::string(Py_TYPE(e.value().ptr())->tp_name) + ": " + nb::cast<std::string>(nb::str(e.value()))};
+    error.catchable = false; // run on fakes (see Tracer::callReal)
+    throw error;
   }
 }
 
@@ -1000,9 +1054,22 @@ VT* InstructionTranslator::construct(nb::handle cls, VTs args, Kwargs kwargs) {
     static_cast<DictVT*>(made)->madeType = nb::borrow(cls);
     return made;
   }
+  // An exception to raise (`raise ValueError("...")`): made for real from constants when its
+  // class constructs as BaseException does (no __new__ or __init__ of Python code).
+  auto* type = reinterpret_cast<PyTypeObject*>(cls.ptr());
+  if (PyType_IsSubtype(type, reinterpret_cast<PyTypeObject*>(PyExc_BaseException)) && allConstant(args) &&
+      std::all_of(kwargs.begin(), kwargs.end(), [](const auto& kv) { return kv.second->kind == VT::Kind::Constant; })) {
+    PyObject* init = _PyType_Lookup(type, nb::str("__init__").ptr());
+    PyObject* made = _PyType_Lookup(type, nb::str("__new__").ptr());
+    if (!(init && PyFunction_Check(init)) && !(made && PyFunction_Check(made))) {
+      nb::object instance = constructFromConstants(cls, args, kwargs, "an exception's arguments");
+      std::string text = nb::cast<std::string>(nb::str(instance));
+      return t_.make<ExceptionVT>(nb::borrow(cls), instance,
+                                  std::string(type->tp_name) + (text.empty() ? "" : ": " + text));
+    }
+  }
   // Instances of plain user classes (object.__new__, a Python __init__) are tracked
   // symbolically; they must not escape the trace.
-  auto* type = reinterpret_cast<PyTypeObject*>(cls.ptr());
   if (Py_TYPE(cls.ptr()) != &PyType_Type || type->tp_new != PyBaseObject_Type.tp_new)
     throw Unsupported{std::string("constructing a ") + type->tp_name + " object"};
   auto* obj = t_.make<NewObjectVT>(nb::borrow(cls));

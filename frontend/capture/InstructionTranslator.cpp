@@ -23,6 +23,21 @@ const char* kInplaceNames[] = {"iadd", "iand", "ifloordiv", "ilshift", "imatmul"
                                "ior",  "ipow", "irshift",   "isub",    "itruediv", "ixor"};
 const char* kCompareNames[] = {"lt", "le", "eq", "ne", "gt", "ge"};
 
+// Whether `cls` is a user class whose __enter__ and __exit__ are Python functions of user code
+// (not kiln's or a library's): a `with` over one of its instances inlines both, as TorchDynamo.
+bool isUserContextManagerClass(nb::handle cls) {
+  static nb::handle skipped =
+      nb::object(nb::module_::import_("kiln.compiler.skip_policy").attr("is_skipped_file")).release();
+  if (!PyType_Check(cls.ptr())) return false;
+  for (const char* name : {"__enter__", "__exit__"}) {
+    PyObject* f = _PyType_Lookup(reinterpret_cast<PyTypeObject*>(cls.ptr()), nb::str(name).ptr());
+    if (!f || !PyFunction_Check(f)) return false;
+    nb::object filename = nb::borrow(PyFunction_GET_CODE(f)).attr("co_filename");
+    if (nb::cast<bool>(skipped(filename))) return false;
+  }
+  return true;
+}
+
 } // namespace
 
 InstructionTranslator::InstructionTranslator(Tracer& t, nb::handle code, nb::handle globals,
@@ -55,7 +70,27 @@ VTs InstructionTranslator::popN(int n) {
 VT* InstructionTranslator::run(VTs locals, const VTs& closure) {
   locals_ = std::move(locals);
   closure_ = closure;
-  while (!returned_) {
+  runLoop();
+  if (t_.stopped && depth_ == 0) return nullptr;
+  if (suspended_) return yielded_.back();
+  if (isGenerator_ && !suspendAtYield_) {
+    auto* it = t_.make<IteratorVT>(yielded_);
+    nb::object module = nb::borrow<nb::dict>(globals_).get("__name__", nb::none());
+    it->libraryGenerator = nb::isinstance<nb::str>(module) &&
+                           nb::cast<std::string>(module).rfind("kiln.", 0) == 0;
+    return it;
+  }
+  return result_;
+}
+
+void InstructionTranslator::resumeToEnd() {
+  suspended_ = false;
+  runLoop();
+  if (suspended_) throw Unsupported{"a @contextmanager generator that yields more than once"};
+}
+
+void InstructionTranslator::runLoop() {
+  while (!returned_ && !suspended_) {
     if (--t_.instructionBudget < 0)
       throw Unsupported{"the frame runs too many instructions while tracing (a long loop?)"};
     size_t here = pc_++;
@@ -66,34 +101,53 @@ VT* InstructionTranslator::run(VTs locals, const VTs& closure) {
     }
     if (t_.visitRoot(int(here), bc_.raw[here], bc_.args[here])) {
       t_.stopped = std::make_unique<Tracer::StopState>(Tracer::StopState{locals_, stack_, kwNames_});
-      return nullptr;
+      return;
     }
     stepCatching(here);
   }
-  if (isGenerator_) {
-    auto* it = t_.make<IteratorVT>(yielded_);
-    nb::object module = nb::borrow<nb::dict>(globals_).get("__name__", nb::none());
-    it->libraryGenerator = nb::isinstance<nb::str>(module) &&
-                           nb::cast<std::string>(module).rfind("kiln.", 0) == 0;
-    return it;
-  }
-  return result_;
 }
 
 void InstructionTranslator::stepCatching(size_t here) {
   try {
     step(here);
   } catch (const TraceError& e) {
-    // The traced code raised (`o.attr` missing, a KeyError) where a handler of this frame may
-    // catch it: `try: s = o.scale except AttributeError: ...` runs fine eagerly, so the frame is
-    // no user error to run eagerly (and trace again) at every call. Exception handling is not
-    // traced: a graph break at this instruction, once (the code before it stays compiled).
-    static nb::handle inTry =
-        nb::object(nb::module_::import_("kiln.compiler.bytecode").attr("in_try")).release();
-    if (nb::cast<bool>(inTry(code_, nb::int_(here))))
-      throw Unsupported{e.reason + ", raised inside a try block (exception handling is not traced)"};
-    throw;
+    // The traced code raised (`o.attr` missing, a KeyError, a `raise`) where a handler of this
+    // frame may catch it (`try: s = o.scale except AttributeError: ...`): as CPython, the stack
+    // is cut to the handler's depth and the exception pushed for its `except` clauses
+    // (PUSH_EXC_INFO, CHECK_EXC_MATCH); one they do not match is raised again (RERAISE). An
+    // exception of a class the trace cannot name is a graph break here, once.
+    static nb::handle handlerOf =
+        nb::object(nb::module_::import_("kiln.compiler.bytecode").attr("exception_handler")).release();
+    nb::object handler = handlerOf(code_, nb::int_(here));
+    if (handler.is_none()) throw;
+    VT* exc = e.catchable ? exceptionOf(e) : nullptr;
+    if (!exc) throw Unsupported{e.reason + ", raised inside a try block (exception handling is not traced for it)"};
+    nb::tuple h = nb::borrow<nb::tuple>(handler);
+    int target = nb::cast<int>(h[0]), depth = nb::cast<int>(h[1]);
+    bool lasti = nb::cast<bool>(h[2]);
+    if (depth < 0 || size_t(depth) > stack_.size()) throw Unsupported{"internal: an exception handler's stack depth"};
+    stack_.resize(size_t(depth));
+    if (lasti) push(t_.constant(nb::int_(here)));
+    push(exc);
+    jumpTo(size_t(target));
   }
+}
+
+VT* InstructionTranslator::exceptionOf(const TraceError& e) {
+  if (e.exception.is_valid()) {
+    bool isClass = PyType_Check(e.exception.ptr());
+    nb::object type = isClass ? e.exception : nb::borrow(reinterpret_cast<PyObject*>(Py_TYPE(e.exception.ptr())));
+    return t_.make<ExceptionVT>(type, isClass ? nb::object() : e.exception, e.reason);
+  }
+  // "KeyError: 'shift'": a builtin exception class named first.
+  std::string name = e.reason.substr(0, e.reason.find(':'));
+  nb::object builtins = nb::module_::import_("builtins");
+  if (name.empty() || !nb::hasattr(builtins, name.c_str())) return nullptr;
+  nb::object type = builtins.attr(name.c_str());
+  if (!PyType_Check(type.ptr()) || !PyType_IsSubtype(reinterpret_cast<PyTypeObject*>(type.ptr()),
+                                                     reinterpret_cast<PyTypeObject*>(PyExc_BaseException)))
+    return nullptr;
+  return t_.make<ExceptionVT>(type, nb::object(), e.reason);
 }
 
 void InstructionTranslator::jumpTo(size_t target) { pc_ = target; }
@@ -282,6 +336,7 @@ void InstructionTranslator::step(size_t here) {
   case Op::YIELD_VALUE:
     yielded_.push_back(pop());
     push(t_.none());
+    suspended_ = suspendAtYield_;
     return;
   // `yield from it` in a generator being unrolled: each item of `it` is yielded in turn (SEND
   // pushes the next one for YIELD_VALUE, which loops back to SEND); at the end SEND leaves the
@@ -576,8 +631,38 @@ void InstructionTranslator::step(size_t here) {
       push(t_.none());
       return;
     }
+    nb::handle cls;
+    if (mgr->kind == VT::Kind::NewObject) cls = static_cast<NewObjectVT*>(mgr)->cls;
+    else if (mgr->kind == VT::Kind::Object) cls = nb::handle(reinterpret_cast<PyObject*>(Py_TYPE(static_cast<ObjectVT*>(mgr)->object.ptr())));
+    // A user context manager (TorchDynamo traces them too): its exit stays on the stack for the
+    // block's end (called with three Nones; the exception path is not traced: an exception
+    // inside is a break or the user's error).
+    if (cls.is_valid() && isUserContextManagerClass(cls)) {
+      if (depth_ == 0) t_.userWiths.push_back(t_.rootPosition);
+      VT* exit = loadAttr(mgr, "__exit__");
+      VT* entered = call(loadAttr(mgr, "__enter__"), {}, {});
+      push(t_.make<UserContextExitVT>(nullptr, exit, depth_ == 0));
+      push(entered);
+      return;
+    }
+    if (mgr->kind == VT::Kind::GeneratorContext) {
+      if (depth_ == 0) t_.userWiths.push_back(t_.rootPosition);
+      auto* g = static_cast<GeneratorContextVT*>(mgr);
+      std::shared_ptr<InstructionTranslator> generator;
+      struct Clear {
+        std::shared_ptr<InstructionTranslator>*& slot;
+        ~Clear() { slot = nullptr; }
+      } clear{suspendInline_};
+      suspendInline_ = &generator; // inlineCall runs the generator frame to its yield only
+      VT* entered = call(g->func, g->args, g->kwargs);
+      if (!generator) throw Unsupported{"a @contextmanager generator that does not yield"};
+      push(t_.make<UserContextExitVT>(std::move(generator), nullptr, depth_ == 0));
+      push(entered);
+      return;
+    }
     if (mgr->kind != VT::Kind::GradMode)
-      throw Unsupported{"a `with` block over a context manager other than kiln's grad modes and autocast"};
+      throw Unsupported{"a `with` block over a context manager other than kiln's grad modes, autocast and "
+                        "user classes with __enter__ and __exit__"};
     auto* g = static_cast<GradModeVT*>(mgr);
     bool prev = g->previous ? *g->previous : t_.gradMode();
     t_.setGradMode(g->enabled);
@@ -585,8 +670,53 @@ void InstructionTranslator::step(size_t here) {
     push(t_.none());
     return;
   }
-  case Op::RAISE_VARARGS:
-    throw Unsupported{"a `raise` statement"};
+  case Op::PUSH_EXC_INFO: {
+    VT* exc = pop();
+    push(handledException_ ? handledException_ : t_.none());
+    push(exc);
+    handledException_ = exc;
+    return;
+  }
+  case Op::POP_EXCEPT: {
+    VT* previous = pop();
+    handledException_ = previous->kind == VT::Kind::Exception ? previous : nullptr;
+    return;
+  }
+  case Op::CHECK_EXC_MATCH: {
+    VT* classes = pop();
+    if (top()->kind != VT::Kind::Exception) throw Unsupported{"internal: CHECK_EXC_MATCH without an exception"};
+    nb::object match = exceptionClasses(classes);
+    int is = PyObject_IsSubclass(static_cast<ExceptionVT*>(top())->type.ptr(), match.ptr());
+    if (is < 0) throw nb::python_error();
+    push(t_.constant(nb::bool_(is == 1)));
+    return;
+  }
+  case Op::RERAISE: {
+    VT* exc = pop();
+    if (exc->kind != VT::Kind::Exception) throw Unsupported{"re-raising an exception the trace does not know"};
+    auto* x = static_cast<ExceptionVT*>(exc);
+    throw TraceError{x->reason, x->instance.is_valid() ? x->instance : x->type};
+  }
+  case Op::RAISE_VARARGS: {
+    if (arg == 0) { // a bare `raise` inside an `except` clause
+      if (!handledException_) throw Unsupported{"a bare `raise` outside an except clause"};
+      auto* x = static_cast<ExceptionVT*>(handledException_);
+      throw TraceError{x->reason, x->instance.is_valid() ? x->instance : x->type};
+    }
+    if (arg != 1) throw Unsupported{"`raise ... from ...`"};
+    VT* v = pop();
+    if (v->kind == VT::Kind::Exception) {
+      auto* x = static_cast<ExceptionVT*>(v);
+      throw TraceError{x->reason, x->instance.is_valid() ? x->instance : x->type};
+    }
+    if (v->kind == VT::Kind::Object && PyType_Check(static_cast<ObjectVT*>(v)->object.ptr()) &&
+        PyType_IsSubtype(reinterpret_cast<PyTypeObject*>(static_cast<ObjectVT*>(v)->object.ptr()),
+                         reinterpret_cast<PyTypeObject*>(PyExc_BaseException))) {
+      nb::object cls = static_cast<ObjectVT*>(v)->object;
+      throw TraceError{std::string(reinterpret_cast<PyTypeObject*>(cls.ptr())->tp_name), cls};
+    }
+    throw Unsupported{std::string("raising a ") + kindName(v)};
+  }
   case Op::LOAD_ASSERTION_ERROR:
     throw Unsupported{"a failing `assert`"};
   case Op::Unknown:
@@ -957,6 +1087,19 @@ nb::object InstructionTranslator::constantValue(VT* v, const char* what) {
   if (!containsTensor(v) && (v->kind == VT::Kind::Tuple || v->kind == VT::Kind::Object))
     return t_.toPython(v);
   throw Unsupported{std::string(kindName(v)) + " used as " + what};
+}
+
+// The class or tuple of classes an `except` clause names, as CPython's CHECK_EXC_MATCH reads it.
+nb::object InstructionTranslator::exceptionClasses(VT* v) {
+  if (v->kind == VT::Kind::Object) return static_cast<ObjectVT*>(v)->object;
+  if (v->kind == VT::Kind::Constant) return static_cast<ConstantVT*>(v)->value;
+  if (v->kind == VT::Kind::Tuple) {
+    nb::list items;
+    for (VT* item : static_cast<SequenceVT*>(v)->items)
+      items.append(exceptionClasses(item));
+    return nb::tuple(items);
+  }
+  throw Unsupported{std::string("an except clause naming a ") + kindName(v)};
 }
 
 const char* InstructionTranslator::kindName(VT* v) {

@@ -79,6 +79,11 @@ public:
   // The instruction being traced (for node locations and failure reports).
   void setPosition(nb::handle code, int instruction);
   SourceLoc location() const;
+  // While an exception unwinds out of an inlined call: the caller's call instruction (innermost
+  // caller first), so a failure reports its user stack; cleared when tracing goes on.
+  void noteUnwoundCaller(nb::handle code, int instruction) {
+    unwoundCallers_.emplace_back(nb::borrow(code), instruction);
+  }
   // The logical device of a fake tensor (fakes live on meta).
   nb::object deviceOf(TensorVT* tensor);
   // A kiln module about to run for real: names its parameters, guards its training flags.
@@ -108,6 +113,10 @@ public:
   struct RootPosition {
     int instruction = -1, occurrence = 0, op = 0, arg = 0;
   };
+  // The top frame's `with` statements over user context managers whose block runs now
+  // (outermost first), each where its BEFORE_WITH is: a failure inside one is reported there, so
+  // the graph break is at the statement (the block cannot be resumed inside).
+  std::vector<RootPosition> userWiths;
   struct StopState {
     VTs locals, stack;
     nb::object kwNames;
@@ -239,6 +248,9 @@ private:
   uint32_t initialAutocast_; // kiln.autocast's state when tracing began (restored at the end)
   nb::object failCode;
   int failInstruction = 0;
+  std::vector<std::pair<nb::object, int>> unwoundCallers_;
+  // [(filename, lineno, function, line)] from the top frame to the failing instruction.
+  nb::list userStack() const;
 };
 
 // `obj.__module__` when it is a string, else "" (Calls.cpp).
@@ -257,6 +269,9 @@ public:
   // Runs the frame from its first instruction with `locals` (localsplus, arguments first) and
   // the cells of its free variables; returns what it returns.
   VT* run(VTs locals, const VTs& closure);
+  // A generator frame suspended at its yield (a @contextmanager's, see suspendInline_): runs
+  // the rest of it; Unsupported when it yields again.
+  void resumeToEnd();
 
 private:
   void step(size_t here);
@@ -277,6 +292,7 @@ private:
   VTs popN(int n);
   std::string localName(int index) const;
   static const char* kindName(VT* v);
+  nb::object exceptionClasses(VT* v);
 
   // Values.
   bool truthy(VT* v);
@@ -370,6 +386,14 @@ private:
   nb::object kwNames_;
   bool isGenerator_ = false;
   VTs yielded_;
+  // Set just before inlining a @contextmanager's generator function: inlineCall runs the new
+  // frame up to its first yield only and hands the suspended frame over here.
+  std::shared_ptr<InstructionTranslator>* suspendInline_ = nullptr;
+  bool suspendAtYield_ = false, suspended_ = false;
+  VT* handledException_ = nullptr; // the exception an `except` clause of this frame handles now
+  // The exception a TraceError stands for, or nullptr when its class is not known.
+  VT* exceptionOf(const TraceError& e);
+  void runLoop();
 };
 
 } // namespace kiln::capture

@@ -449,6 +449,28 @@ nb::dict Tracer::run() {
   return d;
 }
 
+namespace {
+
+std::string sourceLine(const std::string& file, int line) {
+  if (file.empty()) return "";
+  nb::object text = nb::module_::import_("linecache").attr("getline")(file, line);
+  return nb::cast<std::string>(text.attr("strip")());
+}
+
+} // namespace
+
+nb::list Tracer::userStack() const {
+  nb::list stack;
+  for (auto it = unwoundCallers_.rbegin(); it != unwoundCallers_.rend(); ++it) {
+    std::string file = nb::cast<std::string>(it->first.attr("co_filename"));
+    int line = PyCode_Addr2Line(reinterpret_cast<PyCodeObject*>(it->first.ptr()), it->second * 2);
+    stack.append(nb::make_tuple(file, line, nb::cast<std::string>(it->first.attr("co_name")), sourceLine(file, line)));
+  }
+  SourceLoc loc = location();
+  if (!loc.file.empty()) stack.append(nb::make_tuple(loc.file, loc.line, loc.function, sourceLine(loc.file, loc.line)));
+  return stack;
+}
+
 nb::dict Tracer::failure(const char* kind, const std::string& reason) {
   nb::dict d;
   d["ok"] = false;
@@ -457,12 +479,8 @@ nb::dict Tracer::failure(const char* kind, const std::string& reason) {
   SourceLoc loc = location();
   d["filename"] = loc.file;
   d["lineno"] = loc.line;
-  std::string line;
-  if (!loc.file.empty()) {
-    nb::object text = nb::module_::import_("linecache").attr("getline")(loc.file, loc.line);
-    line = nb::cast<std::string>(text.attr("strip")());
-  }
-  d["line"] = line;
+  d["line"] = sourceLine(loc.file, loc.line);
+  d["user_stack"] = userStack();
   return d;
 }
 
@@ -515,7 +533,8 @@ nb::dict traceOnce(nb::handle frameInfo, nb::handle options, bool decomposeCompo
     d["floats"] = tracer.floatsRead;
     d["ints"] = tracer.intsRead;
     // Where the top frame was, for a graph break there (the caller decides).
-    const Tracer::RootPosition& p = tracer.rootPosition;
+    // Inside a user context manager's block: at its `with` (Tracer::userWiths).
+    const Tracer::RootPosition& p = tracer.userWiths.empty() ? tracer.rootPosition : tracer.userWiths.front();
     if (p.instruction >= 0 && tracer.stopAt < 0) {
       d["instruction"] = p.instruction;
       d["occurrence"] = p.occurrence;

@@ -223,6 +223,7 @@ Tracer::~Tracer() {
 void Tracer::setPosition(nb::handle code, int instruction) {
   failCode = nb::borrow(code);
   failInstruction = instruction;
+  if (!unwoundCallers_.empty()) unwoundCallers_.clear(); // an exception was handled
 }
 
 SourceLoc Tracer::location() const {
@@ -937,7 +938,12 @@ VT* Tracer::callReal(nb::handle fn, const VTs& args, const Kwargs& kwargs) {
       std::string message = nb::cast<std::string>(nb::str(e.value()));
       std::string type = Py_TYPE(e.value().ptr())->tp_name;
       if (dataDependent) throw Unsupported{type + ": " + message};
-      throw TraceError{type + ": " + message};
+      // Run on fakes, the call may fail where the real one would not: an `except` clause of the
+      // traced code does not handle it (a graph break there instead, tracing would take the
+      // handler's path where eager code may not).
+      TraceError error{type + ": " + message};
+      error.catchable = false;
+      throw error;
     }
     result = nb::steal(r);
   }

@@ -80,6 +80,9 @@ struct VT {
     Ndarray,     // a NumPy array (or scalar) computed in the graph: a tensor with NumPy's rules
     Number,      // a Python int or float that is a graph value (automatic dynamic numbers)
     Partial,     // functools.partial(f, ...) made while tracing
+    GeneratorContext,     // a @contextlib.contextmanager function's call, not yet entered
+    UserContextExit,      // a user context manager's exit while its `with` block runs
+    Exception,            // an exception the traced code made or raised (caught by an `except`)
   };
   explicit VT(Kind k) : kind(k) {}
   virtual ~VT() = default;
@@ -222,6 +225,31 @@ struct GradModeVT : VT {
   std::optional<bool> previous; // set_grad_enabled(m) already switched; `with` restores this
 };
 
+// `with f(args):` over a @contextlib.contextmanager generator function f (traced, as TorchDynamo
+// does): entering runs f's frame to its yield, whose value the `with` binds; the block's end
+// runs the rest of the suspended frame.
+struct GeneratorContextVT : VT {
+  GeneratorContextVT(VT* f, VTs a, Kwargs k)
+      : VT(Kind::GeneratorContext), func(f), args(std::move(a)), kwargs(std::move(k)) {}
+  VT* func; // the generator function (a FunctionVT)
+  VTs args;
+  Kwargs kwargs;
+};
+
+class InstructionTranslator;
+
+// The exit of a `with` block over a user context manager: a @contextmanager's generator frame
+// suspended at its yield, or a user class's bound __exit__. While the block of one entered by
+// the top frame runs, a graph break inside it is a break at the `with` (Tracer::userWiths).
+struct UserContextExitVT : VT {
+  UserContextExitVT(std::shared_ptr<InstructionTranslator> g, VT* e, bool top)
+      : VT(Kind::UserContextExit), generator(std::move(g)), exit(e), topFrame(top) {}
+  std::shared_ptr<InstructionTranslator> generator; // suspended at its yield, or null
+  VT* exit;                                         // the bound __exit__, or null
+  bool topFrame;                                    // entered by the top frame
+  bool done = false;
+};
+
 struct GradModeExitVT : VT {
   explicit GradModeExitVT(bool prev) : VT(Kind::GradModeExit), restore(prev) {}
   bool restore;
@@ -287,7 +315,22 @@ struct Unsupported {
 // The traced code itself raised (a user error): the frame runs eagerly this time, so the user
 // sees the real exception.
 struct TraceError {
+  TraceError(std::string r, nb::object e = nb::object()) : reason(std::move(r)), exception(std::move(e)) {}
   std::string reason;
+  nb::object exception; // the exception (or its class) when known, else its class is read from reason
+  // False when no guard pins what raised it (an attribute missing from an object without a
+  // source): an `except` clause does not handle it while tracing (a graph break there instead).
+  bool catchable = true;
+};
+
+// An exception the traced code raised (for an `except` clause to match) or made to raise: its
+// class, and the instance when the trace has it (a builtin exception made from constants).
+// Nothing else of it is traced (str(e) and its attributes are a graph break).
+struct ExceptionVT : VT {
+  ExceptionVT(nb::object t, nb::object i, std::string r)
+      : VT(Kind::Exception), type(std::move(t)), instance(std::move(i)), reason(std::move(r)) {}
+  nb::object type, instance;
+  std::string reason; // "KeyError: 'shift'", as a user error reports it
 };
 // A double backward traced on the fakes met a tensor a composite op (recorded as one node) made
 // internally for autograd: the frame is traced again with composites decomposed (trace_frame).

@@ -60,3 +60,18 @@ def training_compiles(monkeypatch):
 
     monkeypatch.setattr(frame_callback.FrameCallback, "_compile_training", counting)
     return seen
+
+
+@pytest.fixture
+def strict_capture():
+    """kiln.compile in strict mode (a backend failure raises instead of running eagerly), compile
+    caches reset before and after (parametrized cases share code objects). Files of capture
+    tests use it for every test: `pytestmark = pytest.mark.usefixtures("strict_capture")`."""
+    import kiln
+
+    old = kiln.config.strict
+    kiln.config.strict = True
+    kiln.compiler.reset()
+    yield
+    kiln.config.strict = old
+    kiln.compiler.reset()

@@ -11,14 +11,7 @@ from oracle import need_torch
 BACKENDS = ["eager", "aot_eager", "inductor"]
 
 
-@pytest.fixture(autouse=True)
-def _strict():
-    old = kiln.config.strict
-    kiln.config.strict = True
-    kiln.compiler.reset()
-    yield
-    kiln.config.strict = old
-    kiln.compiler.reset()
+pytestmark = pytest.mark.usefixtures("strict_capture")
 
 
 def _functions(T):
@@ -592,3 +585,48 @@ def test_setup_context_runs_without_grad_as_torch():
 
     Twice.apply(kiln.randn(3, requires_grad=True))
     assert seen == [(False, False)]
+
+
+def test_captured_applications_live_as_long_as_a_graph_holds_them():
+    """The registry of captured applications (kiln.autograd.function._applications) keeps only
+    what a kept graph holds: a frame whose trace fails at every call (here the user's code
+    raises) made one entry per call; a re-trace at a break leaves none of the first trace's;
+    kiln.compiler.reset() drops the rest."""
+    from kiln.autograd import function
+
+    class Square(kiln.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x * x
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return 2 * g * x
+
+    def raising(x, d):
+        return Square.apply(x) + d["missing"]
+
+    def branching(x):
+        y = Square.apply(x)
+        if y.sum() > 0:  # data-dependent: the graph up to here, traced twice
+            return y + 1
+        return y - 1
+
+    x = kiln.tensor([1.0, -2.0, 3.0], requires_grad=True)
+    before = len(function._applications)
+    compiled = kiln.compile(raising)
+    for _ in range(200):
+        with pytest.raises(KeyError):
+            compiled(x, {})
+    assert len(function._applications) == before
+    compiled = kiln.compile(branching)
+    for _ in range(3):
+        out = compiled(x)
+        (g,) = kiln.autograd.grad(out.sum(), [x])
+        np.testing.assert_allclose(out.detach().numpy(), [2.0, 5.0, 10.0])
+        np.testing.assert_allclose(g.numpy(), [2.0, -4.0, 6.0])
+    assert len(function._applications) == before + 1  # the one the graph before the branch holds
+    kiln.compiler.reset()
+    assert not function._applications

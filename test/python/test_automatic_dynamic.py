@@ -9,14 +9,7 @@ import kiln
 from oracle import need_torch
 
 
-@pytest.fixture(autouse=True)
-def _strict():
-    old = kiln.config.strict
-    kiln.config.strict = True
-    kiln.compiler.reset()
-    yield
-    kiln.config.strict = old
-    kiln.compiler.reset()
+pytestmark = pytest.mark.usefixtures("strict_capture")
 
 
 def counting(fn):

@@ -7,14 +7,7 @@ import kiln
 from kiln import nn
 
 
-@pytest.fixture(autouse=True)
-def _strict():
-    old = kiln.config.strict
-    kiln.config.strict = True
-    kiln.compiler.reset()
-    yield
-    kiln.config.strict = old
-    kiln.compiler.reset()
+pytestmark = pytest.mark.usefixtures("strict_capture")
 
 
 def _counts(fn, *args):

@@ -61,7 +61,7 @@ def test_a_training_loop_compiled_whole_captures_only_user_frames():
     # torch.compile: the same 3 graphs.
     assert explained.graph_count == 3
     assert explained.graph_break_count == 2
-    reasons = [str(r) for r in explained.break_reasons]
+    reasons = [str(r) for r in explained.all_break_reasons]
     assert any("zero_grad" in r for r in reasons)  # the first break of the loop
     assert not any("clip_grad" in r or "generator" in r for r in reasons)
 

@@ -191,10 +191,12 @@ def test_getattr_with_a_default_of_a_missing_attribute_is_traced():
     np.testing.assert_array_equal(kiln.compile(f)(x).detach().numpy(), f(x).detach().numpy())
 
 
-def test_an_exception_caught_by_a_try_block_is_a_graph_break_traced_once():
+def test_an_exception_caught_by_a_try_block_is_traced_once():
     # `try: s = o.scale except AttributeError:` made the tracer give up as "the user's code
-    # raised": the frame ran eagerly, traced again at every call, with no break reported. It is
-    # a graph break at the lookup now, once: the code before it stays compiled.
+    # raised": the frame ran eagerly, traced again at every call, with no break reported. Then
+    # it was a graph break at the lookup, once. Now the except clause is traced (one graph, as
+    # torch.compile), the keys of o's __dict__ guarded: setting o.scale recompiles, deleting it
+    # finds the first graph again.
     class Obj:
         pass
 
@@ -216,7 +218,7 @@ def test_an_exception_caught_by_a_try_block_is_a_graph_break_traced_once():
     x = kiln.randn(4)
     kiln.compiler.reset()
     e = kiln.explain(fn)(x)
-    assert e.graph_count == 1 and ["try block" in str(r) for r in e.break_reasons] == [True], str(e)
+    assert e.graph_count == 1 and not e.all_break_reasons, str(e)
     kiln.compiler.reset()
     compiled = kiln.compile(fn, backend=counting)
     for _ in range(3):
@@ -225,7 +227,7 @@ def test_an_exception_caught_by_a_try_block_is_a_graph_break_traced_once():
     np.testing.assert_allclose(compiled(x).numpy(), (x * 10).numpy())
     del o.scale
     np.testing.assert_allclose(compiled(x).numpy(), (x * 6).numpy())
-    assert len(traces) == 1
+    assert len(traces) == 2
     kiln.compiler.reset()
 
 

@@ -149,7 +149,7 @@ def test_zero_grad_set_to_none_replays_and_in_place_zeroing_writes_the_grads():
     # zero_grad runs eagerly, as torch.optim's (torch._disable_dynamo): a break at the call with
     # nothing before it, then the graph of `x + 1` (torch.compile: 1 graph).
     assert e.graph_count == 1 and e.graph_break_count == 0, e.break_reasons
-    assert ["zero_grad" in str(r) for r in e.break_reasons] == [True]
+    assert not e.break_reasons and ["zero_grad" in str(r) for r in e.all_break_reasons] == [True]
 
 
 def test_tensor_keyed_defaultdict_state_is_read_and_extended():
@@ -248,4 +248,5 @@ def test_library_code_reading_grad_of_a_fake_breaks_the_graph():
     x = _t(1)
     np.testing.assert_allclose(kiln.compile(fn, backend="eager")(x).numpy(), fn(x).numpy(), rtol=1e-6)
     e = _explain(fn, x)
-    assert len(e.break_reasons) == 1 and "Tensor.grad" in str(e.break_reasons[0]), e.break_reasons
+    # No graph before the call: the break is one of all_break_reasons only, as torch's explain.
+    assert len(e.all_break_reasons) == 1 and "Tensor.grad" in str(e.all_break_reasons[0]), e.all_break_reasons

@@ -10,16 +10,8 @@ import pytest
 import kiln
 from kiln.compiler import bytecode
 
-pytestmark = pytest.mark.skipif(not bytecode.supported(), reason="graph breaks resume on 3.11 to 3.13 only")
-
-
-@pytest.fixture(autouse=True)
-def _strict():
-    kiln.compiler.reset()
-    kiln.config.strict = True
-    yield
-    kiln.config.strict = False
-    kiln.compiler.reset()
+pytestmark = [pytest.mark.skipif(not bytecode.supported(), reason="graph breaks resume on 3.11 to 3.13 only"),
+              pytest.mark.usefixtures("strict_capture")]
 
 
 def _same(got, expected, rtol=1e-5, atol=1e-6):
@@ -173,7 +165,7 @@ def test_global_settings_are_breaks_named_for_themselves():
     expected = _settings_between(x)
     _same(kiln.compile(_settings_between)(x), expected)
     e = kiln.explain(_settings_between)(x)
-    reasons = [r.reason.split(" ")[0] for r in e.break_reasons]
+    reasons = [r.reason.split(" ")[0] for r in e.all_break_reasons]
     assert reasons == ["kiln.seed()", "kiln.get_rng_state()", "kiln.set_default_dtype()", "kiln.use_deterministic_algorithms()"], str(e)
 
 

@@ -9,14 +9,7 @@ import kiln
 from kiln import nn
 
 
-@pytest.fixture(autouse=True)
-def _strict():
-    old = kiln.config.strict
-    kiln.config.strict = True
-    kiln.compiler.reset()
-    yield
-    kiln.config.strict = old
-    kiln.compiler.reset()
+pytestmark = pytest.mark.usefixtures("strict_capture")
 
 
 def _counts(fn, *args):
@@ -156,3 +149,26 @@ def test_spectral_norm_hook_traces_into_one_graph():
     for _ in range(3):
         _close(compiled(compiled_model, x), fn(eager_model, x))
         _close(compiled_model.weight_u, eager_model.weight_u)
+
+
+def test_dynamo_graph_break_splits_the_graph_as_torch():
+    """kiln._dynamo.graph_break() (torch._dynamo.graph_break, which kiln lacked: an
+    AttributeError) is a break at the call: the graph before it and the resume function's graph
+    after it (torch.compile: 2 graphs, 1 break); eagerly it does nothing; fullgraph raises."""
+    def fn(x):
+        a = x.sin() * 2
+        kiln._dynamo.graph_break()
+        return a.cos() + 1
+
+    x = kiln.randn(5)
+    want = fn(x)
+    compiled = kiln.compile(fn)
+    for _ in range(2):
+        _close(compiled(x), want)
+    kiln.compiler.reset()
+    e = kiln.explain(fn)(x)
+    assert (e.graph_count, e.graph_break_count, len(e.break_reasons)) == (2, 1, 1), str(e)
+    assert "graph_break()" in e.break_reasons[0].reason
+    kiln.compiler.reset()
+    with pytest.raises(kiln.compiler.Unsupported, match="graph_break"):
+        kiln.compile(fn, fullgraph=True)(x)

@@ -1,6 +1,7 @@
 """kiln.compiler.is_compiling(): whether the calling code is being traced by kiln.compile
 (torch.compiler.is_compiling's role). Here it answers False; the tracer answers True for a call
 it traces (frontend/capture/Calls.cpp), so code can pick a traceable path (kiln.optim's Adam)."""
+import contextlib
 
 
 def is_compiling():
@@ -226,3 +227,8 @@ def has_forward_hooks(module):
     with torch 2.13: a Linear with only a forward pre-hook is not captured; one with a forward
     hook is.)"""
     return bool(module.__dict__.get("_forward_hooks"))
+
+
+# The code of the function contextlib.contextmanager makes (one for every decorated generator
+# function): traced code calling it makes a context manager the capture traces (Calls.cpp).
+CONTEXTMANAGER_HELPER_CODE = contextlib.contextmanager(lambda: (yield)).__code__

@@ -1,8 +1,10 @@
 """kiln.autograd.Function: user-defined ops with a hand-written backward (torch.autograd.Function)."""
+import contextlib
 import dis
 import functools
 import inspect
 import itertools
+import threading
 import types
 
 from .. import _C
@@ -152,8 +154,43 @@ def once_differentiable(fn):
 # (the eager backend, op by op), or on the fakes of retrace and AOT's joint trace, whose engine
 # run then records the Python backward's ops.
 
-_applications = {}  # key -> _Application (an application traced into some graph)
+# key -> _Application, while a graph that may run holds its node: an application a trace made
+# and its graph does not hold (a failed or partial trace) is dropped when the trace ends
+# (applications_of_trace), the rest when kiln.compiler.reset() forgets every graph.
+_applications = {}
 _keys = itertools.count()
+_traces = threading.local()  # .made: the keys made by each trace running on this thread
+
+
+@contextlib.contextmanager
+def applications_of_trace():
+    """`with applications_of_trace() as keep:` around one trace of a frame; `keep(graph)` (the
+    trace's graph, or None when it failed) keeps the applications the graph holds and drops the
+    others the trace made (re-traces at a break, probes, failed traces)."""
+    stack = _traces.__dict__.setdefault("made", [])
+    made = []
+    stack.append(made)
+    kept = set()
+
+    def keep(graph):
+        if graph is not None:
+            kept.update(n.args[0] for n in graph.nodes if n.op == "call_function" and n.target == _APPLY_TARGET)
+
+    try:
+        yield keep
+    finally:
+        stack.pop()
+        for key in made:
+            if key not in kept:
+                _applications.pop(key, None)
+
+
+def forget_applications():
+    """kiln.compiler.reset(): no graph that holds an application is kept."""
+    _applications.clear()
+
+
+_APPLY_TARGET = f"{__name__}.apply_captured"
 
 
 class _Application:
@@ -230,13 +267,18 @@ def _capture(cls, args, kwargs):
     outputs, stand_ins = _C._capture_custom_function(key, [args[i] for i in app.slots], run, cls.__name__)
     app.stand_ins = tuple(stand_ins)
     _applications[key] = app
+    for made in getattr(_traces, "made", ())[-1:]:
+        made.append(key)
     return app.unflatten(outputs)
 
 
 def apply_captured(key, *tensors):
     """The node of captured application `key`: the application on `tensors` (its tensor
     arguments, then the real tensors its code reads), returning its tensor outputs."""
-    app = _applications[key]
+    app = _applications.get(key)
+    if app is None:
+        raise RuntimeError(f"a graph holding custom autograd.Function application {key} ran after "
+                           "kiln.compiler.reset() forgot it: compile the function again")
     if _C._recording():
         for real, index in app.stand_ins:
             _C._stand_in(real, tensors[index])

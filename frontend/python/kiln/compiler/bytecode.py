@@ -172,6 +172,30 @@ def in_loop(code, index):
                for ins in dis.get_instructions(code))
 
 
+def exception_handler(code, index):
+    """(target, stack depth, push lasti) of the handler catching an exception at instruction
+    `index` (an `except` clause's PUSH_EXC_INFO, see in_try), or None."""
+    table = code.co_exceptiontable
+    if not table:
+        return None
+    by_index = _instructions(code)
+    i = 0
+    while i < len(table):
+        start, i = _read_varint(table, i)
+        length, i = _read_varint(table, i)
+        target, i = _read_varint(table, i)
+        depth_lasti, i = _read_varint(table, i)
+        if not start <= index < start + length:
+            continue
+        first = by_index.get(target)
+        after = by_index.get(next_index(code, target)) if first is not None else None
+        if first is not None and first.opname == "PUSH_EXC_INFO" and (
+                after is None or after.opname != "WITH_EXCEPT_START"):
+            return target, depth_lasti >> 1, bool(depth_lasti & 1)
+        return None
+    return None
+
+
 def in_try(code, index):
     """Whether instruction `index` is inside a try block: an exception table entry covers it
     whose handler catches (PUSH_EXC_INFO, not a `with` block's WITH_EXCEPT_START; cleanup

@@ -135,11 +135,14 @@ def plan_of(gm, example_inputs):
 
 @dataclass
 class ExplainOutput:
-    """graphs: the GraphModules in capture order; break_reasons: a BreakReason per graph break
-    (a whole-frame fallback counts one); graph_break_count: graph_count - 1 (never below 0), as
-    torch._dynamo.explain reports it: the splits between compiled graphs, so a break after which
-    the rest of the frame runs eagerly, or before or after which nothing compiles, is in
-    break_reasons but not in the count (torch's `Graph Break Count` for the same program);
+    """What torch._dynamo.explain reports, counted as it counts: graphs: the GraphModules in
+    capture order; graph_break_count: graph_count - 1 (never below 0), the splits between
+    compiled graphs; break_reasons: a BreakReason per graph a break ended (a graph compiled up to
+    the break), with its user stack through inlined calls, so a break with no graph before it (a
+    helper called first thing, a frame or the rest of one run eagerly) is not in it, as in
+    torch's; break_graphs: for each of break_reasons, the number (1-based) of the graph it ended;
+    all_break_reasons: every break in capture order, also those with no graph before them (each
+    eager frame's reason once), as KILN_LOGS=graph_breaks logs them;
     op_count: ops over all graphs;
     ops_per_graph: each graph's call targets; guards: each graph's GuardTree; compile_times:
     the time spent in each compile phase, as text; kernels_per_graph: each graph's KernelPlan
@@ -156,6 +159,8 @@ class ExplainOutput:
     kernels_per_graph: list = field(default_factory=list)
     # Per graph: its input dims that are size symbols ("L['x']: [s0, _]"), or None when static.
     dynamic_per_graph: list = field(default_factory=list)
+    break_graphs: list = field(default_factory=list)
+    all_break_reasons: list = field(default_factory=list)
 
     def __str__(self):
         out = f"Graph Count: {self.graph_count}\n"
@@ -165,10 +170,15 @@ class ExplainOutput:
         for i, reason in enumerate(self.break_reasons, 1):
             out += f"  Break Reason {i}:\n"
             out += f"    Reason: {reason.reason}\n"
-            out += "    User Stack:\n"
-            out += f"      {reason.filename}:{reason.lineno}\n"
-            if reason.line:
-                out += f"        {reason.line.strip()}\n"
+            out += "    User Stack:\n" + reason.stack_text(6)
+            if i <= len(self.break_graphs):
+                ended = self.break_graphs[i - 1]
+                out += f"    Graphs: {ended} up to this break, {self.graph_count - ended} after it\n"
+        others = [r for r in self.all_break_reasons if r not in self.break_reasons]
+        if others:
+            out += "Other Breaks (no graph compiled up to them: torch._dynamo.explain lists none):\n"
+            for reason in others:
+                out += f"  Reason: {reason.reason}\n" + reason.stack_text(4)
         out += "Ops per Graph:\n"
         for i, ops in enumerate(self.ops_per_graph, 1):
             out += f"  Ops {i}:\n" + "".join(f"    {op}\n" for op in ops)
@@ -193,6 +203,7 @@ class ExplainRecorder:
 
     def __init__(self):
         self.graphs, self.break_reasons, self.guards, self.kernel_plans = [], [], [], []
+        self.break_graphs, self.all_break_reasons = [], []
         self.dynamic = []
         self.op_count = 0
         self.phase_times = {}
@@ -204,8 +215,15 @@ class ExplainRecorder:
         self.op_count += op_count
         self.guards.append(guards)
 
-    def add_break(self, break_reason):
-        self.break_reasons.append(break_reason)
+    def add_break(self, break_reason, ends_graph):
+        """A break; ends_graph: a graph was compiled up to it (the last one added). A break
+        with no graph before it is listed once (an eager frame reports it at every call)."""
+        if ends_graph:
+            self.break_reasons.append(break_reason)
+            self.break_graphs.append(len(self.graphs))
+        elif break_reason in self.all_break_reasons:
+            return
+        self.all_break_reasons.append(break_reason)
 
     def add_time(self, phase, seconds):
         self.phase_times[phase] = self.phase_times.get(phase, 0.0) + seconds
@@ -217,7 +235,8 @@ class ExplainRecorder:
             graphs=list(self.graphs), graph_count=len(self.graphs),
             graph_break_count=max(len(self.graphs) - 1, 0), break_reasons=list(self.break_reasons),
             op_count=self.op_count, ops_per_graph=ops, guards=list(self.guards), compile_times=times,
-            kernels_per_graph=list(self.kernel_plans), dynamic_per_graph=list(self.dynamic))
+            kernels_per_graph=list(self.kernel_plans), dynamic_per_graph=list(self.dynamic),
+            break_graphs=list(self.break_graphs), all_break_reasons=list(self.all_break_reasons))
 
 
 @dataclass

@@ -15,6 +15,7 @@ import weakref
 
 from .. import _C, _compiling, config
 from .._logging import get_logger
+from ..autograd.function import forget_applications
 from ..fx import GraphModule
 from . import debug_dir, dynamic, resume
 from .aot import _written_arguments
@@ -212,6 +213,7 @@ def reset_state():
     global _graph_ids
     _code_states.clear()
     resume.reset_state()
+    forget_applications()
     _graph_ids = itertools.count()
 
 
@@ -455,6 +457,7 @@ class FrameCallback:
         self.describe_dynamic = describe_dynamic
         self.backend_kwargs = dict(backend_kwargs or {})
         self.recorder = recorder
+        self.graphs_compiled = 0  # graphs (with ops) captured so far: the graph-break log says
 
     def __call__(self, frame_info):
         # Saved-tensor hooks in effect (a checkpointed function running eagerly) are the eager
@@ -519,10 +522,9 @@ class FrameCallback:
                         return entry
                 # (No place: the frame broke before its first instruction, wrapping an argument
                 # such as a sparse tensor; the function's own line then.)
-                filename, lineno = result["filename"], result["lineno"]
-                if not filename:
-                    filename, lineno = code.co_filename, code.co_firstlineno
-                return self._break(code, state, BreakReason(result["reason"], filename, lineno, result["line"]))
+                if not result["filename"]:
+                    result = dict(result, filename=code.co_filename, lineno=code.co_firstlineno)
+                return self._break(code, state, BreakReason.of_failure(result))
             # The user's code raised: running it eagerly gives them the real exception.
             _breaks_log.debug("tracing %s raised: %s (%s:%d); running this call eagerly", _where(code),
                               result["reason"], result["filename"], result["lineno"])
@@ -648,23 +650,29 @@ class FrameCallback:
             _breaks_log.debug("graph break in %s at %s:%d not resumed (%s)", _where(code),
                               site.reason.filename, site.reason.lineno, why)
             return None
+        compiled_before = self.graphs_compiled
         try:
             entry = self._compile(code, state, frame_info, result, site)
         except resume.ResumeUnsupported as error:
             _breaks_log.debug("graph break in %s not resumed (%s)", _where(code), error)
             return None
         if entry is not None:
+            ends_graph = self.graphs_compiled > compiled_before
             graphs = "1 graph" if result["op_count"] else "no graph"
             after = {"call": "a resume function after the call",
                      "subscr": "a resume function after the subscript",
                      "jump": "a resume function at either branch",
                      "generic": "the rest of the frame eagerly"}[site.kind]
-            _breaks_log.info("graph break in %s: %s (%s:%d); %s before it (%d ops), then %s",
-                             _where(code), site.reason.reason, site.reason.filename,
-                             site.reason.lineno, graphs, result["op_count"], after)
+            stack = ""
+            if len(site.reason.user_stack) > 1:
+                stack = "\n  user stack:\n" + site.reason.stack_text(4).rstrip("\n")
+            _breaks_log.info("graph break in %s: %s (%s:%d); %s before it (%d ops), then %s; graphs "
+                             "this compiled function has compiled: %d%s", _where(code), site.reason.reason,
+                             site.reason.filename, site.reason.lineno, graphs, result["op_count"], after,
+                             self.graphs_compiled, stack)
             debug_dir.dump_break(self, code, site.reason)
             for recorder in self._recorders(code):
-                recorder.add_break(site.reason)
+                recorder.add_break(site.reason, ends_graph)
         return entry
 
     def _retrace(self, code, frame_info, site):
@@ -771,6 +779,7 @@ class FrameCallback:
             # kiln.explain counts the graphs a compile over size symbols would make: this call
             # recompiled (the eager backend runs static sizes) where that graph would serve it.
             return entry
+        self.graphs_compiled += 1
         for recorder in self._recorders(code):
             recorder.add_graph(gm, result["op_count"], result["guards"], examples,
                                dynamic=traces.describe() if traces is not None else described)
@@ -1090,14 +1099,16 @@ class FrameCallback:
         if _breaks_log.isEnabledFor(logging.DEBUG):
             _breaks_log.debug("%s runs eagerly: %s", _where(code), reason)
         else:
-            _breaks_log.info("%s runs eagerly: %s (%s:%d)", _where(code), reason.reason, reason.filename,
-                             reason.lineno)
+            stack = "\n  user stack:\n" + reason.stack_text(4).rstrip("\n") if len(reason.user_stack) > 1 else ""
+            _breaks_log.info("%s runs eagerly: %s (%s:%d); no graph (graphs this compiled function has "
+                             "compiled: %d)%s", _where(code), reason.reason, reason.filename, reason.lineno,
+                             self.graphs_compiled, stack)
         debug_dir.dump_break(self, code, reason)
         return self._unsupported(code, reason)
 
     def _unsupported(self, code, reason):
         for recorder in self._recorders(code):
-            recorder.add_break(reason)
+            recorder.add_break(reason, ends_graph=False)
         if self.fullgraph:
             raise Unsupported(reason)
         return capture_module().SKIP

@@ -4,6 +4,7 @@ import sys
 import warnings
 
 from .. import _C, config
+from ..autograd.function import applications_of_trace
 
 _warned_unsupported_python = False
 
@@ -51,4 +52,7 @@ def trace_frame(frame_info, options):
     if trace is None:
         raise RuntimeError("kiln.compile needs the bytecode tracer kiln._C._capture.trace_frame, which this "
                            "build of kiln lacks")
-    return trace(frame_info, options)
+    with applications_of_trace() as keep:
+        result = trace(frame_info, options)
+        keep(result["graph"] if result.get("ok") else None)
+    return result

@@ -55,7 +55,7 @@ class BreakSite:
         self.arg = failure["arg"]
         self.opname = bytecode.dis.opname[self.op]
         self.kind = bytecode.break_kind(self.opname)
-        self.reason = BreakReason(failure["reason"], failure["filename"], failure["lineno"], failure["line"])
+        self.reason = BreakReason.of_failure(failure)
         start = bytecode.statement_start(code, self.index) if bytecode.supported() else None
         # The fewest ops the graph before a 'generic' break needs (else the frame runs eagerly).
         self.min_ops = 1
