@@ -8,8 +8,9 @@ files the compiler writes to its debug folder (kiln.config.debug_dir, KILN_DEBUG
 
     captured graph -> Core ATen -> Prims -> loop program -> fused kernels -> C++ -> shared object
 
-then times kiln eager, kiln compiled, PyTorch eager and torch.compile (when PyTorch is
-installed) on the same inputs, and the compile latency: cold (empty kernel cache) and warm.
+then races kiln eager, kiln compiled, PyTorch eager and torch.compile (when PyTorch is
+installed) on the same inputs, in interleaved rounds (see race), and measures the compile latency:
+cold (empty kernel cache) and warm.
 """
 import glob
 import math
