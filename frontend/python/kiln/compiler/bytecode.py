@@ -199,10 +199,9 @@ def exception_handler(code, index):
 def in_try(code, index):
     """Whether instruction `index` is inside a try block: an exception table entry covers it
     whose handler catches (PUSH_EXC_INFO, not a `with` block's WITH_EXCEPT_START; cleanup
-    entries of handlers and of inlined comprehensions re-raise and do not count)."""
-    table = code.co_exceptiontable
-    if not table:
-        return False
+    entries of handlers and of inlined comprehensions re-raise and do not count). The table's
+    ranges do not overlap, so this is whether exception_handler finds a handler."""
+    return exception_handler(code, index) is not None
     by_index = _instructions(code)
     i = 0
     while i < len(table):

@@ -358,14 +358,8 @@ class LogitRelaxedBernoulli(Distribution):
         return self.temperature.log() + diff - 2 * diff.exp().log1p()
 
 
-class RelaxedBernoulli(TransformedDistribution):
-    """A continuous relaxation of Bernoulli on (0, 1): sigmoid of a LogitRelaxedBernoulli."""
-    arg_constraints = LogitRelaxedBernoulli.arg_constraints
-    has_rsample = True
-
-    def __init__(self, temperature, probs=None, logits=None, validate_args=None):
-        super().__init__(LogitRelaxedBernoulli(temperature, probs, logits), SigmoidTransform(),
-                         validate_args=validate_args)
+class _Relaxed(TransformedDistribution):
+    """The relaxed distributions' parameters, read from their base distribution."""
 
     @property
     def temperature(self):
@@ -378,6 +372,16 @@ class RelaxedBernoulli(TransformedDistribution):
     @property
     def probs(self):
         return self.base_dist.probs
+
+
+class RelaxedBernoulli(_Relaxed):
+    """A continuous relaxation of Bernoulli on (0, 1): sigmoid of a LogitRelaxedBernoulli."""
+    arg_constraints = LogitRelaxedBernoulli.arg_constraints
+    has_rsample = True
+
+    def __init__(self, temperature, probs=None, logits=None, validate_args=None):
+        super().__init__(LogitRelaxedBernoulli(temperature, probs, logits), SigmoidTransform(),
+                         validate_args=validate_args)
 
 
 class ExpRelaxedCategorical(Distribution):
@@ -420,7 +424,7 @@ class ExpRelaxedCategorical(Distribution):
         return score + log_scale
 
 
-class RelaxedOneHotCategorical(TransformedDistribution):
+class RelaxedOneHotCategorical(_Relaxed):
     """A continuous relaxation of OneHotCategorical on the simplex (the Gumbel-softmax): exp of an
     ExpRelaxedCategorical."""
     arg_constraints = ExpRelaxedCategorical.arg_constraints
@@ -429,18 +433,6 @@ class RelaxedOneHotCategorical(TransformedDistribution):
     def __init__(self, temperature, probs=None, logits=None, validate_args=None):
         super().__init__(ExpRelaxedCategorical(temperature, probs, logits, validate_args=validate_args),
                          ExpTransform(), validate_args=validate_args)
-
-    @property
-    def temperature(self):
-        return self.base_dist.temperature
-
-    @property
-    def logits(self):
-        return self.base_dist.logits
-
-    @property
-    def probs(self):
-        return self.base_dist.probs
 
 
 class Multinomial(Distribution):
